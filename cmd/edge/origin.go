@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgecache/edge/origin"
+)
+
+func originCmd() *cobra.Command {
+	var listen string
+	var cfg origin.DemoConfig
+	cmd := &cobra.Command{
+		Use:   "origin",
+		Short: "Run the demo origin: a deterministic synthetic site with a page family per caching case",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Latency < 0 || cfg.Jitter < 0 {
+				return usageError{errors.New("--latency and --jitter must not be negative")}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("origin: %w", err)
+			}
+			srv := &http.Server{Handler: origin.NewDemo(cfg), ReadHeaderTimeout: 10 * time.Second}
+			slog.Info("demo origin serving", "listen", ln.Addr().String(), "latency", cfg.Latency)
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-cmd.Context().Done():
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8090", "listen address")
+	cmd.Flags().DurationVar(&cfg.Latency, "latency", 20*time.Millisecond, "latency added to every response, like a distant origin")
+	cmd.Flags().DurationVar(&cfg.Jitter, "jitter", 5*time.Millisecond, "uniform extra latency in [0, jitter)")
+	return cmd
+}

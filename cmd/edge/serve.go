@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/node"
+)
+
+func serveCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run one edge node in front of an origin",
+		Long: `Run one edge node. Configuration comes from the YAML file (--config),
+then EDGE_* environment variables (EDGE_ORIGIN_URL, EDGE_CACHE_MAX_BYTES, …),
+then flags. Every key is documented in config.yaml.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, err := config.NewViper(file)
+			if err != nil {
+				return err
+			}
+			if err := bindFlags(cmd, v); err != nil {
+				return err
+			}
+			cfg, err := config.Load(v)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.Log.Level, cfg.Log.Format)
+			n, err := node.New(cfg, log)
+			if err != nil {
+				return err
+			}
+			return n.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "config", "c", "", "YAML config file (see config.yaml for every key)")
+	f.String("origin", "", "origin base URL (origin.url)")
+	f.String("listen", "", "public listen address (listen)")
+	f.String("admin-listen", "", "admin listen address (admin.listen)")
+	f.String("admin-token", "", "bearer token for purge and pprof (admin.token)")
+	f.String("node-id", "", "node name (node_id)")
+	f.String("cache-size", "", "store byte budget, e.g. 256MiB (cache.max_bytes)")
+	f.String("log-level", "", "debug, info, warn or error (log.level)")
+	return cmd
+}
+
+// flagKeys maps flags to config keys. A flag overrides the file and the
+// environment only when it was given.
+var flagKeys = map[string]string{
+	"origin": "origin.url", "listen": "listen", "admin-listen": "admin.listen", "admin-token": "admin.token",
+	"node-id": "node_id", "cache-size": "cache.max_bytes", "log-level": "log.level",
+}
+
+func bindFlags(cmd *cobra.Command, v *viper.Viper) error {
+	for flag, key := range flagKeys {
+		fl := cmd.Flags().Lookup(flag)
+		if fl == nil {
+			continue
+		}
+		if fl.Changed {
+			v.Set(key, fl.Value.String())
+		}
+	}
+	return nil
+}
+
+func newLogger(level, format string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "edge", node.Version)
+		},
+	}
+}

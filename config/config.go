@@ -1,0 +1,465 @@
+// Package config loads and validates a node's configuration from
+// config.yaml, EDGE_* environment variables and command-line flags (in
+// increasing precedence) through viper. Every key, its default and the
+// reason for the default live in one table, Keys, from which the
+// documentation is generated; a bad value stops startup with an error that
+// names the key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// Kind is the type of a configuration value.
+type Kind int
+
+// The kinds of values.
+const (
+	String Kind = iota
+	Int
+	Float
+	Bool
+	Duration
+	Size // bytes, written as 64MiB, 512KB, 1GiB or a plain integer
+	List // comma-separated strings
+)
+
+func (k Kind) String() string {
+	return [...]string{"string", "int", "float", "bool", "duration", "size", "list"}[k]
+}
+
+// Key documents one configuration key.
+type Key struct {
+	Name    string // dotted viper key, e.g. origin.url
+	Kind    Kind
+	Default string // the default as it would be written in config.yaml
+	Doc     string // what it does and why the default
+}
+
+// Env returns the environment variable that sets the key.
+func (k Key) Env() string {
+	return "EDGE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(k.Name))
+}
+
+// Keys lists every configuration key. The order is the order of the docs.
+func Keys() []Key {
+	return []Key{
+		{"node_id", String, "", "Name of this node in Cache-Status, Via, metrics and the cluster. Empty: the host name."},
+		{"listen", String, "127.0.0.1:8080", "Public listener for browsers. Loopback by default so a first run exposes nothing."},
+		{"admin.listen", String, "127.0.0.1:9180", "Admin listener: /metrics, /healthz, /readyz, /status, /purge, /debug/pprof. Keep it off the public network."},
+		{"admin.token", String, "", "Bearer token for /purge and /debug/pprof. Empty: those endpoints answer 403 (purge is never open)."},
+		{"origin.url", String, "", "Origin base URL (http or https). Required."},
+		{"origin.connect_timeout", Duration, "3s", "TCP connect budget; a dead origin is reported in seconds, not minutes."},
+		{"origin.response_timeout", Duration, "30s", "Wait for response headers once the request is sent; long enough for slow dynamic pages."},
+		{"origin.idle_timeout", Duration, "90s", "Idle keep-alive connections to the origin are closed after this; below typical origin keep-alive limits."},
+		{"origin.max_idle_conns", Int, "256", "Idle keep-alive connections kept to the origin; enough for a busy node without hoarding sockets."},
+		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
+		{"cache.max_bytes", Size, "256MiB", "Byte budget of the in-memory store (headers and bodies); the least recently used URLs are evicted beyond it."},
+		{"cache.max_object_bytes", Size, "8MiB", "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
+		{"cache.max_variants", Int, "16", "Variants kept per URL for Vary; bounds what a client can make us store by varying headers."},
+		{"cache.heuristic_fraction", Float, "0.1", "Heuristic freshness as a fraction of (Date − Last-Modified), RFC 9111 §4.2.2's typical 10 %."},
+		{"cache.heuristic_max", Duration, "24h", "Cap on heuristic freshness so an old Last-Modified does not pin a page for weeks."},
+		{"cache.stale_if_error", Duration, "5m", "How long past expiry a response may be served when the origin fails and it set no stale-if-error itself."},
+		{"cache.stale_ceiling", Duration, "24h", "Operator ceiling on every stale-while-revalidate and stale-if-error window."},
+		{"cache.store_set_cookie", Bool, "false", "Store responses that set cookies (with Set-Cookie stripped from the stored copy). Off: one user's cookie can never reach another."},
+		{"cache.coalesce_timeout", Duration, "5s", "How long a request waits for an identical in-flight fetch before fetching itself."},
+		{"cache.pass_ttl", Duration, "30s", "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
+		{"limits.max_header_bytes", Size, "32KiB", "Request header size limit (431 beyond); browsers stay far below it."},
+		{"limits.max_url_bytes", Int, "8192", "Request-target length limit (414 beyond), the common browser and server limit."},
+		{"limits.max_body_bytes", Size, "32MiB", "Request body limit (413 beyond)."},
+		{"limits.max_inflight", Int, "10000", "Concurrent client requests per node (503 beyond); bounds memory under overload."},
+		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
+		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
+		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
+		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
+		{"log.level", String, "info", "debug, info, warn or error."},
+		{"log.format", String, "text", "text or json."},
+	}
+}
+
+// Config is a validated configuration.
+type Config struct {
+	NodeID string
+	Listen string
+	Admin  struct {
+		Listen string
+		Token  string
+	}
+	Origin struct {
+		URL             string
+		ConnectTimeout  time.Duration
+		ResponseTimeout time.Duration
+		IdleTimeout     time.Duration
+		MaxIdleConns    int
+		PreserveHost    bool
+	}
+	Cache struct {
+		MaxBytes          int64
+		MaxObjectBytes    int64
+		MaxVariants       int
+		HeuristicFraction float64
+		HeuristicMax      time.Duration
+		StaleIfError      time.Duration
+		StaleCeiling      time.Duration
+		StoreSetCookie    bool
+		CoalesceTimeout   time.Duration
+		PassTTL           time.Duration
+	}
+	Limits struct {
+		MaxHeaderBytes       int64
+		MaxURLBytes          int
+		MaxBodyBytes         int64
+		MaxInflight          int
+		MaxInflightPerClient int
+		ReadHeaderTimeout    time.Duration
+		IdleTimeout          time.Duration
+	}
+	ShutdownTimeout time.Duration
+	Log             struct {
+		Level  string
+		Format string
+	}
+}
+
+// Error is a configuration error naming the key.
+type Error struct {
+	Key    string
+	Value  any
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Value == nil {
+		return fmt.Sprintf("config: %s: %s", e.Key, e.Reason)
+	}
+	return fmt.Sprintf("config: %s: %q %s", e.Key, fmt.Sprint(e.Value), e.Reason)
+}
+
+// NewViper returns a viper instance with every key's default, EDGE_*
+// environment variables and, if file is not empty, the YAML file.
+func NewViper(file string) (*viper.Viper, error) {
+	v := viper.New()
+	for _, k := range Keys() {
+		v.SetDefault(k.Name, k.Default)
+		if err := v.BindEnv(k.Name, k.Env()); err != nil {
+			return nil, fmt.Errorf("config: binding %s: %w", k.Env(), err)
+		}
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := readYAML(v, data); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", file, err)
+		}
+	}
+	return v, nil
+}
+
+// readYAML merges YAML data into v and rejects unknown keys, which are
+// almost always typos that would otherwise be silently ignored.
+func readYAML(v *viper.Viper, data []byte) error {
+	v.SetConfigType("yaml")
+	if err := v.MergeConfig(bytes.NewReader(data)); err != nil {
+		return err
+	}
+	known := make(map[string]bool)
+	for _, k := range Keys() {
+		known[k.Name] = true
+	}
+	for _, k := range v.AllKeys() {
+		if !known[k] {
+			return &Error{Key: k, Reason: "is not a known key (see docs/operations.md)"}
+		}
+	}
+	return nil
+}
+
+// LoadBytes parses YAML config data with defaults and validates it (no
+// environment, no flags): the fuzzing and test entry point.
+func LoadBytes(data []byte) (*Config, error) {
+	v := viper.New()
+	for _, k := range Keys() {
+		v.SetDefault(k.Name, k.Default)
+	}
+	if err := readYAML(v, data); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Load(v)
+}
+
+// Load reads and validates every key from v.
+func Load(v *viper.Viper) (*Config, error) {
+	p := parser{v: v}
+	c := &Config{}
+	c.NodeID = p.str("node_id")
+	c.Listen = p.addr("listen")
+	c.Admin.Listen = p.addr("admin.listen")
+	c.Admin.Token = p.str("admin.token")
+	c.Origin.URL = p.str("origin.url")
+	c.Origin.ConnectTimeout = p.dur("origin.connect_timeout", true)
+	c.Origin.ResponseTimeout = p.dur("origin.response_timeout", true)
+	c.Origin.IdleTimeout = p.dur("origin.idle_timeout", true)
+	c.Origin.MaxIdleConns = p.int("origin.max_idle_conns", 1, 1<<20)
+	c.Origin.PreserveHost = p.bool("origin.preserve_host")
+	c.Cache.MaxBytes = p.size("cache.max_bytes", 1<<20)
+	c.Cache.MaxObjectBytes = p.size("cache.max_object_bytes", 1)
+	c.Cache.MaxVariants = p.int("cache.max_variants", 1, 1024)
+	c.Cache.HeuristicFraction = p.float("cache.heuristic_fraction", 0, 1)
+	c.Cache.HeuristicMax = p.dur("cache.heuristic_max", false)
+	c.Cache.StaleIfError = p.dur("cache.stale_if_error", false)
+	c.Cache.StaleCeiling = p.dur("cache.stale_ceiling", false)
+	c.Cache.StoreSetCookie = p.bool("cache.store_set_cookie")
+	c.Cache.CoalesceTimeout = p.dur("cache.coalesce_timeout", true)
+	c.Cache.PassTTL = p.dur("cache.pass_ttl", true)
+	c.Limits.MaxHeaderBytes = p.size("limits.max_header_bytes", 1024)
+	c.Limits.MaxURLBytes = p.int("limits.max_url_bytes", 64, 1<<20)
+	c.Limits.MaxBodyBytes = p.size("limits.max_body_bytes", 0)
+	c.Limits.MaxInflight = p.int("limits.max_inflight", 1, 1<<24)
+	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
+	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
+	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
+	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
+	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
+	c.Log.Format = p.oneOf("log.format", "text", "json")
+	if p.err != nil {
+		return nil, p.err
+	}
+	if c.Origin.URL == "" {
+		return nil, &Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL)"}
+	}
+	u, err := url.Parse(c.Origin.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
+	}
+	if c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
+		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes"}
+	}
+	if c.Listen == c.Admin.Listen {
+		return nil, &Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"}
+	}
+	if c.NodeID == "" {
+		h, _ := os.Hostname()
+		c.NodeID = h
+	}
+	if c.NodeID == "" {
+		c.NodeID = "edge"
+	}
+	if strings.ContainsAny(c.NodeID, " ;,=\"\t") {
+		return nil, &Error{Key: "node_id", Value: c.NodeID, Reason: "must not contain spaces or any of ;,=\""}
+	}
+	return c, nil
+}
+
+// parser reads typed values and keeps the first error.
+type parser struct {
+	v   *viper.Viper
+	err error
+}
+
+func (p *parser) fail(key string, val any, reason string) {
+	if p.err == nil {
+		p.err = &Error{Key: key, Value: val, Reason: reason}
+	}
+}
+
+func (p *parser) str(key string) string {
+	switch x := p.v.Get(key).(type) {
+	case string:
+		return strings.TrimSpace(x)
+	case nil:
+		return ""
+	case int, int64, float64, bool:
+		return fmt.Sprint(x)
+	default:
+		p.fail(key, x, "is not a string")
+		return ""
+	}
+}
+
+func (p *parser) addr(key string) string {
+	s := p.str(key)
+	if _, port, err := net.SplitHostPort(s); err != nil {
+		p.fail(key, s, "is not host:port")
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.fail(key, s, "has no valid port")
+	}
+	return s
+}
+
+func (p *parser) oneOf(key string, allowed ...string) string {
+	s := strings.ToLower(p.str(key))
+	if !slices.Contains(allowed, s) {
+		p.fail(key, s, "must be one of "+strings.Join(allowed, ", "))
+	}
+	return s
+}
+
+func (p *parser) int(key string, lo, hi int) int {
+	raw := p.v.Get(key)
+	var n int64
+	switch x := raw.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case float64:
+		if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) || math.Abs(x) > 1<<53 {
+			p.fail(key, raw, "is not a whole number")
+			return 0
+		}
+		n = int64(x)
+	case string:
+		v, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		if err != nil {
+			p.fail(key, raw, "is not a whole number")
+			return 0
+		}
+		n = v
+	default:
+		p.fail(key, raw, "is not a whole number")
+		return 0
+	}
+	if n < int64(lo) || n > int64(hi) {
+		p.fail(key, raw, fmt.Sprintf("is out of range [%d, %d]", lo, hi))
+		return 0
+	}
+	return int(n)
+}
+
+func (p *parser) float(key string, lo, hi float64) float64 {
+	raw := p.v.Get(key)
+	var f float64
+	switch x := raw.(type) {
+	case int:
+		f = float64(x)
+	case float64:
+		f = x
+	case string:
+		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			p.fail(key, raw, "is not a number")
+			return 0
+		}
+		f = v
+	default:
+		p.fail(key, raw, "is not a number")
+		return 0
+	}
+	if math.IsNaN(f) || f < lo || f > hi {
+		p.fail(key, raw, fmt.Sprintf("is out of range [%g, %g]", lo, hi))
+		return 0
+	}
+	return f
+}
+
+func (p *parser) bool(key string) bool {
+	raw := p.v.Get(key)
+	switch x := raw.(type) {
+	case bool:
+		return x
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		if err != nil {
+			p.fail(key, raw, "is not true or false")
+		}
+		return b
+	}
+	p.fail(key, raw, "is not true or false")
+	return false
+}
+
+func (p *parser) dur(key string, positive bool) time.Duration {
+	raw := p.v.Get(key)
+	s, ok := raw.(string)
+	if !ok {
+		p.fail(key, raw, "is not a duration (write it with a unit, e.g. 5s, 250ms, 2m)")
+		return 0
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		p.fail(key, raw, "is not a duration (write it with a unit, e.g. 5s, 250ms, 2m)")
+		return 0
+	}
+	if d < 0 || (positive && d == 0) {
+		p.fail(key, raw, "must be positive")
+		return 0
+	}
+	return d
+}
+
+func (p *parser) size(key string, min int64) int64 {
+	raw := p.v.Get(key)
+	var n int64
+	var err error
+	switch x := raw.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case float64:
+		if x != math.Trunc(x) || x < 0 || x > 1<<62 {
+			err = errors.New("bad")
+		}
+		n = int64(x)
+	case string:
+		n, err = ParseSize(x)
+	default:
+		err = errors.New("bad")
+	}
+	if err != nil {
+		p.fail(key, raw, "is not a size (e.g. 64MiB, 512KB, 1GiB or a byte count)")
+		return 0
+	}
+	if n < min {
+		p.fail(key, raw, fmt.Sprintf("must be at least %d bytes", min))
+		return 0
+	}
+	return n
+}
+
+// ParseSize parses a byte size with an optional unit: B, KB/KiB, MB/MiB,
+// GB/GiB, TB/TiB (KB = 1000, KiB = 1024; case-insensitive).
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	if num == "" {
+		return 0, fmt.Errorf("size %q: no number", s)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, err)
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1024, "kb": 1000, "kib": 1024,
+		"m": 1 << 20, "mb": 1e6, "mib": 1 << 20,
+		"g": 1 << 30, "gb": 1e9, "gib": 1 << 30,
+		"t": 1 << 40, "tb": 1e12, "tib": 1 << 40,
+	}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
+	}
+	v := f * mult
+	if v > 1<<62 || v != math.Trunc(v) {
+		return 0, fmt.Errorf("size %q: not a whole number of bytes below 4 EiB", s)
+	}
+	return int64(v), nil
+}

@@ -1,0 +1,198 @@
+// Package node assembles one edge process from a validated configuration:
+// the upstream client, the caching handler, the public and admin
+// listeners, and graceful shutdown.
+package node
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/origin"
+	"github.com/edgecache/edge/proxy"
+)
+
+// Version is set at build time with -ldflags.
+var Version = "dev"
+
+// Node is one running edge process.
+type Node struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	proxy    *proxy.Handler
+	upstream *origin.Client
+	public   *http.Server
+	admin    *http.Server
+	pubLn    net.Listener
+	admLn    net.Listener
+	draining atomic.Bool
+	started  time.Time
+}
+
+// New builds a node and binds its listeners, so that address errors are
+// reported before anything is served.
+func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
+	up, err := origin.NewClient(origin.ClientConfig{
+		URL: cfg.Origin.URL, ConnectTimeout: cfg.Origin.ConnectTimeout, ResponseTimeout: cfg.Origin.ResponseTimeout,
+		MaxIdleConns: cfg.Origin.MaxIdleConns, IdleConnTimeout: cfg.Origin.IdleTimeout, PreserveHost: cfg.Origin.PreserveHost,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "edge_build_info", Help: "Always 1; labels carry the version and node.",
+		ConstLabels: prometheus.Labels{"version": Version, "node": cfg.NodeID},
+	}, func() float64 { return 1 }))
+
+	store := proxy.NewStore(cfg.Cache.MaxBytes, cfg.Cache.MaxVariants)
+	pc := proxy.DefaultConfig()
+	pc.NodeID = cfg.NodeID
+	pc.Policy.HeuristicFraction = cfg.Cache.HeuristicFraction
+	pc.Policy.HeuristicMax = cfg.Cache.HeuristicMax
+	pc.Policy.StaleIfErrorDefault = cfg.Cache.StaleIfError
+	pc.Policy.StaleCeiling = cfg.Cache.StaleCeiling
+	pc.Policy.StoreSetCookie = cfg.Cache.StoreSetCookie
+	pc.MaxObjectBytes = cfg.Cache.MaxObjectBytes
+	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
+	pc.PassTTL = cfg.Cache.PassTTL
+	pc.MaxURLBytes = cfg.Limits.MaxURLBytes
+	pc.MaxInflight = cfg.Limits.MaxInflight
+	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
+	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
+	h := proxy.New(pc, store, up, proxy.NewMetrics(reg, store), log)
+
+	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now()}
+	n.pubLn, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen: %w", err)
+	}
+	n.admLn, err = net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		n.pubLn.Close()
+		return nil, fmt.Errorf("node: admin.listen: %w", err)
+	}
+	n.public = &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Limits.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
+	return n, nil
+}
+
+// Proxy returns the node's caching handler.
+func (n *Node) Proxy() *proxy.Handler { return n.proxy }
+
+// Registry returns the node's metrics registry.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+// PublicAddr and AdminAddr are the bound listener addresses.
+func (n *Node) PublicAddr() string { return n.pubLn.Addr().String() }
+
+// AdminAddr is the bound admin listener address.
+func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
+
+// Run serves until ctx ends, then drains in-flight requests for at most the
+// shutdown timeout.
+func (n *Node) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- n.public.Serve(n.pubLn) }()
+	go func() { errc <- n.admin.Serve(n.admLn) }()
+	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("node: serve: %w", err)
+	case <-ctx.Done():
+	}
+	n.draining.Store(true)
+	n.log.Info("draining", "timeout", n.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	err := n.public.Shutdown(sctx)
+	n.proxy.Wait()
+	_ = n.admin.Shutdown(sctx)
+	n.upstream.CloseIdle()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("node: shutdown: %w", err)
+	}
+	n.log.Info("stopped")
+	return nil
+}
+
+func (n *Node) adminRouter() http.Handler {
+	r := chi.NewRouter()
+	r.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if n.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	r.Get("/", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/status", http.StatusFound) })
+	r.Get("/status", n.statusPage)
+	r.Get("/status.json", n.statusJSON)
+	r.Group(func(r chi.Router) {
+		r.Use(n.requireToken)
+		r.Post("/purge", n.purge)
+		r.HandleFunc("/debug/pprof/*", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	})
+	return r
+}
+
+// requireToken checks the admin bearer token in constant time. With no
+// token configured the protected endpoints are closed.
+func (n *Node) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.Admin.Token == "" {
+			http.Error(w, "admin.token is not set: protected endpoints are disabled", http.StatusForbidden)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Admin.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].
+func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1" || q.Get("soft") == "true"}
+	count, err := n.proxy.Purge(p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft})
+}

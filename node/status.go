@@ -1,0 +1,104 @@
+package node
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"sort"
+	"time"
+)
+
+// Status is what the status page shows, also served as JSON.
+type Status struct {
+	Node          string             `json:"node"`
+	Version       string             `json:"version"`
+	Origin        string             `json:"origin"`
+	UptimeSeconds float64            `json:"uptime_seconds"`
+	StoreBytes    int64              `json:"store_bytes"`
+	StoreBudget   int64              `json:"store_budget_bytes"`
+	StoreObjects  int64              `json:"store_objects"`
+	Evictions     uint64             `json:"store_evictions"`
+	Requests      map[string]float64 `json:"requests_by_result"`
+	HitRatio      float64            `json:"hit_ratio"`
+}
+
+// Snapshot collects the node's status.
+func (n *Node) Snapshot() Status {
+	st := n.proxy.Store().Stats()
+	s := Status{
+		Node: n.cfg.NodeID, Version: Version, Origin: n.cfg.Origin.URL,
+		UptimeSeconds: time.Since(n.started).Seconds(),
+		StoreBytes:    st.Bytes, StoreBudget: n.proxy.Store().Budget(), StoreObjects: st.Objects, Evictions: st.Evictions,
+		Requests: map[string]float64{},
+	}
+	mfs, err := n.reg.Gather()
+	if err == nil {
+		for _, mf := range mfs {
+			if mf.GetName() != "edge_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "result" {
+						s.Requests[l.GetValue()] = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	var total, hits float64
+	for k, v := range s.Requests {
+		if k == "rejected" {
+			continue
+		}
+		total += v
+		if k == "hit" || k == "stale" || k == "collapsed" || k == "revalidated" || k == "stale_error" {
+			hits += v
+		}
+	}
+	if total > 0 {
+		s.HitRatio = hits / total
+	}
+	return s
+}
+
+func (n *Node) statusJSON(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(n.Snapshot())
+}
+
+var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
+	"pct": func(f float64) float64 { return 100 * f },
+}).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>edge {{.Node}}</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
+td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{background:#f4f4f4}
+.bar{background:#e8e8e8;width:20em;height:1em}.fill{background:#3a7;height:1em}</style></head>
+<body><h1>edge node <code>{{.Node}}</code></h1>
+<p>version {{.Version}} · origin <code>{{.Origin}}</code> · up {{printf "%.0f" .UptimeSeconds}} s</p>
+<h2>Store</h2>
+<table><tr><th>bytes</th><td>{{.StoreBytes}} of {{.StoreBudget}}</td></tr>
+<tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr></table>
+<h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
+<div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
+<table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+<p><a href="/metrics">metrics</a> · <a href="/status.json">status.json</a></p>
+</body></html>`))
+
+func (n *Node) statusPage(w http.ResponseWriter, _ *http.Request) {
+	s := n.Snapshot()
+	type row struct {
+		Name  string
+		Value float64
+	}
+	rows := make([]row, 0, len(s.Requests))
+	for k, v := range s.Requests {
+		rows = append(rows, row{k, v})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Value > rows[j].Value || (rows[i].Value == rows[j].Value && rows[i].Name < rows[j].Name) })
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = statusTmpl.Execute(w, struct {
+		Status
+		Rows []row
+	}{s, rows})
+}

@@ -1,0 +1,112 @@
+// Package origin talks to the origin server: Client is the upstream HTTP
+// client every node uses, and Demo is the synthetic site that `make run`
+// and the tests put behind the cache.
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ClientConfig configures the upstream client.
+type ClientConfig struct {
+	URL             string        // origin base URL, e.g. http://127.0.0.1:8090
+	ConnectTimeout  time.Duration // TCP connect budget
+	ResponseTimeout time.Duration // wait for response headers after the request is sent
+	MaxIdleConns    int           // idle keep-alive connections kept to the origin
+	IdleConnTimeout time.Duration // an idle connection is closed after this
+	PreserveHost    bool          // send the client's Host instead of the origin's
+}
+
+// Client forwards requests to one origin over a keep-alive pool. It retries
+// an idempotent request once when the connection failed before any response
+// byte arrived (a stale pooled connection, a refused connect).
+type Client struct {
+	base      *url.URL
+	transport *http.Transport
+	preserve  bool
+}
+
+// NewClient validates cfg and returns a client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("origin url %q: %w", cfg.URL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("origin url %q: want http://host[:port] or https://host[:port]", cfg.URL)
+	}
+	d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 nil, // never route origin traffic through an environment proxy
+		DialContext:           d.DialContext,
+		MaxIdleConns:          cfg.MaxIdleConns,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConns,
+		IdleConnTimeout:       cfg.IdleConnTimeout,
+		ResponseHeaderTimeout: cfg.ResponseTimeout,
+		TLSHandshakeTimeout:   cfg.ConnectTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass Content-Encoding through untouched
+	}
+	return &Client{base: u, transport: t, preserve: cfg.PreserveHost}, nil
+}
+
+// URL returns the origin base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Fetch sends req (whose URL holds the path and query) to the origin.
+func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	out := req.WithContext(ctx)
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + req.URL.Path
+	u.RawPath = ""
+	if req.URL.RawPath != "" {
+		u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + req.URL.RawPath
+	}
+	u.RawQuery = req.URL.RawQuery
+	out.URL = &u
+	out.RequestURI = ""
+	if !c.preserve {
+		out.Host = c.base.Host
+	}
+	resp, err := c.transport.RoundTrip(out)
+	if err != nil && retryable(out, err) {
+		resp, err = c.transport.RoundTrip(out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("origin %s %s: %w", out.Method, u.Path, err)
+	}
+	return resp, nil
+}
+
+// retryable: only idempotent requests without a body, and only when the
+// failure happened before the origin could have acted on the request.
+func retryable(req *http.Request, err error) bool {
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		return false
+	}
+	if req.Context().Err() != nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE)
+}
+
+// CloseIdle closes idle pooled connections.
+func (c *Client) CloseIdle() { c.transport.CloseIdleConnections() }

@@ -1,0 +1,335 @@
+package origin
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/go-chi/chi/v5"
+)
+
+// DemoConfig configures the demo origin.
+type DemoConfig struct {
+	Latency time.Duration // added before every response, like a distant origin
+	Jitter  time.Duration // uniform extra latency in [0, Jitter)
+}
+
+// Demo is a deterministic synthetic web site with one page family per
+// caching case. Every body is a pure function of the URL, so tests and load
+// tools can check what they receive. It counts requests per path so tests
+// can see how many reached the origin.
+type Demo struct {
+	cfg     DemoConfig
+	started time.Time // Last-Modified of the dated pages
+	filler  []byte
+	mu      sync.Mutex
+	hits    map[string]int
+	total   atomic.Int64
+	router  chi.Router
+}
+
+// fillerSize bounds the largest body the page families generate from the
+// shared filler; larger objects repeat it.
+const fillerSize = 4 << 20
+
+// NewDemo returns the demo site.
+func NewDemo(cfg DemoConfig) *Demo {
+	d := &Demo{cfg: cfg, started: time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Second), hits: make(map[string]int)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "abcdefghijklmnopqrstuvwxyz      \n"
+	d.filler = make([]byte, fillerSize)
+	for i := range d.filler {
+		d.filler[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	r := chi.NewRouter()
+	r.Use(d.count, d.delay)
+	r.Get("/", d.index)
+	r.Get("/p/{n}", d.page)
+	r.Get("/size/{bytes}", d.size)
+	r.Get("/cache/{case}/{id}", d.cacheCase)
+	r.Get("/vary/{id}", d.vary)
+	r.Get("/redirect/{n}", d.redirect)
+	r.Get("/large/{mib}", d.large)
+	r.Get("/status/{code}/{id}", d.status)
+	r.Get("/_stats", d.stats)
+	r.NotFound(d.notFound)
+	r.MethodFunc(http.MethodPost, "/*", d.post)
+	r.MethodFunc(http.MethodPut, "/*", d.post)
+	r.MethodFunc(http.MethodDelete, "/*", d.post)
+	d.router = r
+	return d
+}
+
+// ServeHTTP implements http.Handler.
+func (d *Demo) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.router.ServeHTTP(w, r) }
+
+// Requests returns how many requests reached path (with its query).
+func (d *Demo) Requests(path string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hits[path]
+}
+
+// Total returns the number of requests served.
+func (d *Demo) Total() int64 { return d.total.Load() }
+
+func (d *Demo) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/_stats" {
+			d.total.Add(1)
+			d.mu.Lock()
+			if len(d.hits) < 1_000_000 { // bounded: a load test must not grow it forever
+				d.hits[r.URL.RequestURI()]++
+			}
+			d.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (d *Demo) delay(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lat := d.cfg.Latency
+		if d.cfg.Jitter > 0 {
+			lat += rand.N(d.cfg.Jitter)
+		}
+		if lat > 0 && r.URL.Path != "/_stats" {
+			select {
+			case <-time.After(lat):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// PageSize is the body size of /p/{n}: a mix like a real site's — half
+// small HTML/JSON, a third mid-size assets, a few images and rare big files.
+func PageSize(n uint64) int {
+	h := xxhash.Sum64String(strconv.FormatUint(n, 10))
+	r := h % 100
+	x := int(h >> 32)
+	switch {
+	case r < 50:
+		return 1024 + x%(7*1024) // 1–8 KiB
+	case r < 85:
+		return 8*1024 + x%(24*1024) // 8–32 KiB
+	case r < 97:
+		return 32*1024 + x%(224*1024) // 32–256 KiB
+	default:
+		return 256*1024 + x%(1792*1024) // 256 KiB – 2 MiB
+	}
+}
+
+// body returns size deterministic bytes for seed.
+func (d *Demo) body(seed uint64, size int) []byte {
+	out := make([]byte, size)
+	off := int(seed % uint64(fillerSize/2))
+	for i := 0; i < size; {
+		i += copy(out[i:], d.filler[off:])
+		off = 0
+	}
+	return out
+}
+
+func (d *Demo) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=10")
+	fmt.Fprint(w, `<!doctype html><title>edge demo origin</title><h1>edge demo origin</h1><ul>
+<li><a href="/p/1">/p/{n}</a> — any integer n: deterministic page, size mix by n, max-age=60, ETag
+<li><a href="/size/4096">/size/{bytes}</a> — exactly that many bytes, max-age=3600
+<li>/cache/{case}/{id} — case: max-age, s-maxage, no-cache, no-store, private, etag, last-modified, set-cookie, swr, sie, expires, short
+<li><a href="/vary/1">/vary/{id}</a> — Vary: Accept-Language
+<li><a href="/redirect/1">/redirect/{n}</a> — 301 to /p/{n}
+<li><a href="/large/16">/large/{mib}</a> — a large object
+<li>/status/{code}/{id} — that status, max-age=30
+<li>anything else — 404 with max-age=30
+</ul>`)
+}
+
+// writeBody answers with body, honouring If-None-Match against etag.
+func writeBody(w http.ResponseWriter, r *http.Request, etag string, body []byte) {
+	if etag != "" {
+		w.Header().Set("ETag", etag)
+		if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	_, _ = w.Write(body)
+}
+
+func etagMatches(inm, etag string) bool {
+	for part := range strings.SplitSeq(inm, ",") {
+		part = strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		if part == "*" || part == strings.TrimPrefix(etag, "W/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Demo) page(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseUint(chi.URLParam(r, "n"), 10, 64)
+	if err != nil {
+		d.notFound(w, r)
+		return
+	}
+	size := PageSize(n)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	writeBody(w, r, fmt.Sprintf(`"p-%d-%d"`, n, size), d.body(n, size))
+}
+
+func (d *Demo) size(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(chi.URLParam(r, "bytes"))
+	if err != nil || n < 0 || n > 64<<20 {
+		d.notFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	writeBody(w, r, fmt.Sprintf(`"s-%d"`, n), d.body(uint64(n), n))
+}
+
+// cacheCase serves one page per caching rule.
+func (d *Demo) cacheCase(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	seed := xxhash.Sum64String(id)
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	etag := ""
+	switch chi.URLParam(r, "case") {
+	case "max-age":
+		h.Set("Cache-Control", "max-age=60")
+	case "short":
+		h.Set("Cache-Control", "max-age=1")
+		etag = fmt.Sprintf(`"short-%s"`, id)
+	case "s-maxage":
+		h.Set("Cache-Control", "max-age=0, s-maxage=60")
+	case "no-cache":
+		h.Set("Cache-Control", "no-cache")
+		etag = fmt.Sprintf(`"nc-%s"`, id)
+	case "no-store":
+		h.Set("Cache-Control", "no-store")
+	case "private":
+		h.Set("Cache-Control", "private, max-age=60")
+	case "etag":
+		h.Set("Cache-Control", "max-age=0")
+		etag = fmt.Sprintf(`"e-%s"`, id)
+	case "last-modified":
+		// No Cache-Control: heuristic freshness from Last-Modified.
+		h.Set("Last-Modified", d.started.UTC().Format(http.TimeFormat))
+		if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !d.started.After(ims) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	case "set-cookie":
+		h.Set("Cache-Control", "max-age=60")
+		h.Set("Set-Cookie", "session="+id+"; Path=/; HttpOnly")
+	case "swr":
+		h.Set("Cache-Control", "max-age=1, stale-while-revalidate=60")
+		etag = fmt.Sprintf(`"swr-%s"`, id)
+	case "sie":
+		h.Set("Cache-Control", "max-age=1, stale-if-error=300")
+	case "expires":
+		h.Set("Expires", time.Now().Add(time.Minute).UTC().Format(http.TimeFormat))
+	default:
+		d.notFound(w, r)
+		return
+	}
+	writeBody(w, r, etag, d.body(seed, 512+int(seed%2048)))
+}
+
+func (d *Demo) vary(w http.ResponseWriter, r *http.Request) {
+	lang := r.Header.Get("Accept-Language")
+	if lang == "" {
+		lang = "en"
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	w.Header().Set("Vary", "Accept-Language")
+	w.Header().Set("Content-Language", lang)
+	writeBody(w, r, "", []byte("hello in "+lang+" for "+chi.URLParam(r, "id")+"\n"))
+}
+
+func (d *Demo) redirect(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=300")
+	http.Redirect(w, r, "/p/"+chi.URLParam(r, "n"), http.StatusMovedPermanently)
+}
+
+func (d *Demo) large(w http.ResponseWriter, r *http.Request) {
+	mib, err := strconv.Atoi(chi.URLParam(r, "mib"))
+	if err != nil || mib < 1 || mib > 256 {
+		d.notFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	writeBody(w, r, fmt.Sprintf(`"l-%d"`, mib), d.body(uint64(mib), mib<<20))
+}
+
+func (d *Demo) status(w http.ResponseWriter, r *http.Request) {
+	code, err := strconv.Atoi(chi.URLParam(r, "code"))
+	if err != nil || code < 200 || code > 599 {
+		d.notFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "max-age=30")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "status %d for %s\n", code, chi.URLParam(r, "id"))
+}
+
+func (d *Demo) notFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=30")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, "no page at %s\n", r.URL.Path)
+}
+
+func (d *Demo) post(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Location", r.URL.Path)
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "%s %s accepted\n", r.Method, r.URL.Path)
+}
+
+// stats reports request counts as JSON: {"total": N, "paths": {...}} with
+// the 100 most requested paths.
+func (d *Demo) stats(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	type kv struct {
+		k string
+		v int
+	}
+	all := make([]kv, 0, len(d.hits))
+	for k, v := range d.hits {
+		all = append(all, kv{k, v})
+	}
+	d.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v || (all[i].v == all[j].v && all[i].k < all[j].k) })
+	if len(all) > 100 {
+		all = all[:100]
+	}
+	paths := make(map[string]int, len(all))
+	for _, e := range all {
+		paths[e.k] = e.v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{"total": d.total.Load(), "paths": paths})
+}

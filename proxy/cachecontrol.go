@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDeltaSeconds is the largest delta-seconds value we represent. RFC 9111
+// §1.2.2 says a cache that receives a larger value must treat it as 2^31.
+const maxDeltaSeconds = 1<<31 - 1
+
+// unset marks a delta-seconds directive that was absent.
+const unset = -1
+
+// CacheControl holds the directives of one or more Cache-Control (or targeted
+// CDN-Cache-Control) field lines. Durations are in whole seconds; unset ones
+// are -1. Directives that the cache does not act on are ignored, as RFC 9111
+// §5.2.3 requires.
+type CacheControl struct {
+	MaxAge      int // max-age; -1 if absent
+	SMaxAge     int // s-maxage; -1 if absent
+	MaxStale    int // request max-stale; -1 if absent, maxDeltaSeconds if given without a value
+	MinFresh    int // request min-fresh; -1 if absent
+	StaleWhile  int // stale-while-revalidate (RFC 5861); -1 if absent
+	StaleIfErr  int // stale-if-error (RFC 5861); -1 if absent
+	NoStore     bool
+	NoCache     bool // unqualified no-cache: every use must be revalidated
+	NoCacheHdrs bool // qualified no-cache="field": the named fields must not be served without revalidation
+	Private     bool // unqualified private: a shared cache must not store
+	PrivateHdrs bool // qualified private="field"
+	Public      bool
+	MustReval   bool // must-revalidate
+	ProxyReval  bool // proxy-revalidate
+	OnlyIfCache bool // request only-if-cached
+	NoTransform bool
+	Immutable   bool
+	// Invalid is set when a directive the cache relies on had a malformed
+	// value (for example max-age=abc). RFC 9111 §4.2.1 says to treat such a
+	// response as stale, so freshness code consults it.
+	Invalid bool
+	// Present is true if any field line with at least one directive was seen.
+	Present bool
+}
+
+// ParseCacheControl parses every field line of the named header in h.
+// Duplicate directives resolve to the first occurrence, except that a
+// duplicate with a conflicting value for a freshness directive marks the
+// whole field invalid (stale), the conservative reading of RFC 9111 §4.2.1.
+func ParseCacheControl(h http.Header, name string) CacheControl {
+	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}
+	for _, line := range h.Values(name) {
+		cc.parseLine(line)
+	}
+	return cc
+}
+
+// parseLine adds the directives of one field line to cc.
+func (cc *CacheControl) parseLine(s string) {
+	for len(s) > 0 {
+		var name, value string
+		var hasValue bool
+		name, value, hasValue, s = nextDirective(s)
+		if name == "" {
+			continue
+		}
+		cc.Present = true
+		switch strings.ToLower(name) {
+		case "max-age":
+			cc.setDelta(&cc.MaxAge, value, hasValue)
+		case "s-maxage":
+			cc.setDelta(&cc.SMaxAge, value, hasValue)
+		case "min-fresh":
+			cc.setDelta(&cc.MinFresh, value, hasValue)
+		case "stale-while-revalidate":
+			cc.setDelta(&cc.StaleWhile, value, hasValue)
+		case "stale-if-error":
+			cc.setDelta(&cc.StaleIfErr, value, hasValue)
+		case "max-stale":
+			if !hasValue {
+				cc.MaxStale = maxDeltaSeconds
+			} else {
+				cc.setDelta(&cc.MaxStale, value, true)
+			}
+		case "no-store":
+			cc.NoStore = true
+		case "no-cache":
+			if hasValue && strings.TrimSpace(value) != "" {
+				cc.NoCacheHdrs = true
+			} else {
+				cc.NoCache = true
+			}
+		case "private":
+			if hasValue && strings.TrimSpace(value) != "" {
+				cc.PrivateHdrs = true
+			} else {
+				cc.Private = true
+			}
+		case "public":
+			cc.Public = true
+		case "must-revalidate":
+			cc.MustReval = true
+		case "proxy-revalidate":
+			cc.ProxyReval = true
+		case "only-if-cached":
+			cc.OnlyIfCache = true
+		case "no-transform":
+			cc.NoTransform = true
+		case "immutable":
+			cc.Immutable = true
+		}
+	}
+}
+
+// setDelta records a delta-seconds value. A missing or malformed value marks
+// the field invalid; a second, different value for the same directive does too.
+func (cc *CacheControl) setDelta(dst *int, value string, hasValue bool) {
+	if !hasValue {
+		cc.Invalid = true
+		return
+	}
+	n, ok := parseDeltaSeconds(value)
+	if !ok {
+		cc.Invalid = true
+		return
+	}
+	if *dst != unset {
+		if *dst != n {
+			cc.Invalid = true
+		}
+		return
+	}
+	*dst = n
+}
+
+// parseDeltaSeconds parses 1*DIGIT, saturating at 2^31-1. Quoted values are
+// accepted (RFC 9111 §5.2: recipients should accept the quoted-string form).
+func parseDeltaSeconds(v string) (int, bool) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	if v == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n < maxDeltaSeconds {
+			n = n*10 + int(c-'0')
+			if n > maxDeltaSeconds {
+				n = maxDeltaSeconds
+			}
+		}
+	}
+	return n, true
+}
+
+// nextDirective splits the first directive off s. It understands
+// quoted-string values containing commas and backslash escapes.
+func nextDirective(s string) (name, value string, hasValue bool, rest string) {
+	s = strings.TrimLeft(s, " \t,")
+	i := 0
+	for i < len(s) && s[i] != '=' && s[i] != ',' {
+		i++
+	}
+	name = strings.TrimSpace(s[:i])
+	if i == len(s) || s[i] == ',' {
+		return name, "", false, s[i:]
+	}
+	// s[i] == '='
+	s = strings.TrimLeft(s[i+1:], " \t")
+	hasValue = true
+	if len(s) > 0 && s[0] == '"' {
+		var b strings.Builder
+		j := 1
+		closed := false
+		for j < len(s) {
+			c := s[j]
+			if c == '\\' && j+1 < len(s) {
+				b.WriteByte(s[j+1])
+				j += 2
+				continue
+			}
+			if c == '"' {
+				closed = true
+				j++
+				break
+			}
+			b.WriteByte(c)
+			j++
+		}
+		if !closed {
+			// An unterminated quote: treat the value as malformed.
+			return name, "\x00", true, ""
+		}
+		rest = s[j:]
+		// Anything between the closing quote and the next comma is junk
+		// that makes the value malformed.
+		k := strings.IndexByte(rest, ',')
+		tail := rest
+		if k >= 0 {
+			tail = rest[:k]
+		}
+		if strings.TrimSpace(tail) != "" {
+			return name, "\x00", true, skipToComma(rest)
+		}
+		return name, `"` + b.String() + `"`, true, skipToComma(rest)
+	}
+	j := strings.IndexByte(s, ',')
+	if j < 0 {
+		return name, strings.TrimSpace(s), true, ""
+	}
+	return name, strings.TrimSpace(s[:j]), true, s[j:]
+}
+
+func skipToComma(s string) string {
+	if k := strings.IndexByte(s, ','); k >= 0 {
+		return s[k:]
+	}
+	return ""
+}
+
+// seconds converts a delta-seconds directive value to a Duration.
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
+
+// parseHTTPDate parses the three date formats RFC 9110 §5.6.7 requires a
+// recipient to accept. ok is false for anything else.
+func parseHTTPDate(s string) (time.Time, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := http.ParseTime(s)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// parseAge parses an Age field value; invalid values are reported as not ok
+// and must be ignored (RFC 9111 §5.1).
+func parseAge(h http.Header) (time.Duration, bool) {
+	v := h.Get("Age")
+	if v == "" {
+		return 0, false
+	}
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
+	}
+	v = strings.TrimSpace(v)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		if n < 0 {
+			return 0, false
+		}
+		// Overflowing digits saturate per RFC 9111 §1.2.2.
+		if allDigits(v) {
+			return seconds(maxDeltaSeconds), true
+		}
+		return 0, false
+	}
+	if n > maxDeltaSeconds {
+		n = maxDeltaSeconds
+	}
+	return seconds(int(n)), true
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Entry is one stored response (one variant of one URL). An Entry is
+// immutable once stored, except for the soft-purge flag: a header update
+// after revalidation stores a new Entry that shares the body.
+type Entry struct {
+	Key          string      // URL cache key
+	VaryKey      string      // normalised selecting request header values ("" without Vary)
+	VaryNames    []string    // lower-case, sorted header names from Vary
+	Status       int         // response status code
+	Header       http.Header // stored header fields, hop-by-hop fields removed
+	Body         []byte      // the complete body
+	RequestTime  time.Time   // when the request that produced this response was sent
+	ResponseTime time.Time   // when its response was received
+
+	cc         CacheControl  // effective directives (targeted field if present, else Cache-Control)
+	lifetime   time.Duration // freshness lifetime (RFC 9111 §4.2.1)
+	initialAge time.Duration // corrected_initial_age (RFC 9111 §4.2.3)
+	heuristic  bool          // lifetime came from the heuristic
+	etag       string
+	lastMod    time.Time
+	hasLastMod bool
+	surrogates []string // Surrogate-Key / Cache-Tag values, for purge
+	size       int64    // bytes charged against the store budget
+	stale      atomic.Bool
+}
+
+// entryOverhead approximates the bookkeeping bytes of an entry beyond its
+// header and body bytes, so that many tiny objects still count.
+const entryOverhead = 256
+
+// computeSize charges the entry's header, key and body bytes.
+func (e *Entry) computeSize() {
+	n := int64(len(e.Body) + len(e.Key) + len(e.VaryKey) + entryOverhead)
+	for k, vs := range e.Header {
+		n += int64(len(k))
+		for _, v := range vs {
+			n += int64(len(v)) + 4
+		}
+	}
+	e.size = n
+}
+
+// Size is the number of bytes the entry is charged against the budget.
+func (e *Entry) Size() int64 { return e.size }
+
+// MarkStale makes the entry stale from now on (soft purge). It will be
+// revalidated on its next use.
+func (e *Entry) MarkStale() { e.stale.Store(true) }
+
+// hopByHop are the fields RFC 9110 §7.6.1 says a proxy must not forward and
+// a cache must not store.
+var hopByHop = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopByHop deletes hop-by-hop fields and those named by Connection.
+func removeHopByHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+}
+
+// removeEdgeHeaders deletes every Edge-* field from a client request: they
+// carry peer-protocol state, and a client must not be able to inject it.
+func removeEdgeHeaders(h http.Header) {
+	for k := range h {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "edge-") {
+			delete(h, k)
+		}
+	}
+}

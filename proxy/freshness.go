@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Policy holds the operator's caching choices that RFC 9111 leaves open.
+type Policy struct {
+	// HeuristicFraction of (Date − Last-Modified) used as heuristic lifetime.
+	HeuristicFraction float64
+	// HeuristicMax caps the heuristic lifetime.
+	HeuristicMax time.Duration
+	// StaleIfErrorDefault is how long past expiry a response without its own
+	// stale-if-error may be served when the origin fails.
+	StaleIfErrorDefault time.Duration
+	// StaleCeiling caps every stale-while-revalidate and stale-if-error window.
+	StaleCeiling time.Duration
+	// StoreSetCookie stores responses carrying Set-Cookie, with the
+	// Set-Cookie field removed from the stored copy.
+	StoreSetCookie bool
+	// TargetedFields are the targeted cache-control fields (RFC 9213) this
+	// cache obeys, most specific first.
+	TargetedFields []string
+}
+
+// heuristicStatus are the status codes RFC 9110 §15.1 defines as
+// heuristically cacheable.
+func heuristicStatus(code int) bool {
+	switch code {
+	case 200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501:
+		return true
+	}
+	return false
+}
+
+// understoodStatus says whether we know enough about a status to store it.
+// 206 is never stored as a full object and 304 only updates, never replaces.
+func understoodStatus(code int) bool {
+	switch {
+	case code < 200, code == 206, code == 304:
+		return false
+	case code <= 599:
+		return true
+	}
+	return false
+}
+
+// effectiveCC returns the directives this cache obeys: the first valid
+// targeted field if one is present (RFC 9213 §2.1: then Cache-Control is
+// ignored), else Cache-Control. targeted reports which was used.
+func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
+	for _, name := range p.TargetedFields {
+		if len(h.Values(name)) == 0 {
+			continue
+		}
+		tc := ParseCacheControl(h, name)
+		if tc.Present && !tc.Invalid {
+			return tc, true
+		}
+	}
+	return ParseCacheControl(h, "Cache-Control"), false
+}
+
+// storable decides whether a response may be stored (RFC 9111 §3) and says
+// why not. reqHasAuth is whether the request carried Authorization.
+func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, status int, h http.Header, cc CacheControl, targeted bool) (bool, string) {
+	if method != http.MethodGet {
+		return false, "method"
+	}
+	if !understoodStatus(status) {
+		return false, "status"
+	}
+	if reqCC.NoStore {
+		return false, "request-no-store"
+	}
+	if cc.NoStore {
+		return false, "no-store"
+	}
+	if cc.Private || cc.PrivateHdrs {
+		return false, "private"
+	}
+	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
+		return false, "authorization"
+	}
+	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 {
+		return false, "set-cookie"
+	}
+	for _, v := range h.Values("Vary") {
+		if containsToken(v, "*") {
+			return false, "vary-star"
+		}
+	}
+	// Explicit freshness, public, no-cache (stored but always revalidated),
+	// or a heuristically cacheable status.
+	if cc.MaxAge != unset || cc.SMaxAge != unset || cc.Public || cc.NoCache || cc.Invalid {
+		return true, ""
+	}
+	if !targeted && len(h.Values("Expires")) > 0 {
+		return true, ""
+	}
+	if heuristicStatus(status) {
+		return true, ""
+	}
+	return false, "no-freshness"
+}
+
+// freshness computes the lifetime of a stored response (RFC 9111 §4.2.1)
+// and whether it was heuristic.
+func (p *Policy) freshness(status int, h http.Header, cc CacheControl, targeted bool, date time.Time) (time.Duration, bool) {
+	if cc.Invalid {
+		return 0, false
+	}
+	if cc.SMaxAge != unset {
+		return seconds(cc.SMaxAge), false
+	}
+	if cc.MaxAge != unset {
+		return seconds(cc.MaxAge), false
+	}
+	if !targeted {
+		if vs := h.Values("Expires"); len(vs) > 0 {
+			exp, ok := parseHTTPDate(vs[0])
+			if !ok || len(vs) > 1 {
+				return 0, false // invalid Expires means already expired
+			}
+			if d := exp.Sub(date); d > 0 {
+				return d, false
+			}
+			return 0, false
+		}
+	}
+	if !heuristicStatus(status) && !cc.Public {
+		return 0, false
+	}
+	lm, ok := parseHTTPDate(h.Get("Last-Modified"))
+	if !ok || !lm.Before(date) {
+		return 0, true
+	}
+	d := time.Duration(float64(date.Sub(lm)) * p.HeuristicFraction)
+	if d > p.HeuristicMax {
+		d = p.HeuristicMax
+	}
+	return d, true
+}
+
+// finishEntry derives the cached freshness fields of e from its headers.
+func (p *Policy) finishEntry(e *Entry) {
+	cc, targeted := p.effectiveCC(e.Header)
+	e.cc = cc
+	date, ok := parseHTTPDate(e.Header.Get("Date"))
+	if !ok {
+		date = e.ResponseTime
+	}
+	e.lifetime, e.heuristic = p.freshness(e.Status, e.Header, cc, targeted, date)
+	// RFC 9111 §4.2.3 age calculation.
+	apparent := e.ResponseTime.Sub(date)
+	if apparent < 0 {
+		apparent = 0
+	}
+	ageValue, _ := parseAge(e.Header)
+	corrected := ageValue + e.ResponseTime.Sub(e.RequestTime)
+	if corrected < apparent {
+		corrected = apparent
+	}
+	e.initialAge = corrected
+	e.etag = e.Header.Get("Etag")
+	e.lastMod, e.hasLastMod = parseHTTPDate(e.Header.Get("Last-Modified"))
+	e.surrogates = e.surrogates[:0]
+	for _, name := range [...]string{"Surrogate-Key", "Cache-Tag"} {
+		for _, v := range e.Header.Values(name) {
+			e.surrogates = append(e.surrogates, splitTags(v)...)
+		}
+	}
+	e.computeSize()
+}
+
+// Age returns the current age of e at now (RFC 9111 §4.2.3).
+func (e *Entry) Age(now time.Time) time.Duration {
+	resident := now.Sub(e.ResponseTime)
+	if resident < 0 {
+		resident = 0
+	}
+	return e.initialAge + resident
+}
+
+// Lifetime is the freshness lifetime of e.
+func (e *Entry) Lifetime() time.Duration { return e.lifetime }
+
+// mustRevalidate is true when e may never be served without a successful
+// validation: no-cache, or soft-purged.
+func (e *Entry) mustRevalidate() bool { return e.cc.NoCache || e.cc.NoCacheHdrs || e.stale.Load() }
+
+// staleForbidden is true when e may never be served stale, even when the
+// origin is down (must-revalidate, proxy-revalidate, s-maxage for shared caches).
+func (e *Entry) staleForbidden() bool {
+	return e.cc.MustReval || e.cc.ProxyReval || e.cc.SMaxAge != unset || e.cc.NoCache
+}
+
+// staleWindow returns a directive's window, capped by the ceiling.
+func (p *Policy) staleWindow(n int, fallback time.Duration) time.Duration {
+	d := fallback
+	if n != unset {
+		d = seconds(n)
+	}
+	if d > p.StaleCeiling {
+		d = p.StaleCeiling
+	}
+	return d
+}
+
+// splitTags splits a space or comma separated tag list.
+func splitTags(v string) []string {
+	var out []string
+	start := -1
+	for i := 0; i <= len(v); i++ {
+		if i == len(v) || v[i] == ' ' || v[i] == ',' || v[i] == '\t' {
+			if start >= 0 {
+				out = append(out, v[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	return out
+}
+
+// containsToken reports whether the comma-separated list v contains tok
+// (case-insensitive).
+func containsToken(v, tok string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(part), tok) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// CacheKey builds the URL part of a cache key: scheme, lower-case host,
+// path and the query with its parameters sorted, so that parameter order
+// does not split the cache. GET and HEAD share keys.
+func CacheKey(scheme, host, path, rawQuery string) string {
+	var b strings.Builder
+	b.Grow(len(scheme) + 3 + len(host) + len(path) + 1 + len(rawQuery))
+	b.WriteString(scheme)
+	b.WriteString("://")
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(path)
+	if rawQuery != "" {
+		b.WriteByte('?')
+		b.WriteString(sortQuery(rawQuery))
+	}
+	return b.String()
+}
+
+// sortQuery sorts the &-separated parameters of a raw query, keeping each
+// parameter's bytes as sent (no decoding, so distinct encodings stay distinct).
+func sortQuery(q string) string {
+	if strings.IndexByte(q, '&') < 0 {
+		return q
+	}
+	parts := strings.Split(q, "&")
+	if slices.IsSorted(parts) {
+		return q
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "&")
+}
+
+// requestKey builds the cache key of r. Requests reach us in origin form, so
+// the scheme comes from whether the connection was TLS.
+func requestKey(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return CacheKey(scheme, r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+}
+
+// VaryNames returns the lower-case, sorted, de-duplicated field names listed
+// by the Vary fields of h. star reports Vary: *.
+func VaryNames(h http.Header) (names []string, star bool) {
+	for _, v := range h.Values("Vary") {
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name == "" {
+				continue
+			}
+			if name == "*" {
+				star = true
+				continue
+			}
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), star
+}
+
+// VaryKey normalises the request header values selected by names into one
+// string. Values of multiple field lines are joined with commas, and
+// whitespace around list commas is removed, so "gzip, br" and "gzip,br"
+// select the same variant. An absent field differs from an empty one.
+func VaryKey(names []string, h http.Header) string {
+	if len(names) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(name)
+		vs := h.Values(name)
+		if len(vs) == 0 {
+			b.WriteString("\x01")
+			continue
+		}
+		b.WriteByte('=')
+		first := true
+		for _, v := range vs {
+			for part := range strings.SplitSeq(v, ",") {
+				part = strings.TrimSpace(part)
+				if part == "" {
+					continue
+				}
+				if !first {
+					b.WriteByte(',')
+				}
+				first = false
+				b.WriteString(part)
+			}
+		}
+	}
+	return b.String()
+}

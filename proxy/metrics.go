@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Result labels of edge_requests_total. The set is fixed so that the label
+// stays bounded.
+const (
+	ResultHit          = "hit"           // fresh response from the local store
+	ResultStale        = "stale"         // stale response allowed by max-stale or stale-while-revalidate
+	ResultStaleError   = "stale_error"   // stale response because the origin failed (stale-if-error)
+	ResultRevalidated  = "revalidated"   // stored response validated by a 304
+	ResultMiss         = "miss"          // fetched (and stored if allowed)
+	ResultCollapsed    = "collapsed"     // answered by another request's fetch
+	ResultPass         = "pass"          // not cacheable: method, hit-for-pass, Authorization
+	ResultOnlyIfCached = "only_if_cached" // 504 for an only-if-cached miss
+	ResultError        = "error"         // the origin failed and nothing stale could be served
+	ResultRejected     = "rejected"      // refused by a limit
+)
+
+// Metrics are the data path's Prometheus collectors.
+type Metrics struct {
+	Requests        *prometheus.CounterVec   // requests by result
+	RequestDuration *prometheus.HistogramVec // client-facing latency by result
+	OriginRequests  *prometheus.CounterVec   // upstream fetches by outcome (2xx…5xx, error)
+	OriginDuration  prometheus.Histogram     // time to upstream response headers
+	Coalesced       prometheus.Counter       // requests merged into another request's fetch
+	Rejected        *prometheus.CounterVec   // requests refused by a limit, by reason
+	NotStored       *prometheus.CounterVec   // fetched responses not stored, by reason
+	Purged          *prometheus.CounterVec   // entries purged, by kind (hard, soft)
+	Invalidations   prometheus.Counter       // entries removed by unsafe methods
+	InFlight        prometheus.Gauge         // client requests being served
+	Refreshes       *prometheus.CounterVec   // background revalidations by outcome
+}
+
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// NewMetrics creates the collectors and registers them, with store gauges
+// read from s at scrape time.
+func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_requests_total", Help: "Client requests by cache result.",
+		}, []string{"result"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_request_duration_seconds", Help: "Client request latency by cache result.", Buckets: latencyBuckets,
+		}, []string{"result"}),
+		OriginRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_origin_requests_total", Help: "Requests sent upstream, by outcome (status class or error).",
+		}, []string{"outcome"}),
+		OriginDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "edge_origin_request_duration_seconds", Help: "Time until upstream response headers.", Buckets: latencyBuckets,
+		}),
+		Coalesced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_coalesced_requests_total", Help: "Requests answered by another request's upstream fetch.",
+		}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_rejected_requests_total", Help: "Requests refused by a limit, by reason.",
+		}, []string{"reason"}),
+		NotStored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_not_stored_total", Help: "Fetched responses that were not stored, by reason.",
+		}, []string{"reason"}),
+		Purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_purged_objects_total", Help: "Stored responses purged, by kind.",
+		}, []string{"kind"}),
+		Invalidations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_invalidations_total", Help: "Stored responses removed because an unsafe method changed their URL.",
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_inflight_requests", Help: "Client requests being served.",
+		}),
+		Refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_background_refreshes_total", Help: "stale-while-revalidate background refreshes by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced,
+		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_bytes", Help: "Bytes held by the store."},
+			func() float64 { return float64(s.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_budget_bytes", Help: "The store's byte budget."},
+			func() float64 { return float64(s.Budget()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_objects", Help: "Responses (variants) held by the store."},
+			func() float64 { return float64(s.Stats().Objects) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_store_evictions_total", Help: "Responses evicted to stay under the byte budget."},
+			func() float64 { return float64(s.Stats().Evictions) }),
+	)
+	// Pre-create the bounded label values so dashboards see zeros, not gaps.
+	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
+		m.Requests.WithLabelValues(r)
+	}
+	return m
+}

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// PurgeRequest names what to purge. Exactly one of URL, Prefix and Tag is set.
+type PurgeRequest struct {
+	URL    string // an absolute URL, e.g. http://example.com/a?b=1
+	Prefix string // a URL prefix (http://host/dir/) or a path prefix (/dir/) matching every host
+	Tag    string // a surrogate key from Surrogate-Key or Cache-Tag
+	Soft   bool   // mark stale (revalidate on next use, still usable on origin errors) instead of removing
+}
+
+// Validate checks that exactly one selector is set.
+func (p PurgeRequest) Validate() error {
+	n := 0
+	for _, s := range []string{p.URL, p.Prefix, p.Tag} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("purge: give exactly one of url, prefix and tag")
+	}
+	if p.URL != "" {
+		u, err := url.Parse(p.URL)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("purge: url %q is not an absolute http(s) URL", p.URL)
+		}
+	}
+	return nil
+}
+
+// Purge removes or soft-purges what p names and returns how many stored
+// responses it touched.
+func (h *Handler) Purge(p PurgeRequest) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var keys []string
+	switch {
+	case p.URL != "":
+		u, _ := url.Parse(p.URL)
+		keys = []string{CacheKey(u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)}
+	case p.Prefix != "":
+		if strings.HasPrefix(p.Prefix, "/") {
+			keys = h.store.Keys(func(k string) bool { return strings.HasPrefix(pathOfKey(k), p.Prefix) })
+		} else {
+			keys = h.store.KeysWithPrefix(normalizePrefix(p.Prefix))
+		}
+	default:
+		keys = h.store.KeysWithTag(p.Tag)
+	}
+	n := 0
+	kind := "hard"
+	if p.Soft {
+		kind = "soft"
+	}
+	for _, k := range keys {
+		if p.Soft {
+			n += h.store.MarkStale(k)
+		} else {
+			n += h.store.Remove(k)
+		}
+	}
+	h.metrics.Purged.WithLabelValues(kind).Add(float64(n))
+	return n, nil
+}
+
+// pathOfKey returns the path and query of a URL cache key.
+func pathOfKey(k string) string {
+	i := strings.Index(k, "://")
+	if i < 0 {
+		return k
+	}
+	rest := k[i+3:]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		return rest[j:]
+	}
+	return "/"
+}
+
+// normalizePrefix lower-cases the scheme and host of an absolute URL prefix,
+// as CacheKey does, and leaves the rest as given.
+func normalizePrefix(p string) string {
+	i := strings.Index(p, "://")
+	if i < 0 {
+		return p
+	}
+	end := len(p)
+	if j := strings.IndexByte(p[i+3:], '/'); j >= 0 {
+		end = i + 3 + j
+	}
+	return strings.ToLower(p[:end]) + p[end:]
+}

@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Store is an in-memory response store bounded in bytes. golang-lru counts
+// entries, not bytes, so the store keeps a byte total and evicts the least
+// recently used URL until it is back under budget. Each URL holds the
+// variants selected by its Vary field (at most MaxVariants).
+type Store struct {
+	mu          sync.Mutex
+	lru         *simplelru.LRU[string, *object]
+	bytes       int64                          // bytes of all stored entries
+	budget      int64                          // the byte budget
+	maxVariants int                            // variants kept per URL
+	tags        map[string]map[string]struct{} // surrogate key → URL keys
+	stats       StoreStats
+	onEvict     func(n int) // called with the number of entries evicted for space
+}
+
+// StoreStats are the store's running counters.
+type StoreStats struct {
+	Bytes     int64  // bytes currently stored
+	Objects   int64  // entries (variants) currently stored
+	Evictions uint64 // entries evicted to stay under the byte budget
+}
+
+// object is the LRU value for one URL: its current Vary names and variants.
+type object struct {
+	vary     []string
+	variants []*Entry
+}
+
+func (o *object) size() int64 {
+	var n int64
+	for _, e := range o.variants {
+		n += e.size
+	}
+	return n
+}
+
+// NewStore returns a store holding at most budget bytes and maxVariants
+// variants per URL.
+func NewStore(budget int64, maxVariants int) *Store {
+	s := &Store{budget: budget, maxVariants: maxVariants, tags: make(map[string]map[string]struct{})}
+	// The entry-count limit is effectively unbounded: bytes are the budget.
+	l, err := simplelru.NewLRU[string, *object](1<<31-1, s.evicted)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
+	s.lru = l
+	return s
+}
+
+// evicted runs under s.mu whenever the LRU drops an object.
+func (s *Store) evicted(key string, o *object) {
+	for _, e := range o.variants {
+		s.dropEntry(e)
+	}
+}
+
+func (s *Store) dropEntry(e *Entry) {
+	s.bytes -= e.size
+	s.stats.Objects--
+	for _, t := range e.surrogates {
+		if m := s.tags[t]; m != nil {
+			delete(m, e.Key)
+			if len(m) == 0 {
+				delete(s.tags, t)
+			}
+		}
+	}
+}
+
+func (s *Store) addEntry(e *Entry) {
+	s.bytes += e.size
+	s.stats.Objects++
+	for _, t := range e.surrogates {
+		m := s.tags[t]
+		if m == nil {
+			m = make(map[string]struct{})
+			s.tags[t] = m
+		}
+		m[e.Key] = struct{}{}
+	}
+}
+
+// Lookup returns the stored variant of key that req selects, or nil. It
+// also returns the URL's current Vary names, which callers use to coalesce
+// requests for the same variant.
+func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
+	s.mu.Lock()
+	o, ok := s.lru.Get(key)
+	if !ok {
+		s.mu.Unlock()
+		return nil, nil
+	}
+	vary := o.vary
+	if len(o.variants) == 1 && len(vary) == 0 {
+		e := o.variants[0]
+		s.mu.Unlock()
+		return e, nil
+	}
+	s.mu.Unlock()
+	vk := VaryKey(vary, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range o.variants {
+		if e.VaryKey == vk && slices.Equal(e.VaryNames, vary) {
+			return e, vary
+		}
+	}
+	return nil, vary
+}
+
+// Put stores e, replacing the variant with the same Vary key. A response
+// whose Vary names differ from the URL's current ones replaces all variants
+// (the newest response defines how the URL varies). Put refuses an entry
+// larger than the whole budget.
+func (s *Store) Put(e *Entry) bool {
+	if e.size > s.budget {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Get(e.Key)
+	if !ok {
+		o = &object{vary: e.VaryNames}
+		s.lru.Add(e.Key, o)
+	} else if !slices.Equal(o.vary, e.VaryNames) {
+		for _, old := range o.variants {
+			s.dropEntry(old)
+		}
+		o.variants = o.variants[:0]
+		o.vary = e.VaryNames
+	}
+	replaced := false
+	for i, old := range o.variants {
+		if old.VaryKey == e.VaryKey {
+			s.dropEntry(old)
+			o.variants[i] = e
+			replaced = true
+			break
+		}
+	}
+	if !replaced {
+		if len(o.variants) >= s.maxVariants {
+			// Drop the oldest variant to stay within the cap.
+			s.dropEntry(o.variants[0])
+			o.variants = append(o.variants[:0], o.variants[1:]...)
+		}
+		o.variants = append(o.variants, e)
+	}
+	s.addEntry(e)
+	s.evictToBudget()
+	return true
+}
+
+// evictToBudget drops least recently used URLs until the store fits.
+func (s *Store) evictToBudget() {
+	n := 0
+	for s.bytes > s.budget {
+		_, o, ok := s.lru.RemoveOldest()
+		if !ok {
+			break
+		}
+		n += len(o.variants)
+	}
+	if n > 0 {
+		s.stats.Evictions += uint64(n)
+		if s.onEvict != nil {
+			s.onEvict(n)
+		}
+	}
+}
+
+// Remove deletes every variant of key and reports how many were removed.
+func (s *Store) Remove(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Peek(key)
+	if !ok {
+		return 0
+	}
+	s.lru.Remove(key)
+	return len(o.variants)
+}
+
+// MarkStale soft-purges every variant of key and reports how many.
+func (s *Store) MarkStale(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Peek(key)
+	if !ok {
+		return 0
+	}
+	for _, e := range o.variants {
+		e.MarkStale()
+	}
+	return len(o.variants)
+}
+
+// Keys returns the URL keys that match a predicate. It holds the lock while
+// it scans, so it is meant for admin operations, not the data path.
+func (s *Store) Keys(match func(string) bool) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, k := range s.lru.Keys() {
+		if match(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// KeysWithPrefix returns the URL keys starting with prefix.
+func (s *Store) KeysWithPrefix(prefix string) []string {
+	return s.Keys(func(k string) bool { return strings.HasPrefix(k, prefix) })
+}
+
+// KeysWithTag returns the URL keys of entries carrying a surrogate key.
+func (s *Store) KeysWithTag(tag string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.tags[tag]))
+	for k := range s.tags[tag] {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Stats returns a snapshot of the store's counters.
+func (s *Store) Stats() StoreStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Bytes = s.bytes
+	return st
+}
+
+// Budget returns the store's byte budget.
+func (s *Store) Budget() int64 { return s.budget }
