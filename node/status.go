@@ -95,7 +95,9 @@ func (n *Node) statusPage(w http.ResponseWriter, _ *http.Request) {
 	for k, v := range s.Requests {
 		rows = append(rows, row{k, v})
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Value > rows[j].Value || (rows[i].Value == rows[j].Value && rows[i].Name < rows[j].Name) })
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].Value > rows[j].Value || (rows[i].Value == rows[j].Value && rows[i].Name < rows[j].Name)
+	})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = statusTmpl.Execute(w, struct {
 		Status

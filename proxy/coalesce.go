@@ -77,4 +77,3 @@ func (f *flight) wait(ctx context.Context, timeout time.Duration) *Entry {
 		return nil
 	}
 }
-

@@ -47,10 +47,10 @@ func DefaultConfig() Config {
 	return Config{
 		NodeID: "edge",
 		Policy: Policy{
-			HeuristicFraction:   0.1,              // RFC 9111 §4.2.2's typical 10 %
-			HeuristicMax:        24 * time.Hour,   // keeps a years-old Last-Modified from pinning a page for weeks
-			StaleIfErrorDefault: 5 * time.Minute,  // rides out a short origin outage without violating intent much
-			StaleCeiling:        24 * time.Hour,   // no directive may keep stale content longer than a day
+			HeuristicFraction:   0.1,             // RFC 9111 §4.2.2's typical 10 %
+			HeuristicMax:        24 * time.Hour,  // keeps a years-old Last-Modified from pinning a page for weeks
+			StaleIfErrorDefault: 5 * time.Minute, // rides out a short origin outage without violating intent much
+			StaleCeiling:        24 * time.Hour,  // no directive may keep stale content longer than a day
 			TargetedFields:      []string{"Edge-Cache-Control", "CDN-Cache-Control"},
 		},
 		MaxObjectBytes:       8 << 20,          // keeps one object from flushing a large share of a small store

@@ -7,16 +7,16 @@ import (
 // Result labels of edge_requests_total. The set is fixed so that the label
 // stays bounded.
 const (
-	ResultHit          = "hit"           // fresh response from the local store
-	ResultStale        = "stale"         // stale response allowed by max-stale or stale-while-revalidate
-	ResultStaleError   = "stale_error"   // stale response because the origin failed (stale-if-error)
-	ResultRevalidated  = "revalidated"   // stored response validated by a 304
-	ResultMiss         = "miss"          // fetched (and stored if allowed)
-	ResultCollapsed    = "collapsed"     // answered by another request's fetch
-	ResultPass         = "pass"          // not cacheable: method, hit-for-pass, Authorization
+	ResultHit          = "hit"            // fresh response from the local store
+	ResultStale        = "stale"          // stale response allowed by max-stale or stale-while-revalidate
+	ResultStaleError   = "stale_error"    // stale response because the origin failed (stale-if-error)
+	ResultRevalidated  = "revalidated"    // stored response validated by a 304
+	ResultMiss         = "miss"           // fetched (and stored if allowed)
+	ResultCollapsed    = "collapsed"      // answered by another request's fetch
+	ResultPass         = "pass"           // not cacheable: method, hit-for-pass, Authorization
 	ResultOnlyIfCached = "only_if_cached" // 504 for an only-if-cached miss
-	ResultError        = "error"         // the origin failed and nothing stale could be served
-	ResultRejected     = "rejected"      // refused by a limit
+	ResultError        = "error"          // the origin failed and nothing stale could be served
+	ResultRejected     = "rejected"       // refused by a limit
 )
 
 // Metrics are the data path's Prometheus collectors.
