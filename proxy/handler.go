@@ -157,8 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) reject(w http.ResponseWriter, code int, reason, msg string) {
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
 	h.metrics.Requests.WithLabelValues(ResultRejected).Inc()
-	w.Header().Set("Cache-Status", h.statusPrefix+"fwd=request; detail="+reason)
-	http.Error(w, msg, code)
+	h.writeError(w, code, "fwd=request; detail="+reason, msg)
 }
 
 // requestDirectives parses the request's Cache-Control, honouring
@@ -244,8 +243,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		}
 	}
 	if reqCC.OnlyIfCache {
-		w.Header().Set("Cache-Status", h.statusPrefix+"fwd=miss; detail=only-if-cached")
-		http.Error(w, "not in cache", http.StatusGatewayTimeout)
+		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
 		return ResultOnlyIfCached
 	}
 	if _, pass := h.passes.Get(key); pass && e == nil {
@@ -320,7 +318,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, key stri
 			shared = e
 		}
 		h.store.Put(e)
-		h.writeEntry(w, r, e, respTime, "fwd=stale; fwd-status=304")
+		h.writeEntry(w, r, e, respTime, "fwd="+fwd+"; fwd-status=304")
 		return ResultRevalidated
 	}
 	if stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(stale, reqCC, respTime) {
@@ -619,8 +617,16 @@ func (h *Handler) writeUpstreamError(w http.ResponseWriter, err error) {
 	if errors.Is(err, context.Canceled) {
 		detail = "client-gone"
 	}
-	w.Header().Set("Cache-Status", h.statusPrefix+"fwd=miss; detail="+detail)
-	http.Error(w, fmt.Sprintf("%d %s", code, http.StatusText(code)), code)
+	h.writeError(w, code, "fwd=miss; detail="+detail, fmt.Sprintf("%d %s", code, http.StatusText(code)))
+}
+
+// writeError answers with a short text error that still carries our
+// Cache-Status and Via, so a client can tell which node refused it and why.
+func (h *Handler) writeError(w http.ResponseWriter, code int, cacheStatus, msg string) {
+	w.Header().Set("Cache-Status", h.statusPrefix+cacheStatus)
+	w.Header().Set("Via", h.via)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, msg, code)
 }
 
 // stream copies an upstream response to the client without storing it.

@@ -1,0 +1,64 @@
+# edge — two commands for a new user: `make run` and `make test`.
+# Everything else installs itself on first use (Go tools into .tools/,
+# Debian and npm packages where a target needs them).
+
+GO              ?= go
+BIN             := bin/edge
+TOOLS           := $(CURDIR)/.tools
+GOLANGCI_LINT_VERSION := v2.15.0
+VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
+# Total time the test target may spend in `go test`; well inside the 10-minute budget.
+TEST_TIMEOUT    ?= 8m
+
+.PHONY: all build run test test-short vet lint fmt bench bench-compare fuzz clean config-example
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/edge
+
+## run: the demo origin and an edge node in front of it, with metrics and a status page.
+run: build
+	./$(BIN) demo
+
+## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes).
+test: vet
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+test-short:
+	$(GO) test -short ./...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+$(TOOLS)/golangci-lint:
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(TOOLS)/golangci-lint
+	$(TOOLS)/golangci-lint run ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+config-example:
+	$(GO) run ./cmd/edge config example > config.yaml
+
+## bench: Go benchmarks of the hot paths.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./config/
+
+## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
+bench-compare: build
+	bash scripts/bench-compare.sh
+
+## fuzz: a short run of every fuzz target (FUZZTIME each).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test ./proxy/ -run '^$$' -fuzz FuzzCacheControl -fuzztime $(FUZZTIME)
+	$(GO) test ./proxy/ -run '^$$' -fuzz FuzzCacheKeyAndVary -fuzztime $(FUZZTIME)
+	$(GO) test ./config/ -run '^$$' -fuzz FuzzLoadBytes -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,139 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := LoadBytes([]byte("origin:\n  url: http://127.0.0.1:8090\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Admin.Listen != "127.0.0.1:9180" {
+		t.Errorf("listeners %q %q", c.Listen, c.Admin.Listen)
+	}
+	if c.Cache.MaxBytes != 256<<20 || c.Cache.MaxObjectBytes != 8<<20 || c.Origin.ConnectTimeout != 3*time.Second {
+		t.Errorf("defaults: %+v", c.Cache)
+	}
+}
+
+func TestMalformedConfigNamesTheKey(t *testing.T) {
+	cases := []struct{ yaml, key string }{
+		{"listen: 127.0.0.1:8080", "origin.url"},
+		{"origin: {url: ftp://x}", "origin.url"},
+		{"origin: {url: 'http://'}", "origin.url"},
+		{"origin: {url: http://o, connect_timeout: 5}", "origin.connect_timeout"},
+		{"origin: {url: http://o, connect_timeout: -1s}", "origin.connect_timeout"},
+		{"origin: {url: http://o}\ncache: {max_bytes: lots}", "cache.max_bytes"},
+		{"origin: {url: http://o}\ncache: {max_bytes: 10KiB}", "cache.max_bytes"},
+		{"origin: {url: http://o}\ncache: {max_object_bytes: 1GiB}", "cache.max_object_bytes"},
+		{"origin: {url: http://o}\ncache: {heuristic_fraction: 2}", "cache.heuristic_fraction"},
+		{"origin: {url: http://o}\ncache: {max_variants: 0}", "cache.max_variants"},
+		{"origin: {url: http://o}\ncache: {store_set_cookie: maybe}", "cache.store_set_cookie"},
+		{"origin: {url: http://o}\nlisten: nowhere", "listen"},
+		{"origin: {url: http://o}\nlisten: 'h:99999'", "listen"},
+		{"origin: {url: http://o}\nadmin: {listen: '127.0.0.1:8080'}", "admin.listen"},
+		{"origin: {url: http://o}\nlog: {level: loud}", "log.level"},
+		{"origin: {url: http://o}\nlimits: {max_inflight: 1.5}", "limits.max_inflight"},
+		{"origin: {url: http://o}\ncahce: {max_bytes: 1MiB}", "cahce.max_bytes"},
+		{"origin: {url: http://o}\nnode_id: 'a b'", "node_id"},
+	}
+	for _, tc := range cases {
+		_, err := LoadBytes([]byte(tc.yaml))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Errorf("%q: error %v, want a *config.Error", tc.yaml, err)
+			continue
+		}
+		if ce.Key != tc.key {
+			t.Errorf("%q: error names %q, want %q (%v)", tc.yaml, ce.Key, tc.key, err)
+		}
+		if !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%q: message %q does not name %s", tc.yaml, err, tc.key)
+		}
+	}
+	if _, err := LoadBytes([]byte("origin: [unclosed")); err == nil {
+		t.Error("broken YAML accepted")
+	}
+}
+
+func TestEnvironmentOverridesFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://file\ncache:\n  max_bytes: 64MiB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EDGE_ORIGIN_URL", "http://env:1")
+	v, err := NewViper(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Origin.URL != "http://env:1" || c.Cache.MaxBytes != 64<<20 {
+		t.Errorf("origin %q max_bytes %d", c.Origin.URL, c.Cache.MaxBytes)
+	}
+	t.Setenv("EDGE_CACHE_MAX_BYTES", "x")
+	v, _ = NewViper(file)
+	if _, err := Load(v); err == nil || !strings.Contains(err.Error(), "cache.max_bytes") {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	good := map[string]int64{"0": 0, "10": 10, "1KiB": 1024, "1kb": 1000, "1.5MiB": 3 << 19, "2 GiB": 2 << 30, "64M": 64 << 20}
+	for in, want := range good {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "1XB", "-1", "0.3B", "1e30", "1..2KiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
+
+// TestConfigYAMLDocumentsEveryKey keeps the shipped config.yaml in step
+// with the key table: every key appears with its default.
+func TestConfigYAMLDocumentsEveryKey(t *testing.T) {
+	data, err := os.ReadFile("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if want := Example(ShippedOverrides); text != want {
+		t.Errorf("config.yaml is stale: run `go run ./cmd/edge config example > config.yaml`")
+	}
+	for _, k := range Keys() {
+		leaf := k.Name[strings.LastIndexByte(k.Name, '.')+1:]
+		if !strings.Contains(text, leaf+":") {
+			t.Errorf("config.yaml does not document %s", k.Name)
+		}
+	}
+	if _, err := LoadBytes(data); err != nil {
+		t.Errorf("config.yaml does not load: %v", err)
+	}
+}
+
+// FuzzLoadBytes feeds arbitrary YAML to the loader: it must return a valid
+// config or an error, never panic.
+func FuzzLoadBytes(f *testing.F) {
+	f.Add([]byte("origin: {url: http://o}\ncache: {max_bytes: 1GiB}"))
+	f.Add([]byte("listen: [1,2]\norigin: {url: 7}"))
+	f.Add([]byte("origin:\n  url: http://o\nlimits:\n  max_url_bytes: 1e400\n"))
+	f.Add([]byte("::"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := LoadBytes(data)
+		if err == nil && (c.Origin.URL == "" || c.Cache.MaxBytes <= 0) {
+			t.Fatalf("accepted an invalid config: %+v", c)
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestParseCacheControl(t *testing.T) {
+	cases := []struct {
+		in   []string
+		want CacheControl
+	}{
+		{[]string{"max-age=60"}, CacheControl{MaxAge: 60}},
+		{[]string{"MAX-AGE=60, Public"}, CacheControl{MaxAge: 60, Public: true}},
+		{[]string{"max-age=60", "s-maxage=10"}, CacheControl{MaxAge: 60, SMaxAge: 10}},
+		{[]string{`max-age="60"`}, CacheControl{MaxAge: 60}},
+		{[]string{"max-age=abc"}, CacheControl{Invalid: true}},
+		{[]string{"max-age=-1"}, CacheControl{Invalid: true}},
+		{[]string{"max-age="}, CacheControl{Invalid: true}},
+		{[]string{"max-age"}, CacheControl{Invalid: true}},
+		{[]string{"max-age=1.5"}, CacheControl{Invalid: true}},
+		{[]string{"max-age=99999999999999999999"}, CacheControl{MaxAge: maxDeltaSeconds}},
+		{[]string{"max-age=60, max-age=60"}, CacheControl{MaxAge: 60}},
+		{[]string{"max-age=60, max-age=10"}, CacheControl{MaxAge: 60, Invalid: true}},
+		{[]string{"no-cache"}, CacheControl{NoCache: true}},
+		{[]string{`no-cache="Set-Cookie"`}, CacheControl{NoCacheHdrs: true}},
+		{[]string{`private="X-A, X-B", max-age=5`}, CacheControl{PrivateHdrs: true, MaxAge: 5}},
+		{[]string{"no-store , must-revalidate"}, CacheControl{NoStore: true, MustReval: true}},
+		{[]string{"max-stale"}, CacheControl{MaxStale: maxDeltaSeconds}},
+		{[]string{"max-stale=5, min-fresh=3, only-if-cached"}, CacheControl{MaxStale: 5, MinFresh: 3, OnlyIfCache: true}},
+		{[]string{"stale-while-revalidate=30, stale-if-error=60"}, CacheControl{StaleWhile: 30, StaleIfErr: 60}},
+		{[]string{`foo="a,b", max-age=7`}, CacheControl{MaxAge: 7}},
+		{[]string{`foo="unterminated, max-age=7`}, CacheControl{}},
+		{[]string{",,, ,max-age=3,,"}, CacheControl{MaxAge: 3}},
+		{[]string{"proxy-revalidate, immutable, no-transform"}, CacheControl{ProxyReval: true, Immutable: true, NoTransform: true}},
+		{[]string{""}, CacheControl{}},
+	}
+	for _, tc := range cases {
+		h := http.Header{"Cache-Control": tc.in}
+		got := ParseCacheControl(h, "Cache-Control")
+		want := tc.want
+		for _, p := range []*int{&want.MaxAge, &want.SMaxAge, &want.MaxStale, &want.MinFresh, &want.StaleWhile, &want.StaleIfErr} {
+			if *p == 0 {
+				*p = unset
+			}
+		}
+		want.Present = got.Present // checked separately
+		if got != want {
+			t.Errorf("%q:\n got  %+v\n want %+v", tc.in, got, want)
+		}
+	}
+}
+
+func TestParseAge(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"10", 10, true}, {" 10 ", 10, true}, {"10, 20", 10, true}, {"-1", 0, false}, {"abc", 0, false},
+		{"99999999999999999999999", maxDeltaSeconds, true}, {"", 0, false}, {"1.5", 0, false},
+	}
+	for _, tc := range cases {
+		d, ok := parseAge(http.Header{"Age": {tc.in}})
+		if ok != tc.ok || (ok && d != seconds(tc.want)) {
+			t.Errorf("Age %q = %v, %v; want %ds, %v", tc.in, d, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzCacheControl checks that no input makes the parser panic or produce
+// a negative delta.
+func FuzzCacheControl(f *testing.F) {
+	for _, s := range []string{"max-age=60", `no-cache="a,b", private`, `x="\"", max-age=1`, "max-stale", "s-maxage=99999999999999999999", `"`, "=,=", "max-age=\"1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cc := ParseCacheControl(http.Header{"Cache-Control": {s}}, "Cache-Control")
+		for _, v := range []int{cc.MaxAge, cc.SMaxAge, cc.MaxStale, cc.MinFresh, cc.StaleWhile, cc.StaleIfErr} {
+			if v < unset || v > maxDeltaSeconds {
+				t.Fatalf("%q: delta out of range: %+v", s, cc)
+			}
+		}
+	})
+}

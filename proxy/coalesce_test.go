@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCoalescingOneOriginFetchPerKey(t *testing.T) {
+	p := newTestProxy(t, nil)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "shared"})
+	p.origin.delay = 200 * time.Millisecond
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]string, n)
+	bodies := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := httptest.NewRecorder()
+			p.h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/hot", nil))
+			results[i] = w.Header().Get("Cache-Status")
+			bodies[i] = w.Body.String()
+		}()
+	}
+	wg.Wait()
+	if got := p.origin.calls.Load(); got != 1 {
+		t.Fatalf("origin requests = %d, want 1", got)
+	}
+	collapsed := 0
+	for i := range n {
+		if bodies[i] != "shared" {
+			t.Fatalf("request %d body %q", i, bodies[i])
+		}
+		if strings.Contains(results[i], "collapsed") {
+			collapsed++
+		}
+	}
+	if collapsed == 0 {
+		t.Errorf("no request reported collapsed: %v", results[:3])
+	}
+}
+
+func TestCoalescingWaiterTimeoutFallsBack(t *testing.T) {
+	p := newTestProxy(t, func(c *Config) { c.CoalesceTimeout = 50 * time.Millisecond })
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "slow"})
+	p.origin.delay = 300 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := httptest.NewRecorder()
+			p.h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/slow", nil))
+			if w.Body.String() != "slow" {
+				t.Errorf("body %q", w.Body.String())
+			}
+		}()
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	if got := p.origin.calls.Load(); got != 3 {
+		t.Fatalf("origin requests = %d, want 3: waiters must give up and fetch themselves", got)
+	}
+}
+
+func TestCoalescingNeverSharesUncacheable(t *testing.T) {
+	p := newTestProxy(t, nil)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "private"}, body: "mine"})
+	p.origin.delay = 100 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := httptest.NewRecorder()
+			p.h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/private", nil))
+			if strings.Contains(w.Header().Get("Cache-Status"), "collapsed") {
+				t.Errorf("a private response was shared: %q", w.Header().Get("Cache-Status"))
+			}
+		}()
+	}
+	wg.Wait()
+	if got := p.origin.calls.Load(); got != 5 {
+		t.Fatalf("origin requests = %d, want 5", got)
+	}
+}
+
+func TestCoalescingRespectsVary(t *testing.T) {
+	p := newTestProxy(t, nil)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Vary": "Accept-Language"}, body: "v"})
+	p.origin.delay = 100 * time.Millisecond
+	var wg sync.WaitGroup
+	for _, lang := range []string{"en", "fr"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest("GET", "http://example.com/v", nil)
+			req.Header.Set("Accept-Language", lang)
+			p.h.ServeHTTP(httptest.NewRecorder(), req)
+		}()
+	}
+	wg.Wait()
+	if got := p.origin.calls.Load(); got != 2 {
+		t.Fatalf("origin requests = %d, want 2: a response for en must not answer fr", got)
+	}
+}

@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestCacheKey(t *testing.T) {
+	cases := []struct{ scheme, host, path, query, want string }{
+		{"http", "Example.COM", "/a", "", "http://example.com/a"},
+		{"http", "example.com", "", "", "http://example.com/"},
+		{"http", "example.com", "/a", "b=2&a=1", "http://example.com/a?a=1&b=2"},
+		{"https", "example.com:8443", "/a%2Fb", "x=%20", "https://example.com:8443/a%2Fb?x=%20"},
+		{"http", "h", "/", "a=1&a=0", "http://h/?a=0&a=1"},
+	}
+	for _, tc := range cases {
+		if got := CacheKey(tc.scheme, tc.host, tc.path, tc.query); got != tc.want {
+			t.Errorf("CacheKey(%q,%q,%q,%q) = %q, want %q", tc.scheme, tc.host, tc.path, tc.query, got, tc.want)
+		}
+	}
+}
+
+func TestVaryKeyNormalisation(t *testing.T) {
+	names, star := VaryNames(http.Header{"Vary": {"Accept-Encoding, accept-language", "ACCEPT-ENCODING"}})
+	if star || strings.Join(names, ",") != "accept-encoding,accept-language" {
+		t.Fatalf("VaryNames = %v, %v", names, star)
+	}
+	a := VaryKey(names, http.Header{"Accept-Encoding": {"gzip, br"}, "Accept-Language": {"en"}})
+	b := VaryKey(names, http.Header{"Accept-Encoding": {"gzip,br"}, "Accept-Language": {"en"}})
+	c := VaryKey(names, http.Header{"Accept-Encoding": {"gzip", "br"}, "Accept-Language": {"en"}})
+	if a != b || a != c {
+		t.Errorf("equivalent field values select different variants: %q %q %q", a, b, c)
+	}
+	absent := VaryKey(names, http.Header{"Accept-Language": {"en"}})
+	empty := VaryKey(names, http.Header{"Accept-Encoding": {""}, "Accept-Language": {"en"}})
+	if absent == empty {
+		t.Error("an absent field and an empty one select the same variant")
+	}
+	if _, star := VaryNames(http.Header{"Vary": {"Accept, *"}}); !star {
+		t.Error("Vary: * not detected")
+	}
+}
+
+// FuzzCacheKeyAndVary checks that key building never panics, that equal
+// inputs give equal keys, and that distinct Vary selections stay distinct.
+func FuzzCacheKeyAndVary(f *testing.F) {
+	f.Add("example.com", "/a", "b=1&a=2", "Accept-Encoding", "gzip, br", "gzip")
+	f.Add("", "", "&&", ",,", "", "\x00")
+	f.Fuzz(func(t *testing.T, host, path, query, vary, v1, v2 string) {
+		k1 := CacheKey("http", host, path, query)
+		if k1 != CacheKey("http", strings.ToUpper(host), path, query) && strings.ToLower(strings.ToUpper(host)) == strings.ToLower(host) {
+			t.Fatalf("host case changed the key: %q", k1)
+		}
+		names, _ := VaryNames(http.Header{"Vary": {vary}})
+		a := VaryKey(names, http.Header{"X": {v1}, http.CanonicalHeaderKey(vary): {v1}})
+		b := VaryKey(names, http.Header{"X": {v1}, http.CanonicalHeaderKey(vary): {v1}})
+		if a != b {
+			t.Fatal("VaryKey is not deterministic")
+		}
+	})
+}
