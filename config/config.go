@@ -83,6 +83,7 @@ func Keys() []Key {
 		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
+		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
 		{"log.format", String, "text", "text or json."},
@@ -125,6 +126,9 @@ type Config struct {
 		MaxInflightPerClient int
 		ReadHeaderTimeout    time.Duration
 		IdleTimeout          time.Duration
+	}
+	Tuning struct {
+		WriteBatching bool
 	}
 	ShutdownTimeout time.Duration
 	Log             struct {
@@ -232,6 +236,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
 	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
 	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
+	c.Tuning.WriteBatching = p.bool("tuning.write_batching")
 	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
 	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
 	c.Log.Format = p.oneOf("log.format", "text", "json")

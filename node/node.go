@@ -43,6 +43,7 @@ type Node struct {
 	admLn    net.Listener
 	draining atomic.Bool
 	started  time.Time
+	batch    *batchStats
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -79,7 +80,13 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
 	h := proxy.New(pc, store, up, proxy.NewMetrics(reg, store), log)
 
-	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now()}
+	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats)}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_write_syscalls_total", Help: "Write system calls on client connections (with tuning.write_batching)."},
+			func() float64 { return float64(n.batch.sends.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_writes_merged_total", Help: "Response writes merged into one writev by tuning.write_batching."},
+			func() float64 { return float64(n.batch.merged.Load()) }),
+	)
 	n.pubLn, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
@@ -116,7 +123,11 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
-	go func() { errc <- n.public.Serve(n.pubLn) }()
+	var pub net.Listener = n.pubLn
+	if n.cfg.Tuning.WriteBatching {
+		pub = batchListener{n.pubLn, n.batch}
+	}
+	go func() { errc <- n.public.Serve(pub) }()
 	go func() { errc <- n.admin.Serve(n.admLn) }()
 	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
 	select {

@@ -30,6 +30,7 @@ type Entry struct {
 	surrogates []string // Surrogate-Key / Cache-Tag values, for purge
 	size       int64    // bytes charged against the store budget
 	stale      atomic.Bool
+	via        atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
 }
 
 // entryOverhead approximates the bookkeeping bytes of an entry beyond its

@@ -77,8 +77,10 @@ type Handler struct {
 	clients clientLimiter
 	now     func() time.Time
 
-	via          string // our Via element
-	statusPrefix string // "<node>; "
+	via          string   // our Via element
+	viaOnly      []string // Via of a response that had none; shared, read-only
+	statusPrefix string   // "<node>; "
+	hitStatus    []string // Cache-Status of a fresh hit; shared, read-only
 	bufPool      sync.Pool
 	refreshWG    sync.WaitGroup
 }
@@ -98,6 +100,8 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		now:          cfg.Now,
 		via:          "1.1 " + cfg.NodeID,
 		statusPrefix: cfg.NodeID + "; ",
+		hitStatus:    []string{cfg.NodeID + "; hit"},
+		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
 	h.clients.limit = cfg.MaxInflightPerClient
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }
@@ -150,8 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		result = h.servePass(w, r, "method")
 	}
-	h.metrics.Requests.WithLabelValues(result).Inc()
-	h.metrics.RequestDuration.WithLabelValues(result).Observe(h.now().Sub(start).Seconds())
+	h.metrics.observe(result, h.now().Sub(start).Seconds())
 }
 
 func (h *Handler) reject(w http.ResponseWriter, code int, reason, msg string) {
@@ -661,13 +664,13 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 	for k, v := range e.Header {
 		hdr[k] = v
 	}
-	hdr["Age"] = []string{ageString(e.Age(now))}
-	hdr["Cache-Status"] = []string{h.statusPrefix + status}
-	if vs := e.Header["Via"]; len(vs) > 0 {
-		hdr["Via"] = append(vs[:len(vs):len(vs)], h.via)
+	hdr["Age"] = ageValue(e.Age(now))
+	if status == "hit" {
+		hdr["Cache-Status"] = h.hitStatus
 	} else {
-		hdr["Via"] = []string{h.via}
+		hdr["Cache-Status"] = []string{h.statusPrefix + status}
 	}
+	hdr["Via"] = h.viaFor(e)
 	if e.Status == http.StatusOK && needsServeContent(r) {
 		h.serveContent(w, r, e)
 		return
@@ -695,25 +698,41 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry)
 	http.ServeContent(w, r, "", e.lastMod, bytes.NewReader(e.Body))
 }
 
-// ageStrings caches the Age values of the first hour so the hit path does
-// not allocate for them.
-var ageStrings = func() [3600]string {
-	var a [3600]string
+// ageValues holds the Age field values of the first hour, so the hit path
+// does not allocate for them. The slices are shared: nothing may modify them.
+var ageValues = func() [3600][]string {
+	var a [3600][]string
 	for i := range a {
-		a[i] = strconv.Itoa(i)
+		a[i] = []string{strconv.Itoa(i)}
 	}
 	return a
 }()
 
-func ageString(d time.Duration) string {
+func ageValue(d time.Duration) []string {
 	s := int64(d / time.Second)
 	if s < 0 {
 		s = 0
 	}
-	if s < int64(len(ageStrings)) {
-		return ageStrings[s]
+	if s < int64(len(ageValues)) {
+		return ageValues[s]
 	}
-	return strconv.FormatInt(s, 10)
+	return []string{strconv.FormatInt(s, 10)}
+}
+
+// viaFor returns the Via field of a response served from e: the stored Via
+// elements followed by ours, computed once per entry.
+func (h *Handler) viaFor(e *Entry) []string {
+	if v := e.via.Load(); v != nil {
+		return *v
+	}
+	var v []string
+	if vs := e.Header["Via"]; len(vs) > 0 {
+		v = append(vs[:len(vs):len(vs)], h.via)
+	} else {
+		v = h.viaOnly
+	}
+	e.via.Store(&v)
+	return v
 }
 
 // clientIP returns the address of the client connection.

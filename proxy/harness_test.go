@@ -20,7 +20,7 @@ type clock struct {
 	now time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -45,7 +45,7 @@ type testOrigin struct {
 	delay time.Duration
 }
 
-func newTestOrigin(t *testing.T, clk *clock) *testOrigin {
+func newTestOrigin(t testing.TB, clk *clock) *testOrigin {
 	o := &testOrigin{clk: clk}
 	o.srv = httptest.NewServer(http.HandlerFunc(o.serve))
 	t.Cleanup(o.srv.Close)
@@ -107,7 +107,7 @@ type testProxy struct {
 	clk    *clock
 }
 
-func newTestProxy(t *testing.T, mod func(*Config)) *testProxy {
+func newTestProxy(t testing.TB, mod func(*Config)) *testProxy {
 	t.Helper()
 	clk := &clock{now: t0}
 	o := newTestOrigin(t, clk)

@@ -8,9 +8,13 @@ import (
 
 // CacheKey builds the URL part of a cache key: scheme, lower-case host,
 // path and the query with its parameters sorted, so that parameter order
-// does not split the cache. GET and HEAD share keys.
+// does not split the cache. GET and HEAD share keys. It allocates only the
+// returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
 	var b strings.Builder
+	if path == "" {
+		path = "/"
+	}
 	b.Grow(len(scheme) + 3 + len(host) + len(path) + 1 + len(rawQuery))
 	b.WriteString(scheme)
 	b.WriteString("://")
@@ -21,29 +25,46 @@ func CacheKey(scheme, host, path, rawQuery string) string {
 		}
 		b.WriteByte(c)
 	}
-	if path == "" {
-		path = "/"
-	}
 	b.WriteString(path)
 	if rawQuery != "" {
 		b.WriteByte('?')
-		b.WriteString(sortQuery(rawQuery))
+		writeSortedQuery(&b, rawQuery)
 	}
 	return b.String()
 }
 
-// sortQuery sorts the &-separated parameters of a raw query, keeping each
-// parameter's bytes as sent (no decoding, so distinct encodings stay distinct).
-func sortQuery(q string) string {
-	if strings.IndexByte(q, '&') < 0 {
-		return q
+// writeSortedQuery writes the &-separated parameters of a raw query in
+// sorted order, keeping each parameter's bytes as sent (no decoding, so
+// distinct encodings stay distinct).
+func writeSortedQuery(b *strings.Builder, q string) {
+	var stack [32]string
+	parts := stack[:0]
+	sorted := true
+	for len(q) > 0 {
+		var p string
+		if i := strings.IndexByte(q, '&'); i >= 0 {
+			p, q = q[:i], q[i+1:]
+			if q == "" {
+				parts = append(parts, p)
+				p = ""
+			}
+		} else {
+			p, q = q, ""
+		}
+		if len(parts) > 0 && p < parts[len(parts)-1] {
+			sorted = false
+		}
+		parts = append(parts, p)
 	}
-	parts := strings.Split(q, "&")
-	if slices.IsSorted(parts) {
-		return q
+	if !sorted {
+		slices.Sort(parts)
 	}
-	slices.Sort(parts)
-	return strings.Join(parts, "&")
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(p)
+	}
 }
 
 // requestKey builds the cache key of r. Requests reach us in origin form, so

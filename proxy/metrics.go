@@ -32,6 +32,25 @@ type Metrics struct {
 	Invalidations   prometheus.Counter       // entries removed by unsafe methods
 	InFlight        prometheus.Gauge         // client requests being served
 	Refreshes       *prometheus.CounterVec   // background revalidations by outcome
+
+	// Children of Requests and RequestDuration per result, resolved once so
+	// the hit path does not hash label values.
+	byResult map[string]resultMetrics
+}
+
+type resultMetrics struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
+}
+
+// observe counts one request with its result and latency.
+func (m *Metrics) observe(result string, seconds float64) {
+	rm, ok := m.byResult[result]
+	if !ok {
+		rm = resultMetrics{m.Requests.WithLabelValues(result), m.RequestDuration.WithLabelValues(result)}
+	}
+	rm.count.Inc()
+	rm.latency.Observe(seconds)
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -87,8 +106,9 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			func() float64 { return float64(s.Stats().Evictions) }),
 	)
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
+	m.byResult = make(map[string]resultMetrics)
 	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
-		m.Requests.WithLabelValues(r)
+		m.byResult[r] = resultMetrics{m.Requests.WithLabelValues(r), m.RequestDuration.WithLabelValues(r)}
 	}
 	return m
 }

@@ -23,7 +23,7 @@ func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
 	for i := range 5 {
 		s.Put(testEntry(fmt.Sprint(i), 1500))
 	}
-	s.Lookup("0", nil) // touch 0 so that 1 is now the least recently used
+	s.Lookup("0", nil)          // touch 0 so that 1 is now the least recently used
 	s.Put(testEntry("5", 1500)) // evicts the oldest not recently used: "1"
 	st := s.Stats()
 	if st.Bytes > 10_000 {

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// netHTTPBufferSize is the size of net/http's per-connection write buffer.
+// A write of exactly this size is net/http flushing a full buffer in the
+// middle of a response (for a 4 KiB object: the header plus the start of the
+// body), so more bytes of the same response follow at once.
+const netHTTPBufferSize = 4 << 10
+
+// holdLimit bounds how long held bytes may wait for the write that follows.
+const holdLimit = time.Millisecond
+
+// batchStats counts what the batching does, for metrics and tests.
+type batchStats struct {
+	sends  atomic.Int64 // write system calls issued (a writev counts once)
+	merged atomic.Int64 // held buffers sent together with the following write
+}
+
+// batchListener wraps accepted connections in batchConn.
+type batchListener struct {
+	net.Listener
+	stats *batchStats
+}
+
+func (l batchListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &batchConn{Conn: c, stats: l.stats}, nil
+}
+
+// batchConn turns net/http's "full buffer, then the rest" pair of write
+// system calls into one writev: it holds a write of exactly the buffer size
+// and sends it together with the next write. Held bytes are sent no later
+// than the next Write, Read, CloseWrite or Close, or holdLimit after they
+// were held, so a response is never delayed behind the client.
+type batchConn struct {
+	net.Conn
+	mu    sync.Mutex
+	held  []byte
+	timer *time.Timer
+	err   error // a write error of held bytes, reported by the next call
+	stats *batchStats
+}
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	if len(c.held) > 0 {
+		bufs := net.Buffers{c.held, p}
+		c.stats.sends.Add(1)
+		c.stats.merged.Add(1)
+		n, err := bufs.WriteTo(c.Conn)
+		held := int64(len(c.held))
+		c.held = c.held[:0]
+		c.timer.Stop()
+		written := int(max(n-held, 0))
+		return written, err
+	}
+	if len(p) == netHTTPBufferSize {
+		if c.held == nil {
+			c.held = make([]byte, 0, netHTTPBufferSize)
+			c.timer = time.AfterFunc(holdLimit, c.flushTimer)
+		} else {
+			c.timer.Reset(holdLimit)
+		}
+		c.held = append(c.held, p...)
+		return len(p), nil
+	}
+	c.stats.sends.Add(1)
+	return c.Conn.Write(p)
+}
+
+// flushLocked sends held bytes; c.mu must be held.
+func (c *batchConn) flushLocked() error {
+	if len(c.held) == 0 {
+		return c.err
+	}
+	c.stats.sends.Add(1)
+	_, err := c.Conn.Write(c.held)
+	c.held = c.held[:0]
+	c.timer.Stop()
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return c.err
+}
+
+func (c *batchConn) flushTimer() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.flushLocked()
+}
+
+// Read sends held bytes first: the server reads when the response is done
+// (or when it waits for the client), and the client must have it by then.
+func (c *batchConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	err := c.flushLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite flushes and half-closes, which net/http uses for a graceful close.
+func (c *batchConn) CloseWrite() error {
+	c.mu.Lock()
+	err := c.flushLocked()
+	c.mu.Unlock()
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		if e := cw.CloseWrite(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func (c *batchConn) Close() error {
+	c.mu.Lock()
+	_ = c.flushLocked()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}

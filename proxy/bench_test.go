@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// discardWriter is a reusable ResponseWriter, so the benchmark measures the
+// handler and not a recorder's allocations.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+
+func (w *discardWriter) reset() {
+	clear(w.h)
+	w.code, w.n = 0, 0
+}
+
+// BenchmarkHit measures answering a fresh 4 KiB object from the store.
+func BenchmarkHit(b *testing.B) {
+	p := newTestProxyB(b)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Content-Type": "text/html", "ETag": `"x"`}, body: strings.Repeat("x", 4096)})
+	req := httptest.NewRequest("GET", "http://example.com/obj?b=2&a=1", nil)
+	w := &discardWriter{h: make(http.Header)}
+	p.h.ServeHTTP(w, req)
+	b.ReportAllocs()
+	b.SetBytes(4096)
+	b.ResetTimer()
+	for b.Loop() {
+		w.reset()
+		p.h.ServeHTTP(w, req)
+	}
+	if w.code != 200 || w.n != 4096 {
+		b.Fatalf("got %d, %d bytes", w.code, w.n)
+	}
+}
+
+// BenchmarkHitParallel is BenchmarkHit from GOMAXPROCS goroutines.
+func BenchmarkHitParallel(b *testing.B) {
+	p := newTestProxyB(b)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600"}, body: strings.Repeat("x", 4096)})
+	p.h.ServeHTTP(&discardWriter{h: make(http.Header)}, httptest.NewRequest("GET", "http://example.com/obj", nil))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest("GET", "http://example.com/obj", nil)
+		w := &discardWriter{h: make(http.Header)}
+		for pb.Next() {
+			w.reset()
+			p.h.ServeHTTP(w, req)
+		}
+	})
+}
+
+func BenchmarkParseCacheControl(b *testing.B) {
+	h := http.Header{"Cache-Control": {"public, max-age=3600, stale-while-revalidate=60, s-maxage=600"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		ParseCacheControl(h, "Cache-Control")
+	}
+}
+
+func BenchmarkCacheKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		CacheKey("http", "Example.com", "/a/b/c.html", "z=1&a=2&m=3")
+	}
+}
+
+func newTestProxyB(b *testing.B) *testProxy { return newTestProxy(b, nil) }
