@@ -61,6 +61,7 @@ func NewDemo(cfg DemoConfig) *Demo {
 	r.Get("/status/{code}/{id}", d.status)
 	r.Get("/_stats", d.stats)
 	r.NotFound(d.notFound)
+	r.MethodNotAllowed(d.notFound) // a GET of a path only POST matches is a 404, not a 405
 	r.MethodFunc(http.MethodPost, "/*", d.post)
 	r.MethodFunc(http.MethodPut, "/*", d.post)
 	r.MethodFunc(http.MethodDelete, "/*", d.post)
