@@ -1,0 +1,55 @@
+package routing
+
+import (
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Counters count requests per (page, rank) for the q-rule: a cache playing
+// rank i for page x stores x once it has forwarded q requests for it, so
+// every internal node forwards at most q requests per page and the origin
+// sees at most d·q fetches. Counters live in a bounded LRU: a forgotten
+// counter only delays storing a page that has gone cold.
+type Counters struct {
+	q     int
+	cache *lru.Cache[counterKey, *atomic.Int32]
+}
+
+type counterKey struct {
+	page uint64
+	rank int32
+}
+
+// NewCounters keeps at most size counters with threshold q.
+func NewCounters(size, q int) *Counters {
+	c, err := lru.New[counterKey, *atomic.Int32](max(size, 1))
+	if err != nil {
+		panic(err) // only for size <= 0, excluded above
+	}
+	return &Counters{q: max(q, 1), cache: c}
+}
+
+// Q returns the threshold.
+func (c *Counters) Q() int { return c.q }
+
+// Observe counts one request for page at rank and reports whether the
+// cache should store the page when it arrives: true once q requests were
+// seen. Safe for concurrent use; concurrent requests count exactly.
+func (c *Counters) Observe(page uint64, rank int) (count int, store bool) {
+	k := counterKey{page, int32(rank)}
+	ctr, ok := c.cache.Get(k)
+	if !ok {
+		fresh := new(atomic.Int32)
+		if prev, found, _ := c.cache.PeekOrAdd(k, fresh); found {
+			ctr = prev
+		} else {
+			ctr = fresh
+		}
+	}
+	n := int(ctr.Add(1))
+	return n, n >= c.q
+}
+
+// Len returns the number of counters held.
+func (c *Counters) Len() int { return c.cache.Len() }

@@ -1,0 +1,148 @@
+package routing
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Tree is the shape of every page's random tree: Size nodes in BFS rank
+// order with Arity children each. Rank 1 is the root (the origin); the
+// children of rank i are d(i−1)+2 … d(i−1)+d+1; the parent of i > 1 is
+// ⌊(i−2)/d⌋+1; the leaves are ranks ⌊(Size−2)/d⌋+2 … Size.
+type Tree struct {
+	Size  int // nodes, the root included
+	Arity int // d
+}
+
+// Validate checks the shape.
+func (t Tree) Validate() error {
+	if t.Size < 1 || t.Arity < 2 {
+		return fmt.Errorf("routing: tree size %d arity %d: want size ≥ 1 and arity ≥ 2", t.Size, t.Arity)
+	}
+	return nil
+}
+
+// Parent returns the parent rank of i > 1.
+func (t Tree) Parent(i int) int { return (i-2)/t.Arity + 1 }
+
+// Children returns the first and last child rank of i; first > last when i
+// is a leaf.
+func (t Tree) Children(i int) (first, last int) {
+	first = t.Arity*(i-1) + 2
+	last = min(first+t.Arity-1, t.Size)
+	return first, last
+}
+
+// FirstLeaf is the smallest leaf rank.
+func (t Tree) FirstLeaf() int {
+	if t.Size <= 1 {
+		return 1
+	}
+	return (t.Size-2)/t.Arity + 2
+}
+
+// IsLeaf reports whether rank i has no children.
+func (t Tree) IsLeaf(i int) bool { return i >= t.FirstLeaf() }
+
+// Depth is the number of edges from the root to rank i.
+func (t Tree) Depth(i int) int {
+	d := 0
+	for i > 1 {
+		i = t.Parent(i)
+		d++
+	}
+	return d
+}
+
+// Placement says how tree ranks are given to caches.
+type Placement int
+
+const (
+	// PlacementPaper maps rank i ≥ 2 to ring.Lookup(hash(x, i)), as in
+	// Karger et al.: ranks are independent, so one cache may play several.
+	PlacementPaper Placement = iota
+	// PlacementDistinct maps rank i to the (i−1)-th cache of a per-page
+	// rendezvous ranking: no cache plays two ranks of one page's tree.
+	PlacementDistinct
+)
+
+func (p Placement) String() string {
+	if p == PlacementDistinct {
+		return "distinct"
+	}
+	return "paper"
+}
+
+// ParsePlacement parses "paper" or "distinct".
+func ParsePlacement(s string) (Placement, error) {
+	switch s {
+	case "paper":
+		return PlacementPaper, nil
+	case "distinct":
+		return PlacementDistinct, nil
+	}
+	return 0, fmt.Errorf("routing: placement %q, want paper or distinct", s)
+}
+
+// Hop is one cache on a page's path.
+type Hop struct {
+	Rank   int // the tree rank it plays (the highest, if consecutive ranks collapsed)
+	Member int // member index in the ring
+}
+
+// AppendPath appends the path of page keyHash from leaf up to rank 2 to dst:
+// the caches that play each rank, consecutive duplicates collapsed. The
+// origin (rank 1) is not included. With PlacementPaper it allocates nothing
+// beyond dst's growth. ranking is the page's rendezvous ranking, needed only
+// for PlacementDistinct (see Ranking).
+func (r *Ring) AppendPath(dst []Hop, keyHash uint64, t Tree, leaf int, p Placement, ranking []int32) []Hop {
+	if r.Len() == 0 || t.Size < 2 {
+		return dst
+	}
+	start := len(dst)
+	for i := leaf; i >= 2; i = t.Parent(i) {
+		var m int
+		if p == PlacementDistinct {
+			m = int(ranking[(i-2)%len(ranking)])
+		} else {
+			m = r.Lookup(rankHash(keyHash, i))
+		}
+		if len(dst) > start && dst[len(dst)-1].Member == m {
+			dst[len(dst)-1].Rank = i
+			continue
+		}
+		dst = append(dst, Hop{Rank: i, Member: m})
+	}
+	return dst
+}
+
+// RankMember returns the member playing rank i ≥ 2 of page keyHash with the
+// paper placement.
+func (r *Ring) RankMember(keyHash uint64, i int) int { return r.Lookup(rankHash(keyHash, i)) }
+
+// Ranking returns page keyHash's rendezvous ranking of all members, highest
+// score first, appended to dst. It costs O(C log C); callers cache it for
+// hot pages.
+func (r *Ring) Ranking(dst []int32, keyHash uint64) []int32 {
+	type scored struct {
+		score uint64
+		idx   int32
+	}
+	s := make([]scored, len(r.ids))
+	for i, h := range r.idHash {
+		s[i] = scored{scoreHash(keyHash, h), int32(i)}
+	}
+	slices.SortFunc(s, func(a, b scored) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return int(a.idx - b.idx)
+	})
+	for _, x := range s {
+		dst = append(dst, x.idx)
+	}
+	return dst
+}
