@@ -184,7 +184,11 @@ type TreeSimConfig struct {
 	ZipfS     float64 // otherwise pages are drawn Zipf(s) over Pages
 	Pages     int
 	Placement Placement
-	Scheme    string // "tree" or "ring" (plain consistent hashing: one owner per page)
+	Scheme    string // "tree", "ring" (plain consistent hashing: one owner per page) or "hybrid"
+	// HotThreshold is, for the hybrid scheme, how many requests a page gets
+	// through its rank-2 cache alone (stored on the first fetch, like the
+	// ring) before requests start at random leaves of its tree.
+	HotThreshold int
 	VNodes    int
 	Seed      uint64
 }
@@ -219,14 +223,14 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 	if c.Caches < 1 || c.Requests < 1 || c.Q < 1 {
 		return res, fmt.Errorf("routing: trees sim needs caches, requests and q ≥ 1")
 	}
-	if c.Scheme != "tree" && c.Scheme != "ring" {
-		return res, fmt.Errorf("routing: scheme %q, want tree or ring", c.Scheme)
+	if c.Scheme != "tree" && c.Scheme != "ring" && c.Scheme != "hybrid" {
+		return res, fmt.Errorf("routing: scheme %q, want tree, ring or hybrid", c.Scheme)
 	}
 	if !c.Hot && (c.Pages < 1 || c.ZipfS <= 0) {
 		return res, fmt.Errorf("routing: give --hot or --zipf S > 0 with --pages P ≥ 1")
 	}
 	tree := Tree{Size: c.Caches, Arity: c.Arity}
-	if c.Scheme == "tree" {
+	if c.Scheme != "ring" {
 		if err := tree.Validate(); err != nil {
 			return res, err
 		}
@@ -246,8 +250,9 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 	type pageState struct {
 		held    map[int]bool // caches holding the page
 		counts  map[[2]int]int
-		origin  int
-		ranking []int32
+		origin   int
+		ranking  []int32
+		requests int
 	}
 	pages := map[int]*pageState{}
 	msgs := make([]int, c.Caches)
@@ -265,8 +270,12 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 			pages[page] = ps
 		}
 		kh := KeyHash("page-" + strconv.Itoa(page))
-		if c.Scheme == "ring" {
+		ps.requests++
+		if c.Scheme == "ring" || (c.Scheme == "hybrid" && ps.requests <= c.HotThreshold) {
 			o := ring.Lookup(kh)
+			if c.Scheme == "hybrid" {
+				o = homeOf(ring, kh, c.Placement, &ps.ranking)
+			}
 			msgs[o]++
 			totalMsgs++
 			totalHops++
@@ -297,6 +306,18 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 				break
 			}
 			passed = append(passed, h)
+		}
+		if !served && c.Scheme == "hybrid" {
+			// The page's home (its rank-2 cache) stands in front of the
+			// origin: a climb that missed everywhere asks it before fetching.
+			home := homeOf(ring, kh, c.Placement, &ps.ranking)
+			if path[len(path)-1].Member != home {
+				msgs[home]++
+				totalMsgs++
+				hops++
+				served = ps.held[home]
+				ps.held[home] = true
+			}
 		}
 		if !served {
 			ps.origin++
@@ -330,6 +351,18 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 		res.Copies += len(ps.held)
 	}
 	return res, nil
+}
+
+// homeOf returns the cache playing rank 2 of a page's tree: its single
+// owner while cold, and the last stop before the origin once hot.
+func homeOf(ring *Ring, kh uint64, p Placement, ranking *[]int32) int {
+	if p == PlacementDistinct {
+		if *ranking == nil {
+			*ranking = ring.Ranking(nil, kh)
+		}
+		return int((*ranking)[0])
+	}
+	return ring.RankMember(kh, 2)
 }
 
 // ZipfSampler draws ranks 0…n−1 with P(k) ∝ 1/(k+1)^s for any s > 0 (the

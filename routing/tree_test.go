@@ -171,3 +171,21 @@ func TestQRuleConcurrent(t *testing.T) {
 		t.Errorf("counters not bounded: %d", small.Len())
 	}
 }
+
+// TestHybridOneOriginFetchPerPage: the hybrid scheme fetches each page from
+// the origin once (like the ring) yet spreads a hot page like the tree.
+func TestHybridOneOriginFetchPerPage(t *testing.T) {
+	for _, p := range []Placement{PlacementPaper, PlacementDistinct} {
+		z, err := SimulateTrees(TreeSimConfig{Caches: 200, Arity: 4, Q: 2, Requests: 100000, ZipfS: 0.8, Pages: 20000, Scheme: "hybrid", HotThreshold: 64, Placement: p, Seed: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z.MaxOriginFetchesPerPage != 1 || z.OriginFetches != z.DistinctPages {
+			t.Errorf("%v zipf: %d origin fetches for %d pages (max %d per page), want one each", p, z.OriginFetches, z.DistinctPages, z.MaxOriginFetchesPerPage)
+		}
+	}
+	hot, _ := SimulateTrees(TreeSimConfig{Caches: 1000, Arity: 4, Q: 2, Requests: 100000, Hot: true, Scheme: "hybrid", HotThreshold: 64, Placement: PlacementDistinct, Seed: 1})
+	if hot.OriginFetches != 1 || hot.MaxLoadRatio > 2 {
+		t.Errorf("hot page: %d origin fetches, max load %.2f", hot.OriginFetches, hot.MaxLoadRatio)
+	}
+}
