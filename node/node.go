@@ -123,7 +123,7 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
-	var pub net.Listener = n.pubLn
+	pub := net.Listener(n.pubLn)
 	if n.cfg.Tuning.WriteBatching {
 		pub = batchListener{n.pubLn, n.batch}
 	}

@@ -173,7 +173,6 @@ func nextDirective(s string) (name, value string, hasValue bool, rest string) {
 	}
 	// s[i] == '='
 	s = strings.TrimLeft(s[i+1:], " \t")
-	hasValue = true
 	if len(s) > 0 && s[0] == '"' {
 		var b strings.Builder
 		j := 1

@@ -16,13 +16,12 @@ type step struct {
 	origin *originResp       // if set, the origin answers this from now on
 	down   bool              // the origin answers 503 from now on (with no body)
 
-	wantStatus   int    // expected status code
-	wantOrigin   int64  // expected origin requests made by this step
-	wantResult   string // substring of Cache-Status after "edge; "
-	wantBody     string // expected body ("" = don't check)
-	wantAge      string // expected Age ("" = don't check)
-	wantHeader   [2]string
-	wantNoHeader string
+	wantStatus int    // expected status code
+	wantOrigin int64  // expected origin requests made by this step
+	wantResult string // substring of Cache-Status after "edge; "
+	wantBody   string // expected body ("" = don't check)
+	wantAge    string // expected Age ("" = don't check)
+	wantHeader [2]string
 }
 
 // rfcCases read as examples: what the origin says, what the client asks and

@@ -37,14 +37,6 @@ type object struct {
 	variants []*Entry
 }
 
-func (o *object) size() int64 {
-	var n int64
-	for _, e := range o.variants {
-		n += e.size
-	}
-	return n
-}
-
 // NewStore returns a store holding at most budget bytes and maxVariants
 // variants per URL.
 func NewStore(budget int64, maxVariants int) *Store {

@@ -24,11 +24,11 @@ type RingSimResult struct {
 	Nodes                       int     `json:"nodes"`
 	VNodes                      int     `json:"vnodes"`
 	Keys                        int     `json:"keys"`
-	BalanceMaxMean              float64 `json:"balance_max_mean"`   // busiest node's keys over the mean
-	BalanceMinMean              float64 `json:"balance_min_mean"`   // idlest node's keys over the mean
-	ArcMaxMean                  float64 `json:"arc_max_mean"`       // largest exact arc share over the mean
-	ArcMinMean                  float64 `json:"arc_min_mean"`       // smallest exact arc share over the mean
-	AddMoved                    int     `json:"add_moved"`          // keys that changed owner when a node joined
+	BalanceMaxMean              float64 `json:"balance_max_mean"` // busiest node's keys over the mean
+	BalanceMinMean              float64 `json:"balance_min_mean"` // idlest node's keys over the mean
+	ArcMaxMean                  float64 `json:"arc_max_mean"`     // largest exact arc share over the mean
+	ArcMinMean                  float64 `json:"arc_min_mean"`     // smallest exact arc share over the mean
+	AddMoved                    int     `json:"add_moved"`        // keys that changed owner when a node joined
 	AddMovedBetweenSurvivors    int     `json:"add_moved_between_survivors"`
 	AddExpectedShare            float64 `json:"add_expected_moved"` // Keys/(Nodes+1)
 	RemoveMoved                 int     `json:"remove_moved"`
@@ -189,8 +189,8 @@ type TreeSimConfig struct {
 	// through its rank-2 cache alone (stored on the first fetch, like the
 	// ring) before requests start at random leaves of its tree.
 	HotThreshold int
-	VNodes    int
-	Seed      uint64
+	VNodes       int
+	Seed         uint64
 }
 
 // TreeSimResult reports the load the scheme put on caches and the origin.
@@ -248,8 +248,8 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 		zipf = NewZipf(c.ZipfS, c.Pages)
 	}
 	type pageState struct {
-		held    map[int]bool // caches holding the page
-		counts  map[[2]int]int
+		held     map[int]bool // caches holding the page
+		counts   map[[2]int]int
 		origin   int
 		ranking  []int32
 		requests int
