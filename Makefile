@@ -11,7 +11,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Total time the test target may spend in `go test`; well inside the 10-minute budget.
 TEST_TIMEOUT    ?= 8m
 
-.PHONY: all build run test test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test conformance test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -22,9 +22,15 @@ build:
 run: build
 	./$(BIN) demo
 
-## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes).
+## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes),
+## then the HTTP cache conformance suite against the committed baseline.
 test: vet
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory conformance
+
+## conformance: http-cache-tests (npm) against an edge node; fails below docs/conformance/baseline.json.
+conformance: build
+	bash scripts/conformance.sh
 
 test-short:
 	$(GO) test -short ./...

@@ -36,6 +36,7 @@ type CacheControl struct {
 	OnlyIfCache bool // request only-if-cached
 	NoTransform bool
 	Immutable   bool
+	MustUnder   bool // must-understand: store only status codes whose caching rules we know
 	// Invalid is set when a directive the cache relies on had a malformed
 	// value (for example max-age=abc). RFC 9111 §4.2.1 says to treat such a
 	// response as stale, so freshness code consults it.
@@ -109,8 +110,31 @@ func (cc *CacheControl) parseLine(s string) {
 			cc.NoTransform = true
 		case "immutable":
 			cc.Immutable = true
+		case "must-understand":
+			cc.MustUnder = true
 		}
 	}
+}
+
+// parseSurrogateControl parses Surrogate-Control, keeping the directives
+// that carry no ";device" target or that target device.
+func parseSurrogateControl(h http.Header, device string) CacheControl {
+	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}
+	for _, line := range h.Values("Surrogate-Control") {
+		var kept []string
+		for d := range strings.SplitSeq(line, ",") {
+			d = strings.TrimSpace(d)
+			if body, target, ok := strings.Cut(d, ";"); ok {
+				if !strings.EqualFold(strings.TrimSpace(target), device) {
+					continue
+				}
+				d = body
+			}
+			kept = append(kept, d)
+		}
+		cc.parseLine(strings.Join(kept, ","))
+	}
+	return cc
 }
 
 // setDelta records a delta-seconds value. A missing or malformed value marks
@@ -240,32 +264,28 @@ func parseHTTPDate(s string) (time.Time, bool) {
 	return t, true
 }
 
-// parseAge parses an Age field value; invalid values are reported as not ok
-// and must be ignored (RFC 9111 §5.1).
-func parseAge(h http.Header) (time.Duration, bool) {
-	v := h.Get("Age")
-	if v == "" {
-		return 0, false
+// parseAge parses the Age field. Age is one delta-seconds value (RFC 9111
+// §5.1); ok is false when the field is absent. valid is false for anything
+// else — a list, several field lines, a sign, a fraction, parameters — and
+// the caller then treats the response as stale: an upstream cache that sent
+// a garbled Age cannot be trusted about how old the response is.
+func parseAge(h http.Header) (age time.Duration, present, valid bool) {
+	vs := h.Values("Age")
+	if len(vs) == 0 {
+		return 0, false, false
 	}
-	if i := strings.IndexByte(v, ','); i >= 0 {
-		v = v[:i]
+	if len(vs) > 1 {
+		return 0, true, false
 	}
-	v = strings.TrimSpace(v)
+	v := strings.TrimSpace(vs[0])
+	if !allDigits(v) {
+		return 0, true, false
+	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		if n < 0 {
-			return 0, false
-		}
-		// Overflowing digits saturate per RFC 9111 §1.2.2.
-		if allDigits(v) {
-			return seconds(maxDeltaSeconds), true
-		}
-		return 0, false
+	if err != nil || n > maxDeltaSeconds {
+		n = maxDeltaSeconds // overflowing digits saturate (RFC 9111 §1.2.2)
 	}
-	if n > maxDeltaSeconds {
-		n = maxDeltaSeconds
-	}
-	return seconds(int(n)), true
+	return seconds(int(n)), true, true
 }
 
 func allDigits(s string) bool {

@@ -21,8 +21,13 @@ type Policy struct {
 	// Set-Cookie field removed from the stored copy.
 	StoreSetCookie bool
 	// TargetedFields are the targeted cache-control fields (RFC 9213) this
-	// cache obeys, most specific first.
+	// cache obeys, most specific first. Surrogate-Control (W3C Edge
+	// Architecture) may be listed; its directives may carry a ";device"
+	// target, and only those without one or aimed at SurrogateDevice count.
 	TargetedFields []string
+	// SurrogateDevice is this cache's device token in Surrogate-Capability
+	// and Surrogate-Control targeting. All nodes of a cluster share it.
+	SurrogateDevice string
 }
 
 // heuristicStatus are the status codes RFC 9110 §15.1 defines as
@@ -30,6 +35,16 @@ type Policy struct {
 func heuristicStatus(code int) bool {
 	switch code {
 	case 200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501:
+		return true
+	}
+	return false
+}
+
+// knownStatus are the status codes whose caching semantics this cache
+// implements in full, for must-understand.
+func knownStatus(code int) bool {
+	switch code {
+	case 200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501:
 		return true
 	}
 	return false
@@ -55,7 +70,12 @@ func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
 		if len(h.Values(name)) == 0 {
 			continue
 		}
-		tc := ParseCacheControl(h, name)
+		var tc CacheControl
+		if name == "Surrogate-Control" {
+			tc = parseSurrogateControl(h, p.SurrogateDevice)
+		} else {
+			tc = ParseCacheControl(h, name)
+		}
 		if tc.Present && !tc.Invalid {
 			return tc, true
 		}
@@ -75,7 +95,13 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if reqCC.NoStore {
 		return false, "request-no-store"
 	}
-	if cc.NoStore {
+	if cc.MustUnder {
+		// RFC 9111 §5.2.2.3: store only what we understand; then no-store
+		// may be ignored, since it is there for caches that do not.
+		if !knownStatus(status) {
+			return false, "must-understand"
+		}
+	} else if cc.NoStore {
 		return false, "no-store"
 	}
 	if cc.Private || cc.PrivateHdrs {
@@ -158,7 +184,10 @@ func (p *Policy) finishEntry(e *Entry) {
 	if apparent < 0 {
 		apparent = 0
 	}
-	ageValue, _ := parseAge(e.Header)
+	ageValue, present, valid := parseAge(e.Header)
+	if present && !valid {
+		e.lifetime = 0
+	}
 	corrected := ageValue + e.ResponseTime.Sub(e.RequestTime)
 	if corrected < apparent {
 		corrected = apparent

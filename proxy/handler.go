@@ -51,7 +51,8 @@ func DefaultConfig() Config {
 			HeuristicMax:        24 * time.Hour,  // keeps a years-old Last-Modified from pinning a page for weeks
 			StaleIfErrorDefault: 5 * time.Minute, // rides out a short origin outage without violating intent much
 			StaleCeiling:        24 * time.Hour,  // no directive may keep stale content longer than a day
-			TargetedFields:      []string{"Edge-Cache-Control", "CDN-Cache-Control"},
+			TargetedFields:      []string{"Edge-Cache-Control", "CDN-Cache-Control", "Surrogate-Control"},
+			SurrogateDevice:     "edge", // the token origins target with Surrogate-Control: max-age=60;edge
 		},
 		MaxObjectBytes:       8 << 20,          // keeps one object from flushing a large share of a small store
 		CoalesceTimeout:      5 * time.Second,  // a waiter never waits longer than a slow origin fetch would take anyway
@@ -436,7 +437,11 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 	hdr := stale.Header.Clone()
 	upd := resp.Header.Clone()
 	removeHopByHop(upd)
-	upd.Del("Content-Length")
+	// Fields that describe the stored body, or select it, stay as stored:
+	// a 304 cannot change the representation it validated (RFC 9111 §3.2).
+	for _, k := range [...]string{"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Etag"} {
+		upd.Del(k)
+	}
 	if h.cfg.Policy.StoreSetCookie {
 		upd.Del("Set-Cookie")
 	}
@@ -478,6 +483,9 @@ func (h *Handler) outboundRequest(r *http.Request, ctx context.Context, forFill 
 		out.ContentLength = 0
 	}
 	out.Header.Add("Via", h.via)
+	if d := h.cfg.Policy.SurrogateDevice; d != "" {
+		out.Header.Set("Surrogate-Capability", d+`="Surrogate/1.0"`)
+	}
 	if ip := clientIP(r); ip != "" {
 		if prior := out.Header.Get("X-Forwarded-For"); prior != "" {
 			out.Header.Set("X-Forwarded-For", prior+", "+ip)

@@ -339,3 +339,59 @@ func TestPurgeBySurrogateKey(t *testing.T) {
 		t.Error("relative purge URL accepted")
 	}
 }
+
+func TestSurrogateControlTargeting(t *testing.T) {
+	cases := []struct {
+		sc     string
+		cached bool
+	}{
+		{"max-age=60", true},
+		{"max-age=60;edge", true},
+		{"max-age=60;other", false},
+		{"no-store, max-age=60", false},
+	}
+	for _, tc := range cases {
+		p := newTestProxy(t, nil)
+		p.origin.set(originResp{header: map[string]string{"Cache-Control": "no-store", "Surrogate-Control": tc.sc}, body: "s"})
+		p.do("GET", "/s", nil)
+		p.clk.Set(t0.Add(time.Second))
+		before := p.origin.calls.Load()
+		p.do("GET", "/s", nil)
+		if cached := p.origin.calls.Load() == before; cached != tc.cached {
+			t.Errorf("Surrogate-Control %q: cached %v, want %v", tc.sc, cached, tc.cached)
+		}
+		p.origin.mu.Lock()
+		capab := p.origin.last.Get("Surrogate-Capability")
+		p.origin.mu.Unlock()
+		if tc.cached == false && capab != `edge="Surrogate/1.0"` {
+			t.Errorf("Surrogate-Capability %q", capab)
+		}
+	}
+}
+
+func TestMustUnderstand(t *testing.T) {
+	p := newTestProxy(t, nil)
+	p.origin.set(originResp{status: 599, header: map[string]string{"Cache-Control": "max-age=60, must-understand"}, body: "x"})
+	if w := p.do("GET", "/m", nil); !strings.Contains(w.Header().Get("Cache-Status"), "detail=must-understand") {
+		t.Errorf("unknown status stored: %q", w.Header().Get("Cache-Status"))
+	}
+	if p.h.Store().Stats().Objects != 0 {
+		t.Error("a 599 with must-understand was stored")
+	}
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60, must-understand, no-store"}, body: "y"})
+	p.do("GET", "/n", nil)
+	if w := p.do("GET", "/n", nil); w.Header().Get("Cache-Status") != "edge; hit" {
+		t.Errorf("must-understand with a known status must override no-store: %q", w.Header().Get("Cache-Status"))
+	}
+}
+
+func TestInvalidAgeMakesStale(t *testing.T) {
+	for _, age := range []string{"abc", "-1", "1.0", "0, 0", "5;x=y"} {
+		p := newTestProxy(t, nil)
+		p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Age": age}, body: "a"})
+		p.do("GET", "/a", nil)
+		if w := p.do("GET", "/a", nil); w.Header().Get("Cache-Status") == "edge; hit" {
+			t.Errorf("Age %q: served as fresh", age)
+		}
+	}
+}
