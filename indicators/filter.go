@@ -1,0 +1,186 @@
+package indicators
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/bits-and-blooms/bitset"
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+// FilterConfig sizes a cache's indicator.
+type FilterConfig struct {
+	Capacity       int     // C: the most items the cache holds
+	BitsPerElement float64 // bpe: m = bpe·C bits, k = ⌊bpe·ln 2⌋ hash functions
+	UpdateInterval int     // U: advertise after this many insertions
+	EstimateEvery  int     // recompute fpr and fnr after this many insertions
+	// FNREstimator is "bits" (the paper: from bit counts) or "count" (ours:
+	// from the number of keys inserted since the advertisement).
+	FNREstimator string
+}
+
+// DefaultFilterConfig matches the paper's main setting.
+func DefaultFilterConfig(capacity int) FilterConfig {
+	return FilterConfig{
+		Capacity:       capacity,
+		BitsPerElement: 14,   // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
+		UpdateInterval: 1000, // U: the paper's headline interval
+		EstimateEvery:  50,   // cheap enough to piggyback on every heartbeat
+		FNREstimator:   "count", // the paper's bit-count estimate overstates fnr badly as U grows (docs/indicators.md)
+	}
+}
+
+// Params returns m and k for the configuration.
+func (c FilterConfig) Params() (m, k uint) {
+	m = uint(math.Max(64, math.Ceil(c.BitsPerElement*float64(c.Capacity))))
+	k = uint(math.Max(1, math.Floor(c.BitsPerElement*math.Ln2)))
+	return m, k
+}
+
+// Filter is the cache side of an indicator: an up-to-date Bloom filter of
+// the cache's keys and the snapshot it last advertised. Between
+// advertisements the up-to-date filter only gains bits (a Bloom filter
+// cannot forget an evicted key); each advertisement rebuilds it from the
+// current key set, so evictions leave it then.
+type Filter struct {
+	cfg  FilterConfig
+	m, k uint
+
+	mu         sync.Mutex
+	up         *bloom.BloomFilter // up-to-date
+	adv        *bloom.BloomFilter // as last advertised
+	epoch      uint64
+	sinceAdv   int
+	sinceEst   int
+	fpr, fnr   float64
+	advertised int // advertisements made
+	advKeys    int // keys in the last advertisement
+}
+
+// NewFilter returns an empty filter (epoch 0, nothing advertised yet).
+func NewFilter(cfg FilterConfig) (*Filter, error) {
+	if cfg.Capacity < 1 || cfg.BitsPerElement <= 0 || cfg.UpdateInterval < 1 || cfg.EstimateEvery < 1 {
+		return nil, fmt.Errorf("indicators: filter config %+v: capacity, bpe, update interval and estimate interval must be positive", cfg)
+	}
+	switch cfg.FNREstimator {
+	case "":
+		cfg.FNREstimator = "bits"
+	case "bits", "count":
+	default:
+		return nil, fmt.Errorf("indicators: fnr estimator %q, want bits or count", cfg.FNREstimator)
+	}
+	m, k := cfg.Params()
+	f := &Filter{cfg: cfg, m: m, k: k, up: bloom.New(m, k), adv: bloom.New(m, k)}
+	f.fpr = 0
+	return f, nil
+}
+
+// M and K return the filter's size in bits and its number of hash functions.
+func (f *Filter) M() uint { return f.m }
+
+// K returns the number of hash functions.
+func (f *Filter) K() uint { return f.k }
+
+// Insert adds a key and reports whether an advertisement is due (U
+// insertions since the last one).
+func (f *Filter) Insert(key []byte) (advertise bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.up.Add(key)
+	f.sinceAdv++
+	f.sinceEst++
+	if f.sinceEst >= f.cfg.EstimateEvery {
+		f.estimateLocked()
+	}
+	return f.sinceAdv >= f.cfg.UpdateInterval
+}
+
+// estimateLocked recomputes fpr and fnr from bit counts:
+//
+//	fnr = 1 − ((B1_up − Δ1) / B1_up)^k,   fpr = (B1_adv / m)^k
+//
+// where Δ1 counts bits set in the up-to-date filter and clear in the
+// advertised one: a key whose bits all fall outside Δ1 still tests positive
+// on the stale replica.
+func (f *Filter) estimateLocked() {
+	f.sinceEst = 0
+	b1up := float64(f.up.BitSet().Count())
+	b1adv := float64(f.adv.BitSet().Count())
+	delta1 := float64(f.up.BitSet().DifferenceCardinality(f.adv.BitSet()))
+	k := float64(f.k)
+	f.fpr = math.Pow(b1adv/float64(f.m), k)
+	switch {
+	case b1up == 0:
+		f.fnr = 0
+	case f.cfg.FNREstimator == "count":
+		// The keys inserted since the advertisement are the only ones the
+		// replica can miss; each tests positive anyway with probability fpr.
+		// LRU evicts old keys first, so new keys are still held.
+		held := min(f.advKeys+f.sinceAdv, f.cfg.Capacity)
+		if held > 0 {
+			f.fnr = float64(min(f.sinceAdv, held)) / float64(held) * (1 - f.fpr)
+		}
+	default:
+		f.fnr = 1 - math.Pow((b1up-delta1)/b1up, k)
+	}
+}
+
+// Estimates returns the current (fpr, fnr) of the advertised snapshot.
+func (f *Filter) Estimates() (fpr, fnr float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fpr, f.fnr
+}
+
+// Snapshot is an advertised filter.
+type Snapshot struct {
+	Epoch uint64
+	M     uint
+	K     uint
+	Bits  *bitset.BitSet
+	// Prev is the bit set of the previous epoch (nil for the first), from
+	// which a delta can be computed.
+	Prev *bitset.BitSet
+	FPR  float64 // estimates at advertisement: fnr = 0, fpr = (B1/m)^k
+	FNR  float64
+}
+
+// Advertise rebuilds the up-to-date filter from keys (every key the cache
+// holds now), makes it the new advertised snapshot with the next epoch, and
+// resets the estimates to fnr = 0, fpr = (B1/m)^k.
+func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
+	fresh := bloom.New(f.m, f.k)
+	n := 0
+	if keys != nil {
+		for key := range keys {
+			fresh.Add(key)
+			n++
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.adv.BitSet()
+	f.up = fresh
+	f.adv = fresh.Copy()
+	f.epoch++
+	f.advertised++
+	f.sinceAdv = 0
+	f.advKeys = n
+	f.estimateLocked()
+	return Snapshot{Epoch: f.epoch, M: f.m, K: f.k, Bits: f.adv.BitSet(), Prev: prev, FPR: f.fpr, FNR: 0}
+}
+
+// Epoch returns the last advertised epoch.
+func (f *Filter) Epoch() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch
+}
+
+// Advertisements returns how many snapshots were advertised.
+func (f *Filter) Advertisements() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.advertised
+}

@@ -1,0 +1,130 @@
+package indicators
+
+import (
+	"sync"
+
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+// Replica is the client side of one peer's indicator: the stale filter as
+// last advertised, the peer's latest fpr/fnr estimates, and the client's own
+// q estimate. Safe for concurrent use; a bad payload leaves it unchanged.
+type Replica struct {
+	mu       sync.RWMutex
+	epoch    uint64
+	filter   *bloom.BloomFilter
+	fpr, fnr float64
+	q        QEstimator
+	qHome    QEstimator // q over requests for keys homed at this peer
+	nuHist   NuHistory
+}
+
+// Apply decodes and applies an advertisement. A full payload replaces the
+// replica; a delta applies only on top of the epoch it was made from. On
+// any error the replica is unchanged; RejectReason(err) says why.
+func (r *Replica) Apply(b []byte) error {
+	p, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.Epoch <= r.epoch {
+		return reject(ReasonStale, "epoch %d, replica holds %d", p.Epoch, r.epoch)
+	}
+	if !p.Delta {
+		r.filter = bloom.FromWithM(p.Words, p.M, p.K)
+	} else {
+		if r.filter == nil || p.Base != r.epoch {
+			return reject(ReasonBase, "delta from epoch %d, replica holds %d", p.Base, r.epoch)
+		}
+		if r.filter.Cap() != p.M || r.filter.K() != p.K {
+			return reject(ReasonParams, "delta for m=%d k=%d, replica has m=%d k=%d", p.M, p.K, r.filter.Cap(), r.filter.K())
+		}
+		next := r.filter.Copy()
+		bs := next.BitSet()
+		for _, pos := range p.Flips {
+			bs.Flip(uint(pos))
+		}
+		r.filter = next
+	}
+	r.epoch = p.Epoch
+	r.fpr, r.fnr = p.FPR, p.FNR
+	return nil
+}
+
+// SetEstimates records the peer's latest (fpr, fnr), e.g. from a heartbeat.
+func (r *Replica) SetEstimates(fpr, fnr float64) {
+	if !validRatio(fpr) || !validRatio(fnr) {
+		return
+	}
+	r.mu.Lock()
+	r.fpr, r.fnr = fpr, fnr
+	r.mu.Unlock()
+}
+
+// Test returns the indication for key: false if nothing was advertised yet.
+func (r *Replica) Test(key []byte) bool {
+	r.mu.RLock()
+	f := r.filter
+	r.mu.RUnlock()
+	return f != nil && f.Test(key)
+}
+
+// Indicate returns the indication for key and counts it for the q estimate.
+func (r *Replica) Indicate(key []byte) bool {
+	ind := r.Test(key)
+	r.mu.Lock()
+	r.q.Observe(ind)
+	r.mu.Unlock()
+	return ind
+}
+
+// IndicateHome returns the indication for a key homed at this peer and
+// counts it for the home-conditioned q estimate (fna-home).
+func (r *Replica) IndicateHome(key []byte) bool {
+	ind := r.Test(key)
+	r.mu.Lock()
+	r.q.Observe(ind)
+	r.qHome.Observe(ind)
+	r.mu.Unlock()
+	return ind
+}
+
+// HomeExclusion returns h, π, ν for keys homed at this peer: the same
+// formulas with q measured over those keys only, so h is the peer's hit
+// ratio for the keys it is responsible for.
+func (r *Replica) HomeExclusion() Exclusion {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return Exclusions(r.qHome.Q(), r.fpr, r.fnr)
+}
+
+// ObserveNegativeProbe records whether a probe sent despite a negative
+// indication missed (for fna-hist).
+func (r *Replica) ObserveNegativeProbe(missed bool) {
+	r.mu.Lock()
+	r.nuHist.Observe(missed)
+	r.mu.Unlock()
+}
+
+// Exclusion returns the current h, π, ν estimates. With learned set, ν comes
+// from the negative-probe history once it has enough samples.
+func (r *Replica) Exclusion(learned bool) Exclusion {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e := Exclusions(r.q.Q(), r.fpr, r.fnr)
+	if learned {
+		if nu, ok := r.nuHist.Nu(); ok {
+			e.Nu = nu
+		}
+	}
+	return e
+}
+
+// Epoch returns the epoch the replica holds (0 before the first advertisement).
+func (r *Replica) Epoch() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.epoch
+}

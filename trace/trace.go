@@ -1,0 +1,202 @@
+// Package trace reads cache request traces: big-endian int64 or int32 keys
+// (the Caffeine simulator's binary formats), AdaptSize text lines
+// "time id size", and plain text with one key per line. Files may be xz- or
+// gzip-compressed; the compression is detected from the content.
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/ulikunitz/xz"
+)
+
+// Format names a trace encoding.
+type Format string
+
+// The supported formats.
+const (
+	Int64BE   Format = "int64be"   // 8-byte big-endian signed keys
+	Int32BE   Format = "int32be"   // 4-byte big-endian signed keys
+	AdaptSize Format = "adaptsize" // text lines "time id size"
+	Lines     Format = "lines"     // text, one key per line
+)
+
+// ParseFormat validates a format name.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Int64BE, Int32BE, AdaptSize, Lines:
+		return f, nil
+	}
+	return "", fmt.Errorf("trace: format %q, want int64be, int32be, adaptsize or lines", s)
+}
+
+// Request is one trace entry.
+type Request struct {
+	Key  string // the key as text (a decimal number for the binary formats)
+	ID   uint64 // a 64-bit identity of the key (the number itself where there is one)
+	Size int64  // object size in bytes if the trace has it, else 0
+}
+
+// Reader yields requests from a trace.
+type Reader struct {
+	f      Format
+	br     *bufio.Reader
+	closer io.Closer
+	line   int
+	buf    [8]byte
+}
+
+// Open opens a trace file, decompressing it if needed.
+func Open(path string, f Format) (*Reader, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	r, err := NewReader(fh, f)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	r.closer = fh
+	return r, nil
+}
+
+var (
+	xzMagic   = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+	gzipMagic = []byte{0x1f, 0x8b}
+)
+
+// NewReader reads a trace from r, decompressing xz or gzip content.
+func NewReader(r io.Reader, f Format) (*Reader, error) {
+	if _, err := ParseFormat(string(f)); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, _ := br.Peek(6)
+	switch {
+	case bytes.HasPrefix(head, xzMagic):
+		xr, err := xz.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("trace: xz: %w", err)
+		}
+		br = bufio.NewReaderSize(xr, 64<<10)
+	case bytes.HasPrefix(head, gzipMagic):
+		gr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("trace: gzip: %w", err)
+		}
+		br = bufio.NewReaderSize(gr, 64<<10)
+	}
+	return &Reader{f: f, br: br}, nil
+}
+
+// Next returns the next request, or io.EOF at the end. A malformed entry is
+// an error naming its position; the caller decides whether to stop.
+func (r *Reader) Next() (Request, error) {
+	switch r.f {
+	case Int64BE:
+		n, err := io.ReadFull(r.br, r.buf[:8])
+		if err != nil {
+			return Request{}, r.binaryEOF(n, err, 8)
+		}
+		r.line++
+		v := int64(binary.BigEndian.Uint64(r.buf[:8]))
+		return Request{Key: strconv.FormatInt(v, 10), ID: uint64(v)}, nil
+	case Int32BE:
+		n, err := io.ReadFull(r.br, r.buf[:4])
+		if err != nil {
+			return Request{}, r.binaryEOF(n, err, 4)
+		}
+		r.line++
+		v := int32(binary.BigEndian.Uint32(r.buf[:4]))
+		return Request{Key: strconv.FormatInt(int64(v), 10), ID: uint64(int64(v))}, nil
+	}
+	for {
+		s, err := r.br.ReadString('\n')
+		if err != nil && (err != io.EOF || s == "") {
+			if err == io.EOF {
+				return Request{}, io.EOF
+			}
+			return Request{}, fmt.Errorf("trace: line %d: %w", r.line+1, err)
+		}
+		r.line++
+		s = strings.TrimSpace(s)
+		if s == "" || s[0] == '#' {
+			continue
+		}
+		if r.f == Lines {
+			return Request{Key: s, ID: keyID(s)}, nil
+		}
+		fields := strings.Fields(s)
+		if len(fields) != 3 {
+			return Request{}, fmt.Errorf("trace: line %d: want \"time id size\", got %d fields", r.line, len(fields))
+		}
+		id, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			return Request{}, fmt.Errorf("trace: line %d: id %q is not a number", r.line, fields[1])
+		}
+		size, err := strconv.ParseInt(fields[2], 10, 64)
+		if err != nil || size < 0 {
+			return Request{}, fmt.Errorf("trace: line %d: size %q is not a byte count", r.line, fields[2])
+		}
+		return Request{Key: fields[1], ID: id, Size: size}, nil
+	}
+}
+
+func (r *Reader) binaryEOF(n int, err error, width int) error {
+	if errors.Is(err, io.EOF) {
+		return io.EOF
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("trace: entry %d: %d trailing bytes, not a whole %d-byte key", r.line+1, n, width)
+	}
+	return fmt.Errorf("trace: entry %d: %w", r.line+1, err)
+}
+
+// keyID hashes a text key to 64 bits (FNV-1a; stable across runs).
+func keyID(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Close closes the underlying file, if Open opened it.
+func (r *Reader) Close() error {
+	if r.closer != nil {
+		return r.closer.Close()
+	}
+	return nil
+}
+
+// ReadAll reads up to limit requests (all if limit <= 0).
+func ReadAll(path string, f Format, limit int) ([]Request, error) {
+	r, err := Open(path, f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []Request
+	for limit <= 0 || len(out) < limit {
+		req, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, req)
+	}
+	return out, nil
+}
