@@ -48,6 +48,33 @@ func drawLines(path, title, xlabel, ylabel string, logX bool, ss []series) error
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
 
+// drawLinesLogY is drawLines with a logarithmic y axis.
+func drawLinesLogY(path, title, xlabel, ylabel string, ss []series) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
+	p.Y.Label.Text = ylabel
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	for i, s := range ss {
+		if len(s.xy) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(s.xy)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", s.name, err)
+		}
+		c := palette[i%len(palette)]
+		l.Color, pts.Color = c, c
+		l.Width = vg.Points(1.5)
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	p.Legend.Top = true
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+}
+
 func plotSweep(path, name string, points []sweepPoint) error {
 	by := map[string]plotter.XYs{}
 	var order []string

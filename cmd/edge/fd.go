@@ -1,0 +1,192 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/edgecache/edge/fdetect"
+)
+
+func fdCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "fd", Short: "Failure detectors: generate traces, replay and tune detectors"}
+	cmd.AddCommand(fdGenCmd(), fdReplayCmd(), fdSweepCmd())
+	return cmd
+}
+
+func fdGenCmd() *cobra.Command {
+	c := fdetect.DefaultGenConfig()
+	var out string
+	cmd := &cobra.Command{
+		Use:   "gen",
+		Short: "Generate a heartbeat trace with stalls, heavy-tailed delay, regime shifts, loss bursts and clock drift",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			as, err := fdetect.Generate(c)
+			if err != nil {
+				return usageError{err}
+			}
+			w := cmd.OutOrStdout()
+			if out != "" && out != "-" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			return fdetect.WriteTrace(w, as)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
+	f.DurationVar(&c.Duration, "duration", c.Duration, "trace length")
+	f.DurationVar(&c.Period, "period", c.Period, "heartbeat period Δ")
+	f.IntVar(&c.Links, "links", c.Links, "links (senders)")
+	f.DurationVar(&c.StallEvery, "stall-every", c.StallEvery, "mean time between sender stalls")
+	f.DurationVar(&c.ShiftEvery, "shift-every", c.ShiftEvery, "mean time between delay regime shifts")
+	f.Float64Var(&c.QueueRho, "queue-rho", c.QueueRho, "autocorrelation of the queueing delay per heartbeat (0: i.i.d. delays only)")
+	f.DurationVar(&c.JitterScale, "jitter", c.JitterScale, "scale of the i.i.d. Pareto jitter")
+	f.StringVar(&out, "out", "-", "output CSV file")
+	return cmd
+}
+
+func loadArrivals(path string) ([]fdetect.Arrival, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return fdetect.ReadTrace(f)
+}
+
+func fdReplayCmd() *cobra.Command {
+	var file, name string
+	var params []string
+	var period time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Replay a trace through a detector: P_A, T_D, mistakes, detection time, cost",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := fdetect.ParseParams(params)
+			if err != nil {
+				return usageError{err}
+			}
+			if _, err := fdetect.New(name, int64(period), p); err != nil {
+				return usageError{err}
+			}
+			as, err := loadArrivals(file)
+			if err != nil {
+				return err
+			}
+			res, err := fdetect.Replay(as, int64(period), func() (fdetect.Detector, error) { return fdetect.New(name, int64(period), p) })
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "link\theartbeats\tP_A\tT_D ms\tP_A(time)\tmistakes\tper s\tmean ms\tdetect ms\tp99 ms\tns/hb\t")
+			row := func(n string, r fdetect.Result) {
+				fmt.Fprintf(tw, "%s\t%d\t%.5f\t%.1f\t%.6f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.PA, r.TDms, r.PATime, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
+			}
+			var links []string
+			for l := range res.Links {
+				links = append(links, l)
+			}
+			sort.Strings(links)
+			for _, l := range links {
+				row(l, res.Links[l])
+			}
+			row("overall", res.Overall)
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "trace", "", "trace CSV (site,seq,send_ns,recv_ns)")
+	f.StringVar(&name, "detector", "ml", strings.Join(fdetect.Names, ", "))
+	f.StringArrayVar(&params, "param", nil, "detector parameter name=value (repeatable)")
+	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func fdSweepCmd() *cobra.Command {
+	var file, name, plotOut string
+	var params []string
+	var target float64
+	var period time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sweep",
+		Short: "Find the detector knob with the smallest T_D at a target P_A",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" && plotOut == "" {
+				return usageError{errors.New("--detector is required (or --plot for all)")}
+			}
+			base, err := fdetect.ParseParams(params)
+			if err != nil {
+				return usageError{err}
+			}
+			as, err := loadArrivals(file)
+			if err != nil {
+				return err
+			}
+			if plotOut != "" {
+				var ss []series
+				for _, d := range fdetect.Names {
+					pts, err := fdetect.Curve(as, d, int64(period), 24, nil)
+					if err != nil {
+						return err
+					}
+					var xy plotter.XYs
+					for _, p := range pts {
+						if p[1] > 0 {
+							xy = append(xy, plotter.XY{X: p[0], Y: p[1]})
+						}
+					}
+					ss = append(ss, series{d, xy})
+				}
+				if err := drawLinesLogY(plotOut, "failure detectors: detection time vs mistakes", "T_D (ms)", "1 − P_A", ss); err != nil {
+					return err
+				}
+				if name == "" {
+					return nil
+				}
+			}
+			res, err := fdetect.Sweep(as, name, int64(period), target, base)
+			if err != nil {
+				return usageError{err}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			found := ""
+			if !res.Found {
+				found = " (target not reached in the knob's range)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s = %.6g → P_A %.5f, T_D %.1f ms%s\n", res.Detector, res.Param, res.Value, res.PA, res.TDms, found)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "trace", "", "trace CSV")
+	f.StringVar(&name, "detector", "", strings.Join(fdetect.Names, ", "))
+	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
+	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
+	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")
+	f.StringArrayVar(&params, "param", nil, "other detector parameters name=value (repeatable)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

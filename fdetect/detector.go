@@ -1,0 +1,303 @@
+// Package fdetect decides when a peer is dead. A Detector turns the arrival
+// times of a peer's heartbeats into a freshness point: the moment by which
+// the next heartbeat should have arrived. The peer is suspected once that
+// moment passes without a fresher heartbeat. The package has Chen's,
+// Bertier's, φ-accrual and two-windows detectors, and ml: a learned
+// predictor of the delay residual with a quantile-tracking safety margin. It
+// also has the replay, sweep and trace-generation tools to judge them, and
+// the authenticated heartbeat wire format.
+package fdetect
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Detector estimates when the next heartbeat must have arrived. Times are
+// nanoseconds on the receiver's clock. Implementations are not safe for
+// concurrent use; a node keeps one per peer behind its own lock.
+type Detector interface {
+	// Observe records heartbeat seq arriving at time arrival. Sequence
+	// numbers increase by one per period at the sender; gaps are losses.
+	Observe(seq uint64, arrival int64)
+	// Freshness returns τ, the freshness point of the next heartbeat.
+	Freshness() int64
+}
+
+// Suspect reports whether d suspects its peer at time now.
+func Suspect(d Detector, now int64) bool { return now > d.Freshness() }
+
+// Params are a detector's knobs by name (from --param k=v).
+type Params map[string]float64
+
+func (p Params) get(name string, def float64) float64 {
+	if v, ok := p[name]; ok {
+		return v
+	}
+	return def
+}
+
+// ParseParams parses "k=v" pairs.
+func ParseParams(kv []string) (Params, error) {
+	p := Params{}
+	for _, s := range kv {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("fdetect: param %q: want name=value", s)
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("fdetect: param %q: %w", s, err)
+		}
+		p[k] = f
+	}
+	return p, nil
+}
+
+// Names lists the detectors New builds.
+var Names = []string{"chen", "bertier", "phi", "twowindows", "ml"}
+
+// MainKnob is the parameter each detector's sweep searches.
+var MainKnob = map[string]string{"chen": "alpha_ms", "twowindows": "alpha_ms", "phi": "threshold", "bertier": "phi", "ml": "quantile"}
+
+// New builds a detector by name for a heartbeat period (ns). Unknown
+// parameters are an error, so a typo is not silently ignored.
+func New(name string, period int64, p Params) (Detector, error) {
+	known := map[string][]string{
+		"chen":       {"window", "alpha_ms"},
+		"bertier":    {"window", "beta", "phi", "gamma"},
+		"phi":        {"window", "threshold", "min_std_ms", "pause_ms"},
+		"twowindows": {"long", "short", "alpha_ms"},
+		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty"},
+	}
+	keys, ok := known[name]
+	if !ok {
+		return nil, fmt.Errorf("fdetect: detector %q, want one of %s", name, strings.Join(Names, ", "))
+	}
+	for k := range p {
+		found := false
+		for _, kk := range keys {
+			found = found || k == kk
+		}
+		if !found {
+			return nil, fmt.Errorf("fdetect: %s has no parameter %q (it has %s)", name, k, strings.Join(keys, ", "))
+		}
+	}
+	if period <= 0 {
+		return nil, fmt.Errorf("fdetect: period must be positive")
+	}
+	ms := func(v float64) int64 { return int64(v * 1e6) }
+	switch name {
+	case "chen":
+		return NewChen(period, int(p.get("window", 1000)), ms(p.get("alpha_ms", 200))), nil
+	case "bertier":
+		return NewBertier(period, int(p.get("window", 1000)), p.get("beta", 1), p.get("phi", 4), p.get("gamma", 0.1)), nil
+	case "phi":
+		return NewPhi(period, int(p.get("window", 1000)), p.get("threshold", 8), ms(p.get("min_std_ms", 10)), ms(p.get("pause_ms", 0))), nil
+	case "twowindows":
+		return NewTwoWindows(period, int(p.get("long", 1000)), int(p.get("short", 10)), ms(p.get("alpha_ms", 200))), nil
+	default:
+		d := DefaultMLConfig()
+		return NewML(period, MLConfig{
+			Quantile: p.get("quantile", d.Quantile), Window: int(p.get("window", float64(d.Window))), Order: int(p.get("order", float64(d.Order))),
+			LearningRate: p.get("lr", d.LearningRate), BaseRate: p.get("base_rate", d.BaseRate),
+			OutagePeriods: p.get("outage", d.OutagePeriods), EarlyPenalty: p.get("early_penalty", d.EarlyPenalty),
+		}), nil
+	}
+}
+
+// window keeps the last n residuals r = A − Δ·s and their sum, for O(1)
+// means.
+type window struct {
+	buf  []float64
+	next int
+	full bool
+	sum  float64
+}
+
+func newWindow(n int) *window { return &window{buf: make([]float64, max(n, 1))} }
+
+func (w *window) push(x float64) {
+	if w.full {
+		w.sum -= w.buf[w.next]
+	}
+	w.buf[w.next] = x
+	w.sum += x
+	w.next++
+	if w.next == len(w.buf) {
+		w.next, w.full = 0, true
+	}
+}
+
+func (w *window) len() int {
+	if w.full {
+		return len(w.buf)
+	}
+	return w.next
+}
+
+func (w *window) mean() float64 {
+	if n := w.len(); n > 0 {
+		return w.sum / float64(n)
+	}
+	return 0
+}
+
+// Chen is Chen, Toueg and Aguilera's detector: the expected arrival is the
+// mean of the last n residuals A_i − Δ·s_i plus Δ·(s_l + 1), and the
+// freshness point adds a constant safety margin α.
+type Chen struct {
+	period int64
+	alpha  int64
+	w      *window
+	last   uint64
+	seen   bool
+}
+
+// NewChen returns Chen's detector with window n and margin alpha (ns).
+func NewChen(period int64, n int, alpha int64) *Chen {
+	return &Chen{period: period, alpha: alpha, w: newWindow(n)}
+}
+
+// Observe implements Detector. Late or duplicate heartbeats (seq not
+// newer) are ignored, so reordering cannot move the estimate backwards.
+func (c *Chen) Observe(seq uint64, arrival int64) {
+	if c.seen && seq <= c.last {
+		return
+	}
+	c.w.push(float64(arrival - c.period*int64(seq)))
+	c.last, c.seen = seq, true
+}
+
+// EA is the expected arrival of the next heartbeat.
+func (c *Chen) EA() int64 {
+	return int64(c.w.mean()) + c.period*int64(c.last+1)
+}
+
+// Freshness implements Detector.
+func (c *Chen) Freshness() int64 { return c.EA() + c.alpha }
+
+// Bertier is Bertier, Marin and Sens' detector: Chen's EA with a margin
+// from Jacobson's RTT estimator: error e = A − EA − delay; delay += γe;
+// var += γ(|e| − var); τ = EA + β·delay + φ·var.
+type Bertier struct {
+	chen           *Chen
+	beta, phi, gam float64
+	delay, v       float64
+	primed         bool
+}
+
+// NewBertier returns Bertier's detector.
+func NewBertier(period int64, n int, beta, phi, gamma float64) *Bertier {
+	return &Bertier{chen: NewChen(period, n, 0), beta: beta, phi: phi, gam: gamma}
+}
+
+// Observe implements Detector.
+func (b *Bertier) Observe(seq uint64, arrival int64) {
+	if b.chen.seen && seq <= b.chen.last {
+		return
+	}
+	if b.primed {
+		// The error of the estimate made for this heartbeat, adjusted for
+		// heartbeats lost in between.
+		ea := float64(b.chen.EA()) + float64(b.chen.period)*float64(seq-b.chen.last-1)
+		e := float64(arrival) - ea - b.delay
+		b.delay += b.gam * e
+		b.v += b.gam * (math.Abs(e) - b.v)
+	}
+	b.chen.Observe(seq, arrival)
+	b.primed = true
+}
+
+// Freshness implements Detector.
+func (b *Bertier) Freshness() int64 {
+	return b.chen.EA() + int64(b.beta*b.delay+b.phi*b.v)
+}
+
+// Phi is the φ-accrual detector as Akka implements it: inter-arrival times
+// over a window fitted by a normal distribution (with a minimum standard
+// deviation and an acceptable pause added to the mean); the peer is
+// suspected once φ = −log10(1 − F(t − last)) exceeds the threshold, i.e.
+// at last + mean + pause + z·σ with z the normal quantile of 1 − 10^−Φ.
+type Phi struct {
+	period    int64
+	intervals *window
+	sq        *window // squares, for the variance
+	threshold float64
+	minStd    float64
+	pause     float64
+	lastArr   int64
+	last      uint64
+	seen      bool
+	z         float64
+}
+
+// NewPhi returns a φ-accrual detector.
+func NewPhi(period int64, n int, threshold float64, minStd, pause int64) *Phi {
+	p := &Phi{period: period, intervals: newWindow(n), sq: newWindow(n), threshold: threshold, minStd: float64(minStd), pause: float64(pause)}
+	// z with P(N > z) = 10^−Φ; Erfcinv keeps precision for tiny tails.
+	p.z = math.Sqrt2 * math.Erfcinv(2*math.Pow(10, -threshold))
+	return p
+}
+
+// Observe implements Detector.
+func (p *Phi) Observe(seq uint64, arrival int64) {
+	if p.seen && seq <= p.last {
+		return
+	}
+	if p.seen {
+		// Per-heartbeat interval: a lost heartbeat stretches one interval
+		// over several periods, so normalise by the sequence gap.
+		iv := float64(arrival-p.lastArr) / float64(seq-p.last)
+		p.intervals.push(iv)
+		p.sq.push(iv * iv)
+	}
+	p.lastArr, p.last, p.seen = arrival, seq, true
+}
+
+// Freshness implements Detector.
+func (p *Phi) Freshness() int64 {
+	mean := float64(p.period)
+	std := p.minStd
+	if p.intervals.len() > 1 {
+		mean = p.intervals.mean()
+		v := p.sq.mean() - mean*mean
+		std = math.Max(math.Sqrt(math.Max(v, 0)), p.minStd)
+	}
+	return p.lastArr + int64(mean+p.pause+p.z*std)
+}
+
+// TwoWindows takes the later of a long and a short Chen estimate, so it
+// reacts at once to a delay increase and forgets it slowly, plus α.
+type TwoWindows struct {
+	long, short *Chen
+	alpha       int64
+}
+
+// NewTwoWindows returns the two-windows detector.
+func NewTwoWindows(period int64, long, short int, alpha int64) *TwoWindows {
+	return &TwoWindows{long: NewChen(period, long, 0), short: NewChen(period, short, 0), alpha: alpha}
+}
+
+// Observe implements Detector.
+func (t *TwoWindows) Observe(seq uint64, arrival int64) {
+	t.long.Observe(seq, arrival)
+	t.short.Observe(seq, arrival)
+}
+
+// Freshness implements Detector.
+func (t *TwoWindows) Freshness() int64 { return max(t.long.EA(), t.short.EA()) + t.alpha }
+
+// quantileOf returns the q-quantile of xs (sorted copy).
+func quantileOf(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

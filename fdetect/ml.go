@@ -1,0 +1,181 @@
+package fdetect
+
+import "math"
+
+// MLConfig configures the ml detector. DefaultMLConfig says why each value.
+type MLConfig struct {
+	// Quantile is the target share of heartbeats that arrive before their
+	// freshness point (the target P_A): the margin is this quantile of the
+	// recent prediction errors.
+	Quantile float64
+	// Window is how many recent errors the margin's quantile is taken over.
+	Window int
+	// Order is how many past residuals the linear predictor reads (0: none,
+	// the baseline alone predicts).
+	Order int
+	// LearningRate is the normalised-LMS step of the predictor.
+	LearningRate float64
+	// BaseRate is the EWMA weight of the baseline residual.
+	BaseRate float64
+	// OutagePeriods: an arrival after a gap of more than this many periods
+	// (lost heartbeats or silence) is not learned from, and the predictor's
+	// history restarts, so an outage does not teach it that delays are huge.
+	OutagePeriods float64
+	// EarlyPenalty multiplies the loss of a prediction that was too early
+	// (the heartbeat came later than predicted), tilting the predictor
+	// towards over-estimates as the seed's asymmetric loss does.
+	EarlyPenalty float64
+}
+
+// DefaultMLConfig returns the defaults.
+func DefaultMLConfig() MLConfig {
+	return MLConfig{
+		Quantile:      0.999, // P_A 0.999: one late heartbeat in 1000 (100 s at Δ = 100 ms)
+		Window:        2000,  // 200 s of errors: long enough for a 0.999 quantile to mean something
+		Order:         4,     // enough to follow queue build-up; more overfits jitter
+		LearningRate:  0.05,  // NLMS is stable for (0, 2); small keeps it from chasing noise
+		BaseRate:      0.01,  // the mean a link reverts to: about 10 s of history
+		OutagePeriods: 3,     // 300 ms of silence at Δ = 100 ms: three losses in a row are rare, stalls are not
+		EarlyPenalty:  1,     // measured: the seed's penalty for early predictions (4) raised T_D at equal P_A on both trace kinds
+	}
+}
+
+// ML predicts the delay residual r = A − Δ·s of the next heartbeat with an
+// online linear model of its increment:
+//
+//	r̂ₖ₊₁ = rₖ + w₀·(base − rₖ) + Σᵢ wᵢ·(rₖ₊₁₋ᵢ − rₖ₋ᵢ)
+//
+// base is a slow EWMA of the residual. w = 0 is persistence (the next
+// heartbeat is as late as the last one: right when a queue drains slowly);
+// w₀ = 1 is reversion to the mean (Chen's estimate: right for independent
+// jitter). The weights are learned once per arrival by normalised LMS with
+// an asymmetric loss (early predictions cost EarlyPenalty times more), so
+// each link finds its own place between the two. The freshness point adds a
+// margin: the Quantile of the last Window prediction errors, read from a
+// log-bucket histogram, which aims at P_A directly. Heartbeats after a
+// silence of more than OutagePeriods (a sender stall or an outage), and the
+// burst queued behind it, are not learned from. Cost: O(Order + buckets)
+// per heartbeat, no allocation.
+type ML struct {
+	cfg     MLConfig
+	period  float64
+	base    float64   // slow baseline of the residual (ns)
+	last    float64   // last residual (ns)
+	x       []float64 // inputs: (base − r)/Δ, then the last Order increments /Δ
+	w       []float64 // weights
+	errs    *quantileWindow
+	margin  float64 // ns
+	pred    float64 // predicted residual of the next heartbeat (ns)
+	expect  float64 // predicted arrival of heartbeat lastSeq+1, without margin (ns)
+	lastSeq uint64
+	lastArr int64
+	seen    bool
+	skip    int // heartbeats of a post-stall burst still to be ignored
+}
+
+// NewML returns the ml detector; zero fields take their defaults.
+func NewML(period int64, cfg MLConfig) *ML {
+	d := DefaultMLConfig()
+	if cfg.Quantile <= 0 || cfg.Quantile >= 1 {
+		cfg.Quantile = d.Quantile
+	}
+	if cfg.Window < 1 {
+		cfg.Window = d.Window
+	}
+	if cfg.Order < 0 {
+		cfg.Order = d.Order
+	}
+	if cfg.LearningRate <= 0 {
+		cfg.LearningRate = d.LearningRate
+	}
+	if cfg.BaseRate <= 0 || cfg.BaseRate > 1 {
+		cfg.BaseRate = d.BaseRate
+	}
+	if cfg.OutagePeriods <= 0 {
+		cfg.OutagePeriods = d.OutagePeriods
+	}
+	if cfg.EarlyPenalty <= 0 {
+		cfg.EarlyPenalty = d.EarlyPenalty
+	}
+	return &ML{cfg: cfg, period: float64(period), x: make([]float64, 1+cfg.Order), w: make([]float64, 1+cfg.Order),
+		errs: newQuantileWindow(cfg.Window)}
+}
+
+// Observe implements Detector.
+func (m *ML) Observe(seq uint64, arrival int64) {
+	if m.seen && seq <= m.lastSeq {
+		return
+	}
+	r := float64(arrival) - m.period*float64(seq)
+	if !m.seen {
+		m.base, m.last, m.pred = r, r, r
+		m.margin = m.period / 2
+		m.seen, m.lastSeq, m.lastArr = true, seq, arrival
+		m.expect = m.period*float64(seq+1) + r
+		return
+	}
+	silence := float64(arrival-m.lastArr) / m.period
+	outage := float64(seq-m.lastSeq) > m.cfg.OutagePeriods || silence > m.cfg.OutagePeriods
+	m.lastSeq, m.lastArr = seq, arrival
+	if outage || m.skip > 0 {
+		// A stall or an outage: do not learn from it, nor from the burst of
+		// heartbeats queued behind it (one per silent period). Their
+		// lateness is not delay the next heartbeat will see.
+		// Predict by persistence meanwhile: the queued heartbeats arrive
+		// together, so the next is expected as late as this one.
+		if outage {
+			m.skip = int(silence)
+		} else {
+			m.skip--
+		}
+		m.last, m.pred = r, r
+		m.expect = m.period*float64(seq+1) + m.pred
+		return
+	}
+	// Error of the prediction for this heartbeat (positive: later than
+	// predicted; sequence-aware, so a lost heartbeat is not an error).
+	err := r - m.pred
+	m.errs.add(err)
+	m.margin = m.errs.quantile(m.cfg.Quantile)
+	// Learn: the target is the increment r − last, the prediction w·x.
+	target := (r - m.last) / m.period
+	yhat, norm := 0.0, 1e-3
+	for i, xi := range m.x {
+		yhat += m.w[i] * xi
+		norm += xi * xi
+	}
+	e := target - yhat
+	if e > 0 {
+		e *= m.cfg.EarlyPenalty
+	}
+	g := m.cfg.LearningRate * e / norm
+	for i, xi := range m.x {
+		m.w[i] = clampW(m.w[i] + g*xi)
+	}
+	// Shift in the new increment, update the baseline and predict.
+	if len(m.x) > 1 {
+		copy(m.x[2:], m.x[1:len(m.x)-1])
+		m.x[1] = (r - m.last) / m.period
+	}
+	step := r - m.base
+	if lim := m.margin + m.period; step > lim {
+		step = lim // one stall must not drag the baseline
+	}
+	m.base += m.cfg.BaseRate * step
+	m.last = r
+	m.x[0] = (m.base - r) / m.period
+	inc := 0.0
+	for i, xi := range m.x {
+		inc += m.w[i] * xi
+	}
+	m.pred = r + inc*m.period
+	m.expect = m.period*float64(m.lastSeq+1) + m.pred
+}
+
+func clampW(w float64) float64 { return math.Max(-2, math.Min(2, w)) }
+
+// Freshness implements Detector.
+func (m *ML) Freshness() int64 { return int64(m.expect + m.margin) }
+
+// Margin returns the current safety margin (ns), for metrics.
+func (m *ML) Margin() int64 { return int64(m.margin) }

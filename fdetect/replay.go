@@ -1,0 +1,247 @@
+package fdetect
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Warmup heartbeats per link are observed but not measured, for every
+// detector alike: windows and learned models start empty.
+const Warmup = 1000
+
+// Result are the replay metrics of one link or of all links pooled.
+type Result struct {
+	Heartbeats      int     `json:"heartbeats"`
+	PA              float64 `json:"pa"`                 // share of heartbeats that arrived before their freshness point
+	TDms            float64 `json:"td_ms"`              // mean of τ_k − A_k (the seed's T_D)
+	PATime          float64 `json:"pa_time"`            // Chen's P_A: share of time the peer was trusted
+	Mistakes        int     `json:"mistakes"`           // wrong suspicions
+	MistakeRate     float64 `json:"mistake_rate_per_s"` // per second of trace
+	MistakeMeanMs   float64 `json:"mistake_mean_ms"`    // mean duration of a wrong suspicion
+	DetectMeanMs    float64 `json:"detect_mean_ms"`     // crash right after a heartbeat: τ − A
+	DetectP99Ms     float64 `json:"detect_p99_ms"`
+	NsPerHeartbeat  float64 `json:"ns_per_heartbeat"` // detector cost: Observe + Freshness
+	onTime          int
+	tdSum, mistakeT float64
+	span            float64
+	detect          []float64
+	nsSum           float64
+	nsCount         int
+}
+
+// ReplayResult is the outcome over a trace.
+type ReplayResult struct {
+	Overall Result            `json:"overall"`
+	Links   map[string]Result `json:"links"`
+}
+
+// Replay runs a fresh detector per link over the trace's arrivals. period
+// is the heartbeat period Δ (ns).
+func Replay(arrivals []Arrival, period int64, build func() (Detector, error)) (ReplayResult, error) {
+	bySite := map[string][]Arrival{}
+	var sites []string
+	for _, a := range arrivals {
+		if _, ok := bySite[a.Site]; !ok {
+			sites = append(sites, a.Site)
+		}
+		bySite[a.Site] = append(bySite[a.Site], a)
+	}
+	sort.Strings(sites)
+	out := ReplayResult{Links: map[string]Result{}}
+	var all Result
+	for _, s := range sites {
+		d, err := build()
+		if err != nil {
+			return out, err
+		}
+		as := bySite[s]
+		sort.SliceStable(as, func(i, j int) bool { return as[i].Recv < as[j].Recv })
+		r := replayLink(d, as, period)
+		out.Links[s] = r
+		all.merge(r)
+	}
+	all.finish()
+	out.Overall = all
+	return out, nil
+}
+
+// replayLink measures one link. Two freshness points matter:
+//   - τ_k, the freshness point of heartbeat k itself (the detector's point
+//     for the next heartbeat moved on by Δ per sequence number skipped):
+//     the seed's P_A and T_D judge each received heartbeat against it;
+//   - the point in force when k arrived (for the next expected sequence
+//     number): if k came after it, the peer was wrongly suspected from
+//     that point until k arrived. Mistakes and the time-based P_A count those.
+func replayLink(d Detector, as []Arrival, period int64) Result {
+	var r Result
+	var firstMeasured int64 = -1
+	var lastSeq uint64
+	for i, a := range as {
+		measured := i >= Warmup
+		if i > 0 && a.Seq <= lastSeq {
+			d.Observe(a.Seq, a.Recv) // reordered or duplicate: detectors ignore it
+			continue
+		}
+		if i > 0 && measured {
+			inForce := d.Freshness()
+			tauK := inForce + period*int64(a.Seq-lastSeq-1)
+			if firstMeasured < 0 {
+				firstMeasured = as[i-1].Recv
+			}
+			r.Heartbeats++
+			r.tdSum += float64(tauK - a.Recv)
+			if a.Recv <= tauK {
+				r.onTime++
+			}
+			if a.Recv > inForce {
+				r.Mistakes++
+				r.mistakeT += float64(a.Recv - inForce)
+			}
+		}
+		lastSeq = a.Seq
+		t := time.Now()
+		d.Observe(a.Seq, a.Recv)
+		tau := d.Freshness()
+		ns := float64(time.Since(t).Nanoseconds())
+		if measured {
+			r.nsSum += ns
+			r.nsCount++
+			r.detect = append(r.detect, float64(tau-a.Recv))
+		}
+	}
+	if firstMeasured >= 0 {
+		r.span = float64(as[len(as)-1].Recv - firstMeasured)
+	}
+	r.finish()
+	return r
+}
+
+func (r *Result) merge(o Result) {
+	r.Heartbeats += o.Heartbeats
+	r.onTime += o.onTime
+	r.tdSum += o.tdSum
+	r.Mistakes += o.Mistakes
+	r.mistakeT += o.mistakeT
+	r.span += o.span
+	r.detect = append(r.detect, o.detect...)
+	r.nsSum += o.nsSum
+	r.nsCount += o.nsCount
+}
+
+func (r *Result) finish() {
+	if r.Heartbeats > 0 {
+		r.PA = float64(r.onTime) / float64(r.Heartbeats)
+		r.TDms = r.tdSum / float64(r.Heartbeats) / 1e6
+	}
+	if r.span > 0 {
+		r.PATime = 1 - r.mistakeT/r.span
+		r.MistakeRate = float64(r.Mistakes) / (r.span / 1e9)
+	}
+	if r.Mistakes > 0 {
+		r.MistakeMeanMs = r.mistakeT / float64(r.Mistakes) / 1e6
+	}
+	if n := len(r.detect); n > 0 {
+		sum := 0.0
+		for _, x := range r.detect {
+			sum += x
+		}
+		r.DetectMeanMs = sum / float64(n) / 1e6
+		r.DetectP99Ms = quantileOf(r.detect, 0.99) / 1e6
+	}
+	if r.nsCount > 0 {
+		r.NsPerHeartbeat = r.nsSum / float64(r.nsCount)
+	}
+}
+
+// SweepResult is the knob value found for a target P_A.
+type SweepResult struct {
+	Detector string  `json:"detector"`
+	Param    string  `json:"param"`
+	Value    float64 `json:"value"`
+	PA       float64 `json:"pa"`
+	TDms     float64 `json:"td_ms"`
+	Found    bool    `json:"found"`
+}
+
+// knobRange is the search interval of a detector's main knob, in a
+// coordinate where P_A grows with the value.
+func knobRange(name string) (lo, hi float64, toParam func(float64) float64) {
+	switch name {
+	case "phi":
+		return 0.5, 16, func(x float64) float64 { return x }
+	case "bertier":
+		return 0, 60, func(x float64) float64 { return x }
+	case "ml":
+		// x = −log10(1 − q): q from 0.9 to 0.9999999.
+		return 1, 7, func(x float64) float64 { return 1 - math.Pow(10, -x) }
+	default:
+		return 0, 5000, func(x float64) float64 { return x }
+	}
+}
+
+// Sweep searches the detector's main knob for the smallest T_D whose P_A
+// is at least target (P_A grows with the knob, so a bisection suffices).
+func Sweep(arrivals []Arrival, name string, period int64, target float64, base Params) (SweepResult, error) {
+	param := MainKnob[name]
+	if param == "" {
+		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
+	}
+	lo, hi, conv := knobRange(name)
+	eval := func(x float64) (ReplayResult, error) {
+		p := Params{}
+		for k, v := range base {
+			p[k] = v
+		}
+		p[param] = conv(x)
+		return Replay(arrivals, period, func() (Detector, error) { return New(name, period, p) })
+	}
+	res := SweepResult{Detector: name, Param: param}
+	top, err := eval(hi)
+	if err != nil {
+		return res, err
+	}
+	if top.Overall.PA < target {
+		res.Value, res.PA, res.TDms = conv(hi), top.Overall.PA, top.Overall.TDms
+		return res, nil
+	}
+	best := top
+	bestX := hi
+	for range 30 {
+		mid := (lo + hi) / 2
+		r, err := eval(mid)
+		if err != nil {
+			return res, err
+		}
+		if r.Overall.PA >= target {
+			hi, best, bestX = mid, r, mid
+		} else {
+			lo = mid
+		}
+	}
+	res.Value, res.PA, res.TDms, res.Found = conv(bestX), best.Overall.PA, best.Overall.TDms, true
+	return res, nil
+}
+
+// Curve replays the detector at n knob values across its range and returns
+// (T_D ms, 1 − P_A) points, for the trade-off plot.
+func Curve(arrivals []Arrival, name string, period int64, n int, base Params) ([][2]float64, error) {
+	param := MainKnob[name]
+	lo, hi, conv := knobRange(name)
+	var pts [][2]float64
+	for i := range n {
+		x := lo + (hi-lo)*float64(i)/float64(max(n-1, 1))
+		p := Params{}
+		for k, v := range base {
+			p[k] = v
+		}
+		p[param] = conv(x)
+		r, err := Replay(arrivals, period, func() (Detector, error) { return New(name, period, p) })
+		if err != nil {
+			return nil, err
+		}
+		pts = append(pts, [2]float64{r.Overall.TDms, 1 - r.Overall.PA})
+	}
+	return pts, nil
+}

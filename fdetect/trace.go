@@ -1,0 +1,189 @@
+package fdetect
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Arrival is one received heartbeat: a row of a trace file.
+type Arrival struct {
+	Site string
+	Seq  uint64
+	Send int64 // sender clock, ns
+	Recv int64 // receiver clock, ns
+}
+
+// TraceHeader is the first line of a trace CSV.
+const TraceHeader = "site,seq,send_ns,recv_ns"
+
+// WriteTrace writes arrivals as CSV.
+func WriteTrace(w io.Writer, as []Arrival) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, TraceHeader)
+	for _, a := range as {
+		fmt.Fprintf(bw, "%s,%d,%d,%d\n", a.Site, a.Seq, a.Send, a.Recv)
+	}
+	return bw.Flush()
+}
+
+// ReadTrace reads a trace CSV. A malformed row is an error naming its line.
+func ReadTrace(r io.Reader) ([]Arrival, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []Arrival
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if line == 1 {
+			if s != TraceHeader {
+				return nil, fmt.Errorf("fdetect: trace line 1: header %q, want %q", s, TraceHeader)
+			}
+			continue
+		}
+		if s == "" {
+			continue
+		}
+		f := strings.Split(s, ",")
+		if len(f) != 4 || f[0] == "" {
+			return nil, fmt.Errorf("fdetect: trace line %d: want 4 fields site,seq,send_ns,recv_ns", line)
+		}
+		seq, err1 := strconv.ParseUint(f[1], 10, 64)
+		send, err2 := strconv.ParseInt(f[2], 10, 64)
+		recv, err3 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("fdetect: trace line %d: seq, send_ns and recv_ns must be integers", line)
+		}
+		out = append(out, Arrival{Site: f[0], Seq: seq, Send: send, Recv: recv})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("fdetect: trace: %w", err)
+	}
+	if line == 0 {
+		return nil, fmt.Errorf("fdetect: trace is empty")
+	}
+	return out, nil
+}
+
+// GenConfig configures a synthetic WAN heartbeat trace. DefaultGenConfig
+// documents why each value.
+type GenConfig struct {
+	Seed     uint64
+	Duration time.Duration
+	Period   time.Duration
+	Links    int
+	// Base one-way delay and its regime shifts.
+	BaseDelay     time.Duration // typical WAN one-way delay
+	ShiftEvery    time.Duration // mean time between delay regime shifts
+	ShiftMax      time.Duration // a new regime's base delay is up to this much higher
+	JitterScale   time.Duration // Pareto jitter scale
+	JitterShape   float64       // Pareto shape (smaller: heavier tail)
+	QueueMean     time.Duration // mean queueing delay, an AR(1) process per link
+	QueueStd      time.Duration // its stationary standard deviation
+	QueueRho      float64       // its correlation from one heartbeat to the next (0: no queueing component)
+	StallEvery    time.Duration // mean time between sender stalls
+	StallMin      time.Duration
+	StallMax      time.Duration
+	LossGood      float64 // Gilbert–Elliott: loss probability in the good state
+	LossBad       float64 // in the bad state
+	GoodToBad     float64 // per-heartbeat transition probabilities
+	BadToGood     float64
+	DriftPPM      float64 // receiver clock drift relative to the sender, ±
+	SkewMax       time.Duration
+	HeartbeatCost time.Duration // unused by detectors; documents the sender's work
+}
+
+// DefaultGenConfig returns the defaults: a PlanetLab-like WAN.
+func DefaultGenConfig() GenConfig {
+	return GenConfig{
+		Seed: 1, Duration: 30 * time.Minute, Period: 100 * time.Millisecond, Links: 4,
+		BaseDelay:   40 * time.Millisecond,  // transcontinental one-way delay
+		ShiftEvery:  5 * time.Minute,        // route changes every few minutes
+		ShiftMax:    60 * time.Millisecond,  // a reroute adds up to 60 ms
+		JitterScale: 500 * time.Microsecond, // per-packet noise
+		JitterShape: 1.5,                    // heavy tail: rare delays of tens to hundreds of ms
+		QueueMean:   20 * time.Millisecond,  // congestion builds queues of tens of ms
+		QueueStd:    15 * time.Millisecond,
+		QueueRho:    0.98, // a queue drains over seconds (time constant 50 periods), so delay is autocorrelated
+		StallEvery:  3 * time.Minute,        // GC or VM pauses of the sending process
+		StallMin:    300 * time.Millisecond, // the range of real WAN host stalls
+		StallMax:    1300 * time.Millisecond,
+		LossGood:    0.001, LossBad: 0.3, // Gilbert–Elliott: rare loss, then bursts
+		GoodToBad: 0.0005, BadToGood: 0.1, // bursts of ~10 heartbeats, a few per hour
+		DriftPPM: 50, // ordinary crystal oscillators
+		SkewMax:  time.Second,
+	}
+}
+
+// Generate makes a trace: every link sends a heartbeat each period (late
+// after a stall: the heartbeats due during a stall leave together when it
+// ends), delays are a regime base plus Pareto jitter, losses follow a
+// Gilbert–Elliott chain, and the receiver's clock drifts and is offset.
+func Generate(c GenConfig) ([]Arrival, error) {
+	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || c.JitterShape <= 0 || c.QueueRho < 0 || c.QueueRho >= 1 {
+		return nil, fmt.Errorf("fdetect: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0xfdfdfd))
+	var out []Arrival
+	n := int(c.Duration / c.Period)
+	P := float64(c.Period)
+	for l := range c.Links {
+		site := "link" + strconv.Itoa(l+1)
+		drift := (rng.Float64()*2 - 1) * c.DriftPPM * 1e-6
+		skew := (rng.Float64()*2 - 1) * float64(c.SkewMax)
+		base := float64(c.BaseDelay) * (0.5 + rng.Float64())
+		nextShift := expo(rng, float64(c.ShiftEvery))
+		nextStall := expo(rng, float64(c.StallEvery))
+		stallEnd := -1.0
+		bad := false
+		queue := float64(c.QueueMean)
+		qNoise := float64(c.QueueStd) * math.Sqrt(1-c.QueueRho*c.QueueRho)
+		var link []Arrival
+		for s := range n {
+			t := float64(s) * P // scheduled send time
+			if t >= nextShift {
+				base = float64(c.BaseDelay)*(0.5+rng.Float64()) + rng.Float64()*float64(c.ShiftMax)
+				nextShift = t + expo(rng, float64(c.ShiftEvery))
+			}
+			if t >= nextStall && stallEnd < t {
+				stallEnd = t + float64(c.StallMin) + rng.Float64()*float64(c.StallMax-c.StallMin)
+				nextStall = stallEnd + expo(rng, float64(c.StallEvery))
+			}
+			send := t
+			if t < stallEnd {
+				send = stallEnd
+			}
+			if c.QueueRho > 0 {
+				queue = math.Max(0, c.QueueRho*queue+(1-c.QueueRho)*float64(c.QueueMean)+qNoise*rng.NormFloat64())
+			}
+			if bad {
+				bad = rng.Float64() >= c.BadToGood
+			} else {
+				bad = rng.Float64() < c.GoodToBad
+			}
+			loss := c.LossGood
+			if bad {
+				loss = c.LossBad
+			}
+			if rng.Float64() < loss {
+				continue
+			}
+			jitter := float64(c.JitterScale) * (math.Pow(1-rng.Float64(), -1/c.JitterShape) - 1)
+			arrive := send + base + jitter + queue
+			recv := arrive*(1+drift) + skew
+			link = append(link, Arrival{Site: site, Seq: uint64(s), Send: int64(send), Recv: int64(recv)})
+		}
+		sort.SliceStable(link, func(i, j int) bool { return link[i].Recv < link[j].Recv })
+		out = append(out, link...)
+	}
+	return out, nil
+}
+
+func expo(rng *rand.Rand, mean float64) float64 { return rng.ExpFloat64() * mean }
