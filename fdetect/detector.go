@@ -58,10 +58,13 @@ func ParseParams(kv []string) (Params, error) {
 }
 
 // Names lists the detectors New builds.
-var Names = []string{"chen", "bertier", "phi", "twowindows", "ml"}
+var Names = []string{"chen", "bertier", "phi", "twowindows", "ml", "ml-seed"}
 
 // MainKnob is the parameter each detector's sweep searches.
 var MainKnob = map[string]string{"chen": "alpha_ms", "twowindows": "alpha_ms", "phi": "threshold", "bertier": "phi", "ml": "quantile"}
+
+// The seed's detector has no knob that trades P_A for T_D (its margin is
+// the mean of recent errors); it is compared at its own operating point.
 
 // New builds a detector by name for a heartbeat period (ns). Unknown
 // parameters are an error, so a typo is not silently ignored.
@@ -72,6 +75,7 @@ func New(name string, period int64, p Params) (Detector, error) {
 		"phi":        {"window", "threshold", "min_std_ms", "pause_ms"},
 		"twowindows": {"long", "short", "alpha_ms"},
 		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty"},
+		"ml-seed":    {"eta", "batch", "epochs", "epsilon", "seq", "hidden", "early_penalty", "retrain_every", "lr"},
 	}
 	keys, ok := known[name]
 	if !ok {
@@ -99,6 +103,14 @@ func New(name string, period int64, p Params) (Detector, error) {
 		return NewPhi(period, int(p.get("window", 1000)), p.get("threshold", 8), ms(p.get("min_std_ms", 10)), ms(p.get("pause_ms", 0))), nil
 	case "twowindows":
 		return NewTwoWindows(period, int(p.get("long", 1000)), int(p.get("short", 10)), ms(p.get("alpha_ms", 200))), nil
+	case "ml-seed":
+		d := DefaultSeedConfig()
+		return NewMLSeed(period, SeedConfig{
+			Eta: int(p.get("eta", float64(d.Eta))), Batch: int(p.get("batch", float64(d.Batch))), Epochs: int(p.get("epochs", float64(d.Epochs))),
+			Epsilon: int(p.get("epsilon", float64(d.Epsilon))), Seq: int(p.get("seq", float64(d.Seq))), Hidden: int(p.get("hidden", float64(d.Hidden))),
+			EarlyPenalty: p.get("early_penalty", d.EarlyPenalty), RetrainEvery: int(p.get("retrain_every", float64(d.RetrainEvery))),
+			LearningRate: p.get("lr", d.LearningRate),
+		}), nil
 	default:
 		d := DefaultMLConfig()
 		return NewML(period, MLConfig{

@@ -111,7 +111,7 @@ func DefaultGenConfig() GenConfig {
 		JitterShape: 1.5,                    // heavy tail: rare delays of tens to hundreds of ms
 		QueueMean:   20 * time.Millisecond,  // congestion builds queues of tens of ms
 		QueueStd:    15 * time.Millisecond,
-		QueueRho:    0.98, // a queue drains over seconds (time constant 50 periods), so delay is autocorrelated
+		QueueRho:    0.98,                   // a queue drains over seconds (time constant 50 periods), so delay is autocorrelated
 		StallEvery:  3 * time.Minute,        // GC or VM pauses of the sending process
 		StallMin:    300 * time.Millisecond, // the range of real WAN host stalls
 		StallMax:    1300 * time.Millisecond,

@@ -64,7 +64,9 @@ type DecodeError struct {
 	Detail string
 }
 
-func (e *DecodeError) Error() string { return "indicators: payload rejected (" + string(e.Reason) + "): " + e.Detail }
+func (e *DecodeError) Error() string {
+	return "indicators: payload rejected (" + string(e.Reason) + "): " + e.Detail
+}
 
 func reject(r Reason, format string, args ...any) error {
 	return &DecodeError{Reason: r, Detail: fmt.Sprintf(format, args...)}

@@ -24,9 +24,9 @@ type FilterConfig struct {
 func DefaultFilterConfig(capacity int) FilterConfig {
 	return FilterConfig{
 		Capacity:       capacity,
-		BitsPerElement: 14,   // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
-		UpdateInterval: 1000, // U: the paper's headline interval
-		EstimateEvery:  50,   // cheap enough to piggyback on every heartbeat
+		BitsPerElement: 14,      // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
+		UpdateInterval: 1000,    // U: the paper's headline interval
+		EstimateEvery:  50,      // cheap enough to piggyback on every heartbeat
 		FNREstimator:   "count", // the paper's bit-count estimate overstates fnr badly as U grows (docs/indicators.md)
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 func fdCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "fd", Short: "Failure detectors: generate traces, replay and tune detectors"}
-	cmd.AddCommand(fdGenCmd(), fdReplayCmd(), fdSweepCmd())
+	cmd.AddCommand(fdGenCmd(), fdReplayCmd(), fdSweepCmd(), fdRecordCmd(), fdSendCmd())
 	return cmd
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgecache/edge/fdetect"
+)
+
+func fdRecordCmd() *cobra.Command {
+	var listen, secret, out string
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "record",
+		Short: "Record the heartbeats a node receives into a trace CSV (site,seq,send_ns,recv_ns)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if secret == "" {
+				return usageError{errors.New("--secret is required: heartbeats are authenticated")}
+			}
+			addr, err := net.ResolveUDPAddr("udp", listen)
+			if err != nil {
+				return usageError{fmt.Errorf("--listen: %w", err)}
+			}
+			conn, err := net.ListenUDP("udp", addr)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			w := cmd.OutOrStdout()
+			if out != "" && out != "-" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			var mu sync.Mutex
+			var rows []fdetect.Arrival
+			v := fdetect.NewVerifier([]byte(secret), 5*time.Second)
+			err = fdetect.Receive(ctx, conn, v, func(r fdetect.Received) {
+				mu.Lock()
+				rows = append(rows, fdetect.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
+				mu.Unlock()
+			})
+			if err != nil {
+				return err
+			}
+			for reason, n := range v.Rejections() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "rejected %d heartbeats: %s\n", n, reason)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return fdetect.WriteTrace(w, rows)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:7946", "UDP address to receive heartbeats on")
+	f.StringVar(&secret, "secret", "", "cluster secret")
+	f.StringVar(&out, "out", "-", "output CSV")
+	f.DurationVar(&duration, "duration", 0, "stop after this long (0: until interrupted)")
+	return cmd
+}
+
+func fdSendCmd() *cobra.Command {
+	var to, secret, node string
+	var period, duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "send",
+		Short: "Send authenticated heartbeats to an address (to exercise record or a node)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if secret == "" {
+				return usageError{errors.New("--secret is required")}
+			}
+			addr, err := net.ResolveUDPAddr("udp", to)
+			if err != nil {
+				return usageError{fmt.Errorf("--to: %w", err)}
+			}
+			conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			s := &fdetect.Sender{Node: node, Incarnation: uint64(time.Now().UnixNano()), Secret: []byte(secret), Period: period}
+			return s.Run(ctx, conn, func() map[string]*net.UDPAddr { return map[string]*net.UDPAddr{"target": addr} })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&to, "to", "127.0.0.1:7946", "UDP address to send to")
+	f.StringVar(&secret, "secret", "", "cluster secret")
+	f.StringVar(&node, "node", "sender", "node id to send as")
+	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period")
+	f.DurationVar(&duration, "duration", 0, "stop after this long (0: until interrupted)")
+	return cmd
+}

@@ -1,0 +1,89 @@
+package fdetect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Received is an accepted heartbeat with its local arrival time.
+type Received struct {
+	Heartbeat
+	RecvNs int64
+	From   *net.UDPAddr
+}
+
+// Receive reads heartbeats from conn until ctx ends, verifies each, and
+// calls deliver for the accepted ones. Rejections are counted by v.
+func Receive(ctx context.Context, conn *net.UDPConn, v *Verifier, deliver func(Received)) error {
+	go func() {
+		<-ctx.Done()
+		_ = conn.SetReadDeadline(time.Unix(1, 0)) // unblock ReadFromUDP
+	}()
+	buf := make([]byte, MaxPacket+1)
+	for {
+		n, from, err := conn.ReadFromUDP(buf)
+		now := time.Now().UnixNano()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("fdetect: receive: %w", err)
+		}
+		h, err := v.Verify(buf[:n], now)
+		if err != nil {
+			continue
+		}
+		deliver(Received{Heartbeat: h, RecvNs: now, From: from})
+	}
+}
+
+// Sender sends a heartbeat to every target each period. Fill, if set, adds
+// per-target fields (echo, indicator epoch) before each send.
+type Sender struct {
+	Node        string
+	Incarnation uint64
+	Secret      []byte
+	Period      time.Duration
+	Fill        func(target string, h *Heartbeat)
+
+	mu  sync.Mutex
+	seq uint64
+}
+
+// Run sends until ctx ends. targets maps a peer id to its UDP address.
+func (s *Sender) Run(ctx context.Context, conn *net.UDPConn, targets func() map[string]*net.UDPAddr) error {
+	t := time.NewTicker(s.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		s.mu.Lock()
+		s.seq++
+		seq := s.seq
+		s.mu.Unlock()
+		for id, addr := range targets() {
+			h := Heartbeat{Node: s.Node, Incarnation: s.Incarnation, Seq: seq, SendNs: time.Now().UnixNano()}
+			if s.Fill != nil {
+				s.Fill(id, &h)
+			}
+			b, err := h.Encode(s.Secret)
+			if err != nil {
+				return err
+			}
+			// A send error (peer down, no route) is the failure detector's
+			// business, not ours: keep sending to the others.
+			_, _ = conn.WriteToUDP(b, addr)
+		}
+	}
+}
