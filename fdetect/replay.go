@@ -231,7 +231,11 @@ func Curve(arrivals []Arrival, name string, period int64, n int, base Params) ([
 	lo, hi, conv := knobRange(name)
 	var pts [][2]float64
 	for i := range n {
-		x := lo + (hi-lo)*float64(i)/float64(max(n-1, 1))
+		f := float64(i) / float64(max(n-1, 1))
+		if param == "alpha_ms" {
+			f *= f * 0.2 // margins beyond 1 s say little; sample densely near 0
+		}
+		x := lo + (hi-lo)*f
 		p := Params{}
 		for k, v := range base {
 			p[k] = v

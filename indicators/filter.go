@@ -27,7 +27,7 @@ func DefaultFilterConfig(capacity int) FilterConfig {
 		BitsPerElement: 14,      // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
 		UpdateInterval: 1000,    // U: the paper's headline interval
 		EstimateEvery:  50,      // cheap enough to piggyback on every heartbeat
-		FNREstimator:   "count", // the paper's bit-count estimate overstates fnr badly as U grows (docs/indicators.md)
+		FNREstimator:   "bits",  // the paper's estimate: measured best with fna-home (docs/indicators.md); "count" helps plain fna at large U
 	}
 }
 

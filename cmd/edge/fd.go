@@ -146,6 +146,9 @@ func fdSweepCmd() *cobra.Command {
 			if plotOut != "" {
 				var ss []series
 				for _, d := range fdetect.Names {
+					if fdetect.MainKnob[d] == "" {
+						continue // ml-seed has no knob to trace a curve with
+					}
 					pts, err := fdetect.Curve(as, d, int64(period), 24, nil)
 					if err != nil {
 						return err
