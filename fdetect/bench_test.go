@@ -1,0 +1,32 @@
+package fdetect
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkDetectors measures Observe + Freshness per heartbeat on a
+// generated trace, for every detector with a per-heartbeat cost.
+func BenchmarkDetectors(b *testing.B) {
+	c := DefaultGenConfig()
+	c.Duration, c.Links = 10*time.Minute, 1
+	as, err := Generate(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"chen", "bertier", "phi", "twowindows", "ml"} {
+		b.Run(name, func(b *testing.B) {
+			d, _ := New(name, int64(c.Period), nil)
+			b.ReportAllocs()
+			i := 0
+			var sink int64
+			for b.Loop() {
+				a := as[i%len(as)]
+				d.Observe(a.Seq+uint64(i/len(as))*uint64(len(as)*2), a.Recv+int64(i/len(as))*int64(c.Duration)*2)
+				sink += d.Freshness()
+				i++
+			}
+			_ = sink
+		})
+	}
+}
