@@ -53,7 +53,8 @@ config-example:
 
 ## bench: Go benchmarks of the hot paths.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./config/
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./routing/ ./indicators/ ./fdetect/
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem
 
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
 bench-compare: build
@@ -61,10 +62,13 @@ bench-compare: build
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
+FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary config:FuzzLoadBytes \
+	indicators:FuzzDecode fdetect:FuzzDecodeHeartbeat fdetect:FuzzReadTrace trace:FuzzReader
 fuzz:
-	$(GO) test ./proxy/ -run '^$$' -fuzz FuzzCacheControl -fuzztime $(FUZZTIME)
-	$(GO) test ./proxy/ -run '^$$' -fuzz FuzzCacheKeyAndVary -fuzztime $(FUZZTIME)
-	$(GO) test ./config/ -run '^$$' -fuzz FuzzLoadBytes -fuzztime $(FUZZTIME)
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \
+	  $(GO) test ./$$pkg/ -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 clean:
 	rm -rf bin

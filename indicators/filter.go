@@ -24,10 +24,10 @@ type FilterConfig struct {
 func DefaultFilterConfig(capacity int) FilterConfig {
 	return FilterConfig{
 		Capacity:       capacity,
-		BitsPerElement: 14,      // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
-		UpdateInterval: 1000,    // U: the paper's headline interval
-		EstimateEvery:  50,      // cheap enough to piggyback on every heartbeat
-		FNREstimator:   "bits",  // the paper's estimate: measured best with fna-home (docs/indicators.md); "count" helps plain fna at large U
+		BitsPerElement: 14,     // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
+		UpdateInterval: 1000,   // U: the paper's headline interval
+		EstimateEvery:  50,     // cheap enough to piggyback on every heartbeat
+		FNREstimator:   "bits", // the paper's estimate: measured best with fna-home (docs/indicators.md); "count" helps plain fna at large U
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 // body), so more bytes of the same response follow at once.
 const netHTTPBufferSize = 4 << 10
 
-// holdLimit bounds how long held bytes may wait for the write that follows.
-const holdLimit = time.Millisecond
+// defaultHoldLimit bounds how long held bytes may wait for the write that
+// follows: net/http writes the rest at once, so 1 ms is never reached on a
+// healthy machine and bounds the damage on a stalled one.
+const defaultHoldLimit = time.Millisecond
 
 // batchStats counts what the batching does, for metrics and tests.
 type batchStats struct {
@@ -26,6 +28,7 @@ type batchStats struct {
 type batchListener struct {
 	net.Listener
 	stats *batchStats
+	hold  time.Duration // 0: defaultHoldLimit
 }
 
 func (l batchListener) Accept() (net.Conn, error) {
@@ -33,13 +36,17 @@ func (l batchListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &batchConn{Conn: c, stats: l.stats}, nil
+	hold := l.hold
+	if hold <= 0 {
+		hold = defaultHoldLimit
+	}
+	return &batchConn{Conn: c, stats: l.stats, hold: hold}, nil
 }
 
 // batchConn turns net/http's "full buffer, then the rest" pair of write
 // system calls into one writev: it holds a write of exactly the buffer size
 // and sends it together with the next write. Held bytes are sent no later
-// than the next Write, Read, CloseWrite or Close, or holdLimit after they
+// than the next Write, Read, CloseWrite or Close, or the hold limit after they
 // were held, so a response is never delayed behind the client.
 type batchConn struct {
 	net.Conn
@@ -48,6 +55,7 @@ type batchConn struct {
 	timer *time.Timer
 	err   error // a write error of held bytes, reported by the next call
 	stats *batchStats
+	hold  time.Duration
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
@@ -70,9 +78,9 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	if len(p) == netHTTPBufferSize {
 		if c.held == nil {
 			c.held = make([]byte, 0, netHTTPBufferSize)
-			c.timer = time.AfterFunc(holdLimit, c.flushTimer)
+			c.timer = time.AfterFunc(c.hold, c.flushTimer)
 		} else {
-			c.timer.Reset(holdLimit)
+			c.timer.Reset(c.hold)
 		}
 		c.held = append(c.held, p...)
 		return len(p), nil

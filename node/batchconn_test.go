@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-func serveBatched(t *testing.T, h http.Handler) (addr string, stats *batchStats) {
+func serveBatched(t *testing.T, h http.Handler, hold time.Duration) (addr string, stats *batchStats) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -20,7 +20,7 @@ func serveBatched(t *testing.T, h http.Handler) (addr string, stats *batchStats)
 	}
 	stats = new(batchStats)
 	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(batchListener{ln, stats}) }()
+	go func() { _ = srv.Serve(batchListener{ln, stats, hold}) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), stats
 }
@@ -32,7 +32,7 @@ func TestBatchConnResponsesIntact(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		_, _ = w.Write([]byte(strings.Repeat(string(rune('a'+n%26)), n)))
-	}))
+	}), 0)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	for _, n := range []int{0, 1, 100, 3800, 3900, 4000, 4096, 4200, 8192, 8193, 12288, 100000} {
 		for _, method := range []string{"GET", "HEAD"} {
@@ -61,7 +61,7 @@ func TestBatchConnOneWritePerSmallResponse(t *testing.T) {
 	addr, stats := serveBatched(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "4096")
 		_, _ = io.WriteString(w, body)
-	}))
+	}), time.Second) // never expires here: the count must not depend on scheduling
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestBatchConnStreamingNotStuck(t *testing.T) {
 		_, _ = w.Write([]byte(strings.Repeat("y", 8192)))
 		http.NewResponseController(w).Flush()
 		<-release
-	}))
+	}), 0)
 	defer close(release)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -125,7 +125,7 @@ func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	pub := net.Listener(n.pubLn)
 	if n.cfg.Tuning.WriteBatching {
-		pub = batchListener{n.pubLn, n.batch}
+		pub = batchListener{Listener: n.pubLn, stats: n.batch}
 	}
 	go func() { errc <- n.public.Serve(pub) }()
 	go func() { errc <- n.admin.Serve(n.admLn) }()
