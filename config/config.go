@@ -83,6 +83,24 @@ func Keys() []Key {
 		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
+		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP) and heartbeats (UDP) on the same port."},
+		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped). Empty with an empty cluster.dns: a single node."},
+		{"cluster.dns", String, "", "A DNS name whose addresses are the peers (a Kubernetes headless service), re-resolved every cluster.dns_interval."},
+		{"cluster.dns_interval", Duration, "10s", "How often cluster.dns is re-resolved; new pods join within this."},
+		{"cluster.secret", String, "", "Shared secret authenticating heartbeats and peer requests (HMAC-SHA256). Required with peers."},
+		{"cluster.heartbeat_period", Duration, "100ms", "Heartbeat period Δ; detection takes a few periods."},
+		{"cluster.detector", String, "ml", "Failure detector per peer: ml, chen, bertier, phi, twowindows (docs/failure-detection.md)."},
+		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
+		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
+		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
+		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
+		{"routing.d", Int, "4", "Tree arity d: the origin sees at most d·q fetches per page."},
+		{"routing.q", Int, "2", "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
+		{"routing.hot_threshold", Int, "64", "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
+		{"indicators.capacity", Int, "100000", "Expected number of cached objects; the Bloom filter has bpe bits per object."},
+		{"indicators.bpe", Float, "14", "Bits per element of the indicator (fpr ≈ 0.1 % fresh)."},
+		{"indicators.update_interval", Int, "1000", "Insertions between advertisements (U)."},
+		{"indicators.advertise_max", Duration, "10s", "Advertise at least this often when the store changed (T)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
@@ -129,6 +147,29 @@ type Config struct {
 	}
 	Tuning struct {
 		WriteBatching bool
+	}
+	Cluster struct {
+		Listen          string
+		Peers           map[string]string
+		DNS             string
+		DNSInterval     time.Duration
+		Secret          string
+		HeartbeatPeriod time.Duration
+		Detector        string
+		DetectorParams  []string
+		PeerTimeout     time.Duration
+		Selection       string
+	}
+	Routing struct {
+		Mode         string
+		D, Q         int
+		HotThreshold int
+	}
+	Indicators struct {
+		Capacity       int
+		BPE            float64
+		UpdateInterval int
+		AdvertiseMax   time.Duration
 	}
 	ShutdownTimeout time.Duration
 	Log             struct {
@@ -237,6 +278,24 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
 	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
 	c.Tuning.WriteBatching = p.bool("tuning.write_batching")
+	c.Cluster.Listen = p.addr("cluster.listen")
+	c.Cluster.Peers = p.peers("cluster.peers")
+	c.Cluster.DNS = p.str("cluster.dns")
+	c.Cluster.DNSInterval = p.dur("cluster.dns_interval", true)
+	c.Cluster.Secret = p.str("cluster.secret")
+	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
+	c.Cluster.Detector = p.oneOf("cluster.detector", "ml", "chen", "bertier", "phi", "twowindows")
+	c.Cluster.DetectorParams = p.list("cluster.detector_params")
+	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
+	c.Cluster.Selection = p.oneOf("cluster.selection", "fna", "fno", "off")
+	c.Routing.Mode = p.oneOf("routing.mode", "hybrid", "tree", "ring", "none")
+	c.Routing.D = p.int("routing.d", 2, 64)
+	c.Routing.Q = p.int("routing.q", 1, 1000)
+	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)
+	c.Indicators.Capacity = p.int("indicators.capacity", 1, 1<<28)
+	c.Indicators.BPE = p.float("indicators.bpe", 1, 64)
+	c.Indicators.UpdateInterval = p.int("indicators.update_interval", 1, 1<<30)
+	c.Indicators.AdvertiseMax = p.dur("indicators.advertise_max", true)
 	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
 	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
 	c.Log.Format = p.oneOf("log.format", "text", "json")
@@ -256,6 +315,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	if c.Listen == c.Admin.Listen {
 		return nil, &Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"}
 	}
+	if (len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "") && c.Cluster.Secret == "" {
+		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}
+	}
 	if c.NodeID == "" {
 		h, _ := os.Hostname()
 		c.NodeID = h
@@ -263,8 +325,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	if c.NodeID == "" {
 		c.NodeID = "edge"
 	}
-	if strings.ContainsAny(c.NodeID, " ;,=\"\t") {
-		return nil, &Error{Key: "node_id", Value: c.NodeID, Reason: "must not contain spaces or any of ;,=\""}
+	if strings.ContainsAny(c.NodeID, " ;,=:\"\t") || len(c.NodeID) > 64 {
+		return nil, &Error{Key: "node_id", Value: c.NodeID, Reason: "must be at most 64 bytes without spaces or any of ;,=:\""}
 	}
 	return c, nil
 }
@@ -434,6 +496,58 @@ func (p *parser) size(key string, min int64) int64 {
 		return 0
 	}
 	return n
+}
+
+// list parses a comma-separated list (a YAML list is accepted too).
+func (p *parser) list(key string) []string {
+	raw := p.v.Get(key)
+	var parts []string
+	switch x := raw.(type) {
+	case nil:
+	case string:
+		parts = strings.Split(x, ",")
+	case []any:
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				p.fail(key, raw, "is not a list of strings")
+				return nil
+			}
+			parts = append(parts, s)
+		}
+	default:
+		p.fail(key, raw, "is not a comma-separated list")
+		return nil
+	}
+	var out []string
+	for _, s := range parts {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// peers parses ID=HOST:PORT entries.
+func (p *parser) peers(key string) map[string]string {
+	out := map[string]string{}
+	for _, e := range p.list(key) {
+		id, addr, ok := strings.Cut(e, "=")
+		if !ok || id == "" || strings.ContainsAny(id, ":;\" ") {
+			p.fail(key, e, "is not ID=HOST:PORT")
+			return nil
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			p.fail(key, e, "has no HOST:PORT after the =")
+			return nil
+		}
+		if _, dup := out[id]; dup {
+			p.fail(key, e, "names a peer twice")
+			return nil
+		}
+		out[id] = addr
+	}
+	return out
 }
 
 // ParseSize parses a byte size with an optional unit: B, KB/KiB, MB/MiB,

@@ -42,6 +42,12 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\nlimits: {max_inflight: 1.5}", "limits.max_inflight"},
 		{"origin: {url: http://o}\ncahce: {max_bytes: 1MiB}", "cahce.max_bytes"},
 		{"origin: {url: http://o}\nnode_id: 'a b'", "node_id"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a=127.0.0.1:1'}", "cluster.secret"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a', secret: s}", "cluster.peers"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a=1.2.3.4:1,a=1.2.3.4:2', secret: s}", "cluster.peers"},
+		{"origin: {url: http://o}\ncluster: {detector: lstm}", "cluster.detector"},
+		{"origin: {url: http://o}\nrouting: {mode: star}", "routing.mode"},
+		{"origin: {url: http://o}\nrouting: {d: 1}", "routing.d"},
 	}
 	for _, tc := range cases {
 		_, err := LoadBytes([]byte(tc.yaml))

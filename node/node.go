@@ -22,7 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 )
@@ -44,6 +47,10 @@ type Node struct {
 	draining atomic.Bool
 	started  time.Time
 	batch    *batchStats
+	cluster  *cluster.Cluster
+	peerLn   net.Listener
+	peerUDP  *net.UDPConn
+	peerSrv  *http.Server
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -78,9 +85,31 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	pc.MaxInflight = cfg.Limits.MaxInflight
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
-	h := proxy.New(pc, store, up, proxy.NewMetrics(reg, store), log)
+	var fetcher proxy.Fetcher = up
+	var cl *cluster.Cluster
+	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
+		params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
+		if err != nil {
+			return nil, fmt.Errorf("node: cluster.detector_params: %w", err)
+		}
+		_, dnsPort, _ := net.SplitHostPort(cfg.Cluster.Listen)
+		cl, err = cluster.New(cluster.Config{
+			NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
+			DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
+			Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
+			Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold, PeerTimeout: cfg.Cluster.PeerTimeout,
+			Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
+				UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
+			AdvertiseMax: cfg.Indicators.AdvertiseMax,
+		}, up, store, cluster.NewMetrics(reg), log)
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		fetcher = cl
+	}
+	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
 
-	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats)}
+	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_write_syscalls_total", Help: "Write system calls on client connections (with tuning.write_batching)."},
 			func() float64 { return float64(n.batch.sends.Load()) }),
@@ -95,6 +124,22 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		n.pubLn.Close()
 		return nil, fmt.Errorf("node: admin.listen: %w", err)
+	}
+	if cl != nil {
+		if n.peerLn, err = net.Listen("tcp", cfg.Cluster.Listen); err != nil {
+			n.pubLn.Close()
+			n.admLn.Close()
+			return nil, fmt.Errorf("node: cluster.listen: %w", err)
+		}
+		ua, _ := net.ResolveUDPAddr("udp", n.peerLn.Addr().String())
+		if n.peerUDP, err = net.ListenUDP("udp", ua); err != nil {
+			n.pubLn.Close()
+			n.admLn.Close()
+			n.peerLn.Close()
+			return nil, fmt.Errorf("node: cluster.listen (udp): %w", err)
+		}
+		n.peerSrv = &http.Server{Handler: cl.PeerHandler(h, h.Purge), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
 	n.public = &http.Server{
 		Handler:           h,
@@ -129,6 +174,16 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	go func() { errc <- n.public.Serve(pub) }()
 	go func() { errc <- n.admin.Serve(n.admLn) }()
+	clusterCtx, stopCluster := context.WithCancel(context.Background())
+	defer stopCluster()
+	if n.cluster != nil {
+		go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
+		go func() {
+			if err := n.cluster.Run(clusterCtx, n.peerUDP); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
 	select {
 	case err := <-errc:
@@ -141,6 +196,12 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancel()
 	err := n.public.Shutdown(sctx)
 	n.proxy.Wait()
+	if n.cluster != nil {
+		// Peers still climbing through us get their answers, then we leave.
+		_ = n.peerSrv.Shutdown(sctx)
+		stopCluster()
+		n.peerUDP.Close()
+	}
 	_ = n.admin.Shutdown(sctx)
 	n.upstream.CloseIdle()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -203,7 +264,11 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count)
+	peers := 0
+	if n.cluster != nil && q.Get("local") != "1" {
+		peers = n.cluster.FanOutPurge(r.Context(), p)
+	}
+	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft})
+	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers})
 }

@@ -6,20 +6,23 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/edgecache/edge/cluster"
 )
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string             `json:"node"`
-	Version       string             `json:"version"`
-	Origin        string             `json:"origin"`
-	UptimeSeconds float64            `json:"uptime_seconds"`
-	StoreBytes    int64              `json:"store_bytes"`
-	StoreBudget   int64              `json:"store_budget_bytes"`
-	StoreObjects  int64              `json:"store_objects"`
-	Evictions     uint64             `json:"store_evictions"`
-	Requests      map[string]float64 `json:"requests_by_result"`
-	HitRatio      float64            `json:"hit_ratio"`
+	Node          string              `json:"node"`
+	Version       string              `json:"version"`
+	Origin        string              `json:"origin"`
+	UptimeSeconds float64             `json:"uptime_seconds"`
+	StoreBytes    int64               `json:"store_bytes"`
+	StoreBudget   int64               `json:"store_budget_bytes"`
+	StoreObjects  int64               `json:"store_objects"`
+	Evictions     uint64              `json:"store_evictions"`
+	Requests      map[string]float64  `json:"requests_by_result"`
+	HitRatio      float64             `json:"hit_ratio"`
+	Peers         []cluster.PeerState `json:"peers,omitempty"`
 }
 
 // Snapshot collects the node's status.
@@ -59,6 +62,9 @@ func (n *Node) Snapshot() Status {
 	if total > 0 {
 		s.HitRatio = hits / total
 	}
+	if n.cluster != nil {
+		s.Peers = n.cluster.Peers()
+	}
 	return s
 }
 
@@ -82,6 +88,11 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+{{if .Peers}}<h2>Cluster</h2>
+<table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions</th><th>indicator epoch</th><th>π</th><th>ν</th></tr>
+{{range .Peers}}<tr><td>{{.ID}}</td><td>{{if .Trusted}}trusted{{else}}<b>suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
+<td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}</td><td>{{.Epoch}}</td>
+<td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>{{end}}
 <p><a href="/metrics">metrics</a> · <a href="/status.json">status.json</a></p>
 </body></html>`))
 

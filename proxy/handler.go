@@ -23,9 +23,14 @@ import (
 
 // Fetcher gets a response for a request the local store cannot answer. The
 // request carries a path-relative URL; the fetcher decides where it goes.
+// A fetcher may set the response field HeaderStore to "0" to ask that the
+// response not be stored here; the handler removes it before the client.
 type Fetcher interface {
 	Fetch(ctx context.Context, req *http.Request) (*http.Response, error)
 }
+
+// HeaderStore is the fetcher-to-handler signal "0: do not store here".
+const HeaderStore = "Edge-Store"
 
 // Config are the handler's settings. DefaultConfig gives working values.
 type Config struct {
@@ -335,6 +340,11 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, key stri
 	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
 		ok, why = false, "too-large"
 	}
+	// The fetcher may say "do not keep a copy here" (the q-rule of the
+	// cluster's random trees): the response is shared with waiters but not
+	// stored. The signal never reaches the client.
+	keepLocal := resp.Header.Get(HeaderStore) != "0"
+	resp.Header.Del(HeaderStore)
 	if !ok {
 		h.metrics.NotStored.WithLabelValues(why).Inc()
 		if why != "too-large" && why != "request-no-store" && why != "status" {
@@ -358,11 +368,16 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, key stri
 		return ResultMiss
 	}
 	e := h.newEntry(key, r.Header, resp, body, reqTime, respTime)
+	if e.VaryKey == VaryKey(e.VaryNames, r.Header) {
+		shared = e
+	}
+	if !keepLocal {
+		h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+		h.writeEntry(w, r, e, respTime, "fwd="+fwd+"; fwd-status="+strconv.Itoa(resp.StatusCode)+"; detail=q-rule")
+		return ResultMiss
+	}
 	if h.store.Put(e) {
 		h.passes.Remove(key)
-		if e.VaryKey == VaryKey(e.VaryNames, r.Header) {
-			shared = e
-		}
 	}
 	h.writeEntry(w, r, e, respTime, "fwd="+fwd+"; fwd-status="+strconv.Itoa(resp.StatusCode)+"; stored")
 	return ResultMiss
@@ -648,6 +663,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 		hdr[k] = v
 	}
 	removeHopByHop(hdr)
+	hdr.Del(HeaderStore)
 	hdr.Add("Via", h.via)
 	hdr.Set("Cache-Status", cacheStatus)
 	w.WriteHeader(resp.StatusCode)

@@ -6,11 +6,13 @@ import (
 	"strings"
 )
 
-// CacheKey builds the URL part of a cache key: scheme, lower-case host,
-// path and the query with its parameters sorted, so that parameter order
-// does not split the cache. GET and HEAD share keys. It allocates only the
-// returned string.
+// CacheKey builds the URL part of a cache key: scheme, lower-case host
+// without its port, path and the query with its parameters sorted, so that
+// neither parameter order nor the port a node listens on splits the cache
+// (every node of a cluster must compute the same key). GET and HEAD share
+// keys. It allocates only the returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
+	host = stripPort(host)
 	var b strings.Builder
 	if path == "" {
 		path = "/"
@@ -31,6 +33,20 @@ func CacheKey(scheme, host, path, rawQuery string) string {
 		writeSortedQuery(&b, rawQuery)
 	}
 	return b.String()
+}
+
+// stripPort removes a :port suffix from host (IPv6 literals keep their brackets).
+func stripPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.IndexByte(host[i:], ']') >= 0 {
+		return host
+	}
+	for j := i + 1; j < len(host); j++ {
+		if host[j] < '0' || host[j] > '9' {
+			return host
+		}
+	}
+	return host[:i]
 }
 
 // writeSortedQuery writes the &-separated parameters of a raw query in

@@ -11,7 +11,9 @@ func TestCacheKey(t *testing.T) {
 		{"http", "Example.COM", "/a", "", "http://example.com/a"},
 		{"http", "example.com", "", "", "http://example.com/"},
 		{"http", "example.com", "/a", "b=2&a=1", "http://example.com/a?a=1&b=2"},
-		{"https", "example.com:8443", "/a%2Fb", "x=%20", "https://example.com:8443/a%2Fb?x=%20"},
+		{"https", "example.com:8443", "/a%2Fb", "x=%20", "https://example.com/a%2Fb?x=%20"},
+		{"http", "[::1]:8080", "/", "", "http://[::1]/"},
+		{"http", "[::1]", "/", "", "http://[::1]/"},
 		{"http", "h", "/", "a=1&a=0", "http://h/?a=0&a=1"},
 	}
 	for _, tc := range cases {

@@ -22,7 +22,12 @@ type Store struct {
 	tags        map[string]map[string]struct{} // surrogate key → URL keys
 	stats       StoreStats
 	onEvict     func(n int) // called with the number of entries evicted for space
+	onInsert    func(key string)
 }
+
+// OnInsert registers f to be called (outside the store's lock) whenever a
+// URL key enters the store; the cluster feeds its indicator with it.
+func (s *Store) OnInsert(f func(key string)) { s.onInsert = f }
 
 // StoreStats are the store's running counters.
 type StoreStats struct {
@@ -119,12 +124,22 @@ func (s *Store) Put(e *Entry) bool {
 	if e.size > s.budget {
 		return false
 	}
+	inserted := s.put(e)
+	if inserted && s.onInsert != nil {
+		s.onInsert(e.Key)
+	}
+	return true
+}
+
+// put stores e under the lock and reports whether its URL key is new.
+func (s *Store) put(e *Entry) (inserted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.lru.Get(e.Key)
 	if !ok {
 		o = &object{vary: e.VaryNames}
 		s.lru.Add(e.Key, o)
+		inserted = true
 	} else if !slices.Equal(o.vary, e.VaryNames) {
 		for _, old := range o.variants {
 			s.dropEntry(old)
@@ -151,7 +166,7 @@ func (s *Store) Put(e *Entry) bool {
 	}
 	s.addEntry(e)
 	s.evictToBudget()
-	return true
+	return inserted
 }
 
 // evictToBudget drops least recently used URLs until the store fits.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,21 +16,42 @@ import (
 )
 
 func demoCmd() *cobra.Command {
-	var originAddr, listen, adminListen, token string
+	var originAddr, token, secret, extra string
+	var nodes int
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the demo origin and an edge node in front of it, as separate processes",
-		Args:  cobra.NoArgs,
+		Short: "Run the demo origin and a cluster of edge nodes in front of it, as separate processes",
+		Long: `Run the demo origin and N edge nodes as separate processes on 127.0.0.1.
+Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodes < 1 || nodes > 50 {
+				return usageError{fmt.Errorf("--nodes %d: want 1..50", nodes)}
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
 			ctx := cmd.Context()
-			procs := []*exec.Cmd{
-				exec.Command(self, "origin", "--listen", originAddr),
-				exec.Command(self, "serve", "--origin", "http://"+originAddr, "--listen", listen,
-					"--admin-listen", adminListen, "--admin-token", token, "--node-id", "edge-1"),
+			type addrs struct{ id, pub, adm, peer string }
+			var ns []addrs
+			var peerList []string
+			for i := 1; i <= nodes; i++ {
+				a := addrs{fmt.Sprintf("edge-%d", i), fmt.Sprintf("127.0.0.1:%d", 8079+i), fmt.Sprintf("127.0.0.1:%d", 9179+i), fmt.Sprintf("127.0.0.1:%d", 7945+i)}
+				ns = append(ns, a)
+				peerList = append(peerList, a.id+"="+a.peer)
+			}
+			procs := []*exec.Cmd{exec.Command(self, "origin", "--listen", originAddr)}
+			for _, a := range ns {
+				args := []string{"serve", "--origin", "http://" + originAddr, "--listen", a.pub, "--admin-listen", a.adm,
+					"--admin-token", token, "--node-id", a.id}
+				if nodes > 1 {
+					args = append(args, "--cluster-listen", a.peer, "--peers", strings.Join(peerList, ","), "--secret", secret)
+				}
+				if extra != "" {
+					args = append(args, strings.Fields(extra)...)
+				}
+				procs = append(procs, exec.Command(self, args...))
 			}
 			for _, p := range procs {
 				p.Stdout, p.Stderr = os.Stdout, os.Stderr
@@ -38,34 +60,39 @@ func demoCmd() *cobra.Command {
 					return fmt.Errorf("demo: starting %v: %w", p.Args, err)
 				}
 			}
-			if err := waitReady(ctx, "http://"+adminListen+"/readyz", 10*time.Second); err != nil {
-				stopAll(procs)
-				return err
+			for _, a := range ns {
+				if err := waitReady(ctx, "http://"+a.adm+"/readyz", 10*time.Second); err != nil {
+					stopAll(procs)
+					return err
+				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), `
-edge demo is up.
-  origin        http://%[1]s/
-  edge node     http://%[2]s/   (public)
-  admin         http://%[3]s/status   /metrics   /healthz
-
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "\nedge demo is up: origin http://%s/ and %d edge node(s)\n", originAddr, nodes)
+			for _, a := range ns {
+				fmt.Fprintf(w, "  %-8s public http://%s/   admin http://%s/status   cluster %s\n", a.id, a.pub, a.adm, a.peer)
+			}
+			a := ns[0]
+			fmt.Fprintf(w, `
 Try:
-  curl -si http://%[2]s/p/42 | grep -i -E '^(cache-status|age)'   # first: fwd=uri-miss; stored
-  curl -si http://%[2]s/p/42 | grep -i -E '^(cache-status|age)'   # again: hit, from memory
-  curl -s  http://%[3]s/metrics | grep edge_requests_total
-  curl -s -X POST -H 'Authorization: Bearer %[4]s' 'http://%[3]s/purge?url=http://%[2]s/p/42'
+  curl -si http://%[1]s/p/42 | grep -i -E '^(cache-status|age)'   # first: fwd=uri-miss
+  curl -si http://%[1]s/p/42 | grep -i -E '^(cache-status|age)'   # again: hit, from memory
+  open http://%[2]s/status                                          # peers, detector margins, indicators
+  curl -s  http://%[2]s/metrics | grep -E '^edge_(requests_total|peer_up|peer_probes_total)'
+  curl -s -X POST -H 'Authorization: Bearer %[3]s' 'http://%[2]s/purge?url=http://%[1]s/p/42'   # purges every node
 
 Ctrl-C stops everything.
-`, originAddr, listen, adminListen, token)
+`, a.pub, a.adm, token)
 			<-ctx.Done()
 			stopAll(procs)
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.IntVar(&nodes, "nodes", 3, "edge nodes")
 	f.StringVar(&originAddr, "origin-listen", "127.0.0.1:8090", "demo origin address")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "edge public address")
-	f.StringVar(&adminListen, "admin-listen", "127.0.0.1:9180", "edge admin address")
 	f.StringVar(&token, "admin-token", "demo-token", "admin bearer token for purge")
+	f.StringVar(&secret, "secret", "demo-cluster-secret", "cluster secret")
+	f.StringVar(&extra, "serve-args", "", "extra arguments for every edge serve, e.g. \"--routing-mode tree\"")
 	return cmd
 }
 

@@ -50,6 +50,11 @@ then flags. Every key is documented in config.yaml.`,
 	f.String("node-id", "", "node name (node_id)")
 	f.String("cache-size", "", "store byte budget, e.g. 256MiB (cache.max_bytes)")
 	f.String("log-level", "", "debug, info, warn or error (log.level)")
+	f.String("cluster-listen", "", "peer HTTP and UDP heartbeat address (cluster.listen)")
+	f.String("peers", "", "static peers ID=HOST:PORT,… (cluster.peers)")
+	f.String("secret", "", "cluster secret (cluster.secret)")
+	f.String("routing-mode", "", "hybrid, tree, ring or none (routing.mode)")
+	f.String("selection", "", "fna, fno or off (cluster.selection)")
 	return cmd
 }
 
@@ -58,6 +63,8 @@ then flags. Every key is documented in config.yaml.`,
 var flagKeys = map[string]string{
 	"origin": "origin.url", "listen": "listen", "admin-listen": "admin.listen", "admin-token": "admin.token",
 	"node-id": "node_id", "cache-size": "cache.max_bytes", "log-level": "log.level",
+	"cluster-listen": "cluster.listen", "peers": "cluster.peers", "secret": "cluster.secret",
+	"routing-mode": "routing.mode", "selection": "cluster.selection",
 }
 
 func bindFlags(cmd *cobra.Command, v *viper.Viper) error {

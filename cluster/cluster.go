@@ -1,0 +1,424 @@
+// Package cluster joins edge nodes into one cache. It owns membership (static
+// peers or a DNS name), authenticated UDP heartbeats with a failure detector
+// per peer, the view (self plus trusted peers) that drives the routing ring,
+// the exchange of Bloom indicators, and the request plan: route a miss along
+// its page's path, probe the peers worth asking with only-if-cached, climb
+// the path with the Karger step at every cache, and fail over past dead hops
+// to the origin. proxy sees it only as a proxy.Fetcher.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// Config configures a node's membership in the cluster.
+type Config struct {
+	NodeID       string
+	Listen       string            // host:port: peer HTTP (TCP) and heartbeats (UDP)
+	Peers        map[string]string // static peers: id → host:port
+	DNS          string            // or a name re-resolved periodically; peers are named by address
+	DNSPort      string            // port of the peers found by DNS
+	DNSInterval  time.Duration
+	Secret       []byte
+	Period       time.Duration // heartbeat period Δ
+	Detector     string
+	DetectorArgs fdetect.Params
+	Selection    string // fna, fno or off
+	Mode         string // hybrid, tree, ring or none
+	Placement    routing.Placement
+	Arity        int // d
+	Q            int // requests a cache forwards before it stores
+	HotThreshold int // hybrid: requests before a page spreads over its tree
+	PeerTimeout  time.Duration
+	Indicator    indicators.FilterConfig
+	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
+}
+
+// Peer is the state of one other node.
+type Peer struct {
+	ID          string
+	Addr        string
+	udp         *net.UDPAddr
+	det         fdetect.Detector
+	incarnation uint64
+	seqBase     uint64 // detector sequence offset across incarnations
+	lastSeq     uint64
+	trusted     bool
+	seen        bool
+	lastRecv    time.Time
+	lastSend    int64 // the peer's SendNs of its last heartbeat (for our echo)
+	lastSeqIn   uint64
+	recvAt      int64 // when we received it
+	rtt         float64
+	epochSeen   uint64
+	replica     *indicators.Replica
+	suspicions  uint64
+	suspectedAt time.Time
+	history     []Transition
+}
+
+// Transition is a change of a peer's state, for the status page.
+type Transition struct {
+	At      time.Time
+	Trusted bool
+}
+
+// Cluster is one node's view of, and part in, the cluster.
+type Cluster struct {
+	cfg         Config
+	log         *slog.Logger
+	incarnation uint64
+	router      *routing.Router
+	origin      proxy.Fetcher
+	client      *http.Client
+	metrics     *Metrics
+	verifier    *fdetect.Verifier
+	filter      *indicators.Filter
+	store       *proxy.Store
+	counters    *routing.Counters // Karger step: (page, rank) at this cache
+	hot         *routing.Counters // ingress: requests per page (hybrid's hot test)
+	ingressQ    *routing.Counters // ingress: the q-rule for keeping a copy here
+
+	mu        sync.Mutex
+	peers     map[string]*Peer
+	advFull   []byte
+	advDelta  []byte
+	advEpoch  uint64
+	lastAdv   time.Time
+	dirty     bool
+	climbCost float64 // EMA of a climb's latency (s), for M
+	stalled   time.Time
+	unknownHB atomic.Uint64
+}
+
+// New validates cfg and returns a cluster member; Run starts it.
+func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *slog.Logger) (*Cluster, error) {
+	if cfg.NodeID == "" || len(cfg.Secret) == 0 {
+		return nil, errors.New("cluster: node id and secret are required")
+	}
+	if cfg.Period <= 0 || cfg.PeerTimeout <= 0 || cfg.Arity < 2 || cfg.Q < 1 {
+		return nil, fmt.Errorf("cluster: period, peer timeout, d ≥ 2 and q ≥ 1 are required")
+	}
+	if _, err := fdetect.New(cfg.Detector, int64(cfg.Period), cfg.DetectorArgs); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	f, err := indicators.NewFilter(cfg.Indicator)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c := &Cluster{
+		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()),
+		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
+		verifier: fdetect.NewVerifier(cfg.Secret, maxSkew),
+		counters: routing.NewCounters(100000, cfg.Q),
+		hot:      routing.NewCounters(100000, max(cfg.HotThreshold, 1)),
+		ingressQ: routing.NewCounters(100000, cfg.Q),
+		peers:    map[string]*Peer{},
+		client: &http.Client{Transport: &http.Transport{
+			Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+			DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
+		}},
+	}
+	for id, addr := range cfg.Peers {
+		if id == cfg.NodeID {
+			continue
+		}
+		c.addPeer(id, addr)
+	}
+	store.OnInsert(c.inserted)
+	m.registerVerifier(c.verifier, c.unknownHB.Load)
+	c.setView()
+	return c, nil
+}
+
+func (c *Cluster) addPeer(id, addr string) {
+	d, _ := fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
+	udp, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
+	}
+	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, replica: &indicators.Replica{}}
+	c.metrics.peerUp(id, false)
+}
+
+// Router returns the routing view.
+func (c *Cluster) Router() *routing.Router { return c.router }
+
+// setView rebuilds the ring from self plus trusted peers.
+func (c *Cluster) setView() {
+	c.mu.Lock()
+	members := []routing.Member{{ID: c.cfg.NodeID}}
+	for _, p := range c.peers {
+		if p.trusted {
+			members = append(members, routing.Member{ID: p.ID})
+		}
+	}
+	c.mu.Unlock()
+	if err := c.router.SetView(members); err != nil {
+		c.log.Error("view", "err", err)
+	}
+	c.metrics.ViewSize.Set(float64(len(members)))
+	c.metrics.ViewChanges.Inc()
+}
+
+// Run serves heartbeats until ctx ends: send every period, receive, and
+// check every peer's freshness point each half period.
+func (c *Cluster) Run(ctx context.Context, conn *net.UDPConn) error {
+	s := &fdetect.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat}
+	errc := make(chan error, 3)
+	go func() { errc <- s.Run(ctx, conn, c.targets) }()
+	go func() { errc <- fdetect.Receive(ctx, conn, c.verifier, c.received) }()
+	go func() { errc <- c.monitor(ctx) }()
+	if c.cfg.DNS != "" {
+		go c.resolveLoop(ctx)
+	}
+	var first error
+	for range 3 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (c *Cluster) targets() map[string]*net.UDPAddr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]*net.UDPAddr, len(c.peers))
+	for id, p := range c.peers {
+		if p.udp != nil {
+			out[id] = p.udp
+		}
+	}
+	return out
+}
+
+// fillHeartbeat adds our indicator state and the echo for target.
+func (c *Cluster) fillHeartbeat(target string, h *fdetect.Heartbeat) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.Epoch = c.advEpoch
+	h.FPR, h.FNR = c.filter.Estimates()
+	if p := c.peers[target]; p != nil && p.lastSeqIn > 0 {
+		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
+		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
+	}
+}
+
+// received handles an accepted heartbeat.
+func (c *Cluster) received(r fdetect.Received) {
+	c.mu.Lock()
+	p := c.peers[r.Node]
+	if p == nil {
+		c.mu.Unlock()
+		c.unknownHB.Add(1)
+		return
+	}
+	if r.Incarnation != p.incarnation {
+		// A restart: a fresh detector, so the old history does not count.
+		if p.seen {
+			c.log.Info("peer restarted", "peer", p.ID)
+		}
+		p.incarnation = r.Incarnation
+		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
+		p.epochSeen = 0
+		p.replica = &indicators.Replica{}
+	}
+	p.det.Observe(r.Seq, r.RecvNs)
+	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, time.Unix(0, r.RecvNs), r.Seq, r.SendNs, r.RecvNs
+	if rtt, ok := fdetect.RTT(r.Heartbeat, r.RecvNs); ok {
+		s := rtt.Seconds()
+		if p.rtt == 0 {
+			p.rtt = s
+		} else {
+			p.rtt += 0.1 * (s - p.rtt)
+		}
+		c.metrics.PeerRTT.WithLabelValues(p.ID).Set(p.rtt)
+	}
+	p.replica.SetEstimates(r.FPR, r.FNR)
+	needPull := r.Epoch > p.epochSeen
+	becameTrusted := !p.trusted
+	if becameTrusted {
+		p.trusted = true
+		p.history = appendHistory(p.history, Transition{At: time.Now(), Trusted: true})
+	}
+	c.mu.Unlock()
+	if becameTrusted {
+		c.metrics.peerUp(p.ID, true)
+		c.setView()
+	}
+	if needPull {
+		go c.pullIndicator(p, r.Epoch)
+	}
+}
+
+func appendHistory(h []Transition, t Transition) []Transition {
+	h = append(h, t)
+	if len(h) > 20 {
+		h = h[len(h)-20:]
+	}
+	return h
+}
+
+// monitor suspects peers whose freshness point passed. If this process
+// itself stalled (a GC or VM pause longer than the check interval), it
+// suspects nobody for that round: the silence was ours.
+func (c *Cluster) monitor(ctx context.Context) error {
+	tick := c.cfg.Period / 4
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			lag := now.Sub(last)
+			last = now
+			if lag > 3*tick {
+				c.metrics.LocalStalls.Inc()
+				c.mu.Lock()
+				c.stalled = now
+				c.mu.Unlock()
+				continue
+			}
+			c.check(now)
+		}
+	}
+}
+
+func (c *Cluster) check(now time.Time) {
+	changed := false
+	c.mu.Lock()
+	grace := !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
+	for _, p := range c.peers {
+		if ml, ok := p.det.(*fdetect.ML); ok {
+			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(ml.Margin()) / 1e9)
+		}
+		e := p.replica.Exclusion(false)
+		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q} {
+			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, name).Set(v)
+		}
+		c.metrics.EpochAge.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
+		if !p.trusted || !p.seen || grace {
+			continue
+		}
+		if fdetect.Suspect(p.det, now.UnixNano()) {
+			p.trusted = false
+			p.suspicions++
+			p.suspectedAt = now
+			p.history = appendHistory(p.history, Transition{At: now, Trusted: false})
+			c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
+			c.metrics.DetectionTime.Observe(now.Sub(p.lastRecv).Seconds())
+			c.metrics.peerUp(p.ID, false)
+			c.log.Warn("peer suspected", "peer", p.ID, "silent_for", now.Sub(p.lastRecv).Round(time.Millisecond))
+			changed = true
+		}
+	}
+	c.mu.Unlock()
+	if changed {
+		c.setView()
+	}
+}
+
+// resolveLoop re-resolves the DNS name and adds peers by address.
+func (c *Cluster) resolveLoop(ctx context.Context) {
+	t := time.NewTicker(max(c.cfg.DNSInterval, time.Second))
+	defer t.Stop()
+	for {
+		addrs, err := net.DefaultResolver.LookupHost(ctx, c.cfg.DNS)
+		if err == nil {
+			self, _, _ := net.SplitHostPort(c.cfg.Listen)
+			c.mu.Lock()
+			for _, a := range addrs {
+				if a == self {
+					continue
+				}
+				addr := net.JoinHostPort(a, c.cfg.DNSPort)
+				if _, ok := c.peers[addr]; !ok {
+					c.addPeer(addr, addr)
+				}
+			}
+			c.mu.Unlock()
+		} else {
+			c.log.Warn("dns", "name", c.cfg.DNS, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PeerState is a read-only snapshot of a peer for status and metrics.
+type PeerState struct {
+	ID           string               `json:"id"`
+	Addr         string               `json:"addr"`
+	Trusted      bool                 `json:"trusted"`
+	LastSeenAgoS float64              `json:"last_heartbeat_ago_s"`
+	RTTms        float64              `json:"rtt_ms"`
+	MarginMs     float64              `json:"fd_margin_ms"`
+	Suspicions   uint64               `json:"suspicions"`
+	Epoch        uint64               `json:"indicator_epoch"`
+	Exclusion    indicators.Exclusion `json:"estimates"`
+	History      []Transition         `json:"history"`
+}
+
+// Peers returns a snapshot of every peer, sorted by id.
+func (c *Cluster) Peers() []PeerState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PeerState, 0, len(c.peers))
+	for _, p := range c.peers {
+		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
+			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(false), History: slices.Clone(p.history)}
+		if p.seen {
+			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
+		}
+		if ml, ok := p.det.(*fdetect.ML); ok {
+			s.MarginMs = float64(ml.Margin()) / 1e6
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b PeerState) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// costs returns c_j (RTT normalised so the cheapest is 1) for a peer, and
+// the miss penalty M in the same unit.
+func (c *Cluster) costs(p *Peer, minRTT float64) (cost, missPenalty float64) {
+	if minRTT <= 0 || p.rtt <= 0 {
+		cost = 1
+	} else {
+		cost = math.Max(1, p.rtt/minRTT)
+	}
+	m := 100.0
+	if c.climbCost > 0 && minRTT > 0 {
+		m = math.Max(1, c.climbCost/minRTT)
+	}
+	return cost, m
+}

@@ -1,0 +1,355 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+var _ proxy.Fetcher = (*Cluster)(nil)
+
+// Fetch gets a response for a miss. At the ingress (a client request) it
+// plans: probe the peers worth asking, then climb the page's path. At a
+// peer (a climb that reached us and missed) it continues the climb with the
+// path it was given, never re-planning. Every cache applies the q-rule to
+// decide whether to keep a copy (proxy.HeaderStore).
+func (c *Cluster) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	key := proxy.CacheKey("http", req.Host, req.URL.EscapedPath(), req.URL.RawQuery)
+	kh := routing.KeyHash(key)
+	if rt := routeFrom(ctx); rt != nil {
+		return c.continueClimb(ctx, req, kh, rt)
+	}
+	if c.cfg.Mode == "none" {
+		return c.origin.Fetch(ctx, req)
+	}
+	start := time.Now()
+	path := c.plan(kh)
+	ring := c.router.Ring()
+	isHome := ring.Len() <= 1 || ring.Member(ring.RankMember(kh, 2)) == c.cfg.NodeID
+	if c.cfg.Selection != "off" {
+		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
+			c.keepAtIngress(resp, kh)
+			return resp, nil
+		}
+	}
+	resp, err := c.climb(ctx, req, path, 0)
+	if err == nil {
+		c.recordClimb(time.Since(start))
+		if !isHome { // the home always keeps its pages: it stands in front of the origin
+			c.keepAtIngress(resp, kh)
+		}
+	}
+	return resp, err
+}
+
+// hop is one cache of a climb.
+type hop struct {
+	id   string
+	rank int
+}
+
+// plan computes the page's climb path over the current view, without self.
+// ring: the owner only. tree: a random leaf up to the children of the root.
+// hybrid: the home (rank 2) while the page is cold, then the tree with the
+// home as the last stop before the origin.
+func (c *Cluster) plan(kh uint64) []hop {
+	ring := c.router.Ring()
+	n := ring.Len()
+	if n <= 1 {
+		return nil
+	}
+	home := ring.Member(ring.RankMember(kh, 2))
+	var out []hop
+	add := func(id string, rank int) {
+		if id == c.cfg.NodeID {
+			return
+		}
+		for _, h := range out {
+			if h.id == id {
+				return
+			}
+		}
+		out = append(out, hop{id, rank})
+	}
+	switch c.cfg.Mode {
+	case "ring":
+		add(ring.Member(ring.Lookup(kh)), 2)
+		return out
+	case "hybrid":
+		if _, hot := c.hot.Observe(kh, 0); !hot {
+			add(home, 2)
+			return out
+		}
+	}
+	tree := routing.Tree{Size: n, Arity: c.cfg.Arity}
+	first := tree.FirstLeaf()
+	leaf := first + rand.IntN(n-first+1)
+	var hops [16]routing.Hop
+	for _, h := range ring.AppendPath(hops[:0], kh, tree, leaf, routing.PlacementPaper, nil) {
+		add(ring.Member(h.Member), h.Rank)
+	}
+	if c.cfg.Mode == "hybrid" {
+		add(home, 2)
+	}
+	c.metrics.TreeHops.Observe(float64(len(out)))
+	return out
+}
+
+// probe asks the selected peers, in parallel, whether they hold the page
+// (only-if-cached); the first usable answer wins and the rest are cancelled.
+func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh uint64, path []hop) *http.Response {
+	c.mu.Lock()
+	var cands []indicators.Candidate
+	var peers []*Peer
+	var indicated []bool
+	minRTT := 0.0
+	for _, p := range c.peers {
+		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
+			minRTT = p.rtt
+		}
+	}
+	onPath := map[string]bool{}
+	for _, h := range path {
+		onPath[h.id] = true
+	}
+	var missPenalty float64
+	for _, p := range c.peers {
+		if !p.trusted {
+			continue
+		}
+		ind := p.replica.Indicate([]byte(key))
+		if !ind && !onPath[p.ID] {
+			continue // neither on the path nor indicated: not a candidate
+		}
+		e := p.replica.Exclusion(false)
+		rho := e.Pi
+		if !ind {
+			rho = e.Nu
+			if c.cfg.Selection == "fno" {
+				rho = 1
+			}
+		}
+		cost, m := c.costs(p, minRTT)
+		missPenalty = m
+		cands = append(cands, indicators.Candidate{Cost: cost, Rho: rho})
+		peers = append(peers, p)
+		indicated = append(indicated, ind)
+		if len(cands) == indicators.MaxCandidates {
+			break
+		}
+	}
+	c.mu.Unlock()
+	if len(cands) == 0 {
+		return nil
+	}
+	mask := indicators.Select(cands, missPenalty)
+	if mask == 0 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.PeerTimeout)
+	type answer struct {
+		resp *http.Response
+		i    int
+	}
+	answers := make(chan answer, bits.OnesCount64(mask))
+	sent := 0
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		sent++
+		go func() {
+			out := peerRequest(pctx, req)
+			out.Header.Set("Cache-Control", "only-if-cached")
+			out.Header.Set(hdrMode, "probe")
+			out.Header.Set(hdrHop, "1")
+			resp, err := c.send(out, peers[i])
+			if err != nil {
+				answers <- answer{nil, i}
+				return
+			}
+			answers <- answer{resp, i}
+		}()
+	}
+	var win *http.Response
+	for range sent {
+		a := <-answers
+		outcome := "miss"
+		switch {
+		case a.resp == nil:
+			outcome = "error"
+		case a.resp.StatusCode == http.StatusGatewayTimeout:
+			a.resp.Body.Close()
+		case win == nil && a.resp.StatusCode < 500:
+			outcome = "hit"
+			win = a.resp
+		default:
+			outcome = "lost"
+			a.resp.Body.Close()
+		}
+		ind := "negative"
+		if indicated[a.i] {
+			ind = "positive"
+		}
+		c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
+		if !indicated[a.i] && (outcome == "hit" || outcome == "miss") {
+			peers[a.i].replica.ObserveNegativeProbe(outcome == "miss")
+		}
+		if win != nil {
+			break
+		}
+	}
+	if win == nil {
+		cancel()
+		return nil
+	}
+	// Keep the probe context alive while the winner's body is read.
+	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
+	go func() {
+		// Drain and close the other answers as they come.
+		for range sent - 1 {
+			select {
+			case a := <-answers:
+				if a.resp != nil {
+					a.resp.Body.Close()
+				}
+			case <-time.After(c.cfg.PeerTimeout):
+				return
+			}
+		}
+	}()
+	return win
+}
+
+// climb sends the request up the path, hop by hop; a hop that fails (refused,
+// timeout, 5xx) is skipped; after the last cache the origin is asked.
+func (c *Cluster) climb(ctx context.Context, req *http.Request, path []hop, hopCount int) (*http.Response, error) {
+	for i, h := range path {
+		p := c.peer(h.id)
+		if p == nil || !c.isTrusted(p) {
+			continue
+		}
+		out := peerRequest(ctx, req)
+		out.Header.Set(hdrMode, "climb")
+		out.Header.Set(hdrRank, strconv.Itoa(h.rank))
+		out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
+		rest := make([]string, 0, len(path)-i-1)
+		for _, r := range path[i+1:] {
+			rest = append(rest, r.id+":"+strconv.Itoa(r.rank))
+		}
+		out.Header.Set(hdrPath, strings.Join(rest, ","))
+		resp, err := c.send(out, p)
+		if err == nil && resp.StatusCode < 500 {
+			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
+			return resp, nil
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return c.origin.Fetch(ctx, req)
+}
+
+// continueClimb runs the Karger step at this cache (it missed): count the
+// request for (page, rank), forward it along the rest of the path, and keep
+// a copy when it returns if the count reached q. The home (rank 2) always
+// keeps one: it stands in front of the origin.
+func (c *Cluster) continueClimb(ctx context.Context, req *http.Request, kh uint64, rt *route) (*http.Response, error) {
+	if rt.mode == "probe" {
+		// only-if-cached already answered a probe miss; never fetch for one.
+		return nil, errors.New("cluster: probe reached the fetcher")
+	}
+	_, keep := c.counters.Observe(kh, rt.rank)
+	if rt.rank == 2 {
+		keep = true
+	}
+	path := make([]hop, 0, len(rt.remaining))
+	for _, s := range rt.remaining {
+		id, rank, _ := strings.Cut(s, ":")
+		r, _ := strconv.Atoi(rank)
+		if id != "" && id != c.cfg.NodeID {
+			path = append(path, hop{id, r})
+		}
+	}
+	resp, err := c.climb(ctx, req, path, rt.hop)
+	if err == nil && !keep {
+		resp.Header.Set(proxy.HeaderStore, "0")
+	}
+	return resp, err
+}
+
+// keepAtIngress applies the ingress's own q-rule: a page fetched through the
+// cluster is kept here once this node has seen q requests for it, so hot
+// pages end up at every ingress.
+func (c *Cluster) keepAtIngress(resp *http.Response, kh uint64) {
+	if _, keep := c.ingressQ.Observe(kh, 0); !keep {
+		resp.Header.Set(proxy.HeaderStore, "0")
+	}
+}
+
+func (c *Cluster) recordClimb(d time.Duration) {
+	c.mu.Lock()
+	if c.climbCost == 0 {
+		c.climbCost = d.Seconds()
+	} else {
+		c.climbCost += 0.05 * (d.Seconds() - c.climbCost)
+	}
+	c.mu.Unlock()
+	c.metrics.ClimbSeconds.Observe(d.Seconds())
+}
+
+func (c *Cluster) peer(id string) *Peer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peers[id]
+}
+
+func (c *Cluster) isTrusted(p *Peer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.trusted
+}
+
+// peerRequest copies a request for a peer: same method, target and Host
+// (the cache key depends on them) and headers, no body.
+func peerRequest(ctx context.Context, req *http.Request) *http.Request {
+	out := req.Clone(ctx)
+	out.RequestURI = ""
+	out.Body = http.NoBody
+	out.ContentLength = 0
+	out.Header = req.Header.Clone()
+	return out
+}
+
+// send signs and sends a request to a peer.
+func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
+	u := *out.URL
+	u.Scheme, u.Host = "http", p.Addr
+	out.URL = &u
+	sign(c.cfg.Secret, c.cfg.NodeID, out)
+	return c.client.Do(out)
+}
+
+// cancelOnClose ends a probe's context when the winning body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

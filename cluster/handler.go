@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/edgecache/edge/proxy"
+)
+
+// route is what a peer request says about its place in a climb.
+type route struct {
+	mode      string   // "probe" or "climb"
+	remaining []string // caches after this one, towards the origin
+	rank      int      // tree rank this cache plays
+	hop       int
+	origin    bool // fetch from the origin directly (the last cache)
+}
+
+type routeKey struct{}
+
+func routeFrom(ctx context.Context) *route {
+	r, _ := ctx.Value(routeKey{}).(*route)
+	return r
+}
+
+// maxHops bounds a climb whatever the headers say (loop guard).
+const maxHops = 16
+
+// PeerHandler serves the cluster listener: signed data requests (probes and
+// climbs, answered by the same caching handler as clients), indicator
+// pulls and purge fan-out. Unsigned or badly signed requests get 403.
+func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) (int, error)) http.Handler {
+	r := chi.NewRouter()
+	r.Use(c.authenticate)
+	r.Get("/_edge/indicator", c.serveIndicator)
+	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		n, err := purge(proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1"})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(strconv.Itoa(n)))
+	})
+	r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rt := &route{mode: req.Header.Get(hdrMode), origin: req.Header.Get(hdrOrigin) == "1"}
+		rt.rank, _ = strconv.Atoi(req.Header.Get(hdrRank))
+		rt.hop, _ = strconv.Atoi(req.Header.Get(hdrHop))
+		if p := req.Header.Get(hdrPath); p != "" {
+			rt.remaining = strings.Split(p, ",")
+		}
+		if rt.hop > maxHops || (rt.mode != "probe" && rt.mode != "climb") {
+			c.metrics.PeerRejected.WithLabelValues("loop").Inc()
+			http.Error(w, "bad route", http.StatusLoopDetected)
+			return
+		}
+		c.metrics.PeerRequests.WithLabelValues(rt.mode).Inc()
+		data.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), routeKey{}, rt)))
+	}))
+	return r
+}
+
+func (c *Cluster) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reason := verify(c.cfg.Secret, r, time.Now()); reason != "" {
+			c.metrics.PeerRejected.WithLabelValues(reason).Inc()
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// FanOutPurge sends a purge to every trusted peer and returns how many
+// accepted it.
+func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
+	q := "url=" + queryEscape(p.URL) + "&prefix=" + queryEscape(p.Prefix) + "&tag=" + queryEscape(p.Tag)
+	if p.Soft {
+		q += "&soft=1"
+	}
+	c.mu.Lock()
+	var addrs []string
+	for _, peer := range c.peers {
+		if peer.trusted {
+			addrs = append(addrs, peer.Addr)
+		}
+	}
+	c.mu.Unlock()
+	ok := 0
+	for _, a := range addrs {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a+"/_edge/purge?"+q, nil)
+		sign(c.cfg.Secret, c.cfg.NodeID, req)
+		resp, err := c.client.Do(req)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+func queryEscape(s string) string {
+	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "%20", "#", "%23", "=", "%3D", "?", "%3F").Replace(s)
+}

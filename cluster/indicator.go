@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/edgecache/edge/indicators"
+)
+
+// inserted feeds the local indicator with a key the store just took in and
+// advertises when U insertions have accumulated.
+func (c *Cluster) inserted(key string) {
+	if c.filter.Insert([]byte(key)) {
+		c.advertise()
+		return
+	}
+	c.mu.Lock()
+	c.dirty = true
+	due := c.cfg.AdvertiseMax > 0 && time.Since(c.lastAdv) > c.cfg.AdvertiseMax
+	c.mu.Unlock()
+	if due {
+		c.advertise()
+	}
+}
+
+// advertise rebuilds the filter from the store's keys and publishes the new
+// epoch; peers pull it when they see the epoch in our heartbeats.
+func (c *Cluster) advertise() {
+	keys := c.store.Keys(func(string) bool { return true })
+	snap := c.filter.Advertise(func(yield func([]byte) bool) {
+		for _, k := range keys {
+			if !yield([]byte(k)) {
+				return
+			}
+		}
+	})
+	full := indicators.EncodeFull(snap)
+	var delta []byte
+	if d, isDelta := indicators.Encode(snap); isDelta {
+		delta = d
+	}
+	c.mu.Lock()
+	c.advFull, c.advDelta, c.advEpoch = full, delta, snap.Epoch
+	c.lastAdv, c.dirty = time.Now(), false
+	c.mu.Unlock()
+	c.metrics.Advertisements.Inc()
+	c.metrics.IndicatorEpoch.Set(float64(snap.Epoch))
+}
+
+// serveIndicator answers GET /_edge/indicator?have=E: a delta when the
+// caller holds the previous epoch and one exists, else the full filter.
+func (c *Cluster) serveIndicator(w http.ResponseWriter, r *http.Request) {
+	have, _ := strconv.ParseUint(r.URL.Query().Get("have"), 10, 64)
+	c.mu.Lock()
+	body, kind := c.advFull, "full"
+	if c.advDelta != nil && have+1 == c.advEpoch {
+		body, kind = c.advDelta, "delta"
+	}
+	c.mu.Unlock()
+	if body == nil {
+		http.Error(w, "nothing advertised yet", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Edge-Indicator", kind)
+	c.metrics.AdvertisementBytes.WithLabelValues(kind).Add(float64(len(body)))
+	_, _ = w.Write(body)
+}
+
+// pullIndicator fetches a peer's advertisement up to epoch.
+func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
+	c.mu.Lock()
+	have := p.replica.Epoch()
+	replica := p.replica
+	if p.epochSeen >= epoch {
+		c.mu.Unlock()
+		return
+	}
+	p.epochSeen = epoch // one pull at a time per epoch
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*c.cfg.PeerTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
+	sign(c.cfg.Secret, c.cfg.NodeID, req)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		c.retryPull(p)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, indicators.MaxBits/8+1024))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.retryPull(p)
+		return
+	}
+	if err := replica.Apply(body); err != nil {
+		reason, _ := indicators.RejectReason(err)
+		c.metrics.IndicatorRejected.WithLabelValues(string(reason)).Inc()
+		c.retryPull(p)
+		return
+	}
+	c.metrics.IndicatorPulls.WithLabelValues(p.ID).Inc()
+}
+
+// retryPull lets the next heartbeat trigger another pull.
+func (c *Cluster) retryPull(p *Peer) {
+	c.mu.Lock()
+	p.epochSeen = p.replica.Epoch()
+	c.mu.Unlock()
+}

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/indicators"
+)
+
+// Metrics are the cluster's Prometheus collectors. Per-peer labels are
+// bounded by the cluster's size.
+type Metrics struct {
+	PeerUp             *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
+	Suspicions         *prometheus.CounterVec // peer suspected, per peer
+	DetectionTime      prometheus.Histogram   // last heartbeat → suspicion
+	FDMargin           *prometheus.GaugeVec   // current safety margin of the ml detector, per peer
+	PeerRTT            *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
+	LocalStalls        prometheus.Counter     // rounds skipped because this process stalled
+	ViewSize           prometheus.Gauge       // members in the view (self included)
+	ViewChanges        prometheus.Counter     // ring rebuilds
+	Advertisements     prometheus.Counter     // own indicator epochs published
+	AdvertisementBytes *prometheus.CounterVec // bytes served to peers, by kind (full, delta)
+	IndicatorEpoch     prometheus.Gauge       // own epoch
+	IndicatorPulls     *prometheus.CounterVec // replicas updated, per peer
+	IndicatorRejected  *prometheus.CounterVec // payloads rejected, by reason
+	Probes             *prometheus.CounterVec // by indication (positive, negative) and outcome (hit, miss, error, lost)
+	ClimbHops          *prometheus.CounterVec // climb steps by outcome (ok, failover)
+	ClimbSeconds       prometheus.Histogram   // ingress climb latency (the miss penalty M)
+	TreeHops           prometheus.Histogram   // caches on a planned path
+	PeerRequests       *prometheus.CounterVec // signed data requests served, by mode
+	PeerRejected       *prometheus.CounterVec // peer requests refused, by reason
+	IndicatorEstimates *prometheus.GaugeVec   // fpr, fnr, pi, nu, q per peer
+	EpochAge           *prometheus.GaugeVec   // epoch of the replica held for each peer
+	reg                prometheus.Registerer
+}
+
+// registerVerifier exports the heartbeat verifier's rejection counts, plus
+// heartbeats from nodes that are not peers.
+func (m *Metrics) registerVerifier(v *fdetect.Verifier, unknown func() uint64) {
+	for _, r := range fdetect.RejectReasons {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_heartbeat_rejections_total", Help: "Heartbeats refused, by reason.", ConstLabels: prometheus.Labels{"reason": string(r)},
+		}, func() float64 { return float64(v.Rejections()[r]) }))
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "edge_heartbeat_rejections_total", Help: "Heartbeats refused, by reason.", ConstLabels: prometheus.Labels{"reason": "unknown_peer"},
+	}, func() float64 { return float64(unknown()) }))
+}
+
+// NewMetrics registers the cluster's collectors.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m := &Metrics{
+		PeerUp:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_up", Help: "1 if the peer is trusted, 0 if suspected."}, []string{"peer"}),
+		Suspicions:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspicions_total", Help: "Times the failure detector suspected the peer."}, []string{"peer"}),
+		DetectionTime:      prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_fd_detection_seconds", Help: "Time from a peer's last heartbeat to its suspicion.", Buckets: []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5}}),
+		FDMargin:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
+		PeerRTT:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
+		LocalStalls:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
+		ViewSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_view_members", Help: "Members of the routing view, self included."}),
+		ViewChanges:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_view_changes_total", Help: "Ring rebuilds after a view change."}),
+		Advertisements:     prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_indicator_advertisements_total", Help: "Own indicator epochs published."}),
+		AdvertisementBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_advertisement_bytes_total", Help: "Indicator bytes served to peers, by encoding."}, []string{"kind"}),
+		IndicatorEpoch:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_indicator_epoch", Help: "Own advertised indicator epoch."}),
+		IndicatorPulls:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
+		IndicatorRejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
+		Probes:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome (a negative-indication hit is a false negative; a positive-indication miss a false positive)."}, []string{"indication", "outcome"}),
+		ClimbHops:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome."}, []string{"outcome"}),
+		ClimbSeconds:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
+		TreeHops:           prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
+		PeerRequests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
+		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
+		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q)."}, []string{"peer", "estimate"}),
+		EpochAge:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
+	}
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls,
+		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
+		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.EpochAge)
+	m.reg = reg
+	for _, r := range indicators.AllReasons {
+		m.IndicatorRejected.WithLabelValues(string(r))
+	}
+	for _, ind := range []string{"positive", "negative"} {
+		for _, o := range []string{"hit", "miss", "error", "lost"} {
+			m.Probes.WithLabelValues(ind, o)
+		}
+	}
+	return m
+}
+
+func (m *Metrics) peerUp(peer string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.PeerUp.WithLabelValues(peer).Set(v)
+}
