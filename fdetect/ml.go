@@ -137,6 +137,12 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	err := r - m.pred
 	m.errs.add(err)
 	m.margin = m.errs.quantile(m.cfg.Quantile)
+	// A q-quantile needs about 1/(1−q) samples to mean anything; until
+	// then, keep at least one period of margin (a fresh node must not
+	// suspect its peers on its first hiccup).
+	if float64(m.errs.n()) < 1/(1-m.cfg.Quantile) {
+		m.margin = math.Max(m.margin, m.period)
+	}
 	// Learn: the target is the increment r − last, the prediction w·x.
 	target := (r - m.last) / m.period
 	yhat, norm := 0.0, 1e-3

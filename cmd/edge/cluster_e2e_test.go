@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/fdetect"
+)
+
+type testNode struct {
+	id, pub, adm, peer string
+	args               []string
+	cmd                *exec.Cmd
+}
+
+// metric returns the value of the first sample line starting with prefix.
+func metric(t *testing.T, adm, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + adm + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, prefix) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	return 0
+}
+
+func originCount(t *testing.T, origin, path string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + origin + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Paths map[string]int `json:"paths"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	return st.Paths[path]
+}
+
+// TestClusterEndToEnd runs an origin and four edge processes on loopback.
+func TestClusterEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes")
+	}
+	origin := freeAddr(t)
+	startEdge(t, "origin", "--listen", origin, "--latency", "5ms", "--jitter", "0s")
+	const secret = "e2e-secret"
+	var nodes []*testNode
+	var peers []string
+	for i := 1; i <= 4; i++ {
+		n := &testNode{id: fmt.Sprintf("edge-%d", i), pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
+		nodes = append(nodes, n)
+		peers = append(peers, n.id+"="+n.peer)
+	}
+	for _, n := range nodes {
+		n.args = []string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
+			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", strings.Join(peers, ","), "--secret", secret}
+		n.cmd = startEdge(t, n.args...)
+	}
+	waitUp(t, "http://"+origin+"/_stats")
+	for _, n := range nodes {
+		waitUp(t, "http://"+n.adm+"/readyz")
+	}
+	for _, n := range nodes {
+		waitFor(t, n.id+" to trust all peers", 10*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 4 })
+	}
+
+	// 1. The cluster is one cache: each page reaches the origin once,
+	// whichever nodes the requests enter.
+	for round := range 3 {
+		for p := range 20 {
+			n := nodes[(p+round)%len(nodes)]
+			resp, body := get(t, "http://"+n.pub+"/p/"+strconv.Itoa(p))
+			if resp.StatusCode != 200 || len(body) == 0 {
+				t.Fatalf("page %d via %s: %d", p, n.id, resp.StatusCode)
+			}
+		}
+	}
+	for p := range 20 {
+		if c := originCount(t, origin, "/p/"+strconv.Itoa(p)); c != 1 {
+			t.Errorf("origin fetched /p/%d %d times, want 1", p, c)
+		}
+	}
+
+	// 2. A forged peer request (no signature) gets nothing.
+	resp, err := http.Get("http://" + nodes[0].peer + "/p/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("unsigned peer request: %d, want 403", resp.StatusCode)
+	}
+	if metric(t, nodes[0].adm, `edge_peer_request_rejections_total{reason="unsigned"}`) < 1 {
+		t.Error("unsigned peer request not counted")
+	}
+
+	// 3. A forged heartbeat (wrong secret) is rejected and counted.
+	forged, _ := fdetect.Heartbeat{Node: "edge-2", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("wrong"))
+	conn, err := net.Dial("udp", nodes[0].peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write(forged)
+	conn.Close()
+	waitFor(t, "the forged heartbeat to be counted", 2*time.Second, func() bool {
+		return metric(t, nodes[0].adm, `edge_heartbeat_rejections_total{reason="mac"}`) >= 1
+	})
+
+	// 4. Purge at one node reaches every node.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+nodes[0].adm+"/purge?url=http://"+nodes[0].pub+"/p/3", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	presp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if !strings.Contains(string(pb), `"peers_purged":3`) {
+		t.Errorf("purge fan-out: %s", pb)
+	}
+	for _, n := range nodes {
+		get(t, "http://"+n.pub+"/p/3")
+	}
+	if c := originCount(t, origin, "/p/3"); c != 2 {
+		t.Errorf("after purge /p/3 reached the origin %d times in all, want 2", c)
+	}
+
+	// 5. SIGKILL one node under load: no client request fails at the
+	// survivors, and every survivor suspects it within a second.
+	victim := nodes[3]
+	survivors := nodes[:3]
+	var failed, done atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 5 * time.Second}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := survivors[(i+w)%len(survivors)]
+				r, err := client.Get("http://" + n.pub + "/p/" + strconv.Itoa(100+(i*7+w)%300))
+				if err != nil || r.StatusCode != 200 {
+					failed.Add(1)
+				}
+				if r != nil {
+					_, _ = io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	killed := time.Now()
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	_ = victim.cmd.Wait()
+	for _, n := range survivors {
+		waitFor(t, n.id+" to suspect "+victim.id, 5*time.Second, func() bool {
+			return metric(t, n.adm, `edge_peer_up{peer="`+victim.id+`"}`) == 0
+		})
+	}
+	worst := time.Since(killed) // the last survivor's suspicion, seen through metrics polled every 20 ms
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("SIGKILL: %d requests at the survivors, %d failed; every survivor suspected %s within %s", done.Load(), failed.Load(), victim.id, worst.Round(time.Millisecond))
+	if failed.Load() != 0 {
+		t.Errorf("%d client requests failed at the surviving ingresses", failed.Load())
+	}
+	if worst > time.Second {
+		t.Errorf("suspicion took %s, want < 1 s", worst)
+	}
+
+	// 6. Restart: the node rejoins as a new incarnation and is trusted again.
+	victim.cmd = startEdge(t, victim.args...)
+	waitFor(t, "the restarted node to be trusted again", 10*time.Second, func() bool {
+		return metric(t, survivors[0].adm, `edge_peer_up{peer="`+victim.id+`"}`) == 1
+	})
+
+	// 7. SIGSTOP (a slow, silent peer): suspected, requests keep working;
+	// SIGCONT: trusted again.
+	slow := nodes[1]
+	_ = slow.cmd.Process.Signal(syscall.SIGSTOP)
+	waitFor(t, "the stopped node to be suspected", 5*time.Second, func() bool {
+		return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 0
+	})
+	for p := range 20 {
+		start := time.Now()
+		r, _ := get(t, "http://"+nodes[0].pub+"/p/"+strconv.Itoa(500+p))
+		if r.StatusCode != 200 {
+			t.Errorf("request during SIGSTOP: %d", r.StatusCode)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("request during SIGSTOP took %s", d)
+		}
+	}
+	_ = slow.cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, "the resumed node to be trusted again", 5*time.Second, func() bool {
+		return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 1
+	})
+}
