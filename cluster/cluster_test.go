@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+func TestSignAndVerify(t *testing.T) {
+	secret := []byte("k")
+	r := httptest.NewRequest("GET", "http://example.com/a?b=1", nil)
+	r.Header.Set(hdrMode, "climb")
+	r.Header.Set(hdrPath, "n2:3,n3:2")
+	sign(secret, "n1", r)
+	now := time.Now()
+	if reason := verify(secret, r, now); reason != "" {
+		t.Fatalf("valid request rejected: %s", reason)
+	}
+	tamper := func(f func(*http.Request)) string {
+		c := r.Clone(context.Background())
+		f(c)
+		return verify(secret, c, now)
+	}
+	cases := map[string]func(*http.Request){
+		"mac":       func(c *http.Request) { c.Header.Set(hdrPath, "evil:2") },
+		"mac2":      func(c *http.Request) { c.URL.RawQuery = "b=2" },
+		"unsigned":  func(c *http.Request) { c.Header.Del(hdrAuth) },
+		"skew":      func(c *http.Request) { c.Header.Set(hdrTime, strconv.FormatInt(now.Add(-time.Minute).UnixNano(), 10)) },
+		"malformed": func(c *http.Request) { c.Header.Set(hdrTime, "x") },
+	}
+	for name, f := range cases {
+		want := name
+		if name == "mac2" {
+			want = "mac"
+		}
+		if got := tamper(f); got != want {
+			t.Errorf("%s: got %q", name, got)
+		}
+	}
+	if verify([]byte("other"), r, now) != "mac" {
+		t.Error("wrong secret accepted")
+	}
+}
+
+type nopFetcher struct{}
+
+func (nopFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+}
+
+func newTestCluster(t *testing.T, mode string, peers map[string]string) *Cluster {
+	t.Helper()
+	store := proxy.NewStore(1<<20, 4)
+	c, err := New(Config{
+		NodeID: "n0", Listen: "127.0.0.1:0", Peers: peers, Secret: []byte("s"), Period: 100 * time.Millisecond,
+		Detector: "ml", Selection: "fna", Mode: mode, Arity: 4, Q: 2, HotThreshold: 3, PeerTimeout: 200 * time.Millisecond,
+		Indicator: indicators.DefaultFilterConfig(1000),
+	}, nopFetcher{}, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestPlanShapes: hybrid sends a cold page to its home only, and spreads it
+// over the tree once hot, with the home on every path (last, unless the
+// tree already passes through it); ring uses the owner; no plan ever
+// contains this node or a peer twice.
+func TestPlanShapes(t *testing.T) {
+	peers := map[string]string{}
+	var members []routing.Member
+	members = append(members, routing.Member{ID: "n0"})
+	for i := 1; i < 30; i++ {
+		id := "n" + strconv.Itoa(i)
+		peers[id] = "127.0.0.1:1"
+		members = append(members, routing.Member{ID: id})
+	}
+	c := newTestCluster(t, "hybrid", peers)
+	if err := c.router.SetView(members); err != nil {
+		t.Fatal(err)
+	}
+	ring := c.router.Ring()
+	for p := range 50 {
+		kh := routing.KeyHash("http://h/p/" + strconv.Itoa(p))
+		home := ring.Member(ring.RankMember(kh, 2))
+		for req := 1; req <= 5; req++ {
+			path := c.plan(kh)
+			seen := map[string]bool{}
+			for _, h := range path {
+				if h.id == "n0" || seen[h.id] {
+					t.Fatalf("page %d: bad path %v", p, path)
+				}
+				seen[h.id] = true
+			}
+			if home == "n0" {
+				continue
+			}
+			if !seen[home] {
+				t.Fatalf("page %d request %d: path %v misses the home %s", p, req, path, home)
+			}
+			if req < 3 && len(path) != 1 {
+				t.Fatalf("page %d cold request %d: path %v, want the home only", p, req, path)
+			}
+		}
+	}
+	r := newTestCluster(t, "ring", peers)
+	_ = r.router.SetView(members)
+	kh := routing.KeyHash("x")
+	if path := r.plan(kh); len(path) > 1 {
+		t.Errorf("ring plan %v", path)
+	}
+}
+
+func TestPeerHandlerGuards(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if routeFrom(r.Context()) == nil {
+			t.Error("no route in the context")
+		}
+		w.WriteHeader(204)
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	send := func(hop string) int {
+		r := httptest.NewRequest("GET", "http://h/p/1", nil)
+		r.Header.Set(hdrMode, "climb")
+		r.Header.Set(hdrHop, hop)
+		sign(c.cfg.Secret, "n1", r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := send("1"); code != 204 {
+		t.Errorf("valid climb: %d", code)
+	}
+	if code := send("99"); code != http.StatusLoopDetected {
+		t.Errorf("hop 99: %d, want 508", code)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "http://h/p/1", nil))
+	if w.Code != http.StatusForbidden {
+		t.Errorf("unsigned: %d", w.Code)
+	}
+}
