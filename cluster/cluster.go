@@ -70,6 +70,7 @@ type Peer struct {
 	suspicions  uint64
 	suspectedAt time.Time
 	history     []Transition
+	waiting     map[uint64]context.CancelFunc // requests to this peer awaiting headers
 }
 
 // Transition is a change of a peer's state, for the status page.
@@ -104,6 +105,7 @@ type Cluster struct {
 	climbCost float64 // EMA of a climb's latency (s), for M
 	stalled   time.Time
 	unknownHB atomic.Uint64
+	nextReq   uint64
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -326,6 +328,10 @@ func (c *Cluster) check(now time.Time) {
 			c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
 			c.metrics.DetectionTime.Observe(now.Sub(p.lastRecv).Seconds())
 			c.metrics.peerUp(p.ID, false)
+			for id, cancel := range p.waiting {
+				cancel() // fail over now, not at the timeout
+				delete(p.waiting, id)
+			}
 			c.log.Warn("peer suspected", "peer", p.ID, "silent_for", now.Sub(p.lastRecv).Round(time.Millisecond))
 			changed = true
 		}

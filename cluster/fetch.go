@@ -333,13 +333,35 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 	return out
 }
 
-// send signs and sends a request to a peer.
+// send signs and sends a request to a peer. Until its response headers
+// arrive the request is registered with the peer, so that suspecting the
+// peer cancels it and the climb fails over at once instead of waiting for
+// the timeout.
 func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	u := *out.URL
 	u.Scheme, u.Host = "http", p.Addr
+	ctx, cancel := context.WithCancel(out.Context())
+	out = out.WithContext(ctx)
 	out.URL = &u
 	sign(c.cfg.Secret, c.cfg.NodeID, out)
-	return c.client.Do(out)
+	c.mu.Lock()
+	c.nextReq++
+	id := c.nextReq
+	if p.waiting == nil {
+		p.waiting = map[uint64]context.CancelFunc{}
+	}
+	p.waiting[id] = cancel
+	c.mu.Unlock()
+	resp, err := c.client.Do(out)
+	c.mu.Lock()
+	delete(p.waiting, id)
+	c.mu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
 }
 
 // cancelOnClose ends a probe's context when the winning body is closed.

@@ -310,7 +310,7 @@ func (d *Demo) post(w http.ResponseWriter, r *http.Request) {
 }
 
 // stats reports request counts as JSON: {"total": N, "paths": {...}} with
-// the 100 most requested paths.
+// the 100 most requested paths, plus every path named by ?path=.
 func (d *Demo) stats(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	type kv struct {
@@ -329,6 +329,11 @@ func (d *Demo) stats(w http.ResponseWriter, r *http.Request) {
 	paths := make(map[string]int, len(all))
 	for _, e := range all {
 		paths[e.k] = e.v
+	}
+	for _, p := range r.URL.Query()["path"] { // exact counts for named paths, popular or not
+		d.mu.Lock()
+		paths[p] = d.hits[p]
+		d.mu.Unlock()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

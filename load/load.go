@@ -1,0 +1,180 @@
+// Package load is an open-loop HTTP load generator: requests leave on a
+// fixed schedule whatever the server's speed (so slowness shows up as
+// latency, not as a lower request rate), spread over one or more targets.
+package load
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a run.
+type Config struct {
+	Targets     []string      // base URLs, used round-robin (e.g. every ingress node)
+	Rate        float64       // requests per second
+	Duration    time.Duration // how long to send
+	MaxInflight int           // requests in flight beyond this are counted as dropped
+	Timeout     time.Duration // per request
+	// Path returns the i-th request's path (from a Zipf sampler or a trace).
+	Path func(i int, rng *rand.Rand) string
+	// Progress, if set, is called about once a second with the running totals.
+	Progress func(Summary)
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Requests  int64            `json:"requests"`
+	Errors    int64            `json:"errors"`  // transport errors and 5xx
+	Dropped   int64            `json:"dropped"` // not sent: too many in flight
+	ByResult  map[string]int64 `json:"by_result"`
+	ByStatus  map[int]int64    `json:"by_status"`
+	Elapsed   float64          `json:"elapsed_s"`
+	RateAch   float64          `json:"rate_achieved"`
+	P50ms     float64          `json:"p50_ms"`
+	P90ms     float64          `json:"p90_ms"`
+	P99ms     float64          `json:"p99_ms"`
+	P999ms    float64          `json:"p999_ms"`
+	MaxMs     float64          `json:"max_ms"`
+	HitRatio  float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
+	Collapsed int64            `json:"collapsed"`
+}
+
+// Result classifies a Cache-Status value: hit, peer (forwarded and answered
+// by a cache), miss, or other.
+func Result(cacheStatus string) string {
+	switch {
+	case cacheStatus == "":
+		return "none"
+	case strings.Contains(cacheStatus, "; hit"):
+		return "hit"
+	case strings.Contains(cacheStatus, "collapsed"):
+		return "collapsed"
+	case strings.Contains(cacheStatus, "fwd=stale") && strings.Contains(cacheStatus, "304"):
+		return "revalidated"
+	case strings.Contains(cacheStatus, "fwd=bypass"):
+		return "pass"
+	case strings.Contains(cacheStatus, "fwd="):
+		return "miss"
+	}
+	return "other"
+}
+
+// Run sends requests until the duration ends or ctx is cancelled.
+func Run(ctx context.Context, c Config) Summary {
+	client := &http.Client{Timeout: c.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, Proxy: nil}}
+	var (
+		mu        sync.Mutex
+		lat       []float64
+		byResult  = map[string]int64{}
+		byStatus  = map[int]int64{}
+		requests  atomic.Int64
+		errs      atomic.Int64
+		dropped   atomic.Int64
+		inflight  atomic.Int64
+		wg        sync.WaitGroup
+		collapsed atomic.Int64
+	)
+	interval := time.Duration(float64(time.Second) / c.Rate)
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 99))
+	snapshot := func() Summary {
+		mu.Lock()
+		defer mu.Unlock()
+		return summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, time.Since(start))
+	}
+	lastProgress := start
+	for i := 0; ; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if due.Sub(start) >= c.Duration {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if c.Progress != nil && time.Since(lastProgress) >= time.Second {
+			lastProgress = time.Now()
+			c.Progress(snapshot())
+		}
+		if c.MaxInflight > 0 && inflight.Load() >= int64(c.MaxInflight) {
+			dropped.Add(1)
+			continue
+		}
+		url := strings.TrimSuffix(c.Targets[i%len(c.Targets)], "/") + c.Path(i, rng)
+		inflight.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer inflight.Add(-1)
+			t := time.Now()
+			resp, err := client.Get(url)
+			ms := float64(time.Since(t).Microseconds()) / 1000
+			requests.Add(1)
+			if err != nil {
+				errs.Add(1)
+				mu.Lock()
+				byStatus[0]++
+				mu.Unlock()
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode >= 500 {
+				errs.Add(1)
+			}
+			res := Result(resp.Header.Get("Cache-Status"))
+			if res == "collapsed" {
+				collapsed.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, ms)
+			byResult[res]++
+			byStatus[resp.StatusCode]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return snapshot()
+}
+
+func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, byStatus map[int]int64, lat []float64, el time.Duration) Summary {
+	s := Summary{Requests: req, Errors: errs, Dropped: dropped, Collapsed: collapsed, ByResult: map[string]int64{}, ByStatus: map[int]int64{}, Elapsed: el.Seconds()}
+	for k, v := range byResult {
+		s.ByResult[k] = v
+	}
+	for k, v := range byStatus {
+		s.ByStatus[k] = v
+	}
+	if el > 0 {
+		s.RateAch = float64(req) / el.Seconds()
+	}
+	if n := len(lat); n > 0 {
+		sorted := slices.Clone(lat)
+		slices.Sort(sorted)
+		q := func(p float64) float64 { return sorted[min(int(p*float64(n)), n-1)] }
+		s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs = q(0.5), q(0.9), q(0.99), q(0.999), sorted[n-1]
+	}
+	if req > 0 {
+		s.HitRatio = float64(byResult["hit"]) / float64(req)
+	}
+	return s
+}
+
+// Line is the one-line live progress display.
+func Line(s Summary) string {
+	return fmt.Sprintf("\r%6.1fs  %8d req  %7.0f req/s  %5d err  hit %5.1f%%  p50 %6.2f ms  p99 %7.2f ms ",
+		s.Elapsed, s.Requests, s.RateAch, s.Errors, 100*s.HitRatio, s.P50ms, s.P99ms)
+}

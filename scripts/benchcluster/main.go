@@ -1,0 +1,186 @@
+// Command benchcluster compares routing modes and selection policies on a
+// five-node demo cluster under one load: a flash crowd on one page plus a
+// Zipf background. For each configuration it starts a fresh cluster (edge
+// demo), runs the same open-loop load through every node, scrapes every
+// node's metrics and the origin's counts, and prints one row.
+//
+//	go run ./scripts/benchcluster [-rate 1200] [-duration 10s] [-nodes 5]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgecache/edge/load"
+	"github.com/edgecache/edge/routing"
+)
+
+func main() {
+	rate := flag.Float64("rate", 1200, "requests per second")
+	duration := flag.Duration("duration", 10*time.Second, "load duration per configuration")
+	nodes := flag.Int("nodes", 5, "edge nodes")
+	hot := flag.Float64("hot-share", 0.3, "share of requests for the flash-crowd page")
+	zipfS := flag.Float64("zipf", 0.8, "Zipf exponent of the background")
+	pages := flag.Int("pages", 20000, "background pages")
+	bin := flag.String("edge", "bin/edge", "edge binary")
+	flag.Parse()
+
+	configs := []struct{ name, args string }{
+		{"hybrid+fna", "--routing-mode hybrid --selection fna"},
+		{"hybrid+fno", "--routing-mode hybrid --selection fno"},
+		{"tree+fna", "--routing-mode tree --selection fna"},
+		{"ring+fna", "--routing-mode ring --selection fna"},
+		{"none", "--routing-mode none --selection off"},
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(os.Stdout, "%d nodes, %.0f req/s for %s: %.0f%% to /p/0 (flash crowd), the rest Zipf(%.1f) over %d pages, entering every node in turn\n",
+		*nodes, *rate, *duration, 100**hot, *zipfS, *pages)
+	fmt.Fprintln(tw, "config\tbusiest/mean\torigin /p/0\torigin total\toffload\tp50 ms\tp99 ms\terrors\tprobes/req\tprobe hit rate\t")
+	for _, cfg := range configs {
+		row, err := run(*bin, *nodes, cfg.args, *rate, *duration, *hot, *zipfS, *pages)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, cfg.name+":", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%d\t%d\t%.1f%%\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t\n", cfg.name, row.busiest, row.originHot, row.originTotal,
+			100*row.offload, row.p50, row.p99, row.errors, row.probesPerReq, 100*row.probeHit)
+		fmt.Fprintf(os.Stderr, "%s done\n", cfg.name)
+	}
+	tw.Flush()
+}
+
+type result struct {
+	busiest, offload, p50, p99, probesPerReq, probeHit float64
+	originHot, originTotal                             int
+	errors                                             int64
+}
+
+func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot, zipfS float64, pages int) (result, error) {
+	var r result
+	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--serve-args", serveArgs+" --log-level warn")
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	var targets, admins []string
+	for i := 1; i <= n; i++ {
+		targets = append(targets, fmt.Sprintf("http://127.0.0.1:%d", 8079+i))
+		admins = append(admins, fmt.Sprintf("127.0.0.1:%d", 9179+i))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range admins {
+		for !ready(a, n) {
+			if time.Now().After(deadline) {
+				return r, fmt.Errorf("cluster not ready")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	z := routing.NewZipf(zipfS, pages)
+	s := load.Run(context.Background(), load.Config{
+		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
+		Path: func(i int, rng *rand.Rand) string {
+			if rng.Float64() < hot {
+				return "/p/0"
+			}
+			return "/p/" + strconv.Itoa(1+z.Sample(rng))
+		},
+	})
+	var loads []float64
+	var probes, probeHits float64
+	for _, a := range admins {
+		m := scrape(a)
+		total := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, "edge_requests_total{") {
+				total += v
+			}
+			if strings.HasPrefix(k, "edge_peer_probes_total{") {
+				probes += v
+				if strings.Contains(k, `outcome="hit"`) {
+					probeHits += v
+				}
+			}
+		}
+		loads = append(loads, total)
+	}
+	mean, mx := 0.0, 0.0
+	for _, l := range loads {
+		mean += l
+		mx = max(mx, l)
+	}
+	mean /= float64(len(loads))
+	r.busiest = mx / mean
+	r.originHot, r.originTotal = originCounts("http://127.0.0.1:8090/_stats?path=/p/0", "/p/0")
+	r.offload = 1 - float64(r.originTotal)/float64(s.Requests)
+	r.p50, r.p99, r.errors = s.P50ms, s.P99ms, s.Errors
+	r.probesPerReq = probes / float64(s.Requests)
+	if probes > 0 {
+		r.probeHit = probeHits / probes
+	}
+	return r, nil
+}
+
+func ready(admin string, n int) bool {
+	m := scrape(admin)
+	if n == 1 {
+		return len(m) > 0
+	}
+	return m["edge_view_members"] == float64(n)
+}
+
+func scrape(admin string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+func originCounts(url, hot string) (int, int) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Total int            `json:"total"`
+		Paths map[string]int `json:"paths"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	return st.Paths[hot], st.Total
+}
