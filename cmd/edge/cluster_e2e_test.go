@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/routing"
 )
 
 type testNode struct {
@@ -73,7 +75,7 @@ func originCount(t *testing.T, origin, path string) int {
 	return st.Paths[path]
 }
 
-// TestClusterEndToEnd runs an origin and four edge processes on loopback.
+// TestClusterEndToEnd runs an origin and five edge processes on loopback.
 func TestClusterEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
@@ -83,7 +85,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	const secret = "e2e-secret"
 	var nodes []*testNode
 	var peers []string
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= 5; i++ {
 		n := &testNode{id: fmt.Sprintf("edge-%d", i), pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
 		nodes = append(nodes, n)
 		peers = append(peers, n.id+"="+n.peer)
@@ -98,7 +100,7 @@ func TestClusterEndToEnd(t *testing.T) {
 		waitUp(t, "http://"+n.adm+"/readyz")
 	}
 	for _, n := range nodes {
-		waitFor(t, n.id+" to trust all peers", 10*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 4 })
+		waitFor(t, n.id+" to trust all peers", 10*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 5 })
 	}
 
 	// 1. The cluster is one cache: each page reaches the origin once,
@@ -152,7 +154,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	}
 	pb, _ := io.ReadAll(presp.Body)
 	presp.Body.Close()
-	if !strings.Contains(string(pb), `"peers_purged":3`) {
+	if !strings.Contains(string(pb), `"peers_purged":4`) {
 		t.Errorf("purge fan-out: %s", pb)
 	}
 	for _, n := range nodes {
@@ -162,10 +164,12 @@ func TestClusterEndToEnd(t *testing.T) {
 		t.Errorf("after purge /p/3 reached the origin %d times in all, want 2", c)
 	}
 
-	// 5. SIGKILL one node under load: no client request fails at the
-	// survivors, and every survivor suspects it within a second.
-	victim := nodes[3]
-	survivors := nodes[:3]
+	// 5. SIGKILL one node under a Zipf load plus a flash crowd on one page:
+	// no client request fails at the survivors, and every survivor suspects
+	// it within a second.
+	victim := nodes[4]
+	survivors := nodes[:4]
+	zipf := routing.NewZipf(0.8, 2000)
 	var failed, done atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -174,6 +178,7 @@ func TestClusterEndToEnd(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -181,7 +186,11 @@ func TestClusterEndToEnd(t *testing.T) {
 				default:
 				}
 				n := survivors[(i+w)%len(survivors)]
-				r, err := client.Get("http://" + n.pub + "/p/" + strconv.Itoa(100+(i*7+w)%300))
+				page := "/p/1000" // the flash crowd: a third of the requests
+				if i%3 != 0 {
+					page = "/p/" + strconv.Itoa(2000+zipf.Sample(rng))
+				}
+				r, err := client.Get("http://" + n.pub + page)
 				if err != nil || r.StatusCode != 200 {
 					failed.Add(1)
 				}
