@@ -11,7 +11,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Total time the test target may spend in `go test`; well inside the 10-minute budget.
 TEST_TIMEOUT    ?= 8m
 
-.PHONY: all build run test conformance bench-cluster test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test conformance bench-cluster dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -76,3 +76,8 @@ clean:
 ## bench-cluster: 5-node demo cluster, flash crowd + Zipf, routing modes and selection policies side by side.
 bench-cluster: build
 	$(GO) run ./scripts/benchcluster
+
+## dashboards-check: Prometheus (Debian package) against a demo cluster under load; every panel query must return data.
+dashboards-check: build
+	@command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+	$(GO) run ./scripts/dashcheck

@@ -71,6 +71,7 @@ type Peer struct {
 	suspectedAt time.Time
 	history     []Transition
 	waiting     map[uint64]context.CancelFunc // requests to this peer awaiting headers
+	pulledAt    time.Time                     // when the replica last changed
 }
 
 // Transition is a change of a peer's state, for the status page.
@@ -317,6 +318,9 @@ func (c *Cluster) check(now time.Time) {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, name).Set(v)
 		}
 		c.metrics.EpochAge.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
+		if !p.pulledAt.IsZero() {
+			c.metrics.ReplicaAge.WithLabelValues(p.ID).Set(now.Sub(p.pulledAt).Seconds())
+		}
 		if !p.trusted || !p.seen || grace {
 			continue
 		}

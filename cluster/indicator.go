@@ -103,6 +103,9 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 		return
 	}
 	c.metrics.IndicatorPulls.WithLabelValues(p.ID).Inc()
+	c.mu.Lock()
+	p.pulledAt = time.Now()
+	c.mu.Unlock()
 }
 
 // retryPull lets the next heartbeat trigger another pull.

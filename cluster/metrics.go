@@ -31,6 +31,7 @@ type Metrics struct {
 	PeerRejected       *prometheus.CounterVec // peer requests refused, by reason
 	IndicatorEstimates *prometheus.GaugeVec   // fpr, fnr, pi, nu, q per peer
 	EpochAge           *prometheus.GaugeVec   // epoch of the replica held for each peer
+	ReplicaAge         *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
 	reg                prometheus.Registerer
 }
 
@@ -71,11 +72,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PeerRequests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
 		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
 		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q)."}, []string{"peer", "estimate"}),
+		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		EpochAge:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.EpochAge)
+		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.EpochAge, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))

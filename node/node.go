@@ -85,7 +85,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	pc.MaxInflight = cfg.Limits.MaxInflight
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
-	var fetcher proxy.Fetcher = up
+	originFetches := prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_origin_fetches_total", Help: "Requests this node sent to the origin itself (cluster or not); the origin offload is 1 − this over client requests."})
+	reg.MustRegister(originFetches)
+	counted := countingFetcher{up, originFetches}
+	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
 		params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
@@ -101,7 +104,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 			Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
 				UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
 			AdvertiseMax: cfg.Indicators.AdvertiseMax,
-		}, up, store, cluster.NewMetrics(reg), log)
+		}, counted, store, cluster.NewMetrics(reg), log)
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
@@ -271,4 +274,15 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers})
+}
+
+// countingFetcher counts the requests that really reach the origin.
+type countingFetcher struct {
+	f proxy.Fetcher
+	n prometheus.Counter
+}
+
+func (c countingFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	c.n.Inc()
+	return c.f.Fetch(ctx, req)
 }

@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			Name: "edge_request_duration_seconds", Help: "Client request latency by cache result.", Buckets: latencyBuckets,
 		}, []string{"result"}),
 		OriginRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_origin_requests_total", Help: "Requests sent upstream, by outcome (status class or error).",
+			Name: "edge_origin_requests_total", Help: "Requests sent upstream by this node's cache (to the origin alone, or through the cluster), by outcome.",
 		}, []string{"outcome"}),
 		OriginDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "edge_origin_request_duration_seconds", Help: "Time until upstream response headers.", Buckets: latencyBuckets,
