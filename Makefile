@@ -25,6 +25,7 @@ run: build
 ## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes),
 ## then the HTTP cache conformance suite against the committed baseline.
 test: vet
+	bash scripts/test-deps.sh
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory conformance
 

@@ -386,6 +386,7 @@ type PeerState struct {
 	MarginMs     float64              `json:"fd_margin_ms"`
 	Suspicions   uint64               `json:"suspicions"`
 	Epoch        uint64               `json:"indicator_epoch"`
+	ReplicaAgeS  float64              `json:"indicator_age_s"`
 	Exclusion    indicators.Exclusion `json:"estimates"`
 	History      []Transition         `json:"history"`
 }
@@ -400,6 +401,9 @@ func (c *Cluster) Peers() []PeerState {
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(false), History: slices.Clone(p.history)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
+		}
+		if !p.pulledAt.IsZero() {
+			s.ReplicaAgeS = time.Since(p.pulledAt).Seconds()
 		}
 		if ml, ok := p.det.(*fdetect.ML); ok {
 			s.MarginMs = float64(ml.Margin()) / 1e6

@@ -63,6 +63,16 @@ type hop struct {
 // hybrid: the home (rank 2) while the page is cold, then the tree with the
 // home as the last stop before the origin.
 func (c *Cluster) plan(kh uint64) []hop {
+	hot := true
+	if c.cfg.Mode == "hybrid" {
+		_, hot = c.hot.Observe(kh, 0)
+	}
+	return c.planFor(kh, hot, rand.IntN)
+}
+
+// planFor computes the path for a page known to be hot or cold; pick
+// chooses the leaf (random in service, fixed when explaining).
+func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 	ring := c.router.Ring()
 	n := ring.Len()
 	if n <= 1 {
@@ -86,14 +96,14 @@ func (c *Cluster) plan(kh uint64) []hop {
 		add(ring.Member(ring.Lookup(kh)), 2)
 		return out
 	case "hybrid":
-		if _, hot := c.hot.Observe(kh, 0); !hot {
+		if !hot {
 			add(home, 2)
 			return out
 		}
 	}
 	tree := routing.Tree{Size: n, Arity: c.cfg.Arity}
 	first := tree.FirstLeaf()
-	leaf := first + rand.IntN(n-first+1)
+	leaf := first + pick(n-first+1)
 	var hops [16]routing.Hop
 	for _, h := range ring.AppendPath(hops[:0], kh, tree, leaf, routing.PlacementPaper, nil) {
 		add(ring.Member(h.Member), h.Rank)

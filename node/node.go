@@ -228,6 +228,7 @@ func (n *Node) adminRouter() http.Handler {
 	r.Get("/", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/status", http.StatusFound) })
 	r.Get("/status", n.statusPage)
 	r.Get("/status.json", n.statusJSON)
+	r.Get("/status/route.json", n.routeJSON)
 	r.Group(func(r chi.Router) {
 		r.Use(n.requireToken)
 		r.Post("/purge", n.purge)

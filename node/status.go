@@ -8,21 +8,26 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/proxy"
 )
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string              `json:"node"`
-	Version       string              `json:"version"`
-	Origin        string              `json:"origin"`
-	UptimeSeconds float64             `json:"uptime_seconds"`
-	StoreBytes    int64               `json:"store_bytes"`
-	StoreBudget   int64               `json:"store_budget_bytes"`
-	StoreObjects  int64               `json:"store_objects"`
-	Evictions     uint64              `json:"store_evictions"`
-	Requests      map[string]float64  `json:"requests_by_result"`
-	HitRatio      float64             `json:"hit_ratio"`
-	Peers         []cluster.PeerState `json:"peers,omitempty"`
+	Node          string               `json:"node"`
+	Version       string               `json:"version"`
+	Origin        string               `json:"origin"`
+	UptimeSeconds float64              `json:"uptime_seconds"`
+	StoreBytes    int64                `json:"store_bytes"`
+	StoreBudget   int64                `json:"store_budget_bytes"`
+	StoreObjects  int64                `json:"store_objects"`
+	Evictions     uint64               `json:"store_evictions"`
+	Requests      map[string]float64   `json:"requests_by_result"`
+	HitRatio      float64              `json:"hit_ratio"`
+	Peers         []cluster.PeerState  `json:"peers,omitempty"`
+	HotKeys       []proxy.HotKey       `json:"hottest_pages"`
+	Route         *cluster.Explanation `json:"route,omitempty"`
+	RouteError    string               `json:"route_error,omitempty"`
+	RouteURL      string               `json:"-"`
 }
 
 // Snapshot collects the node's status.
@@ -65,6 +70,7 @@ func (n *Node) Snapshot() Status {
 	if n.cluster != nil {
 		s.Peers = n.cluster.Peers()
 	}
+	s.HotKeys = n.proxy.HotKeys(15)
 	return s
 }
 
@@ -79,7 +85,8 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 <html><head><meta charset="utf-8"><title>edge {{.Node}}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
 td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{background:#f4f4f4}
-.bar{background:#e8e8e8;width:20em;height:1em}.fill{background:#3a7;height:1em}</style></head>
+.bar{background:#e8e8e8;width:20em;height:1em}.fill{background:#3a7;height:1em}
+.ok{color:#1a7f37}.bad{color:#b42318}.hist{font-size:11px;color:#666}.note{font-size:12px;color:#555}</style></head>
 <body><h1>edge node <code>{{.Node}}</code></h1>
 <p>version {{.Version}} · origin <code>{{.Origin}}</code> · up {{printf "%.0f" .UptimeSeconds}} s</p>
 <h2>Store</h2>
@@ -89,15 +96,62 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
 {{if .Peers}}<h2>Cluster</h2>
-<table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions</th><th>indicator epoch</th><th>π</th><th>ν</th></tr>
-{{range .Peers}}<tr><td>{{.ID}}</td><td>{{if .Trusted}}trusted{{else}}<b>suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
-<td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}</td><td>{{.Epoch}}</td>
-<td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>{{end}}
+<table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
+{{range .Peers}}<tr><td>{{.ID}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
+<td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
+<td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
+<td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
+<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes). Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong).</p>{{end}}
+<h2>Hottest pages</h2>
+<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>
+<h2>Route explorer</h2>
+<form method="get" action="/status"><input name="url" size="60" placeholder="http://127.0.0.1:8080/p/42" value="{{.RouteURL}}"> <button>explain</button></form>
+{{if .RouteError}}<p class="bad">{{.RouteError}}</p>{{end}}
+{{with .Route}}<table>
+<tr><th>cache key</th><td><code>{{.Key}}</code> (hash {{.KeyHash}})</td></tr>
+<tr><th>routing mode</th><td>{{.Mode}}; view {{range .View}}{{.}} {{end}}</td></tr>
+<tr><th>home (rank 2)</th><td>{{.Home}}</td></tr>
+<tr><th>misses planned here</th><td>{{.Requests}} ({{if .Hot}}hot: random tree{{else}}cold: home only{{end}})</td></tr>
+<tr><th>cold path</th><td>{{range .ColdPath}}{{.}} → {{end}}origin</td></tr>
+<tr><th>hot path (from the last leaf)</th><td>{{range .HotPath}}{{.}} → {{end}}origin</td></tr>
+<tr><th>miss penalty M</th><td>{{if .Candidates}}{{printf "%.1f" .MissPenalty}} (climb latency / fastest peer RTT){{else}}— (no candidate to probe){{end}}</td></tr>
+</table>
+<table><tr><th>candidate</th><th>on path</th><th>indicated</th><th>cost c</th><th>ρ</th><th>probed ({{.Policy}})</th></tr>
+{{range .Candidates}}<tr><td>{{.Peer}}</td><td>{{.OnPath}}</td><td>{{.Indicated}}</td><td>{{printf "%.2f" .Cost}}</td><td>{{printf "%.3f" .Rho}}</td><td>{{if .Chosen}}<b>yes</b>{{else}}no{{end}}</td></tr>{{else}}<tr><td colspan="6">no candidates</td></tr>{{end}}</table>{{end}}
 <p><a href="/metrics">metrics</a> · <a href="/status.json">status.json</a></p>
 </body></html>`))
 
-func (n *Node) statusPage(w http.ResponseWriter, _ *http.Request) {
+// explain fills the route explorer for ?url=.
+func (n *Node) explain(s *Status, u string) {
+	s.RouteURL = u
+	if u == "" {
+		return
+	}
+	if n.cluster == nil {
+		s.RouteError = "single node: every miss goes to the origin"
+		return
+	}
+	e, err := n.cluster.Explain(u)
+	if err != nil {
+		s.RouteError = err.Error()
+		return
+	}
+	s.Route = &e
+}
+
+func (n *Node) routeJSON(w http.ResponseWriter, r *http.Request) {
 	s := n.Snapshot()
+	n.explain(&s, r.URL.Query().Get("url"))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Route *cluster.Explanation `json:"route,omitempty"`
+		Error string               `json:"error,omitempty"`
+	}{s.Route, s.RouteError})
+}
+
+func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
+	s := n.Snapshot()
+	n.explain(&s, r.URL.Query().Get("url"))
 	type row struct {
 		Name  string
 		Value float64

@@ -89,6 +89,7 @@ type Handler struct {
 	hitStatus    []string // Cache-Status of a fresh hit; shared, read-only
 	bufPool      sync.Pool
 	refreshWG    sync.WaitGroup
+	hot          *hotKeys
 }
 
 // New returns a handler that answers from store and fetches misses with f.
@@ -110,12 +111,16 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
 	h.clients.limit = cfg.MaxInflightPerClient
+	h.hot = newHotKeys(64)
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }
 	return h
 }
 
 // Store returns the handler's store.
 func (h *Handler) Store() *Store { return h.store }
+
+// HotKeys returns the n most requested URL keys (estimated from a sample).
+func (h *Handler) HotKeys(n int) []HotKey { return h.hot.top(n) }
 
 // Wait blocks until background refreshes have ended (for shutdown and tests).
 func (h *Handler) Wait() { h.refreshWG.Wait() }
@@ -229,6 +234,7 @@ func authAllowsShared(e *Entry) bool {
 // serveCacheable answers GET and HEAD, from the store when it can.
 func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string {
 	key := requestKey(r)
+	h.hot.observe(key)
 	reqCC := requestDirectives(r)
 	hasAuth := r.Header.Get("Authorization") != ""
 	now := h.now()

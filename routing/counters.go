@@ -51,5 +51,16 @@ func (c *Counters) Observe(page uint64, rank int) (count int, store bool) {
 	return n, n >= c.q
 }
 
+// Peek returns the count for (page, rank) without counting, and whether
+// it has reached q.
+func (c *Counters) Peek(page uint64, rank int) (int, bool) {
+	ctr, ok := c.cache.Peek(counterKey{page, int32(rank)})
+	if !ok {
+		return 0, false
+	}
+	n := int(ctr.Load())
+	return n, n >= c.q
+}
+
 // Len returns the number of counters held.
 func (c *Counters) Len() int { return c.cache.Len() }

@@ -87,8 +87,8 @@ func run(edge, prom, dashFile, cfg string) error {
 	}()
 	z := routing.NewZipf(0.8, 5000)
 	s := load.Run(context.Background(), load.Config{
-		Targets:  []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"},
-		Rate:     300, Duration: 40 * time.Second, MaxInflight: 2000, Timeout: 5 * time.Second,
+		Targets: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"},
+		Rate:    300, Duration: 40 * time.Second, MaxInflight: 2000, Timeout: 5 * time.Second,
 		Path: func(i int, r *rand.Rand) string {
 			if r.Float64() < 0.3 {
 				return "/p/0"

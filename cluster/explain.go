@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"fmt"
+	"math/bits"
+	"net/url"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// Explanation shows how this node would route a URL now: its key, home,
+// path (cold and hot) and the probe selection with its numbers.
+type Explanation struct {
+	URL         string          `json:"url"`
+	Key         string          `json:"key"`
+	KeyHash     string          `json:"key_hash"`
+	Mode        string          `json:"mode"`
+	View        []string        `json:"view"`
+	Home        string          `json:"home"`
+	Requests    int             `json:"misses_planned_here"`
+	Hot         bool            `json:"hot"`
+	ColdPath    []string        `json:"cold_path"`
+	HotPath     []string        `json:"hot_path_from_last_leaf"`
+	MissPenalty float64         `json:"miss_penalty"`
+	Candidates  []CandidateInfo `json:"candidates"`
+	Policy      string          `json:"policy"`
+}
+
+// CandidateInfo is one peer considered for a probe.
+type CandidateInfo struct {
+	Peer      string  `json:"peer"`
+	OnPath    bool    `json:"on_path"`
+	Indicated bool    `json:"indicated"`
+	Cost      float64 `json:"cost"`
+	Rho       float64 `json:"rho"`
+	Chosen    bool    `json:"chosen"`
+}
+
+// Explain describes the route of rawURL without sending anything.
+func (c *Cluster) Explain(rawURL string) (Explanation, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return Explanation{}, fmt.Errorf("cluster: %q is not an absolute URL", rawURL)
+	}
+	key := proxy.CacheKey("http", u.Host, u.EscapedPath(), u.RawQuery)
+	kh := routing.KeyHash(key)
+	ring := c.router.Ring()
+	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode, View: ring.Members(), Policy: c.cfg.Selection}
+	if ring.Len() > 0 {
+		e.Home = ring.Member(ring.RankMember(kh, 2))
+	}
+	e.Requests, _ = c.hot.Peek(kh, 0)
+	e.Hot = e.Requests >= c.cfg.HotThreshold
+	names := func(hs []hop) []string {
+		out := make([]string, 0, len(hs))
+		for _, h := range hs {
+			out = append(out, fmt.Sprintf("%s (rank %d)", h.id, h.rank))
+		}
+		return out
+	}
+	e.ColdPath = names(c.planFor(kh, false, func(n int) int { return n - 1 }))
+	hot := c.planFor(kh, true, func(n int) int { return n - 1 })
+	e.HotPath = names(hot)
+	path := hot
+	if !e.Hot {
+		path = c.planFor(kh, false, func(n int) int { return n - 1 })
+	}
+	onPath := map[string]bool{}
+	for _, h := range path {
+		onPath[h.id] = true
+	}
+	c.mu.Lock()
+	minRTT := 0.0
+	for _, p := range c.peers {
+		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
+			minRTT = p.rtt
+		}
+	}
+	var cands []indicators.Candidate
+	for _, p := range c.peers {
+		if !p.trusted {
+			continue
+		}
+		ind := p.replica.Test([]byte(key))
+		if !ind && !onPath[p.ID] {
+			continue
+		}
+		ex := p.replica.Exclusion(false)
+		rho := ex.Pi
+		if !ind {
+			rho = ex.Nu
+			if c.cfg.Selection == "fno" {
+				rho = 1
+			}
+		}
+		cost, m := c.costs(p, minRTT)
+		e.MissPenalty = m
+		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, OnPath: onPath[p.ID], Indicated: ind, Cost: cost, Rho: rho})
+		cands = append(cands, indicators.Candidate{Cost: cost, Rho: rho})
+	}
+	c.mu.Unlock()
+	if c.cfg.Selection != "off" && len(cands) > 0 {
+		mask := indicators.Select(cands, e.MissPenalty)
+		for m := mask; m != 0; m &= m - 1 {
+			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
+		}
+	}
+	return e, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chromium returns the headless browser, or skips the test when none is
+// installed (make test installs Debian's chromium first).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed (make test installs it)")
+	return ""
+}
+
+func headless(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir()}
+	cmd := exec.Command(bin, append(base, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %v: %v", args, err)
+	}
+	return out
+}
+
+// TestStatusPageInChromium drives the admin status page of a two-node
+// cluster in headless Chromium, checks what an operator must see, and saves
+// a screenshot (to docs/img/status.png with EDGE_SAVE_SCREENSHOT=1).
+func TestStatusPageInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and a browser")
+	}
+	bin := chromium(t)
+	origin := freeAddr(t)
+	startEdge(t, "origin", "--listen", origin, "--latency", "2ms", "--jitter", "0s")
+	a := &testNode{id: "edge-a", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
+	b := &testNode{id: "edge-b", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
+	peers := a.id + "=" + a.peer + "," + b.id + "=" + b.peer
+	for _, n := range []*testNode{a, b} {
+		startEdge(t, "serve", "--origin", "http://"+origin, "--listen", n.pub, "--admin-listen", n.adm,
+			"--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", "s")
+	}
+	waitUp(t, "http://"+a.adm+"/readyz")
+	waitFor(t, "the peers to trust each other", 10*time.Second, func() bool { return metric(t, a.adm, "edge_view_members") == 2 })
+	for i := range 400 {
+		n := a
+		if i%2 == 1 {
+			n = b
+		}
+		page := "/p/7"
+		if i%3 == 0 {
+			page = "/p/" + strconv.Itoa(100+i%40)
+		}
+		get(t, "http://"+n.pub+page)
+	}
+	time.Sleep(300 * time.Millisecond)
+	url := "http://" + a.adm + "/status?url=http://" + a.pub + "/p/7"
+	dom := string(headless(t, bin, "--dump-dom", url))
+	for _, want := range []string{"edge node", "edge-a", "Cluster", "edge-b", "trusted", "FD margin", "indicator epoch",
+		"Hottest pages", "/p/7", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+	shot := filepath.Join(t.TempDir(), "status.png")
+	if os.Getenv("EDGE_SAVE_SCREENSHOT") == "1" {
+		shot, _ = filepath.Abs("../../docs/img/status.png")
+	}
+	headless(t, bin, "--screenshot="+shot, "--window-size=1280,1500", "--hide-scrollbars", url)
+	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
+		t.Fatalf("screenshot %s: %v", shot, err)
+	}
+	t.Logf("screenshot: %s", shot)
+}

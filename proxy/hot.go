@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+)
+
+// hotKeys finds the most requested URL keys with the space-saving
+// algorithm (Metwally et al.) over a random sample of requests (one in
+// hotSampleEvery), so the hit path pays one random draw. The sample is
+// random, not every n-th request, so periodic traffic cannot alias it.
+type hotKeys struct {
+	mu     sync.Mutex
+	counts map[string]uint64
+	k      int
+}
+
+const hotSampleEvery = 16
+
+func newHotKeys(k int) *hotKeys { return &hotKeys{counts: make(map[string]uint64, k), k: k} }
+
+func (h *hotKeys) observe(key string) {
+	if rand.Uint32()%hotSampleEvery != 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.counts[key]; ok || len(h.counts) < h.k {
+		h.counts[key]++
+		return
+	}
+	// Replace the least counted key; the newcomer inherits its count.
+	minKey, minVal := "", ^uint64(0)
+	for k, v := range h.counts {
+		if v < minVal {
+			minKey, minVal = k, v
+		}
+	}
+	delete(h.counts, minKey)
+	h.counts[key] = minVal + 1
+}
+
+// HotKey is a key with its estimated request count.
+type HotKey struct {
+	Key      string `json:"key"`
+	Requests uint64 `json:"requests_estimate"`
+}
+
+// top returns the n most requested keys, scaled back from the sample.
+func (h *hotKeys) top(n int) []HotKey {
+	h.mu.Lock()
+	out := make([]HotKey, 0, len(h.counts))
+	for k, v := range h.counts {
+		out = append(out, HotKey{k, v * hotSampleEvery})
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b HotKey) int {
+		if a.Requests != b.Requests {
+			if a.Requests > b.Requests {
+				return -1
+			}
+			return 1
+		}
+		if a.Key < b.Key {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(n, len(out))]
+}
