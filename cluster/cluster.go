@@ -107,6 +107,7 @@ type Cluster struct {
 	stalled   time.Time
 	unknownHB atomic.Uint64
 	nextReq   uint64
+	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -204,11 +205,43 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 	defer c.mu.Unlock()
 	out := make(map[string]*net.UDPAddr, len(c.peers))
 	for id, p := range c.peers {
+		if p.udp == nil {
+			// Not resolvable at start (a container not up yet): try again.
+			if udp, err := net.ResolveUDPAddr("udp", p.Addr); err == nil {
+				p.udp = udp
+			}
+		}
 		if p.udp != nil {
 			out[id] = p.udp
 		}
 	}
 	return out
+}
+
+// adoptByAddress renames a peer found by DNS (keyed by its address) to the
+// node id its heartbeat carries, so every node builds its ring from the
+// same ids. A heartbeat from ourselves (DNS lists our own address) removes
+// that entry. c.mu must be held.
+func (c *Cluster) adoptByAddress(r fdetect.Received) *Peer {
+	for key, p := range c.peers {
+		if p.udp == nil || r.From == nil || !p.udp.IP.Equal(r.From.IP) || p.udp.Port != r.From.Port || key != p.Addr {
+			continue
+		}
+		delete(c.peers, key)
+		c.metrics.PeerUp.DeleteLabelValues(key)
+		if r.Node == c.cfg.NodeID {
+			if c.selfAddr == nil {
+				c.selfAddr = map[string]bool{}
+			}
+			c.selfAddr[key] = true
+			return nil
+		}
+		p.ID = r.Node
+		c.peers[r.Node] = p
+		c.log.Info("peer identified", "addr", key, "node", r.Node)
+		return p
+	}
+	return nil
 }
 
 // fillHeartbeat adds our indicator state and the echo for target.
@@ -227,6 +260,9 @@ func (c *Cluster) fillHeartbeat(target string, h *fdetect.Heartbeat) {
 func (c *Cluster) received(r fdetect.Received) {
 	c.mu.Lock()
 	p := c.peers[r.Node]
+	if p == nil && c.cfg.DNS != "" {
+		p = c.adoptByAddress(r)
+	}
 	if p == nil {
 		c.mu.Unlock()
 		c.unknownHB.Add(1)
@@ -360,7 +396,11 @@ func (c *Cluster) resolveLoop(ctx context.Context) {
 					continue
 				}
 				addr := net.JoinHostPort(a, c.cfg.DNSPort)
-				if _, ok := c.peers[addr]; !ok {
+				known := false
+				for _, p := range c.peers {
+					known = known || p.Addr == addr
+				}
+				if !known && !c.selfAddr[addr] {
 					c.addPeer(addr, addr)
 				}
 			}
