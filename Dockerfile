@@ -1,0 +1,18 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: a static edge binary on a distroless, non-root base.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/edgecache/edge/node.Version=${VERSION}" -o /out/edge ./cmd/edge
+
+FROM gcr.io/distroless/static-debian12:nonroot AS run
+COPY --from=build /out/edge /usr/local/bin/edge
+COPY config.yaml /etc/edge/config.yaml
+# public, admin, cluster (peer HTTP on TCP and heartbeats on UDP)
+EXPOSE 8080 9180 7946/tcp 7946/udp
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/edge"]
+CMD ["serve", "--config", "/etc/edge/config.yaml"]
