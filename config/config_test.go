@@ -143,3 +143,20 @@ func FuzzLoadBytes(f *testing.F) {
 		}
 	})
 }
+
+// TestOperationsReferenceIsCurrent keeps docs/operations.md's configuration
+// reference equal to the one generated from the key table.
+func TestOperationsReferenceIsCurrent(t *testing.T) {
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i, j := strings.Index(s, RefBegin), strings.Index(s, RefEnd)
+	if i < 0 || j < i {
+		t.Fatal("docs/operations.md lacks the reference markers")
+	}
+	if got := strings.TrimSpace(s[i+len(RefBegin) : j]); got != strings.TrimSpace(Reference()) {
+		t.Error("docs/operations.md's configuration reference is stale: replace it with `go run ./cmd/edge config docs`")
+	}
+}

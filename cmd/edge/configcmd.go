@@ -19,6 +19,14 @@ func configCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
+		Use:   "docs",
+		Short: "Print the configuration reference table of docs/operations.md",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprint(cmd.OutOrStdout(), config.Reference())
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use:   "check FILE",
 		Short: "Validate a config file (with the environment applied) and exit",
 		Args:  cobra.ExactArgs(1),
