@@ -56,8 +56,6 @@ type Peer struct {
 	udp         *net.UDPAddr
 	det         fdetect.Detector
 	incarnation uint64
-	seqBase     uint64 // detector sequence offset across incarnations
-	lastSeq     uint64
 	trusted     bool
 	seen        bool
 	lastRecv    time.Time

@@ -203,7 +203,7 @@ func (n *Node) Run(ctx context.Context) error {
 		// Peers still climbing through us get their answers, then we leave.
 		_ = n.peerSrv.Shutdown(sctx)
 		stopCluster()
-		n.peerUDP.Close()
+		_ = n.peerUDP.Close()
 	}
 	_ = n.admin.Shutdown(sctx)
 	n.upstream.CloseIdle()

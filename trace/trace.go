@@ -63,7 +63,7 @@ func Open(path string, f Format) (*Reader, error) {
 	}
 	r, err := NewReader(fh, f)
 	if err != nil {
-		fh.Close()
+		_ = fh.Close()
 		return nil, err
 	}
 	r.closer = fh
@@ -186,7 +186,7 @@ func ReadAll(path string, f Format, limit int) ([]Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	var out []Request
 	for limit <= 0 || len(out) < limit {
 		req, err := r.Next()

@@ -33,16 +33,18 @@ func fdGenCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			w := cmd.OutOrStdout()
-			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
+			if out == "" || out == "-" {
+				return fdetect.WriteTrace(cmd.OutOrStdout(), as)
 			}
-			return fdetect.WriteTrace(w, as)
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			if err := fdetect.WriteTrace(f, as); err != nil {
+				_ = f.Close()
+				return err
+			}
+			return f.Close()
 		},
 	}
 	f := cmd.Flags()
@@ -63,7 +65,7 @@ func loadArrivals(path string) ([]fdetect.Arrival, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	return fdetect.ReadTrace(f)
 }
 

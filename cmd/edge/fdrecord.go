@@ -33,15 +33,14 @@ func fdRecordCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			w := cmd.OutOrStdout()
+			var file *os.File
 			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
+				if file, err = os.Create(out); err != nil {
 					return err
 				}
-				defer f.Close()
-				w = f
+				w = file
 			}
 			ctx := cmd.Context()
 			if duration > 0 {
@@ -65,7 +64,13 @@ func fdRecordCmd() *cobra.Command {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			return fdetect.WriteTrace(w, rows)
+			if err := fdetect.WriteTrace(w, rows); err != nil {
+				return err
+			}
+			if file != nil {
+				return file.Close()
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -95,7 +100,7 @@ func fdSendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			ctx := cmd.Context()
 			if duration > 0 {
 				var cancel context.CancelFunc

@@ -154,13 +154,12 @@ func runSweep(stdout io.Writer, keys []uint64, c indicators.SimConfig, pols []st
 		}
 	}
 	w := stdout
+	var file *os.File
 	if csvOut != "" {
-		f, err := os.Create(csvOut)
-		if err != nil {
+		if file, err = os.Create(csvOut); err != nil {
 			return err
 		}
-		defer f.Close()
-		w = f
+		w = file
 	}
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{name, "policy", "cost_per_request", "cost_vs_opt", "hit_ratio", "fn_ratio", "fp_ratio", "caches_asked", "adv_bytes_per_request", "advertisements"})
@@ -172,6 +171,11 @@ func runSweep(stdout io.Writer, keys []uint64, c indicators.SimConfig, pols []st
 	cw.Flush()
 	if err := cw.Error(); err != nil {
 		return err
+	}
+	if file != nil {
+		if err := file.Close(); err != nil {
+			return err
+		}
 	}
 	if plotOut != "" {
 		return plotSweep(plotOut, name, points)

@@ -58,7 +58,10 @@ func main() {
 			100*row.offload, row.p50, row.p99, row.errors, row.probesPerReq, 100*row.probeHit)
 		fmt.Fprintf(os.Stderr, "%s done\n", cfg.name)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
 
 type result struct {

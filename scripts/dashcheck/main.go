@@ -57,7 +57,7 @@ func run(edge, prom, dashFile, cfg string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+dir, "--web.listen-address="+promAddr, "--log.level=warn")
 	if err := p.Start(); err != nil {
 		return fmt.Errorf("starting prometheus: %w", err)
