@@ -67,42 +67,13 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	if !e.Hot {
 		path = c.planFor(kh, false, func(n int) int { return n - 1 })
 	}
-	onPath := map[string]bool{}
-	for _, h := range path {
-		onPath[h.id] = true
+	cs := c.candidates(key, path, false)
+	e.MissPenalty = cs.missPenalty
+	for i, p := range cs.peers {
+		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, OnPath: cs.onPath[i], Indicated: cs.indicated[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
 	}
-	c.mu.Lock()
-	minRTT := 0.0
-	for _, p := range c.peers {
-		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
-			minRTT = p.rtt
-		}
-	}
-	var cands []indicators.Candidate
-	for _, p := range c.peers {
-		if !p.trusted {
-			continue
-		}
-		ind := p.replica.Test([]byte(key))
-		if !ind && !onPath[p.ID] {
-			continue
-		}
-		ex := p.replica.Exclusion(false)
-		rho := ex.Pi
-		if !ind {
-			rho = ex.Nu
-			if c.cfg.Selection == "fno" {
-				rho = 1
-			}
-		}
-		cost, m := c.costs(p, minRTT)
-		e.MissPenalty = m
-		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, OnPath: onPath[p.ID], Indicated: ind, Cost: cost, Rho: rho})
-		cands = append(cands, indicators.Candidate{Cost: cost, Rho: rho})
-	}
-	c.mu.Unlock()
-	if c.cfg.Selection != "off" && len(cands) > 0 {
-		mask := indicators.Select(cands, e.MissPenalty)
+	if c.cfg.Selection != "off" && len(cs.cands) > 0 {
+		mask := indicators.Select(cs.cands, e.MissPenalty)
 		for m := mask; m != 0; m &= m - 1 {
 			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
 		}

@@ -52,6 +52,67 @@ func (c *Cluster) Fetch(ctx context.Context, req *http.Request) (*http.Response,
 	return resp, err
 }
 
+// candidateSet is the peers worth considering for a probe, with the
+// selection inputs: c_j, ρ_j and the miss penalty M.
+type candidateSet struct {
+	cands       []indicators.Candidate
+	peers       []*Peer
+	indicated   []bool
+	onPath      []bool
+	missPenalty float64
+}
+
+// candidates returns the trusted peers on the path or positively indicated
+// for key. count says whether the indications feed the q estimates (a real
+// request) or not (the route explorer).
+func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
+	onPath := map[string]bool{}
+	for _, h := range path {
+		onPath[h.id] = true
+	}
+	var cs candidateSet
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	minRTT := 0.0
+	for _, p := range c.peers {
+		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
+			minRTT = p.rtt
+		}
+	}
+	for _, p := range c.peers {
+		if !p.trusted {
+			continue
+		}
+		var ind bool
+		if count {
+			ind = p.replica.Indicate([]byte(key))
+		} else {
+			ind = p.replica.Test([]byte(key))
+		}
+		if !ind && !onPath[p.ID] {
+			continue // neither on the path nor indicated: not a candidate
+		}
+		e := p.replica.Exclusion(false)
+		rho := e.Pi
+		if !ind {
+			rho = e.Nu
+			if c.cfg.Selection == "fno" {
+				rho = 1
+			}
+		}
+		cost, m := c.costs(p, minRTT)
+		cs.missPenalty = m
+		cs.cands = append(cs.cands, indicators.Candidate{Cost: cost, Rho: rho})
+		cs.peers = append(cs.peers, p)
+		cs.indicated = append(cs.indicated, ind)
+		cs.onPath = append(cs.onPath, onPath[p.ID])
+		if len(cs.cands) == indicators.MaxCandidates {
+			break
+		}
+	}
+	return cs
+}
+
 // hop is one cache of a climb.
 type hop struct {
 	id   string
@@ -118,47 +179,9 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
 func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh uint64, path []hop) *http.Response {
-	c.mu.Lock()
-	var cands []indicators.Candidate
-	var peers []*Peer
-	var indicated []bool
-	minRTT := 0.0
-	for _, p := range c.peers {
-		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
-			minRTT = p.rtt
-		}
-	}
-	onPath := map[string]bool{}
-	for _, h := range path {
-		onPath[h.id] = true
-	}
-	var missPenalty float64
-	for _, p := range c.peers {
-		if !p.trusted {
-			continue
-		}
-		ind := p.replica.Indicate([]byte(key))
-		if !ind && !onPath[p.ID] {
-			continue // neither on the path nor indicated: not a candidate
-		}
-		e := p.replica.Exclusion(false)
-		rho := e.Pi
-		if !ind {
-			rho = e.Nu
-			if c.cfg.Selection == "fno" {
-				rho = 1
-			}
-		}
-		cost, m := c.costs(p, minRTT)
-		missPenalty = m
-		cands = append(cands, indicators.Candidate{Cost: cost, Rho: rho})
-		peers = append(peers, p)
-		indicated = append(indicated, ind)
-		if len(cands) == indicators.MaxCandidates {
-			break
-		}
-	}
-	c.mu.Unlock()
+	cs := c.candidates(key, path, true)
+	cands, peers, missPenalty := cs.cands, cs.peers, cs.missPenalty
+	indicated := cs.indicated
 	if len(cands) == 0 {
 		return nil
 	}

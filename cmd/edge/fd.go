@@ -163,7 +163,7 @@ func fdSweepCmd() *cobra.Command {
 					}
 					ss = append(ss, series{d, xy})
 				}
-				if err := drawLinesLogY(plotOut, "failure detectors: detection time vs mistakes", "T_D (ms)", "1 − P_A", ss); err != nil {
+				if err := drawLines(plotOut, "failure detectors: detection time vs mistakes", "T_D (ms)", "1 − P_A", false, true, ss); err != nil {
 					return err
 				}
 				if name == "" {

@@ -22,8 +22,9 @@ type series struct {
 	xy   plotter.XYs
 }
 
-// drawLines writes a line chart with points to path (PNG by extension).
-func drawLines(path, title, xlabel, ylabel string, logX bool, ss []series) error {
+// drawLines writes a line chart with points to path (PNG by extension),
+// with a logarithmic x or y axis if asked.
+func drawLines(path, title, xlabel, ylabel string, logX, logY bool, ss []series) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -32,30 +33,10 @@ func drawLines(path, title, xlabel, ylabel string, logX bool, ss []series) error
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	p.Add(plotter.NewGrid())
-	for i, s := range ss {
-		l, pts, err := plotter.NewLinePoints(s.xy)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", s.name, err)
-		}
-		c := palette[i%len(palette)]
-		l.Color, pts.Color = c, c
-		l.Width = vg.Points(1.5)
-		p.Add(l, pts)
-		p.Legend.Add(s.name, l, pts)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	p.Legend.Top = true
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
-}
-
-// drawLinesLogY is drawLines with a logarithmic y axis.
-func drawLinesLogY(path, title, xlabel, ylabel string, ss []series) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xlabel
-	p.Y.Label.Text = ylabel
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
 		if len(s.xy) == 0 {
@@ -94,5 +75,5 @@ func plotSweep(path, name string, points []sweepPoint) error {
 	if name == "bpe" {
 		xlabel = "indicator size (bits per element)"
 	}
-	return drawLines(path, "cost relative to the oracle", xlabel, "cost / opt", name == "update-interval", ss)
+	return drawLines(path, "cost relative to the oracle", xlabel, "cost / opt", name == "update-interval", false, ss)
 }
