@@ -61,11 +61,15 @@ func (nopFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response,
 }
 
 func newTestCluster(t *testing.T, mode string, peers map[string]string) *Cluster {
+	return newTestClusterPlaced(t, mode, peers, routing.PlacementPaper)
+}
+
+func newTestClusterPlaced(t *testing.T, mode string, peers map[string]string, placement routing.Placement) *Cluster {
 	t.Helper()
 	store := proxy.NewStore(1<<20, 4)
 	c, err := New(Config{
 		NodeID: "n0", Listen: "127.0.0.1:0", Peers: peers, Secret: []byte("s"), Period: 100 * time.Millisecond,
-		Detector: "ml", Selection: "fna", Mode: mode, Arity: 4, Q: 2, HotThreshold: 3, PeerTimeout: 200 * time.Millisecond,
+		Detector: "ml", Selection: "fna", Mode: mode, Placement: placement, Arity: 4, Q: 2, HotThreshold: 3, PeerTimeout: 200 * time.Millisecond,
 		Indicator: indicators.DefaultFilterConfig(1000),
 	}, nopFetcher{}, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -87,31 +91,33 @@ func TestPlanShapes(t *testing.T) {
 		peers[id] = "127.0.0.1:1"
 		members = append(members, routing.Member{ID: id})
 	}
-	c := newTestCluster(t, "hybrid", peers)
-	if err := c.router.SetView(members); err != nil {
-		t.Fatal(err)
-	}
-	ring := c.router.Ring()
-	for p := range 50 {
-		kh := routing.KeyHash("http://h/p/" + strconv.Itoa(p))
-		home := ring.Member(ring.RankMember(kh, 2))
-		for req := 1; req <= 5; req++ {
-			path := c.plan(kh)
-			seen := map[string]bool{}
-			for _, h := range path {
-				if h.id == "n0" || seen[h.id] {
-					t.Fatalf("page %d: bad path %v", p, path)
+	for _, placement := range []routing.Placement{routing.PlacementPaper, routing.PlacementDistinct} {
+		c := newTestClusterPlaced(t, "hybrid", peers, placement)
+		if err := c.router.SetView(members); err != nil {
+			t.Fatal(err)
+		}
+		ring := c.router.Ring()
+		for p := range 50 {
+			kh := routing.KeyHash("http://h/p/" + strconv.Itoa(p))
+			home := c.home(ring, kh)
+			for req := 1; req <= 5; req++ {
+				path := c.plan(kh)
+				seen := map[string]bool{}
+				for _, h := range path {
+					if h.id == "n0" || seen[h.id] {
+						t.Fatalf("page %d: bad path %v", p, path)
+					}
+					seen[h.id] = true
 				}
-				seen[h.id] = true
-			}
-			if home == "n0" {
-				continue
-			}
-			if !seen[home] {
-				t.Fatalf("page %d request %d: path %v misses the home %s", p, req, path, home)
-			}
-			if req < 3 && len(path) != 1 {
-				t.Fatalf("page %d cold request %d: path %v, want the home only", p, req, path)
+				if home == "n0" {
+					continue
+				}
+				if !seen[home] {
+					t.Fatalf("page %d request %d: path %v misses the home %s", p, req, path, home)
+				}
+				if req < 3 && len(path) != 1 {
+					t.Fatalf("page %d cold request %d: path %v, want the home only", p, req, path)
+				}
 			}
 		}
 	}

@@ -17,6 +17,7 @@ type Explanation struct {
 	Key         string          `json:"key"`
 	KeyHash     string          `json:"key_hash"`
 	Mode        string          `json:"mode"`
+	Placement   string          `json:"placement"`
 	View        []string        `json:"view"`
 	Home        string          `json:"home"`
 	Requests    int             `json:"misses_planned_here"`
@@ -48,9 +49,8 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()
 	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode, View: ring.Members(), Policy: c.cfg.Selection}
-	if ring.Len() > 0 {
-		e.Home = ring.Member(ring.RankMember(kh, 2))
-	}
+	e.Home = c.home(ring, kh)
+	e.Placement = c.cfg.Placement.String()
 	e.Requests, _ = c.hot.Peek(kh, 0)
 	e.Hot = e.Requests >= c.cfg.HotThreshold
 	names := func(hs []hop) []string {

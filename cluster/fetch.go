@@ -35,7 +35,7 @@ func (c *Cluster) Fetch(ctx context.Context, req *http.Request) (*http.Response,
 	start := time.Now()
 	path := c.plan(kh)
 	ring := c.router.Ring()
-	isHome := ring.Len() <= 1 || ring.Member(ring.RankMember(kh, 2)) == c.cfg.NodeID
+	isHome := ring.Len() <= 1 || c.home(ring, kh) == c.cfg.NodeID
 	if c.cfg.Selection != "off" {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
 			c.keepAtIngress(resp, kh)
@@ -139,7 +139,13 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 	if n <= 1 {
 		return nil
 	}
-	home := ring.Member(ring.RankMember(kh, 2))
+	var ranking []int32
+	if c.cfg.Placement == routing.PlacementDistinct {
+		// O(C log C) over the view: cheap for the tens of nodes an edge
+		// cluster has, and only hot-page misses reach here.
+		ranking = ring.Ranking(make([]int32, 0, n), kh)
+	}
+	home := ring.Member(homeIndex(ring, kh, ranking))
 	var out []hop
 	add := func(id string, rank int) {
 		if id == c.cfg.NodeID {
@@ -166,7 +172,7 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 	first := tree.FirstLeaf()
 	leaf := first + pick(n-first+1)
 	var hops [16]routing.Hop
-	for _, h := range ring.AppendPath(hops[:0], kh, tree, leaf, routing.PlacementPaper, nil) {
+	for _, h := range ring.AppendPath(hops[:0], kh, tree, leaf, c.cfg.Placement, ranking) {
 		add(ring.Member(h.Member), h.Rank)
 	}
 	if c.cfg.Mode == "hybrid" {
@@ -174,6 +180,26 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 	}
 	c.metrics.TreeHops.Observe(float64(len(out)))
 	return out
+}
+
+// homeIndex is the member playing rank 2 of the page's tree: its home.
+func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
+	if ranking != nil {
+		return int(ranking[0])
+	}
+	return ring.RankMember(kh, 2)
+}
+
+// home returns the id of the page's home under the configured placement.
+func (c *Cluster) home(ring *routing.Ring, kh uint64) string {
+	if ring.Len() == 0 {
+		return ""
+	}
+	var ranking []int32
+	if c.cfg.Placement == routing.PlacementDistinct {
+		ranking = ring.Ranking(nil, kh)
+	}
+	return ring.Member(homeIndex(ring, kh, ranking))
 }
 
 // probe asks the selected peers, in parallel, whether they hold the page

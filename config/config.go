@@ -94,6 +94,7 @@ func Keys() []Key {
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
 		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
+		{"routing.placement", String, "distinct", "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
 		{"routing.d", Int, "4", "Tree arity d: the origin sees at most d·q fetches per page."},
 		{"routing.q", Int, "2", "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, "64", "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
@@ -162,6 +163,7 @@ type Config struct {
 	}
 	Routing struct {
 		Mode         string
+		Placement    string
 		D, Q         int
 		HotThreshold int
 	}
@@ -289,6 +291,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.Selection = p.oneOf("cluster.selection", "fna", "fno", "off")
 	c.Routing.Mode = p.oneOf("routing.mode", "hybrid", "tree", "ring", "none")
+	c.Routing.Placement = p.oneOf("routing.placement", "distinct", "paper")
 	c.Routing.D = p.int("routing.d", 2, 64)
 	c.Routing.Q = p.int("routing.q", 1, 1000)
 	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)

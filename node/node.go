@@ -28,6 +28,7 @@ import (
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
 )
 
 // Version is set at build time with -ldflags.
@@ -96,11 +97,16 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 			return nil, fmt.Errorf("node: cluster.detector_params: %w", err)
 		}
 		_, dnsPort, _ := net.SplitHostPort(cfg.Cluster.Listen)
+		placement, err := routing.ParsePlacement(cfg.Routing.Placement)
+		if err != nil {
+			return nil, fmt.Errorf("node: routing.placement: %w", err)
+		}
 		cl, err = cluster.New(cluster.Config{
 			NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 			DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
 			Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
-			Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold, PeerTimeout: cfg.Cluster.PeerTimeout,
+			Placement: placement,
+			Arity:     cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold, PeerTimeout: cfg.Cluster.PeerTimeout,
 			Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
 				UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
 			AdvertiseMax: cfg.Indicators.AdvertiseMax,

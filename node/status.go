@@ -109,7 +109,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{if .RouteError}}<p class="bad">{{.RouteError}}</p>{{end}}
 {{with .Route}}<table>
 <tr><th>cache key</th><td><code>{{.Key}}</code> (hash {{.KeyHash}})</td></tr>
-<tr><th>routing mode</th><td>{{.Mode}}; view {{range .View}}{{.}} {{end}}</td></tr>
+<tr><th>routing mode</th><td>{{.Mode}}, {{.Placement}} placement; view {{range .View}}{{.}} {{end}}</td></tr>
 <tr><th>home (rank 2)</th><td>{{.Home}}</td></tr>
 <tr><th>misses planned here</th><td>{{.Requests}} ({{if .Hot}}hot: random tree{{else}}cold: home only{{end}})</td></tr>
 <tr><th>cold path</th><td>{{range .ColdPath}}{{.}} → {{end}}origin</td></tr>
