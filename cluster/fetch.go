@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
@@ -419,7 +420,9 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	// A peer that stops sending mid-body (SIGSTOP, a dead link) must not
+	// hold the client: the body fails after 4 peer timeouts of silence.
+	resp.Body = origin.WithIdleTimeout(resp.Body, 4*c.cfg.PeerTimeout, cancel)
 	return resp, nil
 }
 

@@ -33,6 +33,7 @@ type Client struct {
 	base      *url.URL
 	transport *http.Transport
 	preserve  bool
+	idle      time.Duration // a body that sends nothing for this long fails
 }
 
 // NewClient validates cfg and returns a client.
@@ -56,14 +57,21 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass Content-Encoding through untouched
 	}
-	return &Client{base: u, transport: t, preserve: cfg.PreserveHost}, nil
+	idle := cfg.ResponseTimeout
+	if idle <= 0 {
+		idle = 30 * time.Second
+	}
+	return &Client{base: u, transport: t, preserve: cfg.PreserveHost, idle: idle}, nil
 }
 
 // URL returns the origin base URL.
 func (c *Client) URL() string { return c.base.String() }
 
-// Fetch sends req (whose URL holds the path and query) to the origin.
+// Fetch sends req (whose URL holds the path and query) to the origin. The
+// response body fails with ErrBodyStalled if the origin sends nothing for
+// the response timeout.
 func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	out := req.WithContext(ctx)
 	u := *c.base
 	u.Path = strings.TrimSuffix(c.base.Path, "/") + req.URL.Path
@@ -82,8 +90,10 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, 
 		resp, err = c.transport.RoundTrip(out)
 	}
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("origin %s %s: %w", out.Method, u.Path, err)
 	}
+	resp.Body = WithIdleTimeout(resp.Body, c.idle, cancel)
 	return resp, nil
 }
 

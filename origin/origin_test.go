@@ -186,3 +186,34 @@ func TestDemoConditionalAndCases(t *testing.T) {
 		t.Errorf("unknown path: %d", w.Code)
 	}
 }
+
+// TestStalledBodyFails: an origin that sends headers and part of a body
+// and then stalls does not hold the reader forever.
+func TestStalledBodyFails(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := NewClient(ClientConfig{URL: srv.URL, ConnectTimeout: time.Second, ResponseTimeout: 200 * time.Millisecond, MaxIdleConns: 1, IdleConnTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Fetch(context.Background(), httptest.NewRequest("GET", "http://x/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !errors.Is(err, ErrBodyStalled) {
+		t.Fatalf("read error %v, want ErrBodyStalled", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stall detected after %s", d)
+	}
+}
