@@ -87,8 +87,13 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
 	originFetches := prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_origin_fetches_total", Help: "Requests this node sent to the origin itself (cluster or not); the origin offload is 1 − this over client requests."})
-	reg.MustRegister(originFetches)
-	counted := countingFetcher{up, originFetches}
+	perPage := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "edge_origin_fetches_per_page",
+		Help:    "For each origin fetch, how many times this node has fetched that page so far (1 = first fetch); the tail shows pages fetched again and again.",
+		Buckets: []float64{1, 2, 3, 4, 8, 16, 64},
+	})
+	reg.MustRegister(originFetches, perPage)
+	counted := countingFetcher{f: up, n: originFetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
@@ -283,13 +288,19 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers})
 }
 
-// countingFetcher counts the requests that really reach the origin.
+// countingFetcher counts the requests that really reach the origin, and
+// per page (in a bounded LRU) how many times each was fetched.
 type countingFetcher struct {
-	f proxy.Fetcher
-	n prometheus.Counter
+	f       proxy.Fetcher
+	n       prometheus.Counter
+	perPage prometheus.Histogram
+	pages   *routing.Counters
 }
 
 func (c countingFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.n.Inc()
+	key := proxy.CacheKey("http", req.Host, req.URL.EscapedPath(), req.URL.RawQuery)
+	nth, _ := c.pages.Observe(routing.KeyHash(key), 0)
+	c.perPage.Observe(float64(nth))
 	return c.f.Fetch(ctx, req)
 }

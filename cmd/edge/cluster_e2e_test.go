@@ -119,6 +119,14 @@ func TestClusterEndToEnd(t *testing.T) {
 			t.Errorf("origin fetched /p/%d %d times, want 1", p, c)
 		}
 	}
+	// Each node's own view agrees: every origin fetch it made was a page's first.
+	for _, n := range nodes {
+		first := metric(t, n.adm, `edge_origin_fetches_per_page_bucket{le="1"}`)
+		all := metric(t, n.adm, "edge_origin_fetches_per_page_count")
+		if first != all {
+			t.Errorf("%s: %v of %v origin fetches were a page's first", n.id, first, all)
+		}
+	}
 
 	// 2. A forged peer request (no signature) gets nothing.
 	resp, err := http.Get("http://" + nodes[0].peer + "/p/1")
