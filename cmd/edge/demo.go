@@ -74,8 +74,9 @@ Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster)
 			a := ns[0]
 			fmt.Fprintf(w, `
 Try:
-  curl -si http://%[1]s/p/42 | grep -i -E '^(cache-status|age)'   # first: fwd=uri-miss
-  curl -si http://%[1]s/p/42 | grep -i -E '^(cache-status|age)'   # again: hit, from memory
+  curl -si http://%[1]s/p/42 | grep -i cache-status   # fwd=uri-miss (via the page's home in a cluster)
+  curl -si http://%[1]s/p/42 | grep -i cache-status   # again (a cluster node keeps a page from its 2nd request)
+  curl -si http://%[1]s/p/42 | grep -i cache-status   # hit, from memory
   open http://%[2]s/status                                          # peers, detector margins, indicators
   curl -s  http://%[2]s/metrics | grep -E '^edge_(requests_total|peer_up|peer_probes_total)'
   curl -s -X POST -H 'Authorization: Bearer %[3]s' 'http://%[2]s/purge?url=http://%[1]s/p/42'   # purges every node
