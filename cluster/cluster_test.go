@@ -99,9 +99,17 @@ func TestPlanShapes(t *testing.T) {
 		ring := c.router.Ring()
 		for p := range 50 {
 			kh := routing.KeyHash("http://h/p/" + strconv.Itoa(p))
-			home := c.home(ring, kh)
+			// The home, derived independently: rank 2 of the page's tree.
+			want := ring.Member(ring.RankMember(kh, 2))
+			if placement == routing.PlacementDistinct {
+				want = ring.Member(int(ring.Ranking(nil, kh)[0]))
+			}
+			_, home, _ := c.planFor(kh, false, func(n int) int { return n - 1 })
+			if home != want {
+				t.Fatalf("%v: page %d home %s, want %s", placement, p, home, want)
+			}
 			for req := 1; req <= 5; req++ {
-				path := c.plan(kh)
+				path, _ := c.plan(kh)
 				seen := map[string]bool{}
 				for _, h := range path {
 					if h.id == "n0" || seen[h.id] {
@@ -124,7 +132,7 @@ func TestPlanShapes(t *testing.T) {
 	r := newTestCluster(t, "ring", peers)
 	_ = r.router.SetView(members)
 	kh := routing.KeyHash("x")
-	if path := r.plan(kh); len(path) > 1 {
+	if path, _ := r.plan(kh); len(path) > 1 {
 		t.Errorf("ring plan %v", path)
 	}
 }

@@ -49,7 +49,6 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()
 	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode, View: ring.Members(), Policy: c.cfg.Selection}
-	e.Home = c.home(ring, kh)
 	e.Placement = c.cfg.Placement.String()
 	e.Requests, _ = c.hot.Peek(kh, 0)
 	e.Hot = e.Requests >= c.cfg.HotThreshold
@@ -60,12 +59,13 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 		}
 		return out
 	}
-	e.ColdPath = names(c.planFor(kh, false, func(n int) int { return n - 1 }))
-	hot := c.planFor(kh, true, func(n int) int { return n - 1 })
-	e.HotPath = names(hot)
+	lastLeaf := func(n int) int { return n - 1 }
+	cold, home, _ := c.planFor(kh, false, lastLeaf)
+	hot, _, _ := c.planFor(kh, true, lastLeaf)
+	e.Home, e.ColdPath, e.HotPath = home, names(cold), names(hot)
 	path := hot
 	if !e.Hot {
-		path = c.planFor(kh, false, func(n int) int { return n - 1 })
+		path = cold
 	}
 	cs := c.candidates(key, path, false)
 	e.MissPenalty = cs.missPenalty

@@ -34,9 +34,8 @@ func (c *Cluster) Fetch(ctx context.Context, req *http.Request) (*http.Response,
 		return c.origin.Fetch(ctx, req)
 	}
 	start := time.Now()
-	path := c.plan(kh)
-	ring := c.router.Ring()
-	isHome := ring.Len() <= 1 || c.home(ring, kh) == c.cfg.NodeID
+	path, home := c.plan(kh)
+	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != "off" {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
 			c.keepAtIngress(resp, kh)
@@ -120,33 +119,41 @@ type hop struct {
 	rank int
 }
 
-// plan computes the page's climb path over the current view, without self.
-// ring: the owner only. tree: a random leaf up to the children of the root.
-// hybrid: the home (rank 2) while the page is cold, then the tree with the
-// home as the last stop before the origin.
-func (c *Cluster) plan(kh uint64) []hop {
+// plan computes the page's climb path over the current view, without self,
+// and the page's home. ring: the owner only. tree: a random leaf up to the
+// children of the root. hybrid: the home (rank 2) while the page is cold,
+// then the tree with the home as the last stop before the origin. It counts
+// the request towards the page being hot and records the tree path length.
+func (c *Cluster) plan(kh uint64) (path []hop, home string) {
 	hot := true
 	if c.cfg.Mode == "hybrid" {
 		_, hot = c.hot.Observe(kh, 0)
 	}
-	return c.planFor(kh, hot, rand.IntN)
+	path, home, tree := c.planFor(kh, hot, rand.IntN)
+	if tree {
+		c.metrics.TreeHops.Observe(float64(len(path)))
+	}
+	return path, home
 }
 
-// planFor computes the path for a page known to be hot or cold; pick
-// chooses the leaf (random in service, fixed when explaining).
-func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
+// planFor computes, from one snapshot of the view, the path for a page
+// known to be hot or cold and the page's home; tree reports whether the
+// path came from the page's tree. pick chooses the leaf (random in service,
+// fixed when explaining). It records nothing, so explaining a route does
+// not disturb the metrics.
+func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, home string, tree bool) {
 	ring := c.router.Ring()
 	n := ring.Len()
 	if n <= 1 {
-		return nil
+		return nil, c.cfg.NodeID, false // alone: this node is every page's home
 	}
 	var ranking []int32
 	if c.cfg.Placement == routing.PlacementDistinct {
-		// O(C log C) over the view: cheap for the tens of nodes an edge
-		// cluster has, and only hot-page misses reach here.
+		// O(C log C) over the view, on every miss (the home depends on it):
+		// cheap for the tens of nodes an edge cluster has.
 		ranking = ring.Ranking(make([]int32, 0, n), kh)
 	}
-	home := ring.Member(homeIndex(ring, kh, ranking))
+	home = ring.Member(homeIndex(ring, kh, ranking))
 	var out []hop
 	add := func(id string, rank int) {
 		if id == c.cfg.NodeID {
@@ -162,25 +169,24 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) []hop {
 	switch c.cfg.Mode {
 	case "ring":
 		add(ring.Member(ring.Lookup(kh)), 2)
-		return out
+		return out, home, false
 	case "hybrid":
 		if !hot {
 			add(home, 2)
-			return out
+			return out, home, false
 		}
 	}
-	tree := routing.Tree{Size: n, Arity: c.cfg.Arity}
-	first := tree.FirstLeaf()
+	t := routing.Tree{Size: n, Arity: c.cfg.Arity}
+	first := t.FirstLeaf()
 	leaf := first + pick(n-first+1)
 	var hops [16]routing.Hop
-	for _, h := range ring.AppendPath(hops[:0], kh, tree, leaf, c.cfg.Placement, ranking) {
+	for _, h := range ring.AppendPath(hops[:0], kh, t, leaf, c.cfg.Placement, ranking) {
 		add(ring.Member(h.Member), h.Rank)
 	}
 	if c.cfg.Mode == "hybrid" {
 		add(home, 2)
 	}
-	c.metrics.TreeHops.Observe(float64(len(out)))
-	return out
+	return out, home, true
 }
 
 // homeIndex is the member playing rank 2 of the page's tree: its home.
@@ -189,18 +195,6 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 		return int(ranking[0])
 	}
 	return ring.RankMember(kh, 2)
-}
-
-// home returns the id of the page's home under the configured placement.
-func (c *Cluster) home(ring *routing.Ring, kh uint64) string {
-	if ring.Len() == 0 {
-		return ""
-	}
-	var ranking []int32
-	if c.cfg.Placement == routing.PlacementDistinct {
-		ranking = ring.Ranking(nil, kh)
-	}
-	return ring.Member(homeIndex(ring, kh, ranking))
 }
 
 // probe asks the selected peers, in parallel, whether they hold the page
