@@ -56,8 +56,8 @@ func TestSignAndVerify(t *testing.T) {
 
 type nopFetcher struct{}
 
-func (nopFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
-	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+func (nopFetcher) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, Keep: true}, nil
 }
 
 func newTestCluster(t *testing.T, mode string, peers map[string]string) *Cluster {

@@ -23,33 +23,31 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 // plans: probe the peers worth asking, then climb the page's path. At a
 // peer (a climb that reached us and missed) it continues the climb with the
 // path it was given, never re-planning. Every cache applies the q-rule to
-// decide whether to keep a copy (proxy.HeaderStore).
-func (c *Cluster) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
-	key := proxy.CacheKey("http", req.Host, req.URL.EscapedPath(), req.URL.RawQuery)
+// decide whether to keep a copy (Result.Keep). key is the cache key the
+// proxy computed for req.
+func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
 	kh := routing.KeyHash(key)
 	if rt := routeFrom(ctx); rt != nil {
-		return c.continueClimb(ctx, req, kh, rt)
+		return c.continueClimb(ctx, key, req, kh, rt)
 	}
 	if c.cfg.Mode == "none" {
-		return c.origin.Fetch(ctx, req)
+		return c.origin.Fetch(ctx, key, req)
 	}
 	start := time.Now()
 	path, home := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != "off" {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
-			c.keepAtIngress(resp, kh)
-			return resp, nil
+			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh)}, nil
 		}
 	}
-	resp, err := c.climb(ctx, req, path, 0)
-	if err == nil {
-		c.recordClimb(time.Since(start))
-		if !isHome { // the home always keeps its pages: it stands in front of the origin
-			c.keepAtIngress(resp, kh)
-		}
+	resp, err := c.climb(ctx, key, req, path, 0)
+	if err != nil {
+		return proxy.Result{}, err
 	}
-	return resp, err
+	c.recordClimb(time.Since(start))
+	// The home always keeps its pages: it stands in front of the origin.
+	return proxy.Result{Resp: resp, Keep: isHome || c.keepAtIngress(kh)}, nil
 }
 
 // candidateSet is the peers worth considering for a probe, with the
@@ -285,7 +283,7 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
 // timeout, 5xx) is skipped; after the last cache the origin is asked.
-func (c *Cluster) climb(ctx context.Context, req *http.Request, path []hop, hopCount int) (*http.Response, error) {
+func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, path []hop, hopCount int) (*http.Response, error) {
 	for i, h := range path {
 		p := c.peer(h.id)
 		if p == nil || !c.isTrusted(p) {
@@ -313,17 +311,18 @@ func (c *Cluster) climb(ctx context.Context, req *http.Request, path []hop, hopC
 			return nil, ctx.Err()
 		}
 	}
-	return c.origin.Fetch(ctx, req)
+	res, err := c.origin.Fetch(ctx, key, req)
+	return res.Resp, err
 }
 
 // continueClimb runs the Karger step at this cache (it missed): count the
 // request for (page, rank), forward it along the rest of the path, and keep
 // a copy when it returns if the count reached q. The home (rank 2) always
 // keeps one: it stands in front of the origin.
-func (c *Cluster) continueClimb(ctx context.Context, req *http.Request, kh uint64, rt *route) (*http.Response, error) {
+func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Request, kh uint64, rt *route) (proxy.Result, error) {
 	if rt.mode == "probe" {
 		// only-if-cached already answered a probe miss; never fetch for one.
-		return nil, errors.New("cluster: probe reached the fetcher")
+		return proxy.Result{}, errors.New("cluster: probe reached the fetcher")
 	}
 	_, keep := c.counters.Observe(kh, rt.rank)
 	if rt.rank == 2 {
@@ -337,20 +336,19 @@ func (c *Cluster) continueClimb(ctx context.Context, req *http.Request, kh uint6
 			path = append(path, hop{id, r})
 		}
 	}
-	resp, err := c.climb(ctx, req, path, rt.hop)
-	if err == nil && !keep {
-		resp.Header.Set(proxy.HeaderStore, "0")
+	resp, err := c.climb(ctx, key, req, path, rt.hop)
+	if err != nil {
+		return proxy.Result{}, err
 	}
-	return resp, err
+	return proxy.Result{Resp: resp, Keep: keep}, nil
 }
 
 // keepAtIngress applies the ingress's own q-rule: a page fetched through the
 // cluster is kept here once this node has seen q requests for it, so hot
 // pages end up at every ingress.
-func (c *Cluster) keepAtIngress(resp *http.Response, kh uint64) {
-	if _, keep := c.ingressQ.Observe(kh, 0); !keep {
-		resp.Header.Set(proxy.HeaderStore, "0")
-	}
+func (c *Cluster) keepAtIngress(kh uint64) bool {
+	_, keep := c.ingressQ.Observe(kh, 0)
+	return keep
 }
 
 func (c *Cluster) recordClimb(d time.Duration) {

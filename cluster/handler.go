@@ -60,7 +60,10 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 			return
 		}
 		c.metrics.PeerRequests.WithLabelValues(rt.mode).Inc()
-		data.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), routeKey{}, rt)))
+		// An authenticated peer is a trusted proxy: the forwarding fields it
+		// wrote for its client are kept.
+		ctx := proxy.WithTrustedForwarding(context.WithValue(req.Context(), routeKey{}, rt))
+		data.ServeHTTP(w, req.WithContext(ctx))
 	}))
 	return r
 }

@@ -93,7 +93,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		Buckets: []float64{1, 2, 3, 4, 8, 16, 64},
 	})
 	reg.MustRegister(originFetches, perPage)
-	counted := countingFetcher{f: up, n: originFetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
+	counted := countingFetcher{f: proxy.FetcherFunc(up.Fetch), n: originFetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
@@ -297,10 +297,9 @@ type countingFetcher struct {
 	pages   *routing.Counters
 }
 
-func (c countingFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+func (c countingFetcher) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
 	c.n.Inc()
-	key := proxy.CacheKey("http", req.Host, req.URL.EscapedPath(), req.URL.RawQuery)
 	nth, _ := c.pages.Observe(routing.KeyHash(key), 0)
 	c.perPage.Observe(float64(nth))
-	return c.f.Fetch(ctx, req)
+	return c.f.Fetch(ctx, key, req)
 }

@@ -1,79 +1,51 @@
 package proxy
 
-import (
-	"context"
-	"sync"
-	"time"
-)
+import "sync"
 
-// coalescer merges concurrent fetches of the same key: the first caller (the
-// leader) fetches, later callers wait for its result. Unlike singleflight,
-// a waiter gives up after a timeout, and a result may be marked not
-// shareable (a response that may not be stored must not be handed to other
-// clients), in which case waiters fetch for themselves.
+// coalescer merges concurrent fetches of the same variant: the first caller
+// (the leader) starts a fill, later callers join it. Unlike singleflight, a
+// fill's result may turn out not shareable (a response the cache could not
+// have served to the waiter from the store), and waiters then fetch for
+// themselves; and a fill stays joinable until its body is complete and
+// stored, so a request arriving mid-body reads along instead of fetching.
 type coalescer struct {
-	mu      sync.Mutex
-	flights map[string]*flight
+	mu    sync.Mutex
+	fills map[string]*fill
 }
 
-type flight struct {
-	done    chan struct{}
-	entry   *Entry // the shared result; nil if not shareable
-	waiters int
-}
-
-func newCoalescer() *coalescer { return &coalescer{flights: make(map[string]*flight)} }
+func newCoalescer() *coalescer { return &coalescer{fills: make(map[string]*fill)} }
 
 // join returns (f, true) if the caller became the leader for key, who must
-// call finish; otherwise it returns the leader's flight to wait on.
-func (c *coalescer) join(key string) (*flight, bool) {
+// call done; otherwise the fill under way for key.
+func (c *coalescer) join(key string) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f, ok := c.flights[key]; ok {
-		f.waiters++
+	if f, ok := c.fills[key]; ok {
 		return f, false
 	}
-	f := &flight{done: make(chan struct{})}
-	c.flights[key] = f
+	f := newFill()
+	c.fills[key] = f
 	return f, true
 }
 
-// lead makes the caller the leader for key if no fetch is under way; it
-// never waits.
-func (c *coalescer) lead(key string) (*flight, bool) {
+// lead makes the caller the leader for key if no fill is under way; it
+// never joins.
+func (c *coalescer) lead(key string) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.flights[key]; ok {
+	if _, ok := c.fills[key]; ok {
 		return nil, false
 	}
-	f := &flight{done: make(chan struct{})}
-	c.flights[key] = f
+	f := newFill()
+	c.fills[key] = f
 	return f, true
 }
 
-// finish publishes the leader's result (nil if not shareable) and wakes the
-// waiters. It returns how many waiters were merged into this flight.
-func (c *coalescer) finish(key string, f *flight, e *Entry) int {
+// done removes the leader's fill: later requests look in the store again.
+func (c *coalescer) done(key string, f *fill) {
 	c.mu.Lock()
-	delete(c.flights, key)
-	n := f.waiters
-	c.mu.Unlock()
-	f.entry = e
-	close(f.done)
-	return n
-}
-
-// wait blocks until the leader finishes, the timeout passes or ctx ends. It
-// returns the shared entry, or nil when the caller must fetch for itself.
-func (f *flight) wait(ctx context.Context, timeout time.Duration) *Entry {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-f.done:
-		return f.entry
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return nil
+	if c.fills[key] == f {
+		delete(c.fills, key)
 	}
+	c.mu.Unlock()
 }

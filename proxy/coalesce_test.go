@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -44,12 +45,14 @@ func TestCoalescingOneOriginFetchPerKey(t *testing.T) {
 	}
 }
 
-func TestCoalescingWaiterTimeoutFallsBack(t *testing.T) {
-	p := newTestProxy(t, func(c *Config) { c.CoalesceTimeout = 50 * time.Millisecond })
+// TestSlowOriginOneFetchForAllWaiters: waiters on a slow URL wait for the
+// one fetch under way instead of each starting their own (issue 11 item 11).
+func TestSlowOriginOneFetchForAllWaiters(t *testing.T) {
+	p := newTestProxy(t, nil)
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "slow"})
 	p.origin.delay = 300 * time.Millisecond
 	var wg sync.WaitGroup
-	for range 3 {
+	for range 5 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -59,11 +62,38 @@ func TestCoalescingWaiterTimeoutFallsBack(t *testing.T) {
 				t.Errorf("body %q", w.Body.String())
 			}
 		}()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
-	if got := p.origin.calls.Load(); got != 3 {
-		t.Fatalf("origin requests = %d, want 3: waiters must give up and fetch themselves", got)
+	if got := p.origin.calls.Load(); got != 1 {
+		t.Fatalf("origin requests = %d, want 1: waiters must share the fetch under way", got)
+	}
+}
+
+// TestCoalesceTimeoutAnswers504: a waiter that waits longer than the
+// coalesce timeout gets a 504, never a second origin request.
+func TestCoalesceTimeoutAnswers504(t *testing.T) {
+	p := newTestProxy(t, func(c *Config) { c.CoalesceTimeout = 50 * time.Millisecond })
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "slow"})
+	p.origin.delay = 400 * time.Millisecond
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := httptest.NewRecorder()
+			p.h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/slow", nil))
+			codes[i] = w.Code
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if got := p.origin.calls.Load(); got != 1 {
+		t.Fatalf("origin requests = %d, want 1", got)
+	}
+	if codes[0] != 200 || codes[1] != http.StatusGatewayTimeout || codes[2] != http.StatusGatewayTimeout {
+		t.Fatalf("codes = %v, want [200 504 504]", codes)
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,13 @@ type Entry struct {
 	size       int64    // bytes charged against the store budget
 	stale      atomic.Bool
 	via        atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
+
+	// Bytes of an entry evicted from the store while responses are still
+	// being written from it are charged to the buffer budget until the
+	// last writer is done (see Handler.pinDropped).
+	users   atomic.Int32
+	dropped atomic.Bool
+	pinned  atomic.Bool
 }
 
 // entryOverhead approximates the bookkeeping bytes of an entry beyond its
@@ -85,4 +93,22 @@ func removeEdgeHeaders(h http.Header) {
 			delete(h, k)
 		}
 	}
+}
+
+// withBody returns a copy of e (an entry published before its body was in)
+// holding body, with a Content-Length that matches it.
+func (e *Entry) withBody(body []byte) *Entry {
+	hdr := e.Header
+	if cl := hdr["Content-Length"]; len(cl) != 1 || cl[0] != strconv.Itoa(len(body)) {
+		hdr = hdr.Clone()
+		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	out := &Entry{
+		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status, Header: hdr, Body: body,
+		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
+		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
+		etag: e.etag, lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
+	}
+	out.computeSize()
+	return out
 }

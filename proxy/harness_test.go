@@ -90,14 +90,15 @@ type originFetcher struct {
 	client *http.Client
 }
 
-func (f *originFetcher) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+func (f *originFetcher) Fetch(ctx context.Context, _ string, req *http.Request) (Result, error) {
 	out := req.Clone(ctx)
 	u := *req.URL
 	u.Scheme = "http"
 	u.Host = strings.TrimPrefix(f.base, "http://")
 	out.URL = &u
 	out.RequestURI = ""
-	return f.client.Transport.RoundTrip(out)
+	resp, err := f.client.Transport.RoundTrip(out)
+	return Result{Resp: resp, Keep: true}, err
 }
 
 // testProxy is a handler in front of a test origin.

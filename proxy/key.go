@@ -7,10 +7,13 @@ import (
 )
 
 // CacheKey builds the URL part of a cache key: scheme, lower-case host
-// without its port, path and the query with its parameters sorted, so that
-// neither parameter order nor the port a node listens on splits the cache
-// (every node of a cluster must compute the same key). GET and HEAD share
-// keys. It allocates only the returned string.
+// without its port, path and the query exactly as it will be forwarded
+// (the origin may answer ?id=a&id=b and ?id=b&id=a differently, so they
+// must not share an entry; sorting is the per-deployment opt-in
+// cache.sort_query, which rewrites the forwarded query too). The port a
+// node listens on does not split the cache: every node of a cluster must
+// compute the same key. GET and HEAD share keys. It allocates only the
+// returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
 	host = stripPort(host)
 	var b strings.Builder
@@ -30,7 +33,7 @@ func CacheKey(scheme, host, path, rawQuery string) string {
 	b.WriteString(path)
 	if rawQuery != "" {
 		b.WriteByte('?')
-		writeSortedQuery(&b, rawQuery)
+		b.WriteString(rawQuery)
 	}
 	return b.String()
 }

@@ -10,11 +10,11 @@ func TestCacheKey(t *testing.T) {
 	cases := []struct{ scheme, host, path, query, want string }{
 		{"http", "Example.COM", "/a", "", "http://example.com/a"},
 		{"http", "example.com", "", "", "http://example.com/"},
-		{"http", "example.com", "/a", "b=2&a=1", "http://example.com/a?a=1&b=2"},
+		{"http", "example.com", "/a", "b=2&a=1", "http://example.com/a?b=2&a=1"}, // order kept: the origin sees it
 		{"https", "example.com:8443", "/a%2Fb", "x=%20", "https://example.com/a%2Fb?x=%20"},
 		{"http", "[::1]:8080", "/", "", "http://[::1]/"},
 		{"http", "[::1]", "/", "", "http://[::1]/"},
-		{"http", "h", "/", "a=1&a=0", "http://h/?a=0&a=1"},
+		{"http", "h", "/", "a=1&a=0", "http://h/?a=1&a=0"},
 	}
 	for _, tc := range cases {
 		if got := CacheKey(tc.scheme, tc.host, tc.path, tc.query); got != tc.want {
@@ -51,6 +51,9 @@ func FuzzCacheKeyAndVary(f *testing.F) {
 	f.Add("", "", "&&", ",,", "", "\x00")
 	f.Fuzz(func(t *testing.T, host, path, query, vary, v1, v2 string) {
 		k1 := CacheKey("http", host, path, query)
+		if query != "" && !strings.HasSuffix(k1, "?"+query) {
+			t.Fatalf("the key %q does not keep the query %q as forwarded", k1, query)
+		}
 		if k1 != CacheKey("http", strings.ToUpper(host), path, query) && strings.EqualFold(strings.ToUpper(host), host) && isASCII(host) {
 			t.Fatalf("host case changed the key: %q", k1)
 		}

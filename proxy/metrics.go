@@ -33,6 +33,8 @@ type Metrics struct {
 	InFlight        prometheus.Gauge         // client requests being served
 	Refreshes       *prometheus.CounterVec   // background revalidations by outcome
 
+	buffered func() float64 // bytes charged to the buffer budget; set by the handler
+
 	// Children of Requests and RequestDuration per result, resolved once so
 	// the hit path does not hash label values.
 	byResult map[string]resultMetrics
@@ -104,6 +106,13 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			func() float64 { return float64(s.Stats().Objects) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_store_evictions_total", Help: "Responses evicted to stay under the byte budget."},
 			func() float64 { return float64(s.Stats().Evictions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_buffered_bytes", Help: "Bytes held by fills in progress and by evicted responses still being sent (limits.max_buffered_bytes bounds it)."},
+			func() float64 {
+				if m.buffered == nil {
+					return 0
+				}
+				return m.buffered()
+			}),
 	)
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
 	m.byResult = make(map[string]resultMetrics)

@@ -21,9 +21,14 @@ type Store struct {
 	maxVariants int                            // variants kept per URL
 	tags        map[string]map[string]struct{} // surrogate key → URL keys
 	stats       StoreStats
-	onEvict     func(n int) // called with the number of entries evicted for space
 	onInsert    func(key string)
+	onDrop      func(e *Entry) // called under the lock for every entry that leaves
 }
+
+// OnDrop registers f to be called (under the store's lock, so it must not
+// call back into the store) for every entry that leaves the store:
+// evicted, replaced or removed.
+func (s *Store) OnDrop(f func(e *Entry)) { s.onDrop = f }
 
 // OnInsert registers f to be called (outside the store's lock) whenever a
 // URL key enters the store; the cluster feeds its indicator with it.
@@ -63,6 +68,9 @@ func (s *Store) evicted(key string, o *object) {
 }
 
 func (s *Store) dropEntry(e *Entry) {
+	if s.onDrop != nil {
+		s.onDrop(e)
+	}
 	s.bytes -= e.size
 	s.stats.Objects--
 	for _, t := range e.surrogates {
@@ -92,6 +100,12 @@ func (s *Store) addEntry(e *Entry) {
 // also returns the URL's current Vary names, which callers use to coalesce
 // requests for the same variant.
 func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
+	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) })
+}
+
+// LookupFunc is Lookup with the request's Vary key computed by varyKey for
+// the URL's Vary names; it is called only for a URL that varies.
+func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*Entry, []string) {
 	s.mu.Lock()
 	o, ok := s.lru.Get(key)
 	if !ok {
@@ -105,7 +119,7 @@ func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
 		return e, nil
 	}
 	s.mu.Unlock()
-	vk := VaryKey(vary, req)
+	vk := varyKey(vary)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range o.variants {
@@ -179,12 +193,7 @@ func (s *Store) evictToBudget() {
 		}
 		n += len(o.variants)
 	}
-	if n > 0 {
-		s.stats.Evictions += uint64(n)
-		if s.onEvict != nil {
-			s.onEvict(n)
-		}
-	}
+	s.stats.Evictions += uint64(n)
 }
 
 // Remove deletes every variant of key and reports how many were removed.

@@ -1,0 +1,485 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// miss is what serveCacheable knows about a request it cannot answer from
+// the store.
+type miss struct {
+	key     string
+	vary    []string // the URL's current Vary names (nil: none known)
+	stale   *Entry   // the stored variant to validate, if any
+	reqCC   CacheControl
+	hasAuth bool
+	fwd     string // Cache-Status fwd parameter
+	// background: no client reads the body (a stale-while-revalidate
+	// refresh), so a body that cannot be kept is abandoned.
+	background bool
+}
+
+// fetchAndServe answers a miss: it joins the fill of the same variant if
+// one is under way, or leads one. A waiter is given the leader's response
+// only if the cache could have served it to the waiter from the store:
+// shareable, fresh for this request, and selected by this request's Vary
+// fields. Otherwise the waiter fetches for itself.
+func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) string {
+	if !m.hasAuth { // a request with credentials never shares a fetch
+		vary := m.vary
+		for range 2 { // the second pass joins the fill of our own variant
+			ckey := coalesceKey(m.key, h.varyKey(vary, r))
+			f, leader := h.co.join(ckey)
+			if leader {
+				return h.lead(w, r, f, ckey, m)
+			}
+			if err := f.wait(r.Context(), h.cfg.CoalesceTimeout); err != nil {
+				if errors.Is(err, errCoalesceTimeout) {
+					h.writeError(w, http.StatusGatewayTimeout, "fwd="+m.fwd+"; detail=coalesce-timeout", "timed out waiting for the origin")
+				}
+				return ResultError
+			}
+			if f.err != nil {
+				return h.answerFetchError(w, r, m, f.err)
+			}
+			if !f.shared {
+				break
+			}
+			e := f.entry
+			if len(e.VaryNames) > 0 && h.varyKey(e.VaryNames, r) != e.VaryKey {
+				vary = e.VaryNames
+				continue
+			}
+			if h.usable(e, m.reqCC, h.now()) != useFresh {
+				break
+			}
+			h.metrics.Coalesced.Inc()
+			h.serveFill(w, r, f, nil, "fwd="+m.fwd+"; collapsed", nil)
+			return ResultCollapsed
+		}
+	}
+	return h.lead(w, r, nil, "", m)
+}
+
+// answerFetchError serves stale if allowed, else an upstream error.
+func (h *Handler) answerFetchError(w http.ResponseWriter, r *http.Request, m miss, err error) string {
+	now := h.now()
+	if m.stale != nil && h.staleOnErrorOK(m.stale, m.reqCC, now) {
+		h.writeEntry(w, r, m.stale, now, "fwd=stale; detail=origin-error", nil)
+		return ResultStaleError
+	}
+	h.writeUpstreamError(w, err)
+	return ResultError
+}
+
+// outcome is what one upstream fetch produced for the request that led it.
+type outcome struct {
+	kind   outcomeKind
+	err    error          // outError
+	entry  *Entry         // outEntry: a complete response (304 update)
+	resp   *http.Response // outStream: a response for this request alone
+	status string         // Cache-Status after the node name
+	own    http.Header    // per-user fields for this requester only
+	result string         // edge_requests_total label
+	reader *fillReader    // outFill: the requester's reader, registered before the body
+}
+
+type outcomeKind int
+
+const (
+	outError  outcomeKind = iota // nothing usable came back
+	outStale                     // the origin failed; serve the stale entry
+	outEntry                     // serve entry
+	outStream                    // stream resp (not shareable)
+	outFill                      // serve from the fill as its body arrives
+)
+
+// lead fetches for r and answers it. f is the fill to publish to (nil when
+// the request fetches for itself), ckey its coalescing key.
+func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey string, m miss) string {
+	if !h.acquireUpstream() {
+		if f != nil {
+			f.publish(nil, false, errOverload)
+			h.co.done(ckey, f)
+		}
+		w.Header().Set("Retry-After", "1")
+		h.reject(w, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+		return ResultRejected
+	}
+	defer h.releaseUpstream()
+	if f == nil {
+		f = newFill() // not coalesced, but the body still streams through a fill
+	}
+	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
+	switch o.kind {
+	case outStale:
+		h.writeEntry(w, r, m.stale, h.now(), o.status, nil)
+	case outEntry:
+		h.writeEntry(w, r, o.entry, h.now(), o.status, o.own)
+	case outStream:
+		defer o.resp.Body.Close()
+		if o.status == "too-large" && len(r.Header["Range"]) > 0 {
+			// The client wanted a part of an object we do not store:
+			// ask the origin for that part instead of sending it all.
+			return h.servePass(w, r, "too-large")
+		}
+		h.stream(w, r, o.resp, h.statusPrefix+o.status, o.own)
+	case outFill:
+		h.serveFill(w, r, f, o.reader, o.status, o.own)
+	default:
+		h.writeUpstreamError(w, o.err)
+	}
+	return o.result
+}
+
+var errOverload = errors.New("proxy: too many upstream requests in flight")
+
+// fillFrom is the one fill path, used by client misses and by background
+// refresh: fetch (validating m.stale if set), apply a 304, decide whether
+// the response may be stored and shared, publish the outcome to f's
+// waiters and, for a storable response, start pumping its body into f
+// and the store. ckey is f's coalescing key ("" if f is not registered).
+func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Request, m miss) outcome {
+	registered := ckey != ""
+	unregister := func() {
+		if registered {
+			h.co.done(ckey, f)
+		}
+	}
+	out := h.outboundRequest(r, ctx, true)
+	if m.stale != nil {
+		setValidators(out.Header, m.stale)
+	}
+	reqTime := h.now()
+	res, err := h.fetch(ctx, m.key, out)
+	if err != nil {
+		f.publish(nil, false, err)
+		unregister()
+		if m.stale != nil && h.staleOnErrorOK(m.stale, m.reqCC, h.now()) {
+			return outcome{kind: outStale, status: "fwd=stale; detail=origin-error", result: ResultStaleError}
+		}
+		return outcome{kind: outError, err: err, result: ResultError}
+	}
+	resp := res.Resp
+	respTime := h.now()
+	code := strconv.Itoa(resp.StatusCode)
+	own := perUserFields(resp.Header)
+
+	if m.stale != nil && resp.StatusCode == http.StatusNotModified {
+		resp.Body.Close()
+		e := h.updateFrom304(m.stale, resp, reqTime, respTime)
+		if res.Keep {
+			h.store.Put(e)
+		}
+		f.publish(e, true, nil)
+		unregister()
+		return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304", result: ResultRevalidated}
+	}
+	if m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, respTime) {
+		resp.Body.Close()
+		f.publish(nil, false, nil)
+		unregister()
+		return outcome{kind: outStale, status: "fwd=stale; fwd-status=" + code + "; detail=origin-error", result: ResultStaleError}
+	}
+
+	cc, targeted := h.cfg.Policy.effectiveCC(resp.Header)
+	ok, why := h.cfg.Policy.storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
+	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
+		ok, why = false, "too-large"
+	}
+	var e *Entry
+	if ok {
+		e = h.newEntry(m.key, resp, reqTime, respTime)
+		e.VaryKey = h.varyKey(e.VaryNames, r)
+		if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
+			// Never fresh and never validatable: storing it could only
+			// ever serve it to someone it was not meant for.
+			ok, why = false, "no-freshness"
+		}
+	}
+	if !ok {
+		h.metrics.NotStored.WithLabelValues(why).Inc()
+		switch why {
+		case "too-large":
+			h.large.Add(m.key, struct{}{})
+		case "authorization", "request-no-store", "status":
+			// about this request or this status, not the URL
+		default:
+			h.passes.Add(m.key, struct{}{})
+		}
+		if m.stale != nil && why != "status" {
+			h.store.Remove(m.key)
+		}
+		f.publish(nil, false, nil)
+		unregister()
+		status := "fwd=" + m.fwd + "; fwd-status=" + code + "; detail=" + why
+		if why == "too-large" {
+			status = why // lead re-reads it to forward a Range
+		}
+		return outcome{kind: outStream, resp: resp, status: status, own: own, result: ResultMiss}
+	}
+
+	status := "fwd=" + m.fwd + "; fwd-status=" + code + "; stored"
+	if !res.Keep {
+		status = "fwd=" + m.fwd + "; fwd-status=" + code + "; detail=q-rule"
+	}
+	if resp.ContentLength >= 0 {
+		e.Header["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
+	} else {
+		delete(e.Header, "Content-Length")
+	}
+	f.publish(e, true, nil)
+	var rd *fillReader
+	if !m.background {
+		rd, _ = f.reader() // before the pump starts: base is still 0
+	}
+	h.bgWG.Add(1)
+	go func() {
+		defer h.bgWG.Done()
+		defer resp.Body.Close()
+		body, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h.charge, h.release)
+		switch {
+		case err != nil:
+			h.log.Debug("reading upstream body", "key", m.key, "err", err)
+			h.metrics.NotStored.WithLabelValues("body-error").Inc()
+		case body == nil:
+			h.metrics.NotStored.WithLabelValues(f.trimReason()).Inc()
+			if f.trimReason() == "too-large" {
+				h.large.Add(m.key, struct{}{})
+			}
+		case !res.Keep:
+			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+		default:
+			if h.store.Put(f.final()) {
+				h.passes.Remove(m.key)
+			}
+		}
+		unregister() // after the Put: a request arriving now finds the entry
+	}()
+	return outcome{kind: outFill, own: own, status: status, result: ResultMiss, reader: rd}
+}
+
+// fetch sends req upstream and counts the outcome.
+func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+	t := h.now()
+	res, err := h.fetcher.Fetch(ctx, key, req)
+	h.metrics.OriginDuration.Observe(h.now().Sub(t).Seconds())
+	if err != nil {
+		h.metrics.OriginRequests.WithLabelValues("error").Inc()
+		return res, err
+	}
+	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
+	return res, nil
+}
+
+func statusClass(code int) string {
+	switch {
+	case code < 200:
+		return "1xx"
+	case code < 300:
+		return "2xx"
+	case code < 400:
+		return "3xx"
+	case code < 500:
+		return "4xx"
+	}
+	return "5xx"
+}
+
+// staleOnErrorOK reports whether e may be served because the origin
+// failed. A response that was never fresh is never served this way: it
+// was never meant to be reused.
+func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bool {
+	if e.lifetime <= 0 {
+		return false
+	}
+	if e.staleForbidden() && !e.stale.Load() {
+		return false
+	}
+	staleness := e.Age(now) - e.lifetime
+	if staleness <= 0 {
+		return true
+	}
+	window := h.cfg.Policy.staleWindow(e.cc.StaleIfErr, h.cfg.Policy.StaleIfErrorDefault)
+	if reqCC.StaleIfErr != unset {
+		if w := h.cfg.Policy.staleWindow(reqCC.StaleIfErr, 0); w > window {
+			window = w
+		}
+	}
+	return staleness <= window
+}
+
+// perUserResponseFields are response fields meant for the one user whose
+// request caused them. They are never stored and never merged into a
+// stored entry; the requester still receives its own.
+var perUserResponseFields = [...]string{"Set-Cookie", "Set-Cookie2", "Authentication-Info", "Proxy-Authentication-Info"}
+
+// perUserFields returns the per-user fields of a response (nil if none).
+func perUserFields(h http.Header) http.Header {
+	var own http.Header
+	for _, k := range perUserResponseFields {
+		if v := h[k]; len(v) > 0 {
+			if own == nil {
+				own = http.Header{}
+			}
+			own[k] = v
+		}
+	}
+	return own
+}
+
+// sharedHeader copies a response header for storing: no hop-by-hop fields,
+// no per-user fields, no peer-protocol fields.
+func sharedHeader(h http.Header) http.Header {
+	hdr := h.Clone()
+	removeHopByHop(hdr)
+	for _, k := range perUserResponseFields {
+		delete(hdr, k)
+	}
+	removeEdgeHeaders(hdr)
+	return hdr
+}
+
+// newEntry builds an entry (without its body) from an upstream response.
+func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time) *Entry {
+	hdr := sharedHeader(resp.Header)
+	names, _ := VaryNames(hdr)
+	e := &Entry{
+		Key: key, VaryNames: names,
+		Status: resp.StatusCode, Header: hdr,
+		RequestTime: reqTime, ResponseTime: respTime,
+	}
+	h.cfg.Policy.finishEntry(e)
+	return e
+}
+
+// updateFrom304 returns a copy of stale with the header fields of a 304
+// applied (RFC 9111 §3.2), sharing the stored body. Per-user fields of the
+// 304 are not applied: they belong to the requester alone.
+func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, respTime time.Time) *Entry {
+	hdr := stale.Header.Clone()
+	upd := sharedHeader(resp.Header)
+	// Fields that describe the stored body, or select it, stay as stored:
+	// a 304 cannot change the representation it validated (RFC 9111 §3.2).
+	for _, k := range [...]string{"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Etag"} {
+		delete(upd, k)
+	}
+	for k, v := range upd {
+		hdr[k] = v
+	}
+	e := &Entry{
+		Key: stale.Key, VaryNames: stale.VaryNames, VaryKey: stale.VaryKey,
+		Status: stale.Status, Header: hdr, Body: stale.Body,
+		RequestTime: reqTime, ResponseTime: respTime,
+	}
+	h.cfg.Policy.finishEntry(e)
+	return e
+}
+
+// setValidators turns out into a conditional request for e.
+func setValidators(hdr http.Header, e *Entry) {
+	if e.etag != "" {
+		hdr.Set("If-None-Match", e.etag)
+	}
+	if lm := e.Header.Get("Last-Modified"); lm != "" {
+		hdr.Set("If-Modified-Since", lm)
+	}
+}
+
+// refreshInBackground revalidates e once, however many requests see it
+// stale, through the same fill path as a client miss.
+func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry) {
+	ckey := coalesceKey(key, e.VaryKey)
+	f, leader := h.co.lead(ckey)
+	if !leader {
+		return // a fetch for this variant is already under way
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
+	rr := r.Clone(ctx)
+	h.bgWG.Add(1)
+	go func() {
+		defer h.bgWG.Done()
+		defer cancel()
+		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}, fwd: "stale", background: true})
+		switch o.kind {
+		case outEntry:
+			h.metrics.Refreshes.WithLabelValues("ok").Inc()
+		case outFill:
+			// The pump runs until the body is in; wait for it so that the
+			// refresh's deadline does not cut it short.
+			f.waitDone(ctx)
+			h.metrics.Refreshes.WithLabelValues("ok").Inc()
+		case outStream:
+			o.resp.Body.Close()
+			h.metrics.Refreshes.WithLabelValues("uncacheable").Inc()
+		default:
+			h.metrics.Refreshes.WithLabelValues("error").Inc()
+		}
+	}()
+}
+
+// servePass forwards r without using or filling the store. Unsafe methods
+// invalidate what they may have changed (RFC 9111 §4.4).
+func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) string {
+	if !h.acquireUpstream() {
+		w.Header().Set("Retry-After", "1")
+		h.reject(w, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+		return ResultRejected
+	}
+	defer h.releaseUpstream()
+	out := h.outboundRequest(r, r.Context(), false)
+	res, err := h.fetch(r.Context(), requestKey(r), out)
+	if err != nil {
+		if bodyTimedOut(r.Body) {
+			h.metrics.Rejected.WithLabelValues("slow_body").Inc()
+			h.writeError(w, http.StatusRequestTimeout, "fwd=request; detail=slow-body", "request body too slow")
+			return ResultRejected
+		}
+		h.writeUpstreamError(w, err)
+		return ResultError
+	}
+	resp := res.Resp
+	defer resp.Body.Close()
+	if !isSafe(r.Method) && resp.StatusCode < 400 {
+		h.invalidate(r, resp)
+	}
+	h.stream(w, r, resp, h.statusPrefix+"fwd=bypass; fwd-status="+strconv.Itoa(resp.StatusCode)+"; detail="+why, nil)
+	return ResultPass
+}
+
+func isSafe(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// invalidate removes the target URI and the same-origin Location and
+// Content-Location URIs of a successful unsafe request.
+func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
+	n := h.store.Remove(requestKey(r))
+	for _, field := range [...]string{"Location", "Content-Location"} {
+		v := resp.Header.Get(field)
+		if v == "" {
+			continue
+		}
+		u, err := r.URL.Parse(v)
+		if err != nil {
+			continue
+		}
+		if u.Host != "" && !strings.EqualFold(u.Host, r.Host) {
+			continue // another origin's URI: RFC 9111 §4.4 forbids invalidating it
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		n += h.store.Remove(CacheKey(scheme, r.Host, u.EscapedPath(), u.RawQuery))
+	}
+	h.metrics.Invalidations.Add(float64(n))
+}

@@ -1,0 +1,289 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+)
+
+// A fill is one upstream fetch of one variant whose body every interested
+// client reads as it arrives: one origin request, many readers, and a slow
+// reader never slows the fetch or the other readers (they read a shared
+// buffer at their own pace). The bytes a fill buffers are charged to the
+// handler's buffer budget (limits.max_buffered_bytes).
+//
+// A fill whose response turns out larger than the largest storable object
+// keeps only a window of bytes not yet read by every reader ("trimming"),
+// and waits for the slowest reader when the window is full, so that its
+// memory stays bounded whatever the body's length.
+type fill struct {
+	ready chan struct{} // closed once the outcome below is set
+
+	// The outcome, written before ready is closed and read-only after.
+	entry  *Entry // the shared response; its Body is set when the fill completes
+	shared bool   // waiters may be given entry (subject to their own checks)
+	err    error  // the fetch failed before a response arrived
+
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) whenever the state below changes
+	buf     []byte
+	base    int64  // stream offset of buf[0]; non-zero only when trimming
+	trim    bool   // not storable: drop what every reader has read
+	why     string // why trimming: too-large or buffer-full
+	whole   *Entry // entry with its complete body, once done
+	done    bool
+	bodyErr error
+	readers map[*fillReader]struct{}
+	charged int64 // bytes charged to the buffer budget
+}
+
+// errFillAbandoned ends a trimming fill that every reader has left.
+var errFillAbandoned = errors.New("proxy: every reader left a fill that cannot be stored")
+
+// trimWindow is how many unread bytes a trimming fill keeps.
+const trimWindow = 256 << 10
+
+func newFill() *fill {
+	return &fill{ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
+}
+
+// publish sets the outcome and wakes the waiters.
+func (f *fill) publish(e *Entry, shared bool, err error) {
+	f.entry, f.shared, f.err = e, shared, err
+	close(f.ready)
+}
+
+// wait blocks until the outcome is known, ctx ends or timeout passes.
+func (f *fill) wait(ctx context.Context, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-f.ready:
+		return nil
+	case <-t.C:
+		return errCoalesceTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errCoalesceTimeout = errors.New("proxy: timed out waiting for another request's fetch")
+
+// notifyLocked wakes everyone waiting on a change; f.mu is held.
+func (f *fill) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// pump copies the upstream body into the buffer until EOF or an error.
+// storable is false when the body may not be kept (trim from the start);
+// limit is the largest body kept whole. budget charges buffered bytes and
+// reports false when the budget is spent. It returns the complete body, or
+// nil when the fill did not end with a whole, storable body.
+func (f *fill) pump(body io.Reader, sizeHint, limit int64, budget func(int64) bool, release func(int64)) ([]byte, error) {
+	f.mu.Lock()
+	if sizeHint > 0 && sizeHint <= limit && !f.trim {
+		if budget(sizeHint) {
+			f.charged = sizeHint
+			f.buf = make([]byte, 0, sizeHint)
+		} else {
+			f.trim, f.why = true, "buffer-full"
+		}
+	}
+	f.mu.Unlock()
+	var chunk [32 << 10]byte
+	for {
+		if err := f.makeRoom(); err != nil {
+			return f.finish(err, release)
+		}
+		n, err := body.Read(chunk[:])
+		if n > 0 {
+			f.mu.Lock()
+			f.appendLocked(chunk[:n], limit, budget)
+			f.notifyLocked()
+			f.mu.Unlock()
+		}
+		if err == io.EOF {
+			return f.finish(nil, release)
+		}
+		if err != nil {
+			return f.finish(err, release)
+		}
+	}
+}
+
+// appendLocked adds p to the buffer, switching to trimming when the body
+// outgrows the storable limit or the budget.
+func (f *fill) appendLocked(p []byte, limit int64, budget func(int64) bool) {
+	if !f.trim && f.base+int64(len(f.buf))+int64(len(p)) > limit {
+		f.trim, f.why = true, "too-large"
+	}
+	if !f.trim && len(f.buf)+len(p) > cap(f.buf) {
+		grow := int64(max(2*cap(f.buf), len(f.buf)+len(p), 4096)) - int64(cap(f.buf))
+		if budget(grow) {
+			f.charged += grow
+			nb := make([]byte, len(f.buf), int64(cap(f.buf))+grow)
+			copy(nb, f.buf)
+			f.buf = nb
+		} else {
+			f.trim, f.why = true, "buffer-full"
+		}
+	}
+	f.buf = append(f.buf, p...)
+}
+
+// compactLocked drops the bytes every reader has read. It copies what is
+// left into a new array, so slices handed to readers stay valid.
+func (f *fill) compactLocked() {
+	low := f.base + int64(len(f.buf))
+	for r := range f.readers {
+		low = min(low, r.off)
+	}
+	if drop := low - f.base; drop > 0 {
+		f.buf = append(make([]byte, 0, trimWindow+(32<<10)), f.buf[drop:]...)
+		f.base = low
+	}
+}
+
+// makeRoom blocks a trimming fill while its window is full, and ends it
+// when no reader is left.
+func (f *fill) makeRoom() error {
+	for {
+		f.mu.Lock()
+		if !f.trim {
+			f.mu.Unlock()
+			return nil
+		}
+		if len(f.buf) >= trimWindow {
+			f.compactLocked()
+		}
+		if len(f.readers) == 0 {
+			f.mu.Unlock()
+			return errFillAbandoned
+		}
+		if len(f.buf) < trimWindow {
+			f.mu.Unlock()
+			return nil
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		<-ch
+	}
+}
+
+// finish marks the fill done and returns the whole body when it may be
+// stored. The budget charge is released: a stored body counts against the
+// store from now on.
+func (f *fill) finish(err error, release func(int64)) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done, f.bodyErr = true, err
+	release(f.charged)
+	f.charged = 0
+	defer f.notifyLocked()
+	if err != nil || f.trim {
+		return nil, err
+	}
+	f.whole = f.entry.withBody(f.buf)
+	return f.buf, nil
+}
+
+// final returns the entry with its whole body, or nil if the fill has not
+// ended with one.
+func (f *fill) final() *Entry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.whole
+}
+
+// trimReason says why a fill could not keep its whole body.
+func (f *fill) trimReason() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.why
+}
+
+// waitDone blocks until the body is in (or failed) or ctx ends, and
+// reports whether the fill is done.
+func (f *fill) waitDone(ctx context.Context) bool {
+	for {
+		f.mu.Lock()
+		done, ch := f.done, f.changed
+		f.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// reader returns a reader of the body from its first byte. It fails if a
+// trimming fill already dropped that byte. Close it when done.
+func (f *fill) reader() (*fillReader, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.base > 0 {
+		return nil, false
+	}
+	r := &fillReader{f: f}
+	f.readers[r] = struct{}{}
+	return r, true
+}
+
+// fillReader reads a fill's body as it arrives.
+type fillReader struct {
+	f   *fill
+	off int64
+}
+
+// next returns the bytes available after the reader's offset, waiting for
+// more while the fill runs; io.EOF at the end. The returned slice is never
+// written again (the buffer only grows, and compaction copies).
+func (r *fillReader) next(ctx context.Context) ([]byte, error) {
+	f := r.f
+	for {
+		f.mu.Lock()
+		end := f.base + int64(len(f.buf))
+		if r.off < end {
+			b := f.buf[r.off-f.base:]
+			if len(b) > 32<<10 {
+				b = b[:32<<10]
+			}
+			r.off += int64(len(b))
+			if f.trim {
+				f.notifyLocked() // the pump may be waiting for the slowest reader
+			}
+			f.mu.Unlock()
+			return b, nil
+		}
+		if f.done {
+			err := f.bodyErr
+			f.mu.Unlock()
+			if err == nil {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close removes the reader, letting a trimming fill drop what it held.
+func (r *fillReader) Close() {
+	r.f.mu.Lock()
+	delete(r.f.readers, r)
+	r.f.notifyLocked()
+	r.f.mu.Unlock()
+}

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Guards against hostile clients. Memory: the store holds at most its
+// budget; fills in progress and stored responses evicted while still being
+// written hold at most MaxBufferedBytes between them (a fill that cannot
+// get budget streams to its readers through a small window and is not
+// stored); every other response streams through one 32 KiB buffer. Time: a
+// request body must start within BodyTimeout and then average MinBodyRate,
+// and a client must accept a 32 KiB chunk within WriteTimeout, so neither
+// a slow sender nor a slow reader holds a connection for long.
+
+// slowBody enforces the minimum request body rate with read deadlines: by
+// the time n bytes have arrived, at most BodyTimeout + n/MinBodyRate may
+// have passed.
+type slowBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	start    time.Time
+	grace    time.Duration
+	rate     int64
+	n        int64
+	timedOut atomic.Bool
+}
+
+// guardBody wraps a request body with the size limit and the rate limit.
+func (h *Handler) guardBody(w http.ResponseWriter, body io.ReadCloser) io.ReadCloser {
+	body = http.MaxBytesReader(w, body, h.cfg.MaxBodyBytes)
+	if h.cfg.BodyTimeout <= 0 {
+		return body
+	}
+	return &slowBody{ReadCloser: body, rc: http.NewResponseController(w), start: time.Now(), grace: h.cfg.BodyTimeout, rate: max(h.cfg.MinBodyRate, 1)}
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	allowed := b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second))
+	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() {
+		b.timedOut.Store(true)
+	}
+	return n, err
+}
+
+// bodyTimedOut reports whether a request body failed its rate limit.
+func bodyTimedOut(body io.ReadCloser) bool {
+	sb, ok := body.(*slowBody)
+	return ok && sb.timedOut.Load()
+}
+
+// charge takes n bytes of the buffer budget, or reports false.
+func (h *Handler) charge(n int64) bool {
+	if h.buffered.Add(n) > h.cfg.MaxBufferedBytes {
+		h.buffered.Add(-n)
+		return false
+	}
+	return true
+}
+
+// release gives n bytes back to the buffer budget.
+func (h *Handler) release(n int64) {
+	if n != 0 {
+		h.buffered.Add(-n)
+	}
+}
+
+// pinDropped runs when the store lets go of e: if responses are still
+// being written from it, its bytes stay in memory, so they are charged to
+// the buffer budget until the last writer is done (unpin). New fills then
+// find less budget, which is what keeps memory bounded under slow readers.
+func (h *Handler) pinDropped(e *Entry) {
+	e.dropped.Store(true)
+	if e.users.Load() > 0 && e.pinned.CompareAndSwap(false, true) {
+		h.buffered.Add(e.size)
+		if e.users.Load() == 0 && e.pinned.CompareAndSwap(true, false) {
+			h.buffered.Add(-e.size)
+		}
+	}
+}
+
+// unpin ends one writer's use of e.
+func (h *Handler) unpin(e *Entry) {
+	if e.users.Add(-1) == 0 && e.dropped.Load() && e.pinned.CompareAndSwap(true, false) {
+		h.buffered.Add(-e.size)
+	}
+}

@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// writeChunk is the most a single write to a client carries; the write
+// deadline is extended before each one, so a client must take at least
+// writeChunk bytes per WriteTimeout to stay connected.
+const writeChunk = 32 << 10
+
+// extendWrite moves the client connection's write deadline WriteTimeout
+// into the future. A writer that does not support deadlines (a recorder in
+// tests) is left as is.
+func (h *Handler) extendWrite(w http.ResponseWriter) {
+	if h.cfg.WriteTimeout > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	}
+}
+
+// writeBody writes b in chunks, extending the write deadline before each.
+func (h *Handler) writeBody(w http.ResponseWriter, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writeChunk)
+		h.extendWrite(w)
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// setEntryHeader fills w's header from a stored entry, with our Age,
+// Cache-Status and Via, and the requester's own per-user fields.
+func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time, status string, own http.Header) {
+	hdr := w.Header()
+	for k, v := range e.Header {
+		hdr[k] = v
+	}
+	for k, v := range own {
+		hdr[k] = v
+	}
+	if _, ok := e.Header["Content-Type"]; !ok {
+		hdr["Content-Type"] = nil // never sniff: serve what the origin said
+	}
+	hdr["Age"] = ageValue(e.Age(now))
+	if status == "hit" {
+		hdr["Cache-Status"] = h.hitStatus
+	} else {
+		hdr["Cache-Status"] = []string{h.statusPrefix + status}
+	}
+	hdr["Via"] = h.viaFor(e)
+}
+
+// writeEntry answers r from a complete entry. own holds per-user fields
+// for this requester alone (nil for anyone else).
+func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
+	h.setEntryHeader(w, e, now, status, own)
+	h.extendWrite(w)
+	if e.Status == http.StatusOK && needsServeContent(r) {
+		h.serveContent(w, r, e)
+		return
+	}
+	w.WriteHeader(e.Status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if len(e.Body) <= writeChunk {
+		_, _ = w.Write(e.Body)
+		return
+	}
+	e.users.Add(1)
+	defer h.unpin(e)
+	_ = h.writeBody(w, e.Body)
+}
+
+// serveFill answers r from a fill, writing its body as it arrives. rd is
+// the request's reader if it registered one already (the leader does, so
+// that a fill that cannot be kept waits for it), else nil.
+func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
+	if needsServeContent(r) {
+		if rd != nil {
+			rd.Close() // we read the whole body, not along
+			rd = nil
+		}
+		// Conditionals and ranges are answered from the whole body.
+		if f.waitDone(r.Context()) {
+			if whole := f.final(); whole != nil {
+				h.writeEntry(w, r, whole, h.now(), status, own)
+				return
+			}
+		}
+	}
+	if rd == nil {
+		var ok bool
+		if rd, ok = f.reader(); !ok {
+			rd = nil
+		}
+	}
+	if rd == nil {
+		// A body too large to keep, already past its first bytes.
+		h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=too-large", "try again")
+		return
+	}
+	defer rd.Close()
+	h.serveFrom(w, r, f, rd, status, own)
+}
+
+// serveFrom writes f's response with the body read through rd.
+func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
+	h.setEntryHeader(w, f.entry, h.now(), status, own)
+	h.extendWrite(w)
+	w.WriteHeader(f.entry.Status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	for {
+		b, err := rd.next(r.Context())
+		if len(b) > 0 {
+			h.extendWrite(w)
+			if _, werr := w.Write(b); werr != nil {
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			if r.Context().Err() == nil {
+				// The upstream body failed: end the connection so the
+				// client cannot take a truncated body for a whole one.
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
+	}
+}
+
+// needsServeContent is true when the request has conditional or range
+// fields that http.ServeContent evaluates for us.
+func needsServeContent(r *http.Request) bool {
+	hd := r.Header
+	return len(hd["Range"]) > 0 || len(hd["If-None-Match"]) > 0 || len(hd["If-Modified-Since"]) > 0 ||
+		len(hd["If-Match"]) > 0 || len(hd["If-Unmodified-Since"]) > 0
+}
+
+func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry) {
+	hdr := w.Header()
+	delete(hdr, "Content-Length")
+	if rng := r.Header["Range"]; len(rng) == 1 {
+		if limited, ok := limitRanges(rng[0], int64(len(e.Body)), h.cfg.MaxRanges); !ok {
+			h.metrics.Rejected.WithLabelValues("too_many_ranges").Inc()
+			delete(r.Header, "Range") // RFC 9110 §14.2: a server may ignore Range
+		} else {
+			r.Header["Range"] = []string{limited}
+		}
+	}
+	e.users.Add(1)
+	defer h.unpin(e)
+	http.ServeContent(&deadlineWriter{ResponseWriter: w, h: h}, r, "", e.lastMod, bytes.NewReader(e.Body))
+}
+
+// deadlineWriter extends the write deadline before every write.
+type deadlineWriter struct {
+	http.ResponseWriter
+	h *Handler
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		c := min(len(b), writeChunk)
+		d.h.extendWrite(d.ResponseWriter)
+		m, err := d.ResponseWriter.Write(b[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[c:]
+	}
+	return n, nil
+}
+
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// stream copies an upstream response to the client without storing it.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, cacheStatus string, _ http.Header) {
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	removeHopByHop(hdr)
+	removeEdgeHeaders(hdr)
+	if _, ok := hdr["Content-Type"]; !ok {
+		hdr["Content-Type"] = nil // never sniff: serve what the origin said
+	}
+	hdr.Add("Via", h.via)
+	hdr.Set("Cache-Status", cacheStatus)
+	h.extendWrite(w)
+	w.WriteHeader(resp.StatusCode)
+	if r.Method == http.MethodHead {
+		return
+	}
+	bp := h.bufPool.Get().(*[]byte)
+	defer h.bufPool.Put(bp)
+	if _, err := io.CopyBuffer(&deadlineWriter{ResponseWriter: w, h: h}, resp.Body, *bp); err != nil {
+		h.log.Debug("streaming response", "err", err)
+	}
+}
+
+// writeUpstreamError answers a client when the upstream failed.
+func (h *Handler) writeUpstreamError(w http.ResponseWriter, err error) {
+	code := http.StatusBadGateway
+	detail := "upstream-error"
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		code, detail = http.StatusGatewayTimeout, "upstream-timeout"
+	}
+	if errors.Is(err, context.Canceled) {
+		detail = "client-gone"
+	}
+	if errors.Is(err, errOverload) {
+		code, detail = http.StatusServiceUnavailable, "overload"
+	}
+	h.writeError(w, code, "fwd=miss; detail="+detail, fmt.Sprintf("%d %s", code, http.StatusText(code)))
+}
+
+// writeError answers with a short text error that still carries our
+// Cache-Status and Via, so a client can tell which node refused it and why.
+func (h *Handler) writeError(w http.ResponseWriter, code int, cacheStatus, msg string) {
+	w.Header().Set("Cache-Status", h.statusPrefix+cacheStatus)
+	w.Header().Set("Via", h.via)
+	w.Header().Set("Cache-Control", "no-store")
+	h.extendWrite(w)
+	http.Error(w, msg, code)
+}
+
+// ageValues holds the Age field values of the first hour, so the hit path
+// does not allocate for them. The slices are shared: nothing may modify them.
+var ageValues = func() [3600][]string {
+	var a [3600][]string
+	for i := range a {
+		a[i] = []string{strconv.Itoa(i)}
+	}
+	return a
+}()
+
+func ageValue(d time.Duration) []string {
+	s := int64(d / time.Second)
+	if s < 0 {
+		s = 0
+	}
+	if s < int64(len(ageValues)) {
+		return ageValues[s]
+	}
+	return []string{strconv.FormatInt(s, 10)}
+}
+
+// viaFor returns the Via field of a response served from e: the stored Via
+// elements followed by ours, computed once per entry.
+func (h *Handler) viaFor(e *Entry) []string {
+	if v := e.via.Load(); v != nil {
+		return *v
+	}
+	var v []string
+	if vs := e.Header["Via"]; len(vs) > 0 {
+		v = append(vs[:len(vs):len(vs)], h.via)
+	} else {
+		v = h.viaOnly
+	}
+	e.via.Store(&v)
+	return v
+}
