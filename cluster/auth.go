@@ -2,62 +2,282 @@ package cluster
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
-// Peer requests carry these fields. A client can never set them: the public
-// handler strips every Edge-* field, and the peer listener rejects a request
-// whose signature does not verify.
+// Peer requests and responses are authenticated with HMAC-SHA256 under the
+// cluster secret. A request's MAC covers the method, Host, target and every
+// header field (so a field added in transit is refused: any field may
+// select a variant), a timestamp and a random nonce; a nonce is accepted
+// once within the skew window, so a captured request cannot be replayed.
+// A response's MAC covers the request's nonce, the status and every header
+// field, and a trailer carries the MAC of the body, so a peer response
+// that was altered or cut is refused before it can be stored. For networks
+// that must also keep peer traffic secret, cluster.tls adds mutual TLS.
 const (
-	hdrNode   = "Edge-Node"   // sender node id
-	hdrTime   = "Edge-Time"   // sender clock, Unix ns
-	hdrAuth   = "Edge-Auth"   // hex HMAC-SHA256 over the fields below
-	hdrMode   = "Edge-Mode"   // "probe" or "climb"
-	hdrPath   = "Edge-Path"   // remaining climb path, comma-separated node ids
-	hdrRank   = "Edge-Rank"   // tree rank the receiver plays
-	hdrHop    = "Edge-Hop"    // hops so far (loop guard)
-	hdrOrigin = "Edge-Origin" // "1": the receiver fetches from the origin itself
+	hdrNode     = "Edge-Node"      // sender node id
+	hdrTime     = "Edge-Time"      // sender clock, Unix ns
+	hdrNonce    = "Edge-Nonce"     // random, once per request
+	hdrAuth     = "Edge-Auth"      // hex HMAC-SHA256 of the request
+	hdrRespAuth = "Edge-Resp-Auth" // hex HMAC-SHA256 of the response status and header
+	hdrBodyAuth = "Edge-Body-Auth" // trailer: hex HMAC-SHA256 of the response body
+	hdrMode     = "Edge-Mode"      // "probe" or "climb"
+	hdrPath     = "Edge-Path"      // remaining climb path, comma-separated id:rank
+	hdrRank     = "Edge-Rank"      // tree rank the receiver plays
+	hdrHop      = "Edge-Hop"       // hops so far (loop guard)
 )
 
 // maxSkew bounds the clock difference accepted on a signed peer request.
 const maxSkew = 5 * time.Second
 
-func signature(secret []byte, r *http.Request) string {
+// unsignedFields are framing fields that Go's client or server may add or
+// drop on the way; they do not change what a response says.
+var unsignedFields = []string{"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
+	"Proxy-Connection", hdrAuth, hdrRespAuth, hdrBodyAuth}
+
+// writeCanonical writes every signed header field, sorted, into m. A field
+// whose values are all empty counts as absent.
+func writeCanonical(m hash.Hash, h http.Header) {
+	names := make([]string, 0, len(h))
+	for k, vs := range h {
+		if slices.Contains(unsignedFields, k) || strings.Join(vs, "") == "" {
+			continue
+		}
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		m.Write([]byte(k))
+		m.Write([]byte{':'})
+		for _, v := range h[k] {
+			m.Write([]byte(v))
+			m.Write([]byte{'\n'})
+		}
+		m.Write([]byte{0})
+	}
+}
+
+func requestMAC(secret []byte, r *http.Request) string {
 	m := hmac.New(sha256.New, secret)
-	for _, s := range []string{r.Header.Get(hdrNode), r.Header.Get(hdrTime), r.Method, r.Host, r.URL.RequestURI(),
-		r.Header.Get(hdrMode), r.Header.Get(hdrPath), r.Header.Get(hdrRank), r.Header.Get(hdrHop), r.Header.Get(hdrOrigin)} {
+	for _, s := range []string{"req", r.Method, r.Host, r.URL.RequestURI()} {
 		m.Write([]byte(s))
 		m.Write([]byte{0})
 	}
+	writeCanonical(m, r.Header)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+func responseMAC(secret []byte, nonce string, status int, h http.Header) string {
+	m := hmac.New(sha256.New, secret)
+	for _, s := range []string{"resp", nonce, strconv.Itoa(status)} {
+		m.Write([]byte(s))
+		m.Write([]byte{0})
+	}
+	writeCanonical(m, h)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func newBodyMAC(secret []byte, nonce string) hash.Hash {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("body\x00" + nonce + "\x00"))
+	return m
 }
 
 // sign stamps an outgoing peer request.
 func sign(secret []byte, node string, r *http.Request) {
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:])
 	r.Header.Set(hdrNode, node)
 	r.Header.Set(hdrTime, strconv.FormatInt(time.Now().UnixNano(), 10))
-	r.Header.Set(hdrAuth, signature(secret, r))
+	r.Header.Set(hdrNonce, hex.EncodeToString(nonce[:]))
+	if _, ok := r.Header["User-Agent"]; !ok {
+		r.Header["User-Agent"] = []string{""} // present but empty: Go's client then sends none
+	}
+	r.Header.Set(hdrAuth, requestMAC(secret, r))
+}
+
+// verifier checks incoming peer requests and remembers their nonces.
+type verifier struct {
+	secret []byte
+	seen   *expirable.LRU[string, struct{}]
+}
+
+func newVerifier(secret []byte) *verifier {
+	// Entries outlive the skew window on both sides; the size bounds
+	// memory at a rate far above what a cluster sends.
+	return &verifier{secret: secret, seen: expirable.NewLRU[string, struct{}](1<<18, nil, 2*maxSkew+time.Second)}
 }
 
 // verify checks an incoming peer request; reason is "" when it is valid.
-func verify(secret []byte, r *http.Request, now time.Time) (reason string) {
+func (v *verifier) verify(r *http.Request, now time.Time) (reason string) {
 	if r.Header.Get(hdrAuth) == "" || r.Header.Get(hdrNode) == "" {
 		return "unsigned"
 	}
 	ts, err := strconv.ParseInt(r.Header.Get(hdrTime), 10, 64)
-	if err != nil {
+	nonce := r.Header.Get(hdrNonce)
+	if err != nil || len(nonce) != 32 {
 		return "malformed"
 	}
 	if d := now.Sub(time.Unix(0, ts)); d > maxSkew || d < -maxSkew {
 		return "skew"
 	}
-	if !hmac.Equal([]byte(signature(secret, r)), []byte(strings.ToLower(r.Header.Get(hdrAuth)))) {
+	if !hmac.Equal([]byte(requestMAC(v.secret, r)), []byte(strings.ToLower(r.Header.Get(hdrAuth)))) {
 		return "mac"
 	}
+	id := r.Header.Get(hdrNode) + "/" + nonce
+	if v.seen.Contains(id) {
+		return "replay"
+	}
+	v.seen.Add(id, struct{}{})
 	return ""
+}
+
+// signingWriter signs a peer response: the status and header when they are
+// written, the body in a trailer at the end.
+type signingWriter struct {
+	http.ResponseWriter
+	secret []byte
+	nonce  string
+	body   hash.Hash
+	wrote  bool
+}
+
+func newSigningWriter(w http.ResponseWriter, secret []byte, nonce string) *signingWriter {
+	return &signingWriter{ResponseWriter: w, secret: secret, nonce: nonce, body: newBodyMAC(secret, nonce)}
+}
+
+func (s *signingWriter) WriteHeader(code int) {
+	if s.wrote {
+		return
+	}
+	s.wrote = true
+	h := s.Header()
+	// The body MAC travels in a trailer, which needs chunked encoding.
+	delete(h, "Content-Length")
+	h.Set("Trailer", hdrBodyAuth)
+	if _, ok := h["Date"]; !ok {
+		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil // no sniffing: it would add an unsigned field
+	}
+	h.Set(hdrRespAuth, responseMAC(s.secret, s.nonce, code, h))
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *signingWriter) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	s.body.Write(b)
+	return s.ResponseWriter.Write(b)
+}
+
+// finish sets the body MAC trailer once the handler is done.
+func (s *signingWriter) finish() {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	s.Header().Set(hdrBodyAuth, hex.EncodeToString(s.body.Sum(nil)))
+}
+
+func (s *signingWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// errBadPeerResponse is returned for a peer response that fails
+// authentication.
+var errBadPeerResponse = errors.New("cluster: peer response failed authentication")
+
+// verifyResponse checks a peer response's status and header against the
+// request's nonce, and wraps its body so that reading it to the end fails
+// unless the body MAC in the trailer matches.
+func verifyResponse(secret []byte, nonce string, resp *http.Response) error {
+	got := resp.Header.Get(hdrRespAuth)
+	if got == "" || !hmac.Equal([]byte(responseMAC(secret, nonce, resp.StatusCode, resp.Header)), []byte(got)) {
+		return errBadPeerResponse
+	}
+	resp.Body = &verifiedBody{ReadCloser: resp.Body, resp: resp, mac: newBodyMAC(secret, nonce)}
+	return nil
+}
+
+// verifiedBody checks the body MAC trailer at the end of the body.
+type verifiedBody struct {
+	io.ReadCloser
+	resp *http.Response
+	mac  hash.Hash
+}
+
+func (b *verifiedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mac.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		want := hex.EncodeToString(b.mac.Sum(nil))
+		if !hmac.Equal([]byte(b.resp.Trailer.Get(hdrBodyAuth)), []byte(want)) {
+			return n, errBadPeerResponse
+		}
+	}
+	return n, err
+}
+
+// ServerTLS is the peer listener's side of mutual TLS: it presents cert
+// and requires a client certificate signed by the cluster CA.
+func ServerTLS(cert tls.Certificate, ca *x509.CertPool) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+}
+
+// ClientTLS is the sending side: it presents cert and accepts a peer whose
+// certificate chains to the cluster CA. Peers are addressed by IP and
+// port, which certificates rarely name, so the chain (not the name) is
+// what identifies a member of the cluster.
+func ClientTLS(cert tls.Certificate, ca *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by VerifyConnection below: chain to the CA, any name
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("cluster: peer presented no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			if err != nil {
+				return fmt.Errorf("cluster: peer certificate: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// LoadTLS reads cluster.tls files and returns the server and client sides.
+func LoadTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster.tls: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster.tls.ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("cluster.tls.ca_file %s: no PEM certificate", caFile)
+	}
+	return ServerTLS(cert, pool), ClientTLS(cert, pool), nil
 }

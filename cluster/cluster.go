@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ type Config struct {
 	PeerTimeout  time.Duration
 	Indicator    indicators.FilterConfig
 	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
+	// TLS, when set, is the client side of mutual TLS to peers (the
+	// listener side is the node's); peer URLs then use https.
+	TLS *tls.Config
 }
 
 // Peer is the state of one other node.
@@ -86,6 +90,8 @@ type Cluster struct {
 	router      *routing.Router
 	origin      proxy.Fetcher
 	client      *http.Client
+	scheme      string    // http, or https with cluster.tls
+	verifier2   *verifier // peer request authentication and replay cache
 	metrics     *Metrics
 	verifier    *fdetect.Verifier
 	filter      *indicators.Filter
@@ -134,7 +140,16 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		client: &http.Client{Transport: &http.Transport{
 			Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 			DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
+			// The client's own Accept-Encoding goes through signed; the
+			// transport must not add one.
+			DisableCompression: true,
+			TLSClientConfig:    cfg.TLS,
 		}},
+		scheme:    "http",
+		verifier2: newVerifier(cfg.Secret),
+	}
+	if cfg.TLS != nil {
+		c.scheme = "https"
 	}
 	for id, addr := range cfg.Peers {
 		if id == cfg.NodeID {

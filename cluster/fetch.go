@@ -391,11 +391,10 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 // the timeout.
 func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	u := *out.URL
-	u.Scheme, u.Host = "http", p.Addr
+	u.Scheme, u.Host = c.scheme, p.Addr
 	ctx, cancel := context.WithCancel(out.Context())
 	out = out.WithContext(ctx)
 	out.URL = &u
-	sign(c.cfg.Secret, c.cfg.NodeID, out)
 	c.mu.Lock()
 	c.nextReq++
 	id := c.nextReq
@@ -404,7 +403,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	}
 	p.waiting[id] = cancel
 	c.mu.Unlock()
-	resp, err := c.client.Do(out)
+	resp, err := c.do(out)
 	c.mu.Lock()
 	delete(p.waiting, id)
 	c.mu.Unlock()
@@ -415,6 +414,22 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	// A peer that stops sending mid-body (SIGSTOP, a dead link) must not
 	// hold the client: the body fails after 4 peer timeouts of silence.
 	resp.Body = origin.WithIdleTimeout(resp.Body, 4*c.cfg.PeerTimeout, cancel)
+	return resp, nil
+}
+
+// do signs a request to a peer, sends it and authenticates the response
+// (the body is checked as it is read to the end).
+func (c *Cluster) do(req *http.Request) (*http.Response, error) {
+	sign(c.cfg.Secret, c.cfg.NodeID, req)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyResponse(c.cfg.Secret, req.Header.Get(hdrNonce), resp); err != nil {
+		resp.Body.Close()
+		c.metrics.PeerRejected.WithLabelValues("response").Inc()
+		return nil, err
+	}
 	return resp, nil
 }
 

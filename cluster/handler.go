@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,7 +19,6 @@ type route struct {
 	remaining []string // caches after this one, towards the origin
 	rank      int      // tree rank this cache plays
 	hop       int
-	origin    bool // fetch from the origin directly (the last cache)
 }
 
 type routeKey struct{}
@@ -40,7 +40,7 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
-		n, err := purge(proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1"})
+		n, err := purge(proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1" || q.Get("soft") == "true"})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -48,7 +48,7 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 		_, _ = w.Write([]byte(strconv.Itoa(n)))
 	})
 	r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rt := &route{mode: req.Header.Get(hdrMode), origin: req.Header.Get(hdrOrigin) == "1"}
+		rt := &route{mode: req.Header.Get(hdrMode)}
 		rt.rank, _ = strconv.Atoi(req.Header.Get(hdrRank))
 		rt.hop, _ = strconv.Atoi(req.Header.Get(hdrHop))
 		if p := req.Header.Get(hdrPath); p != "" {
@@ -70,12 +70,14 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 
 func (c *Cluster) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if reason := verify(c.cfg.Secret, r, time.Now()); reason != "" {
+		if reason := c.verifier2.verify(r, time.Now()); reason != "" {
 			c.metrics.PeerRejected.WithLabelValues(reason).Inc()
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r)
+		sw := newSigningWriter(w, c.cfg.Secret, r.Header.Get(hdrNonce))
+		defer sw.finish()
+		next.ServeHTTP(sw, r)
 	})
 }
 
@@ -96,12 +98,12 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 	c.mu.Unlock()
 	ok := 0
 	for _, a := range addrs {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a+"/_edge/purge?"+q, nil)
-		sign(c.cfg.Secret, c.cfg.NodeID, req)
-		resp, err := c.client.Do(req)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+a+"/_edge/purge?"+q, nil)
+		resp, err := c.do(req)
 		if err != nil {
 			continue
 		}
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			ok++

@@ -83,9 +83,8 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.cfg.PeerTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
-	sign(c.cfg.Secret, c.cfg.NodeID, req)
-	resp, err := c.client.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+p.Addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
+	resp, err := c.do(req)
 	if err != nil {
 		c.retryPull(p)
 		return

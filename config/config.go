@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -74,7 +75,8 @@ func Keys() []Key {
 		{"cache.stale_if_error", Duration, "5m", "How long past expiry a response may be served when the origin fails and it set no stale-if-error itself."},
 		{"cache.stale_ceiling", Duration, "24h", "Operator ceiling on every stale-while-revalidate and stale-if-error window."},
 		{"cache.store_set_cookie", Bool, "false", "Store responses that set cookies (with Set-Cookie stripped from the stored copy). Off: one user's cookie can never reach another."},
-		{"cache.coalesce_timeout", Duration, "5s", "How long a request waits for an identical in-flight fetch before fetching itself."},
+		{"cache.coalesce_timeout", Duration, "30s", "Longest a request waits for the response headers of an identical fetch under way (504 beyond); it never starts a second origin fetch. As long as origin.response_timeout."},
+		{"cache.sort_query", Bool, "false", "Sort query parameters in the cache key and in the forwarded request alike. Off: ?a=1&b=2 and ?b=2&a=1 are different URLs, as the origin may treat them."},
 		{"cache.pass_ttl", Duration, "30s", "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
 		{"limits.max_header_bytes", Size, "32KiB", "Request header size limit (431 beyond); browsers stay far below it."},
 		{"limits.max_url_bytes", Int, "8192", "Request-target length limit (414 beyond), the common browser and server limit."},
@@ -82,12 +84,22 @@ func Keys() []Key {
 		{"limits.max_inflight", Int, "10000", "Concurrent client requests per node (503 beyond); bounds memory under overload."},
 		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
+		{"limits.body_timeout", Duration, "10s", "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
+		{"limits.min_body_rate", Size, "1KiB", "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
+		{"limits.write_timeout", Duration, "30s", "Longest one 32 KiB write to a client may block; a client reading slower than 32 KiB per this is disconnected."},
+		{"limits.max_buffered_bytes", Size, "64MiB", "Bytes held by fills in progress plus stored responses evicted while still being sent. Memory stays within cache.max_bytes + this + a per-connection constant (docs/operations.md)."},
+		{"limits.max_ranges", Int, "16", "Ranges honoured in one request after merging overlapping and nearby ones; more get the whole response (RFC 9110 §14.2)."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
+		{"forwarding.trusted_proxies", List, "", "CIDRs of proxies in front of the edge whose X-Forwarded-For/-Host/-Proto and Forwarded fields are kept; everyone else's are replaced by the edge's own."},
+		{"forwarding.strip_headers", List, "X-Original-URL,X-Rewrite-URL", "Request fields never forwarded: URL-rewrite fields some frameworks obey would let a client pick the page cached under another URL."},
 		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP) and heartbeats (UDP) on the same port."},
 		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped). Empty with an empty cluster.dns: a single node."},
 		{"cluster.dns", String, "", "A DNS name whose addresses are the peers (a Kubernetes headless service), re-resolved every cluster.dns_interval."},
 		{"cluster.dns_interval", Duration, "10s", "How often cluster.dns is re-resolved; new pods join within this."},
-		{"cluster.secret", String, "", "Shared secret authenticating heartbeats and peer requests (HMAC-SHA256). Required with peers."},
+		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},
+		{"cluster.tls.cert_file", String, "", "PEM certificate of this node for mutual TLS on the peer listener (TCP). With key_file and ca_file, peers must present a certificate from the CA."},
+		{"cluster.tls.key_file", String, "", "PEM private key for cluster.tls.cert_file."},
+		{"cluster.tls.ca_file", String, "", "PEM CA bundle that signs the peers' certificates (client and server side)."},
 		{"cluster.heartbeat_period", Duration, "100ms", "Heartbeat period Δ; detection takes a few periods."},
 		{"cluster.detector", String, "ml", "Failure detector per peer: ml, chen, bertier, phi, twowindows (docs/failure-detection.md)."},
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
@@ -135,6 +147,7 @@ type Config struct {
 		StaleCeiling      time.Duration
 		StoreSetCookie    bool
 		CoalesceTimeout   time.Duration
+		SortQuery         bool
 		PassTTL           time.Duration
 	}
 	Limits struct {
@@ -145,6 +158,15 @@ type Config struct {
 		MaxInflightPerClient int
 		ReadHeaderTimeout    time.Duration
 		IdleTimeout          time.Duration
+		BodyTimeout          time.Duration
+		MinBodyRate          int64
+		WriteTimeout         time.Duration
+		MaxBufferedBytes     int64
+		MaxRanges            int
+	}
+	Forwarding struct {
+		TrustedProxies []netip.Prefix
+		StripHeaders   []string
 	}
 	Tuning struct {
 		WriteBatching bool
@@ -160,6 +182,9 @@ type Config struct {
 		DetectorParams  []string
 		PeerTimeout     time.Duration
 		Selection       string
+		TLS             struct {
+			CertFile, KeyFile, CAFile string
+		}
 	}
 	Routing struct {
 		Mode         string
@@ -271,6 +296,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cache.StaleCeiling = p.dur("cache.stale_ceiling", false)
 	c.Cache.StoreSetCookie = p.bool("cache.store_set_cookie")
 	c.Cache.CoalesceTimeout = p.dur("cache.coalesce_timeout", true)
+	c.Cache.SortQuery = p.bool("cache.sort_query")
 	c.Cache.PassTTL = p.dur("cache.pass_ttl", true)
 	c.Limits.MaxHeaderBytes = p.size("limits.max_header_bytes", 1024)
 	c.Limits.MaxURLBytes = p.int("limits.max_url_bytes", 64, 1<<20)
@@ -279,6 +305,13 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
 	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
 	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
+	c.Limits.BodyTimeout = p.dur("limits.body_timeout", true)
+	c.Limits.MinBodyRate = p.size("limits.min_body_rate", 1)
+	c.Limits.WriteTimeout = p.dur("limits.write_timeout", true)
+	c.Limits.MaxBufferedBytes = p.size("limits.max_buffered_bytes", 1<<20)
+	c.Limits.MaxRanges = p.int("limits.max_ranges", 1, 1000)
+	c.Forwarding.TrustedProxies = p.prefixes("forwarding.trusted_proxies")
+	c.Forwarding.StripHeaders = p.list("forwarding.strip_headers")
 	c.Tuning.WriteBatching = p.bool("tuning.write_batching")
 	c.Cluster.Listen = p.addr("cluster.listen")
 	c.Cluster.Peers = p.peers("cluster.peers")
@@ -290,6 +323,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.Selection = p.oneOf("cluster.selection", "fna", "fno", "off")
+	c.Cluster.TLS.CertFile = p.str("cluster.tls.cert_file")
+	c.Cluster.TLS.KeyFile = p.str("cluster.tls.key_file")
+	c.Cluster.TLS.CAFile = p.str("cluster.tls.ca_file")
 	c.Routing.Mode = p.oneOf("routing.mode", "hybrid", "tree", "ring", "none")
 	c.Routing.Placement = p.oneOf("routing.placement", "distinct", "paper")
 	c.Routing.D = p.int("routing.d", 2, 64)
@@ -321,6 +357,18 @@ func Load(v *viper.Viper) (*Config, error) {
 	if (len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "") && c.Cluster.Secret == "" {
 		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}
 	}
+	if c.Cluster.Secret != "" && len(c.Cluster.Secret) < MinSecretBytes {
+		return nil, &Error{Key: "cluster.secret", Reason: fmt.Sprintf("is %d bytes; at least %d are required so that it cannot be guessed", len(c.Cluster.Secret), MinSecretBytes)}
+	}
+	tlsSet := 0
+	for _, f := range []string{c.Cluster.TLS.CertFile, c.Cluster.TLS.KeyFile, c.Cluster.TLS.CAFile} {
+		if f != "" {
+			tlsSet++
+		}
+	}
+	if tlsSet != 0 && tlsSet != 3 {
+		return nil, &Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"}
+	}
 	if c.NodeID == "" {
 		h, _ := os.Hostname()
 		c.NodeID = h
@@ -333,6 +381,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	return c, nil
 }
+
+// MinSecretBytes is the shortest cluster.secret accepted.
+const MinSecretBytes = 16
 
 // parser reads typed values and keeps the first error.
 type parser struct {
@@ -527,6 +578,24 @@ func (p *parser) list(key string) []string {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// prefixes parses a list of CIDRs (a bare address is a single host).
+func (p *parser) prefixes(key string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, e := range p.list(key) {
+		pfx, err := netip.ParsePrefix(e)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(e)
+			if aerr != nil {
+				p.fail(key, e, "is not a CIDR (e.g. 10.0.0.0/8) or an IP address")
+				return nil
+			}
+			pfx = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		out = append(out, pfx.Masked())
 	}
 	return out
 }

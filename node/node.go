@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -57,14 +60,22 @@ type Node struct {
 // New builds a node and binds its listeners, so that address errors are
 // reported before anything is served.
 func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
+	reg := prometheus.NewRegistry()
+	originErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_origin_errors_total", Help: "Origin requests that failed without a response, by cause (dns, connect, refused, timeout, reset, stalled, other).",
+	}, []string{"cause"})
+	for _, c := range []string{"dns", "connect", "refused", "timeout", "reset", "stalled", "other"} {
+		originErrors.WithLabelValues(c)
+	}
+	reg.MustRegister(originErrors)
 	up, err := origin.NewClient(origin.ClientConfig{
 		URL: cfg.Origin.URL, ConnectTimeout: cfg.Origin.ConnectTimeout, ResponseTimeout: cfg.Origin.ResponseTimeout,
 		MaxIdleConns: cfg.Origin.MaxIdleConns, IdleConnTimeout: cfg.Origin.IdleTimeout, PreserveHost: cfg.Origin.PreserveHost,
+		Log: log, OnError: func(cause string) { originErrors.WithLabelValues(cause).Inc() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "edge_build_info", Help: "Always 1; labels carry the version and node.",
@@ -86,6 +97,17 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	pc.MaxInflight = cfg.Limits.MaxInflight
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
+	pc.SortQuery = cfg.Cache.SortQuery
+	pc.BodyTimeout = cfg.Limits.BodyTimeout
+	pc.MinBodyRate = cfg.Limits.MinBodyRate
+	pc.WriteTimeout = cfg.Limits.WriteTimeout
+	pc.MaxBufferedBytes = cfg.Limits.MaxBufferedBytes
+	pc.MaxRanges = cfg.Limits.MaxRanges
+	pc.TrustedProxies = cfg.Forwarding.TrustedProxies
+	pc.StripRequestHeaders = nil
+	for _, name := range cfg.Forwarding.StripHeaders {
+		pc.StripRequestHeaders = append(pc.StripRequestHeaders, http.CanonicalHeaderKey(name))
+	}
 	originFetches := prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_origin_fetches_total", Help: "Requests this node sent to the origin itself (cluster or not); the origin offload is 1 − this over client requests."})
 	perPage := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "edge_origin_fetches_per_page",
@@ -96,6 +118,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 	counted := countingFetcher{f: proxy.FetcherFunc(up.Fetch), n: originFetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
+	var peerTLS *tls.Config // mutual TLS on the peer listener (cluster.tls)
 	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
 		params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
 		if err != nil {
@@ -106,6 +129,13 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node: routing.placement: %w", err)
 		}
+		var serverTLS, clientTLS *tls.Config
+		if cfg.Cluster.TLS.CertFile != "" {
+			if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {
+				return nil, fmt.Errorf("node: %w", err)
+			}
+		}
+		peerTLS = serverTLS
 		cl, err = cluster.New(cluster.Config{
 			NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 			DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
@@ -115,6 +145,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 			Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
 				UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
 			AdvertiseMax: cfg.Indicators.AdvertiseMax,
+			TLS:          clientTLS,
 		}, counted, store, cluster.NewMetrics(reg), log)
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
@@ -152,6 +183,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 			n.peerLn.Close()
 			return nil, fmt.Errorf("node: cluster.listen (udp): %w", err)
 		}
+		if peerTLS != nil {
+			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
+		}
 		n.peerSrv = &http.Server{Handler: cl.PeerHandler(h, h.Purge), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
@@ -160,10 +194,25 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Limits.IdleTimeout,
+		// Reset per request; the proxy extends it before every chunk it writes.
+		WriteTimeout: cfg.Limits.WriteTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.Admin.Token == "" && !isLoopback(n.AdminAddr()) {
+		log.Warn("the admin listener is not on loopback and admin.token is empty: /status and /metrics are open to the network; set admin.token (purge and pprof stay closed without it)", "admin", n.AdminAddr())
+	}
 	return n, nil
+}
+
+// isLoopback reports whether a listener address is on a loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Proxy returns the node's caching handler.
@@ -244,7 +293,7 @@ func (n *Node) adminRouter() http.Handler {
 		r.Use(n.requireToken)
 		r.Post("/purge", n.purge)
 		r.HandleFunc("/debug/pprof/*", pprof.Index)
-		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -260,14 +309,81 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 			http.Error(w, "admin.token is not set: protected endpoints are disabled", http.StatusForbidden)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Admin.Token)) != 1 {
+		if !n.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r carries the admin token: as a bearer token
+// (the scheme is case-insensitive, RFC 9110 §11.1), or as the password of
+// Basic credentials, which is what a browser can send for the status page.
+// With no token configured nothing is authorized.
+func (n *Node) authorized(r *http.Request) bool {
+	if n.cfg.Admin.Token == "" {
+		return false
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, cred, _ := strings.Cut(auth, " ")
+	var got string
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		got = strings.TrimSpace(cred)
+	case strings.EqualFold(scheme, "Basic"):
+		_, pass, ok := r.BasicAuth()
+		if !ok {
+			return false
+		}
+		got = pass
+	default:
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Admin.Token)) == 1
+}
+
+// pprofCmdline is /debug/pprof/cmdline with the values of secret flags
+// replaced, so that a profile shared for debugging carries no secret.
+func pprofCmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(strings.Join(RedactArgs(os.Args), "\x00")))
+}
+
+// secretFlags are the command-line flags whose values are secrets.
+var secretFlags = []string{"secret", "admin-token", "token", "cluster-secret"}
+
+// RedactArgs returns args with the values of secret flags replaced by
+// "REDACTED", in the --flag value and --flag=value forms.
+func RedactArgs(args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	isSecret := func(a string) (name string, ok bool) {
+		name = strings.TrimLeft(a, "-")
+		if name == a {
+			return "", false
+		}
+		name, _, _ = strings.Cut(name, "=")
+		return name, slices.Contains(secretFlags, name)
+	}
+	for i := 0; i < len(out); i++ {
+		name, ok := isSecret(out[i])
+		if !ok {
+			continue
+		}
+		if strings.Contains(out[i], "=") {
+			out[i] = out[i][:strings.Index(out[i], "=")+1] + "REDACTED"
+			_ = name
+			continue
+		}
+		if i+1 < len(out) {
+			out[i+1] = "REDACTED"
+			i++
+		}
+	}
+	return out
 }
 
 // purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].

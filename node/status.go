@@ -24,7 +24,8 @@ type Status struct {
 	Requests      map[string]float64   `json:"requests_by_result"`
 	HitRatio      float64              `json:"hit_ratio"`
 	Peers         []cluster.PeerState  `json:"peers,omitempty"`
-	HotKeys       []proxy.HotKey       `json:"hottest_pages"`
+	HotKeys       []proxy.HotKey       `json:"hottest_pages,omitempty"`
+	HotHidden     bool                 `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
 	Route         *cluster.Explanation `json:"route,omitempty"`
 	RouteError    string               `json:"route_error,omitempty"`
 	RouteURL      string               `json:"-"`
@@ -74,9 +75,18 @@ func (n *Node) Snapshot() Status {
 	return s
 }
 
-func (n *Node) statusJSON(w http.ResponseWriter, _ *http.Request) {
+func (n *Node) statusJSON(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(n.Snapshot())
+	_ = json.NewEncoder(w).Encode(n.guardHot(n.Snapshot(), r))
+}
+
+// guardHot hides the hottest URLs (they can name users' private pages)
+// from a request without the admin token.
+func (n *Node) guardHot(s Status, r *http.Request) Status {
+	if !n.authorized(r) {
+		s.HotKeys, s.HotHidden = nil, true
+	}
+	return s
 }
 
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
@@ -103,7 +113,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
 <p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes). Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong).</p>{{end}}
 <h2>Hottest pages</h2>
-<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>
+{{if .HotHidden}}<p class="note">The hottest URLs are shown with the admin token: <a href="/status?login=1">sign in</a> (any user name, the token as password).</p>{{else}}<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>{{end}}
 <h2>Route explorer</h2>
 <form method="get" action="/status"><input name="url" size="60" placeholder="http://127.0.0.1:8080/p/42" value="{{.RouteURL}}"> <button>explain</button></form>
 {{if .RouteError}}<p class="bad">{{.RouteError}}</p>{{end}}
@@ -150,7 +160,12 @@ func (n *Node) routeJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
-	s := n.Snapshot()
+	if r.URL.Query().Get("login") == "1" && !n.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="edge-admin"`)
+		http.Error(w, "the admin token is the password", http.StatusUnauthorized)
+		return
+	}
+	s := n.guardHot(n.Snapshot(), r)
 	n.explain(&s, r.URL.Query().Get("url"))
 	type row struct {
 		Name  string

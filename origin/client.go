@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,6 +25,8 @@ type ClientConfig struct {
 	MaxIdleConns    int           // idle keep-alive connections kept to the origin
 	IdleConnTimeout time.Duration // an idle connection is closed after this
 	PreserveHost    bool          // send the client's Host instead of the origin's
+	Log             *slog.Logger  // failures are logged here, at most one line per cause per second
+	OnError         func(cause string)
 }
 
 // Client forwards requests to one origin over a keep-alive pool. It retries
@@ -34,6 +37,8 @@ type Client struct {
 	transport *http.Transport
 	preserve  bool
 	idle      time.Duration // a body that sends nothing for this long fails
+	errs      *errorLog
+	onError   func(cause string)
 }
 
 // NewClient validates cfg and returns a client.
@@ -61,7 +66,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if idle <= 0 {
 		idle = 30 * time.Second
 	}
-	return &Client{base: u, transport: t, preserve: cfg.PreserveHost, idle: idle}, nil
+	return &Client{base: u, transport: t, preserve: cfg.PreserveHost, idle: idle, errs: newErrorLog(cfg.Log, time.Second), onError: cfg.OnError}, nil
 }
 
 // URL returns the origin base URL.
@@ -91,6 +96,9 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, 
 	}
 	if err != nil {
 		cancel()
+		if cause := c.errs.report(c.base.Host, out.Method, u.Path, err); c.onError != nil && cause != "canceled" {
+			c.onError(cause)
+		}
 		return nil, fmt.Errorf("origin %s %s: %w", out.Method, u.Path, err)
 	}
 	resp.Body = WithIdleTimeout(resp.Body, c.idle, cancel)

@@ -82,7 +82,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	}
 	origin := freeAddr(t)
 	startEdge(t, "origin", "--listen", origin, "--latency", "5ms", "--jitter", "0s")
-	const secret = "e2e-secret"
+	const secret = "e2e-cluster-secret-0123"
 	var nodes []*testNode
 	var peers []string
 	for i := 1; i <= 5; i++ {

@@ -50,7 +50,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	peers := a.id + "=" + a.peer + "," + b.id + "=" + b.peer
 	for _, n := range []*testNode{a, b} {
 		startEdge(t, "serve", "--origin", "http://"+origin, "--listen", n.pub, "--admin-listen", n.adm,
-			"--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", "s")
+			"--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", "status-test-secret-0123", "--admin-token", "status-token")
 	}
 	waitUp(t, "http://"+a.adm+"/readyz")
 	waitFor(t, "the peers to trust each other", 10*time.Second, func() bool { return metric(t, a.adm, "edge_view_members") == 2 })
@@ -66,7 +66,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		get(t, "http://"+n.pub+page)
 	}
 	time.Sleep(300 * time.Millisecond)
-	url := "http://" + a.adm + "/status?url=http://" + a.pub + "/p/7"
+	// Without the token the hottest URLs are hidden; a browser sends it as
+	// the password of Basic credentials.
+	if dom := string(headless(t, bin, "--dump-dom", "http://"+a.adm+"/status")); strings.Contains(dom, "/p/7</code>") || !strings.Contains(dom, "admin token") {
+		t.Errorf("the hottest URLs are visible without the admin token")
+	}
+	url := "http://admin:status-token@" + a.adm + "/status?url=http://" + a.pub + "/p/7"
 	dom := string(headless(t, bin, "--dump-dom", url))
 	for _, want := range []string{"edge node", "edge-a", "Cluster", "edge-b", "trusted", "FD margin", "indicator epoch",
 		"Hottest pages", "/p/7", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio"} {

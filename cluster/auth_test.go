@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/proxy"
+)
+
+func TestSignAndVerify(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	r := httptest.NewRequest("GET", "http://example.com/a?b=1", nil)
+	r.Header.Set(hdrMode, "climb")
+	r.Header.Set(hdrPath, "n2:3,n3:2")
+	r.Header.Set("Accept-Language", "de")
+	sign(secret, "n1", r)
+	now := time.Now()
+	tamper := func(f func(*http.Request)) string {
+		c := r.Clone(context.Background())
+		f(c)
+		return newVerifier(secret).verify(c, now)
+	}
+	cases := map[string]struct {
+		f    func(*http.Request)
+		want string
+	}{
+		"path":          {func(c *http.Request) { c.Header.Set(hdrPath, "evil:2") }, "mac"},
+		"query":         {func(c *http.Request) { c.URL.RawQuery = "b=2" }, "mac"},
+		"changed field": {func(c *http.Request) { c.Header.Set("Accept-Language", "en") }, "mac"},
+		"added field":   {func(c *http.Request) { c.Header.Set("X-Forwarded-Host", "evil.example") }, "mac"},
+		"removed field": {func(c *http.Request) { c.Header.Del("Accept-Language") }, "mac"},
+		"host":          {func(c *http.Request) { c.Host = "other.example" }, "mac"},
+		"unsigned":      {func(c *http.Request) { c.Header.Del(hdrAuth) }, "unsigned"},
+		"skew":          {func(c *http.Request) { c.Header.Set(hdrTime, strconv.FormatInt(now.Add(-time.Minute).UnixNano(), 10)) }, "skew"},
+		"malformed":     {func(c *http.Request) { c.Header.Set(hdrTime, "x") }, "malformed"},
+		"no nonce":      {func(c *http.Request) { c.Header.Del(hdrNonce) }, "malformed"},
+		"framing":       {func(c *http.Request) { c.Header.Set("Content-Length", "0") }, ""},
+	}
+	for name, tc := range cases {
+		if got := tamper(tc.f); got != tc.want {
+			t.Errorf("%s: got %q, want %q", name, got, tc.want)
+		}
+	}
+	v := newVerifier(secret)
+	if reason := v.verify(r, now); reason != "" {
+		t.Fatalf("valid request rejected: %s", reason)
+	}
+	if reason := v.verify(r, now); reason != "replay" {
+		t.Fatalf("replayed request: %q, want replay", reason)
+	}
+	if newVerifier([]byte("another-secret-16")).verify(r, now) != "mac" {
+		t.Error("wrong secret accepted")
+	}
+}
+
+// peerPair serves c's peer handler (answering with body) and returns a
+// cluster whose peer points at it through an optional tampering relay.
+func peerPair(t *testing.T, body string, relay func(http.Header, []byte) []byte) (*Cluster, *Peer) {
+	t.Helper()
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Cache-Control", "max-age=60")
+		_, _ = io.WriteString(w, body)
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if relay != nil {
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			out := r.Clone(r.Context())
+			out.RequestURI = ""
+			out.URL.Scheme, out.URL.Host = "http", addr
+			resp, err := http.DefaultTransport.RoundTrip(out)
+			if err != nil {
+				http.Error(w, err.Error(), 502)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			b = relay(w.Header(), b)
+			w.Header().Set("Trailer", hdrBodyAuth)
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(b)
+			w.Header().Set(hdrBodyAuth, resp.Trailer.Get(hdrBodyAuth))
+		}))
+		t.Cleanup(front.Close)
+		addr = strings.TrimPrefix(front.URL, "http://")
+	}
+	return c, &Peer{ID: "n1", Addr: addr}
+}
+
+func climbTo(c *Cluster, p *Peer) (string, error) {
+	req := httptest.NewRequest("GET", "http://h/p/1", nil)
+	req.RequestURI = ""
+	req.Header.Set(hdrMode, "climb")
+	req.Header.Set(hdrHop, "1")
+	resp, err := c.send(req, p)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// TestPeerResponsesAreAuthenticated: a peer response whose header or body
+// was changed in transit is refused (never handed to the proxy to store).
+func TestPeerResponsesAreAuthenticated(t *testing.T) {
+	c, p := peerPair(t, "the real page", nil)
+	if body, err := climbTo(c, p); err != nil || body != "the real page" {
+		t.Fatalf("untouched response: %q, %v", body, err)
+	}
+	c, p = peerPair(t, "the real page", func(h http.Header, b []byte) []byte { h.Set("Set-Cookie", "sid=attacker"); return b })
+	if _, err := climbTo(c, p); err == nil {
+		t.Fatal("a response with an added header field was accepted")
+	}
+	c, p = peerPair(t, "the real page", func(h http.Header, b []byte) []byte { return []byte("the fake page") })
+	if body, err := climbTo(c, p); err == nil {
+		t.Fatalf("a response with a changed body was accepted: %q", body)
+	}
+}
+
+// TestPeerMutualTLS: with cluster TLS, a peer request succeeds with a
+// certificate from the cluster CA and fails without one.
+func TestPeerMutualTLS(t *testing.T) {
+	ca, caKey := newCA(t)
+	serverCert := leafCert(t, ca, caKey, "n1")
+	clientCert := leafCert(t, ca, caKey, "n0")
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "over tls") }),
+		func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = ServerTLS(serverCert, pool)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+
+	c.cfg.TLS = ClientTLS(clientCert, pool)
+	c.client.Transport.(*http.Transport).TLSClientConfig = c.cfg.TLS
+	c.scheme = "https"
+	if body, err := climbTo(c, &Peer{ID: "n1", Addr: addr}); err != nil || body != "over tls" {
+		t.Fatalf("with a cluster certificate: %q, %v", body, err)
+	}
+	// A client without a certificate is refused by the listener.
+	bare := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, InsecureSkipVerify: true}}}
+	if resp, err := bare.Get(srv.URL + "/p/1"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a client without a certificate got %d", resp.StatusCode)
+	}
+	// A certificate from another CA is refused too.
+	other, otherKey := newCA(t)
+	c.cfg.TLS = ClientTLS(leafCert(t, other, otherKey, "n9"), pool)
+	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: c.cfg.TLS}}
+	if _, err := climbTo(c, &Peer{ID: "n1", Addr: addr}); err == nil {
+		t.Fatal("a certificate from another CA was accepted")
+	}
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edge test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	return ca, key
+}
+
+func leafCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
