@@ -5,8 +5,8 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,7 +196,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		// Reset per request; the proxy extends it before every chunk it writes.
 		WriteTimeout: cfg.Limits.WriteTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if cfg.Admin.Token == "" && !isLoopback(n.AdminAddr()) {

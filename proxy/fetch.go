@@ -175,6 +175,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		if res.Keep {
 			h.store.Put(e)
 		}
+		f.completeWith(e)
 		f.publish(e, true, nil)
 		unregister()
 		return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304", result: ResultRevalidated}

@@ -190,6 +190,15 @@ func (f *fill) finish(err error, release func(int64)) ([]byte, error) {
 	return f.buf, nil
 }
 
+// completeWith makes f a finished fill holding e (a response that needed
+// no body transfer, such as a 304 update), before it is published.
+func (f *fill) completeWith(e *Entry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf, f.done, f.whole = e.Body, true, e
+	f.notifyLocked()
+}
+
 // final returns the entry with its whole body, or nil if the fill has not
 // ended with one.
 func (f *fill) final() *Entry {
