@@ -252,9 +252,10 @@ type fillReader struct {
 }
 
 // next returns the bytes available after the reader's offset, waiting for
-// more while the fill runs; io.EOF at the end. The returned slice is never
+// more while the fill runs (calling beforeWait first, if not nil); io.EOF
+// at the end. The returned slice is never
 // written again (the buffer only grows, and compaction copies).
-func (r *fillReader) next(ctx context.Context) ([]byte, error) {
+func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error) {
 	f := r.f
 	for {
 		f.mu.Lock()
@@ -281,6 +282,9 @@ func (r *fillReader) next(ctx context.Context) ([]byte, error) {
 		}
 		ch := f.changed
 		f.mu.Unlock()
+		if beforeWait != nil {
+			beforeWait() // e.g. flush what the client has so far
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():

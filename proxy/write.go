@@ -123,8 +123,9 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	if r.Method == http.MethodHead {
 		return
 	}
+	flush := func() { _ = http.NewResponseController(w).Flush() }
 	for {
-		b, err := rd.next(r.Context())
+		b, err := rd.next(r.Context(), flush)
 		if len(b) > 0 {
 			h.extendWrite(w)
 			if _, werr := w.Write(b); werr != nil {
@@ -212,8 +213,25 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 	bp := h.bufPool.Get().(*[]byte)
 	defer h.bufPool.Put(bp)
-	if _, err := io.CopyBuffer(&deadlineWriter{ResponseWriter: w, h: h}, resp.Body, *bp); err != nil {
-		h.log.Debug("streaming response", "err", err)
+	rc := http.NewResponseController(w)
+	buf := *bp
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			h.extendWrite(w)
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if n < len(buf) {
+				_ = rc.Flush() // the upstream paused: pass on what we have
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				h.log.Debug("streaming response", "err", err)
+			}
+			return
+		}
 	}
 }
 
