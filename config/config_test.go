@@ -43,11 +43,18 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncahce: {max_bytes: 1MiB}", "cahce.max_bytes"},
 		{"origin: {url: http://o}\nnode_id: 'a b'", "node_id"},
 		{"origin: {url: http://o}\ncluster: {peers: 'a=127.0.0.1:1'}", "cluster.secret"},
-		{"origin: {url: http://o}\ncluster: {peers: 'a', secret: s}", "cluster.peers"},
-		{"origin: {url: http://o}\ncluster: {peers: 'a=1.2.3.4:1,a=1.2.3.4:2', secret: s}", "cluster.peers"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a', secret: a-long-enough-secret}", "cluster.peers"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a=1.2.3.4:1,a=1.2.3.4:2', secret: a-long-enough-secret}", "cluster.peers"},
 		{"origin: {url: http://o}\ncluster: {detector: lstm}", "cluster.detector"},
 		{"origin: {url: http://o}\nrouting: {mode: star}", "routing.mode"},
 		{"origin: {url: http://o}\nrouting: {d: 1}", "routing.d"},
+		{"origin: {url: http://o}\ncluster: {peers: 'a=127.0.0.1:1', secret: short}", "cluster.secret"},
+		{"origin: {url: http://o}\ncluster: {tls: {cert_file: /c.pem}}", "cluster.tls"},
+		{"origin: {url: http://o}\nforwarding: {trusted_proxies: '10.0.0.0/33'}", "forwarding.trusted_proxies"},
+		{"origin: {url: http://o}\nforwarding: {trusted_proxies: 'proxy.local'}", "forwarding.trusted_proxies"},
+		{"origin: {url: http://o}\nlimits: {max_buffered_bytes: 10KiB}", "limits.max_buffered_bytes"},
+		{"origin: {url: http://o}\nlimits: {max_ranges: 0}", "limits.max_ranges"},
+		{"origin: {url: http://o}\nlimits: {write_timeout: 0s}", "limits.write_timeout"},
 	}
 	for _, tc := range cases {
 		_, err := LoadBytes([]byte(tc.yaml))

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -199,11 +200,22 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The memory bound of docs/operations.md: the store, the buffer
+		// budget and headroom for connections and the runtime. A soft limit
+		// makes the collector run before the heap doubles (GOGC's default)
+		// when the edge is near its budget; GOMEMLIMIT overrides it.
+		debug.SetMemoryLimit(cfg.Cache.MaxBytes + cfg.Limits.MaxBufferedBytes + memoryHeadroom)
+	}
 	if cfg.Admin.Token == "" && !isLoopback(n.AdminAddr()) {
 		log.Warn("the admin listener is not on loopback and admin.token is empty: /status and /metrics are open to the network; set admin.token (purge and pprof stay closed without it)", "admin", n.AdminAddr())
 	}
 	return n, nil
 }
+
+// memoryHeadroom is the memory allowed beyond the store and the buffer
+// budget: goroutines, connection buffers, metrics and the runtime.
+const memoryHeadroom = 64 << 20
 
 // isLoopback reports whether a listener address is on a loopback interface.
 func isLoopback(addr string) bool {

@@ -110,11 +110,17 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		h.reject(w, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 		return ResultRejected
 	}
-	defer h.releaseUpstream()
 	if f == nil {
 		f = newFill() // not coalesced, but the body still streams through a fill
 	}
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
+	if o.kind == outStream {
+		defer h.releaseUpstream() // the upstream connection stays in use while we stream
+	} else {
+		// A fill's body is pumped on its own; a slow client reading it
+		// must not hold an upstream slot.
+		h.releaseUpstream()
+	}
 	switch o.kind {
 	case outStale:
 		h.writeEntry(w, r, m.stale, h.now(), o.status, nil)
@@ -192,6 +198,11 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
 		ok, why = false, "too-large"
 	}
+	if ok && resp.ContentLength > h.cfg.MaxBufferedBytes-h.buffered.Load() {
+		// No budget to buffer it: stream it to this request alone, with the
+		// client's pace holding back the origin.
+		ok, why = false, "buffer-full"
+	}
 	var e *Entry
 	if ok {
 		e = h.newEntry(m.key, resp, reqTime, respTime)
@@ -207,7 +218,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		switch why {
 		case "too-large":
 			h.large.Add(m.key, struct{}{})
-		case "authorization", "request-no-store", "status":
+		case "authorization", "request-no-store", "status", "buffer-full":
 			// about this request or this status, not the URL
 		default:
 			h.passes.Add(m.key, struct{}{})

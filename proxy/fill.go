@@ -37,6 +37,7 @@ type fill struct {
 	bodyErr error
 	readers map[*fillReader]struct{}
 	charged int64 // bytes charged to the buffer budget
+	release func(int64)
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -84,6 +85,7 @@ func (f *fill) notifyLocked() {
 // nil when the fill did not end with a whole, storable body.
 func (f *fill) pump(body io.Reader, sizeHint, limit int64, budget func(int64) bool, release func(int64)) ([]byte, error) {
 	f.mu.Lock()
+	f.release = release
 	if sizeHint > 0 && sizeHint <= limit && !f.trim {
 		if budget(sizeHint) {
 			f.charged = sizeHint
@@ -174,14 +176,12 @@ func (f *fill) makeRoom() error {
 }
 
 // finish marks the fill done and returns the whole body when it may be
-// stored. The budget charge is released: a stored body counts against the
-// store from now on.
+// stored.
 func (f *fill) finish(err error, release func(int64)) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done, f.bodyErr = true, err
-	release(f.charged)
-	f.charged = 0
+	f.releaseLocked()
 	defer f.notifyLocked()
 	if err != nil || f.trim {
 		return nil, err
@@ -197,6 +197,17 @@ func (f *fill) completeWith(e *Entry) {
 	defer f.mu.Unlock()
 	f.buf, f.done, f.whole = e.Body, true, e
 	f.notifyLocked()
+}
+
+// releaseLocked gives the fill's bytes back to the budget once the body is
+// in and no reader still sends from the buffer. Until then they stay
+// charged even if the store holds them too: a slow reader keeps them in
+// memory after the store has let go.
+func (f *fill) releaseLocked() {
+	if f.done && len(f.readers) == 0 && f.charged > 0 {
+		f.release(f.charged)
+		f.charged = 0
+	}
 }
 
 // final returns the entry with its whole body, or nil if the fill has not
@@ -297,6 +308,7 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 func (r *fillReader) Close() {
 	r.f.mu.Lock()
 	delete(r.f.readers, r)
+	r.f.releaseLocked()
 	r.f.notifyLocked()
 	r.f.mu.Unlock()
 }

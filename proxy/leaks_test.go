@@ -287,7 +287,10 @@ type countingWriter struct {
 	n *atomic.Int64
 }
 
-func (c *countingWriter) Write(b []byte) (int, error) { c.n.Add(int64(len(b))); return c.ResponseWriter.Write(b) }
+func (c *countingWriter) Write(b []byte) (int, error) {
+	c.n.Add(int64(len(b)))
+	return c.ResponseWriter.Write(b)
+}
 
 // Item 9.
 func TestRangeOfObjectTooLargeToStoreIsForwarded(t *testing.T) {
@@ -348,11 +351,11 @@ func TestLimitRanges(t *testing.T) {
 		{"bytes=-10", "bytes=990-999", true},
 		{"bytes=500-", "bytes=500-999", true},
 		{"bytes=0-1,500-501", "bytes=0-1,500-501", true},
-		{"bytes=0-1,60-61", "bytes=0-61", true},                 // a small gap is cheaper than a part
-		{"bytes=5000-6000", "bytes=5000-6000", true},            // unsatisfiable: left for a 416
-		{"bytes=abc", "bytes=abc", true},                        // malformed: left to ServeContent
-		{"bytes=9-1", "bytes=9-1", true},                        // malformed
-		{"items=0-1", "items=0-1", true},                        // another unit: ignored downstream
+		{"bytes=0-1,60-61", "bytes=0-61", true},                  // a small gap is cheaper than a part
+		{"bytes=5000-6000", "bytes=5000-6000", true},             // unsatisfiable: left for a 416
+		{"bytes=abc", "bytes=abc", true},                         // malformed: left to ServeContent
+		{"bytes=9-1", "bytes=9-1", true},                         // malformed
+		{"items=0-1", "items=0-1", true},                         // another unit: ignored downstream
 		{"bytes=0-0,200-200,400-400,600-600,800-800", "", false}, // more than the cap of 4
 	}
 	for _, tc := range cases {

@@ -87,6 +87,12 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 // the request's reader if it registered one already (the leader does, so
 // that a fill that cannot be kept waits for it), else nil.
 func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
+	if whole := f.final(); whole != nil && rd == nil {
+		// The body is in: serve it as a stored entry, which also keeps
+		// its memory accounted while this client reads it.
+		h.writeEntry(w, r, whole, h.now(), status, own)
+		return
+	}
 	if needsServeContent(r) {
 		if rd != nil {
 			rd.Close() // we read the whole body, not along

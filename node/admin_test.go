@@ -1,0 +1,49 @@
+package node
+
+import (
+	"encoding/base64"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/edgecache/edge/config"
+)
+
+func TestRedactArgs(t *testing.T) {
+	in := []string{"edge", "serve", "--secret", "s3cr3t-value-long", "--admin-token=tok", "--listen", "127.0.0.1:1", "-secret=x"}
+	got := RedactArgs(in)
+	want := []string{"edge", "serve", "--secret", "REDACTED", "--admin-token=REDACTED", "--listen", "127.0.0.1:1", "-secret=REDACTED"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("RedactArgs = %q", got)
+	}
+	if in[3] != "s3cr3t-value-long" {
+		t.Fatal("RedactArgs changed its input")
+	}
+}
+
+func TestAdminAuthorization(t *testing.T) {
+	n := &Node{cfg: &config.Config{}}
+	n.cfg.Admin.Token = "the-token"
+	cases := map[string]bool{
+		"Bearer the-token": true, "bearer the-token": true, "BEARER the-token": true,
+		"Bearer wrong": false, "the-token": false, "": false, "Basic " + basic("x:the-token"): true, "Basic " + basic("x:no"): false,
+	}
+	for auth, want := range cases {
+		r := httptest.NewRequest("GET", "/purge", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		if got := n.authorized(r); got != want {
+			t.Errorf("%q: authorized = %v, want %v", auth, got, want)
+		}
+	}
+	n.cfg.Admin.Token = ""
+	r := httptest.NewRequest("GET", "/purge", nil)
+	r.Header.Set("Authorization", "Bearer ")
+	if n.authorized(r) {
+		t.Error("an empty token authorized a request")
+	}
+}
+
+func basic(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
