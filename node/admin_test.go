@@ -46,4 +46,3 @@ func TestAdminAuthorization(t *testing.T) {
 }
 
 func basic(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
