@@ -63,7 +63,7 @@ bench-compare: build
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
-FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary config:FuzzLoadBytes \
+FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
 	indicators:FuzzDecode fdetect:FuzzDecodeHeartbeat fdetect:FuzzReadTrace trace:FuzzReader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -81,7 +81,7 @@ func Keys() []Key {
 		{"limits.max_header_bytes", Size, "32KiB", "Request header size limit (431 beyond); browsers stay far below it."},
 		{"limits.max_url_bytes", Int, "8192", "Request-target length limit (414 beyond), the common browser and server limit."},
 		{"limits.max_body_bytes", Size, "32MiB", "Request body limit (413 beyond)."},
-		{"limits.max_inflight", Int, "10000", "Concurrent client requests per node (503 beyond); bounds memory under overload."},
+		{"limits.max_inflight", Int, "10000", "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them."},
 		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
 		{"limits.body_timeout", Duration, "10s", "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},

@@ -46,8 +46,8 @@ func (l batchListener) Accept() (net.Conn, error) {
 // batchConn turns net/http's "full buffer, then the rest" pair of write
 // system calls into one writev: it holds a write of exactly the buffer size
 // and sends it together with the next write. Held bytes are sent no later
-// than the next Write, Read, CloseWrite or Close, or the hold limit after they
-// were held, so a response is never delayed behind the client.
+// than the next Write, CloseWrite or Close, or the hold limit after they
+// were held.
 type batchConn struct {
 	net.Conn
 	mu    sync.Mutex
@@ -110,11 +110,14 @@ func (c *batchConn) flushTimer() {
 	_ = c.flushLocked()
 }
 
-// Read sends held bytes first: the server reads when the response is done
-// (or when it waits for the client), and the client must have it by then.
+// Read does not send held bytes: net/http starts a background read of the
+// connection while the handler still writes (to notice a client that
+// goes away), so a Read can come between the held buffer and the rest of
+// the same response; flushing there would split the pair again. The hold
+// limit bounds how long held bytes wait when no write follows.
 func (c *batchConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
-	err := c.flushLocked()
+	err := c.err
 	c.mu.Unlock()
 	if err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // discardWriter is a reusable ResponseWriter, so the benchmark measures the
@@ -18,6 +19,10 @@ type discardWriter struct {
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+
+// SetWriteDeadline is there because net/http's writer has it; the handler
+// extends the deadline on every response.
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 
 func (w *discardWriter) reset() {
 	clear(w.h)

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -430,5 +432,57 @@ func TestFillStreamsBeforeTheBodyEnds(t *testing.T) {
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("origin requests = %d, want 1", calls.Load())
+	}
+}
+
+// Item 8: a request body trickling in is cut off with 408 once its grace
+// is over, and the in-flight slots it held do not stop hits.
+func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // an origin that reads uploads
+		w.Header().Set("Cache-Control", "max-age=60")
+		_, _ = io.WriteString(w, "ok")
+	}, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond; c.MaxInflight = 2 })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	if resp, err := http.Get(srv.URL + "/cached"); err == nil {
+		resp.Body.Close()
+	}
+	statuses := make(chan string, 2)
+	for i := range 2 { // as many slow uploads as there are upstream slots
+		go func() {
+			c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				statuses <- err.Error()
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /up/%d HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", i)
+			go func() {
+				for range 100 {
+					if _, err := c.Write([]byte("a")); err != nil {
+						return
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}()
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			statuses <- line
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // both uploads hold their slots now
+	resp, err := http.Get(srv.URL + "/cached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Cache-Status"), "hit") {
+		t.Fatalf("a hit during slow uploads: %d %q", resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
+	for range 2 {
+		if line := <-statuses; !strings.Contains(line, " 408 ") {
+			t.Fatalf("slow upload answered %q, want 408", line)
+		}
 	}
 }

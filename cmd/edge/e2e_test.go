@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +41,42 @@ func freeAddr(t *testing.T) string {
 // startEdge runs the test binary as `edge args...` and stops it at cleanup.
 func startEdge(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return startBinary(t, os.Args[0], args...)
+}
+
+// plainEdge builds edge without the race detector, once per test run, for
+// measurements (memory) that the detector's shadow memory would distort.
+func plainEdge(t *testing.T) string {
+	t.Helper()
+	plainOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "edge-plain-")
+		if err != nil {
+			plainErr = err
+			return
+		}
+		plainPath = filepath.Join(dir, "edge")
+		out, err := exec.Command("go", "build", "-o", plainPath, ".").CombinedOutput()
+		if err != nil {
+			plainErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plainPath
+}
+
+var (
+	plainOnce sync.Once
+	plainPath string
+	plainErr  error
+)
+
+// startBinary runs bin (the test binary or a built edge) with args and
+// stops it at cleanup.
+func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "EDGE_TEST_AS_MAIN=1")
 	cmd.Stderr = &testWriter{t: t, prefix: args[0]}
 	if err := cmd.Start(); err != nil {
