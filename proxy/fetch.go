@@ -253,12 +253,12 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	go func() {
 		defer h.bgWG.Done()
 		defer resp.Body.Close()
-		body, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h.charge, h.release)
+		_, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h.charge, h.release)
 		switch {
 		case err != nil:
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
 			h.metrics.NotStored.WithLabelValues("body-error").Inc()
-		case body == nil:
+		case f.final() == nil: // an empty body is whole too: ask the fill, not the slice
 			h.metrics.NotStored.WithLabelValues(f.trimReason()).Inc()
 			if f.trimReason() == "too-large" {
 				h.large.Add(m.key, struct{}{})
@@ -328,7 +328,10 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 // perUserResponseFields are response fields meant for the one user whose
 // request caused them. They are never stored and never merged into a
 // stored entry; the requester still receives its own.
-var perUserResponseFields = [...]string{"Set-Cookie", "Set-Cookie2", "Authentication-Info", "Proxy-Authentication-Info"}
+// (Set-Cookie2 is not among them: RFC 6265 retired it and no browser
+// applies it, so it cannot carry a session; the conformance suite expects
+// it stored like any field.)
+var perUserResponseFields = [...]string{"Set-Cookie", "Authentication-Info", "Proxy-Authentication-Info"}
 
 // perUserFields returns the per-user fields of a response (nil if none).
 func perUserFields(h http.Header) http.Header {

@@ -486,3 +486,15 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 		}
 	}
 }
+
+// An empty body (a 204, a zero-length 200) is a whole body: it is stored.
+func TestEmptyBodyIsStored(t *testing.T) {
+	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		w.WriteHeader(http.StatusNoContent)
+	}, nil)
+	serve(h, "GET", "/empty")
+	if w := serve(h, "GET", "/empty"); w.Code != http.StatusNoContent || calls.Load() != 1 {
+		t.Fatalf("second request: %d, %d origin requests; want a stored 204", w.Code, calls.Load())
+	}
+}
