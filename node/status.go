@@ -21,6 +21,8 @@ type Status struct {
 	StoreBudget   int64                `json:"store_budget_bytes"`
 	StoreObjects  int64                `json:"store_objects"`
 	Evictions     uint64               `json:"store_evictions"`
+	BufferedBytes int64                `json:"buffered_bytes"`
+	BufferBudget  int64                `json:"buffer_budget_bytes"`
 	Requests      map[string]float64   `json:"requests_by_result"`
 	HitRatio      float64              `json:"hit_ratio"`
 	Peers         []cluster.PeerState  `json:"peers,omitempty"`
@@ -40,21 +42,11 @@ func (n *Node) Snapshot() Status {
 		StoreBytes:    st.Bytes, StoreBudget: n.proxy.Store().Budget(), StoreObjects: st.Objects, Evictions: st.Evictions,
 		Requests: map[string]float64{},
 	}
-	mfs, err := n.reg.Gather()
-	if err == nil {
-		for _, mf := range mfs {
-			if mf.GetName() != "edge_requests_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "result" {
-						s.Requests[l.GetValue()] = m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
+	ps := n.proxy.Stats()
+	for k, v := range ps.Requests {
+		s.Requests[k] = float64(v)
 	}
+	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	var total, hits float64
 	for k, v := range s.Requests {
 		if k == "rejected" {
@@ -101,7 +93,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <p>version {{.Version}} · origin <code>{{.Origin}}</code> · up {{printf "%.0f" .UptimeSeconds}} s</p>
 <h2>Store</h2>
 <table><tr><th>bytes</th><td>{{.StoreBytes}} of {{.StoreBudget}}</td></tr>
-<tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr></table>
+<tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr>
+<tr><th>buffered (fills, evicted responses still being sent)</th><td>{{.BufferedBytes}} of {{.BufferBudget}}</td></tr></table>
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>

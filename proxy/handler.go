@@ -212,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) reject(w http.ResponseWriter, code int, reason, msg string) {
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
-	h.metrics.Requests.WithLabelValues(ResultRejected).Inc()
+	h.metrics.countOnly(ResultRejected)
 	h.writeError(w, code, "fwd=request; detail="+reason, msg)
 }
 

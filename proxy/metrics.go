@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,16 +45,38 @@ type Metrics struct {
 type resultMetrics struct {
 	count   prometheus.Counter
 	latency prometheus.Observer
+	total   *atomic.Uint64 // the same count, for the status page's snapshot
 }
 
 // observe counts one request with its result and latency.
 func (m *Metrics) observe(result string, seconds float64) {
-	rm, ok := m.byResult[result]
-	if !ok {
-		rm = resultMetrics{m.Requests.WithLabelValues(result), m.RequestDuration.WithLabelValues(result)}
-	}
+	rm := m.byResult[result] // every result label is created in NewMetrics
 	rm.count.Inc()
+	rm.total.Add(1)
 	rm.latency.Observe(seconds)
+}
+
+// countOnly counts a request that has no latency worth observing (refused
+// by a limit before any work).
+func (m *Metrics) countOnly(result string) {
+	rm := m.byResult[result]
+	rm.count.Inc()
+	rm.total.Add(1)
+}
+
+// Stats is a snapshot of the data path's counters for the status page.
+type Stats struct {
+	Requests      map[string]uint64 // client requests by result label
+	BufferedBytes int64             // bytes charged to the buffer budget
+}
+
+// Stats returns the current counters.
+func (h *Handler) Stats() Stats {
+	s := Stats{Requests: make(map[string]uint64, len(h.metrics.byResult)), BufferedBytes: h.buffered.Load()}
+	for k, rm := range h.metrics.byResult {
+		s.Requests[k] = rm.total.Load()
+	}
+	return s
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -117,7 +141,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
 	m.byResult = make(map[string]resultMetrics)
 	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
-		m.byResult[r] = resultMetrics{m.Requests.WithLabelValues(r), m.RequestDuration.WithLabelValues(r)}
+		m.byResult[r] = resultMetrics{m.Requests.WithLabelValues(r), m.RequestDuration.WithLabelValues(r), new(atomic.Uint64)}
 	}
 	return m
 }
