@@ -1,6 +1,7 @@
 // Package origin talks to the origin server: Client is the upstream HTTP
-// client every node uses, and Demo is the synthetic site that `make run`
-// and the tests put behind the cache.
+// client every node uses (keep-alive pool, one retry of idempotent
+// requests, an idle watchdog on bodies, rate-limited failure logs). The
+// demo site lives in package demosite.
 package origin
 
 import (

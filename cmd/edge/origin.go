@@ -11,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgecache/edge/origin"
+	"github.com/edgecache/edge/demosite"
 )
 
 func originCmd() *cobra.Command {
 	var listen string
-	var cfg origin.DemoConfig
+	var cfg demosite.Config
 	cmd := &cobra.Command{
 		Use:   "origin",
 		Short: "Run the demo origin: a deterministic synthetic site with a page family per caching case",
@@ -29,7 +29,7 @@ func originCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("origin: %w", err)
 			}
-			srv := &http.Server{Handler: origin.NewDemo(cfg), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: demosite.New(cfg), ReadHeaderTimeout: 10 * time.Second}
 			slog.Info("demo origin serving", "listen", ln.Addr().String(), "latency", cfg.Latency)
 			errc := make(chan error, 1)
 			go func() { errc <- srv.Serve(ln) }()

@@ -1,4 +1,4 @@
-package origin
+package demosite
 
 import (
 	"encoding/json"
@@ -16,18 +16,18 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// DemoConfig configures the demo origin.
-type DemoConfig struct {
+// Config configures the demo origin.
+type Config struct {
 	Latency time.Duration // added before every response, like a distant origin
 	Jitter  time.Duration // uniform extra latency in [0, Jitter)
 }
 
-// Demo is a deterministic synthetic web site with one page family per
+// Site is a deterministic synthetic web site with one page family per
 // caching case. Every body is a pure function of the URL, so tests and load
 // tools can check what they receive. It counts requests per path so tests
 // can see how many reached the origin.
-type Demo struct {
-	cfg     DemoConfig
+type Site struct {
+	cfg     Config
 	started time.Time // Last-Modified of the dated pages
 	filler  []byte
 	mu      sync.Mutex
@@ -40,9 +40,9 @@ type Demo struct {
 // shared filler; larger objects repeat it.
 const fillerSize = 4 << 20
 
-// NewDemo returns the demo site.
-func NewDemo(cfg DemoConfig) *Demo {
-	d := &Demo{cfg: cfg, started: time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Second), hits: make(map[string]int)}
+// New returns the demo site.
+func New(cfg Config) *Site {
+	d := &Site{cfg: cfg, started: time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Second), hits: make(map[string]int)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const alphabet = "abcdefghijklmnopqrstuvwxyz      \n"
 	d.filler = make([]byte, fillerSize)
@@ -70,19 +70,19 @@ func NewDemo(cfg DemoConfig) *Demo {
 }
 
 // ServeHTTP implements http.Handler.
-func (d *Demo) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.router.ServeHTTP(w, r) }
+func (d *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.router.ServeHTTP(w, r) }
 
 // Requests returns how many requests reached path (with its query).
-func (d *Demo) Requests(path string) int {
+func (d *Site) Requests(path string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.hits[path]
 }
 
 // Total returns the number of requests served.
-func (d *Demo) Total() int64 { return d.total.Load() }
+func (d *Site) Total() int64 { return d.total.Load() }
 
-func (d *Demo) count(next http.Handler) http.Handler {
+func (d *Site) count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/_stats" {
 			d.total.Add(1)
@@ -96,7 +96,7 @@ func (d *Demo) count(next http.Handler) http.Handler {
 	})
 }
 
-func (d *Demo) delay(next http.Handler) http.Handler {
+func (d *Site) delay(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lat := d.cfg.Latency
 		if d.cfg.Jitter > 0 {
@@ -132,7 +132,7 @@ func PageSize(n uint64) int {
 }
 
 // body returns size deterministic bytes for seed.
-func (d *Demo) body(seed uint64, size int) []byte {
+func (d *Site) body(seed uint64, size int) []byte {
 	out := make([]byte, size)
 	off := int(seed % uint64(fillerSize/2))
 	for i := 0; i < size; {
@@ -142,7 +142,7 @@ func (d *Demo) body(seed uint64, size int) []byte {
 	return out
 }
 
-func (d *Demo) index(w http.ResponseWriter, r *http.Request) {
+func (d *Site) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "public, max-age=10")
 	fmt.Fprint(w, `<!doctype html><title>edge demo origin</title><h1>edge demo origin</h1><ul>
@@ -183,7 +183,7 @@ func etagMatches(inm, etag string) bool {
 	return false
 }
 
-func (d *Demo) page(w http.ResponseWriter, r *http.Request) {
+func (d *Site) page(w http.ResponseWriter, r *http.Request) {
 	n, err := strconv.ParseUint(chi.URLParam(r, "n"), 10, 64)
 	if err != nil {
 		d.notFound(w, r)
@@ -195,7 +195,7 @@ func (d *Demo) page(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, fmt.Sprintf(`"p-%d-%d"`, n, size), d.body(n, size))
 }
 
-func (d *Demo) size(w http.ResponseWriter, r *http.Request) {
+func (d *Site) size(w http.ResponseWriter, r *http.Request) {
 	n, err := strconv.Atoi(chi.URLParam(r, "bytes"))
 	if err != nil || n < 0 || n > 64<<20 {
 		d.notFound(w, r)
@@ -207,7 +207,7 @@ func (d *Demo) size(w http.ResponseWriter, r *http.Request) {
 }
 
 // cacheCase serves one page per caching rule.
-func (d *Demo) cacheCase(w http.ResponseWriter, r *http.Request) {
+func (d *Site) cacheCase(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	seed := xxhash.Sum64String(id)
 	h := w.Header()
@@ -255,7 +255,7 @@ func (d *Demo) cacheCase(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, etag, d.body(seed, 512+int(seed%2048)))
 }
 
-func (d *Demo) vary(w http.ResponseWriter, r *http.Request) {
+func (d *Site) vary(w http.ResponseWriter, r *http.Request) {
 	lang := r.Header.Get("Accept-Language")
 	if lang == "" {
 		lang = "en"
@@ -267,12 +267,12 @@ func (d *Demo) vary(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, "", []byte("hello in "+lang+" for "+chi.URLParam(r, "id")+"\n"))
 }
 
-func (d *Demo) redirect(w http.ResponseWriter, r *http.Request) {
+func (d *Site) redirect(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "max-age=300")
 	http.Redirect(w, r, "/p/"+chi.URLParam(r, "n"), http.StatusMovedPermanently)
 }
 
-func (d *Demo) large(w http.ResponseWriter, r *http.Request) {
+func (d *Site) large(w http.ResponseWriter, r *http.Request) {
 	mib, err := strconv.Atoi(chi.URLParam(r, "mib"))
 	if err != nil || mib < 1 || mib > 256 {
 		d.notFound(w, r)
@@ -283,7 +283,7 @@ func (d *Demo) large(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, r, fmt.Sprintf(`"l-%d"`, mib), d.body(uint64(mib), mib<<20))
 }
 
-func (d *Demo) status(w http.ResponseWriter, r *http.Request) {
+func (d *Site) status(w http.ResponseWriter, r *http.Request) {
 	code, err := strconv.Atoi(chi.URLParam(r, "code"))
 	if err != nil || code < 200 || code > 599 {
 		d.notFound(w, r)
@@ -295,14 +295,14 @@ func (d *Demo) status(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "status %d for %s\n", code, chi.URLParam(r, "id"))
 }
 
-func (d *Demo) notFound(w http.ResponseWriter, r *http.Request) {
+func (d *Site) notFound(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "max-age=30")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusNotFound)
 	fmt.Fprintf(w, "no page at %s\n", r.URL.Path)
 }
 
-func (d *Demo) post(w http.ResponseWriter, r *http.Request) {
+func (d *Site) post(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Location", r.URL.Path)
 	w.WriteHeader(http.StatusOK)
@@ -311,7 +311,7 @@ func (d *Demo) post(w http.ResponseWriter, r *http.Request) {
 
 // stats reports request counts as JSON: {"total": N, "paths": {...}} with
 // the 100 most requested paths, plus every path named by ?path=.
-func (d *Demo) stats(w http.ResponseWriter, r *http.Request) {
+func (d *Site) stats(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	type kv struct {
 		k string

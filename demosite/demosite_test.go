@@ -1,0 +1,76 @@
+package demosite
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestDemoIsDeterministic(t *testing.T) {
+	a, b := New(Config{}), New(Config{})
+	for _, path := range []string{"/p/1", "/p/123456789", "/size/4096", "/cache/etag/7", "/vary/3"} {
+		ra, rb := httptest.NewRecorder(), httptest.NewRecorder()
+		a.ServeHTTP(ra, httptest.NewRequest("GET", path, nil))
+		b.ServeHTTP(rb, httptest.NewRequest("GET", path, nil))
+		if ra.Code != 200 || ra.Body.String() != rb.Body.String() {
+			t.Errorf("%s: %d, bodies equal %v", path, ra.Code, ra.Body.String() == rb.Body.String())
+		}
+	}
+	if a.Requests("/p/1") != 1 || a.Total() != 5 {
+		t.Errorf("request counts %d %d", a.Requests("/p/1"), a.Total())
+	}
+}
+
+func TestDemoPageSizeMix(t *testing.T) {
+	var small, mid, large, huge int
+	for n := range uint64(10000) {
+		switch s := PageSize(n); {
+		case s < 8<<10:
+			small++
+		case s < 32<<10:
+			mid++
+		case s < 256<<10:
+			large++
+		default:
+			huge++
+		}
+	}
+	// The documented mix: 50 / 35 / 12 / 3 %.
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{{"small", small, 5000}, {"mid", mid, 3500}, {"large", large, 1200}, {"huge", huge, 300}} {
+		if d := c.got - c.want; d < -c.want/5 || d > c.want/5 {
+			t.Errorf("%s pages: %d of 10000, want about %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestDemoConditionalAndCases(t *testing.T) {
+	d := New(Config{})
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, httptest.NewRequest("GET", "/p/5", nil))
+	etag := w.Header().Get("ETag")
+	req := httptest.NewRequest("GET", "/p/5", nil)
+	req.Header.Set("If-None-Match", etag)
+	w = httptest.NewRecorder()
+	d.ServeHTTP(w, req)
+	if w.Code != http.StatusNotModified {
+		t.Errorf("conditional: %d", w.Code)
+	}
+	for c, want := range map[string]string{"no-store": "no-store", "private": "private, max-age=60", "s-maxage": "max-age=0, s-maxage=60"} {
+		w = httptest.NewRecorder()
+		d.ServeHTTP(w, httptest.NewRequest("GET", "/cache/"+c+"/1", nil))
+		if got := w.Header().Get("Cache-Control"); got != want {
+			t.Errorf("%s: Cache-Control %q", c, got)
+		}
+	}
+	w = httptest.NewRecorder()
+	d.ServeHTTP(w, httptest.NewRequest("GET", "/nothing/here", nil))
+	if w.Code != 404 {
+		t.Errorf("unknown path: %d", w.Code)
+	}
+}
+
+// TestStalledBodyFails: an origin that sends headers and part of a body
+// and then stalls does not hold the reader forever.
