@@ -39,8 +39,8 @@ type Config struct {
 	Period       time.Duration // heartbeat period Δ
 	Detector     string
 	DetectorArgs fdetect.Params
-	Selection    string // fna, fno or off
-	Mode         string // hybrid, tree, ring or none
+	Selection    Selection
+	Mode         routing.Mode
 	Placement    routing.Placement
 	Arity        int // d
 	Q            int // requests a cache forwards before it stores

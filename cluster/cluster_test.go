@@ -24,6 +24,14 @@ func (nopFetcher) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, Keep: true}, nil
 }
 
+func mustMode(s string) routing.Mode {
+	m, err := routing.ParseMode(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
 func newTestCluster(t *testing.T, mode string, peers map[string]string) *Cluster {
 	return newTestClusterPlaced(t, mode, peers, routing.PlacementPaper)
 }
@@ -33,7 +41,7 @@ func newTestClusterPlaced(t *testing.T, mode string, peers map[string]string, pl
 	store := proxy.NewStore(1<<20, 4)
 	c, err := New(Config{
 		NodeID: "n0", Listen: "127.0.0.1:0", Peers: peers, Secret: []byte("cluster-test-secret"), Period: 100 * time.Millisecond,
-		Detector: "ml", Selection: "fna", Mode: mode, Placement: placement, Arity: 4, Q: 2, HotThreshold: 3, PeerTimeout: 200 * time.Millisecond,
+		Detector: "ml", Selection: SelectionFNA, Mode: mustMode(mode), Placement: placement, Arity: 4, Q: 2, HotThreshold: 3, PeerTimeout: 200 * time.Millisecond,
 		Indicator: indicators.DefaultFilterConfig(1000),
 	}, nopFetcher{}, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -48,7 +48,7 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	key := proxy.CacheKey(u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()
-	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode, View: ring.Members(), Policy: c.cfg.Selection}
+	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode.String(), View: ring.Members(), Policy: c.cfg.Selection.String()}
 	e.Placement = c.cfg.Placement.String()
 	e.Requests, _ = c.hot.Peek(kh, 0)
 	e.Hot = e.Requests >= c.cfg.HotThreshold
@@ -72,7 +72,7 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	for i, p := range cs.peers {
 		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, OnPath: cs.onPath[i], Indicated: cs.indicated[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
 	}
-	if c.cfg.Selection != "off" && len(cs.cands) > 0 {
+	if c.cfg.Selection != SelectionOff && len(cs.cands) > 0 {
 		mask := indicators.Select(cs.cands, e.MissPenalty)
 		for m := mask; m != 0; m &= m - 1 {
 			e.Candidates[bits.TrailingZeros64(m)].Chosen = true

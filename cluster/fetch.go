@@ -30,13 +30,13 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	if rt := routeFrom(ctx); rt != nil {
 		return c.continueClimb(ctx, key, req, kh, rt)
 	}
-	if c.cfg.Mode == "none" {
+	if c.cfg.Mode == routing.ModeNone {
 		return c.origin.Fetch(ctx, key, req)
 	}
 	start := time.Now()
 	path, home := c.plan(kh)
 	isHome := home == c.cfg.NodeID
-	if c.cfg.Selection != "off" {
+	if c.cfg.Selection != SelectionOff {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
 			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh)}, nil
 		}
@@ -94,7 +94,7 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 		rho := e.Pi
 		if !ind {
 			rho = e.Nu
-			if c.cfg.Selection == "fno" {
+			if c.cfg.Selection == SelectionFNO {
 				rho = 1
 			}
 		}
@@ -124,7 +124,7 @@ type hop struct {
 // the request towards the page being hot and records the tree path length.
 func (c *Cluster) plan(kh uint64) (path []hop, home string) {
 	hot := true
-	if c.cfg.Mode == "hybrid" {
+	if c.cfg.Mode == routing.ModeHybrid {
 		_, hot = c.hot.Observe(kh, 0)
 	}
 	path, home, tree := c.planFor(kh, hot, rand.IntN)
@@ -165,10 +165,10 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 		out = append(out, hop{id, rank})
 	}
 	switch c.cfg.Mode {
-	case "ring":
+	case routing.ModeRing:
 		add(ring.Member(ring.Lookup(kh)), 2)
 		return out, home, false
-	case "hybrid":
+	case routing.ModeHybrid:
 		if !hot {
 			add(home, 2)
 			return out, home, false
@@ -181,7 +181,7 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 	for _, h := range ring.AppendPath(hops[:0], kh, t, leaf, c.cfg.Placement, ranking) {
 		add(ring.Member(h.Member), h.Rank)
 	}
-	if c.cfg.Mode == "hybrid" {
+	if c.cfg.Mode == routing.ModeHybrid {
 		add(home, 2)
 	}
 	return out, home, true

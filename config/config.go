@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/routing"
 )
 
 // Kind is the type of a configuration value.
@@ -181,14 +184,14 @@ type Config struct {
 		Detector        string
 		DetectorParams  []string
 		PeerTimeout     time.Duration
-		Selection       string
+		Selection       cluster.Selection
 		TLS             struct {
 			CertFile, KeyFile, CAFile string
 		}
 	}
 	Routing struct {
-		Mode         string
-		Placement    string
+		Mode         routing.Mode
+		Placement    routing.Placement
 		D, Q         int
 		HotThreshold int
 	}
@@ -322,12 +325,12 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Detector = p.oneOf("cluster.detector", "ml", "chen", "bertier", "phi", "twowindows")
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
-	c.Cluster.Selection = p.oneOf("cluster.selection", "fna", "fno", "off")
+	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.TLS.CertFile = p.str("cluster.tls.cert_file")
 	c.Cluster.TLS.KeyFile = p.str("cluster.tls.key_file")
 	c.Cluster.TLS.CAFile = p.str("cluster.tls.ca_file")
-	c.Routing.Mode = p.oneOf("routing.mode", "hybrid", "tree", "ring", "none")
-	c.Routing.Placement = p.oneOf("routing.placement", "distinct", "paper")
+	c.Routing.Mode = parseEnum(&p, "routing.mode", routing.ParseMode)
+	c.Routing.Placement = parseEnum(&p, "routing.placement", routing.ParsePlacement)
 	c.Routing.D = p.int("routing.d", 2, 64)
 	c.Routing.Q = p.int("routing.q", 1, 1000)
 	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)
@@ -580,6 +583,17 @@ func (p *parser) list(key string) []string {
 		}
 	}
 	return out
+}
+
+// parseEnum reads a typed value with the type's own parser, so the names
+// a key accepts are defined once, next to the type.
+func parseEnum[T any](p *parser, key string, parse func(string) (T, error)) T {
+	s := strings.ToLower(p.str(key))
+	v, err := parse(s)
+	if err != nil {
+		p.fail(key, s, err.Error())
+	}
+	return v
 }
 
 // prefixes parses a list of CIDRs (a bare address is a single host).

@@ -126,10 +126,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 			return nil, fmt.Errorf("node: cluster.detector_params: %w", err)
 		}
 		_, dnsPort, _ := net.SplitHostPort(cfg.Cluster.Listen)
-		placement, err := routing.ParsePlacement(cfg.Routing.Placement)
-		if err != nil {
-			return nil, fmt.Errorf("node: routing.placement: %w", err)
-		}
+		placement := cfg.Routing.Placement
 		var serverTLS, clientTLS *tls.Config
 		if cfg.Cluster.TLS.CertFile != "" {
 			if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {
