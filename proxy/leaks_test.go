@@ -498,3 +498,27 @@ func TestEmptyBodyIsStored(t *testing.T) {
 		t.Fatalf("second request: %d, %d origin requests; want a stored 204", w.Code, calls.Load())
 	}
 }
+
+// An origin that answers before a slow upload is complete (and, being
+// net/http, first tries to read the rest of the body): the client gets an
+// answer once the body's grace is over, not when the upload would end.
+func TestEarlyAnswerToSlowUploadIsNotHeldBack(t *testing.T) {
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed) // never reads the body
+	}, func(c *Config) { c.BodyTimeout = 500 * time.Millisecond })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(4 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if !strings.Contains(line, " 405 ") && !strings.Contains(line, " 408 ") {
+		t.Fatalf("got %q after %s, want the origin's 405 or a 408 after the grace", line, time.Since(start))
+	}
+	t.Logf("%q after %s", strings.TrimSpace(line), time.Since(start).Round(time.Millisecond))
+}

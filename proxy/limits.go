@@ -29,6 +29,7 @@ type slowBody struct {
 	rate     int64
 	n        int64
 	timedOut atomic.Bool
+	eof      atomic.Bool
 }
 
 // guardBody wraps a request body with the size limit and the rate limit.
@@ -45,11 +46,23 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
 	var ne net.Error
 	if err != nil && errors.As(err, &ne) && ne.Timeout() {
 		b.timedOut.Store(true)
 	}
 	return n, err
+}
+
+// bodyUnread reports whether a request body was not read to its end (the
+// origin answered early). net/http would then read the rest before it
+// sends our response, at the client's pace; closing the connection after
+// the response skips that.
+func bodyUnread(body io.ReadCloser) bool {
+	sb, ok := body.(*slowBody)
+	return ok && !sb.eof.Load()
 }
 
 // bodyTimedOut reports whether a request body failed its rate limit.

@@ -158,8 +158,12 @@ limits: {max_inflight: 40, max_buffered_bytes: %d, body_timeout: 1s, min_body_ra
 					time.Sleep(500 * time.Millisecond)
 				}
 			}()
+			start := time.Now()
 			_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
-			status, _ := bufio.NewReader(c).ReadString('\n')
+			status, err := bufio.NewReader(c).ReadString('\n')
+			if !strings.HasPrefix(status, "HTTP/1.1 ") {
+				t.Logf("upload %d: %q, %v after %s", i, status, err, time.Since(start).Round(time.Millisecond))
+			}
 			// 408 once the grace is over, 503 if every upstream slot was
 			// taken by the other attackers, or the demo origin's own
 			// early 405: answered, never left hanging.
