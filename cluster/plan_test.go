@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// Deterministic tests of the request plan (probe, climb, continueClimb,
+// failover, the q-rule and the loop guard) with fake peers: each peer is a
+// real loopback HTTP server running the real peer handler (signatures,
+// route parsing, response signing) in front of a scripted data handler.
+
+const planSecret = "plan-test-secret-0123"
+
+// fakePeer is one scripted peer.
+type fakePeer struct {
+	id     string
+	srv    *httptest.Server
+	mu     sync.Mutex
+	seen   []seenRoute
+	answer func(w http.ResponseWriter, r *http.Request, rt *route) // nil: 200 "from <id>"
+}
+
+type seenRoute struct {
+	mode      string
+	rank, hop int
+	remaining string
+}
+
+func (f *fakePeer) routes() []seenRoute {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seenRoute(nil), f.seen...)
+}
+
+// countingOrigin is the ingress's origin fetcher.
+type countingOrigin struct{ n atomic.Int64 }
+
+func (o *countingOrigin) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+	o.n.Add(1)
+	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("from origin"))}, Keep: true}, nil
+}
+
+func newPlanCluster(t *testing.T, id string, mode routing.Mode, sel Selection, origin proxy.Fetcher) *Cluster {
+	t.Helper()
+	c, err := New(Config{
+		NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
+		Detector: "ml", Selection: sel, Mode: mode, Placement: routing.PlacementDistinct, Arity: 2, Q: 2, HotThreshold: 1000,
+		PeerTimeout: 300 * time.Millisecond, Indicator: indicators.DefaultFilterConfig(1000),
+	}, origin, proxy.NewStore(1<<20, 4), NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startFakePeer serves a scripted peer with the real peer handler.
+func startFakePeer(t *testing.T, id string) *fakePeer {
+	t.Helper()
+	f := &fakePeer{id: id}
+	pc := newPlanCluster(t, id, routing.ModeRing, SelectionOff, &countingOrigin{})
+	h := pc.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt := routeFrom(r.Context())
+		f.mu.Lock()
+		f.seen = append(f.seen, seenRoute{rt.mode, rt.rank, rt.hop, strings.Join(rt.remaining, ",")})
+		answer := f.answer
+		f.mu.Unlock()
+		if answer != nil {
+			answer(w, r, rt)
+			return
+		}
+		_, _ = io.WriteString(w, "from "+id)
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// join makes the ingress trust the fake peers and puts them in its view.
+func join(c *Cluster, peers ...*fakePeer) {
+	for _, p := range peers {
+		c.addPeer(p.id, strings.TrimPrefix(p.srv.URL, "http://"))
+		c.peers[p.id].trusted = true
+	}
+	c.setView()
+}
+
+func fetchBody(t *testing.T, c *Cluster, path string) (string, bool, error) {
+	t.Helper()
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.RequestURI = ""
+	res, err := c.Fetch(context.Background(), proxy.CacheKey("http", "site.example", path, ""), req)
+	if err != nil {
+		return "", false, err
+	}
+	defer res.Resp.Body.Close()
+	b, err := io.ReadAll(res.Resp.Body)
+	return string(b), res.Keep, err
+}
+
+// keyHomedAt finds a URL path whose planned climb (cold) starts at want:
+// its home in hybrid mode, its owner in ring mode.
+func keyHomedAt(t *testing.T, c *Cluster, want string) string {
+	t.Helper()
+	for i := range 10000 {
+		path := "/k/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		hops, _, _ := c.planFor(routing.KeyHash(proxy.CacheKey("http", "site.example", path, "")), false, func(n int) int { return n - 1 })
+		if len(hops) > 0 && hops[0].id == want {
+			return path
+		}
+	}
+	t.Fatalf("no key homed at %s", want)
+	return ""
+}
+
+func TestClimbGoesToTheHomeWithItsRank(t *testing.T) {
+	origin := &countingOrigin{}
+	c := newPlanCluster(t, "n0", routing.ModeHybrid, SelectionOff, origin)
+	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")
+	join(c, p1, p2)
+	path := keyHomedAt(t, c, "p2")
+	body, keep, err := fetchBody(t, c, path)
+	if err != nil || body != "from p2" {
+		t.Fatalf("got %q, %v; want the home's answer", body, err)
+	}
+	if keep {
+		t.Error("the ingress kept a page on its first request (q = 2)")
+	}
+	if r := p2.routes(); len(r) != 1 || r[0] != (seenRoute{"climb", 2, 1, ""}) {
+		t.Errorf("the home saw %+v, want one climb at rank 2, hop 1, nothing after it", r)
+	}
+	if len(p1.routes()) != 0 || origin.n.Load() != 0 {
+		t.Errorf("p1 saw %d requests and the origin %d; want none", len(p1.routes()), origin.n.Load())
+	}
+	// The q-rule at the ingress: the second request for the page keeps it.
+	if _, keep, _ := fetchBody(t, c, path); !keep {
+		t.Error("the ingress did not keep the page on its q-th request")
+	}
+}
+
+func TestClimbFailsOverPastADeadOrFailingHop(t *testing.T) {
+	for _, how := range []string{"dead", "5xx"} {
+		t.Run(how, func(t *testing.T) {
+			origin := &countingOrigin{}
+			c := newPlanCluster(t, "n0", routing.ModeRing, SelectionOff, origin)
+			p1 := startFakePeer(t, "p1")
+			join(c, p1)
+			path := keyHomedAt(t, c, "p1")
+			if how == "dead" {
+				p1.srv.Close()
+			} else {
+				p1.answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "boom", 500) }
+			}
+			body, _, err := fetchBody(t, c, path)
+			if err != nil || body != "from origin" || origin.n.Load() != 1 {
+				t.Fatalf("got %q, %v, %d origin fetches; want the origin's answer once", body, err, origin.n.Load())
+			}
+			if how == "5xx" && len(p1.routes()) != 1 {
+				t.Fatalf("the owner saw %d requests, want 1 before the failover", len(p1.routes()))
+			}
+		})
+	}
+}
+
+func TestProbeHitAndMiss(t *testing.T) {
+	origin := &countingOrigin{}
+	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionFNA, origin)
+	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")
+	join(c, p1, p2)
+	path := keyHomedAt(t, c, "p2")
+	key := proxy.CacheKey("http", "site.example", path, "")
+	// p1 advertises the key: it becomes a positively indicated candidate.
+	adv := newPlanCluster(t, "p1", routing.ModeRing, SelectionOff, origin)
+	adv.filter.Insert([]byte(key))
+	adv.store.Put(testEntry(key))
+	adv.advertise()
+	if err := c.peers["p1"].replica.Apply(adv.advFull); err != nil {
+		t.Fatal(err)
+	}
+	// Probe hit: p1 answers the only-if-cached probe.
+	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+		if r.Header.Get("Cache-Control") != "only-if-cached" {
+			t.Errorf("a probe without only-if-cached: %q", r.Header.Get("Cache-Control"))
+		}
+		_, _ = io.WriteString(w, "from p1's store")
+	}
+	body, _, err := fetchBody(t, c, path)
+	if err != nil || body != "from p1's store" {
+		t.Fatalf("probe hit: %q, %v", body, err)
+	}
+	if r := p1.routes(); len(r) != 1 || r[0].mode != "probe" {
+		t.Fatalf("p1 saw %+v, want one probe", r)
+	}
+	if len(p2.routes()) != 0 {
+		t.Fatalf("the home was asked although the probe hit: %+v", p2.routes())
+	}
+	// Probe miss (504): the climb to the home follows.
+	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) { http.Error(w, "not cached", http.StatusGatewayTimeout) }
+	body, _, err = fetchBody(t, c, path)
+	if err != nil || body != "from p2" {
+		t.Fatalf("probe miss: %q, %v; want the home's answer", body, err)
+	}
+	if origin.n.Load() != 0 {
+		t.Fatalf("the origin was asked %d times", origin.n.Load())
+	}
+}
+
+func testEntry(key string) *proxy.Entry {
+	e := &proxy.Entry{Key: key, Status: 200, Header: http.Header{}, Body: []byte("x")}
+	return e
+}
+
+func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
+	origin := &countingOrigin{}
+	c := newPlanCluster(t, "n0", routing.ModeTree, SelectionOff, origin)
+	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")
+	join(c, p1, p2)
+	req := httptest.NewRequest("GET", "http://site.example/a", nil)
+	req.RequestURI = ""
+	key := proxy.CacheKey("http", "site.example", "/a", "")
+	// This cache plays rank 3 and must forward to p2 (rank 2), skipping a
+	// path entry that names itself (a loop).
+	rt := &route{mode: "climb", rank: 3, hop: 1, remaining: []string{"n0:4", "p2:2"}}
+	ctx := context.WithValue(context.Background(), routeKey{}, rt)
+	for i, wantKeep := range []bool{false, true} { // q = 2
+		res, err := c.Fetch(ctx, key, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Resp.Body)
+		res.Resp.Body.Close()
+		if string(b) != "from p2" || res.Keep != wantKeep {
+			t.Fatalf("request %d: %q keep=%v, want p2's answer, keep=%v", i+1, b, res.Keep, wantKeep)
+		}
+	}
+	if r := p2.routes(); len(r) != 2 || r[0] != (seenRoute{"climb", 2, 2, ""}) {
+		t.Fatalf("p2 saw %+v, want climbs at rank 2, hop 2", r)
+	}
+	if len(p1.routes()) != 0 {
+		t.Fatalf("p1 is not on the given path but saw %+v", p1.routes())
+	}
+	// The home (rank 2) always keeps its copy.
+	rt2 := &route{mode: "climb", rank: 2, hop: 1}
+	res, err := c.Fetch(context.WithValue(context.Background(), routeKey{}, rt2), proxy.CacheKey("http", "site.example", "/b", ""), req)
+	if err != nil || !res.Keep {
+		t.Fatalf("the home did not keep the page: %v, %v", res.Keep, err)
+	}
+	res.Resp.Body.Close()
+	// A probe that reaches the fetcher is refused: probes never fetch.
+	if _, err := c.Fetch(context.WithValue(context.Background(), routeKey{}, &route{mode: "probe"}), key, req); err == nil {
+		t.Fatal("a probe reached the origin")
+	}
+}
