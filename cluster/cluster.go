@@ -362,11 +362,11 @@ func (c *Cluster) check(now time.Time) {
 		if ml, ok := p.det.(*fdetect.ML); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(ml.Margin()) / 1e9)
 		}
-		e := p.replica.Exclusion(false)
+		e := p.replica.Exclusion()
 		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q} {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, name).Set(v)
 		}
-		c.metrics.EpochAge.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
+		c.metrics.ReplicaEpoch.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
 		if !p.pulledAt.IsZero() {
 			c.metrics.ReplicaAge.WithLabelValues(p.ID).Set(now.Sub(p.pulledAt).Seconds())
 		}
@@ -451,7 +451,7 @@ func (c *Cluster) Peers() []PeerState {
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
 		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
-			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(false), History: slices.Clone(p.history)}
+			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), History: slices.Clone(p.history)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
 		}

@@ -90,7 +90,7 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 		if !ind && !onPath[p.ID] {
 			continue // neither on the path nor indicated: not a candidate
 		}
-		e := p.replica.Exclusion(false)
+		e := p.replica.Exclusion()
 		rho := e.Pi
 		if !ind {
 			rho = e.Nu

@@ -39,8 +39,7 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 	r.Use(c.authenticate)
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
-		q := req.URL.Query()
-		n, err := purge(proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1" || q.Get("soft") == "true"})
+		n, err := purge(proxy.ParsePurgeQuery(req.URL.Query()))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -84,10 +83,7 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 // FanOutPurge sends a purge to every trusted peer and returns how many
 // accepted it.
 func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
-	q := "url=" + queryEscape(p.URL) + "&prefix=" + queryEscape(p.Prefix) + "&tag=" + queryEscape(p.Tag)
-	if p.Soft {
-		q += "&soft=1"
-	}
+	q := p.Query()
 	c.mu.Lock()
 	var addrs []string
 	for _, peer := range c.peers {
@@ -110,8 +106,4 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 		}
 	}
 	return ok
-}
-
-func queryEscape(s string) string {
-	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "%20", "#", "%23", "=", "%3D", "?", "%3F").Replace(s)
 }

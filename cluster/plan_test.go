@@ -209,7 +209,9 @@ func TestProbeHitAndMiss(t *testing.T) {
 		t.Fatalf("the home was asked although the probe hit: %+v", p2.routes())
 	}
 	// Probe miss (504): the climb to the home follows.
-	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) { http.Error(w, "not cached", http.StatusGatewayTimeout) }
+	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+		http.Error(w, "not cached", http.StatusGatewayTimeout)
+	}
 	body, _, err = fetchBody(t, c, path)
 	if err != nil || body != "from p2" {
 		t.Fatalf("probe miss: %q, %v; want the home's answer", body, err)

@@ -108,16 +108,22 @@ func (r *Replica) ObserveNegativeProbe(missed bool) {
 	r.mu.Unlock()
 }
 
-// Exclusion returns the current h, π, ν estimates. With learned set, ν comes
-// from the negative-probe history once it has enough samples.
-func (r *Replica) Exclusion(learned bool) Exclusion {
+// Exclusion returns the current h, π, ν estimates from q and the
+// advertised fpr and fnr.
+func (r *Replica) Exclusion() Exclusion {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return Exclusions(r.q.Q(), r.fpr, r.fnr)
+}
+
+// LearnedExclusion is Exclusion with ν taken from the negative-probe
+// history once it has enough samples (the fna-hist policy).
+func (r *Replica) LearnedExclusion() Exclusion {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e := Exclusions(r.q.Q(), r.fpr, r.fnr)
-	if learned {
-		if nu, ok := r.nuHist.Nu(); ok {
-			e.Nu = nu
-		}
+	if nu, ok := r.nuHist.Nu(); ok {
+		e.Nu = nu
 	}
 	return e
 }

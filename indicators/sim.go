@@ -189,7 +189,10 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 					e = Exclusion{Pi: 1, Nu: 1}
 				default:
 					ind[j] = caches[j].replica.Indicate(key)
-					e = caches[j].replica.Exclusion(learned)
+					e = caches[j].replica.Exclusion()
+					if learned {
+						e = caches[j].replica.LearnedExclusion()
+					}
 				}
 				rho := e.Pi
 				if !ind[j] {

@@ -398,7 +398,7 @@ func RedactArgs(args []string) []string {
 // purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := proxy.PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: q.Get("soft") == "1" || q.Get("soft") == "true"}
+	p := proxy.ParsePurgeQuery(q)
 	count, err := n.proxy.Purge(p)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

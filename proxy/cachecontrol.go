@@ -19,24 +19,24 @@ const unset = -1
 // are -1. Directives that the cache does not act on are ignored, as RFC 9111
 // §5.2.3 requires.
 type CacheControl struct {
-	MaxAge      int // max-age; -1 if absent
-	SMaxAge     int // s-maxage; -1 if absent
-	MaxStale    int // request max-stale; -1 if absent, maxDeltaSeconds if given without a value
-	MinFresh    int // request min-fresh; -1 if absent
-	StaleWhile  int // stale-while-revalidate (RFC 5861); -1 if absent
-	StaleIfErr  int // stale-if-error (RFC 5861); -1 if absent
-	NoStore     bool
-	NoCache     bool // unqualified no-cache: every use must be revalidated
-	NoCacheHdrs bool // qualified no-cache="field": the named fields must not be served without revalidation
-	Private     bool // unqualified private: a shared cache must not store
-	PrivateHdrs bool // qualified private="field"
-	Public      bool
-	MustReval   bool // must-revalidate
-	ProxyReval  bool // proxy-revalidate
-	OnlyIfCache bool // request only-if-cached
-	NoTransform bool
-	Immutable   bool
-	MustUnder   bool // must-understand: store only status codes whose caching rules we know
+	MaxAge         int // max-age; -1 if absent
+	SMaxAge        int // s-maxage; -1 if absent
+	MaxStale       int // request max-stale; -1 if absent, maxDeltaSeconds if given without a value
+	MinFresh       int // request min-fresh; -1 if absent
+	StaleWhile     int // stale-while-revalidate (RFC 5861); -1 if absent
+	StaleIfError   int // stale-if-error (RFC 5861); -1 if absent
+	NoStore        bool
+	NoCache        bool // unqualified no-cache: every use must be revalidated
+	NoCacheFields  bool // qualified no-cache="field": the named fields must not be served without revalidation
+	Private        bool // unqualified private: a shared cache must not store
+	PrivateFields  bool // qualified private="field"
+	Public         bool
+	MustReval      bool // must-revalidate
+	ProxyReval     bool // proxy-revalidate
+	OnlyIfCached   bool // request only-if-cached
+	NoTransform    bool
+	Immutable      bool
+	MustUnderstand bool // must-understand: store only status codes whose caching rules we know
 	// Invalid is set when a directive the cache relies on had a malformed
 	// value (for example max-age=abc). RFC 9111 §4.2.1 says to treat such a
 	// response as stale, so freshness code consults it.
@@ -50,7 +50,7 @@ type CacheControl struct {
 // duplicate with a conflicting value for a freshness directive marks the
 // whole field invalid (stale), the conservative reading of RFC 9111 §4.2.1.
 func ParseCacheControl(h http.Header, name string) CacheControl {
-	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}
+	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfError: unset}
 	for _, line := range h.Values(name) {
 		cc.parseLine(line)
 	}
@@ -77,7 +77,7 @@ func (cc *CacheControl) parseLine(s string) {
 		case "stale-while-revalidate":
 			cc.setDelta(&cc.StaleWhile, value, hasValue)
 		case "stale-if-error":
-			cc.setDelta(&cc.StaleIfErr, value, hasValue)
+			cc.setDelta(&cc.StaleIfError, value, hasValue)
 		case "max-stale":
 			if !hasValue {
 				cc.MaxStale = maxDeltaSeconds
@@ -88,13 +88,13 @@ func (cc *CacheControl) parseLine(s string) {
 			cc.NoStore = true
 		case "no-cache":
 			if hasValue && strings.TrimSpace(value) != "" {
-				cc.NoCacheHdrs = true
+				cc.NoCacheFields = true
 			} else {
 				cc.NoCache = true
 			}
 		case "private":
 			if hasValue && strings.TrimSpace(value) != "" {
-				cc.PrivateHdrs = true
+				cc.PrivateFields = true
 			} else {
 				cc.Private = true
 			}
@@ -105,13 +105,13 @@ func (cc *CacheControl) parseLine(s string) {
 		case "proxy-revalidate":
 			cc.ProxyReval = true
 		case "only-if-cached":
-			cc.OnlyIfCache = true
+			cc.OnlyIfCached = true
 		case "no-transform":
 			cc.NoTransform = true
 		case "immutable":
 			cc.Immutable = true
 		case "must-understand":
-			cc.MustUnder = true
+			cc.MustUnderstand = true
 		}
 	}
 }
@@ -119,7 +119,7 @@ func (cc *CacheControl) parseLine(s string) {
 // parseSurrogateControl parses Surrogate-Control, keeping the directives
 // that carry no ";device" target or that target device.
 func parseSurrogateControl(h http.Header, device string) CacheControl {
-	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}
+	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfError: unset}
 	for _, line := range h.Values("Surrogate-Control") {
 		var kept []string
 		for d := range strings.SplitSeq(line, ",") {

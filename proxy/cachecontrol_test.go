@@ -23,12 +23,12 @@ func TestParseCacheControl(t *testing.T) {
 		{[]string{"max-age=60, max-age=60"}, CacheControl{MaxAge: 60}},
 		{[]string{"max-age=60, max-age=10"}, CacheControl{MaxAge: 60, Invalid: true}},
 		{[]string{"no-cache"}, CacheControl{NoCache: true}},
-		{[]string{`no-cache="Set-Cookie"`}, CacheControl{NoCacheHdrs: true}},
-		{[]string{`private="X-A, X-B", max-age=5`}, CacheControl{PrivateHdrs: true, MaxAge: 5}},
+		{[]string{`no-cache="Set-Cookie"`}, CacheControl{NoCacheFields: true}},
+		{[]string{`private="X-A, X-B", max-age=5`}, CacheControl{PrivateFields: true, MaxAge: 5}},
 		{[]string{"no-store , must-revalidate"}, CacheControl{NoStore: true, MustReval: true}},
 		{[]string{"max-stale"}, CacheControl{MaxStale: maxDeltaSeconds}},
-		{[]string{"max-stale=5, min-fresh=3, only-if-cached"}, CacheControl{MaxStale: 5, MinFresh: 3, OnlyIfCache: true}},
-		{[]string{"stale-while-revalidate=30, stale-if-error=60"}, CacheControl{StaleWhile: 30, StaleIfErr: 60}},
+		{[]string{"max-stale=5, min-fresh=3, only-if-cached"}, CacheControl{MaxStale: 5, MinFresh: 3, OnlyIfCached: true}},
+		{[]string{"stale-while-revalidate=30, stale-if-error=60"}, CacheControl{StaleWhile: 30, StaleIfError: 60}},
 		{[]string{`foo="a,b", max-age=7`}, CacheControl{MaxAge: 7}},
 		{[]string{`foo="unterminated, max-age=7`}, CacheControl{}},
 		{[]string{",,, ,max-age=3,,"}, CacheControl{MaxAge: 3}},
@@ -39,7 +39,7 @@ func TestParseCacheControl(t *testing.T) {
 		h := http.Header{"Cache-Control": tc.in}
 		got := ParseCacheControl(h, "Cache-Control")
 		want := tc.want
-		for _, p := range []*int{&want.MaxAge, &want.SMaxAge, &want.MaxStale, &want.MinFresh, &want.StaleWhile, &want.StaleIfErr} {
+		for _, p := range []*int{&want.MaxAge, &want.SMaxAge, &want.MaxStale, &want.MinFresh, &want.StaleWhile, &want.StaleIfError} {
 			if *p == 0 {
 				*p = unset
 			}
@@ -82,7 +82,7 @@ func FuzzCacheControl(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		cc := ParseCacheControl(http.Header{"Cache-Control": {s}}, "Cache-Control")
-		for _, v := range []int{cc.MaxAge, cc.SMaxAge, cc.MaxStale, cc.MinFresh, cc.StaleWhile, cc.StaleIfErr} {
+		for _, v := range []int{cc.MaxAge, cc.SMaxAge, cc.MaxStale, cc.MinFresh, cc.StaleWhile, cc.StaleIfError} {
 			if v < unset || v > maxDeltaSeconds {
 				t.Fatalf("%q: delta out of range: %+v", s, cc)
 			}

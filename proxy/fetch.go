@@ -316,9 +316,9 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 	if staleness <= 0 {
 		return true
 	}
-	window := h.cfg.Policy.staleWindow(e.cc.StaleIfErr, h.cfg.Policy.StaleIfErrorDefault)
-	if reqCC.StaleIfErr != unset {
-		if w := h.cfg.Policy.staleWindow(reqCC.StaleIfErr, 0); w > window {
+	window := h.cfg.Policy.staleWindow(e.cc.StaleIfError, h.cfg.Policy.StaleIfErrorDefault)
+	if reqCC.StaleIfError != unset {
+		if w := h.cfg.Policy.staleWindow(reqCC.StaleIfError, 0); w > window {
 			window = w
 		}
 	}
@@ -419,7 +419,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry) {
 	go func() {
 		defer h.bgWG.Done()
 		defer cancel()
-		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfErr: unset}, fwd: "stale", background: true})
+		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfError: unset}, fwd: "stale", background: true})
 		switch o.kind {
 		case outEntry:
 			h.metrics.Refreshes.WithLabelValues("ok").Inc()

@@ -95,7 +95,7 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if reqCC.NoStore {
 		return false, "request-no-store"
 	}
-	if cc.MustUnder {
+	if cc.MustUnderstand {
 		// RFC 9111 §5.2.2.3: store only what we understand; then no-store
 		// may be ignored, since it is there for caches that do not.
 		if !knownStatus(status) {
@@ -104,7 +104,7 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	} else if cc.NoStore {
 		return false, "no-store"
 	}
-	if cc.Private || cc.PrivateHdrs {
+	if cc.Private || cc.PrivateFields {
 		return false, "private"
 	}
 	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
@@ -218,7 +218,7 @@ func (e *Entry) Lifetime() time.Duration { return e.lifetime }
 
 // mustRevalidate is true when e may never be served without a successful
 // validation: no-cache, or soft-purged.
-func (e *Entry) mustRevalidate() bool { return e.cc.NoCache || e.cc.NoCacheHdrs || e.stale.Load() }
+func (e *Entry) mustRevalidate() bool { return e.cc.NoCache || e.cc.NoCacheFields || e.stale.Load() }
 
 // staleForbidden is true when e may never be served stale, even when the
 // origin is down (must-revalidate, proxy-revalidate, s-maxage for shared caches).

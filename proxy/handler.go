@@ -299,7 +299,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 			return ResultStale
 		}
 	}
-	if reqCC.OnlyIfCache {
+	if reqCC.OnlyIfCached {
 		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
 		return ResultOnlyIfCached
 	}

@@ -14,6 +14,27 @@ type PurgeRequest struct {
 	Soft   bool   // mark stale (revalidate on next use, still usable on origin errors) instead of removing
 }
 
+// ParsePurgeQuery reads a purge from url=…|prefix=…|tag=…[&soft=1|true],
+// the one query syntax of the admin and peer purge endpoints.
+func ParsePurgeQuery(q url.Values) PurgeRequest {
+	soft := q.Get("soft")
+	return PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: soft == "1" || strings.EqualFold(soft, "true")}
+}
+
+// Query encodes p in the syntax ParsePurgeQuery reads.
+func (p PurgeRequest) Query() string {
+	q := url.Values{}
+	for k, v := range map[string]string{"url": p.URL, "prefix": p.Prefix, "tag": p.Tag} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if p.Soft {
+		q.Set("soft", "1")
+	}
+	return q.Encode()
+}
+
 // Validate checks that exactly one selector is set.
 func (p PurgeRequest) Validate() error {
 	n := 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -127,4 +128,23 @@ func TestEntryAge(t *testing.T) {
 	if got := e.Age(t0.Add(10 * time.Second)); got != 15*time.Second {
 		t.Errorf("age 10s later = %v, want 15s", got)
 	}
+}
+
+func TestPurgeQueryRoundTrip(t *testing.T) {
+	for _, p := range []PurgeRequest{{URL: "http://h/a?b=1&c=%20"}, {Prefix: "/dir/"}, {Tag: "t 1&x", Soft: true}} {
+		if got := ParsePurgeQuery(mustQuery(t, p.Query())); got != p {
+			t.Errorf("%+v came back as %+v", p, got)
+		}
+	}
+	if !ParsePurgeQuery(mustQuery(t, "url=x&soft=true")).Soft || ParsePurgeQuery(mustQuery(t, "url=x&soft=0")).Soft {
+		t.Error("soft=true and soft=0 misread")
+	}
+}
+
+func mustQuery(t *testing.T, s string) url.Values {
+	q, err := url.ParseQuery(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
