@@ -107,7 +107,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			h.co.done(ckey, f)
 		}
 		w.Header().Set("Retry-After", "1")
-		h.reject(w, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 		return ResultRejected
 	}
 	if f == nil {
@@ -442,14 +442,16 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry) {
 func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) string {
 	if !h.acquireUpstream() {
 		w.Header().Set("Retry-After", "1")
-		h.reject(w, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 		return ResultRejected
 	}
 	defer h.releaseUpstream()
 	out := h.outboundRequest(r, r.Context(), false)
 	res, err := h.fetch(r.Context(), requestKey(r), out)
 	if err != nil {
-		if bodyTimedOut(r.Body) {
+		timedOut := bodyTimedOut(r.Body)
+		dropUnreadBody(w, r)
+		if timedOut {
 			h.metrics.Rejected.WithLabelValues("slow_body").Inc()
 			h.writeError(w, http.StatusRequestTimeout, "fwd=request; detail=slow-body", "request body too slow")
 			return ResultRejected
@@ -459,6 +461,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) 
 	}
 	resp := res.Resp
 	defer resp.Body.Close()
+	dropUnreadBody(w, r) // the origin has answered: the rest of the upload is not needed
 	if !isSafe(r.Method) && resp.StatusCode < 400 {
 		h.invalidate(r, resp)
 	}

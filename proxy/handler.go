@@ -179,18 +179,18 @@ func (h *Handler) Buffered() int64 { return h.buffered.Load() }
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	if len(r.RequestURI) > h.cfg.MaxURLBytes {
-		h.reject(w, http.StatusRequestURITooLong, "url_too_long", "request target too long")
+		h.reject(w, r, http.StatusRequestURITooLong, "url_too_long", "request target too long")
 		return
 	}
 	if ip := clientIP(r); !h.clients.acquire(ip) {
 		w.Header().Set("Retry-After", "1")
-		h.reject(w, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
+		h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
 		return
 	} else if h.clients.limit > 0 {
 		defer h.clients.release(ip)
 	}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
-		h.reject(w, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+		h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -203,6 +203,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var result string
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		dropUnreadBody(w, r) // the cache never forwards a GET's body
 		result = h.serveCacheable(w, r)
 	default:
 		result = h.servePass(w, r, "method")
@@ -210,7 +211,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
 }
 
-func (h *Handler) reject(w http.ResponseWriter, code int, reason, msg string) {
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
+	dropUnreadBody(w, r) // a refused upload is not read at the client's pace
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
 	h.metrics.countOnly(ResultRejected)
 	h.writeError(w, code, "fwd=request; detail="+reason, msg)

@@ -30,6 +30,7 @@ type slowBody struct {
 	n        int64
 	timedOut atomic.Bool
 	eof      atomic.Bool
+	dropped  atomic.Bool // the handler gave up on the rest of the body
 }
 
 // guardBody wraps a request body with the size limit and the rate limit.
@@ -42,6 +43,9 @@ func (h *Handler) guardBody(w http.ResponseWriter, body io.ReadCloser) io.ReadCl
 }
 
 func (b *slowBody) Read(p []byte) (int, error) {
+	if b.dropped.Load() {
+		return 0, errBodyDropped
+	}
 	allowed := b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second))
 	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
 	n, err := b.ReadCloser.Read(p)
@@ -56,13 +60,21 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// bodyUnread reports whether a request body was not read to its end (the
-// origin answered early). net/http would then read the rest before it
-// sends our response, at the client's pace; closing the connection after
-// the response skips that.
-func bodyUnread(body io.ReadCloser) bool {
-	sb, ok := body.(*slowBody)
-	return ok && !sb.eof.Load()
+var errBodyDropped = errors.New("proxy: request body no longer read")
+
+// dropUnreadBody handles a request whose body will not be read to its end
+// (the origin answered early, or a GET with a body). net/http would read
+// up to 256 KiB of it before sending the response, at the pace of a client
+// that may be trickling it; instead the edge stops reading now (a read
+// deadline in the past) and closes the connection after the response.
+func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
+	sb, ok := r.Body.(*slowBody)
+	if !ok || sb.eof.Load() {
+		return
+	}
+	sb.dropped.Store(true)
+	_ = sb.rc.SetReadDeadline(time.Now())
+	w.Header().Set("Connection", "close")
 }
 
 // bodyTimedOut reports whether a request body failed its rate limit.

@@ -212,9 +212,6 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 	hdr.Add("Via", h.via)
 	hdr.Set("Cache-Status", cacheStatus)
-	if bodyUnread(r.Body) {
-		hdr.Set("Connection", "close")
-	}
 	h.extendWrite(w)
 	w.WriteHeader(resp.StatusCode)
 	if r.Method == http.MethodHead {

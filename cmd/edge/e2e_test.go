@@ -201,7 +201,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		done <- fmt.Sprint(resp.StatusCode)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the request to be in flight", 10*time.Second, func() bool { return metric(t, slowAdm, "edge_inflight_requests") == 1 })
 	_ = slow.Process.Signal(syscall.SIGTERM)
 	if got := <-done; got != "200" {
 		t.Errorf("in-flight request during drain: %s", got)

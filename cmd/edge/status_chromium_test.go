@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +67,17 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		get(t, "http://"+n.pub+page)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "/p/7 among the hottest pages", 10*time.Second, func() bool {
+		req, _ := http.NewRequest("GET", "http://"+a.adm+"/status.json", nil)
+		req.SetBasicAuth("admin", "status-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "/p/7")
+	})
 	// Without the token the hottest URLs are hidden; a browser sends it as
 	// the password of Basic credentials.
 	if dom := string(headless(t, bin, "--dump-dom", "http://"+a.adm+"/status")); strings.Contains(dom, "/p/7</code>") || !strings.Contains(dom, "admin token") {
