@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -115,6 +116,7 @@ func sign(secret []byte, node string, r *http.Request) {
 // verifier checks incoming peer requests and remembers their nonces.
 type verifier struct {
 	secret []byte
+	mu     sync.Mutex // makes check-and-record of a nonce one step
 	seen   *expirable.LRU[string, struct{}]
 }
 
@@ -141,6 +143,8 @@ func (v *verifier) verify(r *http.Request, now time.Time) (reason string) {
 		return "mac"
 	}
 	id := r.Header.Get(hdrNode) + "/" + nonce
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.seen.Contains(id) {
 		return "replay"
 	}
@@ -154,12 +158,20 @@ type signingWriter struct {
 	http.ResponseWriter
 	secret []byte
 	nonce  string
+	head   bool // the request was HEAD: no body will follow
 	body   hash.Hash
 	wrote  bool
+	empty  bool // a response without a body: its MAC went in the header
 }
 
-func newSigningWriter(w http.ResponseWriter, secret []byte, nonce string) *signingWriter {
-	return &signingWriter{ResponseWriter: w, secret: secret, nonce: nonce, body: newBodyMAC(secret, nonce)}
+func newSigningWriter(w http.ResponseWriter, r *http.Request, secret []byte) *signingWriter {
+	nonce := r.Header.Get(hdrNonce)
+	return &signingWriter{ResponseWriter: w, secret: secret, nonce: nonce, head: r.Method == http.MethodHead, body: newBodyMAC(secret, nonce)}
+}
+
+// bodyless reports whether a response with this status carries no body.
+func bodyless(code int) bool {
+	return code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
 }
 
 func (s *signingWriter) WriteHeader(code int) {
@@ -168,9 +180,20 @@ func (s *signingWriter) WriteHeader(code int) {
 	}
 	s.wrote = true
 	h := s.Header()
-	// The body MAC travels in a trailer, which needs chunked encoding.
-	delete(h, "Content-Length")
-	h.Set("Trailer", hdrBodyAuth)
+	if code == http.StatusNotModified {
+		// net/http drops these from a 304 after we would have signed them.
+		delete(h, "Content-Type")
+		delete(h, "Content-Length")
+	}
+	if s.empty = bodyless(code) || s.head; s.empty {
+		// No body, so no trailer either: the (empty) body's MAC goes in
+		// the header.
+		h.Set(hdrBodyAuth, hex.EncodeToString(s.body.Sum(nil)))
+	} else {
+		// The body MAC travels in a trailer, which needs chunked encoding.
+		delete(h, "Content-Length")
+		h.Set("Trailer", hdrBodyAuth)
+	}
 	if _, ok := h["Date"]; !ok {
 		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	}
@@ -194,7 +217,9 @@ func (s *signingWriter) finish() {
 	if !s.wrote {
 		s.WriteHeader(http.StatusOK)
 	}
-	s.Header().Set(hdrBodyAuth, hex.EncodeToString(s.body.Sum(nil)))
+	if !s.empty {
+		s.Header().Set(hdrBodyAuth, hex.EncodeToString(s.body.Sum(nil)))
+	}
 }
 
 func (s *signingWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
@@ -227,7 +252,13 @@ func (b *verifiedBody) Read(p []byte) (int, error) {
 	b.mac.Write(p[:n])
 	if errors.Is(err, io.EOF) {
 		want := hex.EncodeToString(b.mac.Sum(nil))
-		if !hmac.Equal([]byte(b.resp.Trailer.Get(hdrBodyAuth)), []byte(want)) {
+		got := b.resp.Trailer.Get(hdrBodyAuth)
+		if got == "" {
+			// A response without a body carries the MAC in its header;
+			// without the secret nobody can make it match other bytes.
+			got = b.resp.Header.Get(hdrBodyAuth)
+		}
+		if !hmac.Equal([]byte(got), []byte(want)) {
 			return n, errBadPeerResponse
 		}
 	}

@@ -62,7 +62,11 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 		// An authenticated peer is a trusted proxy: the forwarding fields it
 		// wrote for its client are kept.
 		ctx := proxy.WithTrustedForwarding(context.WithValue(req.Context(), routeKey{}, rt))
-		data.ServeHTTP(w, req.WithContext(ctx))
+		req = req.WithContext(ctx)
+		// TLS on the peer hop (cluster.tls) is not the client's: the cache
+		// key's scheme must be the one every node computes for the page.
+		req.TLS = nil
+		data.ServeHTTP(w, req)
 	}))
 	return r
 }
@@ -74,7 +78,7 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		sw := newSigningWriter(w, c.cfg.Secret, r.Header.Get(hdrNonce))
+		sw := newSigningWriter(w, r, c.cfg.Secret)
 		defer sw.finish()
 		next.ServeHTTP(sw, r)
 	})

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -90,7 +91,13 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 		return
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, indicators.MaxBits/8+1024))
+	// Read one byte past the limit: a longer body is refused, and a body
+	// within it was read to its end, where its MAC trailer is checked.
+	limit := int64(indicators.MaxBits/8 + 1024)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(body)) > limit {
+		err = errors.New("cluster: indicator advertisement larger than any filter")
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		c.retryPull(p)
 		return

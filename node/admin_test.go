@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/edgecache/edge/config"
@@ -33,14 +34,18 @@ func TestAdminAuthorization(t *testing.T) {
 		if auth != "" {
 			r.Header.Set("Authorization", auth)
 		}
-		if got := n.authorized(r); got != want {
+		if got := n.authorized(r, true); got != want {
 			t.Errorf("%q: authorized = %v, want %v", auth, got, want)
+		}
+		// Purge and pprof: Bearer only (no CSRF through remembered Basic credentials).
+		if got := n.authorized(r, false); got != (want && !strings.HasPrefix(auth, "Basic")) {
+			t.Errorf("%q on a state-changing endpoint: authorized = %v", auth, got)
 		}
 	}
 	n.cfg.Admin.Token = ""
 	r := httptest.NewRequest("GET", "/purge", nil)
 	r.Header.Set("Authorization", "Bearer ")
-	if n.authorized(r) {
+	if n.authorized(r, true) {
 		t.Error("an empty token authorized a request")
 	}
 }

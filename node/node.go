@@ -318,7 +318,7 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 			http.Error(w, "admin.token is not set: protected endpoints are disabled", http.StatusForbidden)
 			return
 		}
-		if !n.authorized(r) {
+		if !n.authorized(r, false) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
@@ -328,10 +328,12 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 }
 
 // authorized reports whether r carries the admin token: as a bearer token
-// (the scheme is case-insensitive, RFC 9110 §11.1), or as the password of
-// Basic credentials, which is what a browser can send for the status page.
-// With no token configured nothing is authorized.
-func (n *Node) authorized(r *http.Request) bool {
+// (the scheme is case-insensitive, RFC 9110 §11.1), or, with allowBasic,
+// as the password of Basic credentials, which is what a browser can send
+// for the read-only status page. Purge and pprof take only Bearer: a
+// browser re-sends Basic credentials on its own, so a cross-site form
+// could otherwise purge the cache. With no token nothing is authorized.
+func (n *Node) authorized(r *http.Request, allowBasic bool) bool {
 	if n.cfg.Admin.Token == "" {
 		return false
 	}
@@ -341,7 +343,7 @@ func (n *Node) authorized(r *http.Request) bool {
 	switch {
 	case strings.EqualFold(scheme, "Bearer"):
 		got = strings.TrimSpace(cred)
-	case strings.EqualFold(scheme, "Basic"):
+	case allowBasic && strings.EqualFold(scheme, "Basic"):
 		_, pass, ok := r.BasicAuth()
 		if !ok {
 			return false

@@ -75,7 +75,7 @@ func (n *Node) statusJSON(w http.ResponseWriter, r *http.Request) {
 // guardHot hides the hottest URLs (they can name users' private pages)
 // from a request without the admin token.
 func (n *Node) guardHot(s Status, r *http.Request) Status {
-	if !n.authorized(r) {
+	if !n.authorized(r, true) {
 		s.HotKeys, s.HotHidden = nil, true
 	}
 	return s
@@ -153,7 +153,7 @@ func (n *Node) routeJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("login") == "1" && !n.authorized(r) {
+	if r.URL.Query().Get("login") == "1" && !n.authorized(r, true) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="edge-admin"`)
 		http.Error(w, "the admin token is the password", http.StatusUnauthorized)
 		return

@@ -12,10 +12,13 @@ import (
 // longer than its idle limit.
 var ErrBodyStalled = errors.New("response body stalled")
 
-// idleBody ends a response body whose sender stops sending: if no Read
-// makes progress within limit, it cancels the request's context (which
-// unblocks the pending Read) and reports ErrBodyStalled. Without it a peer
-// or origin that stalls after its headers would hold a client forever.
+// idleBody ends a response body whose sender stops sending: if a Read
+// waits longer than limit, it cancels the request's context (which
+// unblocks the Read) and reports ErrBodyStalled. Without it a peer or
+// origin that stalls after its headers would hold a client forever. The
+// clock runs only while a Read is outstanding: a reader that pauses on
+// purpose (a shared fill waiting for its slowest client) is not the
+// sender's fault.
 type idleBody struct {
 	io.ReadCloser
 	limit  time.Duration
@@ -30,6 +33,7 @@ type idleBody struct {
 func WithIdleTimeout(body io.ReadCloser, limit time.Duration, cancel context.CancelFunc) io.ReadCloser {
 	b := &idleBody{ReadCloser: body, limit: limit, cancel: cancel}
 	b.timer = time.AfterFunc(limit, b.fire)
+	b.timer.Stop() // started by each Read
 	return b
 }
 
@@ -41,14 +45,15 @@ func (b *idleBody) fire() {
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.limit)
 	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
 	b.mu.Lock()
 	fired := b.fired
 	b.mu.Unlock()
 	if fired {
 		return n, ErrBodyStalled
 	}
-	b.timer.Reset(b.limit)
 	return n, err
 }
 

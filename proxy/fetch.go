@@ -21,6 +21,9 @@ type miss struct {
 	// background: no client reads the body (a stale-while-revalidate
 	// refresh), so a body that cannot be kept is abandoned.
 	background bool
+	// holdsSlot: the fetch holds an upstream slot, which the body pump
+	// gives back.
+	holdsSlot bool
 }
 
 // fetchAndServe answers a miss: it joins the fill of the same variant if
@@ -113,12 +116,16 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	if f == nil {
 		f = newFill() // not coalesced, but the body still streams through a fill
 	}
+	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
-	if o.kind == outStream {
+	switch o.kind {
+	case outStream:
 		defer h.releaseUpstream() // the upstream connection stays in use while we stream
-	} else {
-		// A fill's body is pumped on its own; a slow client reading it
-		// must not hold an upstream slot.
+	case outFill:
+		// The pump gives the slot back when the body is in: a body it
+		// must trim keeps the origin connection, and its slot, as long as
+		// its slowest reader.
+	default:
 		h.releaseUpstream()
 	}
 	switch o.kind {
@@ -160,6 +167,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if m.stale != nil {
 		setValidators(out.Header, m.stale)
 	}
+	purges := h.purges.Load() // a purge after this point must not be undone by this fill
 	reqTime := h.now()
 	res, err := h.fetch(ctx, m.key, out)
 	if err != nil {
@@ -178,7 +186,16 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if m.stale != nil && resp.StatusCode == http.StatusNotModified {
 		resp.Body.Close()
 		e := h.updateFrom304(m.stale, resp, reqTime, respTime)
-		if res.Keep {
+		if ok, why := h.shareable(e, r, m); !ok {
+			// The 304 changed the response into one that may not be
+			// stored (private, no-store, …): it is this requester's alone.
+			h.notStored(m, why)
+			h.store.Remove(m.key)
+			f.publish(nil, false, nil)
+			unregister()
+			return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304; detail=" + why, result: ResultRevalidated}
+		}
+		if res.Keep && h.purges.Load() == purges {
 			h.store.Put(e)
 		}
 		f.completeWith(e)
@@ -188,7 +205,9 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	}
 	if m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, respTime) {
 		resp.Body.Close()
-		f.publish(nil, false, nil)
+		// Waiters serve their own stale copy (or an error) rather than each
+		// asking a failing origin again.
+		f.publish(nil, false, errOriginFailed)
 		unregister()
 		return outcome{kind: outStale, status: "fwd=stale; fwd-status=" + code + "; detail=origin-error", result: ResultStaleError}
 	}
@@ -207,22 +226,10 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if ok {
 		e = h.newEntry(m.key, resp, reqTime, respTime)
 		e.VaryKey = h.varyKey(e.VaryNames, r)
-		if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
-			// Never fresh and never validatable: storing it could only
-			// ever serve it to someone it was not meant for.
-			ok, why = false, "no-freshness"
-		}
+		ok, why = h.shareable(e, r, m)
 	}
 	if !ok {
-		h.metrics.NotStored.WithLabelValues(why).Inc()
-		switch why {
-		case "too-large":
-			h.large.Add(m.key, struct{}{})
-		case "authorization", "request-no-store", "status", "buffer-full":
-			// about this request or this status, not the URL
-		default:
-			h.passes.Add(m.key, struct{}{})
-		}
+		h.notStored(m, why)
 		if m.stale != nil && why != "status" {
 			h.store.Remove(m.key)
 		}
@@ -252,8 +259,11 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	h.bgWG.Add(1)
 	go func() {
 		defer h.bgWG.Done()
+		if m.holdsSlot {
+			defer h.releaseUpstream()
+		}
 		defer resp.Body.Close()
-		_, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h.charge, h.release)
+		_, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
 		case err != nil:
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
@@ -265,6 +275,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			}
 		case !res.Keep:
 			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+		case h.purges.Load() != purges:
+			h.metrics.NotStored.WithLabelValues("purged").Inc()
 		default:
 			if h.store.Put(f.final()) {
 				h.passes.Remove(m.key)
@@ -273,6 +285,45 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		unregister() // after the Put: a request arriving now finds the entry
 	}()
 	return outcome{kind: outFill, own: own, status: status, result: ResultMiss, reader: rd}
+}
+
+// errOriginFailed tells waiters that the origin answered with a server
+// error while the leader served its stale copy.
+var errOriginFailed = errors.New("proxy: the origin answered with a server error")
+
+// shareable applies the rules beyond RFC 9111's storability that decide
+// whether a response may be stored and handed to other users: it must
+// have been fresh at some point or be validatable, and a freshness that
+// is only heuristic is not a declaration that a response to a request
+// with credentials or cookies is the same for everyone.
+func (h *Handler) shareable(e *Entry, r *http.Request, m miss) (bool, string) {
+	cc, targeted := h.cfg.Policy.effectiveCC(e.Header)
+	if ok, why := h.cfg.Policy.storable(http.MethodGet, m.reqCC, m.hasAuth, e.Status, e.Header, cc, targeted); !ok {
+		return false, why
+	}
+	if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
+		// Never fresh and never validatable: storing it could only ever
+		// serve it to someone it was not meant for.
+		return false, "no-freshness"
+	}
+	if e.heuristic && (len(r.Header["Cookie"]) > 0 || m.hasAuth) {
+		return false, "personal-heuristic"
+	}
+	return true, ""
+}
+
+// notStored counts a response that was not stored and remembers what the
+// reason says about the URL.
+func (h *Handler) notStored(m miss, why string) {
+	h.metrics.NotStored.WithLabelValues(why).Inc()
+	switch why {
+	case "too-large":
+		h.large.Add(m.key, struct{}{})
+	case "authorization", "request-no-store", "status", "buffer-full", "personal-heuristic":
+		// about this request or this status, not the URL
+	default:
+		h.passes.Add(m.key, struct{}{})
+	}
 }
 
 // fetch sends req upstream and counts the outcome.
@@ -407,7 +458,7 @@ func setValidators(hdr http.Header, e *Entry) {
 
 // refreshInBackground revalidates e once, however many requests see it
 // stale, through the same fill path as a client miss.
-func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry) {
+func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
 	ckey := coalesceKey(key, e.VaryKey)
 	f, leader := h.co.lead(ckey)
 	if !leader {
@@ -419,7 +470,9 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry) {
 	go func() {
 		defer h.bgWG.Done()
 		defer cancel()
-		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfError: unset}, fwd: "stale", background: true})
+		// The refresh carries the triggering request's credentials and
+		// directives, so the same storability rules apply to it.
+		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
 		switch o.kind {
 		case outEntry:
 			h.metrics.Refreshes.WithLabelValues("ok").Inc()
@@ -497,7 +550,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		n += h.store.Remove(CacheKey(scheme, r.Host, u.EscapedPath(), u.RawQuery))
+		n += h.store.Remove(CacheKey(scheme, r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

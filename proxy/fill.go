@@ -37,7 +37,7 @@ type fill struct {
 	bodyErr error
 	readers map[*fillReader]struct{}
 	charged int64 // bytes charged to the buffer budget
-	release func(int64)
+	budget  budget
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -78,16 +78,21 @@ func (f *fill) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
+// budget is the buffer budget a fill charges (the Handler).
+type budget interface {
+	charge(n int64) bool // take n bytes if the budget has them
+	force(n int64)       // take n bytes even beyond the budget (bounded windows)
+	release(n int64)
+}
+
 // pump copies the upstream body into the buffer until EOF or an error.
-// storable is false when the body may not be kept (trim from the start);
-// limit is the largest body kept whole. budget charges buffered bytes and
-// reports false when the budget is spent. It returns the complete body, or
+// limit is the largest body kept whole. It returns the complete body, or
 // nil when the fill did not end with a whole, storable body.
-func (f *fill) pump(body io.Reader, sizeHint, limit int64, budget func(int64) bool, release func(int64)) ([]byte, error) {
+func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) ([]byte, error) {
 	f.mu.Lock()
-	f.release = release
+	f.budget = b
 	if sizeHint > 0 && sizeHint <= limit && !f.trim {
-		if budget(sizeHint) {
+		if b.charge(sizeHint) {
 			f.charged = sizeHint
 			f.buf = make([]byte, 0, sizeHint)
 		} else {
@@ -98,33 +103,33 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, budget func(int64) bo
 	var chunk [32 << 10]byte
 	for {
 		if err := f.makeRoom(); err != nil {
-			return f.finish(err, release)
+			return f.finish(err)
 		}
 		n, err := body.Read(chunk[:])
 		if n > 0 {
 			f.mu.Lock()
-			f.appendLocked(chunk[:n], limit, budget)
+			f.appendLocked(chunk[:n], limit)
 			f.notifyLocked()
 			f.mu.Unlock()
 		}
 		if err == io.EOF {
-			return f.finish(nil, release)
+			return f.finish(nil)
 		}
 		if err != nil {
-			return f.finish(err, release)
+			return f.finish(err)
 		}
 	}
 }
 
 // appendLocked adds p to the buffer, switching to trimming when the body
 // outgrows the storable limit or the budget.
-func (f *fill) appendLocked(p []byte, limit int64, budget func(int64) bool) {
+func (f *fill) appendLocked(p []byte, limit int64) {
 	if !f.trim && f.base+int64(len(f.buf))+int64(len(p)) > limit {
 		f.trim, f.why = true, "too-large"
 	}
 	if !f.trim && len(f.buf)+len(p) > cap(f.buf) {
 		grow := int64(max(2*cap(f.buf), len(f.buf)+len(p), 4096)) - int64(cap(f.buf))
-		if budget(grow) {
+		if f.budget.charge(grow) {
 			f.charged += grow
 			nb := make([]byte, len(f.buf), int64(cap(f.buf))+grow)
 			copy(nb, f.buf)
@@ -133,7 +138,13 @@ func (f *fill) appendLocked(p []byte, limit int64, budget func(int64) bool) {
 			f.trim, f.why = true, "buffer-full"
 		}
 	}
+	if f.trim && len(f.buf)+len(p) > cap(f.buf) {
+		f.compactLocked() // make room before append would grow the array
+	}
 	f.buf = append(f.buf, p...)
+	if f.trim {
+		f.rechargeLocked()
+	}
 }
 
 // compactLocked drops the bytes every reader has read. It copies what is
@@ -146,11 +157,25 @@ func (f *fill) compactLocked() {
 	if drop := low - f.base; drop > 0 {
 		f.buf = append(make([]byte, 0, trimWindow+(32<<10)), f.buf[drop:]...)
 		f.base = low
+		f.rechargeLocked()
 	}
 }
 
-// makeRoom blocks a trimming fill while its window is full, and ends it
-// when no reader is left.
+// rechargeLocked makes a trimming fill's charge match the array it holds
+// now (the earlier, larger one is garbage once readers move on).
+func (f *fill) rechargeLocked() {
+	if c := int64(cap(f.buf)); c != f.charged {
+		f.budget.release(f.charged)
+		f.budget.force(c) // a window: bounded by trimWindow per fill
+		f.charged = c
+	}
+}
+
+// makeRoom keeps a trimming fill within its window. When the window is
+// full because of readers far behind while others wait at the end, the
+// laggards are detached (they fail; the others go on); when every reader
+// is behind, the pump waits for them. It ends the fill when no reader is
+// left.
 func (f *fill) makeRoom() error {
 	for {
 		f.mu.Lock()
@@ -169,6 +194,25 @@ func (f *fill) makeRoom() error {
 			f.mu.Unlock()
 			return nil
 		}
+		end := f.base + int64(len(f.buf))
+		waiting := false
+		for r := range f.readers {
+			if r.off == end {
+				waiting = true
+			}
+		}
+		if waiting {
+			for r := range f.readers {
+				if end-r.off >= trimWindow {
+					r.lost = true
+					delete(f.readers, r)
+				}
+			}
+			f.compactLocked()
+			f.notifyLocked()
+			f.mu.Unlock()
+			continue
+		}
 		ch := f.changed
 		f.mu.Unlock()
 		<-ch
@@ -177,7 +221,7 @@ func (f *fill) makeRoom() error {
 
 // finish marks the fill done and returns the whole body when it may be
 // stored.
-func (f *fill) finish(err error, release func(int64)) ([]byte, error) {
+func (f *fill) finish(err error) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done, f.bodyErr = true, err
@@ -205,7 +249,7 @@ func (f *fill) completeWith(e *Entry) {
 // memory after the store has let go.
 func (f *fill) releaseLocked() {
 	if f.done && len(f.readers) == 0 && f.charged > 0 {
-		f.release(f.charged)
+		f.budget.release(f.charged)
 		f.charged = 0
 	}
 }
@@ -223,6 +267,24 @@ func (f *fill) trimReason() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.why
+}
+
+// waitDoneOrTrim blocks until the fill is done or is trimming (it will
+// never hold its whole body), or ctx ends; false means ctx ended.
+func (f *fill) waitDoneOrTrim(ctx context.Context) bool {
+	for {
+		f.mu.Lock()
+		ready, ch := f.done || f.trim, f.changed
+		f.mu.Unlock()
+		if ready {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // waitDone blocks until the body is in (or failed) or ctx ends, and
@@ -258,9 +320,13 @@ func (f *fill) reader() (*fillReader, bool) {
 
 // fillReader reads a fill's body as it arrives.
 type fillReader struct {
-	f   *fill
-	off int64
+	f    *fill
+	off  int64
+	lost bool // detached from a trimming fill for falling a window behind
 }
+
+// errReaderTooSlow fails a reader detached from a trimming fill.
+var errReaderTooSlow = errors.New("proxy: reader fell too far behind a response that cannot be stored")
 
 // next returns the bytes available after the reader's offset, waiting for
 // more while the fill runs (calling beforeWait first, if not nil); io.EOF
@@ -270,6 +336,10 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 	f := r.f
 	for {
 		f.mu.Lock()
+		if r.lost {
+			f.mu.Unlock()
+			return nil, errReaderTooSlow
+		}
 		end := f.base + int64(len(f.buf))
 		if r.off < end {
 			b := f.buf[r.off-f.base:]

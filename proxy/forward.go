@@ -80,9 +80,7 @@ func (h *Handler) sanitize(r *http.Request) {
 		}
 	}
 	if h.cfg.SortQuery && r.URL.RawQuery != "" {
-		var b strings.Builder
-		writeSortedQuery(&b, r.URL.RawQuery)
-		r.URL.RawQuery = b.String()
+		r.URL.RawQuery = h.keyQuery(r.URL.RawQuery)
 		r.RequestURI = r.URL.RequestURI()
 	}
 }

@@ -124,7 +124,8 @@ type Handler struct {
 	clients clientLimiter
 	now     func() time.Time
 
-	buffered atomic.Int64 // bytes charged to MaxBufferedBytes
+	buffered atomic.Int64  // bytes charged to MaxBufferedBytes
+	purges   atomic.Uint64 // purges so far: a fill started before one does not store
 
 	via          string   // our Via element
 	viaOnly      []string // Via of a response that had none; shared, read-only
@@ -297,7 +298,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 			return ResultStale
 		case useSWR:
 			h.writeEntry(w, r, e, now, "hit; detail=stale-while-revalidate", nil)
-			h.refreshInBackground(r, key, e)
+			h.refreshInBackground(r, key, e, reqCC, hasAuth)
 			return ResultStale
 		}
 	}

@@ -92,6 +92,10 @@ func (h *Handler) charge(n int64) bool {
 	return true
 }
 
+// force takes n bytes of the buffer budget even beyond it (a trimming
+// fill's window: bounded per fill, and accounted so that new fills see it).
+func (h *Handler) force(n int64) { h.buffered.Add(n) }
+
 // release gives n bytes back to the buffer budget.
 func (h *Handler) release(n int64) {
 	if n != 0 {

@@ -61,11 +61,12 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
+	h.purges.Add(1) // fills under way will not store what they fetched before the purge
 	var keys []string
 	switch {
 	case p.URL != "":
 		u, _ := url.Parse(p.URL)
-		keys = []string{CacheKey(u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)}
+		keys = []string{CacheKey(u.Scheme, u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))}
 	case p.Prefix != "":
 		if strings.HasPrefix(p.Prefix, "/") {
 			keys = h.store.Keys(func(k string) bool { return strings.HasPrefix(pathOfKey(k), p.Prefix) })
@@ -89,6 +90,17 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	}
 	h.metrics.Purged.WithLabelValues(kind).Add(float64(n))
 	return n, nil
+}
+
+// keyQuery returns a query as the cache key holds it (sorted when the
+// operator opted in to cache.sort_query).
+func (h *Handler) keyQuery(q string) string {
+	if !h.cfg.SortQuery || q == "" {
+		return q
+	}
+	var b strings.Builder
+	writeSortedQuery(&b, q)
+	return b.String()
 }
 
 // pathOfKey returns the path and query of a URL cache key.

@@ -98,13 +98,18 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			rd.Close() // we read the whole body, not along
 			rd = nil
 		}
-		// Conditionals and ranges are answered from the whole body.
-		if f.waitDone(r.Context()) {
+		// Conditionals and ranges are answered from the whole body; a body
+		// too large to keep is asked of the origin with the client's own
+		// Range and conditionals instead.
+		if f.waitDoneOrTrim(r.Context()) {
 			if whole := f.final(); whole != nil {
 				h.writeEntry(w, r, whole, h.now(), status, own)
 				return
 			}
+			h.servePass(w, r, "too-large")
+			return
 		}
+		return // the client left
 	}
 	if rd == nil {
 		var ok bool
@@ -113,8 +118,9 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 		}
 	}
 	if rd == nil {
-		// A body too large to keep, already past its first bytes.
-		h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=too-large", "try again")
+		// A body too large to keep, already past its first bytes: this
+		// client gets its own fetch.
+		h.servePass(w, r, "too-large")
 		return
 	}
 	defer rd.Close()
@@ -163,7 +169,9 @@ func needsServeContent(r *http.Request) bool {
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry) {
 	hdr := w.Header()
 	delete(hdr, "Content-Length")
-	if rng := r.Header["Range"]; len(rng) == 1 {
+	if rng := r.Header["Range"]; len(rng) > 1 {
+		delete(r.Header, "Range") // several Range lines: ignored (RFC 9110 §14.2), never multiplied
+	} else if len(rng) == 1 {
 		if limited, ok := limitRanges(rng[0], int64(len(e.Body)), h.cfg.MaxRanges); !ok {
 			h.metrics.Rejected.WithLabelValues("too_many_ranges").Inc()
 			delete(r.Header, "Range") // RFC 9110 §14.2: a server may ignore Range

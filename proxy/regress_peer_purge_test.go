@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type errEOFBody struct{}
+
+func (errEOFBody) Read([]byte) (int, error) {
+	return 0, errors.New("cluster: peer response failed authentication")
+}
+func (errEOFBody) Close() error { return nil }
+
+// what the cluster fetcher hands the proxy for a peer's 204
+type peer204 struct{}
+
+func (peer204) Fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+	return Result{Resp: &http.Response{StatusCode: 204, Header: http.Header{"Cache-Control": {"max-age=60"}}, Body: io.NopCloser(errEOFBody{}), ContentLength: -1}, Keep: true}, nil
+}
+
+func TestHostilePeer204ReachesClient(t *testing.T) {
+	store := NewStore(1<<20, 4)
+	h := New(DefaultConfig(), store, peer204{}, NewMetrics(prometheus.NewRegistry(), store), nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/beacon")
+	if err != nil {
+		t.Fatalf("client request for a 204 failed: %v", err)
+	}
+	resp.Body.Close()
+	t.Logf("status %d", resp.StatusCode)
+}
+
+func TestHostilePeer204NeverStored(t *testing.T) {
+	store := NewStore(1<<20, 4)
+	h := New(DefaultConfig(), store, peer204{}, NewMetrics(prometheus.NewRegistry(), store), nil)
+	for i := 0; i < 2; i++ {
+		func() {
+			defer func() { t.Logf("panic: %v", recover()) }()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/beacon", nil))
+			h.Wait()
+			t.Logf("%d %s", w.Code, w.Header().Get("Cache-Status"))
+		}()
+	}
+}
+
+// Purge ignores cache.sort_query.
+func TestHostilePurgeSortQuery(t *testing.T) {
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		_, _ = io.WriteString(w, "x")
+	}, func(c *Config) { c.SortQuery = true })
+	serve(h, "GET", "/p?b=1&a=2")
+	n, _ := h.Purge(PurgeRequest{URL: "http://example.com/p?b=1&a=2"})
+	if n == 0 {
+		t.Errorf("purge of the URL as clients request it removed nothing (stored as ?a=2&b=1)")
+	}
+}

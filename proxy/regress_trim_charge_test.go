@@ -1,0 +1,64 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Regression test for a bug found in review: a trimming fill keeps its pre-trim charge (up to MaxObjectBytes)
+// after compaction freed those bytes; a few slow readers of large chunked
+// responses pin the whole buffer budget and the node stops storing.
+func TestHostileTrimFillOvercharge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=60")
+		if r.URL.Path == "/small" {
+			_, _ = io.WriteString(w, "small page")
+			return
+		}
+		chunk := strings.Repeat("x", 32<<10)
+		for i := 0; i < 256; i++ { // 8 MiB chunked
+			if _, err := w.Write([]byte(chunk)); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig()
+	cfg.MaxObjectBytes = 1 << 20
+	cfg.MaxBufferedBytes = 4 << 20
+	store := NewStore(64<<20, 8)
+	h := New(cfg, store, &originFetcher{base: srv.URL, client: &http.Client{Transport: &http.Transport{}}}, NewMetrics(prometheus.NewRegistry(), store), nil)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.ServeHTTP(&stallWriter{ResponseRecorder: httptest.NewRecorder(), release: release}, httptest.NewRequest("GET", fmt.Sprintf("http://example.com/big?%d", i), nil))
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("4 stalled clients: Buffered()=%d of %d", h.Buffered(), cfg.MaxBufferedBytes)
+	w1 := httptest.NewRecorder()
+	h.ServeHTTP(w1, httptest.NewRequest("GET", "http://example.com/small", nil))
+	time.Sleep(50 * time.Millisecond)
+	w2 := httptest.NewRecorder()
+	h.ServeHTTP(w2, httptest.NewRequest("GET", "http://example.com/small", nil))
+	t.Logf("small page: %q then %q", w1.Header().Get("Cache-Status"), w2.Header().Get("Cache-Status"))
+	if !strings.Contains(w2.Header().Get("Cache-Status"), "hit") {
+		t.Errorf("a 10-byte cacheable page is no longer stored")
+	}
+	close(release)
+	wg.Wait()
+	h.Wait()
+}
