@@ -187,7 +187,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 
 	// SIGTERM while a slow request is in flight: it completes, then the node exits 0.
 	slowOrigin, slowPub, slowAdm := freeAddr(t), freeAddr(t), freeAddr(t)
-	startEdge(t, "origin", "--listen", slowOrigin, "--latency", "700ms", "--jitter", "0s")
+	startEdge(t, "origin", "--listen", slowOrigin, "--latency", "3s", "--jitter", "0s")
 	slow := startEdge(t, "serve", "--origin", "http://"+slowOrigin, "--listen", slowPub, "--admin-listen", slowAdm)
 	waitUp(t, "http://"+slowAdm+"/readyz")
 	done := make(chan string, 1)
