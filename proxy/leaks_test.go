@@ -446,8 +446,10 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	if resp, err := http.Get(srv.URL + "/cached"); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	h.Wait() // the fill's pump has given its upstream slot back
 	statuses := make(chan string, 2)
 	for i := range 2 { // as many slow uploads as there are upstream slots
 		go func() {
