@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/lab/cachesim"
 	"github.com/edgecache/edge/trace"
 )
 
@@ -21,7 +21,7 @@ func simCacheCmd() *cobra.Command {
 		file, format, costs, policies, sweep, csvOut, plotOut string
 		requests                                              int
 		asJSON                                                bool
-		c                                                     indicators.SimConfig
+		c                                                     cachesim.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "cache",
@@ -50,14 +50,14 @@ func simCacheCmd() *cobra.Command {
 			if sweep != "" {
 				return runSweep(cmd.OutOrStdout(), keys, c, pols, sweep, csvOut, plotOut)
 			}
-			res, err := indicators.Simulate(keys, c, pols)
+			res, err := cachesim.Simulate(keys, c, pols)
 			if err != nil {
 				return usageError{err}
 			}
 			if asJSON {
-				out := map[string]any{"requests": len(keys), "policies": map[string]indicators.SimResult{}}
+				out := map[string]any{"requests": len(keys), "policies": map[string]cachesim.Result{}}
 				for _, r := range res {
-					out["policies"].(map[string]indicators.SimResult)[r.Policy] = r
+					out["policies"].(map[string]cachesim.Result)[r.Policy] = r
 				}
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
@@ -129,10 +129,10 @@ func parseSweep(s string) (string, []float64, error) {
 type sweepPoint struct {
 	value  float64
 	policy string
-	res    indicators.SimResult
+	res    cachesim.Result
 }
 
-func runSweep(stdout io.Writer, keys []uint64, c indicators.SimConfig, pols []string, sweep, csvOut, plotOut string) error {
+func runSweep(stdout io.Writer, keys []uint64, c cachesim.Config, pols []string, sweep, csvOut, plotOut string) error {
 	name, vals, err := parseSweep(sweep)
 	if err != nil {
 		return usageError{err}
@@ -145,7 +145,7 @@ func runSweep(stdout io.Writer, keys []uint64, c indicators.SimConfig, pols []st
 		} else {
 			cc.UpdateInterval = int(v)
 		}
-		res, err := indicators.Simulate(keys, cc, pols)
+		res, err := cachesim.Simulate(keys, cc, pols)
 		if err != nil {
 			return usageError{err}
 		}

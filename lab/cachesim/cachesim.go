@@ -1,4 +1,9 @@
-package indicators
+// Package cachesim is the indicator paper's cache simulator: one client,
+// n LRU caches with stale Bloom indicators, and the selection policies
+// (opt, fno, fna, fna-hist, fna-home) priced by access costs and the miss
+// penalty. It is research code used by `edge sim cache`; a node runs only
+// package indicators.
+package cachesim
 
 import (
 	"encoding/binary"
@@ -8,13 +13,15 @@ import (
 	"math/rand/v2"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/edgecache/edge/indicators"
 )
 
-// SimConfig is the paper's simulation: one client, n LRU caches, each key
+// Config is the paper's simulation: one client, n LRU caches, each key
 // homed at cache(s) chosen by hash; a miss inserts the key at its home(s);
 // each cache advertises its filter every U of its insertions; the client
 // pays Σc of the caches it asks plus M on a miss.
-type SimConfig struct {
+type Config struct {
 	Caches         int
 	CacheSize      int
 	BPE            float64
@@ -27,8 +34,8 @@ type SimConfig struct {
 	Seed           uint64
 }
 
-// SimResult is one policy's outcome.
-type SimResult struct {
+// Result is one policy's outcome.
+type Result struct {
 	Policy             string  `json:"-"`
 	CostPerRequest     float64 `json:"cost_per_request"`
 	CostVsOpt          float64 `json:"cost_vs_opt"`
@@ -42,10 +49,10 @@ type SimResult struct {
 }
 
 // Validate checks the configuration.
-func (c SimConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
-	case c.Caches < 1 || c.Caches > MaxCandidates:
-		return fmt.Errorf("indicators: caches %d, want 1..%d", c.Caches, MaxCandidates)
+	case c.Caches < 1 || c.Caches > indicators.MaxCandidates:
+		return fmt.Errorf("indicators: caches %d, want 1..%d", c.Caches, indicators.MaxCandidates)
 	case len(c.Costs) != c.Caches:
 		return fmt.Errorf("indicators: %d costs for %d caches", len(c.Costs), c.Caches)
 	case c.CacheSize < 1 || c.BPE <= 0 || c.UpdateInterval < 1 || c.MissPenalty < 1:
@@ -63,26 +70,26 @@ func (c SimConfig) Validate() error {
 
 type simCache struct {
 	lru      *simplelru.LRU[uint64, struct{}]
-	filter   *Filter
-	replica  Replica
+	filter   *indicators.Filter
+	replica  indicators.Replica
 	advBytes int
 }
 
 // Simulate runs every policy on keys. "opt" is the oracle that asks the
 // cheapest cache truly holding the key. Each policy runs on its own copy of
 // the caches, since what it finds changes what gets inserted.
-func Simulate(keys []uint64, c SimConfig, policies []string) ([]SimResult, error) {
+func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("indicators: empty trace")
 	}
-	var out []SimResult
+	var out []Result
 	var optCost float64
 	for _, p := range policies {
 		if p != "opt" {
-			if _, err := ParsePolicy(p); err != nil {
+			if _, err := indicators.ParsePolicy(p); err != nil {
 				return nil, err
 			}
 		}
@@ -108,26 +115,26 @@ func Simulate(keys []uint64, c SimConfig, policies []string) ([]SimResult, error
 	return out, nil
 }
 
-func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
+func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	n := c.Caches
 	caches := make([]*simCache, n)
 	for j := range caches {
 		l, err := simplelru.NewLRU[uint64, struct{}](c.CacheSize, nil)
 		if err != nil {
-			return SimResult{}, err
+			return Result{}, err
 		}
-		f, err := NewFilter(FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator})
+		f, err := indicators.NewFilter(indicators.FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator})
 		if err != nil {
-			return SimResult{}, err
+			return Result{}, err
 		}
 		caches[j] = &simCache{lru: l, filter: f}
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x1d2e3f))
-	res := SimResult{Policy: policy}
+	res := Result{Policy: policy}
 	var kb [8]byte
 	key := kb[:]
-	var cands [MaxCandidates]Candidate
-	var truth, ind [MaxCandidates]bool
+	var cands [indicators.MaxCandidates]indicators.Candidate
+	var truth, ind [indicators.MaxCandidates]bool
 	var cost, asked, negProbes float64
 	hits, fnNum, fnDen, fpNum, fpDen := 0, 0, 0, 0, 0
 
@@ -148,7 +155,7 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 					}
 				}
 			})
-			payload, _ := Encode(snap)
+			payload, _ := indicators.Encode(snap)
 			sc.advBytes += len(payload)
 			if err := sc.replica.Apply(payload); err != nil {
 				panic(err) // the simulator's own encoder must round-trip
@@ -174,11 +181,11 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 				mask = 1 << uint(best)
 			}
 		} else {
-			learned := policy == string(FNAHist)
-			homeAware := policy == string(FNAHome)
+			learned := policy == string(indicators.FNAHist)
+			homeAware := policy == string(indicators.FNAHome)
 			h := x * 0x9e3779b97f4a7c15
 			for j := range n {
-				var e Exclusion
+				var e indicators.Exclusion
 				switch {
 				case homeAware && isHome(h, j, n, c.Replicas):
 					ind[j] = caches[j].replica.IndicateHome(key)
@@ -186,7 +193,7 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 				case homeAware:
 					// Not a home: only a false positive could point here.
 					ind[j] = caches[j].replica.Indicate(key)
-					e = Exclusion{Pi: 1, Nu: 1}
+					e = indicators.Exclusion{Pi: 1, Nu: 1}
 				default:
 					ind[j] = caches[j].replica.Indicate(key)
 					e = caches[j].replica.Exclusion()
@@ -197,11 +204,11 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 				rho := e.Pi
 				if !ind[j] {
 					rho = e.Nu
-					if policy == string(FNO) {
+					if policy == string(indicators.FNO) {
 						rho = 1
 					}
 				}
-				cands[j] = Candidate{Cost: c.Costs[j], Rho: rho}
+				cands[j] = indicators.Candidate{Cost: c.Costs[j], Rho: rho}
 				if truth[j] {
 					fnDen++
 					if !ind[j] {
@@ -214,7 +221,7 @@ func simulateOne(keys []uint64, c SimConfig, policy string) (SimResult, error) {
 					}
 				}
 			}
-			mask = Select(cands[:n], c.MissPenalty)
+			mask = indicators.Select(cands[:n], c.MissPenalty)
 			if learned && c.Explore > 0 && rng.Float64() < c.Explore {
 				// Explore: also ask the cheapest negatively indicated cache
 				// not chosen, so that ν can be learned from outcomes.
