@@ -98,42 +98,6 @@ func TestPathAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestOriginFetchesBoundedByDQ checks the paper's bound in the static
-// model: at most d·q origin fetches per page, for hot and Zipf loads.
-func TestOriginFetchesBoundedByDQ(t *testing.T) {
-	for _, c := range []TreeSimConfig{
-		{Caches: 1000, Arity: 4, Q: 2, Requests: 50000, Hot: true, Scheme: "tree", Seed: 1},
-		{Caches: 1000, Arity: 4, Q: 2, Requests: 50000, Hot: true, Scheme: "tree", Placement: PlacementDistinct, Seed: 1},
-		{Caches: 100, Arity: 2, Q: 3, Requests: 50000, ZipfS: 0.9, Pages: 500, Scheme: "tree", Seed: 2},
-		{Caches: 64, Arity: 8, Q: 1, Requests: 20000, Hot: true, Scheme: "tree", Seed: 3},
-	} {
-		res, err := SimulateTrees(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.MaxOriginFetchesPerPage > c.Arity*c.Q {
-			t.Errorf("%+v: %d origin fetches for one page > d·q = %d", c, res.MaxOriginFetchesPerPage, c.Arity*c.Q)
-		}
-		tr := Tree{Size: c.Caches, Arity: c.Arity}
-		if res.MaxHops > tr.Depth(c.Caches) {
-			t.Errorf("%+v: %d hops > tree depth %d", c, res.MaxHops, tr.Depth(c.Caches))
-		}
-	}
-}
-
-func TestHotPageLoad(t *testing.T) {
-	base := TreeSimConfig{Caches: 1000, Arity: 4, Q: 2, Requests: 100000, Hot: true, Seed: 1}
-	paper, distinct, ring := base, base, base
-	paper.Scheme, distinct.Scheme, ring.Scheme = "tree", "tree", "ring"
-	distinct.Placement = PlacementDistinct
-	rp, _ := SimulateTrees(paper)
-	rd, _ := SimulateTrees(distinct)
-	rr, _ := SimulateTrees(ring)
-	if rp.MaxLoadRatio > 8 || rd.MaxLoadRatio > 2 || rr.MaxLoadRatio < 900 {
-		t.Errorf("max load ratio: paper %.2f (≤ 8), distinct %.2f (≤ 2), ring %.2f (≈ 1000)", rp.MaxLoadRatio, rd.MaxLoadRatio, rr.MaxLoadRatio)
-	}
-}
-
 // TestQRuleConcurrent: concurrent requests count exactly, and exactly the
 // requests from the q-th on are told to store.
 func TestQRuleConcurrent(t *testing.T) {
@@ -169,23 +133,5 @@ func TestQRuleConcurrent(t *testing.T) {
 	}
 	if small.Len() > 2 {
 		t.Errorf("counters not bounded: %d", small.Len())
-	}
-}
-
-// TestHybridOneOriginFetchPerPage: the hybrid scheme fetches each page from
-// the origin once (like the ring) yet spreads a hot page like the tree.
-func TestHybridOneOriginFetchPerPage(t *testing.T) {
-	for _, p := range []Placement{PlacementPaper, PlacementDistinct} {
-		z, err := SimulateTrees(TreeSimConfig{Caches: 200, Arity: 4, Q: 2, Requests: 100000, ZipfS: 0.8, Pages: 20000, Scheme: "hybrid", HotThreshold: 64, Placement: p, Seed: 9})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if z.MaxOriginFetchesPerPage != 1 || z.OriginFetches != z.DistinctPages {
-			t.Errorf("%v zipf: %d origin fetches for %d pages (max %d per page), want one each", p, z.OriginFetches, z.DistinctPages, z.MaxOriginFetchesPerPage)
-		}
-	}
-	hot, _ := SimulateTrees(TreeSimConfig{Caches: 1000, Arity: 4, Q: 2, Requests: 100000, Hot: true, Scheme: "hybrid", HotThreshold: 64, Placement: PlacementDistinct, Seed: 1})
-	if hot.OriginFetches != 1 || hot.MaxLoadRatio > 2 {
-		t.Errorf("hot page: %d origin fetches, max load %.2f", hot.OriginFetches, hot.MaxLoadRatio)
 	}
 }

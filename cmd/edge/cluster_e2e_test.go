@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/fdetect"
-	"github.com/edgecache/edge/routing"
+	"github.com/edgecache/edge/load"
 )
 
 type testNode struct {
@@ -186,7 +186,7 @@ func TestClusterEndToEnd(t *testing.T) {
 		// it within a second.
 		victim := nodes[4]
 		survivors := nodes[:4]
-		zipf := routing.NewZipf(0.8, 2000)
+		zipf := load.NewZipf(0.8, 2000)
 		var failed, done atomic.Int64
 		stop := make(chan struct{})
 		var wg sync.WaitGroup

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgecache/edge/load"
-	"github.com/edgecache/edge/routing"
 	"github.com/edgecache/edge/trace"
 )
 
@@ -58,7 +57,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 				next := 0
 				pick = func(*rand.Rand) string { p := paths[next%len(paths)]; next++; return p }
 			case zipfS > 0:
-				z := routing.NewZipf(zipfS, pages)
+				z := load.NewZipf(zipfS, pages)
 				pick = func(r *rand.Rand) string { return "/p/" + strconv.Itoa(1+z.Sample(r)) }
 			default:
 				return usageError{errors.New("give --zipf S --pages P or --trace FILE --format F")}

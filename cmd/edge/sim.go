@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgecache/edge/lab/ringsim"
 	"github.com/edgecache/edge/routing"
 )
 
@@ -19,14 +20,14 @@ func simCmd() *cobra.Command {
 }
 
 func simRingCmd() *cobra.Command {
-	var c routing.RingSimConfig
+	var c ringsim.RingConfig
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ring",
 		Short: "Consistent-hash ring: balance, monotonicity, spread and load under partial views",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := routing.SimulateRing(c)
+			res, err := ringsim.SimulateRing(c)
 			if err != nil {
 				return usageError{err}
 			}
@@ -57,7 +58,7 @@ func simRingCmd() *cobra.Command {
 }
 
 func simTreesCmd() *cobra.Command {
-	var c routing.TreeSimConfig
+	var c ringsim.TreeConfig
 	var placement string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -73,7 +74,7 @@ func simTreesCmd() *cobra.Command {
 			if c.Hot == (c.ZipfS > 0) {
 				return usageError{errors.New("give exactly one of --hot and --zipf S (with --pages P)")}
 			}
-			res, err := routing.SimulateTrees(c)
+			res, err := ringsim.SimulateTrees(c)
 			if err != nil {
 				return usageError{err}
 			}

@@ -29,4 +29,3 @@ func TestSimulateSmall(t *testing.T) {
 		t.Error("stale indicators produced no false negatives")
 	}
 }
-

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/load"
-	"github.com/edgecache/edge/routing"
 )
 
 func main() {
@@ -95,7 +94,7 @@ func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	z := routing.NewZipf(zipfS, pages)
+	z := load.NewZipf(zipfS, pages)
 	s := load.Run(context.Background(), load.Config{
 		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
 		Path: func(i int, rng *rand.Rand) string {

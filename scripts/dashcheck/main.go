@@ -26,7 +26,6 @@ import (
 
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/load"
-	"github.com/edgecache/edge/routing"
 )
 
 const promAddr = "127.0.0.1:19090"
@@ -85,7 +84,7 @@ func run(edge, prom, dashFile, cfg string) error {
 			c.Close()
 		}
 	}()
-	z := routing.NewZipf(0.8, 5000)
+	z := load.NewZipf(0.8, 5000)
 	s := load.Run(context.Background(), load.Config{
 		Targets: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"},
 		Rate:    300, Duration: 40 * time.Second, MaxInflight: 2000, Timeout: 5 * time.Second,

@@ -1,4 +1,8 @@
-package routing
+// Package ringsim holds the routing simulators behind `edge sim ring` and
+// `edge sim trees`: ring balance, monotonicity, spread and load over many
+// views, and random trees against consistent hashing for hot pages. It is
+// research code; a node runs only package routing.
+package ringsim
 
 import (
 	"fmt"
@@ -7,10 +11,13 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"github.com/edgecache/edge/load"
+	"github.com/edgecache/edge/routing"
 )
 
-// RingSimConfig configures SimulateRing.
-type RingSimConfig struct {
+// RingConfig configures SimulateRing.
+type RingConfig struct {
 	Nodes        int     // nodes in the full view
 	VNodes       int     // points per node
 	Keys         int     // keys hashed
@@ -19,8 +26,8 @@ type RingSimConfig struct {
 	Seed         uint64
 }
 
-// RingSimResult reports the paper's four properties for one ring.
-type RingSimResult struct {
+// RingResult reports the paper's four properties for one ring.
+type RingResult struct {
 	Nodes                       int     `json:"nodes"`
 	VNodes                      int     `json:"vnodes"`
 	Keys                        int     `json:"keys"`
@@ -42,34 +49,18 @@ type RingSimResult struct {
 	Bound                       float64 `json:"bound_t_log2_c"` // t·log2 C, the paper's O(t log C) scale
 }
 
-func nodeIDs(n int) []Member {
-	ms := make([]Member, n)
-	for i := range ms {
-		ms[i] = Member{ID: "node-" + strconv.Itoa(i)}
-	}
-	return ms
-}
-
-func simKeys(n int) []uint64 {
-	ks := make([]uint64, n)
-	for i := range ks {
-		ks[i] = KeyHash("key-" + strconv.Itoa(i))
-	}
-	return ks
-}
-
 // SimulateRing measures balance, monotonicity, spread and load.
-func SimulateRing(c RingSimConfig) (RingSimResult, error) {
+func SimulateRing(c RingConfig) (RingResult, error) {
 	if c.Nodes < 2 || c.Keys < 1 || c.VNodes < 1 || c.ViewFraction <= 0 || c.ViewFraction > 1 || c.Views < 0 {
-		return RingSimResult{}, fmt.Errorf("routing: ring sim needs nodes ≥ 2, keys ≥ 1, vnodes ≥ 1, 0 < view-fraction ≤ 1")
+		return RingResult{}, fmt.Errorf("routing.routing: ring sim needs nodes ≥ 2, keys ≥ 1, vnodes ≥ 1, 0 < view-fraction ≤ 1")
 	}
-	res := RingSimResult{Nodes: c.Nodes, VNodes: c.VNodes, Keys: c.Keys, Views: c.Views, ViewFraction: c.ViewFraction}
-	members := nodeIDs(c.Nodes)
-	ring, err := NewRing(members, c.VNodes)
+	res := RingResult{Nodes: c.Nodes, VNodes: c.VNodes, Keys: c.Keys, Views: c.Views, ViewFraction: c.ViewFraction}
+	members := memberIDs(c.Nodes)
+	ring, err := routing.NewRing(members, c.VNodes)
 	if err != nil {
 		return res, err
 	}
-	keys := simKeys(c.Keys)
+	keys := keyHashes(c.Keys)
 	owner := make([]int32, len(keys))
 	counts := make([]int, c.Nodes)
 	for i, k := range keys {
@@ -91,8 +82,8 @@ func SimulateRing(c RingSimConfig) (RingSimResult, error) {
 	res.ArcMaxMean, res.ArcMinMean = amx*float64(c.Nodes), amn*float64(c.Nodes)
 
 	// Monotonicity: add one node; keys may only move to it.
-	added := append(nodeIDs(c.Nodes), Member{ID: "node-" + strconv.Itoa(c.Nodes)})
-	ringAdd, err := NewRing(added, c.VNodes)
+	added := append(memberIDs(c.Nodes), routing.Member{ID: "node-" + strconv.Itoa(c.Nodes)})
+	ringAdd, err := routing.NewRing(added, c.VNodes)
 	if err != nil {
 		return res, err
 	}
@@ -110,8 +101,8 @@ func SimulateRing(c RingSimConfig) (RingSimResult, error) {
 	// Remove one node; only its keys may move.
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))
 	victim := rng.IntN(c.Nodes)
-	removed := append(nodeIDs(c.Nodes)[:victim:victim], nodeIDs(c.Nodes)[victim+1:]...)
-	ringRm, err := NewRing(removed, c.VNodes)
+	removed := append(memberIDs(c.Nodes)[:victim:victim], memberIDs(c.Nodes)[victim+1:]...)
+	ringRm, err := routing.NewRing(removed, c.VNodes)
 	if err != nil {
 		return res, err
 	}
@@ -139,11 +130,11 @@ func SimulateRing(c RingSimConfig) (RingSimResult, error) {
 		loadCount := make([]int, c.Nodes)  // distinct keys some view gave each node
 		for range c.Views {
 			perm := rng.Perm(c.Nodes)[:size]
-			view := make([]Member, size)
+			view := make([]routing.Member, size)
 			for j, p := range perm {
 				view[j] = members[p]
 			}
-			vr, err := NewRing(view, c.VNodes)
+			vr, err := routing.NewRing(view, c.VNodes)
 			if err != nil {
 				return res, err
 			}
@@ -174,8 +165,8 @@ func SimulateRing(c RingSimConfig) (RingSimResult, error) {
 	return res, nil
 }
 
-// TreeSimConfig configures SimulateTrees: the paper's static batch model.
-type TreeSimConfig struct {
+// TreeConfig configures SimulateTrees: the paper's static batch model.
+type TreeConfig struct {
 	Caches    int
 	Arity     int // d
 	Q         int // requests a cache forwards before storing
@@ -183,7 +174,7 @@ type TreeSimConfig struct {
 	Hot       bool    // every request is for one page
 	ZipfS     float64 // otherwise pages are drawn Zipf(s) over Pages
 	Pages     int
-	Placement Placement
+	Placement routing.Placement
 	Scheme    string // "tree", "ring" (plain consistent hashing: one owner per page) or "hybrid"
 	// HotThreshold is, for the hybrid scheme, how many requests a page gets
 	// through its rank-2 cache alone (stored on the first fetch, like the
@@ -193,8 +184,8 @@ type TreeSimConfig struct {
 	Seed         uint64
 }
 
-// TreeSimResult reports the load the scheme put on caches and the origin.
-type TreeSimResult struct {
+// TreeResult reports the load the scheme put on caches and the origin.
+type TreeResult struct {
 	Scheme                  string  `json:"scheme"`
 	Placement               string  `json:"placement"`
 	Caches                  int     `json:"caches"`
@@ -218,34 +209,34 @@ type TreeSimResult struct {
 // cache passed counts the request for (page, rank) and stores the page when
 // the response passes back down if its count reached q. Every cache a
 // request reaches receives one message.
-func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
-	res := TreeSimResult{Scheme: c.Scheme, Placement: c.Placement.String(), Caches: c.Caches, Arity: c.Arity, Q: c.Q, Requests: c.Requests}
+func SimulateTrees(c TreeConfig) (TreeResult, error) {
+	res := TreeResult{Scheme: c.Scheme, Placement: c.Placement.String(), Caches: c.Caches, Arity: c.Arity, Q: c.Q, Requests: c.Requests}
 	if c.Caches < 1 || c.Requests < 1 || c.Q < 1 {
-		return res, fmt.Errorf("routing: trees sim needs caches, requests and q ≥ 1")
+		return res, fmt.Errorf("routing.routing: trees sim needs caches, requests and q ≥ 1")
 	}
 	if c.Scheme != "tree" && c.Scheme != "ring" && c.Scheme != "hybrid" {
-		return res, fmt.Errorf("routing: scheme %q, want tree, ring or hybrid", c.Scheme)
+		return res, fmt.Errorf("routing.routing: scheme %q, want tree, ring or hybrid", c.Scheme)
 	}
 	if !c.Hot && (c.Pages < 1 || c.ZipfS <= 0) {
-		return res, fmt.Errorf("routing: give --hot or --zipf S > 0 with --pages P ≥ 1")
+		return res, fmt.Errorf("routing.routing: give --hot or --zipf S > 0 with --pages P ≥ 1")
 	}
-	tree := Tree{Size: c.Caches, Arity: c.Arity}
+	tree := routing.Tree{Size: c.Caches, Arity: c.Arity}
 	if c.Scheme != "ring" {
 		if err := tree.Validate(); err != nil {
 			return res, err
 		}
 	}
 	if c.VNodes == 0 {
-		c.VNodes = DefaultVNodes
+		c.VNodes = routing.DefaultVNodes
 	}
-	ring, err := NewRing(nodeIDs(c.Caches), c.VNodes)
+	ring, err := routing.NewRing(memberIDs(c.Caches), c.VNodes)
 	if err != nil {
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed+1))
-	var zipf *ZipfSampler
+	var zipf *load.ZipfSampler
 	if !c.Hot {
-		zipf = NewZipf(c.ZipfS, c.Pages)
+		zipf = load.NewZipf(c.ZipfS, c.Pages)
 	}
 	type pageState struct {
 		held     map[int]bool // caches holding the page
@@ -256,7 +247,7 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 	}
 	pages := map[int]*pageState{}
 	msgs := make([]int, c.Caches)
-	var path []Hop
+	var path []routing.Hop
 	totalHops, totalMsgs := 0, 0
 	firstLeaf := tree.FirstLeaf()
 	for range c.Requests {
@@ -269,7 +260,7 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 			ps = &pageState{held: map[int]bool{}, counts: map[[2]int]int{}}
 			pages[page] = ps
 		}
-		kh := KeyHash("page-" + strconv.Itoa(page))
+		kh := routing.KeyHash("page-" + strconv.Itoa(page))
 		ps.requests++
 		if c.Scheme == "ring" || (c.Scheme == "hybrid" && ps.requests <= c.HotThreshold) {
 			o := ring.Lookup(kh)
@@ -286,7 +277,7 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 			}
 			continue
 		}
-		if c.Placement == PlacementDistinct && ps.ranking == nil {
+		if c.Placement == routing.PlacementDistinct && ps.ranking == nil {
 			ps.ranking = ring.Ranking(nil, kh)
 		}
 		leaf := firstLeaf
@@ -296,7 +287,7 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 		path = ring.AppendPath(path[:0], kh, tree, leaf, c.Placement, ps.ranking)
 		hops := 0
 		served := false
-		var passed []Hop
+		var passed []routing.Hop
 		for _, h := range path {
 			msgs[h.Member]++
 			totalMsgs++
@@ -355,8 +346,8 @@ func SimulateTrees(c TreeSimConfig) (TreeSimResult, error) {
 
 // homeOf returns the cache playing rank 2 of a page's tree: its single
 // owner while cold, and the last stop before the origin once hot.
-func homeOf(ring *Ring, kh uint64, p Placement, ranking *[]int32) int {
-	if p == PlacementDistinct {
+func homeOf(ring *routing.Ring, kh uint64, p routing.Placement, ranking *[]int32) int {
+	if p == routing.PlacementDistinct {
 		if *ranking == nil {
 			*ranking = ring.Ranking(nil, kh)
 		}
@@ -365,26 +356,20 @@ func homeOf(ring *Ring, kh uint64, p Placement, ranking *[]int32) int {
 	return ring.RankMember(kh, 2)
 }
 
-// ZipfSampler draws ranks 0…n−1 with P(k) ∝ 1/(k+1)^s for any s > 0 (the
-// standard library's Zipf needs s > 1; web traces often have s < 1).
-type ZipfSampler struct{ cdf []float64 }
-
-// NewZipf builds the sampler's table.
-func NewZipf(s float64, n int) *ZipfSampler {
-	cdf := make([]float64, n)
-	sum := 0.0
-	for k := range n {
-		sum += 1 / math.Pow(float64(k+1), s)
-		cdf[k] = sum
+// memberIDs names n members node-0 … node-(n−1).
+func memberIDs(n int) []routing.Member {
+	ms := make([]routing.Member, n)
+	for i := range ms {
+		ms[i] = routing.Member{ID: "node-" + strconv.Itoa(i)}
 	}
-	for k := range cdf {
-		cdf[k] /= sum
-	}
-	return &ZipfSampler{cdf: cdf}
+	return ms
 }
 
-// Sample draws one rank.
-func (z *ZipfSampler) Sample(r *rand.Rand) int {
-	u := r.Float64()
-	return min(sort.SearchFloat64s(z.cdf, u), len(z.cdf)-1)
+// keyHashes hashes the keys key-0 … key-(n−1).
+func keyHashes(n int) []uint64 {
+	ks := make([]uint64, n)
+	for i := range ks {
+		ks[i] = routing.KeyHash("key-" + strconv.Itoa(i))
+	}
+	return ks
 }
