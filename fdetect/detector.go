@@ -11,7 +11,6 @@ package fdetect
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -58,13 +57,10 @@ func ParseParams(kv []string) (Params, error) {
 }
 
 // Names lists the detectors New builds.
-var Names = []string{"chen", "bertier", "phi", "twowindows", "ml", "ml-seed"}
+var Names = []string{"chen", "bertier", "phi", "twowindows", "ml"}
 
 // MainKnob is the parameter each detector's sweep searches.
 var MainKnob = map[string]string{"chen": "alpha_ms", "twowindows": "alpha_ms", "phi": "threshold", "bertier": "phi", "ml": "quantile"}
-
-// The seed's detector has no knob that trades P_A for T_D (its margin is
-// the mean of recent errors); it is compared at its own operating point.
 
 // New builds a detector by name for a heartbeat period (ns). Unknown
 // parameters are an error, so a typo is not silently ignored.
@@ -75,7 +71,6 @@ func New(name string, period int64, p Params) (Detector, error) {
 		"phi":        {"window", "threshold", "min_std_ms", "pause_ms"},
 		"twowindows": {"long", "short", "alpha_ms"},
 		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty"},
-		"ml-seed":    {"eta", "batch", "epochs", "epsilon", "seq", "hidden", "early_penalty", "retrain_every", "lr"},
 	}
 	keys, ok := known[name]
 	if !ok {
@@ -103,14 +98,6 @@ func New(name string, period int64, p Params) (Detector, error) {
 		return NewPhi(period, int(p.get("window", 1000)), p.get("threshold", 8), ms(p.get("min_std_ms", 10)), ms(p.get("pause_ms", 0))), nil
 	case "twowindows":
 		return NewTwoWindows(period, int(p.get("long", 1000)), int(p.get("short", 10)), ms(p.get("alpha_ms", 200))), nil
-	case "ml-seed":
-		d := DefaultSeedConfig()
-		return NewMLSeed(period, SeedConfig{
-			Eta: int(p.get("eta", float64(d.Eta))), Batch: int(p.get("batch", float64(d.Batch))), Epochs: int(p.get("epochs", float64(d.Epochs))),
-			Epsilon: int(p.get("epsilon", float64(d.Epsilon))), Seq: int(p.get("seq", float64(d.Seq))), Hidden: int(p.get("hidden", float64(d.Hidden))),
-			EarlyPenalty: p.get("early_penalty", d.EarlyPenalty), RetrainEvery: int(p.get("retrain_every", float64(d.RetrainEvery))),
-			LearningRate: p.get("lr", d.LearningRate),
-		}), nil
 	default:
 		d := DefaultMLConfig()
 		return NewML(period, MLConfig{
@@ -302,14 +289,3 @@ func (t *TwoWindows) Observe(seq uint64, arrival int64) {
 
 // Freshness implements Detector.
 func (t *TwoWindows) Freshness() int64 { return max(t.long.EA(), t.short.EA()) + t.alpha }
-
-// quantileOf returns the q-quantile of xs (sorted copy).
-func quantileOf(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}

@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/lab/fdlab"
 )
 
 func fdCmd() *cobra.Command {
@@ -22,25 +23,25 @@ func fdCmd() *cobra.Command {
 }
 
 func fdGenCmd() *cobra.Command {
-	c := fdetect.DefaultGenConfig()
+	c := fdlab.DefaultGenConfig()
 	var out string
 	cmd := &cobra.Command{
 		Use:   "gen",
 		Short: "Generate a heartbeat trace with stalls, heavy-tailed delay, regime shifts, loss bursts and clock drift",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			as, err := fdetect.Generate(c)
+			as, err := fdlab.Generate(c)
 			if err != nil {
 				return usageError{err}
 			}
 			if out == "" || out == "-" {
-				return fdetect.WriteTrace(cmd.OutOrStdout(), as)
+				return fdlab.WriteTrace(cmd.OutOrStdout(), as)
 			}
 			f, err := os.Create(out)
 			if err != nil {
 				return err
 			}
-			if err := fdetect.WriteTrace(f, as); err != nil {
+			if err := fdlab.WriteTrace(f, as); err != nil {
 				_ = f.Close()
 				return err
 			}
@@ -60,13 +61,13 @@ func fdGenCmd() *cobra.Command {
 	return cmd
 }
 
-func loadArrivals(path string) ([]fdetect.Arrival, error) {
+func loadArrivals(path string) ([]fdlab.Arrival, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
-	return fdetect.ReadTrace(f)
+	return fdlab.ReadTrace(f)
 }
 
 func fdReplayCmd() *cobra.Command {
@@ -83,14 +84,14 @@ func fdReplayCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			if _, err := fdetect.New(name, int64(period), p); err != nil {
+			if _, err := fdlab.New(name, int64(period), p); err != nil {
 				return usageError{err}
 			}
 			as, err := loadArrivals(file)
 			if err != nil {
 				return err
 			}
-			res, err := fdetect.Replay(as, int64(period), func() (fdetect.Detector, error) { return fdetect.New(name, int64(period), p) })
+			res, err := fdlab.Replay(as, int64(period), func() (fdetect.Detector, error) { return fdlab.New(name, int64(period), p) })
 			if err != nil {
 				return err
 			}
@@ -99,7 +100,7 @@ func fdReplayCmd() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "link\theartbeats\tP_A\tT_D ms\tP_A(time)\tmistakes\tper s\tmean ms\tdetect ms\tp99 ms\tns/hb\t")
-			row := func(n string, r fdetect.Result) {
+			row := func(n string, r fdlab.Result) {
 				fmt.Fprintf(tw, "%s\t%d\t%.5f\t%.1f\t%.6f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.PA, r.TDms, r.PATime, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
 			}
 			var links []string
@@ -116,7 +117,7 @@ func fdReplayCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&file, "trace", "", "trace CSV (site,seq,send_ns,recv_ns)")
-	f.StringVar(&name, "detector", "ml", strings.Join(fdetect.Names, ", "))
+	f.StringVar(&name, "detector", "ml", strings.Join(fdlab.Names, ", "))
 	f.StringArrayVar(&params, "param", nil, "detector parameter name=value (repeatable)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
@@ -147,11 +148,11 @@ func fdSweepCmd() *cobra.Command {
 			}
 			if plotOut != "" {
 				var ss []series
-				for _, d := range fdetect.Names {
+				for _, d := range fdlab.Names {
 					if fdetect.MainKnob[d] == "" {
 						continue // ml-seed has no knob to trace a curve with
 					}
-					pts, err := fdetect.Curve(as, d, int64(period), 24, nil)
+					pts, err := fdlab.Curve(as, d, int64(period), 24, nil)
 					if err != nil {
 						return err
 					}
@@ -170,7 +171,7 @@ func fdSweepCmd() *cobra.Command {
 					return nil
 				}
 			}
-			res, err := fdetect.Sweep(as, name, int64(period), target, base)
+			res, err := fdlab.Sweep(as, name, int64(period), target, base)
 			if err != nil {
 				return usageError{err}
 			}
@@ -187,7 +188,7 @@ func fdSweepCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&file, "trace", "", "trace CSV")
-	f.StringVar(&name, "detector", "", strings.Join(fdetect.Names, ", "))
+	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/lab/fdlab"
 )
 
 func fdRecordCmd() *cobra.Command {
@@ -49,11 +50,11 @@ func fdRecordCmd() *cobra.Command {
 				defer cancel()
 			}
 			var mu sync.Mutex
-			var rows []fdetect.Arrival
+			var rows []fdlab.Arrival
 			v := fdetect.NewVerifier([]byte(secret), 5*time.Second)
 			err = fdetect.Receive(ctx, conn, v, func(r fdetect.Received) {
 				mu.Lock()
-				rows = append(rows, fdetect.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
+				rows = append(rows, fdlab.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
 				mu.Unlock()
 			})
 			if err != nil {
@@ -64,7 +65,7 @@ func fdRecordCmd() *cobra.Command {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err := fdetect.WriteTrace(w, rows); err != nil {
+			if err := fdlab.WriteTrace(w, rows); err != nil {
 				return err
 			}
 			if file != nil {

@@ -1,4 +1,4 @@
-package fdetect
+package fdlab
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 		s := strings.TrimSpace(sc.Text())
 		if line == 1 {
 			if s != TraceHeader {
-				return nil, fmt.Errorf("fdetect: trace line 1: header %q, want %q", s, TraceHeader)
+				return nil, fmt.Errorf("fdetect.fdetect: trace line 1: header %q, want %q", s, TraceHeader)
 			}
 			continue
 		}
@@ -53,21 +53,21 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 		}
 		f := strings.Split(s, ",")
 		if len(f) != 4 || f[0] == "" {
-			return nil, fmt.Errorf("fdetect: trace line %d: want 4 fields site,seq,send_ns,recv_ns", line)
+			return nil, fmt.Errorf("fdetect.fdetect: trace line %d: want 4 fields site,seq,send_ns,recv_ns", line)
 		}
 		seq, err1 := strconv.ParseUint(f[1], 10, 64)
 		send, err2 := strconv.ParseInt(f[2], 10, 64)
 		recv, err3 := strconv.ParseInt(f[3], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("fdetect: trace line %d: seq, send_ns and recv_ns must be integers", line)
+			return nil, fmt.Errorf("fdetect.fdetect: trace line %d: seq, send_ns and recv_ns must be integers", line)
 		}
 		out = append(out, Arrival{Site: f[0], Seq: seq, Send: send, Recv: recv})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("fdetect: trace: %w", err)
+		return nil, fmt.Errorf("fdetect.fdetect: trace: %w", err)
 	}
 	if line == 0 {
-		return nil, fmt.Errorf("fdetect: trace is empty")
+		return nil, fmt.Errorf("fdetect.fdetect: trace is empty")
 	}
 	return out, nil
 }
@@ -128,7 +128,7 @@ func DefaultGenConfig() GenConfig {
 // Gilbert–Elliott chain, and the receiver's clock drifts and is offset.
 func Generate(c GenConfig) ([]Arrival, error) {
 	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || c.JitterShape <= 0 || c.QueueRho < 0 || c.QueueRho >= 1 {
-		return nil, fmt.Errorf("fdetect: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
+		return nil, fmt.Errorf("fdetect.fdetect: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0xfdfdfd))
 	var out []Arrival

@@ -1,10 +1,12 @@
-package fdetect
+package fdlab
 
 import (
 	"fmt"
 	"math"
 	"sort"
 	"time"
+
+	"github.com/edgecache/edge/fdetect"
 )
 
 // Warmup heartbeats per link are observed but not measured, for every
@@ -39,7 +41,7 @@ type ReplayResult struct {
 
 // Replay runs a fresh detector per link over the trace's arrivals. period
 // is the heartbeat period Δ (ns).
-func Replay(arrivals []Arrival, period int64, build func() (Detector, error)) (ReplayResult, error) {
+func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, error)) (ReplayResult, error) {
 	bySite := map[string][]Arrival{}
 	var sites []string
 	for _, a := range arrivals {
@@ -74,7 +76,7 @@ func Replay(arrivals []Arrival, period int64, build func() (Detector, error)) (R
 //   - the point in force when k arrived (for the next expected sequence
 //     number): if k came after it, the peer was wrongly suspected from
 //     that point until k arrived. Mistakes and the time-based P_A count those.
-func replayLink(d Detector, as []Arrival, period int64) Result {
+func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 	var r Result
 	var firstMeasured int64 = -1
 	var lastSeq uint64
@@ -183,19 +185,19 @@ func knobRange(name string) (lo, hi float64, toParam func(float64) float64) {
 
 // Sweep searches the detector's main knob for the smallest T_D whose P_A
 // is at least target (P_A grows with the knob, so a bisection suffices).
-func Sweep(arrivals []Arrival, name string, period int64, target float64, base Params) (SweepResult, error) {
-	param := MainKnob[name]
+func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params) (SweepResult, error) {
+	param := fdetect.MainKnob[name]
 	if param == "" {
 		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
 	}
 	lo, hi, conv := knobRange(name)
 	eval := func(x float64) (ReplayResult, error) {
-		p := Params{}
+		p := fdetect.Params{}
 		for k, v := range base {
 			p[k] = v
 		}
 		p[param] = conv(x)
-		return Replay(arrivals, period, func() (Detector, error) { return New(name, period, p) })
+		return Replay(arrivals, period, func() (fdetect.Detector, error) { return fdetect.New(name, period, p) })
 	}
 	res := SweepResult{Detector: name, Param: param}
 	top, err := eval(hi)
@@ -226,8 +228,8 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base P
 
 // Curve replays the detector at n knob values across its range and returns
 // (T_D ms, 1 − P_A) points, for the trade-off plot.
-func Curve(arrivals []Arrival, name string, period int64, n int, base Params) ([][2]float64, error) {
-	param := MainKnob[name]
+func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params) ([][2]float64, error) {
+	param := fdetect.MainKnob[name]
 	lo, hi, conv := knobRange(name)
 	var pts [][2]float64
 	for i := range n {
@@ -236,16 +238,27 @@ func Curve(arrivals []Arrival, name string, period int64, n int, base Params) ([
 			f *= f * 0.2 // margins beyond 1 s say little; sample densely near 0
 		}
 		x := lo + (hi-lo)*f
-		p := Params{}
+		p := fdetect.Params{}
 		for k, v := range base {
 			p[k] = v
 		}
 		p[param] = conv(x)
-		r, err := Replay(arrivals, period, func() (Detector, error) { return New(name, period, p) })
+		r, err := Replay(arrivals, period, func() (fdetect.Detector, error) { return fdetect.New(name, period, p) })
 		if err != nil {
 			return nil, err
 		}
 		pts = append(pts, [2]float64{r.Overall.TDms, 1 - r.Overall.PA})
 	}
 	return pts, nil
+}
+
+// quantileOf returns the q-quantile of xs (sorted copy).
+func quantileOf(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
 }

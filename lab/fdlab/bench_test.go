@@ -1,8 +1,10 @@
-package fdetect
+package fdlab
 
 import (
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/fdetect"
 )
 
 // BenchmarkDetectors measures Observe + Freshness per heartbeat on a
@@ -16,7 +18,7 @@ func BenchmarkDetectors(b *testing.B) {
 	}
 	for _, name := range []string{"chen", "bertier", "phi", "twowindows", "ml"} {
 		b.Run(name, func(b *testing.B) {
-			d, _ := New(name, int64(c.Period), nil)
+			d, _ := fdetect.New(name, int64(c.Period), nil)
 			b.ReportAllocs()
 			i := 0
 			var sink int64
