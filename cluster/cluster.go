@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
@@ -93,7 +94,7 @@ type Cluster struct {
 	scheme      string    // http, or https with cluster.tls
 	verifier2   *verifier // peer request authentication and replay cache
 	metrics     *Metrics
-	verifier    *fdetect.Verifier
+	verifier    *wire.Verifier
 	filter      *indicators.Filter
 	store       *proxy.Store
 	counters    *routing.Counters // Karger step: (page, rank) at this cache
@@ -132,7 +133,7 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 	c := &Cluster{
 		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()),
 		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
-		verifier: fdetect.NewVerifier(cfg.Secret, maxSkew),
+		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
 		counters: routing.NewCounters(100000, cfg.Q),
 		hot:      routing.NewCounters(100000, max(cfg.HotThreshold, 1)),
 		ingressQ: routing.NewCounters(100000, cfg.Q),
@@ -196,10 +197,10 @@ func (c *Cluster) setView() {
 // Run serves heartbeats until ctx ends: send every period, receive, and
 // check every peer's freshness point each half period.
 func (c *Cluster) Run(ctx context.Context, conn *net.UDPConn) error {
-	s := &fdetect.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat}
+	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat}
 	errc := make(chan error, 3)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
-	go func() { errc <- fdetect.Receive(ctx, conn, c.verifier, c.received) }()
+	go func() { errc <- wire.Receive(ctx, conn, c.verifier, c.received) }()
 	go func() { errc <- c.monitor(ctx) }()
 	if c.cfg.DNS != "" {
 		go c.resolveLoop(ctx)
@@ -235,7 +236,7 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 // node id its heartbeat carries, so every node builds its ring from the
 // same ids. A heartbeat from ourselves (DNS lists our own address) removes
 // that entry. c.mu must be held.
-func (c *Cluster) adoptByAddress(r fdetect.Received) *Peer {
+func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 	for key, p := range c.peers {
 		if p.udp == nil || r.From == nil || !p.udp.IP.Equal(r.From.IP) || p.udp.Port != r.From.Port || key != p.Addr {
 			continue
@@ -258,7 +259,7 @@ func (c *Cluster) adoptByAddress(r fdetect.Received) *Peer {
 }
 
 // fillHeartbeat adds our indicator state and the echo for target.
-func (c *Cluster) fillHeartbeat(target string, h *fdetect.Heartbeat) {
+func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.Epoch = c.advEpoch
@@ -270,7 +271,7 @@ func (c *Cluster) fillHeartbeat(target string, h *fdetect.Heartbeat) {
 }
 
 // received handles an accepted heartbeat.
-func (c *Cluster) received(r fdetect.Received) {
+func (c *Cluster) received(r wire.Received) {
 	c.mu.Lock()
 	p := c.peers[r.Node]
 	if p == nil && c.cfg.DNS != "" {
@@ -293,7 +294,7 @@ func (c *Cluster) received(r fdetect.Received) {
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
 	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, time.Unix(0, r.RecvNs), r.Seq, r.SendNs, r.RecvNs
-	if rtt, ok := fdetect.RTT(r.Heartbeat, r.RecvNs); ok {
+	if rtt, ok := wire.RTT(r.Heartbeat, r.RecvNs); ok {
 		s := rtt.Seconds()
 		if p.rtt == 0 {
 			p.rtt = s

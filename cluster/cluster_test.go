@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -148,8 +148,8 @@ func TestDNSPeersAdoptTheirNodeIDs(t *testing.T) {
 	c.addPeer("10.0.0.2:7946", "10.0.0.2:7946")
 	c.addPeer("10.0.0.1:7946", "10.0.0.1:7946")
 	c.mu.Unlock()
-	hb := func(node, ip string) fdetect.Received {
-		return fdetect.Received{Heartbeat: fdetect.Heartbeat{Node: node, Incarnation: 1, Seq: 1}, RecvNs: time.Now().UnixNano(),
+	hb := func(node, ip string) wire.Received {
+		return wire.Received{Heartbeat: wire.Heartbeat{Node: node, Incarnation: 1, Seq: 1}, RecvNs: time.Now().UnixNano(),
 			From: &net.UDPAddr{IP: net.ParseIP(ip), Port: 7946}}
 	}
 	c.received(hb("edge-b", "10.0.0.2"))

@@ -3,7 +3,7 @@ package cluster
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 )
 
@@ -37,8 +37,8 @@ type Metrics struct {
 
 // registerVerifier exports the heartbeat verifier's rejection counts, plus
 // heartbeats from nodes that are not peers.
-func (m *Metrics) registerVerifier(v *fdetect.Verifier, unknown func() uint64) {
-	for _, r := range fdetect.RejectReasons {
+func (m *Metrics) registerVerifier(v *wire.Verifier, unknown func() uint64) {
+	for _, r := range wire.RejectReasons {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_heartbeat_rejections_total", Help: "Heartbeats refused, by reason.", ConstLabels: prometheus.Labels{"reason": string(r)},
 		}, func() float64 { return float64(v.Rejections()[r]) }))

@@ -3,9 +3,10 @@
 // the next heartbeat should have arrived. The peer is suspected once that
 // moment passes without a fresher heartbeat. The package has Chen's,
 // Bertier's, φ-accrual and two-windows detectors, and ml: a learned
-// predictor of the delay residual with a quantile-tracking safety margin. It
-// also has the replay, sweep and trace-generation tools to judge them, and
-// the authenticated heartbeat wire format.
+// predictor of the delay residual with a quantile-tracking safety margin.
+// The heartbeat wire format is in cluster/wire; the tools that judge
+// detectors on traces (generation, replay, sweeps) and the seed's LSTM are
+// in lab/fdlab.
 package fdetect
 
 import (

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/load"
 )
 
@@ -147,7 +147,7 @@ func TestClusterEndToEnd(t *testing.T) {
 
 	t.Run("forged heartbeat", func(t *testing.T) {
 		// 3. A forged heartbeat (wrong secret) is rejected and counted.
-		forged, _ := fdetect.Heartbeat{Node: "edge-2", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("wrong"))
+		forged, _ := wire.Heartbeat{Node: "edge-2", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("wrong"))
 		conn, err := net.Dial("udp", nodes[0].peer)
 		if err != nil {
 			t.Fatal(err)

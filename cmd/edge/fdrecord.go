@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/lab/fdlab"
 )
 
@@ -51,8 +51,8 @@ func fdRecordCmd() *cobra.Command {
 			}
 			var mu sync.Mutex
 			var rows []fdlab.Arrival
-			v := fdetect.NewVerifier([]byte(secret), 5*time.Second)
-			err = fdetect.Receive(ctx, conn, v, func(r fdetect.Received) {
+			v := wire.NewVerifier([]byte(secret), 5*time.Second)
+			err = wire.Receive(ctx, conn, v, func(r wire.Received) {
 				mu.Lock()
 				rows = append(rows, fdlab.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
 				mu.Unlock()
@@ -108,7 +108,7 @@ func fdSendCmd() *cobra.Command {
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
-			s := &fdetect.Sender{Node: node, Incarnation: uint64(time.Now().UnixNano()), Secret: []byte(secret), Period: period}
+			s := &wire.Sender{Node: node, Incarnation: uint64(time.Now().UnixNano()), Secret: []byte(secret), Period: period}
 			return s.Run(ctx, conn, func() map[string]*net.UDPAddr { return map[string]*net.UDPAddr{"target": addr} })
 		},
 	}

@@ -1,4 +1,9 @@
-package fdetect
+// Package wire is the cluster's heartbeat packet and its UDP transport:
+// the authenticated (HMAC-SHA256) encoding with replay, skew, version and
+// incarnation checks and a counted reason for every rejection, the sender
+// and receiver loops, and the RTT estimate from echoed send times. The
+// failure detectors that consume arrivals are in package fdetect.
+package wire
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package fdetect
+package wire
 
 import (
 	"context"
