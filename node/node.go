@@ -60,125 +60,67 @@ type Node struct {
 
 // New builds a node and binds its listeners, so that address errors are
 // reported before anything is served.
-func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
+func New(cfg *config.Config, log *slog.Logger) (n *Node, err error) {
 	reg := prometheus.NewRegistry()
-	originErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_origin_errors_total", Help: "Origin requests that failed without a response, by cause (dns, connect, refused, timeout, reset, stalled, other).",
-	}, []string{"cause"})
-	for _, c := range []string{"dns", "connect", "refused", "timeout", "reset", "stalled", "other"} {
-		originErrors.WithLabelValues(c)
-	}
-	reg.MustRegister(originErrors)
-	up, err := origin.NewClient(origin.ClientConfig{
-		URL: cfg.Origin.URL, ConnectTimeout: cfg.Origin.ConnectTimeout, ResponseTimeout: cfg.Origin.ResponseTimeout,
-		MaxIdleConns: cfg.Origin.MaxIdleConns, IdleConnTimeout: cfg.Origin.IdleTimeout, PreserveHost: cfg.Origin.PreserveHost,
-		Log: log, OnError: func(cause string) { originErrors.WithLabelValues(cause).Inc() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "edge_build_info", Help: "Always 1; labels carry the version and node.",
 		ConstLabels: prometheus.Labels{"version": Version, "node": cfg.NodeID},
 	}, func() float64 { return 1 }))
 
-	store := proxy.NewStore(cfg.Cache.MaxBytes, cfg.Cache.MaxVariants)
-	pc := proxy.DefaultConfig()
-	pc.NodeID = cfg.NodeID
-	pc.Policy.HeuristicFraction = cfg.Cache.HeuristicFraction
-	pc.Policy.HeuristicMax = cfg.Cache.HeuristicMax
-	pc.Policy.StaleIfErrorDefault = cfg.Cache.StaleIfError
-	pc.Policy.StaleCeiling = cfg.Cache.StaleCeiling
-	pc.Policy.StoreSetCookie = cfg.Cache.StoreSetCookie
-	pc.MaxObjectBytes = cfg.Cache.MaxObjectBytes
-	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
-	pc.PassTTL = cfg.Cache.PassTTL
-	pc.MaxURLBytes = cfg.Limits.MaxURLBytes
-	pc.MaxInflight = cfg.Limits.MaxInflight
-	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
-	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
-	pc.SortQuery = cfg.Cache.SortQuery
-	pc.BodyTimeout = cfg.Limits.BodyTimeout
-	pc.MinBodyRate = cfg.Limits.MinBodyRate
-	pc.WriteTimeout = cfg.Limits.WriteTimeout
-	pc.MaxBufferedBytes = cfg.Limits.MaxBufferedBytes
-	pc.MaxRanges = cfg.Limits.MaxRanges
-	pc.TrustedProxies = cfg.Forwarding.TrustedProxies
-	pc.StripRequestHeaders = nil
-	for _, name := range cfg.Forwarding.StripHeaders {
-		pc.StripRequestHeaders = append(pc.StripRequestHeaders, http.CanonicalHeaderKey(name))
+	up, err := origin.NewClient(originConfig(cfg, log, newOriginErrors(reg)))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
-	originFetches := prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_origin_fetches_total", Help: "Requests this node sent to the origin itself (cluster or not); the origin offload is 1 − this over client requests."})
-	perPage := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "edge_origin_fetches_per_page",
-		Help:    "For each origin fetch, how many times this node has fetched that page so far (1 = first fetch); the tail shows pages fetched again and again.",
-		Buckets: []float64{1, 2, 3, 4, 8, 16, 64},
-	})
-	reg.MustRegister(originFetches, perPage)
-	counted := countingFetcher{f: proxy.FetcherFunc(up.Fetch), n: originFetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
+	store := proxy.NewStore(cfg.Cache.MaxBytes, cfg.Cache.MaxVariants)
+	counted := newCountingFetcher(reg, proxy.FetcherFunc(up.Fetch))
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	var peerTLS *tls.Config // mutual TLS on the peer listener (cluster.tls)
-	if len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" {
-		params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
+	if clustered(cfg) {
+		cc, serverTLS, err := clusterConfig(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("node: cluster.detector_params: %w", err)
+			return nil, err
 		}
-		_, dnsPort, _ := net.SplitHostPort(cfg.Cluster.Listen)
-		placement := cfg.Routing.Placement
-		var serverTLS, clientTLS *tls.Config
-		if cfg.Cluster.TLS.CertFile != "" {
-			if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {
-				return nil, fmt.Errorf("node: %w", err)
-			}
-		}
-		peerTLS = serverTLS
-		cl, err = cluster.New(cluster.Config{
-			NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
-			DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
-			Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
-			Placement: placement,
-			Arity:     cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold, PeerTimeout: cfg.Cluster.PeerTimeout,
-			Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
-				UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
-			AdvertiseMax: cfg.Indicators.AdvertiseMax,
-			TLS:          clientTLS,
-		}, counted, store, cluster.NewMetrics(reg), log)
-		if err != nil {
+		if cl, err = cluster.New(cc, counted, store, cluster.NewMetrics(reg), log); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
-		fetcher = cl
+		fetcher, peerTLS = cl, serverTLS
 	}
-	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
+	h := proxy.New(proxyConfig(cfg), store, fetcher, proxy.NewMetrics(reg, store), log)
 
-	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_write_syscalls_total", Help: "Write system calls on client connections (with tuning.write_batching)."},
-			func() float64 { return float64(n.batch.sends.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_writes_merged_total", Help: "Response writes merged into one writev by tuning.write_batching."},
-			func() float64 { return float64(n.batch.merged.Load()) }),
-	)
-	n.pubLn, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
+	n = &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
+	n.registerBatchMetrics()
+	// One cleanup for every listener bound so far, if a later one fails.
+	defer func() {
+		if err == nil {
+			return
+		}
+		if n.pubLn != nil {
+			_ = n.pubLn.Close()
+		}
+		if n.admLn != nil {
+			_ = n.admLn.Close()
+		}
+		if n.peerLn != nil {
+			_ = n.peerLn.Close()
+		}
+		if n.peerUDP != nil {
+			_ = n.peerUDP.Close()
+		}
+	}()
+	if n.pubLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
 	}
-	n.admLn, err = net.Listen("tcp", cfg.Admin.Listen)
-	if err != nil {
-		n.pubLn.Close()
+	if n.admLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		return nil, fmt.Errorf("node: admin.listen: %w", err)
 	}
 	if cl != nil {
 		if n.peerLn, err = net.Listen("tcp", cfg.Cluster.Listen); err != nil {
-			n.pubLn.Close()
-			n.admLn.Close()
 			return nil, fmt.Errorf("node: cluster.listen: %w", err)
 		}
 		ua, _ := net.ResolveUDPAddr("udp", n.peerLn.Addr().String())
 		if n.peerUDP, err = net.ListenUDP("udp", ua); err != nil {
-			n.pubLn.Close()
-			n.admLn.Close()
-			n.peerLn.Close()
 			return nil, fmt.Errorf("node: cluster.listen (udp): %w", err)
 		}
 		if peerTLS != nil {
@@ -208,6 +150,110 @@ func New(cfg *config.Config, log *slog.Logger) (*Node, error) {
 		log.Warn("the admin listener is not on loopback and admin.token is empty: /status and /metrics are open to the network; set admin.token (purge and pprof stay closed without it)", "admin", n.AdminAddr())
 	}
 	return n, nil
+}
+
+// clustered reports whether cfg names peers.
+func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }
+
+// proxyConfig maps the configuration onto the handler's settings.
+func proxyConfig(cfg *config.Config) proxy.Config {
+	pc := proxy.DefaultConfig()
+	pc.NodeID = cfg.NodeID
+	pc.Policy.HeuristicFraction = cfg.Cache.HeuristicFraction
+	pc.Policy.HeuristicMax = cfg.Cache.HeuristicMax
+	pc.Policy.StaleIfErrorDefault = cfg.Cache.StaleIfError
+	pc.Policy.StaleCeiling = cfg.Cache.StaleCeiling
+	pc.Policy.StoreSetCookie = cfg.Cache.StoreSetCookie
+	pc.MaxObjectBytes = cfg.Cache.MaxObjectBytes
+	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
+	pc.PassTTL = cfg.Cache.PassTTL
+	pc.SortQuery = cfg.Cache.SortQuery
+	pc.MaxURLBytes = cfg.Limits.MaxURLBytes
+	pc.MaxInflight = cfg.Limits.MaxInflight
+	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
+	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
+	pc.BodyTimeout = cfg.Limits.BodyTimeout
+	pc.MinBodyRate = cfg.Limits.MinBodyRate
+	pc.WriteTimeout = cfg.Limits.WriteTimeout
+	pc.MaxBufferedBytes = cfg.Limits.MaxBufferedBytes
+	pc.MaxRanges = cfg.Limits.MaxRanges
+	pc.TrustedProxies = cfg.Forwarding.TrustedProxies
+	pc.StripRequestHeaders = nil
+	for _, name := range cfg.Forwarding.StripHeaders {
+		pc.StripRequestHeaders = append(pc.StripRequestHeaders, http.CanonicalHeaderKey(name))
+	}
+	return pc
+}
+
+// originConfig maps the configuration onto the upstream client's.
+func originConfig(cfg *config.Config, log *slog.Logger, errs *prometheus.CounterVec) origin.ClientConfig {
+	return origin.ClientConfig{
+		URL: cfg.Origin.URL, ConnectTimeout: cfg.Origin.ConnectTimeout, ResponseTimeout: cfg.Origin.ResponseTimeout,
+		MaxIdleConns: cfg.Origin.MaxIdleConns, IdleConnTimeout: cfg.Origin.IdleTimeout, PreserveHost: cfg.Origin.PreserveHost,
+		Log: log, OnError: func(cause string) { errs.WithLabelValues(cause).Inc() },
+	}
+}
+
+// clusterConfig maps the configuration onto the cluster's, and returns the
+// peer listener's TLS settings (nil without cluster.tls).
+func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
+	params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
+	if err != nil {
+		return cluster.Config{}, nil, fmt.Errorf("node: cluster.detector_params: %w", err)
+	}
+	var serverTLS, clientTLS *tls.Config
+	if cfg.Cluster.TLS.CertFile != "" {
+		if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {
+			return cluster.Config{}, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	_, dnsPort, _ := net.SplitHostPort(cfg.Cluster.Listen)
+	return cluster.Config{
+		NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
+		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
+		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
+		Placement: cfg.Routing.Placement, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
+		PeerTimeout: cfg.Cluster.PeerTimeout,
+		Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
+			UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
+		AdvertiseMax: cfg.Indicators.AdvertiseMax,
+		TLS:          clientTLS,
+	}, serverTLS, nil
+}
+
+// newOriginErrors registers the origin failure counter with every cause
+// label present from the start.
+func newOriginErrors(reg prometheus.Registerer) *prometheus.CounterVec {
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_origin_errors_total", Help: "Origin requests that failed without a response, by cause (dns, connect, refused, timeout, reset, stalled, other).",
+	}, []string{"cause"})
+	for _, c := range []string{"dns", "connect", "refused", "timeout", "reset", "stalled", "other"} {
+		errs.WithLabelValues(c)
+	}
+	reg.MustRegister(errs)
+	return errs
+}
+
+// newCountingFetcher wraps the origin client with the origin-fetch metrics.
+func newCountingFetcher(reg prometheus.Registerer, f proxy.Fetcher) countingFetcher {
+	fetches := prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_origin_fetches_total", Help: "Requests this node sent to the origin itself (cluster or not); the origin offload is 1 − this over client requests."})
+	perPage := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "edge_origin_fetches_per_page",
+		Help:    "For each origin fetch, how many times this node has fetched that page so far (1 = first fetch); the tail shows pages fetched again and again.",
+		Buckets: []float64{1, 2, 3, 4, 8, 16, 64},
+	})
+	reg.MustRegister(fetches, perPage)
+	return countingFetcher{f: f, n: fetches, perPage: perPage, pages: routing.NewCounters(100000, 1)}
+}
+
+// registerBatchMetrics exports the write-batching counters.
+func (n *Node) registerBatchMetrics() {
+	n.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_write_syscalls_total", Help: "Write system calls on client connections (with tuning.write_batching)."},
+			func() float64 { return float64(n.batch.sends.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_writes_merged_total", Help: "Response writes merged into one writev by tuning.write_batching."},
+			func() float64 { return float64(n.batch.merged.Load()) }),
+	)
 }
 
 // memoryHeadroom is the memory allowed beyond the store and the buffer
