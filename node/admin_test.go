@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/base64"
+	"net"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -51,3 +52,31 @@ func TestAdminAuthorization(t *testing.T) {
 }
 
 func basic(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestNewReleasesListenersOnError: when a later listener cannot bind, the
+// ones already bound are closed (their ports are free again).
+func TestNewReleasesListenersOnError(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := free.Addr().String()
+	free.Close()
+	cfg, err := config.LoadBytes([]byte("origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + pub + "'\nadmin: {listen: '" + busy.Addr().String() + "'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "admin.listen") {
+		t.Fatalf("New with a busy admin port: %v", err)
+	}
+	ln, err := net.Listen("tcp", pub)
+	if err != nil {
+		t.Fatalf("the public listener was not released: %v", err)
+	}
+	ln.Close()
+}

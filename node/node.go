@@ -60,7 +60,7 @@ type Node struct {
 
 // New builds a node and binds its listeners, so that address errors are
 // reported before anything is served.
-func New(cfg *config.Config, log *slog.Logger) (n *Node, err error) {
+func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -89,7 +89,7 @@ func New(cfg *config.Config, log *slog.Logger) (n *Node, err error) {
 	}
 	h := proxy.New(proxyConfig(cfg), store, fetcher, proxy.NewMetrics(reg, store), log)
 
-	n = &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
+	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.
 	defer func() {
