@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/edgecache/edge/internal/ranking"
 )
 
 // Config configures the demo origin.
@@ -322,7 +323,7 @@ func (d *Site) stats(w http.ResponseWriter, r *http.Request) {
 		all = append(all, kv{k, v})
 	}
 	d.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v || (all[i].v == all[j].v && all[i].k < all[j].k) })
+	ranking.ByCount(all, func(e kv) int { return e.v }, func(e kv) string { return e.k })
 	if len(all) > 100 {
 		all = all[:100]
 	}

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/internal/ranking"
 	"github.com/edgecache/edge/proxy"
 )
 
@@ -168,9 +168,7 @@ func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
 	for k, v := range s.Requests {
 		rows = append(rows, row{k, v})
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		return rows[i].Value > rows[j].Value || (rows[i].Value == rows[j].Value && rows[i].Name < rows[j].Name)
-	})
+	ranking.ByCount(rows, func(r row) float64 { return r.Value }, func(r row) string { return r.Name })
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = statusTmpl.Execute(w, struct {
 		Status

@@ -2,8 +2,9 @@ package proxy
 
 import (
 	"math/rand/v2"
-	"slices"
 	"sync"
+
+	"github.com/edgecache/edge/internal/ranking"
 )
 
 // hotKeys finds the most requested URL keys with the space-saving
@@ -55,17 +56,7 @@ func (h *hotKeys) top(n int) []HotKey {
 		out = append(out, HotKey{k, v * hotSampleEvery})
 	}
 	h.mu.Unlock()
-	slices.SortFunc(out, func(a, b HotKey) int {
-		if a.Requests != b.Requests {
-			if a.Requests > b.Requests {
-				return -1
-			}
-			return 1
-		}
-		if a.Key < b.Key {
-			return -1
-		}
-		return 1
-	})
+	ranking.ByCount(out, func(k HotKey) uint64 { return k.Requests }, func(k HotKey) string { return k.Key })
+
 	return out[:min(n, len(out))]
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
 )
 
@@ -27,23 +28,16 @@ type testNode struct {
 	cmd                *exec.Cmd
 }
 
-// metric returns the value of the first sample line starting with prefix.
+// metric returns the value of the first series starting with prefix, or
+// -1 when the node does not answer or has no such series.
 func metric(t *testing.T, adm, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + adm + "/metrics")
+	samples, err := promtext.Scrape(context.Background(), "http://"+adm+"/metrics")
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, prefix) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			return v
-		}
+	if v, ok := promtext.First(samples, prefix); ok {
+		return v
 	}
 	return -1
 }

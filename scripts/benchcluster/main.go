@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
 )
 
@@ -148,29 +148,11 @@ func ready(admin string, n int) bool {
 }
 
 func scrape(admin string) map[string]float64 {
-	out := map[string]float64{}
-	resp, err := http.Get("http://" + admin + "/metrics")
+	m, err := promtext.Scrape(context.Background(), "http://"+admin+"/metrics")
 	if err != nil {
-		return out
+		return map[string]float64{}
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
+	return m
 }
 
 func originCounts(url, hot string) (int, int) {
