@@ -64,7 +64,7 @@ bench-compare: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
-	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader
+	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader internal/promtext:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \

@@ -2,13 +2,13 @@ package indicators
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"hash/crc32"
 	"math"
 	"math/bits"
 
 	"github.com/bits-and-blooms/bitset"
+
+	"github.com/edgecache/edge/internal/reject"
 )
 
 // Wire format of an advertisement (all integers big-endian):
@@ -39,7 +39,7 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Reason is why a payload was rejected; each has a counter.
-type Reason string
+type Reason = reject.Reason
 
 // Rejection reasons.
 const (
@@ -58,28 +58,12 @@ const (
 // AllReasons lists every rejection reason, for metrics.
 var AllReasons = []Reason{ReasonShort, ReasonMagic, ReasonVersion, ReasonKind, ReasonOversized, ReasonChecksum, ReasonLength, ReasonParams, ReasonBase, ReasonStale}
 
-// DecodeError is a rejected payload.
-type DecodeError struct {
-	Reason Reason
-	Detail string
-}
-
-func (e *DecodeError) Error() string {
-	return "indicators: payload rejected (" + string(e.Reason) + "): " + e.Detail
-}
-
-func reject(r Reason, format string, args ...any) error {
-	return &DecodeError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+func rejectPayload(r Reason, format string, args ...any) error {
+	return reject.New("indicator payload", r, format, args...)
 }
 
 // RejectReason extracts the reason of a decode or apply error.
-func RejectReason(err error) (Reason, bool) {
-	var de *DecodeError
-	if errors.As(err, &de) {
-		return de.Reason, true
-	}
-	return "", false
-}
+func RejectReason(err error) (Reason, bool) { return reject.ReasonOf(err) }
 
 // Payload is a decoded advertisement.
 type Payload struct {
@@ -174,59 +158,59 @@ func Encode(s Snapshot) (payload []byte, delta bool) {
 func Decode(b []byte) (Payload, error) {
 	var p Payload
 	if len(b) < headerLen+4 {
-		return p, reject(ReasonShort, "%d bytes, need at least %d", len(b), headerLen+4)
+		return p, rejectPayload(ReasonShort, "%d bytes, need at least %d", len(b), headerLen+4)
 	}
 	if string(b[:4]) != "EDGI" {
-		return p, reject(ReasonMagic, "bad magic %q", b[:4])
+		return p, rejectPayload(ReasonMagic, "bad magic %q", b[:4])
 	}
 	if b[4] != wireVersion {
-		return p, reject(ReasonVersion, "version %d, want %d", b[4], wireVersion)
+		return p, rejectPayload(ReasonVersion, "version %d, want %d", b[4], wireVersion)
 	}
 	kind := b[5]
 	if kind != kindFull && kind != kindDelta {
-		return p, reject(ReasonKind, "kind %d", kind)
+		return p, rejectPayload(ReasonKind, "kind %d", kind)
 	}
 	p.K = uint(b[6])
 	p.Epoch = binary.BigEndian.Uint64(b[8:])
 	p.Base = binary.BigEndian.Uint64(b[16:])
 	m := binary.BigEndian.Uint64(b[24:])
 	if m == 0 || m > MaxBits {
-		return p, reject(ReasonOversized, "m = %d bits, limit %d", m, uint64(MaxBits))
+		return p, rejectPayload(ReasonOversized, "m = %d bits, limit %d", m, uint64(MaxBits))
 	}
 	p.M = uint(m)
 	p.FPR = math.Float64frombits(binary.BigEndian.Uint64(b[32:]))
 	p.FNR = math.Float64frombits(binary.BigEndian.Uint64(b[40:]))
 	n := int(binary.BigEndian.Uint32(b[48:]))
 	if headerLen+n+4 != len(b) {
-		return p, reject(ReasonLength, "payload length %d does not match %d bytes received", n, len(b)-headerLen-4)
+		return p, rejectPayload(ReasonLength, "payload length %d does not match %d bytes received", n, len(b)-headerLen-4)
 	}
 	if got, want := binary.BigEndian.Uint32(b[headerLen+n:]), crc32.Checksum(b[:headerLen+n], castagnoli); got != want {
-		return p, reject(ReasonChecksum, "crc32c %08x, computed %08x", got, want)
+		return p, rejectPayload(ReasonChecksum, "crc32c %08x, computed %08x", got, want)
 	}
 	if p.K == 0 || p.K > 64 || p.Epoch == 0 || !validRatio(p.FPR) || !validRatio(p.FNR) {
-		return p, reject(ReasonParams, "k %d, epoch %d, fpr %v, fnr %v", p.K, p.Epoch, p.FPR, p.FNR)
+		return p, rejectPayload(ReasonParams, "k %d, epoch %d, fpr %v, fnr %v", p.K, p.Epoch, p.FPR, p.FNR)
 	}
 	body := b[headerLen : headerLen+n]
 	if kind == kindFull {
 		if n != 8*int((m+63)/64) {
-			return p, reject(ReasonLength, "full payload of %d bytes for m = %d", n, m)
+			return p, rejectPayload(ReasonLength, "full payload of %d bytes for m = %d", n, m)
 		}
 		p.Words = make([]uint64, n/8)
 		for i := range p.Words {
 			p.Words[i] = binary.BigEndian.Uint64(body[8*i:])
 		}
 		if rem := m % 64; rem != 0 && p.Words[len(p.Words)-1]>>rem != 0 {
-			return p, reject(ReasonParams, "bits set beyond m")
+			return p, rejectPayload(ReasonParams, "bits set beyond m")
 		}
 		return p, nil
 	}
 	p.Delta = true
 	if p.Base+1 != p.Epoch {
-		return p, reject(ReasonParams, "delta from epoch %d to %d", p.Base, p.Epoch)
+		return p, rejectPayload(ReasonParams, "delta from epoch %d to %d", p.Base, p.Epoch)
 	}
 	count, k := binary.Uvarint(body)
 	if k <= 0 || count > m || count > uint64(n) {
-		return p, reject(ReasonLength, "bad flip count")
+		return p, rejectPayload(ReasonLength, "bad flip count")
 	}
 	body = body[k:]
 	p.Flips = make([]uint64, 0, count)
@@ -234,20 +218,20 @@ func Decode(b []byte) (Payload, error) {
 	for i := uint64(0); i < count; i++ {
 		gap, k := binary.Uvarint(body)
 		if k <= 0 {
-			return p, reject(ReasonLength, "truncated flip %d of %d", i, count)
+			return p, rejectPayload(ReasonLength, "truncated flip %d of %d", i, count)
 		}
 		body = body[k:]
 		if i > 0 && gap == 0 {
-			return p, reject(ReasonParams, "repeated flip position")
+			return p, rejectPayload(ReasonParams, "repeated flip position")
 		}
 		if gap > m || pos+gap >= m {
-			return p, reject(ReasonParams, "flip position beyond m")
+			return p, rejectPayload(ReasonParams, "flip position beyond m")
 		}
 		pos += gap
 		p.Flips = append(p.Flips, pos)
 	}
 	if len(body) != 0 {
-		return p, reject(ReasonLength, "%d trailing bytes", len(body))
+		return p, rejectPayload(ReasonLength, "%d trailing bytes", len(body))
 	}
 	return p, nil
 }

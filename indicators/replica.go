@@ -30,16 +30,16 @@ func (r *Replica) Apply(b []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.Epoch <= r.epoch {
-		return reject(ReasonStale, "epoch %d, replica holds %d", p.Epoch, r.epoch)
+		return rejectPayload(ReasonStale, "epoch %d, replica holds %d", p.Epoch, r.epoch)
 	}
 	if !p.Delta {
 		r.filter = bloom.FromWithM(p.Words, p.M, p.K)
 	} else {
 		if r.filter == nil || p.Base != r.epoch {
-			return reject(ReasonBase, "delta from epoch %d, replica holds %d", p.Base, r.epoch)
+			return rejectPayload(ReasonBase, "delta from epoch %d, replica holds %d", p.Base, r.epoch)
 		}
 		if r.filter.Cap() != p.M || r.filter.K() != p.K {
-			return reject(ReasonParams, "delta for m=%d k=%d, replica has m=%d k=%d", p.M, p.K, r.filter.Cap(), r.filter.K())
+			return rejectPayload(ReasonParams, "delta for m=%d k=%d, replica has m=%d k=%d", p.M, p.K, r.filter.Cap(), r.filter.K())
 		}
 		next := r.filter.Copy()
 		bs := next.BitSet()

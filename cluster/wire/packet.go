@@ -9,11 +9,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/edgecache/edge/internal/reject"
 )
 
 // Heartbeat is what a node tells a peer every period. It also carries the
@@ -63,7 +64,7 @@ func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 }
 
 // RejectReason says why a heartbeat was refused; each has a counter.
-type RejectReason string
+type RejectReason = reject.Reason
 
 // Reasons a heartbeat is rejected.
 const (
@@ -80,21 +81,10 @@ const (
 // RejectReasons lists every reason, for metrics.
 var RejectReasons = []RejectReason{RejectShort, RejectMagic, RejectVersion, RejectMAC, RejectSkew, RejectReplay, RejectIncarnation, RejectMalformed}
 
-// RejectError is a refused heartbeat.
-type RejectError struct{ Reason RejectReason }
-
-func (e *RejectError) Error() string { return "fdetect: heartbeat rejected: " + string(e.Reason) }
-
-func rejectHB(r RejectReason) error { return &RejectError{Reason: r} }
+func rejectHB(r RejectReason) error { return reject.New("heartbeat", r, "") }
 
 // ReasonOf returns the reason of a rejection error.
-func ReasonOf(err error) (RejectReason, bool) {
-	var re *RejectError
-	if errors.As(err, &re) {
-		return re.Reason, true
-	}
-	return "", false
-}
+func ReasonOf(err error) (RejectReason, bool) { return reject.ReasonOf(err) }
 
 // Decode parses and authenticates a datagram. It checks the MAC before
 // looking at any field beyond the length, so an unauthenticated sender
