@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
 
@@ -59,6 +61,12 @@ func (k Key) Env() string {
 
 // Keys lists every configuration key. The order is the order of the docs.
 func Keys() []Key {
+	// Defaults the runtime packages own are read from them, so that each
+	// default has one source; the reasons are given here and there.
+	pd, fd := proxy.DefaultConfig(), indicators.DefaultFilterConfig(0)
+	size := formatSize
+	dur := formatDuration
+	float := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	return []Key{
 		{"node_id", String, "", "Name of this node in Cache-Status, Via, metrics and the cluster. Empty: the host name."},
 		{"listen", String, "127.0.0.1:8080", "Public listener for browsers. Loopback by default so a first run exposes nothing."},
@@ -71,30 +79,30 @@ func Keys() []Key {
 		{"origin.max_idle_conns", Int, "256", "Idle keep-alive connections kept to the origin; enough for a busy node without hoarding sockets."},
 		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
 		{"cache.max_bytes", Size, "256MiB", "Byte budget of the in-memory store (headers and bodies); the least recently used URLs are evicted beyond it."},
-		{"cache.max_object_bytes", Size, "8MiB", "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
+		{"cache.max_object_bytes", Size, size(pd.MaxObjectBytes), "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
 		{"cache.max_variants", Int, "16", "Variants kept per URL for Vary; bounds what a client can make us store by varying headers."},
-		{"cache.heuristic_fraction", Float, "0.1", "Heuristic freshness as a fraction of (Date − Last-Modified), RFC 9111 §4.2.2's typical 10 %."},
-		{"cache.heuristic_max", Duration, "24h", "Cap on heuristic freshness so an old Last-Modified does not pin a page for weeks."},
-		{"cache.stale_if_error", Duration, "5m", "How long past expiry a response may be served when the origin fails and it set no stale-if-error itself."},
-		{"cache.stale_ceiling", Duration, "24h", "Operator ceiling on every stale-while-revalidate and stale-if-error window."},
-		{"cache.store_set_cookie", Bool, "false", "Store responses that set cookies (with Set-Cookie stripped from the stored copy). Off: one user's cookie can never reach another."},
-		{"cache.coalesce_timeout", Duration, "30s", "Longest a request waits for the response headers of an identical fetch under way (504 beyond); it never starts a second origin fetch. As long as origin.response_timeout."},
-		{"cache.sort_query", Bool, "false", "Sort query parameters in the cache key and in the forwarded request alike. Off: ?a=1&b=2 and ?b=2&a=1 are different URLs, as the origin may treat them."},
-		{"cache.pass_ttl", Duration, "30s", "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
+		{"cache.heuristic_fraction", Float, float(pd.Policy.HeuristicFraction), "Heuristic freshness as a fraction of (Date − Last-Modified), RFC 9111 §4.2.2's typical 10 %."},
+		{"cache.heuristic_max", Duration, dur(pd.Policy.HeuristicMax), "Cap on heuristic freshness so an old Last-Modified does not pin a page for weeks."},
+		{"cache.stale_if_error", Duration, dur(pd.Policy.StaleIfErrorDefault), "How long past expiry a response may be served when the origin fails and it set no stale-if-error itself."},
+		{"cache.stale_ceiling", Duration, dur(pd.Policy.StaleCeiling), "Operator ceiling on every stale-while-revalidate and stale-if-error window."},
+		{"cache.store_set_cookie", Bool, strconv.FormatBool(pd.Policy.StoreSetCookie), "Store responses that set cookies (with Set-Cookie stripped from the stored copy). Off: one user's cookie can never reach another."},
+		{"cache.coalesce_timeout", Duration, dur(pd.CoalesceTimeout), "Longest a request waits for the response headers of an identical fetch under way (504 beyond); it never starts a second origin fetch. As long as origin.response_timeout."},
+		{"cache.sort_query", Bool, strconv.FormatBool(pd.SortQuery), "Sort query parameters in the cache key and in the forwarded request alike. Off: ?a=1&b=2 and ?b=2&a=1 are different URLs, as the origin may treat them."},
+		{"cache.pass_ttl", Duration, dur(pd.PassTTL), "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
 		{"limits.max_header_bytes", Size, "32KiB", "Request header size limit (431 beyond); browsers stay far below it."},
-		{"limits.max_url_bytes", Int, "8192", "Request-target length limit (414 beyond), the common browser and server limit."},
-		{"limits.max_body_bytes", Size, "32MiB", "Request body limit (413 beyond)."},
-		{"limits.max_inflight", Int, "10000", "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them."},
-		{"limits.max_inflight_per_client", Int, "0", "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
+		{"limits.max_url_bytes", Int, strconv.Itoa(pd.MaxURLBytes), "Request-target length limit (414 beyond), the common browser and server limit."},
+		{"limits.max_body_bytes", Size, size(pd.MaxBodyBytes), "Request body limit (413 beyond)."},
+		{"limits.max_inflight", Int, strconv.Itoa(pd.MaxInflight), "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them."},
+		{"limits.max_inflight_per_client", Int, strconv.Itoa(pd.MaxInflightPerClient), "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
-		{"limits.body_timeout", Duration, "10s", "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
-		{"limits.min_body_rate", Size, "1KiB", "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
-		{"limits.write_timeout", Duration, "30s", "Longest one 32 KiB write to a client may block; a client reading slower than 32 KiB per this is disconnected."},
-		{"limits.max_buffered_bytes", Size, "64MiB", "Bytes held by fills in progress plus stored responses evicted while still being sent. Memory stays within cache.max_bytes + this + a per-connection constant (docs/operations.md)."},
-		{"limits.max_ranges", Int, "16", "Ranges honoured in one request after merging overlapping and nearby ones; more get the whole response (RFC 9110 §14.2)."},
+		{"limits.body_timeout", Duration, dur(pd.BodyTimeout), "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
+		{"limits.min_body_rate", Size, size(pd.MinBodyRate), "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
+		{"limits.write_timeout", Duration, dur(pd.WriteTimeout), "Longest one 32 KiB write to a client may block; a client reading slower than 32 KiB per this is disconnected."},
+		{"limits.max_buffered_bytes", Size, size(pd.MaxBufferedBytes), "Bytes held by fills in progress plus stored responses evicted while still being sent. Memory stays within cache.max_bytes + this + a per-connection constant (docs/operations.md)."},
+		{"limits.max_ranges", Int, strconv.Itoa(pd.MaxRanges), "Ranges honoured in one request after merging overlapping and nearby ones; more get the whole response (RFC 9110 §14.2)."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
 		{"forwarding.trusted_proxies", List, "", "CIDRs of proxies in front of the edge whose X-Forwarded-For/-Host/-Proto and Forwarded fields are kept; everyone else's are replaced by the edge's own."},
-		{"forwarding.strip_headers", List, "X-Original-URL,X-Rewrite-URL", "Request fields never forwarded: URL-rewrite fields some frameworks obey would let a client pick the page cached under another URL."},
+		{"forwarding.strip_headers", List, strings.Join(pd.StripRequestHeaders, ","), "Request fields never forwarded: URL-rewrite fields some frameworks obey would let a client pick the page cached under another URL."},
 		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP) and heartbeats (UDP) on the same port."},
 		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped). Empty with an empty cluster.dns: a single node."},
 		{"cluster.dns", String, "", "A DNS name whose addresses are the peers (a Kubernetes headless service), re-resolved every cluster.dns_interval."},
@@ -114,8 +122,8 @@ func Keys() []Key {
 		{"routing.q", Int, "2", "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, "64", "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
 		{"indicators.capacity", Int, "100000", "Expected number of cached objects; the Bloom filter has bpe bits per object."},
-		{"indicators.bpe", Float, "14", "Bits per element of the indicator (fpr ≈ 0.1 % fresh)."},
-		{"indicators.update_interval", Int, "1000", "Insertions between advertisements (U)."},
+		{"indicators.bpe", Float, float(fd.BitsPerElement), "Bits per element of the indicator (fpr ≈ 0.1 % fresh)."},
+		{"indicators.update_interval", Int, strconv.Itoa(fd.UpdateInterval), "Insertions between advertisements (U)."},
 		{"indicators.advertise_max", Duration, "10s", "Advertise at least this often when the store changed (T)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
@@ -383,6 +391,30 @@ func Load(v *viper.Viper) (*Config, error) {
 		return nil, &Error{Key: "node_id", Value: c.NodeID, Reason: "must be at most 64 bytes without spaces or any of ;,=:\""}
 	}
 	return c, nil
+}
+
+// formatSize writes a byte count the way config.yaml does: 8MiB, 32KiB.
+func formatSize(n int64) string {
+	switch {
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// formatDuration writes a duration without zero units: 24h, 5m, 30s.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d != 0 && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d != 0 && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d != 0 && d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
 }
 
 // MinSecretBytes is the shortest cluster.secret accepted.

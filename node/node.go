@@ -213,12 +213,19 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
 		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
 		Placement: cfg.Routing.Placement, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
-		PeerTimeout: cfg.Cluster.PeerTimeout,
-		Indicator: indicators.FilterConfig{Capacity: cfg.Indicators.Capacity, BitsPerElement: cfg.Indicators.BPE,
-			UpdateInterval: cfg.Indicators.UpdateInterval, EstimateEvery: 50, FNREstimator: "bits"},
+		PeerTimeout:  cfg.Cluster.PeerTimeout,
+		Indicator:    indicatorConfig(cfg),
 		AdvertiseMax: cfg.Indicators.AdvertiseMax,
 		TLS:          clientTLS,
 	}, serverTLS, nil
+}
+
+// indicatorConfig is the filter's defaults with the configured capacity,
+// bits per element and advertisement interval.
+func indicatorConfig(cfg *config.Config) indicators.FilterConfig {
+	fc := indicators.DefaultFilterConfig(cfg.Indicators.Capacity)
+	fc.BitsPerElement, fc.UpdateInterval = cfg.Indicators.BPE, cfg.Indicators.UpdateInterval
+	return fc
 }
 
 // newOriginErrors registers the origin failure counter with every cause
