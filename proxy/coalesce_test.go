@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -120,21 +121,35 @@ func TestCoalescingNeverSharesUncacheable(t *testing.T) {
 }
 
 func TestCoalescingRespectsVary(t *testing.T) {
-	p := newTestProxy(t, nil)
-	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Vary": "Accept-Language"}, body: "v"})
-	p.origin.delay = 100 * time.Millisecond
-	var wg sync.WaitGroup
-	for _, lang := range []string{"en", "fr"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := httptest.NewRequest("GET", "http://example.com/v", nil)
-			req.Header.Set("Accept-Language", lang)
-			p.h.ServeHTTP(httptest.NewRecorder(), req)
-		}()
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Cache-Control", "max-age=60")
+		w.Header().Set("Vary", "Accept-Language")
+		_, _ = io.WriteString(w, "lang="+r.Header.Get("Accept-Language"))
+	}, nil)
+	bodies := make(chan string, 2)
+	ask := func(lang string) {
+		bodies <- serve(h, "GET", "/v", "Accept-Language", lang).Body.String() + " for " + lang
 	}
-	wg.Wait()
-	if got := p.origin.calls.Load(); got != 2 {
-		t.Fatalf("origin requests = %d, want 2: a response for en must not answer fr", got)
+	go ask("en")
+	<-arrived // the en fetch is under way: fr arrives while it is
+	go ask("fr")
+	select {
+	case <-arrived: // fr did not wait for en's response: it fetched its own
+	case <-time.After(300 * time.Millisecond):
+		// fr is waiting on en's fill; once en answers, fr must see the
+		// Vary mismatch and fetch for itself.
+	}
+	close(release)
+	for range 2 {
+		if b := <-bodies; b != "lang=en for en" && b != "lang=fr for fr" {
+			t.Fatalf("got %q: a response for one language answered the other", b)
+		}
+	}
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("origin requests = %d, want 2", got)
 	}
 }

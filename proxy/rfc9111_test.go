@@ -179,9 +179,6 @@ var rfcCases = []struct {
 		{origin: &originResp{status: 404, header: map[string]string{"Cache-Control": "max-age=60"}, body: "nf"}, wantOrigin: 1, wantStatus: 404},
 		{wantOrigin: 0, wantStatus: 404, wantResult: "hit"},
 	}},
-	{"client Edge-* fields are stripped before the origin sees them", []step{
-		{req: map[string]string{"Edge-Hop": "9"}, origin: &originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "e"}, wantOrigin: 1},
-	}},
 }
 
 func TestRFC9111Examples(t *testing.T) {
