@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,15 +30,42 @@ func TestMain(m *testing.M) {
 }
 
 // freeAddr returns a loopback address with a port that was free just now.
+//
+// A port the kernel hands out with :0 is an ephemeral one: between our
+// close and the child's bind, any outgoing connection on the machine may
+// take it. So ports come from below the ephemeral range (the kernel never
+// assigns those on its own), from a block chosen by this process's id and
+// walked with a counter, each checked free (TCP and UDP: cluster listeners
+// use both) before it is handed out.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 2000 {
+		port := portBase + int(nextPort.Add(1)%portSpan)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
+
+const portSpan = 2000
+
+// portBase starts this process's block of ports: 12000–31999 holds ten
+// blocks, chosen by process id so that test binaries running at once
+// rarely share one (and the bind check covers the rest).
+var portBase = 12000 + (os.Getpid()%10)*portSpan
+
+var nextPort atomic.Int64
 
 // startEdge runs the test binary as `edge args...` and stops it at cleanup.
 func startEdge(t *testing.T, args ...string) *exec.Cmd {
