@@ -87,7 +87,7 @@ func peerPair(t *testing.T, body string, relay func(http.Header, []byte) []byte)
 			out.URL.Scheme, out.URL.Host = "http", addr
 			resp, err := http.DefaultTransport.RoundTrip(out)
 			if err != nil {
-				http.Error(w, err.Error(), 502)
+				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
 			defer resp.Body.Close()

@@ -125,7 +125,4 @@ func TestNewRejectsUnknownParams(t *testing.T) {
 	}
 }
 
-
-
-
 var _ = binary.BigEndian

@@ -16,27 +16,31 @@ type coalescer struct {
 func newCoalescer() *coalescer { return &coalescer{fills: make(map[string]*fill)} }
 
 // join returns (f, true) if the caller became the leader for key, who must
-// call done; otherwise the fill under way for key.
-func (c *coalescer) join(key string) (*fill, bool) {
+// call done; otherwise the fill under way for key. purges is the handler's
+// purge count now: a fill started before a later purge is not joined (it
+// may carry what was purged), and a new one replaces it.
+func (c *coalescer) join(key string, purges uint64) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f, ok := c.fills[key]; ok {
+	if f, ok := c.fills[key]; ok && f.purges == purges {
 		return f, false
 	}
 	f := newFill()
+	f.purges = purges
 	c.fills[key] = f
 	return f, true
 }
 
 // lead makes the caller the leader for key if no fill is under way; it
 // never joins.
-func (c *coalescer) lead(key string) (*fill, bool) {
+func (c *coalescer) lead(key string, purges uint64) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.fills[key]; ok {
+	if f, ok := c.fills[key]; ok && f.purges == purges {
 		return nil, false
 	}
 	f := newFill()
+	f.purges = purges
 	c.fills[key] = f
 	return f, true
 }

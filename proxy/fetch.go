@@ -36,7 +36,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 		vary := m.vary
 		for range 2 { // the second pass joins the fill of our own variant
 			ckey := coalesceKey(m.key, h.varyKey(vary, r))
-			f, leader := h.co.join(ckey)
+			f, leader := h.co.join(ckey, h.purges.Load())
 			if leader {
 				return h.lead(w, r, f, ckey, m)
 			}
@@ -118,9 +118,15 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
+	slotHeld := true
 	switch o.kind {
 	case outStream:
-		defer h.releaseUpstream() // the upstream connection stays in use while we stream
+		// The upstream connection stays in use while we stream.
+		defer func() {
+			if slotHeld {
+				h.releaseUpstream()
+			}
+		}()
 	case outFill:
 		// The pump gives the slot back when the body is in: a body it
 		// must trim keeps the origin connection, and its slot, as long as
@@ -134,12 +140,16 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	case outEntry:
 		h.writeEntry(w, r, o.entry, h.now(), o.status, o.own)
 	case outStream:
-		defer o.resp.Body.Close()
 		if o.status == "too-large" && len(r.Header["Range"]) > 0 {
 			// The client wanted a part of an object we do not store:
-			// ask the origin for that part instead of sending it all.
+			// ask the origin for that part instead of sending it all,
+			// with the slot of this fetch given back first.
+			o.resp.Body.Close()
+			h.releaseUpstream()
+			slotHeld = false
 			return h.servePass(w, r, "too-large")
 		}
+		defer o.resp.Body.Close()
 		h.stream(w, r, o.resp, h.statusPrefix+o.status, o.own)
 	case outFill:
 		h.serveFill(w, r, f, o.reader, o.status, o.own)
@@ -188,9 +198,12 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		e := h.updateFrom304(m.stale, resp, reqTime, respTime)
 		if ok, why := h.shareable(e, r, m); !ok {
 			// The 304 changed the response into one that may not be
-			// stored (private, no-store, …): it is this requester's alone.
+			// stored (private, no-store, …), or this request may not
+			// share it: it is this requester's alone.
 			h.notStored(m, why)
-			h.store.Remove(m.key)
+			if responseSide(why) {
+				h.store.Remove(m.key)
+			}
 			f.publish(nil, false, nil)
 			unregister()
 			return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304; detail=" + why, result: ResultRevalidated}
@@ -230,7 +243,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	}
 	if !ok {
 		h.notStored(m, why)
-		if m.stale != nil && why != "status" {
+		if m.stale != nil && why != "status" && responseSide(why) {
 			h.store.Remove(m.key)
 		}
 		f.publish(nil, false, nil)
@@ -256,12 +269,14 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if !m.background {
 		rd, _ = f.reader() // before the pump starts: base is still 0
 	}
+	if m.holdsSlot {
+		// Given back as the body ends, before anyone waiting for the end
+		// wakes (they may need the slot at once).
+		f.bodyEnd = h.releaseUpstream
+	}
 	h.bgWG.Add(1)
 	go func() {
 		defer h.bgWG.Done()
-		if m.holdsSlot {
-			defer h.releaseUpstream()
-		}
 		defer resp.Body.Close()
 		_, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
@@ -280,6 +295,9 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		default:
 			if h.store.Put(f.final()) {
 				h.passes.Remove(m.key)
+			}
+			if h.purges.Load() != purges {
+				h.store.Remove(m.key) // a purge came between the check and the Put
 			}
 		}
 		unregister() // after the Put: a request arriving now finds the entry
@@ -310,6 +328,17 @@ func (h *Handler) shareable(e *Entry, r *http.Request, m miss) (bool, string) {
 		return false, "personal-heuristic"
 	}
 	return true, ""
+}
+
+// responseSide reports whether a reason not to store is about the
+// response (so the stored copy is outdated) rather than about this
+// request, which must not let one client evict what others share.
+func responseSide(why string) bool {
+	switch why {
+	case "request-no-store", "authorization", "personal-heuristic", "buffer-full":
+		return false
+	}
+	return true
 }
 
 // notStored counts a response that was not stored and remembers what the
@@ -460,7 +489,7 @@ func setValidators(hdr http.Header, e *Entry) {
 // stale, through the same fill path as a client miss.
 func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
 	ckey := coalesceKey(key, e.VaryKey)
-	f, leader := h.co.lead(ckey)
+	f, leader := h.co.lead(ckey, h.purges.Load())
 	if !leader {
 		return // a fetch for this variant is already under way
 	}

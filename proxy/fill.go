@@ -19,7 +19,8 @@ import (
 // and waits for the slowest reader when the window is full, so that its
 // memory stays bounded whatever the body's length.
 type fill struct {
-	ready chan struct{} // closed once the outcome below is set
+	ready  chan struct{} // closed once the outcome below is set
+	purges uint64        // the handler's purge count when the fill started
 
 	// The outcome, written before ready is closed and read-only after.
 	entry  *Entry // the shared response; its Body is set when the fill completes
@@ -28,16 +29,18 @@ type fill struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) whenever the state below changes
-	buf     []byte
-	base    int64  // stream offset of buf[0]; non-zero only when trimming
-	trim    bool   // not storable: drop what every reader has read
-	why     string // why trimming: too-large or buffer-full
-	whole   *Entry // entry with its complete body, once done
+	buf     []byte        // the body while it may still be kept whole (from offset 0)
+	blocks  [][]byte      // a trimming fill's unread bytes, in blocks that are never rewritten
+	base    int64         // stream offset of blocks[0][0]; 0 until trimming
+	trim    bool          // not storable: drop what every reader has read
+	why     string        // why trimming: too-large or buffer-full
+	whole   *Entry        // entry with its complete body, once done
 	done    bool
 	bodyErr error
 	readers map[*fillReader]struct{}
 	charged int64 // bytes charged to the buffer budget
 	budget  budget
+	bodyEnd func() // called once when the body ends, before waiters wake
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -45,6 +48,11 @@ var errFillAbandoned = errors.New("proxy: every reader left a fill that cannot b
 
 // trimWindow is how many unread bytes a trimming fill keeps.
 const trimWindow = 256 << 10
+
+// blockSize is a trimming fill's unit of memory. A slice handed to a
+// reader lies within one block, so a reader that stops mid-write pins one
+// block, never the whole buffer; consumed blocks are dropped, not copied.
+const blockSize = 32 << 10
 
 func newFill() *fill {
 	return &fill{ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
@@ -121,11 +129,11 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) ([]byte, er
 	}
 }
 
-// appendLocked adds p to the buffer, switching to trimming when the body
+// appendLocked adds p to the body, switching to trimming when the body
 // outgrows the storable limit or the budget.
 func (f *fill) appendLocked(p []byte, limit int64) {
-	if !f.trim && f.base+int64(len(f.buf))+int64(len(p)) > limit {
-		f.trim, f.why = true, "too-large"
+	if !f.trim && int64(len(f.buf))+int64(len(p)) > limit {
+		f.startTrimLocked("too-large")
 	}
 	if !f.trim && len(f.buf)+len(p) > cap(f.buf) {
 		grow := int64(max(2*cap(f.buf), len(f.buf)+len(p), 4096)) - int64(cap(f.buf))
@@ -135,38 +143,82 @@ func (f *fill) appendLocked(p []byte, limit int64) {
 			copy(nb, f.buf)
 			f.buf = nb
 		} else {
-			f.trim, f.why = true, "buffer-full"
+			f.startTrimLocked("buffer-full")
 		}
 	}
-	if f.trim && len(f.buf)+len(p) > cap(f.buf) {
-		f.compactLocked() // make room before append would grow the array
+	if !f.trim {
+		f.buf = append(f.buf, p...)
+		return
 	}
-	f.buf = append(f.buf, p...)
-	if f.trim {
-		f.rechargeLocked()
+	for len(p) > 0 {
+		if n := len(f.blocks); n == 0 || len(f.blocks[n-1]) == blockSize {
+			f.blocks = append(f.blocks, make([]byte, 0, blockSize))
+		}
+		last := &f.blocks[len(f.blocks)-1]
+		k := min(len(p), blockSize-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
 	}
+	f.rechargeLocked()
 }
 
-// compactLocked drops the bytes every reader has read. It copies what is
-// left into a new array, so slices handed to readers stay valid.
-func (f *fill) compactLocked() {
-	low := f.base + int64(len(f.buf))
+// startTrimLocked switches to trimming: the bytes not yet read by every
+// reader move, once, into blocks, and the contiguous buffer is let go.
+func (f *fill) startTrimLocked(why string) {
+	f.trim, f.why = true, why
+	low := f.lowLocked()
+	unread := f.buf[low:]
+	f.base, f.buf = low, nil
+	for len(unread) > 0 {
+		k := min(len(unread), blockSize)
+		f.blocks = append(f.blocks, append(make([]byte, 0, blockSize), unread[:k]...))
+		unread = unread[k:]
+	}
+	f.rechargeLocked()
+}
+
+// lowLocked is the lowest offset a reader still needs (the end if none).
+func (f *fill) lowLocked() int64 {
+	low := f.endLocked()
 	for r := range f.readers {
 		low = min(low, r.off)
 	}
-	if drop := low - f.base; drop > 0 {
-		f.buf = append(make([]byte, 0, trimWindow+(32<<10)), f.buf[drop:]...)
-		f.base = low
-		f.rechargeLocked()
-	}
+	return low
 }
 
-// rechargeLocked makes a trimming fill's charge match the array it holds
-// now (the earlier, larger one is garbage once readers move on).
+// endLocked is the stream offset after the last byte received.
+func (f *fill) endLocked() int64 {
+	if !f.trim {
+		return int64(len(f.buf))
+	}
+	return f.base + f.heldLocked()
+}
+
+// heldLocked is the bytes a trimming fill holds.
+func (f *fill) heldLocked() int64 {
+	var n int64
+	for _, b := range f.blocks {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// compactLocked drops the full blocks every reader has read.
+func (f *fill) compactLocked() {
+	low := f.lowLocked()
+	for len(f.blocks) > 0 && len(f.blocks[0]) == blockSize && f.base+blockSize <= low {
+		f.blocks = f.blocks[1:]
+		f.base += blockSize
+	}
+	f.rechargeLocked()
+}
+
+// rechargeLocked makes a trimming fill's charge match the blocks it holds
+// (a window: bounded per fill, and accounted so that new fills see it).
 func (f *fill) rechargeLocked() {
-	if c := int64(cap(f.buf)); c != f.charged {
+	if c := int64(len(f.blocks)) * blockSize; c != f.charged {
 		f.budget.release(f.charged)
-		f.budget.force(c) // a window: bounded by trimWindow per fill
+		f.budget.force(c)
 		f.charged = c
 	}
 }
@@ -183,18 +235,16 @@ func (f *fill) makeRoom() error {
 			f.mu.Unlock()
 			return nil
 		}
-		if len(f.buf) >= trimWindow {
-			f.compactLocked()
-		}
+		f.compactLocked()
 		if len(f.readers) == 0 {
 			f.mu.Unlock()
 			return errFillAbandoned
 		}
-		if len(f.buf) < trimWindow {
+		if f.heldLocked() < trimWindow {
 			f.mu.Unlock()
 			return nil
 		}
-		end := f.base + int64(len(f.buf))
+		end := f.endLocked()
 		waiting := false
 		for r := range f.readers {
 			if r.off == end {
@@ -224,6 +274,10 @@ func (f *fill) makeRoom() error {
 func (f *fill) finish(err error) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.bodyEnd != nil {
+		f.bodyEnd()
+		f.bodyEnd = nil
+	}
 	f.done, f.bodyErr = true, err
 	f.releaseLocked()
 	defer f.notifyLocked()
@@ -310,8 +364,8 @@ func (f *fill) waitDone(ctx context.Context) bool {
 func (f *fill) reader() (*fillReader, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.base > 0 {
-		return nil, false
+	if f.base > 0 || (f.done && f.bodyErr != nil) {
+		return nil, false // the caller fetches for itself
 	}
 	r := &fillReader{f: f}
 	f.readers[r] = struct{}{}
@@ -340,12 +394,7 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 			f.mu.Unlock()
 			return nil, errReaderTooSlow
 		}
-		end := f.base + int64(len(f.buf))
-		if r.off < end {
-			b := f.buf[r.off-f.base:]
-			if len(b) > 32<<10 {
-				b = b[:32<<10]
-			}
+		if b := f.sliceLocked(r.off); len(b) > 0 {
 			r.off += int64(len(b))
 			if f.trim {
 				f.notifyLocked() // the pump may be waiting for the slowest reader
@@ -372,6 +421,25 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// sliceLocked returns the bytes from off onwards that lie in one piece of
+// memory (at most 32 KiB), or nil when there are none yet.
+func (f *fill) sliceLocked(off int64) []byte {
+	if !f.trim {
+		if off >= int64(len(f.buf)) {
+			return nil
+		}
+		return f.buf[off:min(int64(len(f.buf)), off+blockSize)]
+	}
+	pos := f.base
+	for _, b := range f.blocks {
+		if off < pos+int64(len(b)) {
+			return b[off-pos:]
+		}
+		pos += int64(len(b))
+	}
+	return nil
 }
 
 // Close removes the reader, letting a trimming fill drop what it held.

@@ -139,7 +139,7 @@ func forwardedNode(ip string) string {
 func quoteForwarded(v string) string {
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if !(c == '-' || c == '.' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		if c != '-' && c != '.' && c != '_' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
 			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
 		}
 	}
@@ -169,9 +169,15 @@ func (h *Handler) outboundRequest(r *http.Request, ctx context.Context, forFill 
 		for _, k := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "Range", "If-Range"} {
 			delete(out.Header, k)
 		}
+		out.Method = http.MethodGet
+	}
+	if forFill || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		// The cache never forwards a GET's or HEAD's body (it stopped
+		// reading it: see dropUnreadBody).
 		out.Body = http.NoBody
 		out.ContentLength = 0
-		out.Method = http.MethodGet
+		out.TransferEncoding = nil
+		delete(out.Header, "Content-Length")
 	}
 	return out
 }

@@ -87,7 +87,7 @@ func isASCII(s string) bool {
 func validFieldName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+		if c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'z') {
 			return false
 		}
 	}

@@ -94,6 +94,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 		return
 	}
 	if needsServeContent(r) {
+		leader := rd != nil
 		if rd != nil {
 			rd.Close() // we read the whole body, not along
 			rd = nil
@@ -105,6 +106,14 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			if whole := f.final(); whole != nil {
 				h.writeEntry(w, r, whole, h.now(), status, own)
 				return
+			}
+			if leader {
+				// Our fill is trimming and we left it: with no other reader
+				// its pump ends and gives its upstream slot back, which the
+				// forwarded request may need.
+				ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+				f.waitDone(ctx)
+				cancel()
 			}
 			h.servePass(w, r, "too-large")
 			return
