@@ -121,8 +121,9 @@ func (r *Ring) AppendPath(dst []Hop, keyHash uint64, t Tree, leaf int, p Placeme
 func (r *Ring) RankMember(keyHash uint64, i int) int { return r.Lookup(rankHash(keyHash, i)) }
 
 // Ranking returns page keyHash's rendezvous ranking of all members, highest
-// score first, appended to dst. It costs O(C log C); callers cache it for
-// hot pages.
+// score first, appended to dst. It costs O(C log C), cheap for the tens of
+// nodes of an edge cluster: the cluster computes it once per miss and
+// passes it to AppendPath and for the page's home.
 func (r *Ring) Ranking(dst []int32, keyHash uint64) []int32 {
 	type scored struct {
 		score uint64
