@@ -74,9 +74,12 @@ func (h *Handler) sanitize(r *http.Request) {
 	for _, name := range h.cfg.StripRequestHeaders {
 		delete(hd, name)
 	}
-	if !h.trusted(r) {
-		for _, name := range forwardingFields {
-			delete(hd, name)
+	for _, name := range forwardingFields {
+		if _, ok := hd[name]; ok && !h.trusted(r) { // trust is looked up only when it matters
+			for _, name := range forwardingFields {
+				delete(hd, name)
+			}
+			break
 		}
 	}
 	if h.cfg.SortQuery && r.URL.RawQuery != "" {

@@ -65,7 +65,11 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 // for this requester alone (nil for anyone else).
 func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
 	h.setEntryHeader(w, e, now, status, own)
-	h.extendWrite(w)
+	if status != "hit" {
+		// A fresh hit is written at once, within the deadline net/http set
+		// when the request arrived; other answers may follow a wait.
+		h.extendWrite(w)
+	}
 	if e.Status == http.StatusOK && needsServeContent(r) {
 		h.serveContent(w, r, e)
 		return
