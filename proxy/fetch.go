@@ -150,7 +150,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			return h.servePass(w, r, "too-large")
 		}
 		defer o.resp.Body.Close()
-		h.stream(w, r, o.resp, h.statusPrefix+o.status, o.own)
+		h.stream(w, r, o.resp, h.statusPrefix+o.status)
 	case outFill:
 		h.serveFill(w, r, f, o.reader, o.status, o.own)
 	default:
@@ -278,7 +278,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	go func() {
 		defer h.bgWG.Done()
 		defer resp.Body.Close()
-		_, err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
+		err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
 		case err != nil:
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
@@ -547,7 +547,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) 
 	if !isSafe(r.Method) && resp.StatusCode < 400 {
 		h.invalidate(r, resp)
 	}
-	h.stream(w, r, resp, h.statusPrefix+"fwd=bypass; fwd-status="+strconv.Itoa(resp.StatusCode)+"; detail="+why, nil)
+	h.stream(w, r, resp, h.statusPrefix+"fwd=bypass; fwd-status="+strconv.Itoa(resp.StatusCode)+"; detail="+why)
 	return ResultPass
 }
 

@@ -94,9 +94,9 @@ type budget interface {
 }
 
 // pump copies the upstream body into the buffer until EOF or an error.
-// limit is the largest body kept whole. It returns the complete body, or
-// nil when the fill did not end with a whole, storable body.
-func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) ([]byte, error) {
+// limit is the largest body kept whole; final then holds the entry with
+// its whole body, if there is one.
+func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 	f.mu.Lock()
 	f.budget = b
 	if sizeHint > 0 && sizeHint <= limit && !f.trim {
@@ -269,9 +269,8 @@ func (f *fill) makeRoom() error {
 	}
 }
 
-// finish marks the fill done and returns the whole body when it may be
-// stored.
-func (f *fill) finish(err error) ([]byte, error) {
+// finish marks the fill done, with the whole entry when it may be stored.
+func (f *fill) finish(err error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.bodyEnd != nil {
@@ -281,11 +280,10 @@ func (f *fill) finish(err error) ([]byte, error) {
 	f.done, f.bodyErr = true, err
 	f.releaseLocked()
 	defer f.notifyLocked()
-	if err != nil || f.trim {
-		return nil, err
+	if err == nil && !f.trim {
+		f.whole = f.entry.withBody(f.buf)
 	}
-	f.whole = f.entry.withBody(f.buf)
-	return f.buf, nil
+	return err
 }
 
 // completeWith makes f a finished fill holding e (a response that needed
@@ -326,29 +324,22 @@ func (f *fill) trimReason() string {
 // waitDoneOrTrim blocks until the fill is done or is trimming (it will
 // never hold its whole body), or ctx ends; false means ctx ended.
 func (f *fill) waitDoneOrTrim(ctx context.Context) bool {
-	for {
-		f.mu.Lock()
-		ready, ch := f.done || f.trim, f.changed
-		f.mu.Unlock()
-		if ready {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return f.waitFor(ctx, func() bool { return f.done || f.trim })
 }
 
 // waitDone blocks until the body is in (or failed) or ctx ends, and
 // reports whether the fill is done.
 func (f *fill) waitDone(ctx context.Context) bool {
+	return f.waitFor(ctx, func() bool { return f.done })
+}
+
+// waitFor blocks until cond (checked under f.mu) holds or ctx ends.
+func (f *fill) waitFor(ctx context.Context, cond func() bool) bool {
 	for {
 		f.mu.Lock()
-		done, ch := f.done, f.changed
+		ok, ch := cond(), f.changed
 		f.mu.Unlock()
-		if done {
+		if ok {
 			return true
 		}
 		select {

@@ -26,19 +26,6 @@ func (h *Handler) extendWrite(w http.ResponseWriter) {
 	}
 }
 
-// writeBody writes b in chunks, extending the write deadline before each.
-func (h *Handler) writeBody(w http.ResponseWriter, b []byte) error {
-	for len(b) > 0 {
-		n := min(len(b), writeChunk)
-		h.extendWrite(w)
-		if _, err := w.Write(b[:n]); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
 // setEntryHeader fills w's header from a stored entry, with our Age,
 // Cache-Status and Via, and the requester's own per-user fields.
 func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time, status string, own http.Header) {
@@ -84,7 +71,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 	}
 	e.users.Add(1)
 	defer h.unpin(e)
-	_ = h.writeBody(w, e.Body)
+	_, _ = (&deadlineWriter{ResponseWriter: w, h: h}).Write(e.Body)
 }
 
 // serveFill answers r from a fill, writing its body as it arrives. rd is
@@ -197,7 +184,8 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry)
 	http.ServeContent(&deadlineWriter{ResponseWriter: w, h: h}, r, "", e.lastMod, bytes.NewReader(e.Body))
 }
 
-// deadlineWriter extends the write deadline before every write.
+// deadlineWriter writes in chunks of writeChunk, extending the write
+// deadline before each.
 type deadlineWriter struct {
 	http.ResponseWriter
 	h *Handler
@@ -221,7 +209,7 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // stream copies an upstream response to the client without storing it.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, cacheStatus string, _ http.Header) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, cacheStatus string) {
 	hdr := w.Header()
 	for k, v := range resp.Header {
 		hdr[k] = v
