@@ -16,7 +16,8 @@ type coalescer struct {
 func newCoalescer() *coalescer { return &coalescer{fills: make(map[string]*fill)} }
 
 // join returns (f, true) if the caller became the leader for key, who must
-// call done; otherwise the fill under way for key. purges is the handler's
+// call done; otherwise the fill under way for key (a caller that only
+// wants to lead, like a background refresh, ignores it). purges is the handler's
 // purge count now: a fill started before a later purge is not joined (it
 // may carry what was purged), and a new one replaces it.
 func (c *coalescer) join(key string, purges uint64) (*fill, bool) {
@@ -25,22 +26,7 @@ func (c *coalescer) join(key string, purges uint64) (*fill, bool) {
 	if f, ok := c.fills[key]; ok && f.purges == purges {
 		return f, false
 	}
-	f := newFill()
-	f.purges = purges
-	c.fills[key] = f
-	return f, true
-}
-
-// lead makes the caller the leader for key if no fill is under way; it
-// never joins.
-func (c *coalescer) lead(key string, purges uint64) (*fill, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f, ok := c.fills[key]; ok && f.purges == purges {
-		return nil, false
-	}
-	f := newFill()
-	f.purges = purges
+	f := newFill(purges)
 	c.fills[key] = f
 	return f, true
 }

@@ -114,7 +114,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		return ResultRejected
 	}
 	if f == nil {
-		f = newFill() // not coalesced, but the body still streams through a fill
+		f = newFill(h.purges.Load()) // not coalesced, but the body still streams through a fill
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
@@ -177,7 +177,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	if m.stale != nil {
 		setValidators(out.Header, m.stale)
 	}
-	purges := h.purges.Load() // a purge after this point must not be undone by this fill
+	purges := f.purges // a purge after the fill started must not be undone by it
 	reqTime := h.now()
 	res, err := h.fetch(ctx, m.key, out)
 	if err != nil {
@@ -489,7 +489,7 @@ func setValidators(hdr http.Header, e *Entry) {
 // stale, through the same fill path as a client miss.
 func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
 	ckey := coalesceKey(key, e.VaryKey)
-	f, leader := h.co.lead(ckey, h.purges.Load())
+	f, leader := h.co.join(ckey, h.purges.Load())
 	if !leader {
 		return // a fetch for this variant is already under way
 	}

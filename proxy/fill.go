@@ -54,8 +54,9 @@ const trimWindow = 256 << 10
 // block, never the whole buffer; consumed blocks are dropped, not copied.
 const blockSize = 32 << 10
 
-func newFill() *fill {
-	return &fill{ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
+// newFill starts a fill when the handler has seen purges purges.
+func newFill(purges uint64) *fill {
+	return &fill{purges: purges, ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
 }
 
 // publish sets the outcome and wakes the waiters.

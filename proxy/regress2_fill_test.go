@@ -14,7 +14,7 @@ import (
 func TestRegress2TrimTransitionQuadraticCopy(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
-	f := newFill()
+	f := newFill(0)
 	f.entry = &Entry{Status: 200}
 	rd, _ := f.reader()
 	body := bytes.NewReader(make([]byte, 16<<20))
@@ -47,7 +47,7 @@ func TestRegress2TrimTransitionQuadraticCopy(t *testing.T) {
 func TestRegress2TrimGenerationsPinned(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
-	f := newFill()
+	f := newFill(0)
 	f.entry = &Entry{Status: 200}
 	slow, _ := f.reader()
 	const n = 40
@@ -96,7 +96,7 @@ func TestRegress2TrimGenerationsPinned(t *testing.T) {
 // of its own fetch.
 func TestRegress2ReaderOnAbandonedFill(t *testing.T) {
 	p := newTestProxy(t, nil)
-	f := newFill()
+	f := newFill(0)
 	f.entry = &Entry{Status: 200}
 	rd, _ := f.reader()
 	rd.Close() // e.g. a HEAD leader
