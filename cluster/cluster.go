@@ -92,7 +92,7 @@ type Cluster struct {
 	origin      proxy.Fetcher
 	client      *http.Client
 	scheme      string    // http, or https with cluster.tls
-	verifier2   *verifier // peer request authentication and replay cache
+	peerAuth    *verifier // peer request authentication and replay cache
 	metrics     *Metrics
 	verifier    *wire.Verifier
 	filter      *indicators.Filter
@@ -146,8 +146,8 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 			DisableCompression: true,
 			TLSClientConfig:    cfg.TLS,
 		}},
-		scheme:    "http",
-		verifier2: newVerifier(cfg.Secret),
+		scheme:   "http",
+		peerAuth: newVerifier(cfg.Secret),
 	}
 	if cfg.TLS != nil {
 		c.scheme = "https"

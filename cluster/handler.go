@@ -73,7 +73,7 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 
 func (c *Cluster) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if reason := c.verifier2.verify(r, time.Now()); reason != "" {
+		if reason := c.peerAuth.verify(r, time.Now()); reason != "" {
 			c.metrics.PeerRejected.WithLabelValues(reason).Inc()
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return

@@ -33,7 +33,8 @@ func Suspect(d Detector, now int64) bool { return now > d.Freshness() }
 // Params are a detector's knobs by name (from --param k=v).
 type Params map[string]float64
 
-func (p Params) get(name string, def float64) float64 {
+// Get returns the parameter name, or def when it is not set.
+func (p Params) Get(name string, def float64) float64 {
 	if v, ok := p[name]; ok {
 		return v
 	}
@@ -92,19 +93,19 @@ func New(name string, period int64, p Params) (Detector, error) {
 	ms := func(v float64) int64 { return int64(v * 1e6) }
 	switch name {
 	case "chen":
-		return NewChen(period, int(p.get("window", 1000)), ms(p.get("alpha_ms", 200))), nil
+		return NewChen(period, int(p.Get("window", 1000)), ms(p.Get("alpha_ms", 200))), nil
 	case "bertier":
-		return NewBertier(period, int(p.get("window", 1000)), p.get("beta", 1), p.get("phi", 4), p.get("gamma", 0.1)), nil
+		return NewBertier(period, int(p.Get("window", 1000)), p.Get("beta", 1), p.Get("phi", 4), p.Get("gamma", 0.1)), nil
 	case "phi":
-		return NewPhi(period, int(p.get("window", 1000)), p.get("threshold", 8), ms(p.get("min_std_ms", 10)), ms(p.get("pause_ms", 0))), nil
+		return NewPhi(period, int(p.Get("window", 1000)), p.Get("threshold", 8), ms(p.Get("min_std_ms", 10)), ms(p.Get("pause_ms", 0))), nil
 	case "twowindows":
-		return NewTwoWindows(period, int(p.get("long", 1000)), int(p.get("short", 10)), ms(p.get("alpha_ms", 200))), nil
+		return NewTwoWindows(period, int(p.Get("long", 1000)), int(p.Get("short", 10)), ms(p.Get("alpha_ms", 200))), nil
 	default:
 		d := DefaultMLConfig()
 		return NewML(period, MLConfig{
-			Quantile: p.get("quantile", d.Quantile), Window: int(p.get("window", float64(d.Window))), Order: int(p.get("order", float64(d.Order))),
-			LearningRate: p.get("lr", d.LearningRate), BaseRate: p.get("base_rate", d.BaseRate),
-			OutagePeriods: p.get("outage", d.OutagePeriods), EarlyPenalty: p.get("early_penalty", d.EarlyPenalty),
+			Quantile: p.Get("quantile", d.Quantile), Window: int(p.Get("window", float64(d.Window))), Order: int(p.Get("order", float64(d.Order))),
+			LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
+			OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
 		}), nil
 	}
 }

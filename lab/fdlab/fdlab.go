@@ -39,12 +39,7 @@ func New(name string, period int64, p fdetect.Params) (fdetect.Detector, error) 
 		return nil, fmt.Errorf("fdlab: period must be positive")
 	}
 	d := DefaultSeedConfig()
-	get := func(k string, def float64) float64 {
-		if v, ok := p[k]; ok {
-			return v
-		}
-		return def
-	}
+	get := p.Get
 	return NewMLSeed(period, SeedConfig{
 		Eta: int(get("eta", float64(d.Eta))), Batch: int(get("batch", float64(d.Batch))), Epochs: int(get("epochs", float64(d.Epochs))),
 		Epsilon: int(get("epsilon", float64(d.Epsilon))), Seq: int(get("seq", float64(d.Seq))), Hidden: int(get("hidden", float64(d.Hidden))),
