@@ -118,20 +118,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
-	slotHeld := true
-	switch o.kind {
-	case outStream:
-		// The upstream connection stays in use while we stream.
-		defer func() {
-			if slotHeld {
-				h.releaseUpstream()
-			}
-		}()
-	case outFill:
-		// The pump gives the slot back when the body is in: a body it
-		// must trim keeps the origin connection, and its slot, as long as
-		// its slowest reader.
-	default:
+	if o.kind != outStream && o.kind != outFill {
 		h.releaseUpstream()
 	}
 	switch o.kind {
@@ -146,12 +133,15 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			// with the slot of this fetch given back first.
 			o.resp.Body.Close()
 			h.releaseUpstream()
-			slotHeld = false
 			return h.servePass(w, r, "too-large")
 		}
+		defer h.releaseUpstream() // the upstream connection stays in use while we stream
 		defer o.resp.Body.Close()
 		h.stream(w, r, o.resp, h.statusPrefix+o.status)
 	case outFill:
+		// The pump gives the slot back when the body is in: a body it
+		// must trim keeps the origin connection, and its slot, as long as
+		// its slowest reader.
 		h.serveFill(w, r, f, o.reader, o.status, o.own)
 	default:
 		h.writeUpstreamError(w, o.err)
