@@ -422,27 +422,18 @@ var secretFlags = []string{"secret", "admin-token", "token", "cluster-secret"}
 // RedactArgs returns args with the values of secret flags replaced by
 // "REDACTED", in the --flag value and --flag=value forms.
 func RedactArgs(args []string) []string {
-	out := make([]string, len(args))
-	copy(out, args)
-	isSecret := func(a string) (name string, ok bool) {
-		name = strings.TrimLeft(a, "-")
-		if name == a {
-			return "", false
-		}
-		name, _, _ = strings.Cut(name, "=")
-		return name, slices.Contains(secretFlags, name)
-	}
+	out := slices.Clone(args)
 	for i := 0; i < len(out); i++ {
-		name, ok := isSecret(out[i])
+		flag, ok := strings.CutPrefix(out[i], "-")
 		if !ok {
 			continue
 		}
-		if strings.Contains(out[i], "=") {
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(flag, "-"), "=")
+		switch {
+		case !slices.Contains(secretFlags, name):
+		case hasValue:
 			out[i] = out[i][:strings.Index(out[i], "=")+1] + "REDACTED"
-			_ = name
-			continue
-		}
-		if i+1 < len(out) {
+		case i+1 < len(out):
 			out[i+1] = "REDACTED"
 			i++
 		}
