@@ -323,15 +323,8 @@ func TestRangeAmplificationIsCapped(t *testing.T) {
 	var sent atomic.Int64
 	h, _ := handlerProxy(t, rangeOrigin(10000, &sent), nil)
 	serve(h, "GET", "/obj")
-	var spec strings.Builder
-	spec.WriteString("bytes=")
-	for i := range 2000 {
-		if i > 0 {
-			spec.WriteByte(',')
-		}
-		fmt.Fprintf(&spec, "%d-%d", i*5, i*5)
-	}
-	w := serve(h, "GET", "/obj", "Range", spec.String())
+	spec := oneByteRanges(2000, 5)
+	w := serve(h, "GET", "/obj", "Range", spec)
 	if w.Body.Len() > 10000 {
 		t.Fatalf("2000 one-byte ranges of a 10000-byte object returned %d bytes", w.Body.Len())
 	}
@@ -340,6 +333,20 @@ func TestRangeAmplificationIsCapped(t *testing.T) {
 	if w.Code != http.StatusPartialContent || w.Body.Len() != 200 {
 		t.Fatalf("overlapping ranges: %d, %d bytes; want one 200-byte part", w.Code, w.Body.Len())
 	}
+}
+
+// oneByteRanges is a Range value asking for n one-byte ranges, step bytes
+// apart.
+func oneByteRanges(n, step int) string {
+	var b strings.Builder
+	b.WriteString("bytes=")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d-%d", i*step, i*step)
+	}
+	return b.String()
 }
 
 func TestLimitRanges(t *testing.T) {
