@@ -90,11 +90,15 @@ func TestHostilePurgeDuringFill(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		_, _ = io.WriteString(w, []string{"old!", "new!"}[v])
 	}, nil)
-	go serve(h, "GET", "/doc")
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		serve(h, "GET", "/doc")
+	}()
 	time.Sleep(100 * time.Millisecond)
 	version.Store(1) // deploy, then purge
 	n, _ := h.Purge(PurgeRequest{URL: "http://example.com/doc"})
-	time.Sleep(400 * time.Millisecond)
+	<-first // the request that started before the purge is answered
 	h.Wait()
 	w := serve(h, "GET", "/doc")
 	t.Logf("purged %d; after purge: %q %s", n, w.Body.String(), w.Header().Get("Cache-Status"))
