@@ -336,6 +336,9 @@ func (c *Cluster) monitor(ctx context.Context) error {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last := time.Now()
+	// Our own delays count for a few periods: a heartbeat held up in our
+	// socket buffer arrives late by that much, and the next one may too.
+	watch := newSchedWatch(4 * c.cfg.Period)
 	for {
 		select {
 		case <-ctx.Done():
@@ -343,6 +346,8 @@ func (c *Cluster) monitor(ctx context.Context) error {
 		case now := <-t.C:
 			lag := now.Sub(last)
 			last = now
+			local := watch.observe(now, lag-tick)
+			c.metrics.LocalDelay.Set(local.Seconds())
 			if lag > 3*tick {
 				c.metrics.LocalStalls.Inc()
 				c.mu.Lock()
@@ -350,12 +355,14 @@ func (c *Cluster) monitor(ctx context.Context) error {
 				c.mu.Unlock()
 				continue
 			}
-			c.check(now)
+			c.check(now, local)
 		}
 	}
 }
 
-func (c *Cluster) check(now time.Time) {
+// check suspects the peers whose freshness point, moved on by local (how
+// late this process itself has been running lately), has passed.
+func (c *Cluster) check(now time.Time, local time.Duration) {
 	changed := false
 	c.mu.Lock()
 	grace := !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
@@ -374,7 +381,7 @@ func (c *Cluster) check(now time.Time) {
 		if !p.trusted || !p.seen || grace {
 			continue
 		}
-		if fdetect.Suspect(p.det, now.UnixNano()) {
+		if fdetect.Suspect(p.det, now.Add(-local).UnixNano()) {
 			p.trusted = false
 			p.suspicions++
 			p.suspectedAt = now

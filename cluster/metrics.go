@@ -16,6 +16,7 @@ type Metrics struct {
 	FDMargin           *prometheus.GaugeVec   // current safety margin of the ml detector, per peer
 	PeerRTT            *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
 	LocalStalls        prometheus.Counter     // rounds skipped because this process stalled
+	LocalDelay         prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
 	ViewSize           prometheus.Gauge       // members in the view (self included)
 	ViewChanges        prometheus.Counter     // ring rebuilds
 	Advertisements     prometheus.Counter     // own indicator epochs published
@@ -58,6 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FDMargin:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
 		PeerRTT:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
 		LocalStalls:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
+		LocalDelay:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_local_delay_seconds", Help: "Worst recent scheduling delay of this process (Go run-queue latency or monitor lag), added to every freshness point before suspecting."}),
 		ViewSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_view_members", Help: "Members of the routing view, self included."}),
 		ViewChanges:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_view_changes_total", Help: "Ring rebuilds after a view change."}),
 		Advertisements:     prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_indicator_advertisements_total", Help: "Own indicator epochs published."}),
@@ -75,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}
-	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls,
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg

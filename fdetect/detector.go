@@ -72,7 +72,7 @@ func New(name string, period int64, p Params) (Detector, error) {
 		"bertier":    {"window", "beta", "phi", "gamma"},
 		"phi":        {"window", "threshold", "min_std_ms", "pause_ms"},
 		"twowindows": {"long", "short", "alpha_ms"},
-		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty"},
+		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty", "time_objective", "time_window", "pause_ms"},
 	}
 	keys, ok := known[name]
 	if !ok {
@@ -106,6 +106,8 @@ func New(name string, period int64, p Params) (Detector, error) {
 			Quantile: p.Get("quantile", d.Quantile), Window: int(p.Get("window", float64(d.Window))), Order: int(p.Get("order", float64(d.Order))),
 			LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
 			OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
+			TimeObjective: p.Get("time_objective", 0) != 0, TimeWindow: int(p.Get("time_window", float64(d.TimeWindow))),
+			Pause: float64(ms(p.Get("pause_ms", 0))),
 		}), nil
 	}
 }

@@ -3,6 +3,7 @@ package fdetect
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -126,3 +127,52 @@ func TestNewRejectsUnknownParams(t *testing.T) {
 }
 
 var _ = binary.BigEndian
+
+// TestTailQuantileSmoothsTheFarTail: on exponential samples (mean 10 ms)
+// the fitted 0.9999 quantile is near the true one (10 ms · ln 10⁴ = 92 ms)
+// even though the window holds only two samples beyond it.
+func TestTailQuantileSmoothsTheFarTail(t *testing.T) {
+	q := newQuantileWindow(20000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		q.add(rng.ExpFloat64() * 10 * float64(ms))
+	}
+	want := 10 * float64(ms) * math.Log(1e4)
+	if got := q.tailQuantile(0.9999, 0.99); math.Abs(got-want)/want > 0.15 {
+		t.Errorf("tail quantile %.1f ms, want about %.1f ms", got/float64(ms), want/float64(ms))
+	}
+	if got, plain := q.tailQuantile(0.9, 0.99), q.quantile(0.9); got != plain {
+		t.Errorf("below the threshold the fit must be the plain quantile: %v != %v", got, plain)
+	}
+}
+
+// TestMLTimeObjectiveCoversLossesAndPause: with the time objective,
+// lateness against the point in force counts lost heartbeats, so on a link
+// that loses one heartbeat in 50 a 0.99 margin covers a whole period; the
+// pause floor holds whatever the history.
+func TestMLTimeObjectiveCoversLossesAndPause(t *testing.T) {
+	d, err := New("ml", 100*ms, Params{"time_objective": 1, "quantile": 0.99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := d.(*ML)
+	for seq := uint64(0); seq < 5000; seq++ {
+		if seq%50 == 49 {
+			continue // lost
+		}
+		m.Observe(seq, int64(seq)*100*ms+40*ms)
+	}
+	if m.Margin() < 90*ms {
+		t.Errorf("time objective margin %v with 2 %% loss, want about one period", time.Duration(m.Margin()))
+	}
+	c, err := New("ml", 100*ms, Params{"pause_ms": 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(0); seq < 3000; seq++ {
+		c.Observe(seq, int64(seq)*100*ms+40*ms)
+	}
+	if c.(*ML).Margin() < 700*ms {
+		t.Errorf("margin %v below the 700 ms pause", time.Duration(c.(*ML).Margin()))
+	}
+}

@@ -25,6 +25,19 @@ type MLConfig struct {
 	// (the heartbeat came later than predicted), tilting the predictor
 	// towards over-estimates as the seed's asymmetric loss does.
 	EarlyPenalty float64
+	// TimeObjective aims the margin at Chen's time-based P_A instead of the
+	// share of heartbeats on time: the margin is the smallest whose wrong
+	// suspicion time over the last TimeWindow arrivals would have been at
+	// most (1 − Quantile) of their span. Lateness is measured against the
+	// point in force, so losses and stalls count, as they do for Chen.
+	TimeObjective bool
+	// TimeWindow is how many arrivals the time objective looks back over.
+	TimeWindow int
+	// Pause is the smallest margin (ns), Akka's "acceptable heartbeat
+	// pause": sender stalls are memoryless, so no history predicts them,
+	// and a floor that covers most of them is the cheapest way to keep
+	// them from being mistakes. 0: none.
+	Pause float64
 }
 
 // DefaultMLConfig returns the defaults.
@@ -37,6 +50,7 @@ func DefaultMLConfig() MLConfig {
 		BaseRate:      0.01,  // the mean a link reverts to: about 10 s of history
 		OutagePeriods: 3,     // 300 ms of silence at Δ = 100 ms: three losses in a row are rare, stalls are not
 		EarlyPenalty:  1,     // measured: the seed's penalty for early predictions (4) raised T_D at equal P_A on both trace kinds
+		TimeWindow:    36000, // an hour at Δ = 100 ms: sender stalls come minutes apart, and a 0.999 share of time needs many of them
 	}
 }
 
@@ -64,6 +78,10 @@ type ML struct {
 	x       []float64 // inputs: (base − r)/Δ, then the last Order increments /Δ
 	w       []float64 // weights
 	errs    *quantileWindow
+	late    *quantileWindow // time objective: lateness after the point in force
+	span    float64         // time objective: sum of inter-arrival times over the same window (ns)
+	gaps    []float64       // their ring, to keep span exact
+	gapNext int
 	margin  float64 // ns
 	pred    float64 // predicted residual of the next heartbeat (ns)
 	expect  float64 // predicted arrival of heartbeat lastSeq+1, without margin (ns)
@@ -97,8 +115,46 @@ func NewML(period int64, cfg MLConfig) *ML {
 	if cfg.EarlyPenalty <= 0 {
 		cfg.EarlyPenalty = d.EarlyPenalty
 	}
-	return &ML{cfg: cfg, period: float64(period), x: make([]float64, 1+cfg.Order), w: make([]float64, 1+cfg.Order),
+	if cfg.TimeWindow < 1 {
+		cfg.TimeWindow = d.TimeWindow
+	}
+	m := &ML{cfg: cfg, period: float64(period), x: make([]float64, 1+cfg.Order), w: make([]float64, 1+cfg.Order),
 		errs: newQuantileWindow(cfg.Window)}
+	if cfg.TimeObjective {
+		m.late = newQuantileWindow(cfg.TimeWindow)
+		m.gaps = make([]float64, cfg.TimeWindow)
+	}
+	return m
+}
+
+// observeLateness feeds the time objective with how late this arrival came
+// after the point in force (without margin), and the time since the last.
+func (m *ML) observeLateness(arrival int64) {
+	m.late.add(float64(arrival) - m.expect)
+	gap := float64(arrival - m.lastArr)
+	m.span += gap - m.gaps[m.gapNext]
+	m.gaps[m.gapNext] = gap
+	m.gapNext = (m.gapNext + 1) % len(m.gaps)
+}
+
+// updateMargin sets the margin from the objective.
+func (m *ML) updateMargin() {
+	if !m.cfg.TimeObjective {
+		m.margin = m.errs.quantile(m.cfg.Quantile)
+		// A q-quantile needs about 1/(1−q) samples to mean anything; until
+		// then, keep at least one period of margin (a fresh node must not
+		// suspect its peers on its first hiccup).
+		if float64(m.errs.n()) < 1/(1-m.cfg.Quantile) {
+			m.margin = math.Max(m.margin, m.period)
+		}
+		m.margin = math.Max(m.margin, m.cfg.Pause)
+		return
+	}
+	m.margin = m.late.tailQuantile(m.cfg.Quantile, 0.99)
+	if float64(m.late.n()) < 1/(1-m.cfg.Quantile) {
+		m.margin = math.Max(m.margin, m.period)
+	}
+	m.margin = math.Max(m.margin, m.cfg.Pause)
 }
 
 // Observe implements Detector.
@@ -116,6 +172,10 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	}
 	silence := float64(arrival-m.lastArr) / m.period
 	outage := float64(seq-m.lastSeq) > m.cfg.OutagePeriods || silence > m.cfg.OutagePeriods
+	if m.cfg.TimeObjective {
+		m.observeLateness(arrival)
+		m.updateMargin()
+	}
 	m.lastSeq, m.lastArr = seq, arrival
 	if outage || m.skip > 0 {
 		// A stall or an outage: do not learn from it, nor from the burst of
@@ -134,14 +194,9 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	}
 	// Error of the prediction for this heartbeat (positive: later than
 	// predicted; sequence-aware, so a lost heartbeat is not an error).
-	err := r - m.pred
-	m.errs.add(err)
-	m.margin = m.errs.quantile(m.cfg.Quantile)
-	// A q-quantile needs about 1/(1−q) samples to mean anything; until
-	// then, keep at least one period of margin (a fresh node must not
-	// suspect its peers on its first hiccup).
-	if float64(m.errs.n()) < 1/(1-m.cfg.Quantile) {
-		m.margin = math.Max(m.margin, m.period)
+	m.errs.add(r - m.pred)
+	if !m.cfg.TimeObjective {
+		m.updateMargin()
 	}
 	// Learn: the target is the increment r − last, the prediction w·x.
 	target := (r - m.last) / m.period

@@ -32,12 +32,16 @@ func qBucket(x float64) uint8 {
 }
 
 // qUpper is the upper edge of bucket b (0 for bucket 0).
-func qUpper(b int) float64 {
-	if b == 0 {
-		return 0
+func qUpper(b int) float64 { return qEdges[b] }
+
+// qEdges are the buckets' upper edges, computed once: margins are read
+// from them on every heartbeat.
+var qEdges = func() (e [qBuckets]float64) {
+	for b := 1; b < qBuckets; b++ {
+		e[b] = qMin * math.Pow(qRatio, float64(b))
 	}
-	return qMin * math.Pow(qRatio, float64(b))
-}
+	return e
+}()
 
 func (q *quantileWindow) add(x float64) {
 	if q.full {
@@ -75,4 +79,59 @@ func (q *quantileWindow) quantile(p float64) float64 {
 		}
 	}
 	return qUpper(qBuckets - 1)
+}
+
+// qMid is a representative value of bucket b (its geometric middle; 0 for
+// bucket 0, which holds samples at or below zero).
+func qMid(b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return qUpper(b) / math.Sqrt(qRatio)
+}
+
+// excessMargin returns the smallest margin m ≥ 0 whose total excess
+// Σ max(0, x − m) over the window is at most budget: if each sample is how
+// late an arrival came after the point it was expected at, the excess is the
+// time a peer with margin m would have been wrongly suspected. Samples are
+// taken at their bucket's middle; between bucket edges the excess is linear
+// in m, so the answer is exact for those values.
+func (q *quantileWindow) excessMargin(budget float64) float64 {
+	var above, sumAbove float64 // samples in buckets above b, and their sum
+	for b := qBuckets - 1; b > 0; b-- {
+		lo := qUpper(b - 1)
+		c := float64(q.counts[b])
+		above += c
+		sumAbove += c * qMid(b)
+		// With m in [lo, mid(b)], every sample counted so far exceeds m.
+		if excess := sumAbove - above*lo; excess > budget {
+			return math.Min(qMid(b), (sumAbove-budget)/above)
+		}
+	}
+	return 0
+}
+
+// tailQuantile estimates a high p-quantile from an exponential fit of the
+// tail above the u-quantile (peaks over threshold): P(x > m) ≈
+// (k/n)·exp(−(m − t)/β) for m ≥ t, with t the u-quantile, k the samples
+// above it and β their mean excess. Far in the tail a window holds only a
+// handful of samples and the plain quantile jumps from one to the next; the
+// fit uses the hundreds above t, so the margin it gives moves smoothly.
+func (q *quantileWindow) tailQuantile(p, u float64) float64 {
+	n := float64(q.n())
+	if p <= u || n == 0 {
+		return q.quantile(p)
+	}
+	t := q.quantile(u)
+	var k, excess float64
+	for b := qBuckets - 1; b > 0 && qUpper(b-1) >= t; b-- {
+		c := float64(q.counts[b])
+		k += c
+		excess += c * (qMid(b) - t)
+	}
+	if k == 0 || excess <= 0 {
+		return t
+	}
+	beta := excess / k
+	return t + beta*math.Max(0, math.Log(k/n/(1-p)))
 }

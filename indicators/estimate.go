@@ -17,11 +17,32 @@ type Exclusion struct {
 //
 //	h = clip((q − fpr) / (1 − fpr − fnr), 0, 1)
 //	π = fpr (1 − h) / q                 (1 if q = 0)
-//	ν = (1 − fpr)(1 − h) / (1 − q)      (1 if fnr = 0)
+//	ν = (1 − fpr)(1 − h) / (1 − q)      (1 if fnr = 0 or h = 1)
 //
 // Results are clipped to [0, 1]; a system with fpr + fnr ≥ 1 is not
 // sufficiently accurate and gets π = ν = 1 (its indications mean nothing).
+//
+// ν = 1 when h clips to 1 is the authors' rule (their simulator does so):
+// h = 1 says the estimators have broken down (typically the fnr estimate
+// has run past 1 − q), and the formula's ν = 0 would then treat every
+// negative indication as a certain hit, so FNA would ask the cheapest
+// negatively indicated cache alone and skip the caches that say yes.
 func Exclusions(q, fpr, fnr float64) Exclusion {
+	e := exclusions(q, fpr, fnr)
+	if e.H >= 1 {
+		e.Nu = 1
+	}
+	return e
+}
+
+// HomeExclusions is Exclusions without the h = 1 rule, for q measured over
+// the keys homed at the cache (fna-home). There h = 1 is a real estimate, not
+// a breakdown: a home that has never had to evict holds every key sent to
+// it, and a negative indication there is a stale filter, not a miss
+// (measured in docs/indicators.md: the rule costs fna-home up to 4 %).
+func HomeExclusions(q, fpr, fnr float64) Exclusion { return exclusions(q, fpr, fnr) }
+
+func exclusions(q, fpr, fnr float64) Exclusion {
 	e := Exclusion{Q: q, FPR: fpr, FNR: fnr, Pi: 1, Nu: 1}
 	den := 1 - fpr - fnr
 	if den <= 0 || math.IsNaN(q) {

@@ -15,8 +15,10 @@ type FilterConfig struct {
 	BitsPerElement float64 // bpe: m = bpe·C bits, k = ⌊bpe·ln 2⌋ hash functions
 	UpdateInterval int     // U: advertise after this many insertions
 	EstimateEvery  int     // recompute fpr and fnr after this many insertions
-	// FNREstimator is "bits" (the paper: from bit counts) or "count" (ours:
-	// from the number of keys inserted since the advertisement).
+	// FNREstimator is "bits" (the paper: from bit counts), "count" (from
+	// the number of keys inserted since the advertisement) or "exact" (each
+	// key entering or leaving the cache is tested against the advertised
+	// snapshot, so the count of held keys the replica misses is exact).
 	FNREstimator string
 }
 
@@ -56,6 +58,8 @@ type Filter struct {
 	fpr, fnr   float64
 	advertised int // advertisements made
 	advKeys    int // keys in the last advertisement
+	held       int // keys the cache holds: advKeys + insertions − evictions
+	missed     int // held keys the advertised snapshot tests negative for ("exact")
 }
 
 // NewFilter returns an empty filter (epoch 0, nothing advertised yet).
@@ -66,9 +70,9 @@ func NewFilter(cfg FilterConfig) (*Filter, error) {
 	switch cfg.FNREstimator {
 	case "":
 		cfg.FNREstimator = "bits"
-	case "bits", "count":
+	case "bits", "count", "exact":
 	default:
-		return nil, fmt.Errorf("indicators: fnr estimator %q, want bits or count", cfg.FNREstimator)
+		return nil, fmt.Errorf("indicators: fnr estimator %q, want bits, count or exact", cfg.FNREstimator)
 	}
 	m, k := cfg.Params()
 	f := &Filter{cfg: cfg, m: m, k: k, up: bloom.New(m, k), adv: bloom.New(m, k)}
@@ -82,12 +86,43 @@ func (f *Filter) M() uint { return f.m }
 // K returns the number of hash functions.
 func (f *Filter) K() uint { return f.k }
 
-// Insert adds a key and reports whether an advertisement is due (U
-// insertions since the last one).
+// Insert adds a key that has just entered the cache and reports whether an
+// advertisement is due (U insertions since the last one).
 func (f *Filter) Insert(key []byte) (advertise bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.up.Add(key)
+	f.held++
+	if !f.adv.Test(key) {
+		f.missed++
+	}
+	return f.countInsertionLocked()
+}
+
+// Reinsert counts an insertion of a key the cache already held towards U
+// without changing the filter: the indicator paper's simulator does so for
+// the re-insertion that follows a false-negative miss.
+func (f *Filter) Reinsert() (advertise bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.countInsertionLocked()
+}
+
+// Evict records that a key left the cache. A Bloom filter cannot forget it,
+// so only the "exact" estimator's counts change; the next advertisement
+// drops it from the filter.
+func (f *Filter) Evict(key []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held > 0 {
+		f.held--
+	}
+	if f.missed > 0 && !f.adv.Test(key) {
+		f.missed--
+	}
+}
+
+func (f *Filter) countInsertionLocked() bool {
 	f.sinceAdv++
 	f.sinceEst++
 	if f.sinceEst >= f.cfg.EstimateEvery {
@@ -120,6 +155,13 @@ func (f *Filter) estimateLocked() {
 		held := min(f.advKeys+f.sinceAdv, f.cfg.Capacity)
 		if held > 0 {
 			f.fnr = float64(min(f.sinceAdv, held)) / float64(held) * (1 - f.fpr)
+		}
+	case f.cfg.FNREstimator == "exact":
+		// Caches that do not report evictions (the node's store) are
+		// bounded by capacity: an LRU evicts old, advertised keys first.
+		held := min(f.held, f.cfg.Capacity)
+		if held > 0 {
+			f.fnr = float64(min(f.missed, held)) / float64(held)
 		}
 	default:
 		f.fnr = 1 - math.Pow((b1up-delta1)/b1up, k)
@@ -167,6 +209,7 @@ func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
 	f.advertised++
 	f.sinceAdv = 0
 	f.advKeys = n
+	f.held, f.missed = n, 0
 	f.estimateLocked()
 	return Snapshot{Epoch: f.epoch, M: f.m, K: f.k, Bits: f.adv.BitSet(), Prev: prev, FPR: f.fpr, FNR: 0}
 }

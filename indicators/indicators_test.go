@@ -39,6 +39,77 @@ func TestExclusionsHandComputed(t *testing.T) {
 	if e := Exclusions(0.005, 0.01, 0.1); e.H != 0 {
 		t.Errorf("h below 0 not clipped: %v", e.H)
 	}
+	// The authors' rule: when fnr runs past 1 − q, h clips to 1, and ν is 1
+	// (the formula would give 0: a negative indication as a certain hit).
+	// q = 0.3, fpr = 0.001, fnr = 0.8: h = 0.299/0.199 > 1.
+	if e := Exclusions(0.3, 0.001, 0.8); e.H != 1 || e.Nu != 1 {
+		t.Errorf("h = 1: %+v, want ν = 1", e)
+	}
+	// fna-home keeps the formula there: a home that never evicted holds
+	// every key sent to it.
+	if e := HomeExclusions(0.3, 0.001, 0.8); e.H != 1 || e.Nu != 0 {
+		t.Errorf("home, h = 1: %+v, want ν = 0", e)
+	}
+	// Below h = 1 the two agree.
+	if a, b := Exclusions(0.3, 0.01, 0.1), HomeExclusions(0.3, 0.01, 0.1); a != b {
+		t.Errorf("%+v != %+v", a, b)
+	}
+}
+
+// TestExactEstimatorIsExact: with every insertion and eviction reported,
+// the "exact" fnr is the share of held keys the advertised snapshot tests
+// negative for, counted here on a replica.
+func TestExactEstimatorIsExact(t *testing.T) {
+	f, err := NewFilter(FilterConfig{Capacity: 1000, BitsPerElement: 10, UpdateInterval: 100000, EstimateEvery: 1, FNREstimator: "exact"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(i))
+		return b[:]
+	}
+	held := map[int]bool{}
+	snap := f.Advertise(func(yield func([]byte) bool) {
+		for i := range 600 {
+			held[i] = true
+			if !yield(key(i)) {
+				return
+			}
+		}
+	})
+	replica := &Replica{}
+	if err := replica.Apply(EncodeFull(snap)); err != nil {
+		t.Fatal(err)
+	}
+	// 300 new keys, 200 old ones evicted, 50 new ones evicted again.
+	for i := 600; i < 900; i++ {
+		f.Insert(key(i))
+		held[i] = true
+	}
+	for i := range 200 {
+		f.Evict(key(i))
+		delete(held, i)
+	}
+	for i := 600; i < 650; i++ {
+		f.Evict(key(i))
+		delete(held, i)
+	}
+	f.Insert(key(900)) // triggers the estimate
+	held[900] = true
+	negatives := 0
+	for i := range held {
+		if !replica.Test(key(i)) {
+			negatives++
+		}
+	}
+	_, fnr := f.Estimates()
+	if want := float64(negatives) / float64(len(held)); !near(fnr, want) {
+		t.Errorf("exact fnr %v, true %v (%d of %d held keys negative)", fnr, want, negatives, len(held))
+	}
+	if _, err := NewFilter(FilterConfig{Capacity: 1, BitsPerElement: 1, UpdateInterval: 1, EstimateEvery: 1, FNREstimator: "guess"}); err == nil {
+		t.Error("accepted an unknown fnr estimator")
+	}
 }
 
 func TestQEstimatorEMA(t *testing.T) {

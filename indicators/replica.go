@@ -97,7 +97,7 @@ func (r *Replica) IndicateHome(key []byte) bool {
 func (r *Replica) HomeExclusion() Exclusion {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return Exclusions(r.qHome.Q(), r.fpr, r.fnr)
+	return HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
 }
 
 // ObserveNegativeProbe records whether a probe sent despite a negative

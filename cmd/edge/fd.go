@@ -57,6 +57,11 @@ func fdGenCmd() *cobra.Command {
 	f.DurationVar(&c.ShiftEvery, "shift-every", c.ShiftEvery, "mean time between delay regime shifts")
 	f.Float64Var(&c.QueueRho, "queue-rho", c.QueueRho, "autocorrelation of the queueing delay per heartbeat (0: i.i.d. delays only)")
 	f.DurationVar(&c.JitterScale, "jitter", c.JitterScale, "scale of the i.i.d. Pareto jitter")
+	f.Float64Var(&c.JitterShape, "jitter-shape", c.JitterShape, "Pareto shape of the jitter (smaller: heavier tail)")
+	f.DurationVar(&c.ShiftMax, "shift-max", c.ShiftMax, "a delay regime shift adds up to this much")
+	f.DurationVar(&c.StallMax, "stall-max", c.StallMax, "longest sender stall")
+	f.Float64Var(&c.GoodToBad, "good-to-bad", c.GoodToBad, "per-heartbeat chance of entering a loss burst")
+	f.Float64Var(&c.LossBad, "loss-bad", c.LossBad, "loss probability inside a burst")
 	f.StringVar(&out, "out", "-", "output CSV file")
 	return cmd
 }
@@ -99,9 +104,9 @@ func fdReplayCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "link\theartbeats\tP_A\tT_D ms\tP_A(time)\tmistakes\tper s\tmean ms\tdetect ms\tp99 ms\tns/hb\t")
+			fmt.Fprintln(tw, "link\theartbeats\tP_A\tT_D ms\tP_A(time)\tT_D(Chen) ms\tmistakes\tper s\tmean ms\tdetect ms\tp99 ms\tns/hb\t")
 			row := func(n string, r fdlab.Result) {
-				fmt.Fprintf(tw, "%s\t%d\t%.5f\t%.1f\t%.6f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.PA, r.TDms, r.PATime, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
+				fmt.Fprintf(tw, "%s\t%d\t%.5f\t%.1f\t%.6f\t%.1f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.PA, r.TDms, r.PATime, r.TDChenMs, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
 			}
 			var links []string
 			for l := range res.Links {
@@ -125,7 +130,7 @@ func fdReplayCmd() *cobra.Command {
 }
 
 func fdSweepCmd() *cobra.Command {
-	var file, name, plotOut string
+	var file, name, plotOut, metricName string
 	var params []string
 	var target float64
 	var period time.Duration
@@ -142,6 +147,10 @@ func fdSweepCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			metric, err := fdlab.ParseMetric(metricName)
+			if err != nil {
+				return usageError{fmt.Errorf("--metric: %w", err)}
+			}
 			as, err := loadArrivals(file)
 			if err != nil {
 				return err
@@ -152,7 +161,7 @@ func fdSweepCmd() *cobra.Command {
 					if fdetect.MainKnob[d] == "" {
 						continue // ml-seed has no knob to trace a curve with
 					}
-					pts, err := fdlab.Curve(as, d, int64(period), 24, nil)
+					pts, err := fdlab.Curve(as, d, int64(period), 24, nil, metric)
 					if err != nil {
 						return err
 					}
@@ -171,7 +180,7 @@ func fdSweepCmd() *cobra.Command {
 					return nil
 				}
 			}
-			res, err := fdlab.Sweep(as, name, int64(period), target, base)
+			res, err := fdlab.Sweep(as, name, int64(period), target, base, metric)
 			if err != nil {
 				return usageError{err}
 			}
@@ -182,7 +191,10 @@ func fdSweepCmd() *cobra.Command {
 			if !res.Found {
 				found = " (target not reached in the knob's range)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s = %.6g → P_A %.5f, T_D %.1f ms%s\n", res.Detector, res.Param, res.Value, res.PA, res.TDms, found)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s = %.6g → P_A %.5f, T_D %.1f ms (%s metric)%s\n", res.Detector, res.Param, res.Value, res.PA, res.TDms, metric, found)
+			if metric == fdlab.MetricChen {
+				fmt.Fprintf(cmd.OutOrStdout(), "  mistakes %.5f/s, mean duration %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
+			}
 			return nil
 		},
 	}
@@ -190,6 +202,7 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&file, "trace", "", "trace CSV")
 	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
+	f.StringVar(&metricName, "metric", "seed", "seed (P_A per heartbeat, T_D = slack) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")
 	f.StringArrayVar(&params, "param", nil, "other detector parameters name=value (repeatable)")

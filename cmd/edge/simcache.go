@@ -62,7 +62,7 @@ func simCacheCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(cmd.OutOrStdout(), "%d requests, %d caches of %d, bpe %g, U %d, costs %s, M %g\n", len(keys), c.Caches, c.CacheSize, c.BPE, c.UpdateInterval, costs, c.MissPenalty)
+			fmt.Fprintf(cmd.OutOrStdout(), "%d requests, %d caches of %d, bpe %g, U %d, costs %s, M %g, fnr estimator %s, %d client(s), faithful %v\n", len(keys), c.Caches, c.CacheSize, c.BPE, c.UpdateInterval, costs, c.MissPenalty, c.FNREstimator, max(c.Clients, 1), c.Faithful)
 			fmt.Fprintln(tw, "policy\tcost/req\tcost/opt\thit ratio\tfn ratio\tfp ratio\tasked/req\tneg probes/req\tadv B/req\t")
 			for _, r := range res {
 				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.1f\t\n", r.Policy, r.CostPerRequest, r.CostVsOpt, r.HitRatio, r.FNRatio, r.FPRatio, r.CachesAsked, r.NegativeProbes, r.AdvBytesPerRequest)
@@ -82,10 +82,12 @@ func simCacheCmd() *cobra.Command {
 	fl.Float64Var(&c.MissPenalty, "miss-penalty", 100, "miss penalty M")
 	fl.IntVar(&c.Replicas, "replicas", 1, "home caches per key")
 	fl.Float64Var(&c.Explore, "explore", 0.01, "fna-hist: chance per request of probing the cheapest negative cache")
-	fl.StringVar(&c.FNREstimator, "fnr-estimator", "bits", "how caches estimate fnr: bits (the paper) or count (keys inserted since the advertisement)")
+	fl.StringVar(&c.FNREstimator, "fnr-estimator", "bits", "how caches estimate fnr: bits (the paper), count (keys inserted since the advertisement) or exact (held keys the snapshot misses)")
+	fl.IntVar(&c.Clients, "clients", 1, "ingress nodes sharing the caches, each with its own replicas and estimates")
+	fl.BoolVar(&c.Faithful, "faithful", false, "the authors' simulator rules: home = key mod n, and a re-insertion after a false-negative miss counts towards U")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist")
-	fl.StringVar(&sweep, "sweep", "", "update-interval=16,64,256 or bpe=5..15 (CSV on stdout or --csv)")
+	fl.StringVar(&sweep, "sweep", "", "update-interval=16,64,256, bpe=5..15 or miss-penalty=50,100,500 (CSV on stdout or --csv)")
 	fl.StringVar(&csvOut, "csv", "", "sweep: write the CSV here instead of stdout")
 	fl.StringVar(&plotOut, "plot", "", "sweep: draw cost/opt against the swept value into this PNG")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -107,8 +109,8 @@ func parseFloats(s string) ([]float64, error) {
 // parseSweep parses "name=a,b,c" or "name=lo..hi" (integers, step 1).
 func parseSweep(s string) (string, []float64, error) {
 	name, vals, ok := strings.Cut(s, "=")
-	if !ok || (name != "update-interval" && name != "bpe") {
-		return "", nil, fmt.Errorf("--sweep %q: want update-interval=… or bpe=…", s)
+	if !ok || (name != "update-interval" && name != "bpe" && name != "miss-penalty") {
+		return "", nil, fmt.Errorf("--sweep %q: want update-interval=…, bpe=… or miss-penalty=…", s)
 	}
 	if lo, hi, ok := strings.Cut(vals, ".."); ok {
 		a, err1 := strconv.Atoi(lo)
@@ -140,9 +142,12 @@ func runSweep(stdout io.Writer, keys []uint64, c cachesim.Config, pols []string,
 	var points []sweepPoint
 	for _, v := range vals {
 		cc := c
-		if name == "bpe" {
+		switch name {
+		case "bpe":
 			cc.BPE = v
-		} else {
+		case "miss-penalty":
+			cc.MissPenalty = v
+		default:
 			cc.UpdateInterval = int(v)
 		}
 		res, err := cachesim.Simulate(keys, cc, pols)

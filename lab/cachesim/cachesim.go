@@ -7,10 +7,13 @@ package cachesim
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
+	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
@@ -30,8 +33,16 @@ type Config struct {
 	MissPenalty    float64
 	Replicas       int     // homes per key
 	Explore        float64 // fna-hist: chance of probing the cheapest negative cache to learn ν
-	FNREstimator   string  // "bits" (paper) or "count"
+	FNREstimator   string  // "bits" (paper), "count" or "exact"
 	Seed           uint64
+	// Clients is how many ingress nodes share the caches, as in a cluster:
+	// request i goes to client i mod Clients, and each client keeps its own
+	// replicas and q estimates (every advertisement reaches all of them).
+	Clients int
+	// Faithful applies the authors' simulator rules instead of ours: a
+	// key's home is key mod n (not a hash of it), and the re-insertion that
+	// follows a false-negative miss counts towards U.
+	Faithful bool
 }
 
 // Result is one policy's outcome.
@@ -59,6 +70,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("indicators: cache size, bpe and update interval must be positive and the miss penalty ≥ 1")
 	case c.Replicas < 1 || c.Replicas > c.Caches:
 		return fmt.Errorf("indicators: replicas %d, want 1..%d", c.Replicas, c.Caches)
+	case c.Clients < 0 || c.Clients > 1024:
+		return fmt.Errorf("indicators: clients %d, want 1..1024", c.Clients)
 	}
 	for _, x := range c.Costs {
 		if x < 1 || math.IsNaN(x) {
@@ -71,7 +84,7 @@ func (c Config) Validate() error {
 type simCache struct {
 	lru      *simplelru.LRU[uint64, struct{}]
 	filter   *indicators.Filter
-	replica  indicators.Replica
+	replicas []indicators.Replica // one per client
 	advBytes int
 }
 
@@ -85,30 +98,30 @@ func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("indicators: empty trace")
 	}
-	var out []Result
-	var optCost float64
 	for _, p := range policies {
 		if p != "opt" {
 			if _, err := indicators.ParsePolicy(p); err != nil {
 				return nil, err
 			}
 		}
-		r, err := simulateOne(keys, c, p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-		if p == "opt" {
-			optCost = r.CostPerRequest
-		}
 	}
-	if optCost == 0 {
-		r, err := simulateOne(keys, c, "opt")
-		if err != nil {
-			return nil, err
-		}
-		optCost = r.CostPerRequest
+	runs := policies
+	if !slices.Contains(runs, "opt") {
+		runs = append(slices.Clone(runs), "opt")
 	}
+	// Policies are independent runs on their own caches: one goroutine each.
+	res := make([]Result, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, p := range runs {
+		wg.Go(func() { res[i], errs[i] = simulateOne(keys, c, p) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	optCost := res[slices.Index(runs, "opt")].CostPerRequest
+	out := res[:len(policies)]
 	for i := range out {
 		out[i].CostVsOpt = out[i].CostPerRequest / optCost
 	}
@@ -117,17 +130,28 @@ func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 
 func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	n := c.Caches
+	clients := max(c.Clients, 1)
 	caches := make([]*simCache, n)
 	for j := range caches {
-		l, err := simplelru.NewLRU[uint64, struct{}](c.CacheSize, nil)
-		if err != nil {
-			return Result{}, err
-		}
 		f, err := indicators.NewFilter(indicators.FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator})
 		if err != nil {
 			return Result{}, err
 		}
-		caches[j] = &simCache{lru: l, filter: f}
+		l, err := simplelru.NewLRU(c.CacheSize, func(x uint64, _ struct{}) {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], x)
+			f.Evict(b[:])
+		})
+		if err != nil {
+			return Result{}, err
+		}
+		caches[j] = &simCache{lru: l, filter: f, replicas: make([]indicators.Replica, clients)}
+	}
+	home := func(x uint64, r int) int {
+		if c.Faithful {
+			return int((x + uint64(r)) % uint64(n))
+		}
+		return homeIndex(x*0x9e3779b97f4a7c15, r, n)
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x1d2e3f))
 	res := Result{Policy: policy}
@@ -140,12 +164,18 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 
 	insert := func(j int, x uint64) {
 		sc := caches[j]
+		var due bool
 		if sc.lru.Contains(x) {
 			sc.lru.Get(x)
-			return
+			if !c.Faithful {
+				return
+			}
+			due = sc.filter.Reinsert()
+		} else {
+			sc.lru.Add(x, struct{}{})
+			due = sc.filter.Insert(key)
 		}
-		sc.lru.Add(x, struct{}{})
-		if sc.filter.Insert(key) {
+		if due {
 			snap := sc.filter.Advertise(func(yield func([]byte) bool) {
 				var b [8]byte
 				for _, k := range sc.lru.Keys() {
@@ -157,14 +187,20 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			})
 			payload, _ := indicators.Encode(snap)
 			sc.advBytes += len(payload)
-			if err := sc.replica.Apply(payload); err != nil {
-				panic(err) // the simulator's own encoder must round-trip
+			for i := range sc.replicas {
+				if err := sc.replicas[i].Apply(payload); err != nil {
+					panic(err) // the simulator's own encoder must round-trip
+				}
 			}
 		}
-		sc.replica.SetEstimates(sc.filter.Estimates())
+		fpr, fnr := sc.filter.Estimates()
+		for i := range sc.replicas {
+			sc.replicas[i].SetEstimates(fpr, fnr)
+		}
 	}
 
-	for _, x := range keys {
+	for i, x := range keys {
+		client := i % clients
 		binary.BigEndian.PutUint64(key, x)
 		for j := range n {
 			truth[j] = caches[j].lru.Contains(x)
@@ -183,22 +219,22 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 		} else {
 			learned := policy == string(indicators.FNAHist)
 			homeAware := policy == string(indicators.FNAHome)
-			h := x * 0x9e3779b97f4a7c15
 			for j := range n {
+				rep := &caches[j].replicas[client]
 				var e indicators.Exclusion
 				switch {
-				case homeAware && isHome(h, j, n, c.Replicas):
-					ind[j] = caches[j].replica.IndicateHome(key)
-					e = caches[j].replica.HomeExclusion()
+				case homeAware && isHome(home, x, j, c.Replicas):
+					ind[j] = rep.IndicateHome(key)
+					e = rep.HomeExclusion()
 				case homeAware:
 					// Not a home: only a false positive could point here.
-					ind[j] = caches[j].replica.Indicate(key)
+					ind[j] = rep.Indicate(key)
 					e = indicators.Exclusion{Pi: 1, Nu: 1}
 				default:
-					ind[j] = caches[j].replica.Indicate(key)
-					e = caches[j].replica.Exclusion()
+					ind[j] = rep.Indicate(key)
+					e = rep.Exclusion()
 					if learned {
-						e = caches[j].replica.LearnedExclusion()
+						e = rep.LearnedExclusion()
 					}
 				}
 				rho := e.Pi
@@ -239,7 +275,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				j := bits.TrailingZeros64(m)
 				if !ind[j] {
 					negProbes++
-					caches[j].replica.ObserveNegativeProbe(!truth[j])
+					caches[j].replicas[client].ObserveNegativeProbe(!truth[j])
 				}
 			}
 		}
@@ -258,9 +294,8 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			continue
 		}
 		cost += c.MissPenalty
-		h := x * 0x9e3779b97f4a7c15
 		for r := range c.Replicas {
-			insert(homeIndex(h, r, n), x)
+			insert(home(x, r), x)
 		}
 	}
 	total := float64(len(keys))
@@ -286,9 +321,9 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 // homeIndex is the r-th home cache of a key with mixed hash h.
 func homeIndex(h uint64, r, n int) int { return int((h>>32 + uint64(r)) % uint64(n)) }
 
-func isHome(h uint64, j, n, replicas int) bool {
+func isHome(home func(x uint64, r int) int, x uint64, j, replicas int) bool {
 	for r := range replicas {
-		if homeIndex(h, r, n) == j {
+		if home(x, r) == j {
 			return true
 		}
 	}

@@ -29,3 +29,59 @@ func TestSimulateSmall(t *testing.T) {
 		t.Error("stale indicators produced no false negatives")
 	}
 }
+
+// TestFNANeverLosesWhenCachesNeverFill is the regression test for the
+// authors' ν = 1 rule: fewer distinct keys than capacity and few
+// advertisements drive the bit-count fnr estimate past 1 − q, h clips to 1,
+// and without the rule fna asks the cheapest negatively indicated cache
+// alone and costs more than fno (measured 1.6× before the fix).
+func TestFNANeverLosesWhenCachesNeverFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := make([]uint64, 40000)
+	for i := range keys {
+		keys[i] = uint64(math.Floor(math.Pow(rng.Float64(), 2) * 5000)) // 5000 distinct < 3 × 10 000
+	}
+	for _, est := range []string{"bits", "count", "exact"} {
+		for _, faithful := range []bool{false, true} {
+			for _, clients := range []int{1, 3} {
+				c := Config{Caches: 3, CacheSize: 10000, BPE: 14, UpdateInterval: 1000, Costs: []float64{1, 2, 3}, MissPenalty: 100,
+					Replicas: 1, Seed: 1, FNREstimator: est, Faithful: faithful, Clients: clients}
+				res, err := Simulate(keys, c, []string{"fno", "fna", "fna-home"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fno, fna, home := res[0].CostPerRequest, res[1].CostPerRequest, res[2].CostPerRequest
+				// Under the authors' rules with their bit-count estimate, fna
+				// is level with fno here (measured +0.1 %: the few negative
+				// probes it still sends cost their access, see
+				// docs/indicators.md); the bug this guards against cost +70 %.
+				slack := 1.0
+				if faithful {
+					slack = 1.005
+				}
+				if fna > fno*slack || home > fno {
+					t.Errorf("%s faithful=%v clients=%d: fno %.3f, fna %.3f, fna-home %.3f per request", est, faithful, clients, fno, fna, home)
+				}
+			}
+		}
+	}
+}
+
+// TestFaithfulPlacementIsKeyModN: under the authors' rules key x lives at
+// cache x mod n, so a trace of keys ≡ 0 mod 3 fills cache 0 only, and
+// every hit opt finds costs 1.
+func TestFaithfulPlacementIsKeyModN(t *testing.T) {
+	keys := make([]uint64, 3000)
+	for i := range keys {
+		keys[i] = uint64(3 * (i % 100))
+	}
+	c := Config{Caches: 3, CacheSize: 1000, BPE: 14, UpdateInterval: 10, Costs: []float64{1, 2, 3}, MissPenalty: 100, Replicas: 1, Faithful: true}
+	res, err := Simulate(keys, c, []string{"opt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 cold misses, then 2900 hits at cache 0.
+	if want := (100*100 + 2900*1) / 3000.0; math.Abs(res[0].CostPerRequest-want) > 1e-9 {
+		t.Errorf("opt cost %v, want %v", res[0].CostPerRequest, want)
+	}
+}

@@ -57,13 +57,18 @@ func TestSweepMeetsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"chen", "phi", "ml"} {
-		s, err := Sweep(as, d, int64(c.Period), 0.99, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !s.Found || s.PA < 0.99 {
-			t.Errorf("%s: %+v", d, s)
+	for _, m := range []Metric{MetricSeed, MetricChen} {
+		for _, d := range []string{"chen", "phi", "ml"} {
+			s, err := Sweep(as, d, int64(c.Period), 0.99, nil, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Found || s.PA < 0.99 || s.Metric != m {
+				t.Errorf("%s by %s: %+v", d, m, s)
+			}
+			if m == MetricChen && (s.TDms <= 0 || s.MistakeRate <= 0) {
+				t.Errorf("%s by chen: T_D %.1f ms, mistake rate %v: want both positive (the trace has delays and stalls)", d, s.TDms, s.MistakeRate)
+			}
 		}
 	}
 }
@@ -92,15 +97,21 @@ func TestGeneratorHasStallsAndLoss(t *testing.T) {
 
 func TestTraceCSV(t *testing.T) {
 	var buf bytes.Buffer
-	in := []Arrival{{"a", 1, 2, 3}, {"b", 4, 5, 6}}
-	if err := WriteTrace(&buf, in); err != nil {
-		t.Fatal(err)
+	for _, in := range [][]Arrival{
+		{{Site: "a", Seq: 1, Send: 2, Recv: 3}, {Site: "b", Seq: 4, Send: 5, Recv: 6}},
+		{{Site: "a", Seq: 1, Send: 2, Recv: 3, Delay: 7}, {Site: "b", Seq: 4, Send: 5, Recv: 6, Delay: 8}},
+	} {
+		buf.Reset()
+		if err := WriteTrace(&buf, in); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ReadTrace(&buf)
+		if err != nil || len(out) != 2 || out[0] != in[0] || out[1] != in[1] {
+			t.Fatalf("%v %v", out, err)
+		}
 	}
-	out, err := ReadTrace(&buf)
-	if err != nil || len(out) != 2 || out[1] != in[1] {
-		t.Fatalf("%v %v", out, err)
-	}
-	for _, bad := range []string{"", "wrong,header\n", TraceHeader + "\na,1,2\n", TraceHeader + "\na,x,2,3\n", TraceHeader + "\n,1,2,3\n"} {
+	for _, bad := range []string{"", "wrong,header\n", TraceHeader + "\na,1,2\n", TraceHeader + "\na,x,2,3\n", TraceHeader + "\n,1,2,3\n",
+		TraceHeader + "\na,1,2,3,4\n", TraceHeaderDelay + "\na,1,2,3\n", TraceHeaderDelay + "\na,1,2,3,-4\n", TraceHeaderDelay + "\na,1,2,3,x\n"} {
 		if _, err := ReadTrace(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
@@ -110,6 +121,7 @@ func TestTraceCSV(t *testing.T) {
 func FuzzReadTrace(f *testing.F) {
 	f.Add([]byte(TraceHeader + "\na,1,2,3\n"))
 	f.Add([]byte(TraceHeader + "\n,,,\n"))
+	f.Add([]byte(TraceHeaderDelay + "\na,1,2,3,4\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		as, err := ReadTrace(bytes.NewReader(b))
 		if err == nil {
@@ -135,5 +147,32 @@ func TestLSTMLearnsASine(t *testing.T) {
 	}
 	if mean := errLate / 200 / float64(ms); mean > 8 {
 		t.Errorf("mean absolute error on a sine after training: %.2f ms", mean)
+	}
+}
+
+// TestReplayCountsASuspicionOnce: after a stall the queued heartbeats arrive
+// together, each still later than Chen's (mean-based) freshness point, so
+// trust is restored only by the last. That is one mistake of 500 ms, not
+// five overlapping ones (500 + 400 + 300 + 200 + 100 ms).
+func TestReplayCountsASuspicionOnce(t *testing.T) {
+	var as []Arrival
+	n := Warmup + 20
+	for i := range n {
+		recv := int64(i) * 100 * ms
+		if i >= Warmup+5 && i < Warmup+10 {
+			recv = int64(Warmup+5)*100*ms + 500*ms // the burst behind a stall
+		}
+		as = append(as, Arrival{Site: "a", Seq: uint64(i), Send: int64(i) * 100 * ms, Recv: recv, Delay: 30 * ms})
+	}
+	res, err := Replay(as, 100*ms, func() (fdetect.Detector, error) { return fdetect.NewChen(100*ms, 1000, 0), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Overall
+	if r.Mistakes != 1 || math.Abs(r.MistakeMeanMs-500) > 1 {
+		t.Fatalf("mistakes %d of mean %.1f ms, want one of 500 ms", r.Mistakes, r.MistakeMeanMs)
+	}
+	if math.Abs(r.DelayMeanMs-30) > 1e-9 || math.Abs(r.TDChenMs-(r.TDms+30)) > 1e-9 {
+		t.Fatalf("Chen T_D %.3f = seed T_D %.3f + delay %.3f, want delay 30", r.TDChenMs, r.TDms, r.DelayMeanMs)
 	}
 }

@@ -19,7 +19,9 @@ type Result struct {
 	PA              float64 `json:"pa"`                 // share of heartbeats that arrived before their freshness point
 	TDms            float64 `json:"td_ms"`              // mean of τ_k − A_k (the seed's T_D)
 	PATime          float64 `json:"pa_time"`            // Chen's P_A: share of time the peer was trusted
-	Mistakes        int     `json:"mistakes"`           // wrong suspicions
+	TDChenMs        float64 `json:"td_chen_ms"`         // Chen's T_D: mean time from a crash to permanent suspicion, τ_k − A_k + one-way delay
+	DelayMeanMs     float64 `json:"delay_mean_ms"`      // mean one-way delay included in TDChenMs (0: unknown)
+	Mistakes        int     `json:"mistakes"`           // wrong suspicions (each suspicion period once)
 	MistakeRate     float64 `json:"mistake_rate_per_s"` // per second of trace
 	MistakeMeanMs   float64 `json:"mistake_mean_ms"`    // mean duration of a wrong suspicion
 	DetectMeanMs    float64 `json:"detect_mean_ms"`     // crash right after a heartbeat: τ − A
@@ -27,6 +29,7 @@ type Result struct {
 	NsPerHeartbeat  float64 `json:"ns_per_heartbeat"` // detector cost: Observe + Freshness
 	onTime          int
 	tdSum, mistakeT float64
+	delaySum        float64
 	span            float64
 	detect          []float64
 	nsSum           float64
@@ -76,12 +79,23 @@ func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, er
 //   - the point in force when k arrived (for the next expected sequence
 //     number): if k came after it, the peer was wrongly suspected from
 //     that point until k arrived. Mistakes and the time-based P_A count those.
+//
+// A suspicion period is counted once: when the freshness point computed at
+// an arrival has already passed (trust was not restored), the period goes
+// on from that arrival to the next, and is one mistake, not two.
+//
+// Chen's T_D for heartbeat k is the detection time of a crash just before k
+// would have been sent: from the send time σ_k to τ_k, that is
+// τ_k − A_k plus k's one-way delay (Arrival.Delay; 0 when unknown).
 func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 	var r Result
 	var firstMeasured int64 = -1
 	var lastSeq uint64
+	var lastRecv int64
+	stillSuspected := false // the freshness point set at the last arrival had already passed
 	for i, a := range as {
 		measured := i >= Warmup
+		suspectedAtArrival := false
 		if i > 0 && a.Seq <= lastSeq {
 			d.Observe(a.Seq, a.Recv) // reordered or duplicate: detectors ignore it
 			continue
@@ -90,22 +104,34 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 			inForce := d.Freshness()
 			tauK := inForce + period*int64(a.Seq-lastSeq-1)
 			if firstMeasured < 0 {
-				firstMeasured = as[i-1].Recv
+				firstMeasured = lastRecv
 			}
 			r.Heartbeats++
 			r.tdSum += float64(tauK - a.Recv)
+			r.delaySum += float64(a.Delay)
 			if a.Recv <= tauK {
 				r.onTime++
 			}
-			if a.Recv > inForce {
+			switch {
+			case stillSuspected:
+				// The suspicion that began at or before the last arrival
+				// goes on until this one.
+				r.mistakeT += float64(a.Recv - lastRecv)
+				suspectedAtArrival = true
+			case a.Recv > inForce:
 				r.Mistakes++
 				r.mistakeT += float64(a.Recv - inForce)
+				suspectedAtArrival = true
 			}
 		}
-		lastSeq = a.Seq
+		lastSeq, lastRecv = a.Seq, a.Recv
 		t := time.Now()
 		d.Observe(a.Seq, a.Recv)
 		tau := d.Freshness()
+		if tau < a.Recv && measured && !suspectedAtArrival {
+			r.Mistakes++ // trusted until now, suspected at once: a period from here
+		}
+		stillSuspected = tau < a.Recv
 		ns := float64(time.Since(t).Nanoseconds())
 		if measured {
 			r.nsSum += ns
@@ -124,6 +150,7 @@ func (r *Result) merge(o Result) {
 	r.Heartbeats += o.Heartbeats
 	r.onTime += o.onTime
 	r.tdSum += o.tdSum
+	r.delaySum += o.delaySum
 	r.Mistakes += o.Mistakes
 	r.mistakeT += o.mistakeT
 	r.span += o.span
@@ -136,6 +163,8 @@ func (r *Result) finish() {
 	if r.Heartbeats > 0 {
 		r.PA = float64(r.onTime) / float64(r.Heartbeats)
 		r.TDms = r.tdSum / float64(r.Heartbeats) / 1e6
+		r.DelayMeanMs = r.delaySum / float64(r.Heartbeats) / 1e6
+		r.TDChenMs = r.TDms + r.DelayMeanMs
 	}
 	if r.span > 0 {
 		r.PATime = 1 - r.mistakeT/r.span
@@ -157,14 +186,58 @@ func (r *Result) finish() {
 	}
 }
 
+// Metric names the pair of QoS metrics a sweep judges by.
+type Metric string
+
+// The metrics.
+const (
+	// MetricSeed is the seed paper's: P_A is the share of received
+	// heartbeats that arrived before their own freshness point, T_D the mean
+	// slack τ_k − A_k.
+	MetricSeed Metric = "seed"
+	// MetricChen is Chen, Toueg and Aguilera's: P_A is the share of time the
+	// peer was trusted (each suspicion period once), T_D the time from a
+	// crash to permanent suspicion (slack plus one-way delay).
+	MetricChen Metric = "chen"
+)
+
+// ParseMetric validates a metric name.
+func ParseMetric(s string) (Metric, error) {
+	switch m := Metric(s); m {
+	case MetricSeed, MetricChen:
+		return m, nil
+	}
+	return "", fmt.Errorf("fdlab: metric %q, want seed or chen", s)
+}
+
+// QoS returns (P_A, T_D ms) of r by metric m.
+func (r Result) QoS(m Metric) (pa, tdMs float64) {
+	if m == MetricChen {
+		return r.PATime, r.TDChenMs
+	}
+	return r.PA, r.TDms
+}
+
 // SweepResult is the knob value found for a target P_A.
 type SweepResult struct {
 	Detector string  `json:"detector"`
+	Metric   Metric  `json:"metric"`
 	Param    string  `json:"param"`
 	Value    float64 `json:"value"`
 	PA       float64 `json:"pa"`
 	TDms     float64 `json:"td_ms"`
 	Found    bool    `json:"found"`
+	// Chen's mistake rate λ_M and mean mistake duration T_M (metric chen).
+	MistakeRate       float64 `json:"mistake_rate_per_s,omitempty"`
+	MistakeDurationMs float64 `json:"mistake_duration_ms,omitempty"`
+}
+
+func (s *SweepResult) set(x float64, r Result) {
+	s.Value = x
+	s.PA, s.TDms = r.QoS(s.Metric)
+	if s.Metric == MetricChen {
+		s.MistakeRate, s.MistakeDurationMs = r.MistakeRate, r.MistakeMeanMs
+	}
 }
 
 // knobRange is the search interval of a detector's main knob, in a
@@ -184,8 +257,9 @@ func knobRange(name string) (lo, hi float64, toParam func(float64) float64) {
 }
 
 // Sweep searches the detector's main knob for the smallest T_D whose P_A
-// is at least target (P_A grows with the knob, so a bisection suffices).
-func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params) (SweepResult, error) {
+// (by metric m) is at least target (P_A grows with the knob, so a
+// bisection suffices).
+func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params, m Metric) (SweepResult, error) {
 	param := fdetect.MainKnob[name]
 	if param == "" {
 		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
@@ -199,13 +273,13 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 		p[param] = conv(x)
 		return Replay(arrivals, period, func() (fdetect.Detector, error) { return fdetect.New(name, period, p) })
 	}
-	res := SweepResult{Detector: name, Param: param}
+	res := SweepResult{Detector: name, Param: param, Metric: m}
 	top, err := eval(hi)
 	if err != nil {
 		return res, err
 	}
-	if top.Overall.PA < target {
-		res.Value, res.PA, res.TDms = conv(hi), top.Overall.PA, top.Overall.TDms
+	if pa, _ := top.Overall.QoS(m); pa < target {
+		res.set(conv(hi), top.Overall)
 		return res, nil
 	}
 	best := top
@@ -216,19 +290,20 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 		if err != nil {
 			return res, err
 		}
-		if r.Overall.PA >= target {
+		if pa, _ := r.Overall.QoS(m); pa >= target {
 			hi, best, bestX = mid, r, mid
 		} else {
 			lo = mid
 		}
 	}
-	res.Value, res.PA, res.TDms, res.Found = conv(bestX), best.Overall.PA, best.Overall.TDms, true
+	res.set(conv(bestX), best.Overall)
+	res.Found = true
 	return res, nil
 }
 
 // Curve replays the detector at n knob values across its range and returns
-// (T_D ms, 1 − P_A) points, for the trade-off plot.
-func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params) ([][2]float64, error) {
+// (T_D ms, 1 − P_A) points by metric m, for the trade-off plot.
+func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params, m Metric) ([][2]float64, error) {
 	param := fdetect.MainKnob[name]
 	lo, hi, conv := knobRange(name)
 	var pts [][2]float64
@@ -247,7 +322,8 @@ func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Pa
 		if err != nil {
 			return nil, err
 		}
-		pts = append(pts, [2]float64{r.Overall.TDms, 1 - r.Overall.PA})
+		pa, td := r.Overall.QoS(m)
+		pts = append(pts, [2]float64{td, 1 - pa})
 	}
 	return pts, nil
 }

@@ -18,17 +18,37 @@ type Arrival struct {
 	Seq  uint64
 	Send int64 // sender clock, ns
 	Recv int64 // receiver clock, ns
+	// Delay is the one-way delay (ns) when known: generated traces know it;
+	// with unsynchronised clocks a recorded one does not (0). Only Chen's
+	// T_D uses it.
+	Delay int64
 }
 
-// TraceHeader is the first line of a trace CSV.
-const TraceHeader = "site,seq,send_ns,recv_ns"
+// TraceHeader is the first line of a trace CSV; TraceHeaderDelay that of a
+// trace that also knows each heartbeat's one-way delay.
+const (
+	TraceHeader      = "site,seq,send_ns,recv_ns"
+	TraceHeaderDelay = TraceHeader + ",delay_ns"
+)
 
-// WriteTrace writes arrivals as CSV.
+// WriteTrace writes arrivals as CSV, with the delay column if any arrival
+// has a delay.
 func WriteTrace(w io.Writer, as []Arrival) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, TraceHeader)
+	withDelay := false
 	for _, a := range as {
-		fmt.Fprintf(bw, "%s,%d,%d,%d\n", a.Site, a.Seq, a.Send, a.Recv)
+		withDelay = withDelay || a.Delay != 0
+	}
+	if !withDelay {
+		fmt.Fprintln(bw, TraceHeader)
+		for _, a := range as {
+			fmt.Fprintf(bw, "%s,%d,%d,%d\n", a.Site, a.Seq, a.Send, a.Recv)
+		}
+		return bw.Flush()
+	}
+	fmt.Fprintln(bw, TraceHeaderDelay)
+	for _, a := range as {
+		fmt.Fprintf(bw, "%s,%d,%d,%d,%d\n", a.Site, a.Seq, a.Send, a.Recv, a.Delay)
 	}
 	return bw.Flush()
 }
@@ -38,13 +58,17 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var out []Arrival
-	line := 0
+	line, fields := 0, 4
 	for sc.Scan() {
 		line++
 		s := strings.TrimSpace(sc.Text())
 		if line == 1 {
-			if s != TraceHeader {
-				return nil, fmt.Errorf("fdetect.fdetect: trace line 1: header %q, want %q", s, TraceHeader)
+			switch s {
+			case TraceHeader:
+			case TraceHeaderDelay:
+				fields = 5
+			default:
+				return nil, fmt.Errorf("fdlab: trace line 1: header %q, want %q or %q", s, TraceHeader, TraceHeaderDelay)
 			}
 			continue
 		}
@@ -52,22 +76,30 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 			continue
 		}
 		f := strings.Split(s, ",")
-		if len(f) != 4 || f[0] == "" {
-			return nil, fmt.Errorf("fdetect.fdetect: trace line %d: want 4 fields site,seq,send_ns,recv_ns", line)
+		if len(f) != fields || f[0] == "" {
+			return nil, fmt.Errorf("fdlab: trace line %d: want %d fields as the header says", line, fields)
 		}
 		seq, err1 := strconv.ParseUint(f[1], 10, 64)
 		send, err2 := strconv.ParseInt(f[2], 10, 64)
 		recv, err3 := strconv.ParseInt(f[3], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("fdetect.fdetect: trace line %d: seq, send_ns and recv_ns must be integers", line)
+			return nil, fmt.Errorf("fdlab: trace line %d: seq, send_ns and recv_ns must be integers", line)
 		}
-		out = append(out, Arrival{Site: f[0], Seq: seq, Send: send, Recv: recv})
+		a := Arrival{Site: f[0], Seq: seq, Send: send, Recv: recv}
+		if fields == 5 {
+			d, err := strconv.ParseInt(f[4], 10, 64)
+			if err != nil || d < 0 {
+				return nil, fmt.Errorf("fdlab: trace line %d: delay_ns must be a non-negative integer", line)
+			}
+			a.Delay = d
+		}
+		out = append(out, a)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("fdetect.fdetect: trace: %w", err)
+		return nil, fmt.Errorf("fdlab: trace: %w", err)
 	}
 	if line == 0 {
-		return nil, fmt.Errorf("fdetect.fdetect: trace is empty")
+		return nil, fmt.Errorf("fdlab: trace is empty")
 	}
 	return out, nil
 }
@@ -128,7 +160,7 @@ func DefaultGenConfig() GenConfig {
 // Gilbert–Elliott chain, and the receiver's clock drifts and is offset.
 func Generate(c GenConfig) ([]Arrival, error) {
 	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || c.JitterShape <= 0 || c.QueueRho < 0 || c.QueueRho >= 1 {
-		return nil, fmt.Errorf("fdetect.fdetect: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
+		return nil, fmt.Errorf("fdlab: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0xfdfdfd))
 	var out []Arrival
@@ -178,7 +210,7 @@ func Generate(c GenConfig) ([]Arrival, error) {
 			jitter := float64(c.JitterScale) * (math.Pow(1-rng.Float64(), -1/c.JitterShape) - 1)
 			arrive := send + base + jitter + queue
 			recv := arrive*(1+drift) + skew
-			link = append(link, Arrival{Site: site, Seq: uint64(s), Send: int64(send), Recv: int64(recv)})
+			link = append(link, Arrival{Site: site, Seq: uint64(s), Send: int64(send), Recv: int64(recv), Delay: int64(arrive - send)})
 		}
 		sort.SliceStable(link, func(i, j int) bool { return link[i].Recv < link[j].Recv })
 		out = append(out, link...)
