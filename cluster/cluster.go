@@ -110,6 +110,7 @@ type Cluster struct {
 	dirty     bool
 	climbCost float64 // EMA of a climb's latency (s), for M
 	stalled   time.Time
+	local     atomic.Int64 // worst recent local scheduling delay (ns), for status
 	unknownHB atomic.Uint64
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
@@ -347,6 +348,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 			lag := now.Sub(last)
 			last = now
 			local := watch.observe(now, lag-tick)
+			c.local.Store(int64(local))
 			c.metrics.LocalDelay.Set(local.Seconds())
 			if lag > 3*tick {
 				c.metrics.LocalStalls.Inc()
@@ -436,6 +438,10 @@ func (c *Cluster) resolveLoop(ctx context.Context) {
 		}
 	}
 }
+
+// LocalDelay is this process's worst recent scheduling delay, which the
+// monitor adds to every freshness point before suspecting.
+func (c *Cluster) LocalDelay() time.Duration { return time.Duration(c.local.Load()) }
 
 // PeerState is a read-only snapshot of a peer for status and metrics.
 type PeerState struct {

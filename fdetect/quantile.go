@@ -90,27 +90,6 @@ func qMid(b int) float64 {
 	return qUpper(b) / math.Sqrt(qRatio)
 }
 
-// excessMargin returns the smallest margin m ≥ 0 whose total excess
-// Σ max(0, x − m) over the window is at most budget: if each sample is how
-// late an arrival came after the point it was expected at, the excess is the
-// time a peer with margin m would have been wrongly suspected. Samples are
-// taken at their bucket's middle; between bucket edges the excess is linear
-// in m, so the answer is exact for those values.
-func (q *quantileWindow) excessMargin(budget float64) float64 {
-	var above, sumAbove float64 // samples in buckets above b, and their sum
-	for b := qBuckets - 1; b > 0; b-- {
-		lo := qUpper(b - 1)
-		c := float64(q.counts[b])
-		above += c
-		sumAbove += c * qMid(b)
-		// With m in [lo, mid(b)], every sample counted so far exceeds m.
-		if excess := sumAbove - above*lo; excess > budget {
-			return math.Min(qMid(b), (sumAbove-budget)/above)
-		}
-	}
-	return 0
-}
-
 // tailQuantile estimates a high p-quantile from an exponential fit of the
 // tail above the u-quantile (peaks over threshold): P(x > m) ≈
 // (k/n)·exp(−(m − t)/β) for m ≥ t, with t the u-quantile, k the samples

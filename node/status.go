@@ -26,6 +26,7 @@ type Status struct {
 	Requests      map[string]float64   `json:"requests_by_result"`
 	HitRatio      float64              `json:"hit_ratio"`
 	Peers         []cluster.PeerState  `json:"peers,omitempty"`
+	LocalDelayMs  float64              `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
 	HotKeys       []proxy.HotKey       `json:"hottest_pages,omitempty"`
 	HotHidden     bool                 `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
 	Route         *cluster.Explanation `json:"route,omitempty"`
@@ -62,6 +63,7 @@ func (n *Node) Snapshot() Status {
 	}
 	if n.cluster != nil {
 		s.Peers = n.cluster.Peers()
+		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
 	}
 	s.HotKeys = n.proxy.HotKeys(15)
 	return s
@@ -104,7 +106,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
 <td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
-<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes). Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong).</p>{{end}}
+<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes). Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong). This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p>{{end}}
 <h2>Hottest pages</h2>
 {{if .HotHidden}}<p class="note">The hottest URLs are shown with the admin token: <a href="/status?login=1">sign in</a> (any user name, the token as password).</p>{{else}}<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>{{end}}
 <h2>Route explorer</h2>
