@@ -344,7 +344,10 @@ func (c *Cluster) monitor(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
+		case <-t.C:
+			// The time the round runs, not the tick's scheduled time
+			// (which t.C carries since Go 1.23): a late round is the lag.
+			now := time.Now()
 			lag := now.Sub(last)
 			last = now
 			local := watch.observe(now, lag-tick)

@@ -130,7 +130,17 @@ func NewML(period int64, cfg MLConfig) *ML {
 
 // observeLateness feeds the time objective with how late this arrival came
 // after the point in force (without margin).
-func (m *ML) observeLateness(arrival int64) { m.late.add(float64(arrival) - m.expect) }
+//
+// A sample is capped at lateCap periods: a partition of 30 s would
+// otherwise raise the fitted tail, and so the margin, for the whole window
+// after the peer came back.
+func (m *ML) observeLateness(arrival int64) {
+	m.late.add(math.Min(float64(arrival)-m.expect, lateCap*m.period))
+}
+
+// lateCap bounds a lateness sample, in periods: 2 s at Δ = 100 ms, longer
+// than the sender stalls the lab's traces model (up to 2 s).
+const lateCap = 20
 
 // updateMargin sets the margin from the objective: a quantile of the
 // prediction errors (P_A per heartbeat) or of the lateness after the point
@@ -163,7 +173,7 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	r := float64(arrival) - m.period*float64(seq)
 	if !m.seen {
 		m.base, m.last, m.pred = r, r, r
-		m.margin = m.period / 2
+		m.margin = math.Max(m.period/2, m.cfg.Pause)
 		m.seen, m.lastSeq, m.lastArr = true, seq, arrival
 		m.expect = m.period*float64(seq+1) + r
 		return

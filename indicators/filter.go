@@ -191,7 +191,14 @@ type Snapshot struct {
 // Advertise rebuilds the up-to-date filter from keys (every key the cache
 // holds now), makes it the new advertised snapshot with the next epoch, and
 // resets the estimates to fnr = 0, fpr = (B1/m)^k.
+//
+// The key set is read under the filter's lock, so that an insertion or an
+// eviction racing with the advertisement is either in the snapshot or
+// counted after it (the "exact" estimator's counts start from this key
+// set). keys must not call back into the filter.
 func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	fresh := bloom.New(f.m, f.k)
 	n := 0
 	if keys != nil {
@@ -200,8 +207,6 @@ func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
 			n++
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	prev := f.adv.BitSet()
 	f.up = fresh
 	f.adv = fresh.Copy()

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-600}
 BIN=${BIN:-/tmp/edge-race}
-go build -race -o "$BIN" ./cmd/edge
+[ "${BUILD:-1}" = 1 ] && go build -race -o "$BIN" ./cmd/edge
 "$BIN" demo --nodes 5 >/tmp/fd-busy-demo.log 2>&1 &
 demo=$!
 burners=()

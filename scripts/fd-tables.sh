@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The tables of docs/failure-detection.md: every detector at equal P_A, by
 # the seed's metric and by Chen's, on a tuning set of generated traces and
-# on a held-out set made with other seeds and harsher parameters. ml's one
-# extra setting for Chen's metric (the pause floor) is chosen on the tuning
-# set only, per target, and then used unchanged on the held-out set.
+# on a held-out set made with other seeds and harsher parameters. By Chen's
+# metric ml runs its time objective with the quantile at 0.99 and the sweep
+# searches its pause floor (a constant margin, as Chen's α): chosen on the
+# tuning set (quantiles 0.95…0.995 tie there) and used unchanged on the
+# held-out set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGE=${EDGE:-./bin/edge}
 DIR=${DIR:-$(mktemp -d)}
 TARGETS=${TARGETS:-0.995 0.998 0.999}
-PAUSES=${PAUSES:-0 200 400 500 600 700}
 
 # gen NAME SEEDS ARGS...: one pooled trace, links renamed per seed.
 gen() {
@@ -27,20 +28,10 @@ td() { # td TRACE METRIC TARGET DETECTOR [PARAM...] → "T_D found"
   local t=$1 m=$2 p=$3 d=$4; shift 4
   local args=()
   for kv in "$@"; do args+=(--param "$kv"); done
+  [ -n "${KNOB:-}" ] && args+=(--knob "$KNOB")
   "$EDGE" fd sweep --trace "$DIR/$t.csv" --metric "$m" --target-pa "$p" --detector "$d" ${args[@]+"${args[@]}"} --json |
     jq -r '"\(.td_ms*10|round/10) \(.found)"'
 }
-
-declare -A pause
-for p in $TARGETS; do
-  best=; bestTD=
-  for x in $PAUSES; do
-    read -r v found < <(td tuning chen "$p" ml time_objective=1 "pause_ms=$x")
-    if [ "$found" = true ] && { [ -z "$bestTD" ] || awk "BEGIN{exit !($v < $bestTD)}"; }; then best=$x; bestTD=$v; fi
-  done
-  pause[$p]=${best:-0}
-  echo "tuning: ml pause for Chen's P_A $p = ${pause[$p]} ms (T_D $bestTD ms)"
-done
 
 for set in tuning heldout; do
   for m in seed chen; do
@@ -51,7 +42,7 @@ for set in tuning heldout; do
       row="| $p"
       for d in chen bertier phi twowindows ml; do
         if [ "$d" = ml ] && [ "$m" = chen ]; then
-          read -r v found < <(td "$set" "$m" "$p" ml time_objective=1 "pause_ms=${pause[$p]}")
+          read -r v found < <(KNOB=pause_ms td "$set" "$m" "$p" ml time_objective=1 quantile=0.99)
         else
           read -r v found < <(td "$set" "$m" "$p" "$d")
         fi

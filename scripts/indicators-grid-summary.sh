@@ -4,12 +4,12 @@
 # point, and the smallest share of FNO's excess cost over opt removed,
 # (fno − policy)/(fno − opt).
 set -euo pipefail
+printf "%-40s %9s %-22s %9s %-22s %8s %8s\n" "trace estimator rules" "fna/fno" "worst at" "home/fno" "worst at" "min fna" "min home"
 awk -F, 'NR > 1 {
   g = $1 " " $2 " faithful=" $3 " clients=" $4; p = $5 "=" $6
   c[g, p, $7] = $8; pts[g, p] = 1; groups[g] = 1
 }
 END {
-  printf "%-40s %9s %-22s %9s %-22s %8s %8s\n", "trace estimator rules", "fna/fno", "worst at", "home/fno", "worst at", "min fna", "min home"
   for (g in groups) {
     wf = 0; wh = 0; rf = 9; rh = 9
     for (k in pts) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -130,7 +131,7 @@ func fdReplayCmd() *cobra.Command {
 }
 
 func fdSweepCmd() *cobra.Command {
-	var file, name, plotOut, metricName string
+	var file, name, plotOut, metricName, knob string
 	var params []string
 	var target float64
 	var period time.Duration
@@ -154,6 +155,9 @@ func fdSweepCmd() *cobra.Command {
 			as, err := loadArrivals(file)
 			if err != nil {
 				return err
+			}
+			if metric == fdlab.MetricChen && !slices.ContainsFunc(as, func(a fdlab.Arrival) bool { return a.Delay != 0 }) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "edge fd sweep: the trace has no delay_ns column: Chen's T_D leaves out the one-way delay")
 			}
 			if plotOut != "" {
 				var ss []series
@@ -180,7 +184,7 @@ func fdSweepCmd() *cobra.Command {
 					return nil
 				}
 			}
-			res, err := fdlab.Sweep(as, name, int64(period), target, base, metric)
+			res, err := fdlab.Sweep(as, name, int64(period), target, base, metric, knob)
 			if err != nil {
 				return usageError{err}
 			}
@@ -202,6 +206,7 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&file, "trace", "", "trace CSV")
 	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
+	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: pause_ms)")
 	f.StringVar(&metricName, "metric", "seed", "seed (P_A per heartbeat, T_D = slack) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")

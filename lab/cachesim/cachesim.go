@@ -71,7 +71,7 @@ func (c Config) Validate() error {
 	case c.Replicas < 1 || c.Replicas > c.Caches:
 		return fmt.Errorf("indicators: replicas %d, want 1..%d", c.Replicas, c.Caches)
 	case c.Clients < 0 || c.Clients > 1024:
-		return fmt.Errorf("indicators: clients %d, want 1..1024", c.Clients)
+		return fmt.Errorf("indicators: clients %d, want 0..1024 (0 means 1)", c.Clients)
 	}
 	for _, x := range c.Costs {
 		if x < 1 || math.IsNaN(x) {

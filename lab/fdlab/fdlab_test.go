@@ -59,7 +59,7 @@ func TestSweepMeetsTarget(t *testing.T) {
 	}
 	for _, m := range []Metric{MetricSeed, MetricChen} {
 		for _, d := range []string{"chen", "phi", "ml"} {
-			s, err := Sweep(as, d, int64(c.Period), 0.99, nil, m)
+			s, err := Sweep(as, d, int64(c.Period), 0.99, nil, m, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestTraceCSV(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "wrong,header\n", TraceHeader + "\na,1,2\n", TraceHeader + "\na,x,2,3\n", TraceHeader + "\n,1,2,3\n",
-		TraceHeader + "\na,1,2,3,4\n", TraceHeaderDelay + "\na,1,2,3\n", TraceHeaderDelay + "\na,1,2,3,-4\n", TraceHeaderDelay + "\na,1,2,3,x\n"} {
+		TraceHeader + "\na,1,2,3,4\n", TraceHeaderDelay + "\na,1,2,3\n", TraceHeaderDelay + "\na,1,2,3,-4\n", TraceHeaderDelay + "\na,1,2,3,x\n", TraceHeader + "\n"} {
 		if _, err := ReadTrace(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}

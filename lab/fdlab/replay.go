@@ -86,7 +86,9 @@ func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, er
 //
 // Chen's T_D for heartbeat k is the detection time of a crash just before k
 // would have been sent: from the send time σ_k to τ_k, that is
-// τ_k − A_k plus k's one-way delay (Arrival.Delay; 0 when unknown).
+// τ_k − A_k plus k's one-way delay (Arrival.Delay; 0 when unknown). This is
+// the latest crash that still stops k; a crash anywhere in the period
+// before adds Δ/2 on average and Δ at worst, the same for every detector.
 func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 	var r Result
 	var firstMeasured int64 = -1
@@ -115,7 +117,11 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 			switch {
 			case stillSuspected:
 				// The suspicion that began at or before the last arrival
-				// goes on until this one.
+				// goes on until this one. If that arrival was the last of
+				// the warm-up, the period was not counted yet.
+				if i-1 < Warmup {
+					r.Mistakes++
+				}
 				r.mistakeT += float64(a.Recv - lastRecv)
 				suspectedAtArrival = true
 			case a.Recv > inForce:
@@ -242,7 +248,10 @@ func (s *SweepResult) set(x float64, r Result) {
 
 // knobRange is the search interval of a detector's main knob, in a
 // coordinate where P_A grows with the value.
-func knobRange(name string) (lo, hi float64, toParam func(float64) float64) {
+func knobRange(name, param string) (lo, hi float64, toParam func(float64) float64) {
+	if param == "pause_ms" {
+		return 0, 5000, func(x float64) float64 { return x }
+	}
 	switch name {
 	case "phi":
 		return 0.5, 16, func(x float64) float64 { return x }
@@ -259,12 +268,22 @@ func knobRange(name string) (lo, hi float64, toParam func(float64) float64) {
 // Sweep searches the detector's main knob for the smallest T_D whose P_A
 // (by metric m) is at least target (P_A grows with the knob, so a
 // bisection suffices).
-func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params, m Metric) (SweepResult, error) {
+//
+// knob names the parameter to search instead of the main knob ("": the
+// main one); ml's "pause_ms" (a constant floor, as Chen's α) is the other
+// one with a known range.
+func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params, m Metric, knob string) (SweepResult, error) {
 	param := fdetect.MainKnob[name]
+	if knob != "" {
+		if knob != "pause_ms" || name != "ml" {
+			return SweepResult{}, fmt.Errorf("fdlab: %s has no sweepable knob %q (ml: pause_ms)", name, knob)
+		}
+		param = knob
+	}
 	if param == "" {
 		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
 	}
-	lo, hi, conv := knobRange(name)
+	lo, hi, conv := knobRange(name, param)
 	eval := func(x float64) (ReplayResult, error) {
 		p := fdetect.Params{}
 		for k, v := range base {
@@ -305,7 +324,7 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 // (T_D ms, 1 − P_A) points by metric m, for the trade-off plot.
 func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params, m Metric) ([][2]float64, error) {
 	param := fdetect.MainKnob[name]
-	lo, hi, conv := knobRange(name)
+	lo, hi, conv := knobRange(name, param)
 	var pts [][2]float64
 	for i := range n {
 		f := float64(i) / float64(max(n-1, 1))

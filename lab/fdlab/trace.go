@@ -76,8 +76,11 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 			continue
 		}
 		f := strings.Split(s, ",")
-		if len(f) != fields || f[0] == "" {
-			return nil, fmt.Errorf("fdlab: trace line %d: want %d fields as the header says", line, fields)
+		if len(f) != fields {
+			return nil, fmt.Errorf("fdlab: trace line %d: %d fields, want %d as the header says", line, len(f), fields)
+		}
+		if f[0] == "" {
+			return nil, fmt.Errorf("fdlab: trace line %d: empty site", line)
 		}
 		seq, err1 := strconv.ParseUint(f[1], 10, 64)
 		send, err2 := strconv.ParseInt(f[2], 10, 64)
@@ -96,10 +99,13 @@ func ReadTrace(r io.Reader) ([]Arrival, error) {
 		out = append(out, a)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("fdlab: trace: %w", err)
+		return nil, fmt.Errorf("fdlab: trace line %d: %w", line+1, err)
 	}
 	if line == 0 {
 		return nil, fmt.Errorf("fdlab: trace is empty")
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("fdlab: trace has a header and no heartbeats")
 	}
 	return out, nil
 }
