@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,29 @@ func TestMLTimeObjectiveCoversLossesAndPause(t *testing.T) {
 	}
 	if c.(*ML).Margin() < 700*ms {
 		t.Errorf("margin %v below the 700 ms pause", time.Duration(c.(*ML).Margin()))
+	}
+}
+
+// TestQuantileWindowMatchesSorting: the bucketed quantile is the upper edge
+// of the bucket holding the exact quantile, as the window slides.
+func TestQuantileWindowMatchesSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	q := newQuantileWindow(500)
+	var all []float64
+	for i := range 3000 {
+		x := (rng.NormFloat64()*5 + 3) * float64(ms) // some ≤ 0: bucket 0
+		q.add(x)
+		all = append(all, x)
+		if i%97 != 0 {
+			continue
+		}
+		win := append([]float64(nil), all[max(0, len(all)-500):]...)
+		slices.Sort(win)
+		for _, p := range []float64{0.5, 0.9, 0.99, 0.999, 1} {
+			exact := win[max(0, int(math.Ceil(p*float64(len(win))))-1)]
+			if got, want := q.quantile(p), qUpper(int(qBucket(exact))); got != want {
+				t.Fatalf("after %d samples, q(%v) = %v, want %v (exact %v)", i+1, p, got, want, exact)
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ type quantileWindow struct {
 	next   int
 	full   bool
 	counts [qBuckets]int32
+	top    int // highest non-empty bucket (0 when empty): tail reads start here
 }
 
 const (
@@ -50,6 +51,10 @@ func (q *quantileWindow) add(x float64) {
 	b := qBucket(x)
 	q.ring[q.next] = b
 	q.counts[b]++
+	q.top = max(q.top, int(b))
+	for q.top > 0 && q.counts[q.top] == 0 {
+		q.top--
+	}
 	q.next++
 	if q.next == len(q.ring) {
 		q.next, q.full = 0, true
@@ -71,14 +76,15 @@ func (q *quantileWindow) quantile(p float64) float64 {
 		return 0
 	}
 	target := int32(math.Ceil(p * float64(n)))
-	var sum int32
-	for b := range qBuckets {
-		sum += q.counts[b]
-		if sum >= target {
-			return qUpper(b)
-		}
+	// Walk down from the highest non-empty bucket: margins are high
+	// quantiles, so this stops after a few buckets. cum counts the samples
+	// in buckets up to b.
+	cum, b := int32(n), q.top
+	for b > 0 && cum-q.counts[b] >= target {
+		cum -= q.counts[b]
+		b--
 	}
-	return qUpper(qBuckets - 1)
+	return qUpper(b)
 }
 
 // qMid is a representative value of bucket b (its geometric middle; 0 for
@@ -103,7 +109,7 @@ func (q *quantileWindow) tailQuantile(p, u float64) float64 {
 	}
 	t := q.quantile(u)
 	var k, excess float64
-	for b := qBuckets - 1; b > 0 && qUpper(b-1) >= t; b-- {
+	for b := q.top; b > 0 && qUpper(b-1) >= t; b-- {
 		c := float64(q.counts[b])
 		k += c
 		excess += c * (qMid(b) - t)

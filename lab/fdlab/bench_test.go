@@ -16,9 +16,15 @@ func BenchmarkDetectors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, name := range []string{"chen", "bertier", "phi", "twowindows", "ml"} {
-		b.Run(name, func(b *testing.B) {
-			d, _ := fdetect.New(name, int64(c.Period), nil)
+	for _, v := range []struct {
+		name, detector string
+		params         fdetect.Params
+	}{
+		{"chen", "chen", nil}, {"bertier", "bertier", nil}, {"phi", "phi", nil}, {"twowindows", "twowindows", nil},
+		{"ml", "ml", nil}, {"ml-time", "ml", fdetect.Params{"time_objective": 1, "quantile": 0.99, "pause_ms": 500}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			d, _ := fdetect.New(v.detector, int64(c.Period), v.params)
 			b.ReportAllocs()
 			i := 0
 			var sink int64
