@@ -19,7 +19,7 @@ for set in tuning heldout; do
     row="| $set | $m | $(printf '%.5f' "$pa") | $(printf '%.1f' "$td")"
     for d in chen bertier phi twowindows ml; do
       args=()
-      [ "$d" = ml ] && [ "$m" = chen ] && args=(--param time_objective=1 --param quantile=0.99 --knob pause_ms)
+      [ "$d" = ml ] && [ "$m" = chen ] && args=(--param time_objective=1 --knob quantile+pause_ms)
       v=$("$EDGE" fd sweep --trace "$DIR/$set.csv" --metric "$m" --target-pa "$pa" --detector "$d" ${args[@]+"${args[@]}"} --json |
         jq -r 'if .found then "\(.td_ms*10|round/10)" else "(\(.td_ms*10|round/10), not reached)" end')
       row="$row | $v"

@@ -23,6 +23,6 @@ END {
         y = (fno - c[g, a[2], "fna-home"]) / (fno - opt); if (y < rh) rh = y
       }
     }
-    printf "%-40s %9.3f %-22s %9.3f %-22s %8.2f %8.2f\n", g, wf, wfp, wh, whp, rf, rh
+    printf "%-40s %9.4f %-22s %9.4f %-22s %8.2f %8.2f\n", g, wf, wfp, wh, whp, rf, rh
   }
 }' "${1:-docs/indicators-grid.csv}" | sort

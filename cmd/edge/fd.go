@@ -196,6 +196,9 @@ func fdSweepCmd() *cobra.Command {
 				found = " (target not reached in the knob's range)"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s = %.6g → P_A %.5f, T_D %.1f ms (%s metric)%s\n", res.Detector, res.Param, res.Value, res.PA, res.TDms, metric, found)
+			if res.Param == fdlab.PauseQuantile {
+				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
+			}
 			if metric == fdlab.MetricChen {
 				fmt.Fprintf(cmd.OutOrStdout(), "  mistakes %.5f/s, mean duration %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
 			}
@@ -206,7 +209,7 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&file, "trace", "", "trace CSV")
 	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
-	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: pause_ms)")
+	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause)")
 	f.StringVar(&metricName, "metric", "seed", "seed (P_A per heartbeat, T_D = slack) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")

@@ -233,37 +233,60 @@ type SweepResult struct {
 	PA       float64 `json:"pa"`
 	TDms     float64 `json:"td_ms"`
 	Found    bool    `json:"found"`
+	// Params are every parameter the chosen point set (the knob and base).
+	Params fdetect.Params `json:"params"`
 	// Chen's mistake rate λ_M and mean mistake duration T_M (metric chen).
 	MistakeRate       float64 `json:"mistake_rate_per_s,omitempty"`
 	MistakeDurationMs float64 `json:"mistake_duration_ms,omitempty"`
 }
 
-func (s *SweepResult) set(x float64, r Result) {
-	s.Value = x
+func (s *SweepResult) record(x float64, p fdetect.Params, r Result) {
+	s.Value, s.Params = x, p
 	s.PA, s.TDms = r.QoS(s.Metric)
 	if s.Metric == MetricChen {
 		s.MistakeRate, s.MistakeDurationMs = r.MistakeRate, r.MistakeMeanMs
 	}
 }
 
-// knobRange is the search interval of a detector's main knob, in a
-// coordinate where P_A grows with the value.
-func knobRange(name, param string) (lo, hi float64, toParam func(float64) float64) {
-	if param == "pause_ms" {
-		return 0, 5000, func(x float64) float64 { return x }
+// knobRange is the search interval of a detector's knob, in a coordinate
+// where P_A grows with the value, and how a value sets the parameters.
+func knobRange(name, param string) (lo, hi float64, set func(p fdetect.Params, x float64) float64) {
+	one := func(lo, hi float64, conv func(float64) float64) (float64, float64, func(fdetect.Params, float64) float64) {
+		return lo, hi, func(p fdetect.Params, x float64) float64 { v := conv(x); p[param] = v; return v }
 	}
-	switch name {
-	case "phi":
-		return 0.5, 16, func(x float64) float64 { return x }
-	case "bertier":
-		return 0, 60, func(x float64) float64 { return x }
-	case "ml":
+	id := func(x float64) float64 { return x }
+	switch {
+	case param == "pause_ms":
+		return one(0, 5000, id)
+	case param == PauseQuantile:
+		// x in [0, 1]: the quantile from 0.9 to 0.99 with no pause; x in
+		// (1, 2]: the quantile stays at 0.99 and the pause grows to 5 s.
+		// Low targets are won by a learned margin, high ones by a constant
+		// that covers stalls; this path goes through both, and P_A grows
+		// along it.
+		return 0, 2, func(p fdetect.Params, x float64) float64 {
+			if x <= 1 {
+				p["quantile"], p["pause_ms"] = 1-math.Pow(10, -(1+x)), 0
+				return p["quantile"]
+			}
+			p["quantile"], p["pause_ms"] = 0.99, (x-1)*5000
+			return p["pause_ms"]
+		}
+	case name == "phi":
+		return one(0.5, 16, id)
+	case name == "bertier":
+		return one(0, 60, id)
+	case name == "ml":
 		// x = −log10(1 − q): q from 0.9 to 0.9999999.
-		return 1, 7, func(x float64) float64 { return 1 - math.Pow(10, -x) }
+		return one(1, 7, func(x float64) float64 { return 1 - math.Pow(10, -x) })
 	default:
-		return 0, 5000, func(x float64) float64 { return x }
+		return one(0, 5000, id)
 	}
 }
+
+// PauseQuantile is ml's combined knob (fd sweep --knob quantile+pause_ms):
+// its quantile up to 0.99, then its pause floor.
+const PauseQuantile = "quantile+pause_ms"
 
 // Sweep searches the detector's main knob for the smallest T_D whose P_A
 // (by metric m) is at least target (P_A grows with the knob, so a
@@ -275,21 +298,24 @@ func knobRange(name, param string) (lo, hi float64, toParam func(float64) float6
 func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params, m Metric, knob string) (SweepResult, error) {
 	param := fdetect.MainKnob[name]
 	if knob != "" {
-		if knob != "pause_ms" || name != "ml" {
-			return SweepResult{}, fmt.Errorf("fdlab: %s has no sweepable knob %q (ml: pause_ms)", name, knob)
+		if (knob != "pause_ms" && knob != PauseQuantile) || name != "ml" {
+			return SweepResult{}, fmt.Errorf("fdlab: %s has no sweepable knob %q (ml: pause_ms, %s)", name, knob, PauseQuantile)
 		}
 		param = knob
 	}
 	if param == "" {
 		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
 	}
-	lo, hi, conv := knobRange(name, param)
-	eval := func(x float64) (ReplayResult, error) {
+	lo, hi, set := knobRange(name, param)
+	params := func(x float64) (fdetect.Params, float64) {
 		p := fdetect.Params{}
 		for k, v := range base {
 			p[k] = v
 		}
-		p[param] = conv(x)
+		return p, set(p, x)
+	}
+	eval := func(x float64) (ReplayResult, error) {
+		p, _ := params(x)
 		return Replay(arrivals, period, func() (fdetect.Detector, error) { return fdetect.New(name, period, p) })
 	}
 	res := SweepResult{Detector: name, Param: param, Metric: m}
@@ -298,7 +324,8 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 		return res, err
 	}
 	if pa, _ := top.Overall.QoS(m); pa < target {
-		res.set(conv(hi), top.Overall)
+		p, v := params(hi)
+		res.record(v, p, top.Overall)
 		return res, nil
 	}
 	best := top
@@ -315,7 +342,8 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 			lo = mid
 		}
 	}
-	res.set(conv(bestX), best.Overall)
+	p, v := params(bestX)
+	res.record(v, p, best.Overall)
 	res.Found = true
 	return res, nil
 }
@@ -324,7 +352,7 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 // (T_D ms, 1 − P_A) points by metric m, for the trade-off plot.
 func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params, m Metric) ([][2]float64, error) {
 	param := fdetect.MainKnob[name]
-	lo, hi, conv := knobRange(name, param)
+	lo, hi, set := knobRange(name, param)
 	var pts [][2]float64
 	for i := range n {
 		f := float64(i) / float64(max(n-1, 1))
@@ -336,7 +364,7 @@ func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Pa
 		for k, v := range base {
 			p[k] = v
 		}
-		p[param] = conv(x)
+		set(p, x)
 		r, err := Replay(arrivals, period, func() (fdetect.Detector, error) { return fdetect.New(name, period, p) })
 		if err != nil {
 			return nil, err
