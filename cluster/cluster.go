@@ -386,7 +386,7 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if !p.trusted || !p.seen || grace {
 			continue
 		}
-		if fdetect.Suspect(p.det, now.Add(-local).UnixNano()) {
+		if c.silent(p, now, local) {
 			p.trusted = false
 			p.suspicions++
 			p.suspectedAt = now
@@ -398,7 +398,7 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 				cancel() // fail over now, not at the timeout
 				delete(p.waiting, id)
 			}
-			c.log.Warn("peer suspected", "peer", p.ID, "silent_for", now.Sub(p.lastRecv).Round(time.Millisecond))
+			c.log.Warn("peer suspected", "self", c.cfg.NodeID, "peer", p.ID, "silent_for", now.Sub(p.lastRecv).Round(time.Millisecond), "local_delay", local.Round(time.Millisecond))
 			changed = true
 		}
 	}
@@ -406,6 +406,18 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 	if changed {
 		c.setView()
 	}
+}
+
+// silent reports whether p's freshness point has passed at now, allowing
+// for this process's own delays: local, the worst recent scheduling delay,
+// and a stall of ours after p's last heartbeat, during which we could not
+// hear it (its silence then counts from the end of the stall). c.mu is held.
+func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
+	shift := local
+	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
+		shift = max(shift, c.stalled.Sub(p.lastRecv))
+	}
+	return fdetect.Suspect(p.det, now.Add(-shift).UnixNano())
 }
 
 // resolveLoop re-resolves the DNS name and adds peers by address.
