@@ -236,7 +236,8 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 // adoptByAddress renames a peer found by DNS (keyed by its address) to the
 // node id its heartbeat carries, so every node builds its ring from the
 // same ids. A heartbeat from ourselves (DNS lists our own address) removes
-// that entry. c.mu must be held.
+// that entry. c.mu must be held; the caller logs the adoption after
+// releasing it.
 func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 	for key, p := range c.peers {
 		if p.udp == nil || r.From == nil || !p.udp.IP.Equal(r.From.IP) || p.udp.Port != r.From.Port || key != p.Addr {
@@ -253,7 +254,6 @@ func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 		}
 		p.ID = r.Node
 		c.peers[r.Node] = p
-		c.log.Info("peer identified", "addr", key, "node", r.Node)
 		return p
 	}
 	return nil
@@ -271,12 +271,24 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	}
 }
 
-// received handles an accepted heartbeat.
+// received handles an accepted heartbeat. It logs only after releasing
+// c.mu: a log write can block (a full pipe, a slow journal), and the
+// heartbeat sender needs c.mu, so a stuck stderr must not silence the node.
 func (c *Cluster) received(r wire.Received) {
+	var identified, restarted bool
+	defer func() {
+		if identified {
+			c.log.Info("peer identified", "addr", r.From.String(), "node", r.Node)
+		}
+		if restarted {
+			c.log.Info("peer restarted", "peer", r.Node)
+		}
+	}()
 	c.mu.Lock()
 	p := c.peers[r.Node]
 	if p == nil && c.cfg.DNS != "" {
 		p = c.adoptByAddress(r)
+		identified = p != nil
 	}
 	if p == nil {
 		c.mu.Unlock()
@@ -285,9 +297,7 @@ func (c *Cluster) received(r wire.Received) {
 	}
 	if r.Incarnation != p.incarnation {
 		// A restart: a fresh detector, so the old history does not count.
-		if p.seen {
-			c.log.Info("peer restarted", "peer", p.ID)
-		}
+		restarted = p.seen
 		p.incarnation = r.Incarnation
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.epochSeen = 0
@@ -369,6 +379,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 // late this process itself has been running lately), has passed.
 func (c *Cluster) check(now time.Time, local time.Duration) {
 	changed := false
+	var suspected []suspicion // logged after c.mu is released (see received)
 	c.mu.Lock()
 	grace := !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
 	for _, p := range c.peers {
@@ -398,14 +409,23 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 				cancel() // fail over now, not at the timeout
 				delete(p.waiting, id)
 			}
-			c.log.Warn("peer suspected", "self", c.cfg.NodeID, "peer", p.ID, "silent_for", now.Sub(p.lastRecv).Round(time.Millisecond), "local_delay", local.Round(time.Millisecond))
+			suspected = append(suspected, suspicion{p.ID, now.Sub(p.lastRecv)})
 			changed = true
 		}
 	}
 	c.mu.Unlock()
+	for _, s := range suspected {
+		c.log.Warn("peer suspected", "self", c.cfg.NodeID, "peer", s.peer, "silent_for", s.silent.Round(time.Millisecond), "local_delay", local.Round(time.Millisecond))
+	}
 	if changed {
 		c.setView()
 	}
+}
+
+// suspicion is a peer suspected in one check, for the log.
+type suspicion struct {
+	peer   string
+	silent time.Duration
 }
 
 // silent reports whether p's freshness point has passed at now, allowing

@@ -201,3 +201,24 @@ func TestQuantileWindowMatchesSorting(t *testing.T) {
 		}
 	}
 }
+
+// TestMLYoungDetectorAllowsAFewPeriods: for its first heartbeats a detector
+// has no tail to go by; after a late heartbeat its prediction can be early,
+// and with one period of margin it allowed as little as 150 ms of silence.
+// It now allows at least OutagePeriods periods beyond the expected arrival.
+func TestMLYoungDetectorAllowsAFewPeriods(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 50 {
+		m := NewML(100*ms, DefaultMLConfig())
+		for s := uint64(1); s < youngSamples; s++ {
+			a := int64(s)*100*ms + int64(rng.IntN(3))*ms
+			if rng.IntN(10) == 0 {
+				a += int64(rng.IntN(40)) * ms
+			}
+			m.Observe(s, a)
+			if allowed := m.Freshness() - a; allowed < 300*ms {
+				t.Fatalf("trial %d, heartbeat %d: %v of silence allowed", trial, s, time.Duration(allowed))
+			}
+		}
+	}
+}
