@@ -74,6 +74,9 @@ func TestClusterEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
 	}
+	// whole is this test's t: a process started in a subtest with the
+	// subtest's t would be killed by its cleanup when the subtest ends.
+	whole := t
 	origin := freeAddr(t)
 	startEdge(t, "origin", "--listen", origin, "--latency", "5ms", "--jitter", "0s")
 	const secret = "e2e-cluster-secret-0123"
@@ -236,7 +239,10 @@ func TestClusterEndToEnd(t *testing.T) {
 		// suspects the dead node within 5 s.
 
 		// 6. Restart: the node rejoins as a new incarnation and is trusted again.
-		victim.cmd = startEdge(t, victim.args...)
+		// Started with the whole test's t: the subtest's cleanup would
+		// kill it at the end of this step, and the next step would then
+		// see a dead node suspected, as it did before this fix.
+		victim.cmd = startEdge(whole, victim.args...)
 		waitFor(t, "the restarted node to be trusted again", 20*time.Second, func() bool {
 			return metric(t, survivors[0].adm, `edge_peer_up{peer="`+victim.id+`"}`) == 1
 		})
