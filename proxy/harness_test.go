@@ -141,3 +141,22 @@ func httptestRequestWithBody(method, path, body string) *http.Request {
 }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+// chunkSize is the size of the chunks streamChunks writes.
+const chunkSize = 32 << 10
+
+// streamChunks writes n chunks of chunkSize bytes, flushing each and pausing
+// after it (no pause when 0): a slow origin streaming a body without a
+// length. It stops at the first write error (the client went away).
+func streamChunks(w http.ResponseWriter, n int, pause time.Duration) {
+	chunk := []byte(strings.Repeat("x", chunkSize))
+	for range n {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		if pause > 0 {
+			time.Sleep(pause)
+		}
+	}
+}

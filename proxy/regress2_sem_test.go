@@ -61,14 +61,7 @@ func TestRegress2Semantics(t *testing.T) {
 		if r.Method == "HEAD" {
 			return
 		}
-		chunk := strings.Repeat("x", 32<<10)
-		for i := 0; i < 40; i++ {
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			time.Sleep(10 * time.Millisecond)
-		}
+		streamChunks(w, 40, 10*time.Millisecond)
 	}, func(c *Config) { c.MaxObjectBytes = 64 << 10 })
 	var wg sync.WaitGroup
 	wg.Add(1)

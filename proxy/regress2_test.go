@@ -54,14 +54,7 @@ func TestRegress2RangeTrimLeaderTwoSlots(t *testing.T) {
 			io.WriteString(w, "0123456789")
 			return
 		}
-		chunk := strings.Repeat("x", 32<<10)
-		for i := 0; i < 32; i++ {
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			time.Sleep(5 * time.Millisecond)
-		}
+		streamChunks(w, 32, 5*time.Millisecond)
 	}, func(c *Config) { c.MaxObjectBytes = 64 << 10; c.MaxInflight = 1 })
 	w := serve(h, "GET", "/big", "Range", "bytes=0-9")
 	t.Logf("Range leader: %d %q body %d", w.Code, w.Header().Get("Cache-Status"), w.Body.Len())

@@ -42,14 +42,7 @@ func TestHostileRangeOnLargeChunkedFill(t *testing.T) {
 			_, _ = w.Write([]byte(strings.Repeat("x", 100)))
 			return
 		}
-		chunk := strings.Repeat("x", 32<<10)
-		for i := 0; i < 64; i++ { // 2 MiB over ~2 s, chunked
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			time.Sleep(30 * time.Millisecond)
-		}
+		streamChunks(w, 64, 30*time.Millisecond) // 2 MiB over ~2 s, chunked
 	}))
 	defer srv.Close()
 	cfg := DefaultConfig()

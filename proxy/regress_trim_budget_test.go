@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,13 +28,7 @@ func TestHostileTrimFillsBypassInflightAndBudget(t *testing.T) {
 			}
 		}
 		w.Header().Set("Cache-Control", "public, max-age=60")
-		chunk := strings.Repeat("x", 32<<10)
-		for i := 0; i < 2048; i++ { // 64 MiB, chunked
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-		}
+		streamChunks(w, 2048, 0) // 64 MiB, chunked
 	}))
 	defer srv.Close()
 	cfg := DefaultConfig()

@@ -26,13 +26,7 @@ func TestHostileTrimFillOvercharge(t *testing.T) {
 			_, _ = io.WriteString(w, "small page")
 			return
 		}
-		chunk := strings.Repeat("x", 32<<10)
-		for i := 0; i < 256; i++ { // 8 MiB chunked
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-		}
+		streamChunks(w, 256, 0) // 8 MiB chunked
 	}))
 	defer srv.Close()
 	cfg := DefaultConfig()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,14 +49,7 @@ func (b *blockingWriter) Write(p []byte) (int, error) {
 func bigChunkedOrigin(t *testing.T, size int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
-		chunk := strings.Repeat("x", 32<<10)
-		for sent := 0; sent < size; sent += len(chunk) {
-			if _, err := w.Write([]byte(chunk)); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			time.Sleep(5 * time.Millisecond)
-		}
+		streamChunks(w, (size+chunkSize-1)/chunkSize, 5*time.Millisecond)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
