@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -89,6 +90,14 @@ func Keys() []Key {
 		{"cache.coalesce_timeout", Duration, dur(pd.CoalesceTimeout), "Longest a request waits for the response headers of an identical fetch under way (504 beyond); it never starts a second origin fetch. As long as origin.response_timeout."},
 		{"cache.sort_query", Bool, strconv.FormatBool(pd.SortQuery), "Sort query parameters in the cache key and in the forwarded request alike. Off: ?a=1&b=2 and ?b=2&a=1 are different URLs, as the origin may treat them."},
 		{"cache.pass_ttl", Duration, dur(pd.PassTTL), "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
+		{"compression.enabled", Bool, "true", "Compress responses at the edge for clients that accept it (br, zstd, gzip), storing the identity body once; the origin is asked for identity. Off: bodies pass as the origin sent them."},
+		{"compression.encodings", List, "br,zstd,gzip", "Codings produced, any of br, zstd, gzip. At equal q-values in Accept-Encoding the order is br, zstd, gzip: the smallest output first."},
+		{"compression.types", List, strings.Join(coding.DefaultTypes, ","), "Media types compressed: exact (text/html), type/* or a +suffix. Images, video, archives and woff2 are compressed already."},
+		{"compression.min_bytes", Size, "1KiB", "Smallest body compressed; below about a packet the saving is lost in framing."},
+		{"compression.brotli_level", Int, strconv.Itoa(coding.DefaultLevels.Br), "brotli level 0–11; a cached body is compressed once, so a middle level pays (docs/benchmarks.md has the cost per MiB)."},
+		{"compression.zstd_level", Int, strconv.Itoa(coding.DefaultLevels.Zstd), "zstd level 1–22 (the library maps it to four speeds); 3 is zstd's default."},
+		{"compression.gzip_level", Int, strconv.Itoa(coding.DefaultLevels.Gzip), "gzip level 1–9; 6 is zlib's default balance."},
+		{"compression.max_decoded_bytes", Size, "32MiB", "Largest body the edge decodes when the origin sent a coding the client does not accept; more is a decompression bomb (502)."},
 		{"limits.max_header_bytes", Size, "32KiB", "Request header size limit (431 beyond); browsers stay far below it."},
 		{"limits.max_url_bytes", Int, strconv.Itoa(pd.MaxURLBytes), "Request-target length limit (414 beyond), the common browser and server limit."},
 		{"limits.max_body_bytes", Size, size(pd.MaxBodyBytes), "Request body limit (413 beyond)."},
@@ -160,6 +169,14 @@ type Config struct {
 		CoalesceTimeout   time.Duration
 		SortQuery         bool
 		PassTTL           time.Duration
+	}
+	Compression struct {
+		Enabled         bool
+		Encodings       coding.Set
+		Types           coding.Types
+		MinBytes        int64
+		Levels          coding.Levels
+		MaxDecodedBytes int64
 	}
 	Limits struct {
 		MaxHeaderBytes       int64
@@ -309,6 +326,16 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cache.CoalesceTimeout = p.dur("cache.coalesce_timeout", true)
 	c.Cache.SortQuery = p.bool("cache.sort_query")
 	c.Cache.PassTTL = p.dur("cache.pass_ttl", true)
+	c.Compression.Enabled = p.bool("compression.enabled")
+	c.Compression.Encodings = p.codings("compression.encodings")
+	c.Compression.Types = p.mediaTypes("compression.types")
+	c.Compression.MinBytes = p.size("compression.min_bytes", 0)
+	c.Compression.Levels = coding.Levels{
+		Br:   p.int("compression.brotli_level", 0, 11),
+		Zstd: p.int("compression.zstd_level", 1, 22),
+		Gzip: p.int("compression.gzip_level", 1, 9),
+	}
+	c.Compression.MaxDecodedBytes = p.size("compression.max_decoded_bytes", 1<<10)
 	c.Limits.MaxHeaderBytes = p.size("limits.max_header_bytes", 1024)
 	c.Limits.MaxURLBytes = p.int("limits.max_url_bytes", 64, 1<<20)
 	c.Limits.MaxBodyBytes = p.size("limits.max_body_bytes", 0)
@@ -644,6 +671,25 @@ func (p *parser) prefixes(key string) []netip.Prefix {
 		out = append(out, pfx.Masked())
 	}
 	return out
+}
+
+// codings parses a list of produced content codings.
+func (p *parser) codings(key string) coding.Set {
+	list := p.list(key)
+	set, bad := coding.ParseSet(list)
+	if bad != "" {
+		p.fail(key, bad, "is not a coding the edge produces (br, zstd, gzip)")
+	}
+	return set
+}
+
+// mediaTypes parses a list of media types to compress.
+func (p *parser) mediaTypes(key string) coding.Types {
+	t, bad := coding.NewTypes(p.list(key))
+	if bad != "" {
+		p.fail(key, bad, "is not a media type (type/subtype, type/* or +suffix)")
+	}
+	return t
 }
 
 // peers parses ID=HOST:PORT entries.

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
@@ -87,7 +88,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		fetcher, peerTLS = cl, serverTLS
 	}
-	h := proxy.New(proxyConfig(cfg), store, fetcher, proxy.NewMetrics(reg, store), log)
+	pc, err := proxyConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
 
 	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
 	n.registerBatchMetrics()
@@ -156,7 +161,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }
 
 // proxyConfig maps the configuration onto the handler's settings.
-func proxyConfig(cfg *config.Config) proxy.Config {
+func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc := proxy.DefaultConfig()
 	pc.NodeID = cfg.NodeID
 	pc.Policy.HeuristicFraction = cfg.Cache.HeuristicFraction
@@ -182,7 +187,14 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 	for _, name := range cfg.Forwarding.StripHeaders {
 		pc.StripRequestHeaders = append(pc.StripRequestHeaders, http.CanonicalHeaderKey(name))
 	}
-	return pc
+	if cc := cfg.Compression; cc.Enabled {
+		codec, err := coding.NewCodec(cc.Levels)
+		if err != nil {
+			return pc, fmt.Errorf("compression: %w", err)
+		}
+		pc.Compression = &proxy.Compression{Codec: codec, Offer: cc.Encodings, Types: cc.Types, MinBytes: cc.MinBytes, MaxDecodedBytes: cc.MaxDecodedBytes}
+	}
+	return pc, nil
 }
 
 // originConfig maps the configuration onto the upstream client's.

@@ -250,42 +250,29 @@ func skipToComma(s string) string {
 // seconds converts a delta-seconds directive value to a Duration.
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
-// parseHTTPDate parses the three date formats RFC 9110 §5.6.7 requires a
-// recipient to accept. ok is false for anything else.
-func parseHTTPDate(s string) (time.Time, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, false
-	}
-	t, err := http.ParseTime(s)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return t, true
-}
-
-// parseAge parses the Age field. Age is one delta-seconds value (RFC 9111
-// §5.1); ok is false when the field is absent. valid is false for anything
-// else — a list, several field lines, a sign, a fraction, parameters — and
-// the caller then treats the response as stale: an upstream cache that sent
-// a garbled Age cannot be trusted about how old the response is.
-func parseAge(h http.Header) (age time.Duration, present, valid bool) {
+// parseAge parses the Age field as RFC 9111 §5.1 says: Age is one
+// delta-seconds value, but when it arrives repeated or as a list the
+// recipient uses the first value, and an Age that is not a non-negative
+// integer is ignored (ok is false, as when the field is absent): it does
+// not make the response stale.
+func parseAge(h http.Header) (age time.Duration, ok bool) {
 	vs := h.Values("Age")
 	if len(vs) == 0 {
-		return 0, false, false
+		return 0, false
 	}
-	if len(vs) > 1 {
-		return 0, true, false
+	v := vs[0]
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
 	}
-	v := strings.TrimSpace(vs[0])
+	v = strings.TrimSpace(v)
 	if !allDigits(v) {
-		return 0, true, false
+		return 0, false
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n > maxDeltaSeconds {
 		n = maxDeltaSeconds // overflowing digits saturate (RFC 9111 §1.2.2)
 	}
-	return seconds(int(n)), true, true
+	return seconds(int(n)), true
 }
 
 func allDigits(s string) bool {

@@ -51,29 +51,6 @@ func TestParseCacheControl(t *testing.T) {
 	}
 }
 
-func TestParseAge(t *testing.T) {
-	cases := []struct {
-		in    []string
-		want  int
-		valid bool
-	}{
-		{[]string{"10"}, 10, true}, {[]string{" 10 "}, 10, true}, {[]string{"0"}, 0, true},
-		{[]string{"99999999999999999999999"}, maxDeltaSeconds, true},
-		{[]string{"10, 20"}, 0, false}, {[]string{"0,0"}, 0, false}, {[]string{"0", "0"}, 0, false},
-		{[]string{"-1"}, 0, false}, {[]string{"abc"}, 0, false}, {[]string{""}, 0, false},
-		{[]string{"1.5"}, 0, false}, {[]string{"7200;foo=bar"}, 0, false},
-	}
-	for _, tc := range cases {
-		d, present, valid := parseAge(http.Header{"Age": tc.in})
-		if !present || valid != tc.valid || (valid && d != seconds(tc.want)) {
-			t.Errorf("Age %q = %v, present %v, valid %v; want %ds, valid %v", tc.in, d, present, valid, tc.want, tc.valid)
-		}
-	}
-	if _, present, _ := parseAge(http.Header{}); present {
-		t.Error("absent Age reported present")
-	}
-}
-
 // FuzzCacheControl checks that no input makes the parser panic or produce
 // a negative delta.
 func FuzzCacheControl(f *testing.F) {

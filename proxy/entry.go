@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+
+	"github.com/edgecache/edge/coding"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,7 +31,19 @@ type Entry struct {
 	lastMod    time.Time
 	hasLastMod bool
 	surrogates []string // Surrogate-Key / Cache-Tag values, for purge
-	size       int64    // bytes charged against the store budget
+	size       int64    // bytes of this representation (header, key, body)
+
+	// Content codings (compress.go): the body's coding, the codings e may
+	// be served in (0: only as stored), and the derived forms made so far.
+	coding    coding.Encoding
+	offers    coding.Set
+	forms     atomic.Pointer[formSet]
+	formBytes atomic.Int64 // bytes of the derived forms attached to e
+
+	// Guarded by the store's lock: whether e is stored, and the bytes it
+	// is charged (its size plus its derived forms).
+	inStore bool
+	charged int64
 	stale      atomic.Bool
 	via        atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
 
@@ -108,6 +122,7 @@ func (e *Entry) withBody(body []byte) *Entry {
 		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
 		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
 		etag: e.etag, lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
+		coding: e.coding, offers: e.offers,
 	}
 	out.computeSize()
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -433,11 +434,17 @@ func sharedHeader(h http.Header) http.Header {
 func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time) *Entry {
 	hdr := sharedHeader(resp.Header)
 	names, _ := VaryNames(hdr)
+	if h.cfg.Compression != nil {
+		// Every request went upstream with the same Accept-Encoding, so
+		// it cannot select a variant; keeping it would only cost lookups.
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "accept-encoding" })
+	}
 	e := &Entry{
 		Key: key, VaryNames: names,
 		Status: resp.StatusCode, Header: hdr,
 		RequestTime: reqTime, ResponseTime: respTime,
 	}
+	h.classify(e)
 	h.cfg.Policy.finishEntry(e)
 	return e
 }
@@ -461,6 +468,7 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 		Status: stale.Status, Header: hdr, Body: stale.Body,
 		RequestTime: reqTime, ResponseTime: respTime,
 	}
+	h.classify(e)
 	h.cfg.Policy.finishEntry(e)
 	return e
 }

@@ -97,6 +97,11 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 		out = http.Header{}
 	}
 	out.Add("Via", h.via)
+	if h.cfg.Compression != nil {
+		// The edge encodes for the client itself: one identity body from
+		// upstream serves every Accept-Encoding (compress.go).
+		out["Accept-Encoding"] = acceptIdentity
+	}
 	if d := h.cfg.Policy.SurrogateDevice; d != "" {
 		out.Set("Surrogate-Capability", d+`="Surrogate/1.0"`)
 	}

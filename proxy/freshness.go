@@ -71,10 +71,17 @@ func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
 			continue
 		}
 		var tc CacheControl
-		if name == "Surrogate-Control" {
+		switch name {
+		case "Surrogate-Control":
 			tc = parseSurrogateControl(h, p.SurrogateDevice)
-		} else {
+		case "Edge-Cache-Control":
+			// Akamai's field predates RFC 9213 and uses Cache-Control's syntax.
 			tc = ParseCacheControl(h, name)
+		default:
+			var ok bool
+			if tc, ok = parseTargeted(h, name); !ok {
+				continue
+			}
 		}
 		if tc.Present && !tc.Invalid {
 			return tc, true
@@ -184,10 +191,7 @@ func (p *Policy) finishEntry(e *Entry) {
 	if apparent < 0 {
 		apparent = 0
 	}
-	ageValue, present, valid := parseAge(e.Header)
-	if present && !valid {
-		e.lifetime = 0
-	}
+	ageValue, _ := parseAge(e.Header)
 	corrected := ageValue + e.ResponseTime.Sub(e.RequestTime)
 	if corrected < apparent {
 		corrected = apparent

@@ -78,7 +78,10 @@ type Config struct {
 	// SortQuery sorts query parameters in both the cache key and the
 	// forwarded request. Off: the key keeps the order the client sent.
 	SortQuery bool
-	Now       func() time.Time
+	// Compression encodes responses for clients that accept it (nil: bodies
+	// pass as the origin sent them). See compress.go.
+	Compression *Compression
+	Now         func() time.Time
 }
 
 // DefaultConfig returns the defaults the config file documents.

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/coding"
 )
 
 // Result labels of edge_requests_total. The set is fixed so that the label
@@ -36,6 +38,8 @@ type Metrics struct {
 	Refreshes       *prometheus.CounterVec   // background revalidations by outcome
 
 	buffered func() float64 // bytes charged to the buffer budget; set by the handler
+
+	compression compressionMetrics
 
 	// Children of Requests and RequestDuration per result, resolved once so
 	// the hit path does not hash label values.
@@ -138,6 +142,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 				return m.buffered()
 			}),
 	)
+	m.compression = newCompressionMetrics(reg)
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
 	m.byResult = make(map[string]resultMetrics)
 	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
@@ -145,3 +150,65 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	}
 	return m
 }
+
+// The op label of the compression metrics.
+const (
+	opEncode = iota
+	opDecode
+)
+
+// compressionMetrics count content-coding work, with every child resolved
+// up front (arrays indexed by op and coding) so the data path does not hash
+// label values.
+type compressionMetrics struct {
+	in, out, seconds [2][coding.Count]prometheus.Counter
+	served           [coding.Count]prometheus.Counter
+	bombs, errors    prometheus.Counter
+}
+
+func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
+	in := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_input_bytes_total", Help: "Bytes fed to content-coding work, by op (encode, decode) and coding.",
+	}, []string{"op", "encoding"})
+	out := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_output_bytes_total", Help: "Bytes produced by content-coding work, by op (encode, decode) and coding.",
+	}, []string{"op", "encoding"})
+	secs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_seconds_total", Help: "Time spent encoding and decoding bodies, by op and coding.",
+	}, []string{"op", "encoding"})
+	served := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_responses_total", Help: "Responses that could be sent in more than one coding, by the coding sent.",
+	}, []string{"encoding"})
+	cm := compressionMetrics{
+		bombs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_compression_bombs_total", Help: "Encoded origin bodies refused (502) because decoding them exceeded compression.max_decoded_bytes.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_compression_errors_total", Help: "Bodies that failed to encode or decode (corrupt origin data).",
+		}),
+	}
+	reg.MustRegister(in, out, secs, served, cm.bombs, cm.errors)
+	for op, name := range [2]string{"encode", "decode"} {
+		for e := range coding.Count {
+			if (op == opEncode && (e == coding.Identity || e == coding.Deflate)) || (op == opDecode && e == coding.Identity) {
+				// Never counted: leave them out of the exposition,
+				// but keep the arrays total.
+				cm.in[op][e], cm.out[op][e], cm.seconds[op][e] = discard{}, discard{}, discard{}
+				continue
+			}
+			cm.in[op][e] = in.WithLabelValues(name, e.String())
+			cm.out[op][e] = out.WithLabelValues(name, e.String())
+			cm.seconds[op][e] = secs.WithLabelValues(name, e.String())
+		}
+	}
+	for e := range coding.Count {
+		cm.served[e] = served.WithLabelValues(e.String())
+	}
+	return cm
+}
+
+// discard is a counter that counts nothing.
+type discard struct{ prometheus.Counter }
+
+func (discard) Inc()        {}
+func (discard) Add(float64) {}

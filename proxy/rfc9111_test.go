@@ -388,13 +388,168 @@ func TestMustUnderstand(t *testing.T) {
 	}
 }
 
-func TestInvalidAgeMakesStale(t *testing.T) {
-	for _, age := range []string{"abc", "-1", "1.0", "0, 0", "5;x=y"} {
+// TestAgeFirstValueAndInvalidIgnored holds RFC 9111 §5.1: a repeated or
+// list-valued Age uses its first value, and an Age that is not a
+// non-negative integer is ignored (it does not make the response stale).
+func TestAgeFirstValueAndInvalidIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want time.Duration
+		ok   bool
+	}{
+		{[]string{"10"}, 10 * time.Second, true},
+		{[]string{" 10 "}, 10 * time.Second, true},
+		{[]string{"0"}, 0, true},
+		{[]string{"99999999999999999999999"}, maxDeltaSeconds * time.Second, true}, // saturates (§1.2.2)
+		{[]string{"10, 20"}, 10 * time.Second, true},                               // a list: the first value
+		{[]string{"0,7200"}, 0, true},
+		{[]string{"7200", "0"}, 7200 * time.Second, true}, // repeated: the first line
+		{[]string{"-1"}, 0, false},
+		{[]string{"abc"}, 0, false},
+		{[]string{""}, 0, false},
+		{[]string{"1.5"}, 0, false},
+		{[]string{"7200;foo=bar"}, 0, false},
+		{[]string{"abc, 10"}, 0, false}, // the first value is invalid: the field is ignored
+		{nil, 0, false},
+	} {
+		got, ok := parseAge(http.Header{"Age": tc.in})
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("Age %q = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	for age, fresh := range map[string]bool{"abc": true, "-1": true, "1.0": true, "0, 7200": true, "5;x=y": true, "7200": false, "7200, 0": false} {
 		p := newTestProxy(t, nil)
 		p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Age": age}, body: "a"})
 		p.do("GET", "/a", nil)
-		if w := p.do("GET", "/a", nil); w.Header().Get("Cache-Status") == "edge; hit" {
-			t.Errorf("Age %q: served as fresh", age)
+		if hit := p.do("GET", "/a", nil).Header().Get("Cache-Status") == "edge; hit"; hit != fresh {
+			t.Errorf("Age %q: served from the store %v, want %v", age, hit, fresh)
 		}
+	}
+}
+
+// TestExpiresGrammar holds RFC 9111 §5.3 with RFC 9110 §5.6.7's grammar:
+// the three date forms are accepted exactly; anything else (wrong widths,
+// extra spaces, lower-case names, out-of-range fields) is an invalid date,
+// which makes the response already expired.
+func TestExpiresGrammar(t *testing.T) {
+	want := time.Date(1994, 11, 6, 8, 49, 37, 0, time.UTC)
+	for _, s := range []string{
+		"Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
+		"Sunday, 06-Nov-94 08:49:37 GMT", // rfc850-date
+		"Sun Nov  6 08:49:37 1994",       // asctime-date
+	} {
+		if got, ok := parseHTTPDate(s); !ok || !got.Equal(want) {
+			t.Errorf("%q = %v, %v", s, got, ok)
+		}
+	}
+	for _, s := range []string{
+		"Sun, 6 Nov 1994 08:49:37 GMT",   // one-digit day
+		"Sun, 06 Nov 94 08:49:37 GMT",    // two-digit year in IMF-fixdate
+		"Sun, 06 Nov 1994 8:49:37 GMT",   // one-digit hour
+		"Sun,  06 Nov 1994 08:49:37 GMT", // two spaces
+		"Sun, 06 Nov 1994 08:49:37 GMT ", // trailing junk after trimming? no: this one trims, see below
+		"sun, 06 Nov 1994 08:49:37 GMT",  // lower-case day name
+		"Sun, 06 nov 1994 08:49:37 GMT",  // lower-case month
+		"Sun, 06 Nov 1994 08:49:37 UTC",  // not GMT
+		"Sun, 06 Nov 1994 08:49:37 gmt",
+		"Sun, 06 Nov 1994 24:00:00 GMT", // hour out of range
+		"Sun, 31 Feb 1994 08:49:37 GMT", // no such day
+		"Sun, 06 Nov 1994 08:60:37 GMT",
+		"Sund, 06 Nov 1994 08:49:37 GMT",
+		"Sun, 06-Nov-1994 08:49:37 GMT",
+		"Sunday, 06 Nov 94 08:49:37 GMT",
+		"Sun Nov 06 08:49:37 1994", // asctime pads with a space
+		"Sun Nov 6 08:49:37 1994",
+		"0", "-1", "", "Thu, 01 Jan 1970 00:00:00 GMT extra", "1994-11-06T08:49:37Z",
+	} {
+		if strings.TrimSpace(s) == "Sun, 06 Nov 1994 08:49:37 GMT" {
+			continue // surrounding whitespace is OWS, not part of the value
+		}
+		if got, ok := parseHTTPDate(s); ok {
+			t.Errorf("%q accepted as %v", s, got)
+		}
+	}
+	for exp, fresh := range map[string]bool{
+		"Sat, 03 Jan 2026 03:04:05 GMT": true, // a day after the test clock's Date
+		"Sat, 3 Jan 2026 03:04:05 GMT":  false,
+		"Sat, 03 Jan 2026 3:04:05 GMT":  false,
+		"0":                             false,
+		"sat, 03 Jan 2026 03:04:05 GMT": false,
+	} {
+		p := newTestProxy(t, nil)
+		p.origin.set(originResp{header: map[string]string{"Expires": exp, "ETag": `"e"`}, body: "a"})
+		p.do("GET", "/e", nil)
+		p.clk.Set(t0.Add(time.Second))
+		if hit := p.do("GET", "/e", nil).Header().Get("Cache-Status") == "edge; hit"; hit != fresh {
+			t.Errorf("Expires %q: fresh %v, want %v", exp, hit, fresh)
+		}
+	}
+}
+
+// TestCDNCacheControlIsAStructuredDictionary holds RFC 9213 §2.1: the
+// targeted field is a Structured Field Dictionary; when it does not parse,
+// or a directive has the wrong type, the whole field is ignored and
+// Cache-Control applies.
+func TestCDNCacheControlIsAStructuredDictionary(t *testing.T) {
+	for _, tc := range []struct {
+		cdn  string
+		used bool // the targeted field applies (else Cache-Control: no-store does)
+	}{
+		{"max-age=60", true},
+		{"max-age=60, stale-while-revalidate=10", true},
+		{"max-age=60, public", true},
+		{"max-age=60;foo=1", true},            // parameters are allowed
+		{"max-age=60, x-unknown=\"a\"", true}, // unknown directives of any type
+		{"max-age=60, public=?0", true},       // a false Boolean is absent
+		{`max-age="60"`, false},               // a String where an Integer belongs
+		{"max-age=60.0", false},               // a Decimal
+		{"max-age=-1", false},
+		{"max-age=60, no-store=1", false}, // an Integer where a Boolean belongs
+		{"max-age=60,,", false},           // does not parse
+		{"Max-Age=60", false},             // keys are lower-case
+		{"max-age=60 public", false},
+		{"max-age=(60)", false}, // an Inner List
+		{"", false},             // empty: absent
+	} {
+		p := newTestProxy(t, nil)
+		p.origin.set(originResp{header: map[string]string{"Cache-Control": "no-store", "CDN-Cache-Control": tc.cdn}, body: "c"})
+		p.do("GET", "/c", nil)
+		p.clk.Set(t0.Add(time.Second))
+		if hit := p.do("GET", "/c", nil).Header().Get("Cache-Status") == "edge; hit"; hit != tc.used {
+			t.Errorf("CDN-Cache-Control %q: stored and fresh %v, want %v", tc.cdn, hit, tc.used)
+		}
+	}
+	cc, ok := parseTargeted(http.Header{"Cdn-Cache-Control": {`no-cache="set-cookie", private=("a" "b"), s-maxage=99999999999`}}, "Cdn-Cache-Control")
+	if !ok || !cc.NoCacheFields || !cc.PrivateFields || cc.SMaxAge != maxDeltaSeconds {
+		t.Errorf("qualified no-cache/private and a saturated s-maxage: %+v %v", cc, ok)
+	}
+}
+
+// TestInterimResponsesAreNeverStored holds that a 1xx is never stored or
+// reused: an origin sends 103 Early Hints (with fields that must not stick
+// to the final response) before its 200.
+func TestInterimResponsesAreNeverStored(t *testing.T) {
+	for code := 100; code < 200; code++ {
+		if ok, _ := (&Policy{}).storable(http.MethodGet, CacheControl{MaxAge: unset, SMaxAge: unset}, false, code, http.Header{"Cache-Control": {"max-age=60"}}, CacheControl{MaxAge: 60, SMaxAge: unset}, false); ok {
+			t.Fatalf("status %d storable", code)
+		}
+	}
+	p := newTestProxy(t, nil)
+	p.origin.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.Header().Set("X-Hint", "interim")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("X-Hint")
+		w.Header().Set("Cache-Control", "max-age=60")
+		_, _ = w.Write([]byte("final"))
+	})
+	for i := range 2 {
+		w := p.do("GET", "/h", nil)
+		if w.Code != 200 || w.Body.String() != "final" || w.Header().Get("X-Hint") != "" {
+			t.Fatalf("request %d: %d %q X-Hint %q", i, w.Code, w.Body.String(), w.Header().Get("X-Hint"))
+		}
+	}
+	if n := p.h.Store().Stats().Objects; n != 1 {
+		t.Errorf("%d stored objects, want the final response alone", n)
 	}
 }

@@ -71,7 +71,8 @@ func (s *Store) dropEntry(e *Entry) {
 	if s.onDrop != nil {
 		s.onDrop(e)
 	}
-	s.bytes -= e.size
+	s.bytes -= e.charged
+	e.inStore = false
 	s.stats.Objects--
 	for _, t := range e.surrogates {
 		if m := s.tags[t]; m != nil {
@@ -84,7 +85,9 @@ func (s *Store) dropEntry(e *Entry) {
 }
 
 func (s *Store) addEntry(e *Entry) {
-	s.bytes += e.size
+	e.charged = e.size + e.formBytes.Load()
+	e.inStore = true
+	s.bytes += e.charged
 	s.stats.Objects++
 	for _, t := range e.surrogates {
 		m := s.tags[t]
@@ -194,6 +197,21 @@ func (s *Store) evictToBudget() {
 		n += len(o.variants)
 	}
 	s.stats.Evictions += uint64(n)
+}
+
+// chargeForm charges n more bytes (a derived form, already counted in
+// e.formBytes) to e if e is stored, evicting to stay within the budget. A
+// form attached while e is being stored may be charged twice until e
+// leaves: the error is on the safe side.
+func (s *Store) chargeForm(e *Entry, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !e.inStore {
+		return // charged by addEntry if e is stored later
+	}
+	e.charged += n
+	s.bytes += n
+	s.evictToBudget()
 }
 
 // Remove deletes every variant of key and reports how many were removed.

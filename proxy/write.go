@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/edgecache/edge/coding"
 )
 
 // writeChunk is the most a single write to a client carries; the write
@@ -51,6 +53,14 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 // writeEntry answers r from a complete entry. own holds per-user fields
 // for this requester alone (nil for anyone else).
 func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
+	if e.offers != 0 {
+		d, err := h.represent(r, e)
+		if err != nil {
+			h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded within limits")
+			return
+		}
+		e = d
+	}
 	h.setEntryHeader(w, e, now, status, own)
 	if status != "hit" {
 		// A fresh hit is written at once, within the deadline net/http set
@@ -84,7 +94,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 		h.writeEntry(w, r, whole, h.now(), status, own)
 		return
 	}
-	if needsServeContent(r) {
+	if needsServeContent(r) || h.needsDecode(r, f.entry) {
 		leader := rd != nil
 		if rd != nil {
 			rd.Close() // we read the whole body, not along
@@ -129,22 +139,43 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 
 // serveFrom writes f's response with the body read through rd.
 func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
-	h.setEntryHeader(w, f.entry, h.now(), status, own)
+	e := f.entry
+	h.setEntryHeader(w, e, h.now(), status, own)
+	var out io.Writer = w
+	flush := func() { _ = http.NewResponseController(w).Flush() }
+	if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
+		to := coding.Negotiate(r.Header["Accept-Encoding"], e.offers)
+		h.metrics.compression.served[to].Inc()
+		if to != e.coding {
+			setCodingFields(w.Header(), to, -1, true)
+			if r.Method != http.MethodHead {
+				ew, err := h.newEncodingWriter(w, to)
+				if err != nil {
+					panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
+				}
+				defer ew.Close()
+				out = ew
+				flush = func() { _ = ew.Flush(); _ = http.NewResponseController(w).Flush() }
+			}
+		}
+	}
 	h.extendWrite(w)
-	w.WriteHeader(f.entry.Status)
+	w.WriteHeader(e.Status)
 	if r.Method == http.MethodHead {
 		return
 	}
-	flush := func() { _ = http.NewResponseController(w).Flush() }
 	for {
 		b, err := rd.next(r.Context(), flush)
 		if len(b) > 0 {
 			h.extendWrite(w)
-			if _, werr := w.Write(b); werr != nil {
+			if _, werr := out.Write(b); werr != nil {
 				return
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			if ew, ok := out.(*encodingWriter); ok {
+				_ = ew.Close() // the stream's end, before the handler returns
+			}
 			return
 		}
 		if err != nil {
@@ -221,6 +252,33 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 	hdr.Add("Via", h.via)
 	hdr.Set("Cache-Status", cacheStatus)
+	var body io.Reader = resp.Body
+	var out io.Writer = w
+	var ew *encodingWriter
+	if from, to, ok := h.streamCoding(r, resp.StatusCode, resp.Header); ok {
+		addVaryAcceptEncoding(hdr)
+		if to != from {
+			setCodingFields(hdr, to, -1, true)
+			if r.Method != http.MethodHead {
+				var err error
+				if from != coding.Identity {
+					dec, derr := h.cfg.Compression.Codec.NewReader(from, resp.Body, h.cfg.Compression.MaxDecodedBytes)
+					if derr != nil {
+						h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded")
+						return
+					}
+					defer dec.Close()
+					body = &countingReader{r: dec, in: h.metrics.compression.out[opDecode][from]}
+				} else if ew, err = h.newEncodingWriter(w, to); err != nil {
+					h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
+					return
+				} else {
+					defer ew.Close()
+					out = ew
+				}
+			}
+		}
+	}
 	h.extendWrite(w)
 	w.WriteHeader(resp.StatusCode)
 	if r.Method == http.MethodHead {
@@ -231,23 +289,50 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	rc := http.NewResponseController(w)
 	buf := *bp
 	for {
-		n, err := resp.Body.Read(buf)
+		n, err := body.Read(buf)
 		if n > 0 {
 			h.extendWrite(w)
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := out.Write(buf[:n]); werr != nil {
 				return
 			}
 			if n < len(buf) {
+				if ew != nil {
+					_ = ew.Flush()
+				}
 				_ = rc.Flush() // the upstream paused: pass on what we have
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			if ew != nil && ew.Close() != nil {
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				h.log.Debug("streaming response", "err", err)
+			if errors.Is(err, coding.ErrTooLarge) {
+				h.metrics.compression.bombs.Inc()
+			}
+			h.log.Debug("streaming response", "err", err)
+			if r.Context().Err() == nil {
+				// End the connection so the client cannot take a
+				// truncated body for a whole one.
+				panic(http.ErrAbortHandler)
 			}
 			return
 		}
 	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r  io.Reader
+	in interface{ Add(float64) }
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.in.Add(float64(n))
+	return n, err
 }
 
 // writeUpstreamError answers a client when the upstream failed.

@@ -1,0 +1,287 @@
+package coding
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/andybalholm/brotli"
+	kflate "github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrTooLarge is returned when a decoded body would exceed its limit: a
+// decompression bomb, or simply more than the caller can hold.
+var ErrTooLarge = errors.New("coding: decoded body exceeds the limit")
+
+// Levels are the compression levels of each produced coding.
+type Levels struct {
+	Br   int // 0–11
+	Zstd int // 1–22 (zstd's own scale; mapped to the library's four speeds)
+	Gzip int // 1–9
+}
+
+// DefaultLevels trade a little CPU for size because a cached body is
+// compressed once and served many times (docs/benchmarks.md has the cost
+// per MiB of each level): brotli 5 is about as fast as gzip 6 and a tenth
+// smaller on text; zstd 3 is its library default.
+var DefaultLevels = Levels{Br: 5, Zstd: 3, Gzip: 6}
+
+// Validate reports a level out of range.
+func (l Levels) Validate() error {
+	switch {
+	case l.Br < brotli.BestSpeed || l.Br > brotli.BestCompression:
+		return fmt.Errorf("brotli level %d is not in 0–11", l.Br)
+	case l.Zstd < 1 || l.Zstd > 22:
+		return fmt.Errorf("zstd level %d is not in 1–22", l.Zstd)
+	case l.Gzip < 1 || l.Gzip > 9:
+		return fmt.Errorf("gzip level %d is not in 1–9", l.Gzip)
+	}
+	return nil
+}
+
+// maxZstdWindow bounds the memory a zstd frame can make a decoder
+// allocate; level 19 output uses 8 MiB windows.
+const maxZstdWindow = 16 << 20
+
+// Codec encodes and decodes with pooled coder state. It is safe for
+// concurrent use.
+type Codec struct {
+	levels Levels
+	br     sync.Pool // *brotli.Writer
+	gz     sync.Pool // *gzip.Writer
+	zw     sync.Pool // *zstd.Encoder (streams)
+	zall   *zstd.Encoder
+	zr     sync.Pool // *zstd.Decoder
+	brr    sync.Pool // *brotli.Reader
+	gzr    sync.Pool // *gzip.Reader
+}
+
+// NewCodec returns a codec producing the given levels.
+func NewCodec(l Levels) (*Codec, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	zall, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(l.Zstd)), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("coding: zstd: %w", err)
+	}
+	return &Codec{levels: l, zall: zall}, nil
+}
+
+// Levels returns the codec's levels.
+func (c *Codec) Levels() Levels { return c.levels }
+
+// Writer is a streaming encoder. Flush emits everything written so far as
+// a decodable prefix; Close ends the stream and returns the coder to its
+// pool (the Writer must not be used after).
+type Writer interface {
+	io.Writer
+	Flush() error
+	Close() error
+}
+
+// NewWriter returns an encoder of e writing to w. e must be Br, Zstd or Gzip.
+func (c *Codec) NewWriter(e Encoding, w io.Writer) (Writer, error) {
+	switch e {
+	case Br:
+		if bw, ok := c.br.Get().(*brotli.Writer); ok {
+			bw.Reset(w)
+			return &pooled{Writer: bw, put: func() { c.br.Put(bw) }}, nil
+		}
+		bw := brotli.NewWriterLevel(w, c.levels.Br)
+		return &pooled{Writer: bw, put: func() { c.br.Put(bw) }}, nil
+	case Gzip:
+		if gw, ok := c.gz.Get().(*gzip.Writer); ok {
+			gw.Reset(w)
+			return &pooled{Writer: gw, put: func() { c.gz.Put(gw) }}, nil
+		}
+		gw, err := gzip.NewWriterLevel(w, c.levels.Gzip)
+		if err != nil {
+			return nil, fmt.Errorf("coding: gzip: %w", err)
+		}
+		return &pooled{Writer: gw, put: func() { c.gz.Put(gw) }}, nil
+	case Zstd:
+		if zw, ok := c.zw.Get().(*zstd.Encoder); ok {
+			zw.Reset(w)
+			return &pooled{Writer: zw, put: func() { c.zw.Put(zw) }}, nil
+		}
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.levels.Zstd)), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("coding: zstd: %w", err)
+		}
+		return &pooled{Writer: zw, put: func() { c.zw.Put(zw) }}, nil
+	}
+	return nil, fmt.Errorf("coding: cannot encode %s", e)
+}
+
+// pooled gives its coder back to the pool on Close.
+type pooled struct {
+	Writer
+	put  func()
+	done bool
+}
+
+func (p *pooled) Close() error {
+	if p.done {
+		return nil
+	}
+	p.done = true
+	err := p.Writer.Close()
+	p.put()
+	return err
+}
+
+// Encode returns body encoded with e.
+func (c *Codec) Encode(e Encoding, body []byte) ([]byte, error) {
+	if e == Zstd {
+		return c.zall.EncodeAll(body, make([]byte, 0, len(body)/3+64)), nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, len(body)/3+64))
+	w, err := c.NewWriter(e, buf)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(body); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("coding: %s: %w", e, err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("coding: %s: %w", e, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// NewReader returns a decoder of e reading from r that fails with
+// ErrTooLarge once more than limit decoded bytes would be produced.
+// Close returns the decoder to its pool; it does not close r.
+func (c *Codec) NewReader(e Encoding, r io.Reader, limit int64) (io.ReadCloser, error) {
+	var dec io.Reader
+	put := func() {}
+	switch e {
+	case Identity:
+		dec = r
+	case Br:
+		br, ok := c.brr.Get().(*brotli.Reader)
+		if ok {
+			if err := br.Reset(r); err != nil {
+				return nil, fmt.Errorf("coding: br: %w", err)
+			}
+		} else {
+			br = brotli.NewReader(r)
+		}
+		dec, put = br, func() { c.brr.Put(br) }
+	case Gzip:
+		gr, ok := c.gzr.Get().(*gzip.Reader)
+		var err error
+		if ok {
+			err = gr.Reset(r)
+		} else {
+			gr, err = gzip.NewReader(r)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("coding: gzip: %w", err)
+		}
+		gr.Multistream(true)
+		dec, put = gr, func() { c.gzr.Put(gr) }
+	case Zstd:
+		zr, ok := c.zr.Get().(*zstd.Decoder)
+		var err error
+		if ok {
+			err = zr.Reset(r)
+		} else {
+			zr, err = zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow),
+				zstd.WithDecoderLowmem(true))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("coding: zstd: %w", err)
+		}
+		dec, put = zr, func() { _ = zr.Reset(nil); c.zr.Put(zr) }
+	case Deflate:
+		d, err := newDeflateReader(r)
+		if err != nil {
+			return nil, err
+		}
+		dec, put = d, func() { _ = d.Close() }
+	default:
+		return nil, fmt.Errorf("coding: cannot decode %s", e)
+	}
+	return &limited{r: dec, left: limit, put: put}, nil
+}
+
+// newDeflateReader reads HTTP's "deflate", which RFC 9110 §8.4.1.2 defines
+// as the zlib format; some servers send raw deflate instead, so a stream
+// without a zlib header is read as raw deflate.
+func newDeflateReader(r io.Reader) (io.ReadCloser, error) {
+	var head [2]byte
+	n, err := io.ReadFull(r, head[:])
+	if err != nil && n == 0 {
+		return nil, fmt.Errorf("coding: deflate: %w", err)
+	}
+	full := io.MultiReader(bytes.NewReader(head[:n]), r)
+	if n == 2 && head[0]&0x0f == 8 && (uint16(head[0])<<8|uint16(head[1]))%31 == 0 {
+		zr, err := zlib.NewReader(full)
+		if err != nil {
+			return nil, fmt.Errorf("coding: deflate: %w", err)
+		}
+		return zr, nil
+	}
+	return kflate.NewReader(full), nil
+}
+
+// limited fails with ErrTooLarge past its limit.
+type limited struct {
+	r    io.Reader
+	left int64
+	put  func()
+	done bool
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One more byte means the limit is exceeded; none means the body
+		// ended exactly at it.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, ErrTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limited) Close() error {
+	if !l.done {
+		l.done = true
+		l.put()
+	}
+	return nil
+}
+
+// Decode returns body decoded from e, or ErrTooLarge if it would exceed
+// limit bytes.
+func (c *Codec) Decode(e Encoding, body []byte, limit int64) ([]byte, error) {
+	r, err := c.NewReader(e, bytes.NewReader(body), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out := bytes.NewBuffer(make([]byte, 0, min(int64(len(body))*4, limit)+1))
+	if _, err := io.Copy(out, r); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return nil, ErrTooLarge
+		}
+		return nil, fmt.Errorf("coding: decoding %s: %w", e, err)
+	}
+	return out.Bytes(), nil
+}

@@ -1,0 +1,360 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgecache/edge/coding"
+)
+
+// This file owns content codings at the edge (compression.* in the
+// config). The rules:
+//   - With compression on, every request the edge forwards says
+//     Accept-Encoding: identity, so one origin fetch serves every client
+//     whatever codings it accepts, and Accept-Encoding cannot split the
+//     cache into variants (its forwarded value is the same for everyone).
+//   - The store keeps the body as the origin sent it (identity, unless the
+//     origin compresses regardless). Other codings are derived
+//     representations of the same entry, made on first use, charged to the
+//     store's byte budget with it and dropped with it (eviction, purge,
+//     replacement).
+//   - Each derived form is a complete response of its own: Content-Encoding,
+//     Content-Length and an ETag with a coding suffix, so conditional
+//     requests and ranges apply to the encoded bytes (RFC 9110 §8.8.3,
+//     §14.1.1). Every response that could be encoded carries
+//     Vary: Accept-Encoding.
+//   - A body the origin encoded in a coding the client does not accept is
+//     decoded, bounded by MaxDecodedBytes (a decompression bomb gets 502).
+//   - Cache-Control: no-transform (RFC 9111 §5.2.2.6) is obeyed.
+
+// Compression configures content codings. A nil *Compression in Config
+// passes every body on as the origin sent it.
+type Compression struct {
+	Codec *coding.Codec
+	// Offer are the codings produced (br, zstd, gzip), plus identity.
+	Offer coding.Set
+	// Types are the media types compressed.
+	Types coding.Types
+	// MinBytes is the smallest body compressed; below about a packet the
+	// saving is lost in framing.
+	MinBytes int64
+	// MaxDecodedBytes bounds decoding of a body the origin encoded.
+	MaxDecodedBytes int64
+}
+
+// acceptIdentity is the Accept-Encoding the edge forwards with compression on.
+var acceptIdentity = []string{"identity"}
+
+// formSet holds an entry's derived representations, one per coding.
+type formSet struct {
+	mu    [coding.Count]sync.Mutex // serialises making one form, so a crowd compresses once
+	forms [coding.Count]atomic.Pointer[Entry]
+}
+
+// classify decides in which codings e may be served: e.offers stays 0 for
+// a response that is passed on as stored. It marks the stored header with
+// Vary: Accept-Encoding when the response could be encoded.
+func (h *Handler) classify(e *Entry) {
+	c := h.cfg.Compression
+	if c == nil {
+		return
+	}
+	enc, known, ok := h.codable(e.Status, e.Header)
+	if !ok {
+		return
+	}
+	e.coding = enc
+	if enc == coding.Identity {
+		if !known {
+			return
+		}
+		e.offers = c.Offer
+	} else {
+		e.offers = coding.Set(0).With(coding.Identity).With(enc)
+	}
+	addVaryAcceptEncoding(e.Header)
+}
+
+// codable reports whether a response with status and header may be served
+// in another coding than it has (ok), the coding its body has, and whether
+// its identity body is worth compressing (eligible type and size).
+func (h *Handler) codable(status int, hdr http.Header) (enc coding.Encoding, compress, ok bool) {
+	c := h.cfg.Compression
+	if c == nil || status != http.StatusOK || len(hdr["Content-Range"]) > 0 {
+		return 0, false, false
+	}
+	if ParseCacheControl(hdr, "Cache-Control").NoTransform {
+		return 0, false, false
+	}
+	enc, ok = coding.OfBody(hdr["Content-Encoding"])
+	if !ok {
+		return 0, false, false
+	}
+	if enc != coding.Identity {
+		return enc, false, true
+	}
+	if !c.Types.Match(hdr.Get("Content-Type")) {
+		return enc, false, false
+	}
+	if cl := hdr.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n < c.MinBytes {
+			return enc, false, false
+		}
+	}
+	return enc, true, true
+}
+
+// addVaryAcceptEncoding lists Accept-Encoding in hdr's Vary unless it is
+// there already.
+func addVaryAcceptEncoding(hdr http.Header) {
+	for _, v := range hdr["Vary"] {
+		if containsToken(v, "accept-encoding") || containsToken(v, "*") {
+			return
+		}
+	}
+	hdr["Vary"] = append(hdr["Vary"][:len(hdr["Vary"]):len(hdr["Vary"])], "Accept-Encoding")
+}
+
+// errBomb is a body whose decoding exceeded compression.max_decoded_bytes.
+var errBomb = errors.New("proxy: decoded body exceeds compression.max_decoded_bytes")
+
+// represent returns the representation of e to send for r: e itself, or a
+// derived form in the coding r's Accept-Encoding prefers.
+func (h *Handler) represent(r *http.Request, e *Entry) (*Entry, error) {
+	if e.offers == 0 {
+		return e, nil
+	}
+	enc := coding.Negotiate(r.Header["Accept-Encoding"], e.offers)
+	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
+		h.metrics.compression.served[e.coding].Inc()
+		return e, nil
+	}
+	d, err := h.form(e, enc)
+	if err == nil {
+		h.metrics.compression.served[enc].Inc()
+	}
+	return d, err
+}
+
+// form returns e's representation in enc, making it on first use.
+func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
+	fs := e.forms.Load()
+	if fs == nil {
+		e.forms.CompareAndSwap(nil, &formSet{})
+		fs = e.forms.Load()
+	}
+	if d := fs.forms[enc].Load(); d != nil {
+		return d, nil
+	}
+	fs.mu[enc].Lock()
+	defer fs.mu[enc].Unlock()
+	if d := fs.forms[enc].Load(); d != nil {
+		return d, nil
+	}
+	body, err := h.transcode(e.coding, enc, e.Body)
+	if err != nil {
+		return nil, err
+	}
+	d := e.derive(enc, body)
+	if d.size <= h.cfg.MaxObjectBytes {
+		fs.forms[enc].Store(d)
+		e.formBytes.Add(d.size)
+		h.store.chargeForm(e, d.size)
+	}
+	return d, nil
+}
+
+// transcode turns a whole body from one coding into another: encode an
+// identity body, or decode an encoded one (bounded).
+func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, error) {
+	c := h.cfg.Compression
+	m := &h.metrics.compression
+	start := time.Now()
+	if from != coding.Identity {
+		out, err := c.Codec.Decode(from, body, c.MaxDecodedBytes)
+		m.seconds[opDecode][from].Add(time.Since(start).Seconds())
+		if errors.Is(err, coding.ErrTooLarge) {
+			m.bombs.Inc()
+			return nil, errBomb
+		}
+		if err != nil {
+			m.errors.Inc()
+			return nil, err
+		}
+		m.in[opDecode][from].Add(float64(len(body)))
+		m.out[opDecode][from].Add(float64(len(out)))
+		if to == coding.Identity {
+			return out, nil
+		}
+		body, from, start = out, coding.Identity, time.Now()
+	}
+	out, err := c.Codec.Encode(to, body)
+	if err != nil {
+		m.errors.Inc()
+		return nil, err
+	}
+	m.seconds[opEncode][to].Add(time.Since(start).Seconds())
+	m.in[opEncode][to].Add(float64(len(body)))
+	m.out[opEncode][to].Add(float64(len(out)))
+	return out, nil
+}
+
+// derive returns e in coding enc with body: same freshness, its own
+// framing fields and validator.
+func (e *Entry) derive(enc coding.Encoding, body []byte) *Entry {
+	hdr := e.Header.Clone()
+	setCodingFields(hdr, enc, int64(len(body)), false)
+	d := &Entry{
+		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status, Header: hdr, Body: body,
+		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
+		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
+		etag: hdr.Get("Etag"), lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
+		coding: enc,
+	}
+	d.computeSize()
+	return d
+}
+
+// setCodingFields rewrites the fields that describe a body for the same
+// response in coding enc: Content-Encoding, Content-Length (unknown: -1)
+// and the ETag, which gets a coding suffix because each coding is a
+// different representation with its own bytes (RFC 9110 §8.8.3). A body
+// encoded as it streams (weak) gets a weak tag: its bytes depend on where
+// the upstream paused, so they differ from the stored form's, and a strong
+// tag would let If-Range splice the two.
+func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bool) {
+	if enc == coding.Identity {
+		delete(hdr, "Content-Encoding")
+	} else {
+		hdr["Content-Encoding"] = []string{enc.String()}
+	}
+	if length >= 0 {
+		hdr["Content-Length"] = []string{strconv.FormatInt(length, 10)}
+	} else {
+		delete(hdr, "Content-Length")
+	}
+	if tag := hdr.Get("Etag"); tag != "" {
+		tag = etagFor(tag, enc)
+		if weak && enc != coding.Identity && !strings.HasPrefix(tag, "W/") && tag != "" {
+			tag = "W/" + tag
+		}
+		if tag == "" {
+			delete(hdr, "Etag")
+		} else {
+			hdr["Etag"] = []string{tag}
+		}
+	}
+	delete(hdr, "Content-Md5") // described the other bytes
+}
+
+// etagFor appends "-coding" inside an entity-tag's quotes, keeping it weak
+// or strong. A malformed tag is dropped rather than reused for other bytes.
+func etagFor(tag string, enc coding.Encoding) string {
+	weak := strings.HasPrefix(tag, "W/")
+	opaque := strings.TrimPrefix(tag, "W/")
+	if len(opaque) < 2 || opaque[0] != '"' || opaque[len(opaque)-1] != '"' {
+		return ""
+	}
+	out := opaque[:len(opaque)-1] + "-" + enc.String() + `"`
+	if weak {
+		return "W/" + out
+	}
+	return out
+}
+
+// streamCoding decides how a response streamed from upstream (a fill being
+// read as it arrives, or a pass) is sent to r: from its body's coding to
+// the one r gets. ok is false for a response that is passed on as it is.
+func (h *Handler) streamCoding(r *http.Request, status int, hdr http.Header) (from, to coding.Encoding, ok bool) {
+	enc, compress, ok := h.codable(status, hdr)
+	if !ok {
+		return enc, enc, false
+	}
+	offers := coding.Set(0).With(coding.Identity).With(enc)
+	if compress {
+		offers = h.cfg.Compression.Offer
+	}
+	to = coding.Negotiate(r.Header["Accept-Encoding"], offers)
+	h.metrics.compression.served[to].Inc()
+	return enc, to, true
+}
+
+// encodingWriter compresses a stream to a client. The encoder writes into
+// a buffer that is passed on after each step, so the time it records is
+// the encoder's, not the client's.
+type encodingWriter struct {
+	h   *Handler
+	w   io.Writer
+	enc coding.Encoding
+	cw  coding.Writer
+	buf    bytes.Buffer
+	err    error
+	closed bool
+}
+
+func (h *Handler) newEncodingWriter(w io.Writer, enc coding.Encoding) (*encodingWriter, error) {
+	ew := &encodingWriter{h: h, w: w, enc: enc}
+	cw, err := h.cfg.Compression.Codec.NewWriter(enc, &ew.buf)
+	if err != nil {
+		return nil, err
+	}
+	ew.cw = cw
+	return ew, nil
+}
+
+// step runs one encoder call, then passes its output on.
+func (ew *encodingWriter) step(in int, f func() error) error {
+	if ew.err != nil {
+		return ew.err
+	}
+	m := &ew.h.metrics.compression
+	start := time.Now()
+	err := f()
+	m.seconds[opEncode][ew.enc].Add(time.Since(start).Seconds())
+	m.in[opEncode][ew.enc].Add(float64(in))
+	if err == nil && ew.buf.Len() > 0 {
+		m.out[opEncode][ew.enc].Add(float64(ew.buf.Len()))
+		_, err = ew.w.Write(ew.buf.Bytes())
+		ew.buf.Reset()
+	}
+	ew.err = err
+	return err
+}
+
+func (ew *encodingWriter) Write(p []byte) (int, error) {
+	if err := ew.step(len(p), func() error { _, err := ew.cw.Write(p); return err }); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush emits what was written so far, so a paused upstream does not leave
+// the client waiting on bytes in the encoder.
+func (ew *encodingWriter) Flush() error { return ew.step(0, ew.cw.Flush) }
+
+// Close ends the stream; it must be called exactly once, also on error
+// paths, to give the encoder back.
+func (ew *encodingWriter) Close() error {
+	if ew.closed {
+		return ew.err
+	}
+	ew.closed = true
+	if ew.err != nil {
+		_ = ew.cw.Close()
+		return ew.err
+	}
+	return ew.step(0, ew.cw.Close)
+}
+
+// needsDecode reports whether r must get e's encoded body decoded, which
+// is done on the whole body (a fill is waited for, not streamed).
+func (h *Handler) needsDecode(r *http.Request, e *Entry) bool {
+	return e.offers != 0 && e.coding != coding.Identity && coding.Negotiate(r.Header["Accept-Encoding"], e.offers) != e.coding
+}
