@@ -290,10 +290,10 @@ func (h *Handler) streamCoding(r *http.Request, status int, hdr http.Header) (fr
 // a buffer that is passed on after each step, so the time it records is
 // the encoder's, not the client's.
 type encodingWriter struct {
-	h   *Handler
-	w   io.Writer
-	enc coding.Encoding
-	cw  coding.Writer
+	h      *Handler
+	w      io.Writer
+	enc    coding.Encoding
+	cw     coding.Writer
 	buf    bytes.Buffer
 	err    error
 	closed bool

@@ -44,8 +44,8 @@ type Entry struct {
 	// is charged (its size plus its derived forms).
 	inStore bool
 	charged int64
-	stale      atomic.Bool
-	via        atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
+	stale   atomic.Bool
+	via     atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
 
 	// Bytes of an entry evicted from the store while responses are still
 	// being written from it are charged to the buffer budget until the
