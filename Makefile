@@ -54,7 +54,7 @@ config-example:
 
 ## bench: Go benchmarks of the hot paths.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./routing/ ./indicators/ ./fdetect/ ./lab/fdlab/
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./coding/ ./routing/ ./indicators/ ./fdetect/ ./lab/fdlab/
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem
 
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
@@ -63,7 +63,7 @@ bench-compare: build
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
-FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
+FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzHTTPDate proxy:FuzzTargeted coding:FuzzNegotiate coding:FuzzDecode proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
 	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader internal/promtext:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -24,21 +24,33 @@ func Negotiate(acceptEncoding []string, offered Set) Encoding {
 	}
 	star := -1
 	for _, line := range acceptEncoding {
-		for member := range strings.SplitSeq(line, ",") {
-			token, params, _ := strings.Cut(member, ";")
-			token = strings.TrimSpace(token)
+		for len(line) > 0 {
+			var member string
+			if i := strings.IndexByte(line, ','); i >= 0 {
+				member, line = line[:i], line[i+1:]
+			} else {
+				member, line = line, ""
+			}
+			token, params := member, ""
+			if i := strings.IndexByte(member, ';'); i >= 0 {
+				token, params = member[:i], member[i+1:]
+			}
+			token = trimOWS(token)
 			if token == "" {
 				continue
 			}
-			qv, ok := parseQ(params)
-			if !ok {
-				continue
+			qv := 1000
+			if params != "" {
+				var ok bool
+				if qv, ok = parseQ(params); !ok {
+					continue
+				}
 			}
 			if token == "*" {
 				star = maxQ(star, qv)
 				continue
 			}
-			if e, known := Parse(token); known {
+			if e, known := parseToken(token); known {
 				q[e] = maxQ(q[e], qv)
 			}
 		}
@@ -122,4 +134,33 @@ func parseWeight(s string) (int, bool) {
 		scale /= 10
 	}
 	return n, true
+}
+
+// trimOWS trims spaces and tabs, the optional whitespace around list members.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// parseToken is Parse for an already trimmed token, comparing the common
+// lower-case spellings first (the hit path negotiates on every request).
+func parseToken(t string) (Encoding, bool) {
+	switch t {
+	case "br":
+		return Br, true
+	case "gzip":
+		return Gzip, true
+	case "zstd":
+		return Zstd, true
+	case "deflate":
+		return Deflate, true
+	case "identity":
+		return Identity, true
+	}
+	return Parse(t)
 }

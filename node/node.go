@@ -192,7 +192,13 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 		if err != nil {
 			return pc, fmt.Errorf("compression: %w", err)
 		}
-		pc.Compression = &proxy.Compression{Codec: codec, Offer: cc.Encodings, Types: cc.Types, MinBytes: cc.MinBytes, MaxDecodedBytes: cc.MaxDecodedBytes}
+		streamLevels := cc.Levels
+		streamLevels.Br = cc.StreamBrLevel
+		stream, err := coding.NewCodec(streamLevels)
+		if err != nil {
+			return pc, fmt.Errorf("compression: %w", err)
+		}
+		pc.Compression = &proxy.Compression{Codec: codec, Stream: stream, Offer: cc.Encodings, Types: cc.Types, MinBytes: cc.MinBytes, MaxDecodedBytes: cc.MaxDecodedBytes}
 	}
 	return pc, nil
 }

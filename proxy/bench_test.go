@@ -80,3 +80,38 @@ func BenchmarkCacheKey(b *testing.B) {
 }
 
 func newTestProxyB(b *testing.B) *testProxy { return newTestProxy(b, nil) }
+
+// BenchmarkHitCoded compares hits on a cached 16 KiB HTML page sent as
+// stored (identity) and in each derived coding: a cached compressed page
+// must cost about what an identity hit costs (compressing on every hit
+// would be a defect).
+func BenchmarkHitCoded(b *testing.B) {
+	p := newTestProxy(b, withCompression)
+	body := page(16 << 10)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Content-Type": "text/html", "ETag": `"x"`}, body: body})
+	for _, ae := range []string{"identity", "br", "zstd", "gzip", "gzip, deflate, br, zstd"} {
+		b.Run(strings.ReplaceAll(ae, " ", ""), func(b *testing.B) {
+			// A browser's fields, so that only the coding differs.
+			req := httptest.NewRequest("GET", "http://example.com/page", nil)
+			req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0 Safari/537.36")
+			req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+			req.Header.Set("Accept-Language", "en-US,en;q=0.9")
+			req.Header.Set("Accept-Encoding", ae)
+			w := &discardWriter{h: make(http.Header)}
+			p.h.ServeHTTP(w, req)
+			p.h.Wait()
+			w.reset()
+			p.h.ServeHTTP(w, req) // makes the derived form
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				w.reset()
+				p.h.ServeHTTP(w, req)
+			}
+			if w.code != 200 || (ae != "identity" && w.n >= len(body)/2) {
+				b.Fatalf("got %d, %d bytes", w.code, w.n)
+			}
+			b.SetBytes(int64(w.n))
+		})
+	}
+}

@@ -37,7 +37,9 @@ import (
 // Compression configures content codings. A nil *Compression in Config
 // passes every body on as the origin sent it.
 type Compression struct {
-	Codec *coding.Codec
+	Codec *coding.Codec // stored forms and decoding
+	// Stream encodes responses as they stream, paid per request (nil: Codec).
+	Stream *coding.Codec
 	// Offer are the codings produced (br, zstd, gzip), plus identity.
 	Offer coding.Set
 	// Types are the media types compressed.
@@ -301,7 +303,11 @@ type encodingWriter struct {
 
 func (h *Handler) newEncodingWriter(w io.Writer, enc coding.Encoding) (*encodingWriter, error) {
 	ew := &encodingWriter{h: h, w: w, enc: enc}
-	cw, err := h.cfg.Compression.Codec.NewWriter(enc, &ew.buf)
+	codec := h.cfg.Compression.Stream
+	if codec == nil {
+		codec = h.cfg.Compression.Codec
+	}
+	cw, err := codec.NewWriter(enc, &ew.buf)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +357,14 @@ func (ew *encodingWriter) Close() error {
 		return ew.err
 	}
 	return ew.step(0, ew.cw.Close)
+}
+
+// needsEncode reports whether r must get e's identity body encoded. A
+// request that joins a fill (not its leader) then waits for the whole body
+// and gets the stored form, made once: a crowd of collapsed requests
+// encoding the stream each would cost a compression per request.
+func (h *Handler) needsEncode(r *http.Request, e *Entry) bool {
+	return e.offers != 0 && e.coding == coding.Identity && coding.Negotiate(r.Header["Accept-Encoding"], e.offers) != coding.Identity
 }
 
 // needsDecode reports whether r must get e's encoded body decoded, which

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -313,5 +314,38 @@ func TestCompressionNeverLeaksAcrossUsers(t *testing.T) {
 				t.Fatalf("AE %q: %s got %.40q", ae, user, got)
 			}
 		}
+	}
+}
+
+// TestCompressionCrowdCompressesOnce sends a crowd of requests for one
+// page while its fill is under way: the leader encodes its stream, every
+// collapsed request gets the stored form, made once.
+func TestCompressionCrowdCompressesOnce(t *testing.T) {
+	p := newTestProxy(t, withCompression)
+	body := page(100000)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/html"}, body: body})
+	p.origin.delay = 200 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest("GET", "http://example.com/crowd", nil)
+			req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+			w := httptest.NewRecorder()
+			p.h.ServeHTTP(w, req)
+			if w.Header().Get("Content-Encoding") != "br" || decoded(t, w) != body {
+				t.Errorf("a request of the crowd got %q", w.Header().Get("Content-Encoding"))
+			}
+		}()
+	}
+	wg.Wait()
+	p.h.Wait()
+	if n := p.origin.calls.Load(); n != 1 {
+		t.Errorf("origin requests: %d", n)
+	}
+	in := testutil.ToFloat64(p.h.metrics.compression.in[opEncode][coding.Br])
+	if in > 2*float64(len(body)) {
+		t.Errorf("brotli encoded %.0f bytes for a %d-byte page: more than the leader's stream and one stored form", in, len(body))
 	}
 }

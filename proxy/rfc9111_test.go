@@ -553,3 +553,40 @@ func TestInterimResponsesAreNeverStored(t *testing.T) {
 		t.Errorf("%d stored objects, want the final response alone", n)
 	}
 }
+
+// FuzzHTTPDate checks that the strict date parser never panics and that
+// whatever it accepts formats back to an IMF-fixdate it accepts too.
+func FuzzHTTPDate(f *testing.F) {
+	for _, s := range []string{"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 31 Feb 1994 08:49:37 GMT", "Mon, 99 Xyz 0000 99:99:99 GMT"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := parseHTTPDate(s)
+		if !ok {
+			return
+		}
+		back := d.UTC().Format(http.TimeFormat)
+		if d2, ok2 := parseHTTPDate(back); !ok2 || !d2.Equal(d) {
+			t.Fatalf("%q → %v → %q does not parse back", s, d, back)
+		}
+	})
+}
+
+// FuzzTargeted checks that no targeted field makes the parser panic or
+// produce a negative delta.
+func FuzzTargeted(f *testing.F) {
+	for _, s := range []string{"max-age=60", `max-age="60"`, "no-cache=(\"a\")", "s-maxage=999999999999999", "a=?1;b, max-age=1", ",,", "max-age=-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cc, ok := parseTargeted(http.Header{"Cdn-Cache-Control": {s}}, "Cdn-Cache-Control")
+		if !ok {
+			return
+		}
+		for _, v := range []int{cc.MaxAge, cc.SMaxAge, cc.StaleWhile, cc.StaleIfError} {
+			if v < unset || v > maxDeltaSeconds {
+				t.Fatalf("%q gave a delta of %d", s, v)
+			}
+		}
+	})
+}

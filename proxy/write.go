@@ -94,7 +94,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 		h.writeEntry(w, r, whole, h.now(), status, own)
 		return
 	}
-	if needsServeContent(r) || h.needsDecode(r, f.entry) {
+	if needsServeContent(r) || h.needsDecode(r, f.entry) || (rd == nil && h.needsEncode(r, f.entry)) {
 		leader := rd != nil
 		if rd != nil {
 			rd.Close() // we read the whole body, not along
