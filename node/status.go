@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/edgecache/edge/cluster"
@@ -24,6 +25,7 @@ type Status struct {
 	BufferedBytes int64                `json:"buffered_bytes"`
 	BufferBudget  int64                `json:"buffer_budget_bytes"`
 	Requests      map[string]float64   `json:"requests_by_result"`
+	Coding        proxy.CodingStats    `json:"compression"`
 	HitRatio      float64              `json:"hit_ratio"`
 	Peers         []cluster.PeerState  `json:"peers,omitempty"`
 	LocalDelayMs  float64              `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
@@ -48,6 +50,7 @@ func (n *Node) Snapshot() Status {
 		s.Requests[k] = float64(v)
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
+	s.Coding = n.proxy.CodingStats()
 	var total, hits float64
 	for k, v := range s.Requests {
 		if k == "rejected" {
@@ -85,6 +88,12 @@ func (n *Node) guardHot(s Status, r *http.Request) Status {
 
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"pct": func(f float64) float64 { return 100 * f },
+	"ratio": func(out, in float64) string {
+		if in <= 0 {
+			return "—"
+		}
+		return strconv.FormatFloat(out/in, 'f', 3, 64)
+	},
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>edge {{.Node}}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
@@ -100,6 +109,11 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+<h2>Compression</h2>
+{{with .Coding}}{{if .Enabled}}<table><tr><th>coding</th><th>responses</th><th>encoded in</th><th>encoded out</th><th>ratio</th><th>encode time</th></tr>
+{{range $name, $n := .Responses}}<tr><td>{{$name}}</td><td>{{printf "%.0f" $n}}</td>{{with index $.Coding.EncodedIn $name}}<td>{{printf "%.0f" .}} B</td><td>{{printf "%.0f" (index $.Coding.EncodedOut $name)}} B</td><td>{{ratio (index $.Coding.EncodedOut $name) .}}</td><td>{{printf "%.3f" (index $.Coding.EncodeSecs $name)}} s</td>{{else}}<td colspan="4">sent as stored</td>{{end}}</tr>{{else}}<tr><td colspan="6">no compressible responses yet</td></tr>{{end}}</table>
+<p class="note">Forms are made once per stored response and kept with it. Decoded for clients that do not accept the origin's coding: {{printf "%.0f" .DecodedOut}} B. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}.</p>
+{{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 {{if .Peers}}<h2>Cluster</h2>
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgecache/edge/coding"
 )
@@ -212,3 +213,47 @@ type discard struct{ prometheus.Counter }
 
 func (discard) Inc()        {}
 func (discard) Add(float64) {}
+
+// CodingStats are the content-coding counters for the status page.
+type CodingStats struct {
+	Enabled     bool               `json:"enabled"`
+	Responses   map[string]float64 `json:"responses_by_coding"`         // responses that could be encoded, by the coding sent
+	EncodedIn   map[string]float64 `json:"encoded_input_bytes"`         // identity bytes fed to each encoder
+	EncodedOut  map[string]float64 `json:"encoded_output_bytes"`        // bytes each encoder produced
+	EncodeSecs  map[string]float64 `json:"encode_seconds"`              // time spent encoding
+	DecodedOut  float64            `json:"decoded_output_bytes"`        // bytes produced decoding origin-encoded bodies
+	Bombs       float64            `json:"decompression_bombs_refused"` // bodies refused for decoding past the limit
+	CodingError float64            `json:"coding_errors"`               // corrupt bodies
+}
+
+// CodingStats returns the content-coding counters.
+func (h *Handler) CodingStats() CodingStats {
+	m := &h.metrics.compression
+	s := CodingStats{Enabled: h.cfg.Compression != nil, Responses: map[string]float64{},
+		EncodedIn: map[string]float64{}, EncodedOut: map[string]float64{}, EncodeSecs: map[string]float64{}}
+	for e := range coding.Count {
+		if v := counterValue(m.served[e]); v > 0 {
+			s.Responses[e.String()] = v
+		}
+		if e == coding.Br || e == coding.Zstd || e == coding.Gzip {
+			s.EncodedIn[e.String()] = counterValue(m.in[opEncode][e])
+			s.EncodedOut[e.String()] = counterValue(m.out[opEncode][e])
+			s.EncodeSecs[e.String()] = counterValue(m.seconds[opEncode][e])
+		}
+		s.DecodedOut += counterValue(m.out[opDecode][e])
+	}
+	s.Bombs, s.CodingError = counterValue(m.bombs), counterValue(m.errors)
+	return s
+}
+
+// counterValue reads a counter (0 for the discard counters).
+func counterValue(c prometheus.Counter) float64 {
+	if _, ok := c.(discard); ok {
+		return 0
+	}
+	var d dto.Metric
+	if err := c.Write(&d); err != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
+}

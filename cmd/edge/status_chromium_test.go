@@ -86,7 +86,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	url := "http://admin:status-token@" + a.adm + "/status?url=http://" + a.pub + "/p/7"
 	dom := string(headless(t, bin, "--dump-dom", url))
 	for _, want := range []string{"edge node", "edge-a", "Cluster", "edge-b", "trusted", "FD margin", "indicator epoch",
-		"Hottest pages", "/p/7", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio"} {
+		"Hottest pages", "/p/7", "Compression", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("status page lacks %q", want)
 		}
