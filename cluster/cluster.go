@@ -49,6 +49,7 @@ type Config struct {
 	PeerTimeout  time.Duration
 	Indicator    indicators.FilterConfig
 	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
+	KeyScheme    bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config

@@ -45,7 +45,7 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	if err != nil || u.Host == "" {
 		return Explanation{}, fmt.Errorf("cluster: %q is not an absolute URL", rawURL)
 	}
-	key := proxy.CacheKey(u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)
+	key := proxy.CacheKey(proxy.KeyScheme(u.Scheme, c.cfg.KeyScheme), u.Host, u.EscapedPath(), u.RawQuery)
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()
 	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode.String(), View: ring.Members(), Policy: c.cfg.Selection.String()}

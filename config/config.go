@@ -41,10 +41,13 @@ const (
 	Duration
 	Size // bytes, written as 64MiB, 512KB, 1GiB or a plain integer
 	List // comma-separated strings
+	// CertList is a list of certificate and key files: a YAML list of
+	// {cert_file, key_file}, or CERT:KEY,CERT:KEY in a string.
+	CertList
 )
 
 func (k Kind) String() string {
-	return [...]string{"string", "int", "float", "bool", "duration", "size", "list"}[k]
+	return [...]string{"string", "int", "float", "bool", "duration", "size", "list", "list of cert:key"}[k]
 }
 
 // Key documents one configuration key.
@@ -79,6 +82,22 @@ func Keys() []Key {
 		{"origin.idle_timeout", Duration, "90s", "Idle keep-alive connections to the origin are closed after this; below typical origin keep-alive limits."},
 		{"origin.max_idle_conns", Int, "256", "Idle keep-alive connections kept to the origin; enough for a busy node without hoarding sockets."},
 		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
+		{"origin.ca_file", String, "", "PEM CA bundle that signs an https origin's certificate, instead of the system roots (a private CA)."},
+		{"origin.server_name", String, "", "Server name (SNI and certificate check) for an https origin, when it differs from the origin URL's host (an IP address, say)."},
+		{"tls.listen", String, "", "Public HTTPS listener (TLS 1.2+, HTTP/2 by ALPN; HTTP/3 on the same port over UDP with tls.http3). Empty: no TLS listener."},
+		{"tls.cert_file", String, "", "PEM certificate chain for tls.listen; re-read when the file changes on disk."},
+		{"tls.key_file", String, "", "PEM private key for tls.cert_file."},
+		{"tls.certificates", CertList, "", "More certificates, chosen by SNI (exact names, then one-label wildcards; the first certificate answers clients without SNI): a YAML list of {cert_file, key_file}."},
+		{"tls.http3", Bool, "false", "Serve HTTP/3 (QUIC) on the UDP port of tls.listen and advertise it with Alt-Svc on HTTPS responses."},
+		{"tls.hsts", String, "", "Strict-Transport-Security value added to HTTPS responses, e.g. max-age=31536000; includeSubDomains. Empty: none (a wrong HSTS locks browsers out for its max-age)."},
+		{"tls.acme.domains", List, "", "Names to obtain certificates for with ACME (certmagic). Empty: no ACME. Every node of a cluster must list the same names and share tls.acme.storage."},
+		{"tls.acme.email", String, "", "Account e-mail given to the ACME CA (expiry notices)."},
+		{"tls.acme.ca", String, "https://acme-v02.api.letsencrypt.org/directory", "ACME directory URL; Let's Encrypt's production CA by default."},
+		{"tls.acme.ca_root", String, "", "PEM root that signs the ACME directory's own HTTPS certificate, for a private CA (pebble in tests). Empty: system roots."},
+		{"tls.acme.storage", String, "", "Directory for ACME accounts, certificates, locks and pending challenges. Share it between nodes (NFS, a volume) so that any node answers a challenge and one node renews. Empty: certmagic's default under $HOME."},
+		{"tls.acme.renew_check_interval", Duration, "10m", "How often certificates are checked for renewal (certmagic renews in the last third of a certificate's life)."},
+		{"http.redirect_to_https", Bool, "false", "Answer plain-HTTP requests with 301 to https (ACME HTTP-01 challenges excepted). Needs tls.listen."},
+		{"cache.key_scheme", Bool, "false", "Keep the client's scheme in the cache key. Off: http and https share entries, as CDNs do; an origin that answers them differently can send Vary: X-Forwarded-Proto."},
 		{"cache.max_bytes", Size, "256MiB", "Byte budget of the in-memory store (headers and bodies); the least recently used URLs are evicted beyond it."},
 		{"cache.max_object_bytes", Size, size(pd.MaxObjectBytes), "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
 		{"cache.max_variants", Int, "16", "Variants kept per URL for Vary; bounds what a client can make us store by varying headers."},
@@ -150,7 +169,23 @@ type Config struct {
 		Listen string
 		Token  string
 	}
+	TLS struct {
+		Listen            string
+		CertFile, KeyFile string
+		Certificates      []CertPair
+		HTTP3             bool
+		HSTS              string
+		ACMEDomains       []string
+		ACMEEmail         string
+		ACMECA            string
+		ACMECARoot        string
+		ACMEStorage       string
+		ACMERenewCheck    time.Duration
+		RedirectToHTTPS   bool
+	}
 	Origin struct {
+		CAFile          string
+		ServerName      string
 		URL             string
 		ConnectTimeout  time.Duration
 		ResponseTimeout time.Duration
@@ -169,6 +204,7 @@ type Config struct {
 		StoreSetCookie    bool
 		CoalesceTimeout   time.Duration
 		SortQuery         bool
+		KeyScheme         bool
 		PassTTL           time.Duration
 	}
 	Compression struct {
@@ -317,6 +353,25 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Origin.IdleTimeout = p.dur("origin.idle_timeout", true)
 	c.Origin.MaxIdleConns = p.int("origin.max_idle_conns", 1, 1<<20)
 	c.Origin.PreserveHost = p.bool("origin.preserve_host")
+	c.Origin.CAFile = p.str("origin.ca_file")
+	c.Origin.ServerName = p.str("origin.server_name")
+	c.TLS.Listen = p.str("tls.listen")
+	if c.TLS.Listen != "" {
+		c.TLS.Listen = p.addr("tls.listen")
+	}
+	c.TLS.CertFile = p.str("tls.cert_file")
+	c.TLS.KeyFile = p.str("tls.key_file")
+	c.TLS.Certificates = p.certs("tls.certificates")
+	c.TLS.HTTP3 = p.bool("tls.http3")
+	c.TLS.HSTS = p.str("tls.hsts")
+	c.TLS.ACMEDomains = p.list("tls.acme.domains")
+	c.TLS.ACMEEmail = p.str("tls.acme.email")
+	c.TLS.ACMECA = p.str("tls.acme.ca")
+	c.TLS.ACMECARoot = p.str("tls.acme.ca_root")
+	c.TLS.ACMEStorage = p.str("tls.acme.storage")
+	c.TLS.ACMERenewCheck = p.dur("tls.acme.renew_check_interval", true)
+	c.TLS.RedirectToHTTPS = p.bool("http.redirect_to_https")
+	c.Cache.KeyScheme = p.bool("cache.key_scheme")
 	c.Cache.MaxBytes = p.size("cache.max_bytes", 1<<20)
 	c.Cache.MaxObjectBytes = p.size("cache.max_object_bytes", 1)
 	c.Cache.MaxVariants = p.int("cache.max_variants", 1, 1024)
@@ -409,6 +464,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	if tlsSet != 0 && tlsSet != 3 {
 		return nil, &Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"}
+	}
+	if err := c.validateTLS(); err != nil {
+		return nil, err
 	}
 	if c.NodeID == "" {
 		h, _ := os.Hostname()
@@ -674,6 +732,102 @@ func (p *parser) prefixes(key string) []netip.Prefix {
 		out = append(out, pfx.Masked())
 	}
 	return out
+}
+
+// CertPair is one certificate chain and its key.
+type CertPair struct {
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
+}
+
+// certs parses tls.certificates: a YAML list of {cert_file, key_file}, or
+// CERT:KEY,CERT:KEY.
+func (p *parser) certs(key string) []CertPair {
+	raw := p.v.Get(key)
+	var out []CertPair
+	switch x := raw.(type) {
+	case nil:
+	case string:
+		for _, e := range strings.Split(x, ",") {
+			if e = strings.TrimSpace(e); e == "" {
+				continue
+			}
+			cert, k, ok := strings.Cut(e, ":")
+			if !ok || cert == "" || k == "" {
+				p.fail(key, e, "is not CERT_FILE:KEY_FILE")
+				return nil
+			}
+			out = append(out, CertPair{cert, k})
+		}
+	case []any:
+		for _, e := range x {
+			m, ok := e.(map[string]any)
+			if !ok {
+				p.fail(key, e, "is not a {cert_file, key_file} entry")
+				return nil
+			}
+			var pair CertPair
+			for k, v := range m {
+				s, ok := v.(string)
+				switch {
+				case !ok:
+					p.fail(key+"."+k, v, "is not a string")
+					return nil
+				case k == "cert_file":
+					pair.CertFile = s
+				case k == "key_file":
+					pair.KeyFile = s
+				default:
+					p.fail(key+"."+k, nil, "is not a known key (cert_file, key_file)")
+					return nil
+				}
+			}
+			if pair.CertFile == "" || pair.KeyFile == "" {
+				p.fail(key, e, "needs both cert_file and key_file")
+				return nil
+			}
+			out = append(out, pair)
+		}
+	default:
+		p.fail(key, raw, "is not a list of {cert_file, key_file}")
+	}
+	return out
+}
+
+// validateTLS checks the TLS keys together. Certificate files are checked
+// when the node loads them (tlsconf), which names the key too.
+func (c *Config) validateTLS() error {
+	t := &c.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return &Error{Key: "tls.cert_file", Reason: "and tls.key_file go together"}
+	}
+	hasCerts := t.CertFile != "" || len(t.Certificates) > 0 || len(t.ACMEDomains) > 0
+	if t.Listen != "" && !hasCerts {
+		return &Error{Key: "tls.listen", Value: t.Listen, Reason: "needs a certificate: tls.cert_file and tls.key_file, tls.certificates or tls.acme.domains"}
+	}
+	if t.Listen == "" && (hasCerts || t.HTTP3) {
+		return &Error{Key: "tls.listen", Reason: "is required when certificates, ACME or tls.http3 are configured"}
+	}
+	if t.RedirectToHTTPS && t.Listen == "" {
+		return &Error{Key: "http.redirect_to_https", Reason: "needs tls.listen"}
+	}
+	if t.Listen != "" && (t.Listen == c.Listen || t.Listen == c.Admin.Listen) {
+		return &Error{Key: "tls.listen", Value: t.Listen, Reason: "must differ from listen and admin.listen"}
+	}
+	if len(t.ACMEDomains) > 0 {
+		if u, err := url.Parse(t.ACMECA); err != nil || u.Scheme != "https" || u.Host == "" {
+			return &Error{Key: "tls.acme.ca", Value: t.ACMECA, Reason: "is not an https directory URL"}
+		}
+		for _, d := range t.ACMEDomains {
+			if strings.ContainsAny(d, "/: *") || !strings.Contains(d, ".") && d != "localhost" {
+				return &Error{Key: "tls.acme.domains", Value: d, Reason: "is not a host name ACME can validate"}
+			}
+		}
+	}
+	if strings.ContainsAny(t.HSTS, "\r\n") {
+		return &Error{Key: "tls.hsts", Reason: "must be one line"}
+	}
+	return nil
 }
 
 // codings parses a list of produced content codings.

@@ -46,6 +46,10 @@ func yamlValue(kind Kind, v string) string {
 	switch kind {
 	case Int, Float, Bool:
 		return v
+	case CertList:
+		if v == "" {
+			return "[]"
+		}
 	}
 	return strconv.Quote(v)
 }

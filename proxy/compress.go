@@ -165,11 +165,16 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 		return nil, err
 	}
 	d := e.derive(enc, body)
-	if d.size <= h.cfg.MaxObjectBytes {
-		fs.forms[enc].Store(d)
-		e.formBytes.Add(d.size)
-		h.store.chargeForm(e, d.size)
+	if d.size > h.cfg.MaxObjectBytes {
+		// Larger than we keep (a big body the origin encoded, decoded for
+		// a client that does not accept its coding): made per request and
+		// charged to the buffer budget while it is written.
+		d.transient = true
+		return d, nil
 	}
+	fs.forms[enc].Store(d)
+	e.formBytes.Add(d.size)
+	h.store.chargeForm(e, d.size)
 	return d, nil
 }
 
@@ -253,7 +258,12 @@ func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bo
 			hdr["Etag"] = []string{tag}
 		}
 	}
-	delete(hdr, "Content-Md5") // described the other bytes
+	// Digests of the other bytes (RFC 9530's Content-Digest and
+	// Repr-Digest are of the content as sent or of the representation,
+	// and both change with the coding).
+	for _, k := range [...]string{"Content-Md5", "Content-Digest", "Repr-Digest", "Digest"} {
+		delete(hdr, k)
+	}
 }
 
 // etagFor appends "-coding" inside an entity-tag's quotes, keeping it weak
@@ -345,6 +355,16 @@ func (ew *encodingWriter) Write(p []byte) (int, error) {
 // the client waiting on bytes in the encoder.
 func (ew *encodingWriter) Flush() error { return ew.step(0, ew.cw.Flush) }
 
+// abort makes Close give the encoder back without ending the stream, so a
+// body cut short upstream never arrives as a complete, decodable one.
+func (ew *encodingWriter) abort() {
+	if ew.err == nil {
+		ew.err = errAborted
+	}
+}
+
+var errAborted = errors.New("proxy: encoded stream aborted")
+
 // Close ends the stream; it must be called exactly once, also on error
 // paths, to give the encoder back.
 func (ew *encodingWriter) Close() error {
@@ -371,4 +391,11 @@ func (h *Handler) needsEncode(r *http.Request, e *Entry) bool {
 // is done on the whole body (a fill is waited for, not streamed).
 func (h *Handler) needsDecode(r *http.Request, e *Entry) bool {
 	return e.offers != 0 && e.coding != coding.Identity && coding.Negotiate(r.Header["Accept-Encoding"], e.offers) != e.coding
+}
+
+// strongTag reports whether an If-Range value is a strong entity-tag (not
+// a date, not weak).
+func strongTag(v string) bool {
+	v = strings.TrimSpace(v)
+	return len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"'
 }

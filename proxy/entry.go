@@ -39,6 +39,8 @@ type Entry struct {
 	offers    coding.Set
 	forms     atomic.Pointer[formSet]
 	formBytes atomic.Int64 // bytes of the derived forms attached to e
+	transient bool         // a form made for one response, not kept (compress.go)
+	pinBytes  atomic.Int64 // bytes charged to the buffer budget while e is pinned
 
 	// Guarded by the store's lock: whether e is stored, and the bytes it
 	// is charged (its size plus its derived forms).

@@ -527,7 +527,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) 
 	}
 	defer h.releaseUpstream()
 	out := h.outboundRequest(r, r.Context(), false)
-	res, err := h.fetch(r.Context(), requestKey(r), out)
+	res, err := h.fetch(r.Context(), h.requestKey(r), out)
 	if err != nil {
 		timedOut := bodyTimedOut(r.Body)
 		dropUnreadBody(w, r)
@@ -560,7 +560,7 @@ func isSafe(method string) bool {
 // invalidate removes the target URI and the same-origin Location and
 // Content-Location URIs of a successful unsafe request.
 func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
-	n := h.store.Remove(requestKey(r))
+	n := h.store.Remove(h.requestKey(r))
 	for _, field := range [...]string{"Location", "Content-Location"} {
 		v := resp.Header.Get(field)
 		if v == "" {
@@ -577,7 +577,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		n += h.store.Remove(CacheKey(scheme, r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
+		n += h.store.Remove(CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

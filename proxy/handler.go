@@ -78,6 +78,8 @@ type Config struct {
 	// SortQuery sorts query parameters in both the cache key and the
 	// forwarded request. Off: the key keeps the order the client sent.
 	SortQuery bool
+	// KeyScheme keeps the client's scheme in the cache key (see KeyScheme).
+	KeyScheme bool
 	// Compression encodes responses for clients that accept it (nil: bodies
 	// pass as the origin sent them). See compress.go.
 	Compression *Compression
@@ -281,7 +283,7 @@ func authAllowsShared(e *Entry) bool {
 
 // serveCacheable answers GET and HEAD, from the store when it can.
 func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string {
-	key := requestKey(r)
+	key := h.requestKey(r)
 	h.hot.observe(key)
 	reqCC := requestDirectives(r)
 	hasAuth := len(r.Header["Authorization"]) > 0

@@ -86,14 +86,27 @@ func writeSortedQuery(b *strings.Builder, q string) {
 	}
 }
 
+// KeyScheme is the scheme part of a cache key for a request made over
+// scheme. By default (keep false) http and https share entries, as CDNs do:
+// the same URL over either is the same page, and an origin that answers
+// them differently can say so with Vary: X-Forwarded-Proto (the edge sets
+// that field, so such a Vary is keyed on the scheme the client used).
+// cache.key_scheme keeps the client's scheme in the key.
+func KeyScheme(scheme string, keep bool) string {
+	if keep && strings.EqualFold(scheme, "https") {
+		return "https"
+	}
+	return "http"
+}
+
 // requestKey builds the cache key of r. Requests reach us in origin form, so
 // the scheme comes from whether the connection was TLS.
-func requestKey(r *http.Request) string {
+func (h *Handler) requestKey(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return CacheKey(scheme, r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+	return CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
 }
 
 // VaryNames returns the lower-case, sorted, de-duplicated field names listed

@@ -108,11 +108,17 @@ func (h *Handler) release(n int64) {
 // the buffer budget until the last writer is done (unpin). New fills then
 // find less budget, which is what keeps memory bounded under slow readers.
 func (h *Handler) pinDropped(e *Entry) {
+	// The entry and its forms: a writer may be sending any of them. The
+	// amount is set before the pin is taken, so that an unpin racing with
+	// us gives back exactly what was charged. (An entry leaves the store
+	// once, so this runs once per entry.)
+	n := e.size + e.formBytes.Load()
+	e.pinBytes.Store(n)
 	e.dropped.Store(true)
 	if e.users.Load() > 0 && e.pinned.CompareAndSwap(false, true) {
-		h.buffered.Add(e.size)
+		h.buffered.Add(n)
 		if e.users.Load() == 0 && e.pinned.CompareAndSwap(true, false) {
-			h.buffered.Add(-e.size)
+			h.buffered.Add(-n)
 		}
 	}
 }
@@ -120,6 +126,6 @@ func (h *Handler) pinDropped(e *Entry) {
 // unpin ends one writer's use of e.
 func (h *Handler) unpin(e *Entry) {
 	if e.users.Add(-1) == 0 && e.dropped.Load() && e.pinned.CompareAndSwap(true, false) {
-		h.buffered.Add(-e.size)
+		h.buffered.Add(-e.pinBytes.Load())
 	}
 }

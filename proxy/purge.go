@@ -66,7 +66,7 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	switch {
 	case p.URL != "":
 		u, _ := url.Parse(p.URL)
-		keys = []string{CacheKey(u.Scheme, u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))}
+		keys = []string{CacheKey(KeyScheme(u.Scheme, h.cfg.KeyScheme), u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))}
 	case p.Prefix != "":
 		if strings.HasPrefix(p.Prefix, "/") {
 			keys = h.store.Keys(func(k string) bool { return strings.HasPrefix(pathOfKey(k), p.Prefix) })

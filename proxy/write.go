@@ -53,11 +53,22 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 // writeEntry answers r from a complete entry. own holds per-user fields
 // for this requester alone (nil for anyone else).
 func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
+	base := e // the stored entry: pinned while any of its forms is written
 	if e.offers != 0 {
 		d, err := h.represent(r, e)
 		if err != nil {
 			h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded within limits")
 			return
+		}
+		if d.transient {
+			// A form too large to keep with its entry: its bytes are
+			// charged to the buffer budget while this client reads them.
+			if !h.charge(d.size) {
+				w.Header().Set("Retry-After", "1")
+				h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+				return
+			}
+			defer h.release(d.size)
 		}
 		e = d
 	}
@@ -68,7 +79,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 		h.extendWrite(w)
 	}
 	if e.Status == http.StatusOK && needsServeContent(r) {
-		h.serveContent(w, r, e)
+		h.serveContent(w, r, e, base)
 		return
 	}
 	w.WriteHeader(e.Status)
@@ -79,8 +90,8 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 		_, _ = w.Write(e.Body)
 		return
 	}
-	e.users.Add(1)
-	defer h.unpin(e)
+	base.users.Add(1)
+	defer h.unpin(base)
 	_, _ = (&deadlineWriter{ResponseWriter: w, h: h}).Write(e.Body)
 }
 
@@ -179,6 +190,9 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			return
 		}
 		if err != nil {
+			if ew, ok := out.(*encodingWriter); ok {
+				ew.abort() // no end-of-stream block: the body must not decode as whole
+			}
 			if r.Context().Err() == nil {
 				// The upstream body failed: end the connection so the
 				// client cannot take a truncated body for a whole one.
@@ -197,9 +211,18 @@ func needsServeContent(r *http.Request) bool {
 		len(hd["If-Match"]) > 0 || len(hd["If-Unmodified-Since"]) > 0
 }
 
-func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry) {
+// serveContent answers r's conditionals and ranges from e, a stored entry
+// or one of its forms; base (the stored entry) is pinned while it is written.
+func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *Entry) {
 	hdr := w.Header()
 	delete(hdr, "Content-Length")
+	if e.coding != coding.Identity && len(r.Header["If-Range"]) > 0 && !strongTag(r.Header.Get("If-Range")) {
+		// An encoded body's bytes depend on how it was encoded (a stream
+		// that paused, another level on another node): only its strong
+		// ETag names them. A date, or a weak tag, could splice a range of
+		// one encoding onto the start of another, so send it whole.
+		delete(r.Header, "Range")
+	}
 	if rng := r.Header["Range"]; len(rng) > 1 {
 		delete(r.Header, "Range") // several Range lines: ignored (RFC 9110 §14.2), never multiplied
 	} else if len(rng) == 1 {
@@ -210,8 +233,8 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e *Entry)
 			r.Header["Range"] = []string{limited}
 		}
 	}
-	e.users.Add(1)
-	defer h.unpin(e)
+	base.users.Add(1)
+	defer h.unpin(base)
 	http.ServeContent(&deadlineWriter{ResponseWriter: w, h: h}, r, "", e.lastMod, bytes.NewReader(e.Body))
 }
 
@@ -313,6 +336,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 				h.metrics.compression.bombs.Inc()
 			}
 			h.log.Debug("streaming response", "err", err)
+			if ew != nil {
+				ew.abort() // no end-of-stream block: the body must not decode as whole
+			}
 			if r.Context().Err() == nil {
 				// End the connection so the client cannot take a
 				// truncated body for a whole one.
