@@ -50,4 +50,6 @@ func TestRegressCompressTruncatedWire10(t *testing.T) {
 	}
 }
 
-func testutilFloat(c interface{ Desc() *prometheus.Desc }) float64 { return testutil.ToFloat64(c.(prometheus.Collector)) }
+func testutilFloat(c interface{ Desc() *prometheus.Desc }) float64 {
+	return testutil.ToFloat64(c.(prometheus.Collector))
+}
