@@ -144,6 +144,11 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			}),
 	)
 	m.compression = newCompressionMetrics(reg)
+	// Every refusal reason exists from the start (at 0), so that a
+	// dashboard shows a flat line rather than no data on a quiet node.
+	for _, reason := range []string{"url_too_long", "client_limit", "body_too_large", "overload", "too_many_ranges", "slow_body"} {
+		m.Rejected.WithLabelValues(reason)
+	}
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
 	m.byResult = make(map[string]resultMetrics)
 	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
