@@ -57,6 +57,7 @@ type Node struct {
 	peerLn   net.Listener
 	peerUDP  *net.UDPConn
 	peerSrv  *http.Server
+	tls      *tlsFront // nil without tls.listen
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -113,6 +114,12 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if n.peerUDP != nil {
 			_ = n.peerUDP.Close()
 		}
+		if n.tls != nil {
+			_ = n.tls.ln.Close()
+			if n.tls.udp != nil {
+				_ = n.tls.udp.Close()
+			}
+		}
 	}()
 	if n.pubLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
@@ -142,6 +149,12 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		// Reset per request; the proxy extends it before every chunk it writes.
 		WriteTimeout: cfg.Limits.WriteTimeout,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if cfg.TLS.Listen != "" {
+		if n.tls, err = newTLSFront(cfg, h, log, reg); err != nil {
+			return nil, err
+		}
+		n.public.Handler = n.tls.wrapPlain(h)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -173,6 +186,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
 	pc.PassTTL = cfg.Cache.PassTTL
 	pc.SortQuery = cfg.Cache.SortQuery
+	pc.KeyScheme = cfg.Cache.KeyScheme
 	pc.MaxURLBytes = cfg.Limits.MaxURLBytes
 	pc.MaxInflight = cfg.Limits.MaxInflight
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
@@ -208,6 +222,7 @@ func originConfig(cfg *config.Config, log *slog.Logger, errs *prometheus.Counter
 	return origin.ClientConfig{
 		URL: cfg.Origin.URL, ConnectTimeout: cfg.Origin.ConnectTimeout, ResponseTimeout: cfg.Origin.ResponseTimeout,
 		MaxIdleConns: cfg.Origin.MaxIdleConns, IdleConnTimeout: cfg.Origin.IdleTimeout, PreserveHost: cfg.Origin.PreserveHost,
+		CAFile: cfg.Origin.CAFile, ServerName: cfg.Origin.ServerName,
 		Log: log, OnError: func(cause string) { errs.WithLabelValues(cause).Inc() },
 	}
 }
@@ -234,6 +249,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		PeerTimeout:  cfg.Cluster.PeerTimeout,
 		Indicator:    indicatorConfig(cfg),
 		AdvertiseMax: cfg.Indicators.AdvertiseMax,
+		KeyScheme:    cfg.Cache.KeyScheme,
 		TLS:          clientTLS,
 	}, serverTLS, nil
 }
@@ -310,7 +326,7 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // Run serves until ctx ends, then drains in-flight requests for at most the
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 6)
 	pub := net.Listener(n.pubLn)
 	if n.cfg.Tuning.WriteBatching {
 		pub = batchListener{Listener: n.pubLn, stats: n.batch}
@@ -319,6 +335,9 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() { errc <- n.admin.Serve(n.admLn) }()
 	clusterCtx, stopCluster := context.WithCancel(context.Background())
 	defer stopCluster()
+	if n.tls != nil {
+		n.tls.run(clusterCtx, errc)
+	}
 	if n.cluster != nil {
 		go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
 		go func() {
@@ -327,7 +346,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
+	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "tls", n.cfg.TLS.Listen, "http3", n.cfg.TLS.HTTP3, "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("node: serve: %w", err)
@@ -338,6 +357,9 @@ func (n *Node) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	err := n.public.Shutdown(sctx)
+	if n.tls != nil {
+		n.tls.shutdown(sctx)
+	}
 	n.proxy.Wait()
 	if n.cluster != nil {
 		// Peers still climbing through us get their answers, then we leave.

@@ -26,6 +26,7 @@ type Status struct {
 	BufferBudget  int64                `json:"buffer_budget_bytes"`
 	Requests      map[string]float64   `json:"requests_by_result"`
 	Coding        proxy.CodingStats    `json:"compression"`
+	TLS           *TLSStatus           `json:"tls,omitempty"`
 	HitRatio      float64              `json:"hit_ratio"`
 	Peers         []cluster.PeerState  `json:"peers,omitempty"`
 	LocalDelayMs  float64              `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
@@ -34,6 +35,16 @@ type Status struct {
 	Route         *cluster.Explanation `json:"route,omitempty"`
 	RouteError    string               `json:"route_error,omitempty"`
 	RouteURL      string               `json:"-"`
+}
+
+// TLSStatus is the HTTPS side of the status page.
+type TLSStatus struct {
+	Listen       string     `json:"listen"`
+	HTTP3        bool       `json:"http3"`
+	ACME         []string   `json:"acme_domains,omitempty"`
+	Redirect     bool       `json:"redirect_to_https"`
+	HSTS         string     `json:"hsts,omitempty"`
+	Certificates []CertInfo `json:"certificates"`
 }
 
 // Snapshot collects the node's status.
@@ -51,6 +62,10 @@ func (n *Node) Snapshot() Status {
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
+	if n.tls != nil {
+		s.TLS = &TLSStatus{Listen: n.tls.ln.Addr().String(), HTTP3: n.tls.h3 != nil, ACME: n.cfg.TLS.ACMEDomains,
+			Redirect: n.cfg.TLS.RedirectToHTTPS, HSTS: n.cfg.TLS.HSTS, Certificates: n.tls.certificates()}
+	}
 	var total, hits float64
 	for k, v := range s.Requests {
 		if k == "rejected" {
@@ -109,6 +124,9 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+{{with .TLS}}<h2>HTTPS</h2>
+<p>listener <code>{{.Listen}}</code> · HTTP/1.1 and HTTP/2{{if .HTTP3}} · HTTP/3 (QUIC, advertised with Alt-Svc){{end}}{{if .Redirect}} · plain HTTP redirected{{end}}{{if .HSTS}} · HSTS <code>{{.HSTS}}</code>{{end}}{{if .ACME}} · ACME for {{range .ACME}}<code>{{.}}</code> {{end}}{{end}}</p>
+<table><tr><th>certificate</th><th>names</th><th>expires</th></tr>{{range .Certificates}}<tr><td>{{.Source}}</td><td>{{range .Names}}{{.}} {{end}}</td><td>{{.NotAfter.Format "2006-01-02 15:04 MST"}}</td></tr>{{else}}<tr><td colspan="3">none yet (ACME pending)</td></tr>{{end}}</table>{{end}}
 <h2>Compression</h2>
 {{with .Coding}}{{if .Enabled}}<table><tr><th>coding</th><th>responses</th><th>encoded in</th><th>encoded out</th><th>ratio</th><th>encode time</th></tr>
 {{range $name, $n := .Responses}}<tr><td>{{$name}}</td><td>{{printf "%.0f" $n}}</td>{{with index $.Coding.EncodedIn $name}}<td>{{printf "%.0f" .}} B</td><td>{{printf "%.0f" (index $.Coding.EncodedOut $name)}} B</td><td>{{ratio (index $.Coding.EncodedOut $name) .}}</td><td>{{printf "%.3f" (index $.Coding.EncodeSecs $name)}} s</td>{{else}}<td colspan="4">sent as stored</td>{{end}}</tr>{{else}}<tr><td colspan="6">no compressible responses yet</td></tr>{{end}}</table>

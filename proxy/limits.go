@@ -74,7 +74,11 @@ func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
 	}
 	sb.dropped.Store(true)
 	_ = sb.rc.SetReadDeadline(time.Now())
-	w.Header().Set("Connection", "close")
+	if r.ProtoMajor == 1 {
+		// HTTP/2 and HTTP/3 end the stream, not the connection; a
+		// Connection field is malformed there (RFC 9113 §8.2.2, RFC 9114 §4.2).
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // bodyTimedOut reports whether a request body failed its rate limit.

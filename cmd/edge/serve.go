@@ -55,6 +55,10 @@ then flags. Every key is documented in config.yaml.`,
 	f.String("secret", "", "cluster secret (cluster.secret)")
 	f.String("routing-mode", "", "hybrid, tree, ring or none (routing.mode)")
 	f.String("selection", "", "fna, fno or off (cluster.selection)")
+	f.String("tls-listen", "", "HTTPS listen address (tls.listen)")
+	f.String("tls-cert", "", "PEM certificate chain (tls.cert_file)")
+	f.String("tls-key", "", "PEM private key (tls.key_file)")
+	f.Bool("http3", false, "serve HTTP/3 on the UDP port of --tls-listen (tls.http3)")
 	return cmd
 }
 
@@ -65,6 +69,7 @@ var flagKeys = map[string]string{
 	"node-id": "node_id", "cache-size": "cache.max_bytes", "log-level": "log.level",
 	"cluster-listen": "cluster.listen", "peers": "cluster.peers", "secret": "cluster.secret",
 	"routing-mode": "routing.mode", "selection": "cluster.selection",
+	"tls-listen": "tls.listen", "tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "http3": "tls.http3",
 }
 
 func bindFlags(cmd *cobra.Command, v *viper.Viper) error {

@@ -1,0 +1,353 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/edgecache/edge/config"
+)
+
+// This file is the node's HTTPS side (tls.* in the config): a TLS listener
+// serving HTTP/1.1 and HTTP/2 (ALPN), HTTP/3 over QUIC on the same port
+// number, certificates from files (chosen by SNI, re-read on change) and
+// from ACME through certmagic, the library behind Caddy (issuance, renewal,
+// OCSP stapling, storage with locking), and the plain listener's redirect
+// and ACME HTTP-01 answers. Every protocol is served by the same proxy
+// handler.
+//
+// In a cluster, every node answers ACME challenges for every name: the
+// nodes share tls.acme.storage, where certmagic keeps pending challenges
+// (its "distributed solving"), its locks (one node obtains or renews a
+// certificate, the others load it) and the certificates.
+
+// tlsFront holds the HTTPS listeners and certificate sources.
+type tlsFront struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	files *fileCerts            // nil without certificate files
+	magic *certmagic.Config     // nil without ACME
+	acme  *certmagic.ACMEIssuer // the ACME issuer (HTTP-01 answers)
+	cache *certmagic.Cache
+	conf  *tls.Config
+	ln    net.Listener
+	udp   net.PacketConn
+	srv   *http.Server
+	h3    *http3.Server
+	port  string   // the TLS listener's port, for redirects and Alt-Svc
+	alt   []string // Alt-Svc value (nil without HTTP/3)
+	hsts  []string // Strict-Transport-Security value (nil: none)
+	proto *prometheus.CounterVec
+	acmeE *prometheus.CounterVec
+}
+
+// The HTTP/2 and HTTP/3 limits, with their reasons.
+const (
+	// maxConcurrentStreams bounds the requests one connection may have in
+	// flight (browsers open about 100; HTTP/2's recommended minimum).
+	maxConcurrentStreams = 250
+	// fileCertPoll is how often certificate files are checked for changes.
+	fileCertPoll = 2 * time.Second
+)
+
+// newTLSFront loads certificates and binds the TLS listener (and its UDP
+// port for HTTP/3), so that every error is reported before serving.
+func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer) (_ *tlsFront, err error) {
+	t := &tlsFront{cfg: cfg, log: log,
+		proto: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_http_requests_by_protocol_total", Help: "Client requests by protocol: http/1.1 (plain), https/1.1, h2, h3.",
+		}, []string{"protocol"}),
+		acmeE: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_acme_events_total", Help: "ACME certificate events from certmagic: cert_obtained, cert_renewed (ok) and cert_failed.",
+		}, []string{"event"}),
+	}
+	reg.MustRegister(t.proto, t.acmeE)
+	for _, p := range []string{"http/1.1", "https/1.1", "h2", "h3"} {
+		t.proto.WithLabelValues(p)
+	}
+	for _, e := range []string{"cert_obtained", "cert_renewed", "cert_failed"} {
+		t.acmeE.WithLabelValues(e)
+	}
+	if t.files, err = newFileCerts(cfg, log, reg); err != nil {
+		return nil, err
+	}
+	if len(cfg.TLS.ACMEDomains) > 0 {
+		if err := t.newACME(); err != nil {
+			return nil, err
+		}
+	}
+	t.conf = &tls.Config{
+		MinVersion:     tls.VersionTLS12, // TLS 1.3 is preferred by the handshake itself
+		GetCertificate: t.certificate,
+		NextProtos:     []string{"h2", "http/1.1"},
+		// Session tickets are on, with keys crypto/tls rotates itself
+		// (daily, each valid for a week).
+	}
+	if t.magic != nil {
+		t.conf.NextProtos = append(t.conf.NextProtos, "acme-tls/1")
+	}
+	if cfg.TLS.HSTS != "" {
+		t.hsts = []string{cfg.TLS.HSTS}
+	}
+	if t.ln, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
+		return nil, fmt.Errorf("node: tls.listen: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = t.ln.Close()
+		}
+	}()
+	_, t.port, _ = net.SplitHostPort(t.ln.Addr().String())
+	t.srv = &http.Server{
+		Handler:           t.wrap(h),
+		TLSConfig:         t.conf,
+		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes), // also HTTP/2's header list size
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Limits.IdleTimeout,
+		WriteTimeout:      cfg.Limits.WriteTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: maxConcurrentStreams,
+			// net/http's server already refuses rapid resets (streams
+			// opened and cancelled faster than they are served) since
+			// CVE-2023-44487.
+		},
+	}
+	if cfg.TLS.HTTP3 {
+		if t.udp, err = net.ListenPacket("udp", t.ln.Addr().String()); err != nil {
+			return nil, fmt.Errorf("node: tls.listen (udp, for tls.http3): %w", err)
+		}
+		t.h3 = &http3.Server{
+			Handler:        t.wrap(h),
+			TLSConfig:      http3.ConfigureTLSConfig(t.conf.Clone()),
+			MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
+			IdleTimeout:    cfg.Limits.IdleTimeout,
+			QUICConfig: &quic.Config{
+				MaxIncomingStreams:   maxConcurrentStreams,
+				HandshakeIdleTimeout: cfg.Limits.ReadHeaderTimeout,
+				MaxIdleTimeout:       cfg.Limits.IdleTimeout,
+			},
+			Logger: log,
+		}
+		t.alt = []string{`h3=":` + t.port + `"; ma=86400`}
+	}
+	return t, nil
+}
+
+// newACME sets up certmagic with one ACME issuer.
+func (t *tlsFront) newACME() error {
+	cfg := t.cfg
+	zl := zapLogger(t.log)
+	var storage certmagic.Storage = &certmagic.FileStorage{Path: cfg.TLS.ACMEStorage}
+	if cfg.TLS.ACMEStorage == "" {
+		storage = certmagic.Default.Storage
+	}
+	var magic *certmagic.Config
+	t.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return magic, nil },
+		RenewCheckInterval: cfg.TLS.ACMERenewCheck,
+		Logger:             zl,
+	})
+	magic = certmagic.New(t.cache, certmagic.Config{
+		Storage:           storage,
+		Logger:            zl,
+		DefaultServerName: cfg.TLS.ACMEDomains[0],
+		OnEvent: func(_ context.Context, event string, _ map[string]any) error {
+			switch event {
+			case "cert_obtained", "cert_renewed", "cert_failed":
+				t.acmeE.WithLabelValues(event).Inc()
+			}
+			return nil
+		},
+	})
+	var roots *x509.CertPool
+	if cfg.TLS.ACMECARoot != "" {
+		pem, err := os.ReadFile(cfg.TLS.ACMECARoot)
+		if err != nil {
+			return &config.Error{Key: "tls.acme.ca_root", Value: cfg.TLS.ACMECARoot, Reason: err.Error()}
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return &config.Error{Key: "tls.acme.ca_root", Value: cfg.TLS.ACMECARoot, Reason: "holds no PEM certificate"}
+		}
+	}
+	plainPort, _ := strconv.Atoi(portOf(cfg.Listen))
+	tlsPort, _ := strconv.Atoi(portOf(cfg.TLS.Listen))
+	t.acme = certmagic.NewACMEIssuer(magic, certmagic.ACMEIssuer{
+		CA: cfg.TLS.ACMECA, Email: cfg.TLS.ACMEEmail, Agreed: true, TrustedRoots: roots, Logger: zl,
+		// The challenge ports are the node's own listeners: certmagic
+		// finds them in use and leaves the answers to our handlers (the
+		// plain listener for HTTP-01, the TLS one for TLS-ALPN-01).
+		AltHTTPPort: plainPort, AltTLSALPNPort: tlsPort,
+	})
+	magic.Issuers = []certmagic.Issuer{t.acme}
+	t.magic = magic
+	return nil
+}
+
+func portOf(addr string) string {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// zapLogger gives certmagic a logger at the node's level, on stderr.
+func zapLogger(log *slog.Logger) *zap.Logger {
+	level := zapcore.WarnLevel
+	if log.Enabled(context.Background(), slog.LevelInfo) {
+		level = zapcore.InfoLevel
+	}
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		level = zapcore.DebugLevel
+	}
+	enc := zapcore.NewConsoleEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level)).Named("acme")
+}
+
+// certificate picks the certificate for a handshake: an ACME challenge
+// first, then certificate files by SNI, then ACME-managed names, then the
+// first file (clients without SNI).
+func (t *tlsFront) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if t.magic != nil && slices.Contains(hello.SupportedProtos, "acme-tls/1") {
+		return t.magic.GetCertificate(hello)
+	}
+	var set *certSet
+	if t.files != nil {
+		set = t.files.set.Load()
+		if c := set.match(hello.ServerName); c != nil {
+			return c, nil
+		}
+	}
+	if t.magic != nil {
+		if c, err := t.magic.GetCertificate(hello); err == nil || set == nil {
+			return c, err
+		}
+	}
+	if set != nil && set.first != nil {
+		return set.first, nil
+	}
+	return nil, errNoCertificate
+}
+
+// wrap adds the HTTPS response fields (Alt-Svc for HTTP/3, HSTS) and counts
+// the protocol.
+func (t *tlsFront) wrap(next http.Handler) http.Handler {
+	h1, h2, h3 := t.proto.WithLabelValues("https/1.1"), t.proto.WithLabelValues("h2"), t.proto.WithLabelValues("h3")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		if t.alt != nil {
+			hdr["Alt-Svc"] = t.alt
+		}
+		if t.hsts != nil {
+			hdr["Strict-Transport-Security"] = t.hsts
+		}
+		switch r.ProtoMajor {
+		case 3:
+			h3.Inc()
+		case 2:
+			h2.Inc()
+		default:
+			h1.Inc()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// wrapPlain is the plain listener's front: ACME HTTP-01 answers, then the
+// redirect to HTTPS when configured.
+func (t *tlsFront) wrapPlain(next http.Handler) http.Handler {
+	h1 := t.proto.WithLabelValues("http/1.1")
+	redirect := t.cfg.TLS.RedirectToHTTPS
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t.acme != nil && t.acme.HandleHTTPChallenge(w, r) {
+			return
+		}
+		h1.Inc()
+		if redirect {
+			host := r.Host
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+			if host == "" {
+				http.Error(w, "no Host", http.StatusBadRequest)
+				return
+			}
+			if t.port != "443" {
+				host = net.JoinHostPort(host, t.port)
+			}
+			w.Header().Set("Connection", "close") // the client is moving to another port anyway
+			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// run serves HTTPS (and HTTP/3) and keeps certificates current until ctx
+// ends; errors of the servers go to errc.
+func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
+	go func() { errc <- t.srv.ServeTLS(t.ln, "", "") }()
+	if t.h3 != nil {
+		go func() {
+			if err := t.h3.Serve(t.udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
+				errc <- fmt.Errorf("http3: %w", err)
+			}
+		}()
+	}
+	if t.files != nil {
+		go t.files.watch(ctx, fileCertPoll)
+	}
+	if t.magic != nil {
+		if err := t.magic.ManageAsync(ctx, t.cfg.TLS.ACMEDomains); err != nil {
+			t.log.Error("ACME", "err", err)
+		}
+	}
+}
+
+// shutdown drains the HTTPS servers.
+func (t *tlsFront) shutdown(ctx context.Context) {
+	_ = t.srv.Shutdown(ctx)
+	if t.h3 != nil {
+		_ = t.h3.Shutdown(ctx)
+		_ = t.udp.Close()
+	}
+	if t.cache != nil {
+		t.cache.Stop()
+	}
+}
+
+// certificates lists what the node serves, for the status page.
+func (t *tlsFront) certificates() []CertInfo {
+	var out []CertInfo
+	if t.files != nil {
+		out = append(out, t.files.set.Load().infos...)
+	}
+	if t.magic != nil {
+		for _, d := range t.cfg.TLS.ACMEDomains {
+			for _, c := range t.cache.AllMatchingCertificates(d) {
+				if c.Leaf != nil {
+					out = append(out, CertInfo{Source: "acme", Names: c.Names, NotAfter: c.Leaf.NotAfter})
+				}
+			}
+		}
+	}
+	return out
+}
