@@ -305,3 +305,48 @@ func rapidReset(t *testing.T, addr, sni string, ca *testCA, n int) {
 		}
 	}
 }
+
+// TestBadCertificateStopsStartup: an expired certificate, a key that does
+// not match it, or a missing file stop startup with the key named.
+func TestBadCertificateStopsStartup(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	now := time.Now()
+	expCert, expKey, _ := ca.leaf(t, dir, "expired", 1, now.Add(-48*time.Hour), now.Add(-24*time.Hour), "a.test")
+	goodCert, _, _ := ca.leaf(t, dir, "good", 2, now.Add(-time.Hour), now.Add(time.Hour), "a.test")
+	_, otherKey, _ := ca.leaf(t, dir, "other", 3, now.Add(-time.Hour), now.Add(time.Hour), "b.test")
+	futureCert, futureKey, _ := ca.leaf(t, dir, "future", 4, now.Add(time.Hour), now.Add(2*time.Hour), "a.test")
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"expired":    {[]string{"--tls-cert", expCert, "--tls-key", expKey}, []string{"tls.cert_file", "expired"}},
+		"mismatched": {[]string{"--tls-cert", goodCert, "--tls-key", otherKey}, []string{"tls.cert_file", "cannot be used with its key file"}},
+		"missing":    {[]string{"--tls-cert", filepath.Join(dir, "nope.crt"), "--tls-key", otherKey}, []string{"tls.cert_file", "nope.crt"}},
+		"not yet":    {[]string{"--tls-cert", futureCert, "--tls-key", futureKey}, []string{"tls.cert_file", "not valid before"}},
+		"no cert":    {nil, []string{"tls.listen", "needs a certificate"}},
+	} {
+		args := append([]string{"serve", "--origin", "http://127.0.0.1:1", "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--tls-listen", freeAddr(t)}, tc.args...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "EDGE_TEST_AS_MAIN=1")
+		done := make(chan struct{})
+		var out []byte
+		var err error
+		go func() { out, err = cmd.CombinedOutput(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("%s: edge serve did not stop", name)
+		}
+		if err == nil {
+			t.Errorf("%s: edge serve started", name)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: the error lacks %q: %s", name, w, out)
+			}
+		}
+	}
+}
