@@ -183,4 +183,3 @@ func portOfAddr(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
 }
-
