@@ -2,6 +2,7 @@ package node
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,17 @@ import (
 // middle of a response (for a 4 KiB object: the header plus the start of the
 // body), so more bytes of the same response follow at once.
 const netHTTPBufferSize = 4 << 10
+
+// tlsFullRecords are the sizes of the TLS record that carries a full
+// net/http buffer: 4096 bytes of plaintext plus the record's framing,
+// 5 + 1 + 16 in TLS 1.3 (AES-GCM or ChaCha20-Poly1305), 5 + 8 + 16 with
+// TLS 1.2's AES-GCM and 5 + 16 with its ChaCha20-Poly1305. Under TLS the
+// batching works on records: crypto/tls writes each record with its own
+// system call.
+var tlsFullRecords = []int{netHTTPBufferSize + 22, netHTTPBufferSize + 29, netHTTPBufferSize + 21}
+
+// plainFull is the plain listener's full-buffer write.
+var plainFull = []int{netHTTPBufferSize}
 
 // defaultHoldLimit bounds how long held bytes may wait for the write that
 // follows: net/http writes the rest at once, so 1 ms is never reached on a
@@ -29,6 +41,7 @@ type batchListener struct {
 	net.Listener
 	stats *batchStats
 	hold  time.Duration // 0: defaultHoldLimit
+	full  []int         // write sizes that mean "a full buffer, more follows" (nil: plainFull)
 }
 
 func (l batchListener) Accept() (net.Conn, error) {
@@ -40,7 +53,11 @@ func (l batchListener) Accept() (net.Conn, error) {
 	if hold <= 0 {
 		hold = defaultHoldLimit
 	}
-	return &batchConn{Conn: c, stats: l.stats, hold: hold}, nil
+	full := l.full
+	if full == nil {
+		full = plainFull
+	}
+	return &batchConn{Conn: c, stats: l.stats, hold: hold, full: full}, nil
 }
 
 // batchConn turns net/http's "full buffer, then the rest" pair of write
@@ -56,6 +73,7 @@ type batchConn struct {
 	err   error // a write error of held bytes, reported by the next call
 	stats *batchStats
 	hold  time.Duration
+	full  []int
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
@@ -75,9 +93,9 @@ func (c *batchConn) Write(p []byte) (int, error) {
 		written := int(max(n-held, 0))
 		return written, err
 	}
-	if len(p) == netHTTPBufferSize {
+	if slices.Contains(c.full, len(p)) {
 		if c.held == nil {
-			c.held = make([]byte, 0, netHTTPBufferSize)
+			c.held = make([]byte, 0, len(p))
 			c.timer = time.AfterFunc(c.hold, c.flushTimer)
 		} else {
 			c.timer.Reset(c.hold)

@@ -20,7 +20,7 @@ func serveBatched(t *testing.T, h http.Handler, hold time.Duration) (addr string
 	}
 	stats = new(batchStats)
 	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(batchListener{ln, stats, hold}) }()
+	go func() { _ = srv.Serve(batchListener{Listener: ln, stats: stats, hold: hold}) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), stats
 }

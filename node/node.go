@@ -154,6 +154,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if n.tls, err = newTLSFront(cfg, h, log, reg); err != nil {
 			return nil, err
 		}
+		n.tls.batch = n.batch
 		n.public.Handler = n.tls.wrapPlain(h)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}

@@ -55,6 +55,7 @@ type tlsFront struct {
 	hsts  []string // Strict-Transport-Security value (nil: none)
 	proto *prometheus.CounterVec
 	acmeE *prometheus.CounterVec
+	batch *batchStats // write batching on the TLS listener (tuning.write_batching)
 }
 
 // The HTTP/2 and HTTP/3 limits, with their reasons.
@@ -304,7 +305,11 @@ func (t *tlsFront) wrapPlain(next http.Handler) http.Handler {
 // run serves HTTPS (and HTTP/3) and keeps certificates current until ctx
 // ends; errors of the servers go to errc.
 func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
-	go func() { errc <- t.srv.ServeTLS(t.ln, "", "") }()
+	var ln net.Listener = t.ln
+	if t.cfg.Tuning.WriteBatching {
+		ln = batchListener{Listener: t.ln, stats: t.batch, full: tlsFullRecords}
+	}
+	go func() { errc <- t.srv.ServeTLS(ln, "", "") }()
 	if t.h3 != nil {
 		go func() {
 			if err := t.h3.Serve(t.udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {

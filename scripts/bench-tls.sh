@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Compares edge with nginx (proxy_cache + ssl + http2) over TLS on a cached
+# 4 KiB object, in the same run, with the same ECDSA P-256 certificate:
+#   1. keep-alive HTTPS hits/s and p50/p99 (wrk over TLS);
+#   2. new TLS handshakes per second, no resumption (openssl s_time -new,
+#      each connection also fetches the object);
+#   3. HTTP/2 hits/s (h2load, Debian package nghttp2-client), mean latency.
+# For each it prints the median over ROUNDS, the ratio edge/nginx, and the
+# CPU time each server used per 10k requests (wrk and the server share the
+# two cores, so req/s alone understates the cheaper server).
+# Installs nginx, wrk, openssl and nghttp2-client from Debian if missing.
+#
+# Knobs: DURATION (10s), CONNS (64), ROUNDS (3), OBJECT (/size/4096).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+SECS=${DURATION%s}
+CONNS=${CONNS:-64}
+ROUNDS=${ROUNDS:-3}
+OBJECT=${OBJECT:-/size/4096}
+ORIGIN=127.0.0.1:18190
+EDGE=127.0.0.1:18180
+EDGE_TLS=127.0.0.1:18443
+EDGE_ADMIN=127.0.0.1:19190
+NGINX=127.0.0.1:18444
+
+need=()
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} from Debian packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+export PATH=$PATH:/usr/sbin
+[ -x bin/edge ] || make build >/dev/null
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
+  -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+
+./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
+pids+=($!)
+./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" --cache-size 256MiB \
+  --tls-listen "$EDGE_TLS" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" --log-level warn 2>"$work/edge.log" &
+edge_pid=$!
+pids+=($edge_pid)
+
+mkdir -p "$work/nginx-cache"
+nginx_user=""
+[ "$(id -u)" = 0 ] && nginx_user="user root;"
+cat >"$work/nginx.conf" <<CONF
+$nginx_user
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+daemon on;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
+  upstream origin { server $ORIGIN; keepalive 64; }
+  server {
+    listen $NGINX ssl http2;
+    ssl_certificate $work/cert.pem;
+    ssl_certificate_key $work/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache edge;
+      proxy_cache_lock on;
+      add_header Cache-Status \$upstream_cache_status;
+    }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
+
+wait_https() {
+  for _ in $(seq 1 100); do curl -ksf -o /dev/null "$1" && return 0; sleep 0.1; done
+  echo "not answering: $1" >&2; tail -5 "$work"/*.log >&2; return 1
+}
+wait_https "https://$EDGE_TLS$OBJECT"
+wait_https "https://$NGINX$OBJECT"
+for u in "https://$EDGE_TLS$OBJECT" "https://$NGINX$OBJECT"; do curl -ks -o /dev/null "$u"; curl -ks -o /dev/null "$u"; done
+echo "hit check:"
+echo "  edge:  $(curl -ksI --http2 "https://$EDGE_TLS$OBJECT" | grep -iE '^(HTTP|cache-status)' | tr -d '\r' | tr '\n' ' ')"
+echo "  nginx: $(curl -ksI --http2 "https://$NGINX$OBJECT" | grep -iE '^(HTTP|cache-status)' | tr -d '\r' | tr '\n' ' ')"
+
+# cpu_ticks NAME -> user+system clock ticks of the server's processes
+cpu_ticks() {
+  local ps
+  if [ "$1" = edge ]; then ps=$edge_pid; else ps=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' '); fi
+  local t=0
+  for p in $ps; do
+    [ -r "/proc/$p/stat" ] || continue
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo $t
+}
+hz=$(getconf CLK_TCK)
+to_ms() {
+  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v+0 } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'
+}
+# record TEST SERVER VALUE P50 P99 CPU_MS_PER_10K
+record() { echo "$*" >>"$work/results"; printf '  %-10s %-6s %10.0f/s   p50 %7s ms   p99 %7s ms   cpu %7.1f ms/10k\n' "$@"; }
+
+keepalive() { # name url
+  local c0 out rps p50 p99 cpu
+  c0=$(cpu_ticks "$1")
+  out=$(wrk -t1 -c"$CONNS" -d"$DURATION" --latency "$2")
+  cpu=$(( $(cpu_ticks "$1") - c0 ))
+  rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")
+  p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")
+  record https/1.1 "$1" "$rps" "$p50" "$p99" "$(awk -v c="$cpu" -v hz="$hz" -v r="$rps" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
+}
+handshakes() { # name hostport
+  local c0 out n cpu
+  c0=$(cpu_ticks "$1")
+  out=$(openssl s_time -connect "$2" -new -time "$SECS" -www "$OBJECT" 2>/dev/null)
+  cpu=$(( $(cpu_ticks "$1") - c0 ))
+  n=$(awk '/connections in [0-9.]+s/ {for (i=1;i<=NF;i++) if ($i ~ /connections\/user/) print $(i-1)}' <<<"$out" | head -1)
+  # s_time prints "N connections in Xs; Y connections/user sec": use the wall rate.
+  n=$(awk '/connections in/ && /real seconds/ {print $1/$4}' <<<"$out" | head -1)
+  [ -n "$n" ] || n=$(awk '/connections in [0-9.]+ real seconds/ {print $1/$4}' <<<"$out" | head -1)
+  record handshake "$1" "${n:-0}" - - "$(awk -v c="$cpu" -v hz="$hz" -v r="${n:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
+}
+h2() { # name url
+  local c0 out rps mean cpu
+  c0=$(cpu_ticks "$1")
+  out=$(h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
+  cpu=$(( $(cpu_ticks "$1") - c0 ))
+  rps=$(awk '/^finished in/ {for (i=1;i<=NF;i++) if ($i=="req/s,") print $(i-1)}' <<<"$out")
+  mean=$(awk '/^time for request:/ {print $5}' <<<"$out")
+  record h2 "$1" "${rps:-0}" "${mean:-?}(mean)" - "$(awk -v c="$cpu" -v hz="$hz" -v r="${rps:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
+}
+
+echo
+echo "$ROUNDS rounds of $DURATION each, servers interleaved; $(nproc) cores shared by the client and the server"
+for r in $(seq 1 "$ROUNDS"); do
+  echo "round $r"
+  keepalive edge "https://$EDGE_TLS$OBJECT"
+  keepalive nginx "https://$NGINX$OBJECT"
+  handshakes edge "$EDGE_TLS"
+  handshakes nginx "$NGINX"
+  h2 edge "https://$EDGE_TLS$OBJECT"
+  h2 nginx "https://$NGINX$OBJECT"
+done
+
+echo
+echo "median over rounds (ratio edge/nginx; for CPU per 10k requests lower is better):"
+awk '
+  { k=$1; s=$2; v[k,s]=v[k,s] " " $3; p50[k,s]=p50[k,s] " " $4; p99[k,s]=p99[k,s] " " $5; cpu[k,s]=cpu[k,s] " " $6 }
+  function med(s,   a, n, i, j, t) { n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0 < a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
+    return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2 }
+  END {
+    split("https/1.1 handshake h2", tests, " ")
+    for (i=1;i<=3;i++) { k=tests[i]
+      e=med(v[k,"edge"]); n=med(v[k,"nginx"]); ce=med(cpu[k,"edge"]); cn=med(cpu[k,"nginx"])
+      printf "  %-10s edge %8.0f/s  nginx %8.0f/s  ratio %.2f", k, e, n, (n>0?e/n:0)
+      if (k=="https/1.1") printf "   p50 %s/%s ms  p99 %s/%s ms (p99 ratio %.2f)", med(p50[k,"edge"]), med(p50[k,"nginx"]), med(p99[k,"edge"]), med(p99[k,"nginx"]), (med(p99[k,"nginx"])>0?med(p99[k,"edge"])/med(p99[k,"nginx"]):0)
+      if (k=="h2") printf "   mean latency %s / %s", med(p50[k,"edge"]), med(p50[k,"nginx"])
+      printf "   cpu/10k %.0f / %.0f ms\n", ce, cn
+    }
+  }' "$work/results"
