@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -124,6 +125,7 @@ type fileCerts struct {
 	log     *slog.Logger
 	reloads *prometheus.CounterVec
 	expiry  *prometheus.GaugeVec
+	staples *prometheus.CounterVec
 }
 
 func newFileCerts(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*fileCerts, error) {
@@ -144,8 +146,13 @@ func newFileCerts(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "edge_tls_certificate_expiry_timestamp_seconds", Help: "When each configured certificate file expires (Unix time).",
 		}, []string{"file"}),
+		staples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_tls_ocsp_staples_total", Help: "OCSP responses fetched for certificate files, by result (ok, error).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(fc.reloads, fc.expiry)
+	reg.MustRegister(fc.reloads, fc.expiry, fc.staples)
+	fc.staples.WithLabelValues("ok")
+	fc.staples.WithLabelValues("error")
 	fc.reloads.WithLabelValues("ok")
 	fc.reloads.WithLabelValues("error")
 	set, err := loadCertSet(files, time.Now())
@@ -163,13 +170,20 @@ func (fc *fileCerts) store(s *certSet) {
 	}
 }
 
-// watch polls the files every interval until ctx ends. Polling, not
-// inotify: it sees files replaced by rename (how certificate tools and
-// Kubernetes secrets update them) and works on every filesystem.
+// watch polls the files every interval until ctx ends, and keeps OCSP
+// staples fresh (every stapleEvery). Polling, not inotify: it sees files
+// replaced by rename (how certificate tools and Kubernetes secrets update
+// them) and works on every filesystem.
 func (fc *fileCerts) watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	client := &http.Client{Timeout: ocspTimeout}
+	lastStaple := time.Time{}
 	for {
+		if time.Since(lastStaple) >= stapleEvery {
+			fc.staple(ctx, client)
+			lastStaple = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -200,9 +214,14 @@ func (fc *fileCerts) watch(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		fc.store(set)
+		lastStaple = time.Time{} // staple the new certificates now
 		fc.reloads.WithLabelValues("ok").Inc()
 		fc.log.Info("certificates reloaded", "files", len(fc.files))
 	}
 }
 
 var errNoCertificate = errors.New("tls: no certificate for this server name")
+
+// stapleEvery is how often staples are checked; each is refreshed half way
+// to its NextUpdate (responders publish for days, so a minute is plenty).
+const stapleEvery = time.Minute
