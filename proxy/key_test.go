@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -102,4 +104,27 @@ func normalList(v string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// TestKeySchemeSharedByDefault: a response filled over http answers https
+// (CDNs' default), unless cache.key_scheme keeps the scheme in the key;
+// purge by URL follows the same rule.
+func TestKeySchemeSharedByDefault(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		p := newTestProxy(t, func(c *Config) { c.KeyScheme = keep })
+		p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: "x"})
+		p.do("GET", "/s", nil)
+		req := httptest.NewRequest("GET", "https://example.com/s", nil)
+		req.TLS = &tls.ConnectionState{}
+		w := httptest.NewRecorder()
+		p.h.ServeHTTP(w, req)
+		p.h.Wait()
+		if hit := w.Header().Get("Cache-Status") == "edge; hit"; hit == keep {
+			t.Errorf("key_scheme %v: https request served from the http entry: %v", keep, hit)
+		}
+		n, _ := p.h.Purge(PurgeRequest{URL: "https://example.com/s"})
+		if n != 1 { // the shared entry, or the https one alone
+			t.Errorf("key_scheme %v: purge of the https URL removed %d", keep, n)
+		}
+	}
 }
