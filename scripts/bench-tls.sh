@@ -70,6 +70,7 @@ daemon on;
 events { worker_connections 4096; }
 http {
   access_log off;
+  keepalive_requests 10000000; # nginx closes a connection after 1000 requests by default (h2load does not reconnect)
   proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
   upstream origin { server $ORIGIN; keepalive 64; }
   server {
@@ -146,7 +147,7 @@ h2() { # name url
   out=$(h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^finished in/ {for (i=1;i<=NF;i++) if ($i=="req/s,") print $(i-1)}' <<<"$out")
-  mean=$(awk '/^time for request:/ {print $5}' <<<"$out")
+  mean=$(awk '/^time for request:/ {print $6}' <<<"$out") # fields: min max mean sd
   record h2 "$1" "${rps:-0}" "${mean:-?}(mean)" - "$(awk -v c="$cpu" -v hz="$hz" -v r="${rps:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
 }
 
