@@ -305,7 +305,7 @@ func (t *tlsFront) wrapPlain(next http.Handler) http.Handler {
 // run serves HTTPS (and HTTP/3) and keeps certificates current until ctx
 // ends; errors of the servers go to errc.
 func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
-	var ln net.Listener = t.ln
+	ln := net.Listener(t.ln)
 	if t.cfg.Tuning.WriteBatching {
 		ln = batchListener{Listener: t.ln, stats: t.batch, full: tlsFullRecords}
 	}

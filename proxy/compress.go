@@ -200,7 +200,7 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 		if to == coding.Identity {
 			return out, nil
 		}
-		body, from, start = out, coding.Identity, time.Now()
+		body, start = out, time.Now() // now encode the identity body
 	}
 	out, err := c.Codec.Encode(to, body)
 	if err != nil {

@@ -74,9 +74,10 @@ func parseASCTime(s string) (time.Time, bool) {
 	}
 	mon := month(s[4:7])
 	dd := s[8:10]
-	if dd[0] == ' ' {
+	switch dd[0] {
+	case ' ':
 		dd = "0" + dd[1:]
-	} else if dd[0] == '0' {
+	case '0':
 		return time.Time{}, false // the grammar pads with a space, not a zero
 	}
 	day, ok1 := digits(dd)

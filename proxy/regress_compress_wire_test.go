@@ -8,9 +8,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // On the wire: an HTTP/1.0 client (close-delimited body).
@@ -48,8 +45,4 @@ func TestRegressCompressTruncatedWire10(t *testing.T) {
 			srv.Close()
 		}
 	}
-}
-
-func testutilFloat(c interface{ Desc() *prometheus.Desc }) float64 {
-	return testutil.ToFloat64(c.(prometheus.Collector))
 }

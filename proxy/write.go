@@ -164,7 +164,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 				if err != nil {
 					panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
 				}
-				defer ew.Close()
+				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
 				out = ew
 				flush = func() { _ = ew.Flush(); _ = http.NewResponseController(w).Flush() }
 			}
@@ -296,7 +296,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 					h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
 					return
 				} else {
-					defer ew.Close()
+					defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
 					out = ew
 				}
 			}
