@@ -108,7 +108,7 @@ func TestACMEWithPebble(t *testing.T) {
 		t.Skip("builds and starts pebble and two nodes")
 	}
 	origin := freeAddr(t)
-	startEdge(t, "origin", "--listen", origin, "--latency", "0s", "--jitter", "0s")
+	startOrigin(t, origin, "0s")
 	type node struct{ pub, tls, adm string }
 	a := node{freeAddr(t), freeAddr(t), freeAddr(t)}
 	b := node{freeAddr(t), freeAddr(t), freeAddr(t)}

@@ -78,7 +78,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	// subtest's t would be killed by its cleanup when the subtest ends.
 	whole := t
 	origin := freeAddr(t)
-	startEdge(t, "origin", "--listen", origin, "--latency", "5ms", "--jitter", "0s")
+	startOrigin(t, origin, "5ms")
 	const secret = "e2e-cluster-secret-0123"
 	var nodes []*testNode
 	var peers []string

@@ -73,6 +73,14 @@ func startEdge(t *testing.T, args ...string) *exec.Cmd {
 	return startBinary(t, os.Args[0], args...)
 }
 
+// startOrigin runs the demo origin on addr and waits until it answers: on
+// a loaded machine its process can start after the edge that uses it.
+func startOrigin(t *testing.T, addr, latency string) {
+	t.Helper()
+	startEdge(t, "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
+	waitUp(t, "http://"+addr+"/_stats")
+}
+
 // plainEdge builds edge without the race detector, once per test run, for
 // measurements (memory) that the detector's shadow memory would distort.
 func plainEdge(t *testing.T) string {
@@ -160,10 +168,9 @@ func get(t *testing.T, url string, hdr ...string) (*http.Response, string) {
 // through the admin listener, and SIGTERM drains an in-flight request.
 func TestSingleNodeEndToEnd(t *testing.T) {
 	originAddr, pub, adm := freeAddr(t), freeAddr(t), freeAddr(t)
-	startEdge(t, "origin", "--listen", originAddr, "--latency", "5ms", "--jitter", "0s")
+	startOrigin(t, originAddr, "5ms")
 	node := startEdge(t, "serve", "--origin", "http://"+originAddr, "--listen", pub, "--admin-listen", adm,
 		"--admin-token", "t0ken", "--node-id", "e2e")
-	waitUp(t, "http://"+originAddr+"/_stats")
 	waitUp(t, "http://"+adm+"/readyz")
 
 	r1, b1 := get(t, "http://"+pub+"/p/42")
@@ -216,7 +223,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 
 	// SIGTERM while a slow request is in flight: it completes, then the node exits 0.
 	slowOrigin, slowPub, slowAdm := freeAddr(t), freeAddr(t), freeAddr(t)
-	startEdge(t, "origin", "--listen", slowOrigin, "--latency", "3s", "--jitter", "0s")
+	startOrigin(t, slowOrigin, "3s")
 	slow := startEdge(t, "serve", "--origin", "http://"+slowOrigin, "--listen", slowPub, "--admin-listen", slowAdm)
 	waitUp(t, "http://"+slowAdm+"/readyz")
 	done := make(chan string, 1)

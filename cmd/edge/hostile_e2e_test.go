@@ -42,7 +42,7 @@ func TestHostileClients(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	originAddr, pub, adm := freeAddr(t), freeAddr(t), freeAddr(t)
-	startEdge(t, "origin", "--listen", originAddr, "--latency", "1ms", "--jitter", "0s")
+	startOrigin(t, originAddr, "1ms")
 	cfgFile := filepath.Join(t.TempDir(), "edge.yaml")
 	const store, buffered = 16 << 20, 32 << 20
 	cfg := fmt.Sprintf(`origin: {url: "http://%s"}

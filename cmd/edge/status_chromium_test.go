@@ -46,7 +46,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	bin := chromium(t)
 	origin := freeAddr(t)
-	startEdge(t, "origin", "--listen", origin, "--latency", "2ms", "--jitter", "0s")
+	startOrigin(t, origin, "2ms")
 	a := &testNode{id: "edge-a", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
 	b := &testNode{id: "edge-b", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)}
 	peers := a.id + "=" + a.peer + "," + b.id + "=" + b.peer

@@ -36,7 +36,7 @@ type httpsNode struct {
 func startHTTPSNode(t *testing.T, redirect bool) *httpsNode {
 	t.Helper()
 	origin := freeAddr(t)
-	startEdge(t, "origin", "--listen", origin, "--latency", "0s", "--jitter", "0s")
+	startOrigin(t, origin, "0s")
 	n := &httpsNode{pub: freeAddr(t), tls: freeAddr(t), adm: freeAddr(t), ca: newTestCA(t), dir: t.TempDir()}
 	now := time.Now()
 	n.aCert, n.aKey, n.spki = n.ca.leaf(t, n.dir, "a", 10, now.Add(-time.Hour), now.Add(time.Hour), "localhost", "a.test")
@@ -64,7 +64,6 @@ http:
 	}
 	n.cmd = startEdge(t, "serve", "-c", file, "--node-id", "edge-tls")
 	waitUp(t, "http://"+n.adm+"/readyz")
-	waitUp(t, "http://"+origin+"/_stats")
 	return n
 }
 
