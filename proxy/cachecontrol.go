@@ -84,35 +84,51 @@ func (cc *CacheControl) parseLine(s string) {
 			} else {
 				cc.setDelta(&cc.MaxStale, value, true)
 			}
-		case "no-store":
-			cc.NoStore = true
-		case "no-cache":
-			if hasValue && strings.TrimSpace(value) != "" {
-				cc.NoCacheFields = true
-			} else {
-				cc.NoCache = true
-			}
-		case "private":
-			if hasValue && strings.TrimSpace(value) != "" {
-				cc.PrivateFields = true
-			} else {
-				cc.Private = true
-			}
-		case "public":
-			cc.Public = true
-		case "must-revalidate":
-			cc.MustReval = true
-		case "proxy-revalidate":
-			cc.ProxyReval = true
-		case "only-if-cached":
-			cc.OnlyIfCached = true
-		case "no-transform":
-			cc.NoTransform = true
-		case "immutable":
-			cc.Immutable = true
-		case "must-understand":
-			cc.MustUnderstand = true
+		case "no-cache", "private":
+			cc.setQualifiable(strings.ToLower(name), hasValue && strings.TrimSpace(value) != "")
+		default:
+			cc.setFlag(strings.ToLower(name))
 		}
+	}
+}
+
+// setFlag sets a directive that takes no value and reports whether name
+// is one (both Cache-Control's syntax and the targeted fields' use it).
+func (cc *CacheControl) setFlag(name string) bool {
+	switch name {
+	case "no-store":
+		cc.NoStore = true
+	case "public":
+		cc.Public = true
+	case "must-revalidate":
+		cc.MustReval = true
+	case "proxy-revalidate":
+		cc.ProxyReval = true
+	case "only-if-cached":
+		cc.OnlyIfCached = true
+	case "no-transform":
+		cc.NoTransform = true
+	case "immutable":
+		cc.Immutable = true
+	case "must-understand":
+		cc.MustUnderstand = true
+	default:
+		return false
+	}
+	return true
+}
+
+// setQualifiable sets no-cache or private, unqualified or naming fields.
+func (cc *CacheControl) setQualifiable(name string, qualified bool) {
+	switch {
+	case name == "no-cache" && qualified:
+		cc.NoCacheFields = true
+	case name == "no-cache":
+		cc.NoCache = true
+	case qualified:
+		cc.PrivateFields = true
+	default:
+		cc.Private = true
 	}
 }
 

@@ -36,31 +36,23 @@ func parseTargeted(h http.Header, name string) (cc CacheControl, ok bool) {
 			if n > maxDeltaSeconds {
 				n = maxDeltaSeconds
 			}
-			dst := map[string]*int{"max-age": &cc.MaxAge, "s-maxage": &cc.SMaxAge, "stale-while-revalidate": &cc.StaleWhile, "stale-if-error": &cc.StaleIfError}[key]
-			*dst = int(n)
+			switch key {
+			case "max-age":
+				cc.MaxAge = int(n)
+			case "s-maxage":
+				cc.SMaxAge = int(n)
+			case "stale-while-revalidate":
+				cc.StaleWhile = int(n)
+			default:
+				cc.StaleIfError = int(n)
+			}
 		case "no-store", "public", "must-revalidate", "proxy-revalidate", "immutable", "must-understand", "no-transform":
 			b, isBool := item.Value.(bool)
 			if !isItem || !isBool {
 				return cc, false
 			}
-			if !b {
-				continue // ?0: the directive is off
-			}
-			switch key {
-			case "no-store":
-				cc.NoStore = true
-			case "public":
-				cc.Public = true
-			case "must-revalidate":
-				cc.MustReval = true
-			case "proxy-revalidate":
-				cc.ProxyReval = true
-			case "immutable":
-				cc.Immutable = true
-			case "must-understand":
-				cc.MustUnderstand = true
-			case "no-transform":
-				cc.NoTransform = true
+			if b { // ?0: the directive is off
+				cc.setFlag(key)
 			}
 		case "no-cache", "private":
 			// Unqualified (a Boolean) or naming fields (a String or an
@@ -81,16 +73,7 @@ func parseTargeted(h http.Header, name string) (cc CacheControl, ok bool) {
 			case httpsfv.InnerList:
 				qualified = true
 			}
-			switch {
-			case key == "no-cache" && qualified:
-				cc.NoCacheFields = true
-			case key == "no-cache":
-				cc.NoCache = true
-			case qualified:
-				cc.PrivateFields = true
-			default:
-				cc.Private = true
-			}
+			cc.setQualifiable(key, qualified)
 		}
 	}
 	return cc, true

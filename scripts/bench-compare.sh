@@ -20,35 +20,9 @@ EDGE_ADMIN=127.0.0.1:19180
 NGINX=127.0.0.1:18081
 VARNISH=127.0.0.1:18082
 
-need=()
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
-command -v varnishd >/dev/null || [ -x /usr/sbin/varnishd ] || need+=(varnish)
-command -v wrk >/dev/null || need+=(wrk)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} from Debian packages"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-export PATH=$PATH:/usr/sbin
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail_logs() { for f in "$work"/*.log; do echo "== $f"; tail -5 "$f"; done; }
-
-wait_http() { # url
-  for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "not answering: $1" >&2; fail_logs >&2; return 1
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+bench_install nginx:nginx varnishd:varnish wrk:wrk
 
 ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
@@ -56,35 +30,7 @@ pids+=($!)
   --cache-size 256MiB --log-level warn 2>"$work/edge.log" &
 pids+=($!)
 
-mkdir -p "$work/nginx-cache"
-# Workers must be able to write the cache directory; as root, run them as root.
-nginx_user=""
-[ "$(id -u)" = 0 ] && nginx_user="user root;"
-cat >"$work/nginx.conf" <<CONF
-$nginx_user
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-daemon on;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
-  upstream origin { server $ORIGIN; keepalive 64; }
-  server {
-    listen $NGINX;
-    location / {
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_cache edge;
-      proxy_cache_lock on;
-      add_header Cache-Status \$upstream_cache_status;
-    }
-  }
-}
-CONF
-nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
+start_nginx "$ORIGIN" "    listen $NGINX;"
 
 cat >"$work/default.vcl" <<VCL
 vcl 4.1;
@@ -106,9 +52,6 @@ echo "  nginx:   $(curl -sI "http://$NGINX$OBJECT" | grep -i '^cache-status' | t
 echo "  varnish: $(curl -sI "http://$VARNISH$OBJECT" | grep -iE '^(x-varnish|age)' | tr '\r\n' '  ')"
 
 # run NAME URL -> appends "NAME rps p50_ms p99_ms" to $work/results
-to_ms() { # wrk latency like 512.00us, 1.20ms, 1.01s
-  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v+0 } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'
-}
 run() {
   local out
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$2")

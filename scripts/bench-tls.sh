@@ -25,28 +25,10 @@ EDGE_TLS=127.0.0.1:18443
 EDGE_ADMIN=127.0.0.1:19190
 NGINX=127.0.0.1:18444
 
-need=()
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
-command -v wrk >/dev/null || need+=(wrk)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v openssl >/dev/null || need+=(openssl)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} from Debian packages"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-export PATH=$PATH:/usr/sbin
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+bench_install nginx:nginx wrk:wrk h2load:nghttp2-client openssl:openssl
 [ -x bin/edge ] || make build >/dev/null
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
   -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
@@ -58,45 +40,13 @@ pids+=($!)
 edge_pid=$!
 pids+=($edge_pid)
 
-mkdir -p "$work/nginx-cache"
-nginx_user=""
-[ "$(id -u)" = 0 ] && nginx_user="user root;"
-cat >"$work/nginx.conf" <<CONF
-$nginx_user
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-daemon on;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 10000000; # nginx closes a connection after 1000 requests by default (h2load does not reconnect)
-  proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
-  upstream origin { server $ORIGIN; keepalive 64; }
-  server {
-    listen $NGINX ssl http2;
+start_nginx "$ORIGIN" "    listen $NGINX ssl http2;
     ssl_certificate $work/cert.pem;
     ssl_certificate_key $work/key.pem;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    location / {
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_cache edge;
-      proxy_cache_lock on;
-      add_header Cache-Status \$upstream_cache_status;
-    }
-  }
-}
-CONF
-nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
+    ssl_protocols TLSv1.2 TLSv1.3;"
 
-wait_https() {
-  for _ in $(seq 1 100); do curl -ksf -o /dev/null "$1" && return 0; sleep 0.1; done
-  echo "not answering: $1" >&2; tail -5 "$work"/*.log >&2; return 1
-}
-wait_https "https://$EDGE_TLS$OBJECT"
-wait_https "https://$NGINX$OBJECT"
+wait_http "https://$EDGE_TLS$OBJECT" -k
+wait_http "https://$NGINX$OBJECT" -k
 for u in "https://$EDGE_TLS$OBJECT" "https://$NGINX$OBJECT"; do curl -ks -o /dev/null "$u"; curl -ks -o /dev/null "$u"; done
 echo "hit check:"
 echo "  edge:  $(curl -ksI --http2 "https://$EDGE_TLS$OBJECT" | grep -iE '^(HTTP|cache-status)' | tr -d '\r' | tr '\n' ' ')"
@@ -114,9 +64,6 @@ cpu_ticks() {
   echo $t
 }
 hz=$(getconf CLK_TCK)
-to_ms() {
-  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v+0 } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'
-}
 # record TEST SERVER VALUE P50 P99 CPU_MS_PER_10K
 record() { echo "$*" >>"$work/results"; printf '  %-10s %-6s %10.0f/s   p50 %7s ms   p99 %7s ms   cpu %7.1f ms/10k\n' "$@"; }
 

@@ -1,0 +1,77 @@
+# Shared parts of the whole-system benchmarks (bench-compare.sh,
+# bench-tls.sh): installing what is missing, a work directory cleaned up on
+# exit, waiting for a server, nginx with proxy_cache in front of the demo
+# origin, and wrk's latency units. Source it; it sets $work and $pids.
+
+# bench_install CMD:PACKAGE... installs the Debian packages of missing commands.
+bench_install() {
+  local need=() pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null || [ -x "/usr/sbin/${pair%%:*}" ] || need+=("${pair#*:}")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]} from Debian packages"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  export PATH=$PATH:/usr/sbin
+}
+
+work=$(mktemp -d)
+pids=()
+bench_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap bench_cleanup EXIT
+fail_logs() { for f in "$work"/*.log; do echo "== $f"; tail -5 "$f"; done; }
+
+# wait_http URL [CURL_FLAGS] waits up to 10 s for a 2xx answer.
+wait_http() {
+  for _ in $(seq 1 100); do
+    curl -fsS ${2:-} -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "not answering: $1" >&2; fail_logs >&2; return 1
+}
+
+# start_nginx ORIGIN LISTEN_BLOCK starts nginx with proxy_cache in front of
+# ORIGIN; LISTEN_BLOCK holds the server's listen (and TLS) directives.
+start_nginx() {
+  mkdir -p "$work/nginx-cache"
+  local user=""
+  [ "$(id -u)" = 0 ] && user="user root;" # workers must write the cache directory
+  cat >"$work/nginx.conf" <<CONF
+$user
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+daemon on;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 10000000; # nginx closes a connection after 1000 requests by default; edge does not
+  proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
+  upstream origin { server $1; keepalive 64; }
+  server {
+$2
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache edge;
+      proxy_cache_lock on;
+      add_header Cache-Status \$upstream_cache_status;
+    }
+  }
+}
+CONF
+  nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
+}
+
+# to_ms converts wrk's latency (512.00us, 1.20ms, 1.01s) to milliseconds.
+to_ms() {
+  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v+0 } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'
+}
