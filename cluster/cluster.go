@@ -16,6 +16,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,7 @@ type Transition struct {
 
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
+	keyOf       atomic.Pointer[func(*url.URL) string] // the proxy's key rules, for Explain
 	cfg         Config
 	log         *slog.Logger
 	incarnation uint64

@@ -39,6 +39,10 @@ type CandidateInfo struct {
 	Chosen    bool    `json:"chosen"`
 }
 
+// SetKeyFunc sets how Explain computes a URL's cache key (the proxy's
+// rules: scheme, query order, site), once the proxy exists.
+func (c *Cluster) SetKeyFunc(f func(*url.URL) string) { c.keyOf.Store(&f) }
+
 // Explain describes the route of rawURL without sending anything.
 func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	u, err := url.Parse(rawURL)
@@ -46,6 +50,9 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 		return Explanation{}, fmt.Errorf("cluster: %q is not an absolute URL", rawURL)
 	}
 	key := proxy.CacheKey(proxy.KeyScheme(u.Scheme, c.cfg.KeyScheme), u.Host, u.EscapedPath(), u.RawQuery)
+	if f := c.keyOf.Load(); f != nil {
+		key = (*f)(u)
+	}
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()
 	e := Explanation{URL: rawURL, Key: key, KeyHash: fmt.Sprintf("%016x", kh), Mode: c.cfg.Mode.String(), View: ring.Members(), Policy: c.cfg.Selection.String()}

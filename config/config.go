@@ -44,10 +44,12 @@ const (
 	// CertList is a list of certificate and key files: a YAML list of
 	// {cert_file, key_file}, or CERT:KEY,CERT:KEY in a string.
 	CertList
+	// SiteList is the sites list (YAML only; see Site).
+	SiteList
 )
 
 func (k Kind) String() string {
-	return [...]string{"string", "int", "float", "bool", "duration", "size", "list", "list of cert:key"}[k]
+	return [...]string{"string", "int", "float", "bool", "duration", "size", "list", "list of cert:key", "list of sites"}[k]
 }
 
 // Key documents one configuration key.
@@ -76,7 +78,7 @@ func Keys() []Key {
 		{"listen", String, "127.0.0.1:8080", "Public listener for browsers. Loopback by default so a first run exposes nothing."},
 		{"admin.listen", String, "127.0.0.1:9180", "Admin listener: /metrics, /healthz, /readyz, /status, /purge, /debug/pprof. Keep it off the public network."},
 		{"admin.token", String, "", "Bearer token for /purge and /debug/pprof. Empty: those endpoints answer 403 (purge is never open)."},
-		{"origin.url", String, "", "Origin base URL (http or https). Required."},
+		{"origin.url", String, "", "Origin base URL (http or https): the one-site shortcut, a site answering every host. Required unless sites is set."},
 		{"origin.connect_timeout", Duration, "3s", "TCP connect budget; a dead origin is reported in seconds, not minutes."},
 		{"origin.response_timeout", Duration, "30s", "Wait for response headers once the request is sent; long enough for slow dynamic pages."},
 		{"origin.idle_timeout", Duration, "90s", "Idle keep-alive connections to the origin are closed after this; below typical origin keep-alive limits."},
@@ -84,6 +86,7 @@ func Keys() []Key {
 		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
 		{"origin.ca_file", String, "", "PEM CA bundle that signs an https origin's certificate, instead of the system roots (a private CA)."},
 		{"origin.server_name", String, "", "Server name (SNI and certificate check) for an https origin, when it differs from the origin URL's host (an IP address, say)."},
+		{"sites", SiteList, "", "Sites, each {name, hosts: [exact or *.one-label wildcard], origins: [URLs], balance: least|hash, default: bool, preserve_host: bool, health: {path, interval, timeout, expect_status}}. The Host picks the site; no match answers 421 unless a site is default (docs/operations.md, \"Sites and origins\")."},
 		{"tls.listen", String, "", "Public HTTPS listener (TLS 1.2+, HTTP/2 by ALPN; HTTP/3 on the same port over UDP with tls.http3). Empty: no TLS listener."},
 		{"tls.cert_file", String, "", "PEM certificate chain for tls.listen; re-read when the file changes on disk."},
 		{"tls.key_file", String, "", "PEM private key for tls.cert_file."},
@@ -183,6 +186,9 @@ type Config struct {
 		ACMERenewCheck    time.Duration
 		RedirectToHTTPS   bool
 	}
+	// Sites are the configured sites; with none, one site named
+	// "default" for every host with origin.url.
+	Sites  []Site
 	Origin struct {
 		CAFile          string
 		ServerName      string
@@ -437,12 +443,20 @@ func Load(v *viper.Viper) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if c.Origin.URL == "" {
-		return nil, &Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL)"}
+	c.Sites = p.sites("sites")
+	if p.err != nil {
+		return nil, p.err
 	}
-	u, err := url.Parse(c.Origin.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
+	if len(c.Sites) == 0 {
+		if c.Origin.URL == "" {
+			return nil, &Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL) unless sites is set"}
+		}
+		if !httpURL(c.Origin.URL) {
+			return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
+		}
+		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: "least", Default: true, PreserveHost: c.Origin.PreserveHost}}
+	} else if c.Origin.URL != "" {
+		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
 	}
 	if c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
 		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes"}
@@ -732,6 +746,200 @@ func (p *parser) prefixes(key string) []netip.Prefix {
 		out = append(out, pfx.Masked())
 	}
 	return out
+}
+
+// Site is one site: the hosts it answers and its origin pool.
+type Site struct {
+	Name         string
+	Hosts        []string // lower-case; exact names or *.suffix (one label); "*" for the one-site shortcut
+	Origins      []string
+	Balance      string // least or hash
+	Default      bool   // answers hosts no site names
+	PreserveHost bool
+	Health       struct {
+		Path         string
+		Interval     time.Duration
+		Timeout      time.Duration
+		ExpectStatus int
+	}
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// sites parses the sites list. Errors name the entry's key, e.g.
+// sites[1].origins[0].
+func (p *parser) sites(key string) []Site {
+	raw := p.v.Get(key)
+	var list []any
+	switch x := raw.(type) {
+	case nil:
+		return nil
+	case string:
+		if strings.TrimSpace(x) == "" {
+			return nil
+		}
+		p.fail(key, x, "is a YAML list of sites, not a string")
+		return nil
+	case []any:
+		list = x
+	default:
+		p.fail(key, raw, "is not a list of sites")
+		return nil
+	}
+	var out []Site
+	names, hosts := map[string]bool{}, map[string]string{}
+	defaults := 0
+	for i, e := range list {
+		at := fmt.Sprintf("%s[%d]", key, i)
+		m, ok := e.(map[string]any)
+		if !ok {
+			p.fail(at, e, "is not a site ({name, hosts, origins, …})")
+			return nil
+		}
+		s := Site{Balance: "least"}
+		for k, v := range m {
+			switch k {
+			case "name":
+				s.Name, _ = v.(string)
+			case "hosts", "origins":
+				l, ok := v.([]any)
+				if !ok {
+					p.fail(at+"."+k, v, "is not a list")
+					return nil
+				}
+				for j, h := range l {
+					hs, ok := h.(string)
+					if !ok || strings.TrimSpace(hs) == "" {
+						p.fail(fmt.Sprintf("%s.%s[%d]", at, k, j), h, "is not a non-empty string")
+						return nil
+					}
+					if k == "hosts" {
+						s.Hosts = append(s.Hosts, strings.ToLower(strings.TrimSpace(hs)))
+					} else {
+						s.Origins = append(s.Origins, strings.TrimSpace(hs))
+					}
+				}
+			case "balance":
+				s.Balance, _ = v.(string)
+				if s.Balance != "least" && s.Balance != "hash" {
+					p.fail(at+".balance", v, "is not least or hash")
+					return nil
+				}
+			case "default", "preserve_host":
+				b, ok := v.(bool)
+				if !ok {
+					p.fail(at+"."+k, v, "is not true or false")
+					return nil
+				}
+				if k == "default" {
+					s.Default = b
+				} else {
+					s.PreserveHost = b
+				}
+			case "health":
+				hm, ok := v.(map[string]any)
+				if !ok {
+					p.fail(at+".health", v, "is not {path, interval, timeout, expect_status}")
+					return nil
+				}
+				if !p.health(at+".health", hm, &s) {
+					return nil
+				}
+			default:
+				p.fail(at+"."+k, nil, "is not a known key of a site (name, hosts, origins, balance, default, preserve_host, health)")
+				return nil
+			}
+		}
+		switch {
+		case s.Name == "" || strings.ContainsAny(s.Name, " ;,=:\"\t/") || len(s.Name) > 64:
+			p.fail(at+".name", s.Name, "must be a non-empty name of at most 64 bytes without spaces or ;,=:\"/")
+			return nil
+		case names[s.Name]:
+			p.fail(at+".name", s.Name, "names two sites")
+			return nil
+		case len(s.Hosts) == 0 && !s.Default:
+			p.fail(at+".hosts", nil, "is required (or default: true)")
+			return nil
+		case len(s.Origins) == 0:
+			p.fail(at+".origins", nil, "is required: at least one origin URL")
+			return nil
+		}
+		names[s.Name] = true
+		for j, h := range s.Hosts {
+			hk := fmt.Sprintf("%s.hosts[%d]", at, j)
+			name := strings.TrimPrefix(h, "*.")
+			if strings.ContainsAny(name, "*/: ") || name == "" || strings.Count(h, "*") > 1 {
+				p.fail(hk, h, "is not a host name or a *.suffix wildcard (no port, no path)")
+				return nil
+			}
+			if other, dup := hosts[h]; dup {
+				p.fail(hk, h, "is also a host of site "+other)
+				return nil
+			}
+			hosts[h] = s.Name
+		}
+		for j, o := range s.Origins {
+			if !httpURL(o) {
+				p.fail(fmt.Sprintf("%s.origins[%d]", at, j), o, "is not an absolute http(s) URL")
+				return nil
+			}
+		}
+		if s.Default {
+			defaults++
+			if defaults > 1 {
+				p.fail(at+".default", true, "is set on two sites")
+				return nil
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// health parses a site's active check.
+func (p *parser) health(at string, m map[string]any, s *Site) bool {
+	s.Health.Interval, s.Health.Timeout = 5*time.Second, 2*time.Second // a few seconds to notice, well under the interval to answer
+	for k, v := range m {
+		switch k {
+		case "path":
+			path, ok := v.(string)
+			if !ok || !strings.HasPrefix(path, "/") {
+				p.fail(at+".path", v, "is not a path starting with /")
+				return false
+			}
+			s.Health.Path = path
+		case "interval", "timeout":
+			str := fmt.Sprint(v)
+			d, err := time.ParseDuration(str)
+			if err != nil || d <= 0 {
+				p.fail(at+"."+k, v, "is not a positive duration (e.g. 2s)")
+				return false
+			}
+			if k == "interval" {
+				s.Health.Interval = d
+			} else {
+				s.Health.Timeout = d
+			}
+		case "expect_status":
+			n, ok := v.(int)
+			if !ok || n < 100 || n > 599 {
+				p.fail(at+".expect_status", v, "is not an HTTP status code")
+				return false
+			}
+			s.Health.ExpectStatus = n
+		default:
+			p.fail(at+"."+k, nil, "is not a known key of health (path, interval, timeout, expect_status)")
+			return false
+		}
+	}
+	if s.Health.Path == "" {
+		p.fail(at+".path", nil, "is required for an active check")
+		return false
+	}
+	return true
 }
 
 // CertPair is one certificate chain and its key.

@@ -45,7 +45,8 @@ type Node struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	proxy    *proxy.Handler
-	upstream *origin.Client
+	sites    atomic.Pointer[siteTable] // swapped by a reload
+	siteM    *siteMetrics
 	public   *http.Server
 	admin    *http.Server
 	pubLn    net.Listener
@@ -70,12 +71,16 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		ConstLabels: prometheus.Labels{"version": Version, "node": cfg.NodeID},
 	}, func() float64 { return 1 }))
 
-	up, err := origin.NewClient(originConfig(cfg, log, newOriginErrors(reg)))
+	n := &Node{cfg: cfg, log: log, reg: reg, started: time.Now(), batch: new(batchStats)}
+	n.siteM = newSiteMetrics(reg)
+	n.siteM.originErrs = newOriginErrors(reg)
+	table, err := newSiteTable(cfg, n.siteM, log)
 	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		return nil, err
 	}
+	n.sites.Store(table)
 	store := proxy.NewStore(cfg.Cache.MaxBytes, cfg.Cache.MaxVariants)
-	counted := newCountingFetcher(reg, proxy.FetcherFunc(up.Fetch))
+	counted := newCountingFetcher(reg, proxy.FetcherFunc(n.fetchOrigin))
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	var peerTLS *tls.Config // mutual TLS on the peer listener (cluster.tls)
@@ -93,9 +98,12 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	pc.SiteOf = n.siteName
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
-
-	n := &Node{cfg: cfg, log: log, reg: reg, proxy: h, upstream: up, started: time.Now(), batch: new(batchStats), cluster: cl}
+	n.proxy, n.cluster = h, cl
+	if cl != nil {
+		cl.SetKeyFunc(h.URLKey)
+	}
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.
 	defer func() {
@@ -141,8 +149,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.peerSrv = &http.Server{Handler: cl.PeerHandler(h, h.Purge), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
+	front := n.siteFront(h)
 	n.public = &http.Server{
-		Handler:           h,
+		Handler:           front,
 		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Limits.IdleTimeout,
@@ -151,11 +160,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	if cfg.TLS.Listen != "" {
-		if n.tls, err = newTLSFront(cfg, h, log, reg); err != nil {
+		if n.tls, err = newTLSFront(cfg, front, log, reg); err != nil {
 			return nil, err
 		}
 		n.tls.batch = n.batch
-		n.public.Handler = n.tls.wrapPlain(h)
+		n.public.Handler = n.tls.wrapPlain(front)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -339,6 +348,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.tls != nil {
 		n.tls.run(clusterCtx, errc)
 	}
+	n.sites.Load().start()
 	if n.cluster != nil {
 		go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
 		go func() {
@@ -369,7 +379,7 @@ func (n *Node) Run(ctx context.Context) error {
 		_ = n.peerUDP.Close()
 	}
 	_ = n.admin.Shutdown(sctx)
-	n.upstream.CloseIdle()
+	n.sites.Load().stop()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("node: shutdown: %w", err)
 	}

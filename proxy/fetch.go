@@ -577,7 +577,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		n += h.store.Remove(CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
+		n += h.store.Remove(h.key(scheme, r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

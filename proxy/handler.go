@@ -80,6 +80,10 @@ type Config struct {
 	SortQuery bool
 	// KeyScheme keeps the client's scheme in the cache key (see KeyScheme).
 	KeyScheme bool
+	// SiteOf names the site of a Host ("" for the one-site shortcut); a
+	// named site's keys start with its name. It must be safe for
+	// concurrent use (a reload swaps the table under it).
+	SiteOf func(host string) string
 	// Compression encodes responses for clients that accept it (nil: bodies
 	// pass as the origin sent them). See compress.go.
 	Compression *Compression

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -106,7 +107,35 @@ func (h *Handler) requestKey(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+	return h.key(scheme, r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+}
+
+// key is CacheKey with the operator's scheme rule and, for a named site,
+// the site's name in front ("shop http://shop.test/a"): entries of
+// different sites never mix, even when a reload moves a host from one
+// site (and origin pool) to another.
+func (h *Handler) key(scheme, host, path, rawQuery string) string {
+	k := CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
+	if p := h.sitePrefix(host); p != "" {
+		return p + k
+	}
+	return k
+}
+
+// sitePrefix is "name " for a host of a named site, else "".
+func (h *Handler) sitePrefix(host string) string {
+	if h.cfg.SiteOf == nil {
+		return ""
+	}
+	if name := h.cfg.SiteOf(host); name != "" {
+		return name + " "
+	}
+	return ""
+}
+
+// URLKey is the cache key of an absolute URL (purge, the route explorer).
+func (h *Handler) URLKey(u *url.URL) string {
+	return h.key(u.Scheme, u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))
 }
 
 // VaryNames returns the lower-case, sorted, de-duplicated field names listed

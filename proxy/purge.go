@@ -66,12 +66,12 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	switch {
 	case p.URL != "":
 		u, _ := url.Parse(p.URL)
-		keys = []string{CacheKey(KeyScheme(u.Scheme, h.cfg.KeyScheme), u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))}
+		keys = []string{h.URLKey(u)}
 	case p.Prefix != "":
 		if strings.HasPrefix(p.Prefix, "/") {
 			keys = h.store.Keys(func(k string) bool { return strings.HasPrefix(pathOfKey(k), p.Prefix) })
 		} else {
-			keys = h.store.KeysWithPrefix(normalizePrefix(p.Prefix))
+			keys = h.store.KeysWithPrefix(h.prefixKey(p.Prefix))
 		}
 	default:
 		keys = h.store.KeysWithTag(p.Tag)
@@ -114,6 +114,16 @@ func pathOfKey(k string) string {
 		return rest[j:]
 	}
 	return "/"
+}
+
+// prefixKey turns an absolute URL prefix into a key prefix: normalised,
+// with its host's site in front.
+func (h *Handler) prefixKey(p string) string {
+	n := normalizePrefix(p)
+	if u, err := url.Parse(n); err == nil && u.Host != "" {
+		return h.sitePrefix(u.Host) + n
+	}
+	return n
 }
 
 // normalizePrefix lower-cases the scheme and host of an absolute URL prefix,

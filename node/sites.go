@@ -1,0 +1,183 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/origin"
+)
+
+// Sites: the Host of a request picks a site (exact name, then a one-label
+// wildcard, then the site marked default; the one-site shortcut answers
+// every host), and the site's origin pool answers its misses. The table is
+// swapped whole by a reload; requests in flight keep the table they
+// started with.
+
+// site is one configured site at run time.
+type site struct {
+	name     string
+	shortcut bool // the origin.url shortcut: keys carry no site name
+	pool     *origin.Pool
+	requests prometheus.Counter
+}
+
+// siteTable maps hosts to sites.
+type siteTable struct {
+	exact map[string]*site
+	wild  map[string]*site // "shop.test" for *.shop.test
+	any   *site            // the shortcut: every host
+	def   *site            // default: true
+	sites []*site
+}
+
+// lookup returns the site of a Host field (case-insensitive, port and a
+// trailing dot ignored), or nil.
+func (t *siteTable) lookup(host string) *site {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if s := t.exact[host]; s != nil {
+		return s
+	}
+	if _, parent, ok := strings.Cut(host, "."); ok {
+		if s := t.wild[parent]; s != nil {
+			return s
+		}
+	}
+	if t.any != nil {
+		return t.any
+	}
+	return t.def
+}
+
+// siteMetrics are the per-site collectors, shared by every table.
+type siteMetrics struct {
+	requests   *prometheus.CounterVec
+	misdirects prometheus.Counter
+	pools      *origin.PoolMetrics
+	originErrs *prometheus.CounterVec // edge_origin_errors_total
+}
+
+func newSiteMetrics(reg prometheus.Registerer) *siteMetrics {
+	m := &siteMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_site_requests_total", Help: "Client requests by site (configured names only).",
+		}, []string{"site"}),
+		misdirects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_misdirected_requests_total", Help: "Requests for a host no site serves (421).",
+		}),
+		pools: origin.NewPoolMetrics(reg),
+	}
+	reg.MustRegister(m.requests, m.misdirects)
+	return m
+}
+
+// newSiteTable builds the sites and their pools (not started).
+func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTable, error) {
+	t := &siteTable{exact: map[string]*site{}, wild: map[string]*site{}}
+	for i, sc := range cfg.Sites {
+		pc := origin.PoolConfig{Site: sc.Name, Balance: sc.Balance, Metrics: m.pools, Log: log,
+			Health: origin.HealthCheck{Path: sc.Health.Path, Interval: sc.Health.Interval, Timeout: sc.Health.Timeout, ExpectStatus: sc.Health.ExpectStatus}}
+		for _, u := range sc.Origins {
+			oc := originConfig(cfg, log, m.originErrs)
+			oc.URL, oc.PreserveHost = u, sc.PreserveHost
+			pc.Origins = append(pc.Origins, oc)
+		}
+		pool, err := origin.NewPool(pc)
+		if err != nil {
+			t.stop()
+			return nil, &config.Error{Key: fmt.Sprintf("sites[%d].origins", i), Reason: err.Error()}
+		}
+		s := &site{name: sc.Name, pool: pool, requests: m.requests.WithLabelValues(sc.Name)}
+		t.sites = append(t.sites, s)
+		for _, h := range sc.Hosts {
+			switch {
+			case h == "*":
+				t.any, s.shortcut = s, true
+			case strings.HasPrefix(h, "*."):
+				t.wild[h[2:]] = s
+			default:
+				t.exact[h] = s
+			}
+		}
+		if sc.Default {
+			t.def = s
+		}
+	}
+	return t, nil
+}
+
+func (t *siteTable) start() {
+	for _, s := range t.sites {
+		s.pool.Start()
+	}
+}
+
+func (t *siteTable) stop() {
+	for _, s := range t.sites {
+		s.pool.Stop()
+	}
+}
+
+// siteName is proxy.Config.SiteOf: the name that goes into cache keys.
+func (n *Node) siteName(host string) string {
+	s := n.sites.Load().lookup(host)
+	if s == nil || s.shortcut {
+		return ""
+	}
+	return s.name
+}
+
+// siteFront answers requests for hosts no site serves with 421 (RFC 9110
+// §15.5.20: this server is not configured to answer for that authority)
+// and counts the others per site.
+func (n *Node) siteFront(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := n.sites.Load().lookup(r.Host)
+		if s == nil {
+			n.siteM.misdirects.Inc()
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, "421 no site is configured for this host", http.StatusMisdirectedRequest)
+			return
+		}
+		s.requests.Inc()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// errNoSite is a miss for a host no site serves (a peer's request after a
+// reload that dropped the site).
+var errNoSite = errors.New("node: no site is configured for this host")
+
+// fetchOrigin sends a miss to its site's origin pool.
+func (n *Node) fetchOrigin(ctx context.Context, req *http.Request) (*http.Response, error) {
+	s := n.sites.Load().lookup(req.Host)
+	if s == nil {
+		return nil, errNoSite
+	}
+	return s.pool.Fetch(ctx, req)
+}
+
+// SiteStatus is one site on the status page.
+type SiteStatus struct {
+	Name    string               `json:"name"`
+	Origins []origin.OriginState `json:"origins"`
+}
+
+func (n *Node) siteStatus() []SiteStatus {
+	t := n.sites.Load()
+	out := make([]SiteStatus, 0, len(t.sites))
+	for _, s := range t.sites {
+		out = append(out, SiteStatus{Name: s.name, Origins: s.pool.States()})
+	}
+	return out
+}
