@@ -80,6 +80,7 @@ type Pool struct {
 	cfg     PoolConfig
 	members []*member
 	seed    maphash.Seed
+	next    atomic.Uint64 // round-robin among equally loaded origins
 	log     *slog.Logger
 	stop    chan struct{}
 	stopped sync.Once
@@ -186,7 +187,10 @@ func (p *Pool) order(req *http.Request) []*member {
 			return h.Sum64()
 		}
 		slices.SortFunc(in, func(a, b *member) int { return cmpDesc(score(a), score(b)) })
-	} else {
+	} else if len(in) > 1 {
+		// Round-robin among equals: rotate, then a stable sort by load.
+		r := int(p.next.Add(1) % uint64(len(in)))
+		in = append(in[r:], in[:r]...)
 		slices.SortStableFunc(in, func(a, b *member) int { return int(a.outstanding.Load() - b.outstanding.Load()) })
 	}
 	slices.SortFunc(out, func(a, b *member) int { return a.ejectedUntil().Compare(b.ejectedUntil()) })

@@ -1,0 +1,104 @@
+package origin
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func poolOf(t *testing.T, balance string, urls ...string) *Pool {
+	t.Helper()
+	var ocs []ClientConfig
+	for _, u := range urls {
+		ocs = append(ocs, ClientConfig{URL: u, ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Second, MaxIdleConns: 4, IdleConnTimeout: time.Minute})
+	}
+	p, err := NewPool(PoolConfig{Site: "s", Origins: ocs, Balance: balance, Metrics: NewPoolMetrics(prometheus.NewRegistry()), BaseEject: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func counting(status *atomic.Int32, n *atomic.Int64) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(int(status.Load()))
+	}))
+}
+
+func fetchPath(t *testing.T, p *Pool, path string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, path, nil)
+	resp, err := p.Fetch(context.Background(), req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestPoolEjectsRetriesAndReturns: a failing origin (503) is retried on the
+// other one (no client failure), ejected after three failures in a row,
+// and back in rotation when its ejection ends.
+func TestPoolEjectsRetriesAndReturns(t *testing.T) {
+	var s1, s2 atomic.Int32
+	var n1, n2 atomic.Int64
+	s1.Store(200)
+	s2.Store(503)
+	a, b := counting(&s1, &n1), counting(&s2, &n2)
+	defer a.Close()
+	defer b.Close()
+	p := poolOf(t, "least", a.URL, b.URL)
+	for i := range 20 {
+		if code := fetchPath(t, p, "/x"); code != 200 {
+			t.Fatalf("request %d: %d (the retry should have gone to the healthy origin)", i, code)
+		}
+	}
+	if n2.Load() > 3 {
+		t.Errorf("the failing origin got %d requests; it should be ejected after 3", n2.Load())
+	}
+	if v := testutil.ToFloat64(p.cfg.Metrics.Ejections.WithLabelValues("s", b.URL, "passive")); v != 1 {
+		t.Errorf("ejections: %v", v)
+	}
+	s2.Store(200)
+	time.Sleep(400 * time.Millisecond) // the ejection ends
+	before := n2.Load()
+	for range 10 {
+		fetchPath(t, p, "/y")
+	}
+	if n2.Load() == before {
+		t.Errorf("the origin did not come back after its ejection")
+	}
+}
+
+// TestPoolHashIsStable: with balance: hash each URL goes to one origin,
+// and the URLs split between the origins.
+func TestPoolHashIsStable(t *testing.T) {
+	var s atomic.Int32
+	s.Store(200)
+	var n1, n2 atomic.Int64
+	a, b := counting(&s, &n1), counting(&s, &n2)
+	defer a.Close()
+	defer b.Close()
+	p := poolOf(t, "hash", a.URL, b.URL)
+	for i := range 50 {
+		path := "/p/" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		before1 := n1.Load()
+		for range 3 {
+			fetchPath(t, p, path)
+		}
+		if d := n1.Load() - before1; d != 0 && d != 3 {
+			t.Fatalf("%s went to both origins", path)
+		}
+	}
+	if n1.Load() == 0 || n2.Load() == 0 {
+		t.Errorf("hash sent everything to one origin: %d/%d", n1.Load(), n2.Load())
+	}
+}
