@@ -8,6 +8,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -940,6 +942,53 @@ func (p *parser) health(at string, m map[string]any, s *Site) bool {
 		return false
 	}
 	return true
+}
+
+// Settings returns every key's value as v holds it (file, environment,
+// flags), for comparing two loads of the configuration.
+func Settings(v *viper.Viper) map[string]string {
+	out := make(map[string]string, len(Keys()))
+	for _, k := range Keys() {
+		out[k.Name] = fmt.Sprint(v.Get(k.Name))
+	}
+	return out
+}
+
+// Hash is a short digest of settings, shown on the status page and in
+// edge_config_info so that nodes running different configurations stand out.
+func Hash(settings map[string]string) string {
+	names := make([]string, 0, len(settings))
+	for k := range settings {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, k := range names {
+		fmt.Fprintf(h, "%s=%s\n", k, settings[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// LiveKeys are the keys a reload applies to a running node; a change to
+// any other key needs a restart, and a reload that changes one is refused
+// with the keys named.
+var LiveKeys = []string{
+	"sites", "origin.url", "origin.preserve_host", "origin.ca_file", "origin.server_name",
+	"origin.connect_timeout", "origin.response_timeout", "origin.idle_timeout", "origin.max_idle_conns",
+	"cache.heuristic_fraction", "cache.heuristic_max", "cache.stale_if_error", "cache.stale_ceiling", "cache.store_set_cookie",
+	"log.level",
+}
+
+// FrozenChanges lists the keys whose values differ between two settings
+// and that a reload cannot apply.
+func FrozenChanges(old, cur map[string]string) []string {
+	var out []string
+	for _, k := range Keys() {
+		if old[k.Name] != cur[k.Name] && !slices.Contains(LiveKeys, k.Name) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
 // CertPair is one certificate chain and its key.

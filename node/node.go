@@ -47,6 +47,7 @@ type Node struct {
 	proxy    *proxy.Handler
 	sites    atomic.Pointer[siteTable] // swapped by a reload
 	siteM    *siteMetrics
+	reloader *reloader // nil until EnableReload
 	public   *http.Server
 	admin    *http.Server
 	pubLn    net.Listener
@@ -405,6 +406,7 @@ func (n *Node) adminRouter() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(n.requireToken)
 		r.Post("/purge", n.purge)
+		r.Post("/reload", n.reloadHandler)
 		r.HandleFunc("/debug/pprof/*", pprof.Index)
 		r.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -18,6 +18,7 @@ type Status struct {
 	Version       string               `json:"version"`
 	Origin        string               `json:"origin,omitempty"` // the one-site shortcut's origin.url
 	Sites         []SiteStatus         `json:"sites"`
+	ConfigHash    string               `json:"config_hash,omitempty"`
 	UptimeSeconds float64              `json:"uptime_seconds"`
 	StoreBytes    int64                `json:"store_bytes"`
 	StoreBudget   int64                `json:"store_budget_bytes"`
@@ -64,6 +65,7 @@ func (n *Node) Snapshot() Status {
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
 	s.Sites = n.siteStatus()
+	s.ConfigHash = n.ConfigHash()
 	if n.tls != nil {
 		s.TLS = &TLSStatus{Listen: n.tls.ln.Addr().String(), HTTP3: n.tls.h3 != nil, ACME: n.cfg.TLS.ACMEDomains,
 			Redirect: n.cfg.TLS.RedirectToHTTPS, HSTS: n.cfg.TLS.HSTS, Certificates: n.tls.certificates()}
@@ -118,7 +120,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 .bar{background:#e8e8e8;width:20em;height:1em}.fill{background:#3a7;height:1em}
 .ok{color:#1a7f37}.bad{color:#b42318}.hist{font-size:11px;color:#666}.note{font-size:12px;color:#555}</style></head>
 <body><h1>edge node <code>{{.Node}}</code></h1>
-<p>version {{.Version}}{{if .Origin}} · origin <code>{{.Origin}}</code>{{end}} · up {{printf "%.0f" .UptimeSeconds}} s</p>
+<p>version {{.Version}}{{if .ConfigHash}} · config <code>{{.ConfigHash}}</code>{{end}}{{if .Origin}} · origin <code>{{.Origin}}</code>{{end}} · up {{printf "%.0f" .UptimeSeconds}} s</p>
 <h2>Sites and origins</h2>
 <table><tr><th>site</th><th>origin</th><th>state</th><th>in flight</th><th>failures in a row</th></tr>
 {{range .Sites}}{{$site := .Name}}{{range .Origins}}<tr><td>{{$site}}</td><td><code>{{.URL}}</code></td><td>{{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">ejected</b> until {{.EjectedTill.Format "15:04:05"}}{{end}}</td><td>{{.Outstanding}}</td><td>{{.Failures}}</td></tr>{{end}}{{end}}</table>

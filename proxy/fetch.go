@@ -216,8 +216,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		return outcome{kind: outStale, status: "fwd=stale; fwd-status=" + code + "; detail=origin-error", result: ResultStaleError}
 	}
 
-	cc, targeted := h.cfg.Policy.effectiveCC(resp.Header)
-	ok, why := h.cfg.Policy.storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
+	cc, targeted := h.policy().effectiveCC(resp.Header)
+	ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
 	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
 		ok, why = false, "too-large"
 	}
@@ -306,8 +306,8 @@ var errOriginFailed = errors.New("proxy: the origin answered with a server error
 // is only heuristic is not a declaration that a response to a request
 // with credentials or cookies is the same for everyone.
 func (h *Handler) shareable(e *Entry, r *http.Request, m miss) (bool, string) {
-	cc, targeted := h.cfg.Policy.effectiveCC(e.Header)
-	if ok, why := h.cfg.Policy.storable(http.MethodGet, m.reqCC, m.hasAuth, e.Status, e.Header, cc, targeted); !ok {
+	cc, targeted := h.policy().effectiveCC(e.Header)
+	if ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, e.Status, e.Header, cc, targeted); !ok {
 		return false, why
 	}
 	if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
@@ -387,9 +387,9 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 	if staleness <= 0 {
 		return true
 	}
-	window := h.cfg.Policy.staleWindow(e.cc.StaleIfError, h.cfg.Policy.StaleIfErrorDefault)
+	window := h.policy().staleWindow(e.cc.StaleIfError, h.policy().StaleIfErrorDefault)
 	if reqCC.StaleIfError != unset {
-		if w := h.cfg.Policy.staleWindow(reqCC.StaleIfError, 0); w > window {
+		if w := h.policy().staleWindow(reqCC.StaleIfError, 0); w > window {
 			window = w
 		}
 	}
@@ -445,7 +445,7 @@ func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime ti
 		RequestTime: reqTime, ResponseTime: respTime,
 	}
 	h.classify(e)
-	h.cfg.Policy.finishEntry(e)
+	h.policy().finishEntry(e)
 	return e
 }
 
@@ -469,7 +469,7 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 		RequestTime: reqTime, ResponseTime: respTime,
 	}
 	h.classify(e)
-	h.cfg.Policy.finishEntry(e)
+	h.policy().finishEntry(e)
 	return e
 }
 

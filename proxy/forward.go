@@ -102,7 +102,7 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 		// upstream serves every Accept-Encoding (compress.go).
 		out["Accept-Encoding"] = acceptIdentity
 	}
-	if d := h.cfg.Policy.SurrogateDevice; d != "" {
+	if d := h.policy().SurrogateDevice; d != "" {
 		out.Set("Surrogate-Capability", d+`="Surrogate/1.0"`)
 	}
 	proto := "http"

@@ -143,7 +143,17 @@ type Handler struct {
 	bufPool      sync.Pool
 	bgWG         sync.WaitGroup // background refreshes and body pumps
 	hot          *hotKeys
+	pol          atomic.Pointer[Policy] // cfg.Policy, replaced whole by SetPolicy (live reload)
 }
+
+// policy returns the caching policy in force. A request reads it once per
+// decision; a reload between two decisions of one request is harmless
+// (each is a complete, validated policy).
+func (h *Handler) policy() *Policy { return h.pol.Load() }
+
+// SetPolicy replaces the caching policy (a live reload). Stored entries
+// keep the freshness they were given; new responses use the new policy.
+func (h *Handler) SetPolicy(p Policy) { h.pol.Store(&p) }
 
 // New returns a handler that answers from store and fetches misses with f.
 func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Handler {
@@ -164,6 +174,7 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		hitStatus:    []string{cfg.NodeID + "; hit"},
 		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
+	h.SetPolicy(cfg.Policy)
 	h.clients.limit = cfg.MaxInflightPerClient
 	h.hot = newHotKeys(64)
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }
@@ -273,7 +284,7 @@ func (h *Handler) usable(e *Entry, reqCC CacheControl, now time.Time) usability 
 	if reqCC.MaxStale != unset && -remaining <= seconds(reqCC.MaxStale) {
 		return useStale
 	}
-	if e.cc.StaleWhile != unset && -remaining <= h.cfg.Policy.staleWindow(e.cc.StaleWhile, 0) {
+	if e.cc.StaleWhile != unset && -remaining <= h.policy().staleWindow(e.cc.StaleWhile, 0) {
 		return useSWR
 	}
 	return useValidate

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -22,22 +24,41 @@ then EDGE_* environment variables (EDGE_ORIGIN_URL, EDGE_CACHE_MAX_BYTES, …),
 then flags. Every key is documented in config.yaml.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, err := config.NewViper(file)
+			// load reads the file, the environment and the flags given at
+			// startup: the same sources for a reload as for the start.
+			load := func() (*config.Config, map[string]string, error) {
+				v, err := config.NewViper(file)
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := bindFlags(cmd, v); err != nil {
+					return nil, nil, err
+				}
+				cfg, err := config.Load(v)
+				if err != nil {
+					return nil, nil, err
+				}
+				return cfg, config.Settings(v), nil
+			}
+			cfg, settings, err := load()
 			if err != nil {
 				return err
 			}
-			if err := bindFlags(cmd, v); err != nil {
-				return err
-			}
-			cfg, err := config.Load(v)
-			if err != nil {
-				return err
-			}
-			log := newLogger(cfg.Log.Level, cfg.Log.Format)
+			level := new(slog.LevelVar)
+			log := newLogger(cfg.Log.Level, cfg.Log.Format, level)
 			n, err := node.New(cfg, log)
 			if err != nil {
 				return err
 			}
+			n.EnableReload(load, level, settings)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for range hup {
+					_, _ = n.Reload() // errors are logged and counted; the running config stays
+				}
+			}()
 			return n.Run(cmd.Context())
 		},
 	}
@@ -85,12 +106,19 @@ func bindFlags(cmd *cobra.Command, v *viper.Viper) error {
 	return nil
 }
 
-func newLogger(level, format string) *slog.Logger {
+// newLogger returns the node's logger; lv (if not nil) holds its level so
+// that a reload can change it.
+func newLogger(level, format string, lv ...*slog.LevelVar) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	var leveler slog.Leveler = l
+	if len(lv) > 0 && lv[0] != nil {
+		lv[0].Set(l)
+		leveler = lv[0]
+	}
+	opts := &slog.HandlerOptions{Level: leveler}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/config"
+)
+
+// Live reload: SIGHUP (cmd/edge) and POST /reload re-read the
+// configuration, validate it whole, and apply what can change while
+// serving: the sites and their origin pools (a new table is swapped in;
+// requests in flight finish on the old pools), the caching policy and the
+// log level. The store, the cluster and every connection stay. A file
+// that does not validate, or that changes a key only a restart can apply
+// (listen addresses, node id, the store's size, …), is refused with the
+// keys named, and the running configuration stays.
+
+// Loader re-reads the configuration the way startup read it (file,
+// environment, flags) and returns it with its settings (config.Settings).
+type Loader func() (*config.Config, map[string]string, error)
+
+type reloader struct {
+	mu       sync.Mutex // one reload at a time
+	load     Loader
+	level    *slog.LevelVar
+	settings map[string]string
+	hash     string
+	at       time.Time
+	results  *prometheus.CounterVec
+	info     *prometheus.GaugeVec
+}
+
+// EnableReload lets the node reload with load; level is the logger's level
+// (nil: log.level needs a restart). settings are the running config's.
+func (n *Node) EnableReload(load Loader, level *slog.LevelVar, settings map[string]string) {
+	r := &reloader{load: load, level: level, settings: settings, hash: config.Hash(settings), at: time.Now(),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_config_reloads_total", Help: "Configuration reloads by result: ok, invalid (did not validate), frozen (changed a key that needs a restart).",
+		}, []string{"result"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edge_config_info", Help: "Always 1; the hash label names the configuration in force (config.Hash of every key).",
+		}, []string{"hash"}),
+	}
+	for _, res := range []string{"ok", "invalid", "frozen"} {
+		r.results.WithLabelValues(res)
+	}
+	n.reg.MustRegister(r.results, r.info)
+	r.info.WithLabelValues(r.hash).Set(1)
+	n.reloader = r
+}
+
+// ConfigHash returns the hash of the configuration in force ("" without reload).
+func (n *Node) ConfigHash() string {
+	if n.reloader == nil {
+		return ""
+	}
+	n.reloader.mu.Lock()
+	defer n.reloader.mu.Unlock()
+	return n.reloader.hash
+}
+
+// Reload re-reads and applies the configuration. It returns the new
+// configuration's hash, or an error naming what is wrong.
+func (n *Node) Reload() (string, error) {
+	r := n.reloader
+	if r == nil {
+		return "", errors.New("reload: this node was started without a configuration loader")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, settings, err := r.load()
+	if err != nil {
+		r.results.WithLabelValues("invalid").Inc()
+		n.log.Error("config reload refused; the running configuration stays", "err", err)
+		return "", err
+	}
+	if frozen := config.FrozenChanges(r.settings, settings); len(frozen) > 0 {
+		r.results.WithLabelValues("frozen").Inc()
+		err := fmt.Errorf("reload: %s cannot change without a restart", strings.Join(frozen, ", "))
+		n.log.Error("config reload refused; the running configuration stays", "err", err)
+		return "", err
+	}
+	table, err := newSiteTable(cfg, n.siteM, n.log)
+	if err != nil {
+		r.results.WithLabelValues("invalid").Inc()
+		return "", err
+	}
+	pc, err := proxyConfig(cfg)
+	if err != nil {
+		table.stop()
+		r.results.WithLabelValues("invalid").Inc()
+		return "", err
+	}
+	// Apply: nothing below can fail.
+	table.start()
+	old := n.sites.Swap(table)
+	// Requests in flight finish on the old pools; stopping a pool ends its
+	// health checks and closes idle connections only.
+	go old.stop()
+	n.proxy.SetPolicy(pc.Policy)
+	if r.level != nil {
+		var l slog.Level
+		if l.UnmarshalText([]byte(cfg.Log.Level)) == nil {
+			r.level.Set(l)
+		}
+	}
+	r.info.DeleteLabelValues(r.hash)
+	r.settings, r.hash, r.at = settings, config.Hash(settings), time.Now()
+	r.info.WithLabelValues(r.hash).Set(1)
+	r.results.WithLabelValues("ok").Inc()
+	n.log.Info("configuration reloaded", "hash", r.hash, "sites", len(cfg.Sites))
+	return r.hash, nil
+}
+
+// reloadHandler is POST /reload on the admin listener (behind the token).
+func (n *Node) reloadHandler(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	hash, err := n.Reload()
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"result": "refused", "error": err.Error()})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{"result": "ok", "hash": hash})
+}
