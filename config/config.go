@@ -163,6 +163,8 @@ func Keys() []Key {
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
 		{"log.format", String, "text", "text or json."},
+		{"log.access", String, "off", "Access log: off, stdout or a file path (reopened on SIGUSR1, after logrotate renamed it). Lines are written off the request path; a slow or full disk drops lines (counted), never requests."},
+		{"log.access_format", String, "json", "json (one object per line) or combined (Apache/nginx combined, then site, cache result and duration in ms)."},
 	}
 }
 
@@ -274,8 +276,10 @@ type Config struct {
 	}
 	ShutdownTimeout time.Duration
 	Log             struct {
-		Level  string
-		Format string
+		Level        string
+		Format       string
+		Access       string
+		AccessFormat string
 	}
 }
 
@@ -442,6 +446,11 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
 	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
 	c.Log.Format = p.oneOf("log.format", "text", "json")
+	c.Log.Access = p.str("log.access")
+	if c.Log.Access == "" {
+		c.Log.Access = "off"
+	}
+	c.Log.AccessFormat = p.oneOf("log.access_format", "json", "combined")
 	if p.err != nil {
 		return nil, p.err
 	}

@@ -47,7 +47,8 @@ type Node struct {
 	proxy    *proxy.Handler
 	sites    atomic.Pointer[siteTable] // swapped by a reload
 	siteM    *siteMetrics
-	reloader *reloader // nil until EnableReload
+	reloader *reloader  // nil until EnableReload
+	access   *accessLog // nil with log.access: off
 	public   *http.Server
 	admin    *http.Server
 	pubLn    net.Listener
@@ -74,6 +75,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 
 	n := &Node{cfg: cfg, log: log, reg: reg, started: time.Now(), batch: new(batchStats)}
 	n.siteM = newSiteMetrics(reg)
+	if cfg.Log.Access != "off" {
+		if n.access, err = newAccessLog(cfg.Log.Access, cfg.Log.AccessFormat, log, reg); err != nil {
+			return nil, &config.Error{Key: "log.access", Value: cfg.Log.Access, Reason: err.Error()}
+		}
+	}
 	n.siteM.originErrs = newOriginErrors(reg)
 	table, err := newSiteTable(cfg, n.siteM, log)
 	if err != nil {
@@ -350,6 +356,11 @@ func (n *Node) Run(ctx context.Context) error {
 		n.tls.run(clusterCtx, errc)
 	}
 	n.sites.Load().start()
+	accessCtx, stopAccess := context.WithCancel(context.Background())
+	defer stopAccess()
+	if n.access != nil {
+		go n.access.run(accessCtx)
+	}
 	if n.cluster != nil {
 		go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
 		go func() {
@@ -381,6 +392,10 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	_ = n.admin.Shutdown(sctx)
 	n.sites.Load().stop()
+	if n.access != nil {
+		stopAccess() // after the servers drained: every request's line is queued
+		<-n.access.done
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("node: shutdown: %w", err)
 	}
@@ -523,6 +538,7 @@ type countingFetcher struct {
 
 func (c countingFetcher) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
 	c.n.Inc()
+	proxy.UpstreamInfoFrom(ctx).SetFrom("origin")
 	nth, _ := c.pages.Observe(routing.KeyHash(key), 0)
 	c.perPage.Observe(float64(nth))
 	return c.f.Fetch(ctx, key, req)

@@ -145,13 +145,25 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 		s := n.sites.Load().lookup(r.Host)
 		if s == nil {
 			n.siteM.misdirects.Inc()
-			w.Header().Set("Cache-Control", "no-store")
-			http.Error(w, "421 no site is configured for this host", http.StatusMisdirectedRequest)
+			if n.access != nil {
+				n.access.logged("-", http.HandlerFunc(misdirected), r, w)
+				return
+			}
+			misdirected(w, r)
 			return
 		}
 		s.requests.Inc()
+		if n.access != nil {
+			n.access.logged(s.name, next, r, w)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func misdirected(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "421 no site is configured for this host", http.StatusMisdirectedRequest)
 }
 
 // errNoSite is a miss for a host no site serves (a peer's request after a

@@ -350,7 +350,14 @@ func (h *Handler) notStored(m miss, why string) {
 func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
 	t := h.now()
 	res, err := h.fetcher.Fetch(ctx, key, req)
-	h.metrics.OriginDuration.Observe(h.now().Sub(t).Seconds())
+	d := h.now().Sub(t)
+	h.metrics.OriginDuration.Observe(d.Seconds())
+	if info := UpstreamInfoFrom(ctx); info != nil {
+		info.dur.Store(int64(d))
+		if info.From() == "" {
+			info.SetFrom("peer") // the origin fetcher names itself; anything else came from the cluster
+		}
+	}
 	if err != nil {
 		h.metrics.OriginRequests.WithLabelValues("error").Inc()
 		return res, err

@@ -400,3 +400,42 @@ func (c *clientLimiter) release(ip string) {
 	}
 	c.n[ip]--
 }
+
+// UpstreamInfo says where a request's response came from and how long the
+// upstream took, for the access log. The node puts one in the request's
+// context; the proxy and the origin fetcher fill it.
+type UpstreamInfo struct {
+	from atomic.Pointer[string]
+	dur  atomic.Int64
+}
+
+type upstreamKey struct{}
+
+// WithUpstreamInfo returns ctx carrying info.
+func WithUpstreamInfo(ctx context.Context, info *UpstreamInfo) context.Context {
+	return context.WithValue(ctx, upstreamKey{}, info)
+}
+
+// UpstreamInfoFrom returns the info in ctx, or nil.
+func UpstreamInfoFrom(ctx context.Context) *UpstreamInfo {
+	u, _ := ctx.Value(upstreamKey{}).(*UpstreamInfo)
+	return u
+}
+
+// SetFrom names the upstream (origin, peer).
+func (u *UpstreamInfo) SetFrom(s string) {
+	if u != nil {
+		u.from.Store(&s)
+	}
+}
+
+// From names the upstream, "" if the request did not go upstream.
+func (u *UpstreamInfo) From() string {
+	if p := u.from.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Duration is the time to the upstream's response headers.
+func (u *UpstreamInfo) Duration() time.Duration { return time.Duration(u.dur.Load()) }

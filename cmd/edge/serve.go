@@ -51,11 +51,15 @@ then flags. Every key is documented in config.yaml.`,
 				return err
 			}
 			n.EnableReload(load, level, settings)
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1)
+			defer signal.Stop(sigs)
 			go func() {
-				for range hup {
+				for s := range sigs {
+					if s == syscall.SIGUSR1 {
+						n.ReopenAccessLog()
+						continue
+					}
 					_, _ = n.Reload() // errors are logged and counted; the running config stays
 				}
 			}()

@@ -1,0 +1,296 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/proxy"
+)
+
+// The access log (log.access: off, stdout or a file; log.access_format:
+// json or combined). A request hands its line to a buffered channel and
+// never waits: a writer goroutine formats and writes in batches. A full
+// channel (the disk cannot keep up) drops the line and counts it; a write
+// error (a full disk, an unwritable file) is counted and logged at most
+// once a minute. SIGUSR1 reopens the file, after logrotate renamed it.
+
+type accessLog struct {
+	path    string // "" for stdout
+	json    bool
+	ch      chan accessEntry
+	reopen  chan struct{}
+	log     *slog.Logger
+	lines   prometheus.Counter
+	dropped prometheus.Counter
+	errs    prometheus.Counter
+	done    chan struct{}
+}
+
+// accessEntry is one request.
+type accessEntry struct {
+	Time        time.Time
+	Client      string
+	Site        string
+	Method      string
+	Host        string
+	URI         string
+	Proto       string
+	Status      int
+	Bytes       int64
+	Duration    time.Duration
+	CacheStatus string
+	Upstream    string
+	UpstreamDur time.Duration
+	Referer     string
+	UserAgent   string
+}
+
+// accessQueue is how many lines may wait for the writer; beyond it lines
+// are dropped rather than slow requests down.
+const accessQueue = 8192
+
+func newAccessLog(where, format string, log *slog.Logger, reg prometheus.Registerer) (*accessLog, error) {
+	a := &accessLog{json: format != "combined", ch: make(chan accessEntry, accessQueue), reopen: make(chan struct{}, 1), log: log, done: make(chan struct{}),
+		lines:   prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_access_log_lines_total", Help: "Access log lines written."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_access_log_dropped_total", Help: "Access log lines dropped because the writer could not keep up."}),
+		errs:    prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_access_log_errors_total", Help: "Access log writes or reopens that failed (a full disk, an unwritable file)."}),
+	}
+	if where != "stdout" {
+		a.path = where
+		f, err := os.OpenFile(where, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("log.access: %w", err)
+		}
+		_ = f.Close()
+	}
+	reg.MustRegister(a.lines, a.dropped, a.errs)
+	return a, nil
+}
+
+// add queues a line without waiting.
+func (a *accessLog) add(e accessEntry) {
+	select {
+	case a.ch <- e:
+	default:
+		a.dropped.Inc()
+	}
+}
+
+// Reopen makes the writer reopen the file (SIGUSR1).
+func (a *accessLog) Reopen() {
+	select {
+	case a.reopen <- struct{}{}:
+	default:
+	}
+}
+
+// run writes lines until ctx ends, then drains what is queued.
+func (a *accessLog) run(ctx context.Context) {
+	defer close(a.done)
+	var f *os.File
+	open := func() io.Writer {
+		if a.path == "" {
+			return os.Stdout
+		}
+		if f != nil {
+			_ = f.Close()
+		}
+		var err error
+		if f, err = os.OpenFile(a.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			a.errs.Inc()
+			a.log.Error("access log: cannot open", "path", a.path, "err", err)
+			f = nil
+			return io.Discard
+		}
+		return f
+	}
+	dst := open()
+	out := bufio.NewWriterSize(dst, 64<<10)
+	var lastErr time.Time
+	var buf []byte
+	write := func(e accessEntry) {
+		buf = a.format(buf[:0], e)
+		if _, err := out.Write(buf); err != nil {
+			a.failed(err, &lastErr)
+			return
+		}
+		a.lines.Inc()
+	}
+	flush := func() {
+		if err := out.Flush(); err != nil {
+			a.failed(err, &lastErr)
+			out.Reset(dst) // drop the unwritable bytes; later lines may succeed
+		}
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-a.ch:
+			write(e)
+			if len(a.ch) == 0 {
+				flush()
+			}
+		case <-a.reopen:
+			flush()
+			dst = open()
+			out.Reset(dst)
+		case <-tick.C:
+			flush()
+		case <-ctx.Done():
+			for {
+				select {
+				case e := <-a.ch:
+					write(e)
+				default:
+					flush()
+					if f != nil {
+						_ = f.Close()
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+func (a *accessLog) failed(err error, last *time.Time) {
+	a.errs.Inc()
+	if time.Since(*last) > time.Minute {
+		*last = time.Now()
+		a.log.Error("access log: write failed; requests go on, lines are lost", "path", a.path, "err", err)
+	}
+}
+
+// format appends one line.
+func (a *accessLog) format(b []byte, e accessEntry) []byte {
+	if a.json {
+		line, _ := json.Marshal(struct {
+			Time        string  `json:"time"`
+			Client      string  `json:"client"`
+			Site        string  `json:"site"`
+			Method      string  `json:"method"`
+			URL         string  `json:"url"`
+			Proto       string  `json:"proto"`
+			Status      int     `json:"status"`
+			Bytes       int64   `json:"bytes"`
+			DurationMs  float64 `json:"duration_ms"`
+			Cache       string  `json:"cache"`
+			Upstream    string  `json:"upstream,omitempty"`
+			UpstreamMs  float64 `json:"upstream_ms,omitempty"`
+			UserAgent   string  `json:"user_agent,omitempty"`
+			Referer     string  `json:"referer,omitempty"`
+			CacheStatus string  `json:"cache_status,omitempty"`
+		}{e.Time.UTC().Format(time.RFC3339Nano), e.Client, e.Site, e.Method, e.Host + e.URI, e.Proto, e.Status, e.Bytes,
+			float64(e.Duration.Microseconds()) / 1000, cacheResult(e.CacheStatus), e.Upstream, float64(e.UpstreamDur.Microseconds()) / 1000,
+			e.UserAgent, e.Referer, e.CacheStatus})
+		return append(append(b, line...), '\n')
+	}
+	// Apache/nginx "combined", then the site, the cache result and the duration.
+	b = append(b, e.Client...)
+	b = append(b, " - - ["...)
+	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = append(b, "] \""...)
+	b = append(b, e.Method+" "+e.URI+" "+e.Proto...)
+	b = append(b, "\" "...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.Bytes, 10)
+	b = append(b, " "+strconv.Quote(e.Referer)+" "+strconv.Quote(e.UserAgent)+" "...)
+	b = append(b, e.Site+" "+cacheResult(e.CacheStatus)+" "...)
+	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
+	return append(b, '\n')
+}
+
+// cacheResult shortens a Cache-Status to what the cache did: hit, stale,
+// miss, collapsed, bypass, error… ("-" without one).
+func cacheResult(cs string) string {
+	_, params, ok := strings.Cut(cs, "; ")
+	if !ok {
+		return "-"
+	}
+	switch {
+	case strings.HasPrefix(params, "hit"):
+		if strings.Contains(params, "stale") {
+			return "stale"
+		}
+		return "hit"
+	case strings.Contains(params, "collapsed"):
+		return "collapsed"
+	case strings.Contains(params, "fwd=bypass"):
+		return "pass"
+	case strings.Contains(params, "fwd=stale"):
+		return "revalidated"
+	case strings.Contains(params, "fwd="):
+		return "miss"
+	}
+	return "-"
+}
+
+// accessWriter records what a handler sent.
+type accessWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *accessWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *accessWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines, flushes).
+func (w *accessWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logged wraps a handler with the access log.
+func (a *accessLog) logged(site string, next http.Handler, r *http.Request, w http.ResponseWriter) {
+	start := time.Now()
+	info := &proxy.UpstreamInfo{}
+	r = r.WithContext(proxy.WithUpstreamInfo(r.Context(), info))
+	aw := &accessWriter{ResponseWriter: w}
+	defer func() {
+		if aw.status == 0 {
+			aw.status = http.StatusOK
+		}
+		a.add(accessEntry{Time: start, Client: clientAddr(r.RemoteAddr), Site: site, Method: r.Method, Host: r.Host, URI: r.RequestURI,
+			Proto: r.Proto, Status: aw.status, Bytes: aw.bytes, Duration: time.Since(start), CacheStatus: aw.Header().Get("Cache-Status"),
+			Upstream: info.From(), UpstreamDur: info.Duration(), Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent")})
+	}()
+	next.ServeHTTP(aw, r)
+}
+
+func clientAddr(remote string) string {
+	if i := strings.LastIndexByte(remote, ':'); i > 0 {
+		return strings.Trim(remote[:i], "[]")
+	}
+	return remote
+}
+
+// ReopenAccessLog reopens the access log file (SIGUSR1).
+func (n *Node) ReopenAccessLog() {
+	if n.access != nil {
+		n.access.Reopen()
+	}
+}
