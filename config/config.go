@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/coding"
@@ -1090,8 +1091,8 @@ func (c *Config) validateTLS() error {
 			}
 		}
 	}
-	if strings.ContainsAny(t.HSTS, "\r\n") {
-		return &Error{Key: "tls.hsts", Reason: "must be one line"}
+	if !httpguts.ValidHeaderFieldValue(t.HSTS) {
+		return &Error{Key: "tls.hsts", Value: t.HSTS, Reason: "is not a valid header field value (one line, no control characters)"}
 	}
 	return nil
 }

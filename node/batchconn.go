@@ -65,22 +65,34 @@ func (l batchListener) Accept() (net.Conn, error) {
 // and sends it together with the next write. Held bytes are sent no later
 // than the next Write, CloseWrite or Close, or the hold limit after they
 // were held.
+//
+// Only writes take writeMu. Read never waits for a write (HTTP/2 reads
+// PINGs and WINDOW_UPDATEs while a slow write is blocked), and Close does
+// not wait for a write that a client which stopped reading has blocked:
+// closing the socket is what ends such a write.
 type batchConn struct {
 	net.Conn
-	mu    sync.Mutex
-	held  []byte
-	timer *time.Timer
-	err   error // a write error of held bytes, reported by the next call
-	stats *batchStats
-	hold  time.Duration
-	full  []int
+	writeMu sync.Mutex            // serialises writes and flushes, in order
+	held    []byte                // guarded by writeMu
+	timer   *time.Timer           // guarded by writeMu
+	err     atomic.Pointer[error] // a write error of held bytes, reported by the next call
+	stats   *batchStats
+	hold    time.Duration
+	full    []int
+}
+
+func (c *batchConn) loadErr() error {
+	if p := c.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if err := c.loadErr(); err != nil {
+		return 0, err
 	}
 	if len(c.held) > 0 {
 		bufs := net.Buffers{c.held, p}
@@ -107,24 +119,29 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// flushLocked sends held bytes; c.mu must be held.
+// flushLocked sends held bytes; c.writeMu must be held.
 func (c *batchConn) flushLocked() error {
 	if len(c.held) == 0 {
-		return c.err
+		return c.loadErr()
 	}
 	c.stats.sends.Add(1)
 	_, err := c.Conn.Write(c.held)
 	c.held = c.held[:0]
 	c.timer.Stop()
-	if err != nil && c.err == nil {
-		c.err = err
+	if err != nil {
+		c.err.CompareAndSwap(nil, &err)
 	}
-	return c.err
+	return c.loadErr()
 }
 
+// flushTimer sends bytes held for the hold limit. A write in progress sends
+// them itself (or holds new ones under a fresh timer), so a busy writeMu
+// means there is nothing to do.
 func (c *batchConn) flushTimer() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if !c.writeMu.TryLock() {
+		return
+	}
+	defer c.writeMu.Unlock()
 	_ = c.flushLocked()
 }
 
@@ -134,20 +151,18 @@ func (c *batchConn) flushTimer() {
 // the same response; flushing there would split the pair again. The hold
 // limit bounds how long held bytes wait when no write follows.
 func (c *batchConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.loadErr(); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
 }
 
-// CloseWrite flushes and half-closes, which net/http uses for a graceful close.
+// CloseWrite flushes and half-closes, which net/http uses for a graceful
+// close (from the connection's own goroutine, after its writes).
 func (c *batchConn) CloseWrite() error {
-	c.mu.Lock()
+	c.writeMu.Lock()
 	err := c.flushLocked()
-	c.mu.Unlock()
+	c.writeMu.Unlock()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		if e := cw.CloseWrite(); err == nil {
 			err = e
@@ -156,12 +171,22 @@ func (c *batchConn) CloseWrite() error {
 	return err
 }
 
+// closeFlushLimit bounds how long Close tries to send held bytes to a
+// client that may have stopped reading.
+const closeFlushLimit = time.Second
+
+// Close sends held bytes if no write is under way (within closeFlushLimit),
+// then closes the socket, which also ends a write a stalled client blocks.
 func (c *batchConn) Close() error {
-	c.mu.Lock()
-	_ = c.flushLocked()
-	if c.timer != nil {
-		c.timer.Stop()
+	if c.writeMu.TryLock() {
+		if len(c.held) > 0 {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushLimit))
+			_ = c.flushLocked()
+		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.writeMu.Unlock()
 	}
-	c.mu.Unlock()
 	return c.Conn.Close()
 }

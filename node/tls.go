@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -286,13 +287,19 @@ func (t *tlsFront) wrapPlain(next http.Handler) http.Handler {
 			host := r.Host
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h
+			} else {
+				host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]") // [::1] without a port
 			}
-			if host == "" {
-				http.Error(w, "no Host", http.StatusBadRequest)
+			if host == "" || strings.ContainsAny(host, "@/\\?#[] ") {
+				// No userinfo or path may ride in on the Host into Location.
+				http.Error(w, "bad Host", http.StatusBadRequest)
 				return
 			}
-			if t.port != "443" {
-				host = net.JoinHostPort(host, t.port)
+			switch {
+			case t.port != "443":
+				host = net.JoinHostPort(host, t.port) // brackets an IPv6 literal
+			case strings.Contains(host, ":"):
+				host = "[" + host + "]"
 			}
 			w.Header().Set("Connection", "close") // the client is moving to another port anyway
 			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)

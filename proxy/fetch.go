@@ -580,11 +580,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if u.Host != "" && !strings.EqualFold(u.Host, r.Host) {
 			continue // another origin's URI: RFC 9111 §4.4 forbids invalidating it
 		}
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		n += h.store.Remove(h.key(scheme, r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
+		n += h.store.Remove(h.key(h.scheme(r), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

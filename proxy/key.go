@@ -103,11 +103,21 @@ func KeyScheme(scheme string, keep bool) string {
 // requestKey builds the cache key of r. Requests reach us in origin form, so
 // the scheme comes from whether the connection was TLS.
 func (h *Handler) requestKey(r *http.Request) string {
-	scheme := "http"
+	return h.key(h.scheme(r), r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+}
+
+// scheme is the scheme the client used: https on a TLS connection, or
+// when a trusted party (an authenticated peer relaying an ingress's
+// request, a proxy in forwarding.trusted_proxies) says so in
+// X-Forwarded-Proto; otherwise http.
+func (h *Handler) scheme(r *http.Request) string {
 	if r.TLS != nil {
-		scheme = "https"
+		return "https"
 	}
-	return h.key(scheme, r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+	if len(r.Header["X-Forwarded-Proto"]) > 0 && h.trusted(r) && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+		return "https"
+	}
+	return "http"
 }
 
 // key is CacheKey with the operator's scheme rule and, for a named site,

@@ -120,6 +120,13 @@ func pathOfKey(k string) string {
 // with its host's site in front.
 func (h *Handler) prefixKey(p string) string {
 	n := normalizePrefix(p)
+	scheme, rest, ok := strings.Cut(n, "://")
+	if !ok {
+		return n
+	}
+	// The key's scheme follows cache.key_scheme: by default an https
+	// prefix names the shared (http) entries.
+	n = KeyScheme(scheme, h.cfg.KeyScheme) + "://" + rest
 	if u, err := url.Parse(n); err == nil && u.Host != "" {
 		return h.sitePrefix(u.Host) + n
 	}
