@@ -180,7 +180,7 @@ const closeFlushLimit = time.Second
 func (c *batchConn) Close() error {
 	if c.writeMu.TryLock() {
 		if len(c.held) > 0 {
-			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushLimit))
+			_ = c.SetWriteDeadline(time.Now().Add(closeFlushLimit))
 			_ = c.flushLocked()
 		}
 		if c.timer != nil {

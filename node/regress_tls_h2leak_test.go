@@ -37,7 +37,7 @@ func TestRegressTLSH2StalledReaderConnFreed(t *testing.T) {
 				}
 			},
 		}
-		var l net.Listener = ln
+		l := net.Listener(ln)
 		if batching {
 			l = batchListener{Listener: ln, stats: new(batchStats), full: tlsFullRecords}
 		}
