@@ -56,7 +56,7 @@ func TestAccessLog(t *testing.T) {
 	}
 	send(30, "a")
 	getHost(t, "http://"+pub+"/p/1", "nobody.test") // 421, logged too
-	waitFor(t, "31 lines", 5*time.Second, func() bool { return len(accessLines(t, logFile)) == 31 })
+	waitFor(t, "31 lines", 60*time.Second, func() bool { return len(accessLines(t, logFile)) == 31 })
 	lines := accessLines(t, logFile)
 	first, last := lines[0], lines[30]
 	for _, k := range []string{"time", "client", "site", "method", "url", "status", "bytes", "duration_ms", "cache", "upstream", "upstream_ms"} {
@@ -82,7 +82,7 @@ func TestAccessLog(t *testing.T) {
 	_ = node.Process.Signal(syscall.SIGUSR1)
 	time.Sleep(200 * time.Millisecond)
 	send(25, "c")
-	waitFor(t, "every line", 5*time.Second, func() bool { return len(accessLines(t, logFile, rotated)) == 76 })
+	waitFor(t, "every line", 60*time.Second, func() bool { return len(accessLines(t, logFile, rotated)) == 76 })
 	if n := len(accessLines(t, logFile)); n < 25 {
 		t.Errorf("the reopened file has %d lines, want at least the 25 sent after SIGUSR1", n)
 	}

@@ -60,6 +60,7 @@ then flags. Every key is documented in config.yaml.`,
 						n.ReopenAccessLog()
 						continue
 					}
+					log.Info("SIGHUP: reloading the configuration")
 					_, _ = n.Reload() // errors are logged and counted; the running config stays
 				}
 			}()

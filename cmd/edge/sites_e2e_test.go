@@ -103,10 +103,10 @@ sites:
 		}
 	}
 	up := fmt.Sprintf(`edge_origin_up{origin="http://%s",site="shop"}`, o2)
-	waitFor(t, "the dead origin to be ejected", 5*time.Second, func() bool { return metric(t, adm, up) == 0 })
+	waitFor(t, "the dead origin to be ejected", 60*time.Second, func() bool { return metric(t, adm, up) == 0 })
 	// Bring it back on the same address: the active check returns it.
 	startOrigin(t, o2, "1ms")
-	waitFor(t, "the origin to come back", 10*time.Second, func() bool { return metric(t, adm, up) == 1 })
+	waitFor(t, "the origin to come back", 60*time.Second, func() bool { return metric(t, adm, up) == 1 })
 	if _, page := get(t, "http://"+adm+"/status"); !strings.Contains(page, "Sites and origins") || !strings.Contains(page, o2) {
 		t.Errorf("the status page lacks the sites table")
 	}
