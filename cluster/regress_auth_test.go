@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,9 +18,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// patient gives c's peer client a connect budget that a loaded machine
+// cannot exhaust: tests that are not about timing must not fail on a
+// 200 ms loopback dial under make test's parallel load.
+func patient(c *Cluster) {
+	c.client.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+}
+
 func peerWith(t *testing.T, fn http.HandlerFunc) (*Cluster, *Peer) {
 	t.Helper()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	patient(c)
 	srv := httptest.NewServer(c.PeerHandler(fn, func(proxy.PurgeRequest) (int, error) { return 0, nil }))
 	t.Cleanup(srv.Close)
 	return c, &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}

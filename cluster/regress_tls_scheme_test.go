@@ -37,6 +37,7 @@ func TestRegressTLSPeerKeySchemeHTTPS(t *testing.T) {
 	srv := httptest.NewServer(peerCl.PeerHandler(ph, ph.Purge))
 	defer srv.Close()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	patient(c)
 	req := httptest.NewRequest("GET", "http://h/p/1", nil)
 	req.RequestURI = ""
 	req.Header.Set(hdrMode, "climb")
