@@ -18,11 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// patient gives c's peer client a connect budget that a loaded machine
-// cannot exhaust: tests that are not about timing must not fail on a
-// 200 ms loopback dial under make test's parallel load.
+// patient gives c's peer client connect and response budgets that a
+// loaded machine cannot exhaust: tests that are not about timing must not
+// fail on a 200 ms loopback dial or an 800 ms wait for headers under make
+// test's parallel load.
 func patient(c *Cluster) {
-	c.client.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	tr := c.client.Transport.(*http.Transport)
+	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	tr.ResponseHeaderTimeout = 10 * time.Second
 }
 
 func peerWith(t *testing.T, fn http.HandlerFunc) (*Cluster, *Peer) {

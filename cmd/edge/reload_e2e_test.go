@@ -18,7 +18,7 @@ import (
 )
 
 // TestReloadUnderLoad changes the configuration of a node twice while a
-// steady load runs against it (a site gained, an origin lost, a TTL
+// steady load (60 req/s of small objects) runs against it (a site gained, an origin lost, a TTL
 // changed, then back), then tries a broken file and a change that needs a
 // restart: the load sees no failed request, the new site answers within a
 // second of SIGHUP, and a refused reload leaves the running config serving.
@@ -56,8 +56,11 @@ func TestReloadUnderLoad(t *testing.T) {
 	done := make(chan load.Summary, 1)
 	go func() {
 		done <- load.Run(context.Background(), load.Config{
-			Targets: []string{"http://" + pub}, Rate: 200, Duration: 6 * time.Second, MaxInflight: 2000, Timeout: 30 * time.Second,
-			Path: func(i int, r *rand.Rand) string { return "/p/" + strconv.Itoa(r.IntN(2000)) },
+			// Small objects at a modest rate: the point is no failed
+			// request across reloads, on a CI machine whose cores the
+			// other packages' tests share.
+			Targets: []string{"http://" + pub}, Rate: 60, Duration: 6 * time.Second, MaxInflight: 2000, Timeout: 30 * time.Second,
+			Path: func(i int, r *rand.Rand) string { return "/size/" + strconv.Itoa(512+r.IntN(500)) },
 		})
 	}()
 	reload := func(what string) time.Duration {
@@ -98,7 +101,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	})
 	sum := <-done
 	t.Logf("load during the reloads: %d requests, %d errors, by status %v", sum.Requests, sum.Errors, sum.ByStatus)
-	if sum.Errors != 0 || sum.Dropped != 0 || sum.Requests < 600 {
+	if sum.Errors != 0 || sum.Dropped != 0 || sum.Requests < 300 {
 		t.Errorf("load: %d requests, %d errors, %d dropped; want none failed", sum.Requests, sum.Errors, sum.Dropped)
 	}
 	if code, _ := getHost(t, "http://"+pub+"/p/1", "shop.test"); code != 200 {
