@@ -134,13 +134,14 @@ func (c *batchConn) flushLocked() error {
 	return c.loadErr()
 }
 
-// flushTimer sends bytes held for the hold limit. A write in progress sends
-// them itself (or holds new ones under a fresh timer), so a busy writeMu
-// means there is nothing to do.
+// flushTimer sends bytes held for the hold limit. It waits for writeMu:
+// the timer can fire before the Write that held the bytes has returned (a
+// busy machine preempts it), and giving up then would leave them held with
+// no write to follow. A write blocked by a stalled client holds writeMu
+// until Close ends it; this goroutine waits that long, then finds nothing
+// to send (or an error).
 func (c *batchConn) flushTimer() {
-	if !c.writeMu.TryLock() {
-		return
-	}
+	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	_ = c.flushLocked()
 }
