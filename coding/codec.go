@@ -80,9 +80,6 @@ func NewCodec(l Levels) (*Codec, error) {
 	return &Codec{levels: l, zall: zall}, nil
 }
 
-// Levels returns the codec's levels.
-func (c *Codec) Levels() Levels { return c.levels }
-
 // Writer is a streaming encoder. Flush emits everything written so far as
 // a decodable prefix; Close ends the stream and returns the coder to its
 // pool (the Writer must not be used after).

@@ -218,13 +218,8 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 func (e *Entry) derive(enc coding.Encoding, body []byte) *Entry {
 	hdr := e.Header.Clone()
 	setCodingFields(hdr, enc, int64(len(body)), false)
-	d := &Entry{
-		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status, Header: hdr, Body: body,
-		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
-		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
-		etag: hdr.Get("Etag"), lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
-		coding: enc,
-	}
+	d := e.sibling(hdr, body)
+	d.etag, d.coding = hdr.Get("Etag"), enc
 	d.computeSize()
 	return d
 }
@@ -365,8 +360,8 @@ func (ew *encodingWriter) abort() {
 
 var errAborted = errors.New("proxy: encoded stream aborted")
 
-// Close ends the stream; it must be called exactly once, also on error
-// paths, to give the encoder back.
+// Close ends the stream (or, after abort, only gives the encoder back). It
+// must be called on every path; calls after the first do nothing.
 func (ew *encodingWriter) Close() error {
 	if ew.closed {
 		return ew.err

@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"net/http"
-
-	"github.com/edgecache/edge/coding"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgecache/edge/coding"
 )
 
 // Entry is one stored response (one variant of one URL). An Entry is
@@ -46,8 +46,9 @@ type Entry struct {
 	// is charged (its size plus its derived forms).
 	inStore bool
 	charged int64
-	stale   atomic.Bool
-	via     atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
+
+	stale atomic.Bool
+	via   atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
 
 	// Bytes of an entry evicted from the store while responses are still
 	// being written from it are charged to the buffer budget until the
@@ -119,13 +120,20 @@ func (e *Entry) withBody(body []byte) *Entry {
 		hdr = hdr.Clone()
 		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
-	out := &Entry{
+	out := e.sibling(hdr, body)
+	out.etag, out.coding, out.offers = e.etag, e.coding, e.offers
+	out.computeSize()
+	return out
+}
+
+// sibling returns a new entry for the same response as e (key, variant,
+// status, times, freshness, validators' dates, tags) with hdr and body;
+// the caller sets its etag and coding and computes its size.
+func (e *Entry) sibling(hdr http.Header, body []byte) *Entry {
+	return &Entry{
 		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status, Header: hdr, Body: body,
 		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
 		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
-		etag: e.etag, lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
-		coding: e.coding, offers: e.offers,
+		lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
 	}
-	out.computeSize()
-	return out
 }

@@ -291,7 +291,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 						return
 					}
 					defer dec.Close()
-					body = &countingReader{r: dec, in: h.metrics.compression.out[opDecode][from]}
+					body = &countingReader{r: dec, n: h.metrics.compression.out[opDecode][from]}
 				} else if ew, err = h.newEncodingWriter(w, to); err != nil {
 					h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
 					return
@@ -349,15 +349,15 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 }
 
-// countingReader counts the bytes read through it.
+// countingReader counts the bytes read through it (here: decoded output).
 type countingReader struct {
-	r  io.Reader
-	in interface{ Add(float64) }
+	r io.Reader
+	n interface{ Add(float64) }
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.in.Add(float64(n))
+	c.n.Add(float64(n))
 	return n, err
 }
 
