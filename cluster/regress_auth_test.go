@@ -28,6 +28,17 @@ func patient(c *Cluster) {
 	tr.ResponseHeaderTimeout = 10 * time.Second
 }
 
+// originAt is a plain origin fetcher for the test origin at base.
+func originAt(base string) proxy.FetcherFunc {
+	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		out := req.Clone(ctx)
+		u := *req.URL
+		u.Scheme, u.Host = "http", strings.TrimPrefix(base, "http://")
+		out.URL, out.RequestURI = &u, ""
+		return http.DefaultTransport.RoundTrip(out)
+	}
+}
+
 func peerWith(t *testing.T, fn http.HandlerFunc) (*Cluster, *Peer) {
 	t.Helper()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
@@ -132,13 +143,7 @@ func TestHostilePeerTLSKeyScheme(t *testing.T) {
 	}))
 	defer originSrv.Close()
 	store := proxy.NewStore(1<<20, 4)
-	of := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		out := req.Clone(ctx)
-		u := *req.URL
-		u.Scheme, u.Host = "http", strings.TrimPrefix(originSrv.URL, "http://")
-		out.URL, out.RequestURI = &u, ""
-		return http.DefaultTransport.RoundTrip(out)
-	})
+	of := originAt(originSrv.URL)
 	peerCl := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
 	ph := proxy.New(proxy.DefaultConfig(), store, of, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
 	srv := httptest.NewTLSServer(peerCl.PeerHandler(ph, ph.Purge))

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,13 +22,7 @@ func TestRegressTLSPeerKeySchemeHTTPS(t *testing.T) {
 	}))
 	defer originSrv.Close()
 	store := proxy.NewStore(1<<20, 4)
-	of := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		out := req.Clone(ctx)
-		u := *req.URL
-		u.Scheme, u.Host = "http", strings.TrimPrefix(originSrv.URL, "http://")
-		out.URL, out.RequestURI = &u, ""
-		return http.DefaultTransport.RoundTrip(out)
-	})
+	of := originAt(originSrv.URL)
 	peerCl := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
 	pc := proxy.DefaultConfig()
 	pc.KeyScheme = true
