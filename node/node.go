@@ -191,14 +191,22 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }
 
 // proxyConfig maps the configuration onto the handler's settings.
+// cachePolicy maps the cache.* keys a reload may change onto the proxy's
+// policy.
+func cachePolicy(cfg *config.Config) proxy.Policy {
+	p := proxy.DefaultConfig().Policy
+	p.HeuristicFraction = cfg.Cache.HeuristicFraction
+	p.HeuristicMax = cfg.Cache.HeuristicMax
+	p.StaleIfErrorDefault = cfg.Cache.StaleIfError
+	p.StaleCeiling = cfg.Cache.StaleCeiling
+	p.StoreSetCookie = cfg.Cache.StoreSetCookie
+	return p
+}
+
 func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc := proxy.DefaultConfig()
 	pc.NodeID = cfg.NodeID
-	pc.Policy.HeuristicFraction = cfg.Cache.HeuristicFraction
-	pc.Policy.HeuristicMax = cfg.Cache.HeuristicMax
-	pc.Policy.StaleIfErrorDefault = cfg.Cache.StaleIfError
-	pc.Policy.StaleCeiling = cfg.Cache.StaleCeiling
-	pc.Policy.StoreSetCookie = cfg.Cache.StoreSetCookie
+	pc.Policy = cachePolicy(cfg)
 	pc.MaxObjectBytes = cfg.Cache.MaxObjectBytes
 	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
 	pc.PassTTL = cfg.Cache.PassTTL

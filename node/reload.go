@@ -94,19 +94,13 @@ func (n *Node) Reload() (string, error) {
 		r.results.WithLabelValues("invalid").Inc()
 		return "", err
 	}
-	pc, err := proxyConfig(cfg)
-	if err != nil {
-		table.stop()
-		r.results.WithLabelValues("invalid").Inc()
-		return "", err
-	}
 	// Apply: nothing below can fail.
 	table.start()
 	old := n.sites.Swap(table)
 	// Requests in flight finish on the old pools; stopping a pool ends its
 	// health checks and closes idle connections only.
 	go old.stop()
-	n.proxy.SetPolicy(pc.Policy)
+	n.proxy.SetPolicy(cachePolicy(cfg))
 	if r.level != nil {
 		var l slog.Level
 		if l.UnmarshalText([]byte(cfg.Log.Level)) == nil {
