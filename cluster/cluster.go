@@ -163,6 +163,11 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		c.addPeer(id, addr)
 	}
 	store.OnInsert(c.inserted)
+	if len(store.Keys(func(string) bool { return true })) > 0 {
+		// A warm restart (the disk tier kept pages): peers learn what we
+		// hold from our first heartbeat, not after the next insertion.
+		c.advertise()
+	}
 	m.registerVerifier(c.verifier, c.unknownHB.Load)
 	c.setView()
 	return c, nil

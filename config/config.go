@@ -105,6 +105,9 @@ func Keys() []Key {
 		{"http.redirect_to_https", Bool, "false", "Answer plain-HTTP requests with 301 to https (ACME HTTP-01 challenges excepted). Needs tls.listen."},
 		{"cache.key_scheme", Bool, "false", "Keep the client's scheme in the cache key. Off: http and https share entries, as CDNs do; an origin that answers them differently can send Vary: X-Forwarded-Proto."},
 		{"cache.max_bytes", Size, "256MiB", "Byte budget of the in-memory store (headers and bodies); the least recently used URLs are evicted beyond it."},
+		{"cache.disk.path", String, "", "Directory of the disk tier (created if missing; give each node its own). Empty: RAM only. Every stored response is also written there, survives restarts and crashes, and is read back on a RAM miss (docs/storage.md)."},
+		{"cache.disk.max_bytes", Size, "1GiB", "Byte budget of the disk tier's files, never exceeded; the least recently used URLs are removed beyond it."},
+		{"cache.disk.promote_hits", Int, "2", "The disk hit on which an object is copied into RAM: 2 keeps one-hit wonders out of RAM (measured in docs/storage.md); 1 promotes on every disk hit."},
 		{"cache.max_object_bytes", Size, size(pd.MaxObjectBytes), "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
 		{"cache.max_variants", Int, "16", "Variants kept per URL for Vary; bounds what a client can make us store by varying headers."},
 		{"cache.heuristic_fraction", Float, float(pd.Policy.HeuristicFraction), "Heuristic freshness as a fraction of (Date − Last-Modified), RFC 9111 §4.2.2's typical 10 %."},
@@ -206,6 +209,9 @@ type Config struct {
 	}
 	Cache struct {
 		MaxBytes          int64
+		DiskPath          string
+		DiskMaxBytes      int64
+		DiskPromoteHits   int
 		MaxObjectBytes    int64
 		MaxVariants       int
 		HeuristicFraction float64
@@ -386,6 +392,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.TLS.RedirectToHTTPS = p.bool("http.redirect_to_https")
 	c.Cache.KeyScheme = p.bool("cache.key_scheme")
 	c.Cache.MaxBytes = p.size("cache.max_bytes", 1<<20)
+	c.Cache.DiskPath = p.str("cache.disk.path")
+	c.Cache.DiskMaxBytes = p.size("cache.disk.max_bytes", 1<<20)
+	c.Cache.DiskPromoteHits = p.int("cache.disk.promote_hits", 1, 1000)
 	c.Cache.MaxObjectBytes = p.size("cache.max_object_bytes", 1)
 	c.Cache.MaxVariants = p.int("cache.max_variants", 1, 1024)
 	c.Cache.HeuristicFraction = p.float("cache.heuristic_fraction", 0, 1)
@@ -470,8 +479,11 @@ func Load(v *viper.Viper) (*Config, error) {
 	} else if c.Origin.URL != "" {
 		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
 	}
-	if c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
-		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes"}
+	if c.Cache.DiskPath == "" && c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
+		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes (and there is no cache.disk.path)"}
+	}
+	if c.Cache.DiskPath != "" && c.Cache.MaxObjectBytes > c.Cache.DiskMaxBytes {
+		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.disk.max_bytes"}
 	}
 	if c.Listen == c.Admin.Listen {
 		return nil, &Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"}

@@ -87,6 +87,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.sites.Store(table)
 	store := proxy.NewStore(cfg.Cache.MaxBytes, cfg.Cache.MaxVariants)
+	if cfg.Cache.DiskPath != "" {
+		if _, err := openDisk(cfg, store, reg, log); err != nil {
+			return nil, err
+		}
+	}
 	counted := newCountingFetcher(reg, proxy.FetcherFunc(n.fetchOrigin))
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
@@ -128,6 +133,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		if n.peerUDP != nil {
 			_ = n.peerUDP.Close()
+		}
+		if t := store.Disk(); t != nil {
+			_ = t.Close(context.Background()) // releases its lock
 		}
 		if n.tls != nil {
 			_ = n.tls.ln.Close()
@@ -399,6 +407,9 @@ func (n *Node) Run(ctx context.Context) error {
 		_ = n.peerUDP.Close()
 	}
 	_ = n.admin.Shutdown(sctx)
+	if derr := n.closeDisk(sctx); derr != nil {
+		n.log.Error("disk tier", "err", derr)
+	}
 	n.sites.Load().stop()
 	if n.access != nil {
 		stopAccess() // after the servers drained: every request's line is queued

@@ -27,6 +27,7 @@ type Status struct {
 	BufferedBytes int64                `json:"buffered_bytes"`
 	BufferBudget  int64                `json:"buffer_budget_bytes"`
 	Requests      map[string]float64   `json:"requests_by_result"`
+	Disk          *DiskStatus          `json:"disk,omitempty"`
 	Coding        proxy.CodingStats    `json:"compression"`
 	TLS           *TLSStatus           `json:"tls,omitempty"`
 	HitRatio      float64              `json:"hit_ratio"`
@@ -64,6 +65,9 @@ func (n *Node) Snapshot() Status {
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
+	if t := n.proxy.Store().Disk(); t != nil {
+		s.Disk = &DiskStatus{Stats: t.Stats(), Path: n.cfg.Cache.DiskPath, Promoted: n.proxy.Store().Promoted()}
+	}
 	s.Sites = n.siteStatus()
 	s.ConfigHash = n.ConfigHash()
 	if n.tls != nil {
@@ -124,10 +128,18 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Sites and origins</h2>
 <table><tr><th>site</th><th>origin</th><th>state</th><th>in flight</th><th>failures in a row</th></tr>
 {{range .Sites}}{{$site := .Name}}{{range .Origins}}<tr><td>{{$site}}</td><td><code>{{.URL}}</code></td><td>{{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">ejected</b> until {{.EjectedTill.Format "15:04:05"}}{{end}}</td><td>{{.Outstanding}}</td><td>{{.Failures}}</td></tr>{{end}}{{end}}</table>
-<h2>Store</h2>
+<h2>Store (RAM tier)</h2>
 <table><tr><th>bytes</th><td>{{.StoreBytes}} of {{.StoreBudget}}</td></tr>
 <tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr>
 <tr><th>buffered (fills, evicted responses still being sent)</th><td>{{.BufferedBytes}} of {{.BufferBudget}}</td></tr></table>
+{{with .Disk}}<h2>Disk tier</h2>
+<table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
+<tr><th>bytes</th><td>{{.Bytes}} of {{.Budget}} ({{.QueueBytes}} queued for writing)</td></tr>
+<tr><th>objects</th><td>{{.Objects}}</td></tr>
+<tr><th>hits / misses (of RAM misses)</th><td>{{.Hits}} / {{.Misses}} · promoted to RAM {{.Promoted}}</td></tr>
+<tr><th>writes / dropped / evictions</th><td>{{.Writes}} / {{.Dropped}} / {{.Evictions}}</td></tr>
+<tr><th>errors</th><td>read {{.ReadErrors}} · write {{.WriteErrors}} · corrupt records discarded {{.Corrupt}}{{if .LastError}} · last: <code>{{.LastError}}</code> at {{.LastErrorAt.Format "15:04:05"}}{{end}}</td></tr>
+<tr><th>last startup</th><td>{{.RecoveryObjects}} objects ({{.RecoveryBytes}} B) indexed in {{printf "%.3f" .RecoverySeconds}} s; {{.RecoveryDiscarded}} partial or corrupt files and {{.RecoveryTempFiles}} interrupted writes removed</td></tr></table>{{end}}
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>

@@ -47,8 +47,9 @@ type Entry struct {
 	inStore bool
 	charged int64
 
-	stale atomic.Bool
-	via   atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
+	stale    atomic.Bool
+	fromDisk bool                     // read from the disk tier for one response, not in RAM
+	via      atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
 
 	// Bytes of an entry evicted from the store while responses are still
 	// being written from it are charged to the buffer budget until the

@@ -179,6 +179,7 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 	h.hot = newHotKeys(64)
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }
 	store.OnDrop(h.pinDropped)
+	store.OnRevive(h.revive)
 	m.buffered = func() float64 { return float64(h.buffered.Load()) }
 	return h
 }
@@ -305,6 +306,13 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	now := h.now()
 
 	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) })
+	if e != nil && e.fromDisk {
+		// A disk hit's body is in memory only while it is written: it is
+		// charged to the buffer budget (beyond it if need be: a disk hit
+		// must not fail) for that long.
+		h.force(e.size)
+		defer h.release(e.size)
+	}
 	if e != nil && hasAuth && !authAllowsShared(e) {
 		return h.servePass(w, r, "authorization")
 	}

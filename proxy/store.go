@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/edgecache/edge/disk"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -23,6 +25,11 @@ type Store struct {
 	stats       StoreStats
 	onInsert    func(key string)
 	onDrop      func(e *Entry) // called under the lock for every entry that leaves
+
+	disk     *disk.Tier                // the second tier, or nil (tiers.go)
+	tierOpts TierOptions               // how the store uses it
+	revive   func(*disk.Record) *Entry // rebuilds an entry read from disk (the handler's)
+	promoted atomic.Uint64             // disk hits copied into RAM
 }
 
 // OnDrop registers f to be called (under the store's lock, so it must not
@@ -33,6 +40,10 @@ func (s *Store) OnDrop(f func(e *Entry)) { s.onDrop = f }
 // OnInsert registers f to be called (outside the store's lock) whenever a
 // URL key enters the store; the cluster feeds its indicator with it.
 func (s *Store) OnInsert(f func(key string)) { s.onInsert = f }
+
+// OnRevive registers f to rebuild an entry from a disk record (freshness,
+// codings and size come from the current policy).
+func (s *Store) OnRevive(f func(*disk.Record) *Entry) { s.revive = f }
 
 // StoreStats are the store's running counters.
 type StoreStats struct {
@@ -113,6 +124,11 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 	o, ok := s.lru.Get(key)
 	if !ok {
 		s.mu.Unlock()
+		if s.disk != nil {
+			var vary []string
+			e := s.lookupDisk(key, func(names []string) string { vary = names; return varyKey(names) })
+			return e, vary
+		}
 		return nil, nil
 	}
 	vary := o.vary
@@ -124,9 +140,16 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 	s.mu.Unlock()
 	vk := varyKey(vary)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, e := range o.variants {
 		if e.VaryKey == vk && slices.Equal(e.VaryNames, vary) {
+			s.mu.Unlock()
+			return e, vary
+		}
+	}
+	s.mu.Unlock()
+	if s.disk != nil {
+		// RAM keeps at most MaxVariants per URL; the disk may have more.
+		if e := s.lookupDisk(key, func([]string) string { return vk }); e != nil && slices.Equal(e.VaryNames, vary) {
 			return e, vary
 		}
 	}
@@ -138,6 +161,18 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 // (the newest response defines how the URL varies). Put refuses an entry
 // larger than the whole budget.
 func (s *Store) Put(e *Entry) bool {
+	if s.disk != nil {
+		s.disk.Write(record(e))
+		if e.size >= s.tierOpts.DiskOnlyBytes {
+			// Too large for RAM to hold usefully: disk only. A RAM copy
+			// of an older response for the same variant must go.
+			s.dropVariant(e.Key, e.VaryKey)
+			if s.onInsert != nil {
+				s.onInsert(e.Key)
+			}
+			return true
+		}
+	}
 	if e.size > s.budget {
 		return false
 	}
@@ -214,44 +249,94 @@ func (s *Store) chargeForm(e *Entry, n int64) {
 	s.evictToBudget()
 }
 
-// Remove deletes every variant of key and reports how many were removed.
-func (s *Store) Remove(key string) int {
+// dropVariant removes key's variant varyKey from RAM.
+func (s *Store) dropVariant(key, varyKey string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.lru.Peek(key)
 	if !ok {
-		return 0
+		return
 	}
-	s.lru.Remove(key)
-	return len(o.variants)
+	for i, e := range o.variants {
+		if e.VaryKey == varyKey {
+			s.dropEntry(e)
+			o.variants = slices.Delete(o.variants, i, i+1)
+			break
+		}
+	}
+	if len(o.variants) == 0 {
+		s.lru.Remove(key)
+	}
 }
 
-// MarkStale soft-purges every variant of key and reports how many.
-func (s *Store) MarkStale(key string) int {
+// Remove deletes every variant of key, from both tiers, and reports how
+// many were removed (from the tier that held more).
+func (s *Store) Remove(key string) int {
+	n := 0
+	if s.disk != nil {
+		n = s.disk.Remove(key)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.lru.Peek(key)
 	if !ok {
-		return 0
+		return n
+	}
+	s.lru.Remove(key)
+	return max(n, len(o.variants))
+}
+
+// MarkStale soft-purges every variant of key, in both tiers, and reports
+// how many (from the tier that held more).
+func (s *Store) MarkStale(key string) int {
+	n := 0
+	if s.disk != nil {
+		n = s.disk.MarkStale(key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Peek(key)
+	if !ok {
+		return n
 	}
 	for _, e := range o.variants {
 		e.MarkStale()
 	}
-	return len(o.variants)
+	return max(n, len(o.variants))
 }
 
 // Keys returns the URL keys that match a predicate. It holds the lock while
 // it scans, so it is meant for admin operations, not the data path.
 func (s *Store) Keys(match func(string) bool) []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
 	for _, k := range s.lru.Keys() {
 		if match(k) {
 			out = append(out, k)
 		}
 	}
+	s.mu.Unlock()
+	if s.disk != nil {
+		out = union(out, s.disk.Keys(match))
+	}
 	return out
+}
+
+// union appends to a the members of b not in a.
+func union(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	seen := make(map[string]struct{}, len(a))
+	for _, k := range a {
+		seen[k] = struct{}{}
+	}
+	for _, k := range b {
+		if _, ok := seen[k]; !ok {
+			a = append(a, k)
+		}
+	}
+	return a
 }
 
 // KeysWithPrefix returns the URL keys starting with prefix.
@@ -262,10 +347,13 @@ func (s *Store) KeysWithPrefix(prefix string) []string {
 // KeysWithTag returns the URL keys of entries carrying a surrogate key.
 func (s *Store) KeysWithTag(tag string) []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.tags[tag]))
 	for k := range s.tags[tag] {
 		out = append(out, k)
+	}
+	s.mu.Unlock()
+	if s.disk != nil {
+		out = union(out, s.disk.KeysWithTag(tag))
 	}
 	return out
 }

@@ -85,6 +85,8 @@ then flags. Every key is documented in config.yaml.`,
 	f.String("tls-cert", "", "PEM certificate chain (tls.cert_file)")
 	f.String("tls-key", "", "PEM private key (tls.key_file)")
 	f.Bool("http3", false, "serve HTTP/3 on the UDP port of --tls-listen (tls.http3)")
+	f.String("disk-path", "", "directory of the disk cache tier (cache.disk.path)")
+	f.String("disk-size", "", "byte budget of the disk tier, e.g. 2GiB (cache.disk.max_bytes)")
 	return cmd
 }
 
@@ -96,6 +98,7 @@ var flagKeys = map[string]string{
 	"cluster-listen": "cluster.listen", "peers": "cluster.peers", "secret": "cluster.secret",
 	"routing-mode": "routing.mode", "selection": "cluster.selection",
 	"tls-listen": "tls.listen", "tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "http3": "tls.http3",
+	"disk-path": "cache.disk.path", "disk-size": "cache.disk.max_bytes",
 }
 
 func bindFlags(cmd *cobra.Command, v *viper.Viper) error {

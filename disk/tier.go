@@ -1,0 +1,818 @@
+// Package disk is the edge's second cache tier: stored responses on a local
+// file system, bounded in bytes, kept across restarts and crashes.
+//
+// Each object (one variant of one URL) is one file, named by a hash of its
+// key, written to a temporary file and renamed into place, with CRC-32C
+// checksums of its metadata and body that are verified on every read. This
+// is the layout of nginx's proxy_cache and Squid's ufs. It was chosen over
+// bbolt, pebble and badger by measurement (docs/storage.md): it writes each
+// byte about once (pebble wrote 3.9×), frees a deleted object's space at
+// once (badger's value log held twice the live bytes), its reads do not
+// inflate RSS (bbolt's mmap did), a crash can lose only objects not yet
+// renamed, and the file system, not an engine, does the allocation. The
+// part hand-written here is the index (an LRU of keys, rebuilt from the
+// files' headers at startup) and the file format, which no engine offers
+// for this shape.
+//
+// Writes are asynchronous (a bounded queue, one writer) and never fsync:
+// a cache may lose an object on power loss, as long as it never serves a
+// damaged one, and the checksums see to that. A tier that keeps failing
+// (read-only, full, I/O errors) goes down: lookups and writes skip it until
+// a probe write succeeds, and the proxy carries on from RAM.
+package disk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Options configure a tier.
+type Options struct {
+	Dir      string // the tier's directory (created if missing)
+	MaxBytes int64  // bytes of files the tier may hold, never exceeded
+	// QueueBytes bounds the bodies waiting to be written; a write that
+	// would exceed it is dropped (the object stays in RAM only).
+	QueueBytes int64
+	// DownFor is how long a failing tier stays down before a write probes
+	// it again.
+	DownFor time.Duration
+	Log     *slog.Logger
+	FS      FS // nil: the operating system's
+	// ObserveRead and ObserveWrite, if set, receive each read's and
+	// write's duration (for the latency histograms).
+	ObserveRead, ObserveWrite func(time.Duration)
+}
+
+// Defaults for the options left zero.
+const (
+	// DefaultQueueBytes lets a burst of fills (a flash crowd of new pages)
+	// reach the disk without holding more than this in memory.
+	DefaultQueueBytes = 32 << 20
+	// DefaultDownFor is short enough that a disk that comes back (space
+	// freed, remounted read-write) is used again within a minute.
+	DefaultDownFor = 30 * time.Second
+	// failuresToDown consecutive I/O errors take the tier down: one error
+	// may be a single bad file, three in a row is the disk.
+	failuresToDown = 3
+	queueLen       = 4096
+)
+
+// Stats are the tier's counters.
+type Stats struct {
+	Bytes, Budget, Objects              int64
+	QueueBytes                          int64 // bodies waiting to be written
+	Hits, Misses, Writes, Evictions     uint64
+	Dropped                             uint64 // writes dropped: queue full, too large or tier down
+	ReadErrors, WriteErrors, Corrupt    uint64
+	RemovedOnWrite, Purged, StaleMarked uint64
+	Up                                  bool
+	LastError                           string
+	LastErrorAt                         time.Time
+	RecoveryObjects, RecoveryDiscarded  int64
+	RecoveryTempFiles, RecoveryBytes    int64
+	RecoverySeconds                     float64
+}
+
+// Tier is the disk tier. Its methods are safe for concurrent use.
+type Tier struct {
+	opts Options
+	fs   FS
+	log  *slog.Logger
+	root string // opts.Dir/v1
+
+	mu      sync.Mutex
+	lru     *simplelru.LRU[string, *object]
+	bytes   int64 // bytes of committed files plus the write in progress
+	tags    map[string]map[string]struct{}
+	pending map[string]map[string]*write // URL key → file name → queued write
+
+	lockFile *os.File // flock held while open: one process per directory
+
+	queue  chan *write
+	queued atomic.Int64
+	done   chan struct{}
+	closed atomic.Bool
+
+	down      atomic.Bool
+	downUntil atomic.Int64 // unix nanoseconds
+	failures  atomic.Int32
+
+	hits, misses, writes, evictions, dropped atomic.Uint64
+	readErrs, writeErrs, corrupt             atomic.Uint64
+	removedOnWrite, purged, staleMarked      atomic.Uint64
+	lastErr                                  atomic.Pointer[errorAt]
+	recovery                                 Recovery
+}
+
+type errorAt struct {
+	msg string
+	at  time.Time
+}
+
+// object is one URL's entry in the index.
+type object struct {
+	vary     []string
+	variants []*variant
+}
+
+// variant is one file.
+type variant struct {
+	varyKey    string
+	name       string
+	size       int64
+	stale      bool
+	hits       int
+	surrogates []string
+}
+
+// write is a record waiting in the queue.
+type write struct {
+	rec   *Record
+	name  string
+	size  int64
+	stale atomic.Bool // soft-purged while queued
+}
+
+// Recovery reports what startup found.
+type Recovery struct {
+	Objects   int64         // records indexed
+	Bytes     int64         // their bytes
+	Discarded int64         // files that were not whole records, removed
+	TempFiles int64         // writes a crash interrupted, removed
+	Duration  time.Duration // time to rebuild the index
+}
+
+// Open opens (or creates) the tier in opts.Dir and rebuilds its index from
+// the files there, discarding partial and corrupt ones.
+func Open(opts Options) (*Tier, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("disk: no directory")
+	}
+	if opts.MaxBytes <= 0 {
+		return nil, fmt.Errorf("disk: max bytes %d: must be positive", opts.MaxBytes)
+	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = DefaultQueueBytes
+	}
+	if opts.DownFor <= 0 {
+		opts.DownFor = DefaultDownFor
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	t := &Tier{
+		opts: opts, fs: opts.FS, log: opts.Log, root: filepath.Join(opts.Dir, "v1"),
+		tags: make(map[string]map[string]struct{}), pending: make(map[string]map[string]*write),
+		queue: make(chan *write, queueLen), done: make(chan struct{}),
+	}
+	if t.fs == nil {
+		t.fs = osFS{}
+	}
+	lru, err := simplelru.NewLRU[string, *object](1<<31-1, t.evicted)
+	if err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	t.lru = lru
+	if err := os.MkdirAll(filepath.Join(t.root, "tmp"), 0o700); err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	if err := t.recover(); err != nil {
+		t.unlock()
+		return nil, fmt.Errorf("disk: recovery of %s: %w", opts.Dir, err)
+	}
+	go t.writer()
+	return t, nil
+}
+
+// Recovery returns what startup found.
+func (t *Tier) Recovery() Recovery { return t.recovery }
+
+// fileName is the file holding one variant: a hash, so that any key is a
+// safe, fixed-length name.
+func fileName(key, varyKey string) string {
+	sum := sha256.Sum256([]byte(key + "\x00" + varyKey))
+	return hex.EncodeToString(sum[:16])
+}
+
+func (t *Tier) path(name string) string { return filepath.Join(t.root, name[:2], name) }
+
+// Lookup returns the stored variant of key that varyKey selects, with the
+// number of times it has been read from disk (for promotion), or nil. It
+// returns nil, not an error, for a missing or corrupt file: the caller
+// fetches from the origin, and the bad file is gone.
+func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record, int) {
+	if t.down.Load() {
+		return nil, 0
+	}
+	t.mu.Lock()
+	o, ok := t.lru.Get(key)
+	var v *variant
+	vk := ""
+	if ok {
+		if len(o.vary) > 0 {
+			vk = varyKey(o.vary) // pure and cheap: fine under the lock
+		}
+		for _, c := range o.variants {
+			if c.varyKey == vk {
+				v = c
+				break
+			}
+		}
+	}
+	if v == nil {
+		// A write still in the queue is served from memory, so that a
+		// disk-only object is not fetched again before it lands.
+		for _, w := range t.pending[key] {
+			wk := ""
+			if len(w.rec.VaryNames) > 0 {
+				wk = varyKey(w.rec.VaryNames)
+			}
+			if wk == w.rec.VaryKey {
+				r := *w.rec
+				r.Stale = r.Stale || w.stale.Load()
+				t.mu.Unlock()
+				t.hits.Add(1)
+				return &r, 0
+			}
+		}
+		t.mu.Unlock()
+		t.misses.Add(1)
+		return nil, 0
+	}
+	v.hits++
+	name, hits := v.name, v.hits
+	t.mu.Unlock()
+
+	start := time.Now()
+	b, err := t.fs.ReadFile(t.path(name))
+	if t.opts.ObserveRead != nil {
+		t.opts.ObserveRead(time.Since(start))
+	}
+	var rec *Record
+	if err == nil {
+		rec, err = decode(b)
+		if err == nil && (rec.Key != key || rec.VaryKey != vk) {
+			err = fmt.Errorf("%w: file %s holds %q, not %q", ErrCorrupt, name, rec.Key, key)
+		}
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			t.corrupt.Add(1)
+			t.noteError("read", err)
+		case errors.Is(err, fs.ErrNotExist):
+			// Replaced or evicted since the index was read: a miss.
+		default:
+			t.readErrs.Add(1)
+			t.failed("read", err)
+		}
+		t.dropIfSame(key, v)
+		t.misses.Add(1)
+		return nil, 0
+	}
+	t.hits.Add(1)
+	t.failures.Store(0)
+	return rec, hits
+}
+
+// dropIfSame removes v from the index (and its file) if it is still the
+// variant stored for key.
+func (t *Tier) dropIfSame(key string, v *variant) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.lru.Peek(key)
+	if !ok {
+		return
+	}
+	i := slices.Index(o.variants, v)
+	if i < 0 {
+		return
+	}
+	t.dropVariant(key, v)
+	o.variants = slices.Delete(o.variants, i, i+1)
+	if len(o.variants) == 0 {
+		t.lru.Remove(key) // evicted finds no variants left
+	}
+}
+
+// Write queues r to be stored, replacing the variant it replaces in the
+// index at once (a different Vary replaces them all), so that nothing
+// older is served once a newer response exists. It never blocks: when the
+// queue is full or the tier is down the write is dropped and counted.
+func (t *Tier) Write(r *Record) {
+	if t.closed.Load() {
+		return
+	}
+	w := &write{rec: r, name: fileName(r.Key, r.VaryKey)}
+	w.size = int64(headerSize + len(r.Body) + 512) // estimate until encoded
+	t.mu.Lock()
+	// Nothing older may outlive a newer response, written or not.
+	t.supersede(r.Key, r.VaryKey, r.VaryNames)
+	if w.size > t.opts.MaxBytes || (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) {
+		t.mu.Unlock()
+		t.dropped.Add(1)
+		return
+	}
+	if t.queued.Add(w.size) > t.opts.QueueBytes {
+		t.queued.Add(-w.size)
+		t.mu.Unlock()
+		t.dropped.Add(1)
+		return
+	}
+	m := t.pending[r.Key]
+	if m == nil {
+		m = make(map[string]*write)
+		t.pending[r.Key] = m
+	}
+	m[w.name] = w
+	t.mu.Unlock()
+	select {
+	case t.queue <- w:
+	default:
+		t.mu.Lock()
+		t.unpend(r.Key, w)
+		t.mu.Unlock()
+		t.queued.Add(-w.size)
+		t.dropped.Add(1)
+	}
+}
+
+// supersede drops from the index what a new response for (key, varyKey)
+// with Vary names vary replaces. Under t.mu.
+func (t *Tier) supersede(key, varyKey string, vary []string) {
+	o, ok := t.lru.Peek(key)
+	if !ok {
+		return
+	}
+	keep := o.variants[:0]
+	for _, v := range o.variants {
+		if v.varyKey == varyKey || !slices.Equal(o.vary, vary) {
+			t.dropVariant(key, v)
+			t.removedOnWrite.Add(1)
+			continue
+		}
+		keep = append(keep, v)
+	}
+	clear(o.variants[len(keep):])
+	o.variants = keep
+	if len(keep) == 0 {
+		t.lru.Remove(key)
+	}
+}
+
+func (t *Tier) unpend(key string, w *write) {
+	if m := t.pending[key]; m != nil && m[w.name] == w {
+		delete(m, w.name)
+		if len(m) == 0 {
+			delete(t.pending, key)
+		}
+	}
+}
+
+// writer stores queued records one at a time.
+func (t *Tier) writer() {
+	defer close(t.done)
+	for w := range t.queue {
+		t.store(w)
+		t.queued.Add(-w.size)
+	}
+}
+
+func (t *Tier) store(w *write) {
+	t.mu.Lock()
+	current := t.pending[w.rec.Key][w.name] == w
+	t.mu.Unlock()
+	if !current {
+		return // purged or replaced while queued
+	}
+	if t.down.Load() && time.Now().UnixNano() < t.downUntil.Load() {
+		t.mu.Lock()
+		t.unpend(w.rec.Key, w)
+		t.mu.Unlock()
+		t.dropped.Add(1)
+		return
+	}
+	buf := encode(w.rec)
+	size := int64(len(buf))
+	start := time.Now()
+	// Reserve the bytes first, so that the files on disk never exceed
+	// the budget even while this one is being written.
+	t.mu.Lock()
+	t.bytes += size
+	t.evictToBudget()
+	t.mu.Unlock()
+	tmp := filepath.Join(t.root, "tmp", w.name+"."+strconv.FormatInt(start.UnixNano(), 36))
+	err := t.fs.WriteFile(tmp, buf)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil && t.pending[w.rec.Key][w.name] != w {
+		_ = t.fs.Remove(tmp) // purged or replaced while being written
+		t.bytes -= size
+		return
+	}
+	if err == nil {
+		err = t.rename(tmp, t.path(w.name))
+	}
+	t.unpend(w.rec.Key, w)
+	if err != nil {
+		_ = t.fs.Remove(tmp)
+		t.bytes -= size
+		t.writeErrs.Add(1)
+		t.failed("write", err)
+		return
+	}
+	if t.opts.ObserveWrite != nil {
+		t.opts.ObserveWrite(time.Since(start))
+	}
+	t.writes.Add(1)
+	t.failures.Store(0)
+	if t.down.CompareAndSwap(true, false) {
+		t.log.Info("disk tier is back up", "dir", t.opts.Dir)
+	}
+	v := &variant{varyKey: w.rec.VaryKey, name: w.name, size: size, surrogates: w.rec.Surrogates}
+	t.index(w.rec.Key, w.rec.VaryNames, v)
+	if w.stale.Load() && !w.rec.Stale {
+		v.stale = true
+		_ = t.fs.SetStale(t.path(w.name))
+	}
+}
+
+// rename moves a finished file into place, making its directory on first
+// use.
+func (t *Tier) rename(tmp, dst string) error {
+	err := t.fs.Rename(tmp, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(dst), 0o700); err == nil {
+			err = t.fs.Rename(tmp, dst)
+		}
+	}
+	return err
+}
+
+// index adds v (whose bytes are already counted) under key. Under t.mu.
+func (t *Tier) index(key string, vary []string, v *variant) {
+	o, ok := t.lru.Get(key)
+	if !ok {
+		o = &object{vary: vary}
+		t.lru.Add(key, o)
+	} else if !slices.Equal(o.vary, vary) {
+		for _, old := range o.variants {
+			t.dropVariant(key, old)
+		}
+		o.variants, o.vary = o.variants[:0], vary
+	}
+	for i, old := range o.variants {
+		if old.varyKey == v.varyKey {
+			// Same file name: the rename already replaced its bytes.
+			t.bytes -= old.size
+			t.untag(key, old)
+			o.variants[i] = v
+			t.tag(key, v)
+			return
+		}
+	}
+	o.variants = append(o.variants, v)
+	t.tag(key, v)
+}
+
+func (t *Tier) tag(key string, v *variant) {
+	for _, s := range v.surrogates {
+		m := t.tags[s]
+		if m == nil {
+			m = make(map[string]struct{})
+			t.tags[s] = m
+		}
+		m[key] = struct{}{}
+	}
+}
+
+func (t *Tier) untag(key string, v *variant) {
+	for _, s := range v.surrogates {
+		if m := t.tags[s]; m != nil {
+			delete(m, key)
+			if len(m) == 0 {
+				delete(t.tags, s)
+			}
+		}
+	}
+}
+
+// dropVariant forgets v and removes its file. Under t.mu, so that no
+// rename of a newer file with the same name can come between.
+func (t *Tier) dropVariant(key string, v *variant) {
+	t.untag(key, v)
+	t.bytes -= v.size
+	if err := t.fs.Remove(t.path(v.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.noteError("remove", err)
+	}
+}
+
+// evicted runs under t.mu when the LRU lets go of a URL.
+func (t *Tier) evicted(key string, o *object) {
+	for _, v := range o.variants {
+		t.dropVariant(key, v)
+	}
+}
+
+func (t *Tier) evictToBudget() {
+	for t.bytes > t.opts.MaxBytes {
+		_, o, ok := t.lru.RemoveOldest()
+		if !ok {
+			return
+		}
+		t.evictions.Add(uint64(len(o.variants)))
+	}
+}
+
+// Remove deletes every variant of key, stored or queued, and reports how
+// many were stored.
+func (t *Tier) Remove(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.pending, key) // the writer finds its write no longer current
+	o, ok := t.lru.Peek(key)
+	if !ok {
+		return 0
+	}
+	n := len(o.variants)
+	t.lru.Remove(key)
+	t.purged.Add(uint64(n))
+	return n
+}
+
+// MarkStale soft-purges every variant of key, stored or queued, and
+// reports how many were stored.
+func (t *Tier) MarkStale(key string) int {
+	t.mu.Lock()
+	for _, w := range t.pending[key] {
+		w.stale.Store(true)
+	}
+	o, ok := t.lru.Peek(key)
+	if !ok {
+		t.mu.Unlock()
+		return 0
+	}
+	var names []string
+	for _, v := range o.variants {
+		v.stale = true
+		names = append(names, v.name)
+	}
+	t.mu.Unlock()
+	for _, name := range names {
+		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.noteError("mark-stale", err)
+		}
+	}
+	t.staleMarked.Add(uint64(len(names)))
+	return len(names)
+}
+
+// Keys returns the URL keys that match a predicate (admin use: it holds the
+// lock while it scans).
+func (t *Tier) Keys(match func(string) bool) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, k := range t.lru.Keys() {
+		if match(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Has reports whether key has a variant on disk.
+func (t *Tier) Has(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lru.Contains(key)
+}
+
+// KeysWithTag returns the URL keys of records carrying a surrogate key.
+func (t *Tier) KeysWithTag(tag string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.tags[tag]))
+	for k := range t.tags[tag] {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Stats returns a snapshot of the tier's counters.
+func (t *Tier) Stats() Stats {
+	t.mu.Lock()
+	st := Stats{Bytes: t.bytes, Objects: 0}
+	for _, o := range t.lru.Values() {
+		st.Objects += int64(len(o.variants))
+	}
+	t.mu.Unlock()
+	st.Budget = t.opts.MaxBytes
+	st.Hits, st.Misses, st.Writes, st.Evictions = t.hits.Load(), t.misses.Load(), t.writes.Load(), t.evictions.Load()
+	st.Dropped, st.ReadErrors, st.WriteErrors, st.Corrupt = t.dropped.Load(), t.readErrs.Load(), t.writeErrs.Load(), t.corrupt.Load()
+	st.RemovedOnWrite, st.Purged, st.StaleMarked = t.removedOnWrite.Load(), t.purged.Load(), t.staleMarked.Load()
+	st.Up = !t.down.Load()
+	st.QueueBytes = t.queued.Load()
+	st.RecoveryObjects, st.RecoveryDiscarded = t.recovery.Objects, t.recovery.Discarded
+	st.RecoveryTempFiles, st.RecoveryBytes = t.recovery.TempFiles, t.recovery.Bytes
+	st.RecoverySeconds = t.recovery.Duration.Seconds()
+	if e := t.lastErr.Load(); e != nil {
+		st.LastError, st.LastErrorAt = e.msg, e.at
+	}
+	return st
+}
+
+// noteError records an error for the status page and logs it.
+func (t *Tier) noteError(op string, err error) {
+	t.lastErr.Store(&errorAt{msg: op + ": " + err.Error(), at: time.Now()})
+	t.log.Warn("disk tier", "op", op, "err", err)
+}
+
+// failed counts an I/O error; enough in a row take the tier down.
+func (t *Tier) failed(op string, err error) {
+	t.noteError(op, err)
+	if t.failures.Add(1) >= failuresToDown {
+		t.downUntil.Store(time.Now().Add(t.opts.DownFor).UnixNano())
+		if t.down.CompareAndSwap(false, true) {
+			t.log.Error("disk tier is down; serving from RAM only until a probe write succeeds", "dir", t.opts.Dir, "err", err, "retry_in", t.opts.DownFor)
+		}
+	}
+}
+
+// Close stops accepting writes and waits (until ctx ends) for the queued
+// ones to reach the disk, so that a graceful restart keeps them.
+func (t *Tier) Close(ctx context.Context) error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	close(t.queue)
+	select {
+	case <-t.done:
+		t.unlock()
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
+	}
+}
+
+// recover rebuilds the index from the files: temporary files are writes a
+// crash interrupted; a file that is not a whole record (short, bad magic,
+// bad metadata checksum, wrong name) is removed. Bodies are checked on
+// read, so recovery reads only headers and metadata. Objects enter the LRU
+// oldest first by modification time.
+func (t *Tier) recover() error {
+	start := time.Now()
+	tmps, err := os.ReadDir(filepath.Join(t.root, "tmp"))
+	if err != nil {
+		return err
+	}
+	for _, e := range tmps {
+		_ = os.Remove(filepath.Join(t.root, "tmp", e.Name()))
+		t.recovery.TempFiles++
+	}
+	dirs, err := os.ReadDir(t.root)
+	if err != nil {
+		return err
+	}
+	type found struct {
+		rec   *Record
+		name  string
+		size  int64
+		mtime int64
+	}
+	var (
+		mu        sync.Mutex
+		all       []found
+		discarded atomic.Int64
+		wg        sync.WaitGroup
+		work      = make(chan string)
+	)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				ents, err := os.ReadDir(d)
+				if err != nil {
+					continue
+				}
+				for _, de := range ents {
+					p := filepath.Join(d, de.Name())
+					rec, size, mtime, err := readMeta(p)
+					if err == nil && fileName(rec.Key, rec.VaryKey) != de.Name() {
+						err = ErrCorrupt
+					}
+					if err != nil {
+						_ = os.Remove(p)
+						discarded.Add(1)
+						continue
+					}
+					mu.Lock()
+					all = append(all, found{rec: rec, name: de.Name(), size: size, mtime: mtime})
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, d := range dirs {
+		if d.IsDir() && len(d.Name()) == 2 {
+			work <- filepath.Join(t.root, d.Name())
+		}
+	}
+	close(work)
+	wg.Wait()
+	sort.Slice(all, func(i, j int) bool { return all[i].mtime < all[j].mtime })
+	t.mu.Lock()
+	for _, f := range all {
+		t.bytes += f.size
+		t.index(f.rec.Key, f.rec.VaryNames, &variant{varyKey: f.rec.VaryKey, name: f.name, size: f.size, stale: f.rec.Stale, surrogates: f.rec.Surrogates})
+	}
+	t.evictToBudget() // the budget may have shrunk since the last run
+	t.recovery = Recovery{Bytes: t.bytes, Discarded: discarded.Load(), TempFiles: t.recovery.TempFiles, Duration: time.Since(start)}
+	for _, o := range t.lru.Values() {
+		t.recovery.Objects += int64(len(o.variants))
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+// readMeta reads a file's header and metadata (not its body), checking the
+// metadata's checksum and that the file is as long as the header says.
+func readMeta(p string) (*Record, int64, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var hb [headerSize]byte
+	if _, err := io.ReadFull(f, hb[:]); err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: short header", ErrCorrupt)
+	}
+	h, err := parseHeader(hb[:])
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if h.size() != fi.Size() {
+		return nil, 0, 0, fmt.Errorf("%w: %d bytes, header says %d", ErrCorrupt, fi.Size(), h.size())
+	}
+	meta := make([]byte, h.metaLen)
+	if _, err := io.ReadFull(f, meta); err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: short metadata", ErrCorrupt)
+	}
+	if crcOf(meta) != h.metaCRC {
+		return nil, 0, 0, fmt.Errorf("%w: metadata checksum", ErrCorrupt)
+	}
+	rec, err := decodeMeta(meta)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	rec.Stale = h.stale
+	return rec, fi.Size(), fi.ModTime().UnixNano(), nil
+}
+
+// lock takes an exclusive lock on the directory, so that two processes
+// given the same path fail at startup instead of corrupting each other's
+// index.
+func (t *Tier) lock() error {
+	f, err := os.OpenFile(filepath.Join(t.root, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("disk: %s is in use by another process (%w); give each node its own directory", t.opts.Dir, err)
+	}
+	t.lockFile = f
+	return nil
+}
+
+func (t *Tier) unlock() {
+	if t.lockFile != nil {
+		_ = t.lockFile.Close() // closing releases the flock
+		t.lockFile = nil
+	}
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"github.com/edgecache/edge/disk"
+)
+
+// The store's second tier. With a disk tier attached the store writes
+// through: every response it keeps in RAM is also queued for the disk, so
+// that a restart (or a crash, less what was still queued) keeps it, and RAM
+// eviction costs nothing. Responses too large for RAM to hold usefully go
+// to disk only. A lookup that misses RAM reads the disk; the entry is
+// served from that read and promoted to RAM on its PromoteHits-th disk hit,
+// so that one-hit wonders do not push hot objects out of RAM.
+
+// TierOptions configure the disk tier's use by the store.
+type TierOptions struct {
+	// PromoteHits is the disk hit on which an object is copied into RAM
+	// (1: on every disk hit). See docs/storage.md for the measurement.
+	PromoteHits int
+	// DiskOnlyBytes: responses at least this large are kept on disk only
+	// (0: a sixteenth of the RAM budget).
+	DiskOnlyBytes int64
+}
+
+// AttachDisk makes t the store's second tier. Call it before serving.
+func (s *Store) AttachDisk(t *disk.Tier, o TierOptions) {
+	if o.PromoteHits <= 0 {
+		o.PromoteHits = 2
+	}
+	if o.DiskOnlyBytes <= 0 {
+		o.DiskOnlyBytes = max(s.budget/16, 1)
+	}
+	s.disk, s.tierOpts = t, o
+}
+
+// Promoted returns how many disk hits were copied into RAM.
+func (s *Store) Promoted() uint64 { return s.promoted.Load() }
+
+// Disk returns the store's disk tier, or nil.
+func (s *Store) Disk() *disk.Tier { return s.disk }
+
+// record is the disk form of e: its stored fields, nothing derived.
+func record(e *Entry) *disk.Record {
+	return &disk.Record{
+		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status,
+		Header: e.Header, Body: e.Body, RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
+		Surrogates: e.surrogates, Stale: e.stale.Load(),
+	}
+}
+
+// lookupDisk reads key's variant from the disk tier, promoting it to RAM
+// on its PromoteHits-th disk hit.
+func (s *Store) lookupDisk(key string, varyKey func(names []string) string) *Entry {
+	rec, hits := s.disk.Lookup(key, varyKey)
+	if rec == nil || s.revive == nil {
+		return nil
+	}
+	e := s.revive(rec)
+	if e == nil {
+		return nil
+	}
+	e.fromDisk = true
+	if hits >= s.tierOpts.PromoteHits && e.size < s.tierOpts.DiskOnlyBytes {
+		// The promoted entry is a copy: this response's e is charged to
+		// the buffer budget by its writer, the stored one to the store.
+		p := e.sibling(e.Header, e.Body)
+		p.etag, p.coding, p.offers, p.size = e.etag, e.coding, e.offers, e.size
+		if e.stale.Load() {
+			p.MarkStale()
+		}
+		s.promoted.Add(1)
+		s.put(p)
+	}
+	return e
+}
+
+// revive rebuilds an entry read from disk, deriving freshness, codings and
+// size under the current policy, as a fill does.
+func (h *Handler) revive(r *disk.Record) *Entry {
+	e := &Entry{
+		Key: r.Key, VaryKey: r.VaryKey, VaryNames: r.VaryNames, Status: r.Status,
+		Header: r.Header, Body: r.Body, RequestTime: r.RequestTime, ResponseTime: r.ResponseTime,
+	}
+	h.classify(e)
+	h.policy().finishEntry(e)
+	if r.Stale {
+		e.MarkStale()
+	}
+	return e
+}
