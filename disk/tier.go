@@ -659,6 +659,23 @@ func (t *Tier) failed(op string, err error) {
 	}
 }
 
+// Flush waits until every write queued so far has been stored or dropped.
+func (t *Tier) Flush(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		n := len(t.pending)
+		t.mu.Unlock()
+		if n == 0 && t.queued.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("disk: flush: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // Close stops accepting writes and waits (until ctx ends) for the queued
 // ones to reach the disk, so that a graceful restart keeps them.
 func (t *Tier) Close(ctx context.Context) error {

@@ -35,15 +35,11 @@ func open(t *testing.T, dir string, max int64, fsys FS) *Tier {
 // drain waits until every queued write has been stored or dropped.
 func drain(t *testing.T, tier *Tier) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		tier.mu.Lock()
-		n := len(tier.pending)
-		tier.mu.Unlock()
-		if n == 0 && tier.queued.Load() == 0 {
-			return
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tier.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("writes still queued after 30 s")
 }
 
 func noVary([]string) string { return "" }
