@@ -15,7 +15,7 @@ import (
 
 func simCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "Simulations of the routing, indicator and failure-detection algorithms"}
-	cmd.AddCommand(simRingCmd(), simTreesCmd(), simCacheCmd())
+	cmd.AddCommand(simRingCmd(), simTreesCmd(), simCacheCmd(), simTiersCmd())
 	return cmd
 }
 
