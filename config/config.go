@@ -108,6 +108,7 @@ func Keys() []Key {
 		{"cache.disk.path", String, "", "Directory of the disk tier (created if missing; give each node its own). Empty: RAM only. Every stored response is also written there, survives restarts and crashes, and is read back on a RAM miss (docs/storage.md)."},
 		{"cache.disk.max_bytes", Size, "1GiB", "Byte budget of the disk tier's files, never exceeded; the least recently used URLs are removed beyond it."},
 		{"cache.disk.promote_hits", Int, "1", "The disk hit on which an object is copied into RAM. 1 (every disk hit) gave the most RAM hits on every trace measured; 2 never raised the hit ratio (docs/storage.md, edge sim tiers)."},
+		{"cache.slice_bytes", Size, "1MiB", "Responses larger than this are fetched and stored in slices of this size with Range requests (as nginx's slice module), so that video-sized objects are cached and a Range request costs the origin only the slices it covers; 0 stores every response whole. Compressible responses up to cache.max_object_bytes stay whole (they are compressed at the edge)."},
 		{"cache.max_object_bytes", Size, size(pd.MaxObjectBytes), "Largest response stored; larger ones stream through uncached so one file cannot flush the store."},
 		{"cache.max_variants", Int, "16", "Variants kept per URL for Vary; bounds what a client can make us store by varying headers."},
 		{"cache.heuristic_fraction", Float, float(pd.Policy.HeuristicFraction), "Heuristic freshness as a fraction of (Date − Last-Modified), RFC 9111 §4.2.2's typical 10 %."},
@@ -213,6 +214,7 @@ type Config struct {
 		DiskMaxBytes      int64
 		DiskPromoteHits   int
 		MaxObjectBytes    int64
+		SliceBytes        int64
 		MaxVariants       int
 		HeuristicFraction float64
 		HeuristicMax      time.Duration
@@ -396,6 +398,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cache.DiskMaxBytes = p.size("cache.disk.max_bytes", 1<<20)
 	c.Cache.DiskPromoteHits = p.int("cache.disk.promote_hits", 1, 1000)
 	c.Cache.MaxObjectBytes = p.size("cache.max_object_bytes", 1)
+	c.Cache.SliceBytes = p.size("cache.slice_bytes", 0)
 	c.Cache.MaxVariants = p.int("cache.max_variants", 1, 1024)
 	c.Cache.HeuristicFraction = p.float("cache.heuristic_fraction", 0, 1)
 	c.Cache.HeuristicMax = p.dur("cache.heuristic_max", false)
@@ -478,6 +481,12 @@ func Load(v *viper.Viper) (*Config, error) {
 		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: "least", Default: true, PreserveHost: c.Origin.PreserveHost}}
 	} else if c.Origin.URL != "" {
 		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
+	}
+	if c.Cache.SliceBytes != 0 && (c.Cache.SliceBytes < 64<<10 || c.Cache.SliceBytes > 64<<20) {
+		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "must be 0 (off) or between 64KiB and 64MiB"}
+	}
+	if c.Cache.SliceBytes != 0 && c.Cache.DiskPath == "" && c.Cache.SliceBytes > c.Cache.MaxBytes/4 {
+		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "is more than a quarter of cache.max_bytes (and there is no disk tier to hold slices)"}
 	}
 	if c.Cache.DiskPath == "" && c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
 		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes (and there is no cache.disk.path)"}

@@ -1,6 +1,7 @@
 package demosite
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -34,6 +35,8 @@ type Site struct {
 	mu      sync.Mutex
 	hits    map[string]int
 	total   atomic.Int64
+	sent    atomic.Int64 // body bytes written
+	ranges  atomic.Int64 // Range requests answered with 206
 	router  chi.Router
 }
 
@@ -93,9 +96,27 @@ func (d *Site) count(next http.Handler) http.Handler {
 			}
 			d.mu.Unlock()
 		}
-		next.ServeHTTP(w, r)
+		if r.URL.Path == "/_stats" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&countingWriter{ResponseWriter: w, n: &d.sent}, r)
 	})
 }
+
+// countingWriter counts the body bytes a response writes.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (d *Site) delay(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -281,6 +302,18 @@ func (d *Site) large(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("Last-Modified", d.started.UTC().Format(http.TimeFormat))
+	if r.URL.Query().Get("ranges") != "no" && r.Header.Get("Range") != "" {
+		// Large objects answer Range requests (as real media servers do),
+		// unless ?ranges=no asks for an origin without range support.
+		w.Header().Set("ETag", fmt.Sprintf(`"l-%d"`, mib))
+		d.ranges.Add(1)
+		http.ServeContent(w, r, "", d.started, bytes.NewReader(d.body(uint64(mib), mib<<20)))
+		return
+	}
+	if r.URL.Query().Get("ranges") != "no" {
+		w.Header().Set("Accept-Ranges", "bytes")
+	}
 	writeBody(w, r, fmt.Sprintf(`"l-%d"`, mib), d.body(uint64(mib), mib<<20))
 }
 
@@ -338,5 +371,5 @@ func (d *Site) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"total": d.total.Load(), "paths": paths})
+	_ = json.NewEncoder(w).Encode(map[string]any{"total": d.total.Load(), "paths": paths, "bytes_sent": d.sent.Load(), "ranges": d.ranges.Load()})
 }

@@ -88,6 +88,7 @@ type Stats struct {
 	RecoveryObjects, RecoveryDiscarded  int64
 	RecoveryTempFiles, RecoveryBytes    int64
 	RecoverySeconds                     float64
+	RecoveryFromSnapshot                bool
 }
 
 // Tier is the disk tier. Its methods are safe for concurrent use.
@@ -157,6 +158,9 @@ type Recovery struct {
 	Discarded int64         // files that were not whole records, removed
 	TempFiles int64         // writes a crash interrupted, removed
 	Duration  time.Duration // time to rebuild the index
+	// FromSnapshot: a clean shutdown's index was loaded; no file was
+	// scanned (and none checked until read).
+	FromSnapshot bool
 }
 
 // Open opens (or creates) the tier in opts.Dir and rebuilds its index from
@@ -549,6 +553,7 @@ func (t *Tier) evictToBudget() {
 func (t *Tier) Remove(key string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.invalidateSnapshot()
 	delete(t.pending, key) // the writer finds its write no longer current
 	o, ok := t.lru.Peek(key)
 	if !ok {
@@ -564,6 +569,7 @@ func (t *Tier) Remove(key string) int {
 // reports how many were stored.
 func (t *Tier) MarkStale(key string) int {
 	t.mu.Lock()
+	t.invalidateSnapshot()
 	for _, w := range t.pending[key] {
 		w.stale.Store(true)
 	}
@@ -585,6 +591,14 @@ func (t *Tier) MarkStale(key string) int {
 	}
 	t.staleMarked.Add(uint64(len(names)))
 	return len(names)
+}
+
+// invalidateSnapshot removes the snapshot a Close wrote if the index
+// changes after it (a purge during shutdown). Under t.mu.
+func (t *Tier) invalidateSnapshot() {
+	if t.closed.Load() {
+		_ = os.Remove(t.snapshotPath())
+	}
 }
 
 // Keys returns the URL keys that match a predicate (admin use: it holds the
@@ -636,6 +650,7 @@ func (t *Tier) Stats() Stats {
 	st.RecoveryObjects, st.RecoveryDiscarded = t.recovery.Objects, t.recovery.Discarded
 	st.RecoveryTempFiles, st.RecoveryBytes = t.recovery.TempFiles, t.recovery.Bytes
 	st.RecoverySeconds = t.recovery.Duration.Seconds()
+	st.RecoveryFromSnapshot = t.recovery.FromSnapshot
 	if e := t.lastErr.Load(); e != nil {
 		st.LastError, st.LastErrorAt = e.msg, e.at
 	}
@@ -685,7 +700,13 @@ func (t *Tier) Close(ctx context.Context) error {
 	close(t.queue)
 	select {
 	case <-t.done:
+		t.mu.Lock()
+		err := t.writeSnapshot()
+		t.mu.Unlock()
 		t.unlock()
+		if err != nil {
+			return fmt.Errorf("disk: index snapshot: %w", err)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
@@ -699,6 +720,22 @@ func (t *Tier) Close(ctx context.Context) error {
 // oldest first by modification time.
 func (t *Tier) recover() error {
 	start := time.Now()
+	t.mu.Lock()
+	fromSnapshot, err := t.loadSnapshot()
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if fromSnapshot {
+		t.mu.Lock()
+		t.evictToBudget()
+		t.recovery = Recovery{Bytes: t.bytes, Duration: time.Since(start), FromSnapshot: true}
+		for _, o := range t.lru.Values() {
+			t.recovery.Objects += int64(len(o.variants))
+		}
+		t.mu.Unlock()
+		return nil
+	}
 	tmps, err := os.ReadDir(filepath.Join(t.root, "tmp"))
 	if err != nil {
 		return err

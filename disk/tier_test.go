@@ -68,7 +68,7 @@ func TestRoundTripAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := open(t, dir, 1<<20, nil)
-	if rc := again.Recovery(); rc.Objects != 1 || rc.Discarded != 0 {
+	if rc := again.Recovery(); rc.Objects != 1 || rc.Discarded != 0 || !rc.FromSnapshot {
 		t.Fatalf("recovery = %+v", rc)
 	}
 	if get(again, "https://a/x") != "hello" {
@@ -182,6 +182,10 @@ func TestRecoveryDiscardsPartialAndCorrupt(t *testing.T) {
 	}
 	drain(t, tier)
 	_ = tier.Close(context.Background())
+	// A crash leaves no index snapshot: the files are scanned.
+	if err := os.Remove(filepath.Join(dir, "v1", "index.snap")); err != nil {
+		t.Fatal(err)
+	}
 	path := func(k string) string { return tier.path(fileName("https://a/"+k, "")) }
 	b, _ := os.ReadFile(path("short"))
 	_ = os.WriteFile(path("short"), b[:len(b)-7], 0o644) // a write cut short
@@ -317,5 +321,58 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		_, _ = decodeMeta(b)
+	})
+}
+
+// A snapshot is used once: a second start without a clean shutdown between
+// scans, and a damaged snapshot falls back to the scan.
+func TestSnapshotUsedOnceAndChecked(t *testing.T) {
+	dir := t.TempDir()
+	tier := open(t, dir, 1<<20, nil)
+	for i := range 20 {
+		r := rec(fmt.Sprintf("https://a/%d", i), strings.Repeat("b", i+1))
+		r.Surrogates = []string{"all"}
+		tier.Write(r)
+	}
+	drain(t, tier)
+	tier.MarkStale("https://a/3")
+	_ = tier.Close(context.Background())
+
+	again := open(t, dir, 1<<20, nil)
+	if rc := again.Recovery(); !rc.FromSnapshot || rc.Objects != 20 {
+		t.Fatalf("snapshot start: %+v", rc)
+	}
+	if r, _ := again.Lookup("https://a/3", noVary); r == nil || !r.Stale {
+		t.Fatal("stale flag lost across a snapshot restart")
+	}
+	if len(again.KeysWithTag("all")) != 20 {
+		t.Fatal("surrogate keys lost across a snapshot restart")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "v1", "index.snap")); !os.IsNotExist(err) {
+		t.Fatal("snapshot still there after it was loaded")
+	}
+	// Crash (no Close): the next start scans.
+	again.closed.Store(true)
+	again.unlock()
+	third := open(t, dir, 1<<20, nil)
+	if rc := third.Recovery(); rc.FromSnapshot || rc.Objects != 20 {
+		t.Fatalf("start after a crash: %+v", rc)
+	}
+	_ = third.Close(context.Background())
+	snap := filepath.Join(dir, "v1", "index.snap")
+	b, _ := os.ReadFile(snap)
+	b[10] ^= 1
+	_ = os.WriteFile(snap, b, 0o600)
+	fourth := open(t, dir, 1<<20, nil)
+	if rc := fourth.Recovery(); rc.FromSnapshot || rc.Objects != 20 {
+		t.Fatalf("start with a damaged snapshot: %+v", rc)
+	}
+}
+
+func FuzzSnapshot(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add([]byte{1, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = parseSnapshot(b)
 	})
 }

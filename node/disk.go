@@ -31,7 +31,7 @@ func openDisk(cfg *config.Config, store *proxy.Store, reg prometheus.Registerer,
 		return nil, &config.Error{Key: "cache.disk.path", Value: cfg.Cache.DiskPath, Reason: err.Error()}
 	}
 	rc := t.Recovery()
-	log.Info("disk tier recovered", "dir", cfg.Cache.DiskPath, "objects", rc.Objects, "bytes", rc.Bytes,
+	log.Info("disk tier recovered", "dir", cfg.Cache.DiskPath, "from_snapshot", rc.FromSnapshot, "objects", rc.Objects, "bytes", rc.Bytes,
 		"discarded", rc.Discarded, "interrupted_writes", rc.TempFiles, "seconds", rc.Duration.Seconds())
 	store.AttachDisk(t, proxy.TierOptions{PromoteHits: cfg.Cache.DiskPromoteHits})
 	stat := func(f func(disk.Stats) float64) func() float64 { return func() float64 { return f(t.Stats()) } }

@@ -216,6 +216,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc.NodeID = cfg.NodeID
 	pc.Policy = cachePolicy(cfg)
 	pc.MaxObjectBytes = cfg.Cache.MaxObjectBytes
+	pc.SliceBytes = cfg.Cache.SliceBytes
 	pc.CoalesceTimeout = cfg.Cache.CoalesceTimeout
 	pc.PassTTL = cfg.Cache.PassTTL
 	pc.SortQuery = cfg.Cache.SortQuery

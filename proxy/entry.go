@@ -47,6 +47,8 @@ type Entry struct {
 	inStore bool
 	charged int64
 
+	sliceTotal int64 // > 0: a manifest of a sliced object this large (slice.go)
+
 	stale    atomic.Bool
 	fromDisk bool                     // read from the disk tier for one response, not in RAM
 	via      atomic.Pointer[[]string] // Via of responses served from this entry, built on first use

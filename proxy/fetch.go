@@ -90,6 +90,7 @@ type outcome struct {
 	own    http.Header    // per-user fields for this requester only
 	result string         // edge_requests_total label
 	reader *fillReader    // outFill: the requester's reader, registered before the body
+	keep   bool           // outSliced: the cluster lets this node keep what it fetched
 }
 
 type outcomeKind int
@@ -100,6 +101,7 @@ const (
 	outEntry                     // serve entry
 	outStream                    // stream resp (not shareable)
 	outFill                      // serve from the fill as its body arrives
+	outSliced                    // entry is a manifest; resp's body holds its first slices
 )
 
 // lead fetches for r and answers it. f is the fill to publish to (nil when
@@ -139,6 +141,10 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		defer h.releaseUpstream() // the upstream connection stays in use while we stream
 		defer o.resp.Body.Close()
 		h.stream(w, r, o.resp, h.statusPrefix+o.status)
+	case outSliced:
+		// The leading stream is read outside the upstream slots (the
+		// slot went back above): one per sliced object being revealed.
+		h.serveSliced(w, r, o.entry, o.status, o.own, o.resp.Body, o.keep)
 	case outFill:
 		// The pump gives the slot back when the body is in: a body it
 		// must trim keeps the origin connection, and its slot, as long as
@@ -218,6 +224,20 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 
 	cc, targeted := h.policy().effectiveCC(resp.Header)
 	ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
+	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes {
+		if man := h.manifestFor(r, m, resp, reqTime, respTime); man != nil {
+			if res.Keep && h.purges.Load() == purges {
+				h.store.Put(man)
+			}
+			h.passes.Remove(m.key)
+			h.large.Remove(m.key)
+			f.completeWith(man)
+			f.publish(man, true, nil)
+			unregister()
+			return outcome{kind: outSliced, entry: man, resp: resp, own: own, keep: res.Keep,
+				status: "fwd=" + m.fwd + "; fwd-status=" + code + "; stored; detail=sliced", result: ResultMiss}
+		}
+	}
 	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
 		ok, why = false, "too-large"
 	}
@@ -440,6 +460,7 @@ func sharedHeader(h http.Header) http.Header {
 // newEntry builds an entry (without its body) from an upstream response.
 func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time) *Entry {
 	hdr := sharedHeader(resp.Header)
+	delete(hdr, sliceSizeField) // only the edge makes manifests (slice.go)
 	names, _ := VaryNames(hdr)
 	if h.cfg.Compression != nil {
 		// Every request went upstream with the same Accept-Encoding, so
@@ -462,6 +483,7 @@ func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime ti
 func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, respTime time.Time) *Entry {
 	hdr := stale.Header.Clone()
 	upd := sharedHeader(resp.Header)
+	delete(upd, sliceSizeField)
 	// Fields that describe the stored body, or select it, stay as stored:
 	// a 304 cannot change the representation it validated (RFC 9111 §3.2).
 	for _, k := range [...]string{"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Etag"} {
@@ -567,7 +589,7 @@ func isSafe(method string) bool {
 // invalidate removes the target URI and the same-origin Location and
 // Content-Location URIs of a successful unsafe request.
 func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
-	n := h.store.Remove(h.requestKey(r))
+	n := h.removeKey(h.requestKey(r))
 	for _, field := range [...]string{"Location", "Content-Location"} {
 		v := resp.Header.Get(field)
 		if v == "" {
@@ -580,7 +602,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if u.Host != "" && !strings.EqualFold(u.Host, r.Host) {
 			continue // another origin's URI: RFC 9111 §4.4 forbids invalidating it
 		}
-		n += h.store.Remove(h.key(h.scheme(r), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
+		n += h.removeKey(h.key(h.scheme(r), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

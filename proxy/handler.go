@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"golang.org/x/sync/singleflight"
 )
 
 // Fetcher gets a response for a request the local store cannot answer. The
@@ -53,7 +54,8 @@ func (f FetcherFunc) Fetch(ctx context.Context, _ string, req *http.Request) (Re
 type Config struct {
 	NodeID               string        // names this cache in Cache-Status and Via
 	Policy               Policy        // caching choices RFC 9111 leaves to the operator
-	MaxObjectBytes       int64         // larger responses are streamed, not stored
+	MaxObjectBytes       int64         // larger responses are streamed, not stored (unless sliced)
+	SliceBytes           int64         // responses larger than this are stored in slices of this size (0: never)
 	CoalesceTimeout      time.Duration // how long a request waits for another request's fetch to answer
 	PassTTL              time.Duration // how long an uncacheable URL skips coalescing (hit-for-pass)
 	MaxURLBytes          int           // request-target length limit (414)
@@ -144,6 +146,7 @@ type Handler struct {
 	bgWG         sync.WaitGroup // background refreshes and body pumps
 	hot          *hotKeys
 	pol          atomic.Pointer[Policy] // cfg.Policy, replaced whole by SetPolicy (live reload)
+	slices       singleflight.Group     // slice fetches under way, by slice key (slice.go)
 }
 
 // policy returns the caching policy in force. A request reads it once per
@@ -307,10 +310,14 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 
 	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) })
 	if e != nil && e.fromDisk {
-		// A disk hit's body is in memory only while it is written: it is
-		// charged to the buffer budget (beyond it if need be: a disk hit
-		// must not fail) for that long.
-		h.force(e.size)
+		// A disk hit's body is in memory while it is written: it is
+		// charged to the buffer budget for that long, so that slow
+		// readers of many disk hits cannot hold more than the budget.
+		if !h.charge(e.size) {
+			w.Header().Set("Retry-After", "1")
+			h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+			return ResultRejected
+		}
 		defer h.release(e.size)
 	}
 	if e != nil && hasAuth && !authAllowsShared(e) {
@@ -352,7 +359,13 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	if reqCC.NoCache {
 		fwd = "request"
 	}
-	return h.fetchAndServe(w, r, miss{key: key, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd})
+	m := miss{key: key, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
+	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet {
+		if result, ok := h.probeSliced(w, r, m); ok {
+			return result
+		}
+	}
+	return h.fetchAndServe(w, r, m)
 }
 
 // coalesceKey names one variant of a URL for request merging.

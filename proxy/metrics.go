@@ -37,6 +37,9 @@ type Metrics struct {
 	Invalidations   prometheus.Counter       // entries removed by unsafe methods
 	InFlight        prometheus.Gauge         // client requests being served
 	Refreshes       *prometheus.CounterVec   // background revalidations by outcome
+	SliceFetches    *prometheus.CounterVec   // slices of large objects fetched, by source (stream, range)
+	SlicedResponses prometheus.Counter       // responses served from sliced objects
+	SliceFailures   *prometheus.CounterVec   // sliced objects given up, by reason
 
 	buffered func() float64 // bytes charged to the buffer budget; set by the handler
 
@@ -124,8 +127,24 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			Name: "edge_background_refreshes_total", Help: "stale-while-revalidate background refreshes by outcome.",
 		}, []string{"outcome"}),
 	}
+	m.SliceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_slice_fetches_total", Help: "Slices of large objects fetched upstream: from the response that revealed the object (stream) or with a Range request (range).",
+	}, []string{"source"})
+	m.SlicedResponses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_sliced_responses_total", Help: "Responses served from objects stored in slices.",
+	})
+	m.SliceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_slice_failures_total", Help: "Sliced objects given up: origin without Range support, object changed between slices, fetch error.",
+	}, []string{"reason"})
+	for _, s := range []string{"stream", "range"} {
+		m.SliceFetches.WithLabelValues(s)
+	}
+	for _, r := range []string{"no-ranges", "changed", "error"} {
+		m.SliceFailures.WithLabelValues(r)
+	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced,
-		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes)
+		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes,
+		m.SliceFetches, m.SlicedResponses, m.SliceFailures)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_bytes", Help: "Bytes held by the store."},
 			func() float64 { return float64(s.Stats().Bytes) }),

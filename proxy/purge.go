@@ -83,9 +83,9 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	}
 	for _, k := range keys {
 		if p.Soft {
-			n += h.store.MarkStale(k)
+			n += h.markStale(k)
 		} else {
-			n += h.store.Remove(k)
+			n += h.removeKey(k)
 		}
 	}
 	h.metrics.Purged.WithLabelValues(kind).Add(float64(n))

@@ -53,6 +53,10 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 // writeEntry answers r from a complete entry. own holds per-user fields
 // for this requester alone (nil for anyone else).
 func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
+	if e.sliceTotal > 0 {
+		h.serveSliced(w, r, e, status, own, nil, true)
+		return
+	}
 	base := e // the stored entry: pinned while any of its forms is written
 	if e.offers != 0 {
 		d, err := h.represent(r, e)

@@ -62,7 +62,12 @@ func main() {
 	rounds := flag.Int("rounds", 3, "times the trace is replayed in the churn phase")
 	many := flag.Int("objects", 1_000_000, "objects for the startup phase")
 	only := flag.String("engines", "files,bbolt,pebble,badger", "engines to run")
+	tierN := flag.Int("tier", 0, "measure the edge's disk tier's restarts with this many objects instead")
 	flag.Parse()
+	if *tierN > 0 {
+		tierStartup(filepath.Join(*dir, "tier"), *tierN)
+		return
+	}
 	reqs, err := readTrace(*tracePath)
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -196,5 +197,81 @@ func TestDiskFull(t *testing.T) {
 	// Down, the node still serves: from RAM what fits, else the origin.
 	for n := range 20 {
 		body(t, fmt.Sprintf("http://%s/p/%d", pub, 3000+n))
+	}
+}
+
+// originBytes returns the demo origin's body bytes sent and Range requests
+// answered so far.
+func originBytes(t *testing.T, origin string) (sent, ranges int64) {
+	t.Helper()
+	resp, err := http.Get("http://" + origin + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Bytes  int64 `json:"bytes_sent"`
+		Ranges int64 `json:"ranges"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Bytes, st.Ranges
+}
+
+// TestSlicesLargeObject: a 64 MiB object. A one-byte Range request costs
+// the origin one slice; a full read afterwards fetches the other slices
+// once; after a restart the disk tier serves it all.
+func TestSlicesLargeObject(t *testing.T) {
+	origin, dir := freeAddr(t), t.TempDir()
+	startOrigin(t, origin, "0s")
+	pub, adm, cmd := diskEdge(t, origin, dir, "--disk-size", "256MiB")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+pub+"/large/64", nil)
+	req.Header.Set("Range", "bytes=0-0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || len(one) != 1 {
+		t.Fatalf("Range bytes=0-0: %d with %d bytes", resp.StatusCode, len(one))
+	}
+	sent, ranges := originBytes(t, origin)
+	if sent != 1<<20 || ranges != 1 {
+		t.Fatalf("a one-byte range cost the origin %d bytes in %d Range requests, want one 1 MiB slice", sent, ranges)
+	}
+	whole := body(t, "http://"+pub+"/large/64")
+	want := body(t, "http://"+origin+"/large/64")
+	if whole != want || whole[:1] != string(one) {
+		t.Fatalf("full read of the sliced object: %d bytes, equal %v", len(whole), whole == want)
+	}
+	sent, ranges = originBytes(t, origin)
+	sent -= int64(len(want)) // the direct read above
+	if sent != 64<<20 || ranges != 64 {
+		t.Fatalf("after the full read the origin sent %d bytes in %d Range requests, want each of the 64 slices once", sent, ranges)
+	}
+	// A range across slices, from the store.
+	req.Header.Set("Range", "bytes=1048000-3145800")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || string(part) != want[1048000:3145801] {
+		t.Fatalf("range across slices: %d, %d bytes", resp.StatusCode, len(part))
+	}
+	if _, r2 := originBytes(t, origin); r2 != ranges {
+		t.Fatal("stored slices fetched again")
+	}
+	waitFor(t, "slices on disk", 60*time.Second, func() bool { return metric(t, adm, "edge_disk_objects") >= 65 })
+	stop(t, cmd, syscall.SIGTERM)
+	pub, adm, _ = diskEdge(t, origin, dir, "--disk-size", "256MiB")
+	if got := body(t, "http://"+pub+"/large/64"); got != want {
+		t.Fatal("sliced object wrong after a restart")
+	}
+	if f := metric(t, adm, "edge_origin_fetches_total"); f != 0 {
+		t.Fatalf("restarted node asked the origin %v times for a sliced object on its disk", f)
 	}
 }

@@ -1,0 +1,589 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Large objects in slices, as nginx's slice module and Varnish's slicer
+// keep them. A response larger than SliceBytes (200, whole, not encoded,
+// not varying, with a validator that names its bytes) is stored as a
+// manifest (its header fields, no body) under its URL key, and its body as
+// slices of SliceBytes under keys of their own, each an ordinary entry:
+// stored in RAM or on disk, evicted, purged and revalidated like any
+// other. The response that revealed the size fills the first slices as it
+// streams; every other slice is fetched with a Range request when a client
+// first needs it, once however many clients need it at once. A Range
+// request for a 64 MiB object therefore costs the origin the slices that
+// cover it, not the object.
+//
+// Each slice keeps the validators of the response it came from, and is
+// used only while they equal the manifest's: an object that changed at the
+// origin between two slices is never spliced from both versions. An origin
+// that answers a Range request with 200 does not support ranges: the
+// manifest is dropped, the key is marked large (streamed through from then
+// on) and the request in hand is forwarded whole.
+
+// sliceSizeField marks a manifest and carries the object's size. It is
+// removed from every upstream response (an origin cannot forge a manifest)
+// and never sent to clients.
+const sliceSizeField = "Edge-Slice-Size"
+
+// sliceKey is the store key of slice k of the object stored under key.
+func sliceKey(key string, k int64) string { return key + "\x00slice=" + strconv.FormatInt(k, 10) }
+
+// parseSliceTotal is the object size a manifest's header gives, or 0 for
+// an entry that is not a manifest.
+func parseSliceTotal(hdr http.Header) int64 {
+	v, ok := hdr[sliceSizeField]
+	if !ok || len(v) != 1 {
+		return 0
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// sliceSize is the object size a manifest describes, or 0 for an entry
+// that is not a manifest.
+func (e *Entry) sliceSize() int64 { return e.sliceTotal }
+
+// manifestFor returns the manifest for a response that should be sliced
+// (storable, shareable with r, and sliceable), or nil.
+func (h *Handler) manifestFor(r *http.Request, m miss, resp *http.Response, reqTime, respTime time.Time) *Entry {
+	e := h.newEntry(m.key, resp, reqTime, respTime)
+	e.VaryKey = h.varyKey(e.VaryNames, r)
+	if ok, _ := h.shareable(e, r, m); !ok || !h.sliceable(resp, e) {
+		return nil
+	}
+	return manifestOf(e, resp.ContentLength)
+}
+
+// sliceable reports whether a storable 200 response with entry e should be
+// sliced rather than stored whole.
+func (h *Handler) sliceable(resp *http.Response, e *Entry) bool {
+	s := h.cfg.SliceBytes
+	if s <= 0 || resp.StatusCode != http.StatusOK || resp.ContentLength <= s {
+		return false
+	}
+	if len(e.VaryNames) > 0 || len(resp.Header["Content-Range"]) > 0 {
+		return false
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return false // encoded bytes differ per encoding run: ranges of them do not splice
+	}
+	if e.offers != 0 && resp.ContentLength <= h.cfg.MaxObjectBytes {
+		return false // compressible and small enough to keep whole: compressed at the edge
+	}
+	return strongTag(e.etag) || e.hasLastMod
+}
+
+// manifestOf returns the manifest for a sliced object whose response built
+// e (header only) and whose size is size.
+func manifestOf(e *Entry, size int64) *Entry {
+	hdr := e.Header.Clone()
+	delete(hdr, "Content-Length")
+	hdr[sliceSizeField] = []string{strconv.FormatInt(size, 10)}
+	m := e.sibling(hdr, nil)
+	m.etag, m.sliceTotal = e.etag, size
+	m.computeSize()
+	return m
+}
+
+// sameObject reports whether slice s came from the response m describes:
+// the same strong ETag, or without one the same Last-Modified (sliceable
+// requires one of the two).
+func sameObject(s, m *Entry) bool {
+	if strongTag(m.etag) {
+		return s.etag == m.etag
+	}
+	return m.hasLastMod && s.hasLastMod && s.lastMod.Equal(m.lastMod) && s.etag == m.etag
+}
+
+// removeKey removes key from the store with the slices of its manifest.
+func (h *Handler) removeKey(key string) int {
+	h.forSlices(key, func(k string) { h.store.Remove(k) })
+	return h.store.Remove(key)
+}
+
+// markStale soft-purges key and the slices of its manifest.
+func (h *Handler) markStale(key string) int {
+	h.forSlices(key, func(k string) { h.store.MarkStale(k) })
+	return h.store.MarkStale(key)
+}
+
+func (h *Handler) forSlices(key string, f func(string)) {
+	if h.cfg.SliceBytes <= 0 {
+		return
+	}
+	m, _ := h.store.Lookup(key, nil)
+	if m == nil || m.sliceSize() == 0 {
+		return
+	}
+	n := (m.sliceSize() + h.cfg.SliceBytes - 1) / h.cfg.SliceBytes
+	for k := range n {
+		f(sliceKey(key, k))
+	}
+}
+
+// errNoRanges: the origin answered a Range request with the whole object.
+var errNoRanges = errors.New("proxy: the origin does not support Range requests")
+
+// errChanged: a slice came from another version of the object.
+var errChanged = errors.New("proxy: the object changed at the origin between slices")
+
+// slicer reads a sliced object for one response, slice by slice.
+type slicer struct {
+	h     *Handler
+	r     *http.Request
+	m     *Entry // the manifest
+	size  int64
+	ssize int64
+	// stream is the upstream response that revealed the object, read
+	// for its first slices while the reads stay sequential (nil once
+	// used up or abandoned); streamAt is the slice it is positioned at.
+	stream   io.ReadCloser
+	streamAt int64
+	cur      *Entry // the slice being read
+	curIdx   int64
+	pos      int64
+	charged  int64 // buffer budget held for cur
+	fetched  int   // slices this response had to fetch
+	keep     bool  // store what is fetched (the cluster's q-rule may say no)
+	err      error
+}
+
+// Read implements io.Reader over the object.
+func (s *slicer) Read(p []byte) (int, error) {
+	if s.pos >= s.size {
+		return 0, io.EOF
+	}
+	k := s.pos / s.ssize
+	if s.cur == nil || s.curIdx != k {
+		e, err := s.slice(k)
+		if err == nil {
+			err = s.setCur(e, k)
+		}
+		if err != nil {
+			s.err = err
+			return 0, err
+		}
+	}
+	off := s.pos - k*s.ssize
+	n := copy(p, s.cur.Body[off:])
+	s.pos += int64(n)
+	return n, nil
+}
+
+// Seek implements io.Seeker for http.ServeContent.
+func (s *slicer) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += s.pos
+	case io.SeekEnd:
+		offset += s.size
+	}
+	if offset < 0 {
+		return 0, errors.New("proxy: seek before the start")
+	}
+	s.pos = offset
+	return offset, nil
+}
+
+// setCur makes e (slice k) the one being written. Its bytes are charged
+// to the buffer budget while written (a slice may have left the store
+// meanwhile, or come from disk): slow readers of many sliced objects
+// cannot hold more memory than the budget.
+func (s *slicer) setCur(e *Entry, k int64) error {
+	s.h.release(s.charged)
+	s.charged = 0
+	if !s.h.charge(int64(len(e.Body))) {
+		return errBufferFull
+	}
+	s.charged = int64(len(e.Body))
+	s.cur, s.curIdx = e, k
+	return nil
+}
+
+// errBufferFull: the buffer budget is spent.
+var errBufferFull = errors.New("proxy: buffer budget spent")
+
+// close gives back the buffer budget and the leading stream.
+func (s *slicer) close() {
+	s.h.release(s.charged)
+	s.charged = 0
+	if s.stream != nil {
+		s.stream.Close()
+		s.stream = nil
+	}
+}
+
+// span is slice k's byte range [a, b].
+func (s *slicer) span(k int64) (a, b int64) {
+	a = k * s.ssize
+	return a, min(a+s.ssize, s.size) - 1
+}
+
+// slice returns slice k: stored, read from the leading stream, or fetched
+// with a Range request (once for concurrent readers).
+func (s *slicer) slice(k int64) (*Entry, error) {
+	h := s.h
+	skey := sliceKey(s.m.Key, k)
+	a, b := s.span(k)
+	// A stored slice is used whatever its own age: the manifest was just
+	// found fresh (or revalidated), and a slice with its validator holds
+	// the bytes of that very object.
+	if e, _ := h.store.Lookup(skey, nil); e != nil && sameObject(e, s.m) && int64(len(e.Body)) == b-a+1 {
+		return e, nil
+	}
+	if s.stream != nil && s.streamAt == k {
+		return s.fromStream(k, skey, a, b)
+	}
+	if s.stream != nil {
+		s.stream.Close() // the reads left the stream's order: Range requests from here
+		s.stream = nil
+	}
+	s.fetched++
+	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Entry), nil
+}
+
+// fromStream reads slice k from the response that revealed the object.
+func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
+	h := s.h
+	ran := false
+	v, err, _ := h.slices.Do(skey, func() (any, error) {
+		ran = true
+		body := make([]byte, b-a+1)
+		if _, err := io.ReadFull(s.stream, body); err != nil {
+			return nil, fmt.Errorf("proxy: reading slice %d from the origin: %w", k, err)
+		}
+		e := s.m.sibling(s.m.Header.Clone(), nil)
+		delete(e.Header, sliceSizeField)
+		e.Key = skey
+		e.etag = s.m.etag
+		e = e.withBody(body)
+		if s.keep {
+			h.storeSlice(e)
+		}
+		return e, nil
+	})
+	if err != nil || !ran {
+		// Failed, or another request fetched this slice meanwhile and
+		// the stream did not move: Range requests from here.
+		s.stream.Close()
+		s.stream = nil
+		if err != nil {
+			return nil, err
+		}
+		return v.(*Entry), nil
+	}
+	s.streamAt = k + 1
+	h.metrics.SliceFetches.WithLabelValues("stream").Inc()
+	return v.(*Entry), nil
+}
+
+// storeSlice stores a slice unless a purge of its object came meanwhile.
+func (h *Handler) storeSlice(e *Entry) {
+	if e.cc.NoStore || e.cc.Private {
+		return
+	}
+	h.store.Put(e)
+}
+
+// fetchSlice fetches bytes a–b of the object m describes with a Range
+// request, checks that they are what was asked of the same object, and
+// stores them.
+func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool) (*Entry, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
+	defer cancel()
+	if !h.acquireUpstream() {
+		return nil, errOverload
+	}
+	defer h.releaseUpstream()
+	out := h.outboundRequest(r, ctx, true)
+	out.Header.Set("Range", "bytes="+strconv.FormatInt(a, 10)+"-"+strconv.FormatInt(b, 10))
+	reqTime := h.now()
+	res, err := h.fetch(ctx, skey, out)
+	if err != nil {
+		return nil, err
+	}
+	resp := res.Resp
+	defer resp.Body.Close()
+	respTime := h.now()
+	if resp.StatusCode == http.StatusOK {
+		return nil, errNoRanges
+	}
+	if resp.StatusCode != http.StatusPartialContent {
+		return nil, fmt.Errorf("proxy: slice %s: origin answered %d", skey, resp.StatusCode)
+	}
+	ra, rb, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	if !ok || ra != a || rb != b || total != m.sliceSize() {
+		return nil, fmt.Errorf("%w: asked %d-%d/%d, got %q", errChanged, a, b, m.sliceSize(), resp.Header.Get("Content-Range"))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, b-a+2))
+	if err != nil {
+		return nil, fmt.Errorf("proxy: reading slice %s: %w", skey, err)
+	}
+	if int64(len(body)) != b-a+1 {
+		return nil, fmt.Errorf("proxy: slice %s: %d bytes, want %d", skey, len(body), b-a+1)
+	}
+	whole := *resp
+	whole.StatusCode = http.StatusOK
+	whole.Header = resp.Header.Clone()
+	delete(whole.Header, "Content-Range")
+	e := h.newEntry(skey, &whole, reqTime, respTime)
+	if !sameObject(e, m) {
+		return nil, errChanged
+	}
+	e = e.withBody(body)
+	if keep && res.Keep {
+		h.storeSlice(e)
+	}
+	h.metrics.SliceFetches.WithLabelValues("range").Inc()
+	return e, nil
+}
+
+// parseContentRange parses "bytes a-b/total".
+func parseContentRange(v string) (a, b, total int64, ok bool) {
+	rest, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	span, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	as, bs, found := strings.Cut(span, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	a, err1 = strconv.ParseInt(as, 10, 64)
+	b, err2 = strconv.ParseInt(bs, 10, 64)
+	total, err3 = strconv.ParseInt(tot, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || a < 0 || b < a || total <= b {
+		return 0, 0, 0, false
+	}
+	return a, b, total, true
+}
+
+// firstOffset is where r's body starts: the first range's start for a
+// "bytes=a-…" Range, else 0 (the slice fetched before any header is sent,
+// so that a failure can still be answered another way).
+func firstOffset(r *http.Request) int64 {
+	v := r.Header.Get("Range")
+	spec, ok := strings.CutPrefix(v, "bytes=")
+	if !ok {
+		return 0
+	}
+	first, _, _ := strings.Cut(spec, ",")
+	a, _, _ := strings.Cut(strings.TrimSpace(first), "-")
+	n, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// probed is what a probe learned: an entry to serve (a manifest, or the
+// whole of a small object) and whether the cluster let us keep it.
+type probed struct {
+	e    *Entry
+	keep bool
+}
+
+// probeSliced answers a Range request for a URL not in the store by asking
+// the origin for the first slice only (concurrent requests share one
+// probe): a 206 shows the object's size, so that a one-byte range of a
+// 64 MiB object costs the origin one slice, not the object. It reports
+// false when the probe did not give a servable answer (no range support,
+// not storable, an error); the caller then fetches as for any miss.
+func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (string, bool) {
+	v, err, _ := h.slices.Do(m.key+"\x00probe", func() (any, error) { return h.probe(r, m) })
+	p, _ := v.(probed)
+	if err != nil || p.e == nil {
+		return "", false
+	}
+	status := "fwd=" + m.fwd + "; fwd-status=206; detail=sliced"
+	if p.e.sliceTotal > 0 {
+		h.serveSliced(w, r, p.e, status, nil, nil, p.keep)
+	} else {
+		h.writeEntry(w, r, p.e, h.now(), status, nil)
+	}
+	return ResultMiss, true
+}
+
+func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
+	defer cancel()
+	if !h.acquireUpstream() {
+		return probed{}, errOverload
+	}
+	defer h.releaseUpstream()
+	purges := h.purges.Load()
+	out := h.outboundRequest(r, ctx, true)
+	out.Header.Set("Range", "bytes=0-"+strconv.FormatInt(h.cfg.SliceBytes-1, 10))
+	reqTime := h.now()
+	res, err := h.fetch(ctx, m.key, out)
+	if err != nil {
+		return probed{}, err
+	}
+	resp := res.Resp
+	defer resp.Body.Close()
+	respTime := h.now()
+	if resp.StatusCode != http.StatusPartialContent {
+		return probed{}, nil // no ranges here, or not a plain object: an ordinary miss
+	}
+	a, b, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	if !ok || a != 0 {
+		return probed{}, nil
+	}
+	// The response as the whole object would have come.
+	whole := *resp
+	whole.StatusCode = http.StatusOK
+	whole.ContentLength = total
+	whole.Header = resp.Header.Clone()
+	delete(whole.Header, "Content-Range")
+	whole.Header["Content-Length"] = []string{strconv.FormatInt(total, 10)}
+	cc, targeted := h.policy().effectiveCC(whole.Header)
+	if ok, _ := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, http.StatusOK, whole.Header, cc, targeted); !ok {
+		return probed{}, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, b+2))
+	if err != nil || int64(len(body)) != b+1 {
+		return probed{}, nil
+	}
+	keep := res.Keep && h.purges.Load() == purges
+	if total > b+1 {
+		man := h.manifestFor(r, m, &whole, reqTime, respTime)
+		if man == nil {
+			return probed{}, nil
+		}
+		if keep {
+			s0 := man.sibling(man.Header.Clone(), nil)
+			delete(s0.Header, sliceSizeField)
+			s0.Key, s0.etag = sliceKey(m.key, 0), man.etag
+			h.storeSlice(s0.withBody(body))
+			h.store.Put(man)
+		}
+		h.metrics.SliceFetches.WithLabelValues("range").Inc()
+		return probed{e: man, keep: keep}, nil
+	}
+	// The first slice was the whole object: store it as any response.
+	e := h.newEntry(m.key, &whole, reqTime, respTime)
+	e.VaryKey = h.varyKey(e.VaryNames, r)
+	if ok, _ := h.shareable(e, r, m); !ok {
+		return probed{}, nil
+	}
+	e = e.withBody(body)
+	if keep {
+		h.store.Put(e)
+	}
+	return probed{e: e, keep: keep}, nil
+}
+
+// serveSliced answers r from the sliced object manifest m describes.
+// stream, if not nil, is the body of the upstream 200 that revealed the
+// object, positioned at its start.
+func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status string, own http.Header, stream io.ReadCloser, keep bool) {
+	if h.cfg.SliceBytes <= 0 {
+		// Slicing was turned off since the manifest was stored: it
+		// cannot be read, so the request goes upstream.
+		if stream != nil {
+			stream.Close()
+		}
+		h.servePass(w, r, "sliced-off")
+		return
+	}
+	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: h.cfg.SliceBytes, stream: stream, curIdx: -1, keep: keep}
+	defer s.close()
+	h.metrics.SlicedResponses.Inc()
+	// The first slice this response needs is read before any header is
+	// written, so that an origin without ranges, or an object that
+	// changed, can still be answered whole.
+	if r.Method != http.MethodHead {
+		if k := firstOffset(r) / s.ssize; k*s.ssize < s.size {
+			e, err := s.slice(k)
+			if err == nil {
+				err = s.setCur(e, k)
+			}
+			if err != nil {
+				h.sliceFailed(w, r, m, err)
+				return
+			}
+		}
+	}
+	h.setEntryHeader(w, m, h.now(), status, own)
+	hdr := w.Header()
+	delete(hdr, sliceSizeField)
+	delete(hdr, "Content-Length")
+	if _, ok := hdr["Accept-Ranges"]; !ok {
+		hdr["Accept-Ranges"] = []string{"bytes"}
+	}
+	h.extendWrite(w)
+	if rng := r.Header["Range"]; len(rng) > 1 {
+		delete(r.Header, "Range")
+	} else if len(rng) == 1 {
+		if limited, ok := limitRanges(rng[0], s.size, h.cfg.MaxRanges); !ok {
+			h.metrics.Rejected.WithLabelValues("too_many_ranges").Inc()
+			delete(r.Header, "Range")
+		} else {
+			r.Header["Range"] = []string{limited}
+		}
+	}
+	http.ServeContent(&deadlineWriter{ResponseWriter: w, h: h}, r, "", m.lastMod, s)
+	if s.err != nil {
+		// Headers (and a length) are out: the only honest end is a cut
+		// connection, never a short body that looks whole.
+		h.log.Warn("sliced response cut", "key", m.Key, "err", s.err)
+		h.dropSliced(m, s.err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// sliceFailed answers a request whose first slice could not be had.
+func (h *Handler) sliceFailed(w http.ResponseWriter, r *http.Request, m *Entry, err error) {
+	h.dropSliced(m, err)
+	switch {
+	case errors.Is(err, errNoRanges), errors.Is(err, errChanged):
+		h.servePass(w, r, "sliced-fallback")
+	case errors.Is(err, errOverload):
+		w.Header().Set("Retry-After", "1")
+		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+	case errors.Is(err, errBufferFull):
+		w.Header().Set("Retry-After", "1")
+		h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+	default:
+		h.writeUpstreamError(w, err)
+	}
+}
+
+// dropSliced forgets a manifest whose slices cannot be had as it says.
+func (h *Handler) dropSliced(m *Entry, err error) {
+	switch {
+	case errors.Is(err, errNoRanges):
+		h.removeKey(m.Key)
+		h.large.Add(m.Key, struct{}{}) // streamed through from now on
+		h.metrics.SliceFailures.WithLabelValues("no-ranges").Inc()
+	case errors.Is(err, errChanged):
+		h.removeKey(m.Key) // the next request learns the new object
+		h.metrics.SliceFailures.WithLabelValues("changed").Inc()
+	case errors.Is(err, errBufferFull), errors.Is(err, errOverload):
+		// Load, not the object: keep it.
+	default:
+		h.metrics.SliceFailures.WithLabelValues("error").Inc()
+	}
+}
