@@ -11,7 +11,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Total time the test target may spend in `go test`; well inside the 10-minute budget.
 TEST_TIMEOUT    ?= 8m
 
-.PHONY: all build run test conformance bench-cluster bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test conformance bench-cluster bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -60,6 +60,10 @@ bench:
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
 bench-compare: build
 	bash scripts/bench-compare.sh
+
+## bench-storage: the adaptsize trace against edge RAM+disk, edge RAM only and nginx proxy_cache (hit ratios, disk-hit latency, RSS).
+bench-storage: build
+	bash scripts/bench-storage.sh
 
 ## bench-tls: edge vs nginx (proxy_cache + ssl + http2) over TLS: keep-alive hits, new handshakes, HTTP/2 (h2load).
 bench-tls: build

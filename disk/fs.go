@@ -1,36 +1,98 @@
 package disk
 
 import (
+	"errors"
 	"hash/crc32"
 	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // FS is the file operations the tier performs after startup, so that tests
 // can inject the failures of a real disk (full, read-only, I/O errors).
 type FS interface {
-	WriteFile(name string, data []byte) error // create name with data
-	Rename(oldName, newName string) error
+	// Stage writes data to a new file in dir that no reader can see
+	// until it is committed.
+	Stage(dir string, data []byte) (Staged, error)
 	Remove(name string) error
 	ReadFile(name string) ([]byte, error)
 	SetStale(name string) error // set the stale flag of a record file in place
 }
 
-// osFS is FS on the operating system.
-type osFS struct{}
+// Staged is a written file waiting to be made visible.
+type Staged interface {
+	Commit(path string) error // make it visible at path, replacing what is there
+	Abort()                   // drop it
+}
 
-func (osFS) WriteFile(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// osFS is FS on the operating system. It stages files with O_TMPFILE (an
+// unnamed inode in the destination directory, linked into place on commit)
+// where the file system has it: a crash then leaves nothing half-written
+// behind, and creating a named temporary file measured several times
+// slower on ext4 (docs/storage.md). Elsewhere it writes a named file in
+// tmp and renames it.
+type osFS struct{ tmp string }
+
+func (o osFS) Stage(dir string, data []byte) (Staged, error) {
+	fd, err := unix.Open(dir, unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return o.stageNamed(data)
+		}
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dir+"/(staged)")
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return unnamed{f}, nil
+}
+
+func (o osFS) stageNamed(data []byte) (Staged, error) {
+	f, err := os.CreateTemp(o.tmp, "w-")
+	if err != nil {
+		return nil, err
 	}
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return named(f.Name()), nil
 }
 
-func (osFS) Rename(oldName, newName string) error { return os.Rename(oldName, newName) }
+// unnamed is an O_TMPFILE inode.
+type unnamed struct{ f *os.File }
+
+func (u unnamed) Commit(path string) error {
+	defer u.f.Close()
+	src := "/proc/self/fd/" + strconv.Itoa(int(u.f.Fd()))
+	err := unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.EEXIST) {
+		// A file left by an earlier run under the same name.
+		if err = os.Remove(path); err == nil {
+			err = unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: src, New: path, Err: err}
+	}
+	return u.f.Close()
+}
+
+func (u unnamed) Abort() { u.f.Close() }
+
+// named is a temporary file renamed into place.
+type named string
+
+func (n named) Commit(path string) error { return os.Rename(string(n), path) }
+func (n named) Abort()                   { os.Remove(string(n)) }
+
 func (osFS) Remove(name string) error             { return os.Remove(name) }
 func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 

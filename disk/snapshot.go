@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // The index snapshot. A graceful shutdown writes the index (keys, variants,
@@ -22,7 +23,7 @@ import (
 //
 // Layout: "EDGI" then records, each
 //
-//	name (16 bytes) | size (uvarint) | stale (1 byte) | metadata: key,
+//	key hash (16 bytes) | generation (uvarint) | size (uvarint) | stale (1 byte) | metadata: key,
 //	vary key, vary names, surrogate keys (as in encodeMeta)
 //
 // oldest first, then a zero byte and the CRC-32C of everything before it.
@@ -53,12 +54,13 @@ func (t *Tier) writeSnapshot() error {
 	for _, key := range keys {
 		o, _ := t.lru.Peek(key)
 		for _, v := range o.variants {
-			name, err := hex.DecodeString(v.name)
+			name, err := hex.DecodeString(hashOf(v.name))
 			if err != nil || len(name) != 16 {
 				continue
 			}
 			buf = append(buf[:0], 1) // a record follows
 			buf = append(buf, name...)
+			buf = binary.AppendUvarint(buf, genOf(v.name))
 			buf = binary.AppendUvarint(buf, uint64(v.size))
 			if v.stale {
 				buf = append(buf, 1)
@@ -138,8 +140,9 @@ func parseSnapshot(b []byte) ([]snapRecord, error) {
 		if len(m.b) < 17 {
 			return nil, fmt.Errorf("%w: short snapshot record", ErrCorrupt)
 		}
-		name := hex.EncodeToString(m.b[:16])
+		hash := hex.EncodeToString(m.b[:16])
 		m.b = m.b[16:]
+		gen := m.uvarint()
 		size := int64(m.uvarint())
 		if m.err != nil || len(m.b) < 1 {
 			return nil, fmt.Errorf("%w: short snapshot record", ErrCorrupt)
@@ -151,9 +154,10 @@ func parseSnapshot(b []byte) ([]snapRecord, error) {
 		if m.err != nil {
 			return nil, m.err
 		}
-		if size <= 0 || fileName(key, vk) != name {
+		if size <= 0 || fileName(key, vk) != hash {
 			return nil, fmt.Errorf("%w: snapshot record for %q does not match its name", ErrCorrupt, key)
 		}
+		name := hash + "." + strconv.FormatUint(gen, 36)
 		out = append(out, snapRecord{key: key, vary: vary, v: &variant{varyKey: vk, name: name, size: size, stale: stale, surrogates: tags}})
 	}
 	if len(m.b) != 0 {

@@ -169,9 +169,9 @@ type gatedFS struct {
 	release chan struct{}
 }
 
-func (g *gatedFS) WriteFile(name string, b []byte) error {
+func (g *gatedFS) Stage(dir string, b []byte) (Staged, error) {
 	g.once.Do(func() { <-g.release })
-	return g.osFS.WriteFile(name, b)
+	return g.osFS.Stage(dir, b)
 }
 
 func TestRecoveryDiscardsPartialAndCorrupt(t *testing.T) {
@@ -186,7 +186,13 @@ func TestRecoveryDiscardsPartialAndCorrupt(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "v1", "index.snap")); err != nil {
 		t.Fatal(err)
 	}
-	path := func(k string) string { return tier.path(fileName("https://a/"+k, "")) }
+	path := func(k string) string {
+		m, _ := filepath.Glob(filepath.Join(dir, "v1", "*", fileName("https://a/"+k, "")+".*"))
+		if len(m) != 1 {
+			t.Fatalf("%d files for %s", len(m), k)
+		}
+		return m[0]
+	}
 	b, _ := os.ReadFile(path("short"))
 	_ = os.WriteFile(path("short"), b[:len(b)-7], 0o644) // a write cut short
 	b, _ = os.ReadFile(path("flipped-meta"))
@@ -223,11 +229,11 @@ type failingFS struct {
 }
 
 func (f *failingFS) fail() error { f.mu.Lock(); defer f.mu.Unlock(); return f.err }
-func (f *failingFS) WriteFile(n string, b []byte) error {
+func (f *failingFS) Stage(dir string, b []byte) (Staged, error) {
 	if err := f.fail(); err != nil {
-		return err
+		return nil, err
 	}
-	return f.osFS.WriteFile(n, b)
+	return f.osFS.Stage(dir, b)
 }
 func (f *failingFS) ReadFile(n string) ([]byte, error) {
 	if err := f.fail(); err != nil {

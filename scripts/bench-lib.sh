@@ -53,7 +53,7 @@ events { worker_connections 4096; }
 http {
   access_log off;
   keepalive_requests 10000000; # nginx closes a connection after 1000 requests by default; edge does not
-  proxy_cache_path $work/nginx-cache keys_zone=edge:32m max_size=256m inactive=1h use_temp_path=off;
+  proxy_cache_path $work/nginx-cache levels=1:2 keys_zone=edge:${NGINX_KEYS_ZONE:-32m} max_size=${NGINX_CACHE_MAX:-256m} inactive=1d use_temp_path=off;
   upstream origin { server $1; keepalive 64; }
   server {
 $2

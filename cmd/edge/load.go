@@ -23,6 +23,7 @@ func loadCmd() *cobra.Command {
 		targets, file, format, hotPath, originStats string
 		zipfS, hotShare                             float64
 		pages, limit                                int
+		sized                                       bool
 		asJSON                                      bool
 		c                                           load.Config
 	)
@@ -53,6 +54,11 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 				paths := make([]string, len(reqs))
 				for i, r := range reqs {
 					paths[i] = "/p/" + strconv.FormatUint(r.ID%1_000_000_000, 10)
+					if sized && r.Size > 0 {
+						// The demo origin's /size/{bytes}: the object the
+						// trace names, at the size it gives.
+						paths[i] = "/size/" + strconv.FormatInt(min(r.Size, 64<<20), 10) + "?k=" + strconv.FormatUint(r.ID, 10)
+					}
 				}
 				next := 0
 				pick = func(*rand.Rand) string { p := paths[next%len(paths)]; next++; return p }
@@ -111,6 +117,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 	f.StringVar(&file, "trace", "", "trace file of keys")
 	f.StringVar(&format, "format", "int64be", "trace format: int64be, int32be, adaptsize, lines")
 	f.IntVar(&limit, "trace-limit", 0, "read at most this many trace entries (0: all)")
+	f.BoolVar(&sized, "sized", false, "for a trace with object sizes (adaptsize): request /size/{bytes}?k={key}, so that each object has its trace size")
 	f.Float64Var(&hotShare, "hot-share", 0, "fraction of requests sent to --hot-path (a flash crowd)")
 	f.StringVar(&hotPath, "hot-path", "/p/0", "the flash crowd's page")
 	f.StringVar(&originStats, "origin-stats", "", "demo origin /_stats URL, for the origin offload")
