@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,13 +17,13 @@ import (
 )
 
 func demoCmd() *cobra.Command {
-	var originAddr, token, secret, extra string
+	var originAddr, token, secret, extra, diskRoot string
 	var nodes int
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the demo origin and a cluster of edge nodes in front of it, as separate processes",
 		Long: `Run the demo origin and N edge nodes as separate processes on 127.0.0.1.
-Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster).`,
+Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster), and keeps\nits disk tier in --disk-root/edge-i (a restarted demo serves what it had stored).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 50 {
@@ -47,6 +48,10 @@ Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster)
 					"--admin-token", token, "--node-id", a.id}
 				if nodes > 1 {
 					args = append(args, "--cluster-listen", a.peer, "--peers", strings.Join(peerList, ","), "--secret", secret)
+				}
+				if diskRoot != "" {
+					// Each node its own directory: a demo restarted keeps its pages.
+					args = append(args, "--disk-path", filepath.Join(diskRoot, a.id), "--disk-size", "1GiB")
 				}
 				if extra != "" {
 					args = append(args, strings.Fields(extra)...)
@@ -94,6 +99,7 @@ Ctrl-C stops everything.
 	f.StringVar(&token, "admin-token", "demo-token", "admin bearer token for purge")
 	f.StringVar(&secret, "secret", "demo-cluster-secret", "cluster secret")
 	f.StringVar(&extra, "serve-args", "", "extra arguments for every edge serve, e.g. \"--routing-mode tree\"")
+	f.StringVar(&diskRoot, "disk-root", filepath.Join(os.TempDir(), "edge-demo-disk"), "directory for the nodes' disk tiers (one subdirectory each; \"\" for RAM only)")
 	return cmd
 }
 
