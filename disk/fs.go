@@ -44,7 +44,7 @@ func (o osFS) Stage(dir string, data []byte) (Staged, error) {
 	}
 	f := os.NewFile(uintptr(fd), dir+"/(staged)")
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return nil, err
 	}
 	return unnamed{f}, nil
@@ -60,7 +60,7 @@ func (o osFS) stageNamed(data []byte) (Staged, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name())
 		return nil, err
 	}
 	return named(f.Name()), nil
@@ -70,7 +70,6 @@ func (o osFS) stageNamed(data []byte) (Staged, error) {
 type unnamed struct{ f *os.File }
 
 func (u unnamed) Commit(path string) error {
-	defer u.f.Close()
 	src := "/proc/self/fd/" + strconv.Itoa(int(u.f.Fd()))
 	err := unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.EEXIST) {
@@ -80,18 +79,20 @@ func (u unnamed) Commit(path string) error {
 		}
 	}
 	if err != nil {
+		_ = u.f.Close() // the inode goes with it
 		return &os.LinkError{Op: "link", Old: src, New: path, Err: err}
 	}
 	return u.f.Close()
 }
 
-func (u unnamed) Abort() { u.f.Close() }
+// Abort closes the unnamed inode, which frees it.
+func (u unnamed) Abort() { _ = u.f.Close() }
 
 // named is a temporary file renamed into place.
 type named string
 
 func (n named) Commit(path string) error { return os.Rename(string(n), path) }
-func (n named) Abort()                   { os.Remove(string(n)) }
+func (n named) Abort()                   { _ = os.Remove(string(n)) }
 
 func (osFS) Remove(name string) error             { return os.Remove(name) }
 func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }

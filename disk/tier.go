@@ -912,7 +912,7 @@ func readMeta(p string) (*Record, int64, int64, error) {
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, 0, err
@@ -952,7 +952,7 @@ func (t *Tier) lock() error {
 		return fmt.Errorf("disk: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("disk: %s is in use by another process (%w); give each node its own directory", t.opts.Dir, err)
 	}
 	t.lockFile = f

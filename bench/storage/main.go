@@ -445,8 +445,8 @@ func (p *pebbleDB) close() error { return p.db.Close() }
 
 type quietLogger struct{}
 
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Infof(string, ...any)              {}
+func (quietLogger) Errorf(string, ...any)             {}
 func (quietLogger) Fatalf(format string, args ...any) { log.Fatalf(format, args...) }
 
 // ---- badger ----

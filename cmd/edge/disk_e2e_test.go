@@ -55,7 +55,7 @@ func stop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 func TestDiskWarmRestart(t *testing.T) {
 	origin, dir := freeAddr(t), t.TempDir()
 	startOrigin(t, origin, "0s")
-	pub, adm, cmd := diskEdge(t, origin, dir)
+	pub, _, cmd := diskEdge(t, origin, dir)
 	const pages = 60
 	want := map[int]string{}
 	for n := range pages {
@@ -63,7 +63,7 @@ func TestDiskWarmRestart(t *testing.T) {
 	}
 	stop(t, cmd, syscall.SIGTERM)
 
-	pub, adm, _ = diskEdge(t, origin, dir)
+	pub, adm, _ := diskEdge(t, origin, dir)
 	if got := metric(t, adm, "edge_disk_objects"); got < pages {
 		t.Fatalf("disk objects after restart = %v, want %d", got, pages)
 	}
