@@ -122,13 +122,8 @@ func decode(b []byte) (*Record, error) {
 // varints, so that decoding needs no reflection and rejects garbage early.
 func encodeMeta(r *Record) []byte {
 	var b []byte
-	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
-	strs := func(ss []string) {
-		b = binary.AppendUvarint(b, uint64(len(ss)))
-		for _, s := range ss {
-			str(s)
-		}
-	}
+	str := func(s string) { b = appendString(b, s) }
+	strs := func(ss []string) { b = appendStrings(b, ss) }
 	str(r.Key)
 	str(r.VaryKey)
 	strs(r.VaryNames)
@@ -239,4 +234,18 @@ func decodeMeta(b []byte) (*Record, error) {
 	}
 	r.Status = int(status)
 	return r, nil
+}
+
+// appendString appends s with its length (the metaReader's str).
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendStrings appends ss with their count (the metaReader's strs).
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
 }

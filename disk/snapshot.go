@@ -43,13 +43,6 @@ func (t *Tier) writeSnapshot() error {
 	w := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
 	_, _ = w.WriteString(snapshotMagic)
 	var buf []byte
-	str := func(s string) { buf = binary.AppendUvarint(buf, uint64(len(s))); buf = append(buf, s...) }
-	strs := func(ss []string) {
-		buf = binary.AppendUvarint(buf, uint64(len(ss)))
-		for _, s := range ss {
-			str(s)
-		}
-	}
 	keys := t.lru.Keys() // oldest first
 	for _, key := range keys {
 		o, _ := t.lru.Peek(key)
@@ -67,10 +60,10 @@ func (t *Tier) writeSnapshot() error {
 			} else {
 				buf = append(buf, 0)
 			}
-			str(key)
-			str(v.varyKey)
-			strs(o.vary)
-			strs(v.surrogates)
+			buf = appendString(buf, key)
+			buf = appendString(buf, v.varyKey)
+			buf = appendStrings(buf, o.vary)
+			buf = appendStrings(buf, v.surrogates)
 			_, _ = w.Write(buf)
 		}
 	}

@@ -57,16 +57,28 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 func originCount(t *testing.T, origin, path string) int {
 	t.Helper()
+	return originStats(t, origin).Paths[path]
+}
+
+// demoStats is the demo origin's /_stats.
+type demoStats struct {
+	Paths  map[string]int `json:"paths"`
+	Bytes  int64          `json:"bytes_sent"`
+	Ranges int64          `json:"ranges"`
+}
+
+func originStats(t *testing.T, origin string) demoStats {
+	t.Helper()
 	resp, err := http.Get("http://" + origin + "/_stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st struct {
-		Paths map[string]int `json:"paths"`
+	var st demoStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&st)
-	return st.Paths[path]
+	return st
 }
 
 // TestClusterEndToEnd runs an origin and five edge processes on loopback.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -204,18 +203,7 @@ func TestDiskFull(t *testing.T) {
 // answered so far.
 func originBytes(t *testing.T, origin string) (sent, ranges int64) {
 	t.Helper()
-	resp, err := http.Get("http://" + origin + "/_stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Bytes  int64 `json:"bytes_sent"`
-		Ranges int64 `json:"ranges"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	st := originStats(t, origin)
 	return st.Bytes, st.Ranges
 }
 
