@@ -71,7 +71,8 @@ type result struct {
 
 func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot, zipfS float64, pages int) (result, error) {
 	var r result
-	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--serve-args", serveArgs+" --log-level warn")
+	// Every configuration starts cold: no disk tier carried over from the last.
+	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--disk-root", "", "--serve-args", serveArgs+" --log-level warn")
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
 		return r, err
