@@ -90,9 +90,9 @@ func (t *Tier) loadSnapshot() (bool, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
-	// Whatever it holds, it is used at most once.
-	_ = os.Remove(t.snapshotPath())
-	if err != nil {
+	// Whatever it holds, it is used at most once: if it cannot be
+	// removed, a later crash could find it stale, so it is not used.
+	if rerr := os.Remove(t.snapshotPath()); err != nil || rerr != nil {
 		return false, nil
 	}
 	if len(b) < len(snapshotMagic)+5 || string(b[:4]) != snapshotMagic ||

@@ -111,6 +111,10 @@ type Tier struct {
 
 	lockFile *os.File // flock held while open: one process per directory
 
+	commitMu       sync.RWMutex // writers' commits (shared) against Remove (exclusive)
+	removeMu       sync.Mutex   // one batch of removals at a time
+	removerStopped bool         // under mu: Close stopped the remover
+
 	gen         atomic.Uint64 // file generations (seeded with the start time: unique across runs)
 	unlinks     []unlink      // dropped files awaiting removal (under mu)
 	unlinkBytes int64         // their bytes (under mu)
@@ -256,6 +260,7 @@ func (t *Tier) path(name string) string { return filepath.Join(t.root, name[:2],
 // fetches from the origin, and the bad file is gone.
 func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record, int) {
 	if t.down.Load() {
+		t.misses.Add(1)
 		return nil, 0
 	}
 	t.mu.Lock()
@@ -354,22 +359,30 @@ func (t *Tier) dropIfSame(key string, v *variant) {
 // older is served once a newer response exists. It never blocks: when the
 // queue is full or the tier is down the write is dropped and counted.
 func (t *Tier) Write(r *Record) {
+	w := &write{rec: r, name: fileName(r.Key, r.VaryKey)}
+	w.size = int64(headerSize + len(r.Body) + 512) // estimate until encoded
+	// All under the lock, which Close takes to close the queue: a write
+	// racing a shutdown is dropped, never sent on a closed channel.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.closed.Load() {
 		return
 	}
-	w := &write{rec: r, name: fileName(r.Key, r.VaryKey)}
-	w.size = int64(headerSize + len(r.Body) + 512) // estimate until encoded
-	t.mu.Lock()
-	// Nothing older may outlive a newer response, written or not.
+	// Nothing older may outlive a newer response, written or queued.
 	t.supersede(r.Key, r.VaryKey, r.VaryNames)
 	if w.size > t.opts.MaxBytes || (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) {
-		t.mu.Unlock()
 		t.dropped.Add(1)
 		return
 	}
 	if t.queued.Add(w.size) > t.opts.QueueBytes {
 		t.queued.Add(-w.size)
-		t.mu.Unlock()
+		t.dropped.Add(1)
+		return
+	}
+	select {
+	case t.queue <- w: // never blocks: the queue has room or the write is dropped
+	default:
+		t.queued.Add(-w.size)
 		t.dropped.Add(1)
 		return
 	}
@@ -379,21 +392,21 @@ func (t *Tier) Write(r *Record) {
 		t.pending[r.Key] = m
 	}
 	m[w.name] = w
-	t.mu.Unlock()
-	select {
-	case t.queue <- w:
-	default:
-		t.mu.Lock()
-		t.unpend(r.Key, w)
-		t.mu.Unlock()
-		t.queued.Add(-w.size)
-		t.dropped.Add(1)
-	}
 }
 
 // supersede drops from the index what a new response for (key, varyKey)
 // with Vary names vary replaces. Under t.mu.
 func (t *Tier) supersede(key, varyKey string, vary []string) {
+	// Queued writes of the key with other Vary names are older responses:
+	// they must not land after this one (four writers do not keep order).
+	for name, pw := range t.pending[key] {
+		if !slices.Equal(pw.rec.VaryNames, vary) {
+			delete(t.pending[key], name)
+		}
+	}
+	if len(t.pending[key]) == 0 {
+		delete(t.pending, key)
+	}
 	o, ok := t.lru.Peek(key)
 	if !ok {
 		return
@@ -438,40 +451,52 @@ func (t *Tier) store(w *write) {
 	if !current {
 		return // purged or replaced while queued
 	}
-	if t.down.Load() && time.Now().UnixNano() < t.downUntil.Load() {
-		t.mu.Lock()
-		t.unpend(w.rec.Key, w)
-		t.mu.Unlock()
-		t.dropped.Add(1)
-		return
-	}
 	buf := encode(w.rec)
 	size := int64(len(buf))
+	if (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) || size > t.opts.MaxBytes {
+		t.abandon(w)
+		return
+	}
 	start := time.Now()
 	// Reserve the bytes first, so that the files on disk never exceed
-	// the budget even while this one is being written.
+	// the budget even while this one is being written: evict, wait for
+	// the evicted files to go, and give up if other writes in progress
+	// still leave no room.
 	t.mu.Lock()
 	t.bytes += size
 	t.evictToBudget()
-	over := t.bytes > t.opts.MaxBytes // until the evicted files are gone
+	over := t.bytes > t.opts.MaxBytes
 	t.mu.Unlock()
 	if over {
 		t.removeDropped()
+		t.mu.Lock()
+		over = t.bytes > t.opts.MaxBytes
+		if over {
+			t.bytes -= size
+		}
+		t.mu.Unlock()
+		if over {
+			t.abandon(w)
+			return
+		}
 	}
 	// Every file gets a name of its own (the key's hash and a generation),
 	// so that committing and removing files need no lock: a removal can
 	// never hit a newer file of the same key.
 	fname := w.name + "." + strconv.FormatUint(t.gen.Add(1), 36)
 	staged, err := t.fs.Stage(filepath.Dir(t.path(fname)), buf)
+	// From here to the index update, Remove waits (commitMu), so that a
+	// purge either finds the write pending (and the commit is abandoned)
+	// or finds the file indexed (and removes it before returning).
+	t.commitMu.RLock()
+	defer t.commitMu.RUnlock()
 	if err == nil {
 		t.mu.Lock()
 		current := t.pending[w.rec.Key][w.name] == w
 		t.mu.Unlock()
 		if !current {
 			staged.Abort() // purged or replaced while being written
-			t.mu.Lock()
-			t.bytes -= size
-			t.mu.Unlock()
+			t.release(size)
 			return
 		}
 		if err = staged.Commit(t.path(fname)); err != nil {
@@ -481,9 +506,8 @@ func (t *Tier) store(w *write) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err == nil && t.pending[w.rec.Key][w.name] != w {
-		// Purged or replaced while being committed.
-		t.bytes -= size
-		t.unlinkLater(fname, 0)
+		// Replaced while being committed (a purge waits for us).
+		t.unlinkLater(fname, size)
 		return
 	}
 	t.unpend(w.rec.Key, w)
@@ -507,6 +531,21 @@ func (t *Tier) store(w *write) {
 		v.stale = true
 		_ = t.fs.SetStale(t.path(fname))
 	}
+}
+
+// abandon drops a queued write that will not be made.
+func (t *Tier) abandon(w *write) {
+	t.mu.Lock()
+	t.unpend(w.rec.Key, w)
+	t.mu.Unlock()
+	t.dropped.Add(1)
+}
+
+// release gives back bytes reserved for a write not made.
+func (t *Tier) release(n int64) {
+	t.mu.Lock()
+	t.bytes -= n
+	t.mu.Unlock()
 }
 
 // index adds v (whose bytes are already counted) under key. Under t.mu.
@@ -566,6 +605,15 @@ func (t *Tier) dropVariant(key string, v *variant) {
 
 // unlinkLater queues a file for the remover. Under t.mu.
 func (t *Tier) unlinkLater(name string, size int64) {
+	if t.removerStopped {
+		// Closing: the remover is gone, so remove it now (nothing else
+		// would, and the next start may trust a snapshot, not scan).
+		if err := t.fs.Remove(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.noteError("remove", err)
+		}
+		t.bytes -= size
+		return
+	}
 	t.unlinks = append(t.unlinks, unlink{name: name, size: size})
 	t.unlinkBytes += size
 	select {
@@ -595,6 +643,10 @@ func (t *Tier) remover() {
 
 // removeDropped removes the files queued so far.
 func (t *Tier) removeDropped() {
+	// One batch at a time: a caller that finds the queue empty because
+	// the remover took it waits here until the remover's batch is gone.
+	t.removeMu.Lock()
+	defer t.removeMu.Unlock()
 	t.mu.Lock()
 	batch := t.unlinks
 	t.unlinks = nil
@@ -632,22 +684,23 @@ func (t *Tier) evictToBudget() {
 // Remove deletes every variant of key, stored or queued, and reports how
 // many were stored.
 func (t *Tier) Remove(key string) int {
+	// Wait for commits in progress: one of this key's must not link its
+	// file after the purge has returned.
+	t.commitMu.Lock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.invalidateSnapshot()
 	delete(t.pending, key) // the writer finds its write no longer current
-	o, ok := t.lru.Peek(key)
-	if !ok {
-		return 0
+	n := 0
+	if o, ok := t.lru.Peek(key); ok {
+		n = len(o.variants)
+		t.lru.Remove(key)
+		t.purged.Add(uint64(n))
 	}
-	n := len(o.variants)
-	t.lru.Remove(key)
-	t.purged.Add(uint64(n))
-	// A purged file is removed before Remove returns: a crash right
-	// after a purge must not bring the object back at the next scan.
 	t.mu.Unlock()
+	t.commitMu.Unlock()
+	// A purged file is gone before Remove returns: a crash right after a
+	// purge must not bring the object back at the next scan.
 	t.removeDropped()
-	t.mu.Lock()
 	return n
 }
 
@@ -780,15 +833,19 @@ func (t *Tier) Flush(ctx context.Context) error {
 // Close stops accepting writes and waits (until ctx ends) for the queued
 // ones to reach the disk, so that a graceful restart keeps them.
 func (t *Tier) Close(ctx context.Context) error {
+	t.mu.Lock()
 	if t.closed.Swap(true) {
+		t.mu.Unlock()
 		return nil
 	}
-	close(t.queue)
+	close(t.queue) // under mu: Write checks closed under it
+	t.mu.Unlock()
 	select {
 	case <-t.done:
 		close(t.stopRemover)
 		<-t.removerDone // the snapshot lists no file that is about to go
 		t.mu.Lock()
+		t.removerStopped = true
 		err := t.writeSnapshot()
 		t.mu.Unlock()
 		t.unlock()
