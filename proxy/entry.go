@@ -48,6 +48,7 @@ type Entry struct {
 	charged int64
 
 	sliceTotal int64 // > 0: a manifest of a sliced object this large (slice.go)
+	sliceBytes int64 // the manifest's slice size
 
 	stale    atomic.Bool
 	fromDisk bool                     // read from the disk tier for one response, not in RAM

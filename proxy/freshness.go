@@ -205,7 +205,7 @@ func (p *Policy) finishEntry(e *Entry) {
 			e.surrogates = append(e.surrogates, splitTags(v)...)
 		}
 	}
-	e.sliceTotal = parseSliceTotal(e.Header)
+	e.sliceTotal, e.sliceBytes = parseSliceTotal(e.Header)
 	e.computeSize()
 }
 

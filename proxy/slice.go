@@ -30,26 +30,30 @@ import (
 // manifest is dropped, the key is marked large (streamed through from then
 // on) and the request in hand is forwarded whole.
 
-// sliceSizeField marks a manifest and carries the object's size. It is
-// removed from every upstream response (an origin cannot forge a manifest)
-// and never sent to clients.
+// sliceSizeField marks a manifest and carries the object's size and the
+// slice size it was cut in ("total/slice"), so that a change of
+// cache.slice_bytes never reads old slices at new offsets. It is removed
+// from every upstream response (an origin cannot forge a manifest) and
+// never sent to clients.
 const sliceSizeField = "Edge-Slice-Size"
 
 // sliceKey is the store key of slice k of the object stored under key.
 func sliceKey(key string, k int64) string { return key + "\x00slice=" + strconv.FormatInt(k, 10) }
 
-// parseSliceTotal is the object size a manifest's header gives, or 0 for
-// an entry that is not a manifest.
-func parseSliceTotal(hdr http.Header) int64 {
+// parseSliceTotal is the object size and slice size a manifest's header
+// gives, or zeros for an entry that is not a manifest.
+func parseSliceTotal(hdr http.Header) (total, slice int64) {
 	v, ok := hdr[sliceSizeField]
 	if !ok || len(v) != 1 {
-		return 0
+		return 0, 0
 	}
-	n, err := strconv.ParseInt(v[0], 10, 64)
-	if err != nil || n <= 0 {
-		return 0
+	ts, ss, _ := strings.Cut(v[0], "/")
+	total, err1 := strconv.ParseInt(ts, 10, 64)
+	slice, err2 := strconv.ParseInt(ss, 10, 64)
+	if err1 != nil || err2 != nil || total <= 0 || slice <= 0 {
+		return 0, 0
 	}
-	return n
+	return total, slice
 }
 
 // sliceSize is the object size a manifest describes, or 0 for an entry
@@ -64,7 +68,7 @@ func (h *Handler) manifestFor(r *http.Request, m miss, resp *http.Response, reqT
 	if ok, _ := h.shareable(e, r, m); !ok || !h.sliceable(resp, e) {
 		return nil
 	}
-	return manifestOf(e, resp.ContentLength)
+	return manifestOf(e, resp.ContentLength, h.cfg.SliceBytes)
 }
 
 // sliceable reports whether a storable 200 response with entry e should be
@@ -87,13 +91,13 @@ func (h *Handler) sliceable(resp *http.Response, e *Entry) bool {
 }
 
 // manifestOf returns the manifest for a sliced object whose response built
-// e (header only) and whose size is size.
-func manifestOf(e *Entry, size int64) *Entry {
+// e (header only), whose size is size, cut in slices of slice bytes.
+func manifestOf(e *Entry, size, slice int64) *Entry {
 	hdr := e.Header.Clone()
 	delete(hdr, "Content-Length")
-	hdr[sliceSizeField] = []string{strconv.FormatInt(size, 10)}
+	hdr[sliceSizeField] = []string{strconv.FormatInt(size, 10) + "/" + strconv.FormatInt(slice, 10)}
 	m := e.sibling(hdr, nil)
-	m.etag, m.sliceTotal = e.etag, size
+	m.etag, m.sliceTotal, m.sliceBytes = e.etag, size, slice
 	m.computeSize()
 	return m
 }
@@ -121,14 +125,11 @@ func (h *Handler) markStale(key string) int {
 }
 
 func (h *Handler) forSlices(key string, f func(string)) {
-	if h.cfg.SliceBytes <= 0 {
-		return
-	}
 	m, _ := h.store.Lookup(key, nil)
 	if m == nil || m.sliceSize() == 0 {
 		return
 	}
-	n := (m.sliceSize() + h.cfg.SliceBytes - 1) / h.cfg.SliceBytes
+	n := (m.sliceSize() + m.sliceBytes - 1) / m.sliceBytes
 	for k := range n {
 		f(sliceKey(key, k))
 	}
@@ -155,9 +156,10 @@ type slicer struct {
 	cur      *Entry // the slice being read
 	curIdx   int64
 	pos      int64
-	charged  int64 // buffer budget held for cur
-	fetched  int   // slices this response had to fetch
-	keep     bool  // store what is fetched (the cluster's q-rule may say no)
+	charged  int64  // buffer budget held for cur
+	fetched  int    // slices this response had to fetch
+	keep     bool   // store what is fetched (the cluster's q-rule may say no)
+	purges   uint64 // purges when the response started: a later one stops storing
 	err      error
 }
 
@@ -178,6 +180,10 @@ func (s *slicer) Read(p []byte) (int, error) {
 		}
 	}
 	off := s.pos - k*s.ssize
+	if off >= int64(len(s.cur.Body)) {
+		s.err = errChanged // a slice shorter than its span: never loop on it
+		return 0, s.err
+	}
 	n := copy(p, s.cur.Body[off:])
 	s.pos += int64(n)
 	return n, nil
@@ -253,11 +259,17 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		s.stream = nil
 	}
 	s.fetched++
-	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep) })
+	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
 	if err != nil {
 		return nil, err
 	}
-	return v.(*Entry), nil
+	e := v.(*Entry)
+	if !sameObject(e, s.m) || int64(len(e.Body)) != b-a+1 {
+		// We joined a fetch made for another version of the object
+		// (another manifest): fetch our own, checked against ours.
+		return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+	}
+	return e, nil
 }
 
 // fromStream reads slice k from the response that revealed the object.
@@ -276,10 +288,19 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		e.etag = s.m.etag
 		e = e.withBody(body)
 		if s.keep {
-			h.storeSlice(e)
+			h.storeSlice(e, s.purges)
 		}
 		return e, nil
 	})
+	if err == nil && !ran {
+		if e := v.(*Entry); !sameObject(e, s.m) || int64(len(e.Body)) != b-a+1 {
+			// Another version's slice (see slice): fetch ours.
+			s.stream.Close()
+			s.stream = nil
+			s.fetched++
+			return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+		}
+	}
 	if err != nil || !ran {
 		// Failed, or another request fetched this slice meanwhile and
 		// the stream did not move: Range requests from here.
@@ -295,9 +316,9 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	return v.(*Entry), nil
 }
 
-// storeSlice stores a slice unless a purge of its object came meanwhile.
-func (h *Handler) storeSlice(e *Entry) {
-	if e.cc.NoStore || e.cc.Private {
+// storeSlice stores a slice unless a purge came since purges was read.
+func (h *Handler) storeSlice(e *Entry, purges uint64) {
+	if e.cc.NoStore || e.cc.Private || h.purges.Load() != purges {
 		return
 	}
 	h.store.Put(e)
@@ -306,7 +327,7 @@ func (h *Handler) storeSlice(e *Entry) {
 // fetchSlice fetches bytes a–b of the object m describes with a Range
 // request, checks that they are what was asked of the same object, and
 // stores them.
-func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool) (*Entry, error) {
+func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (*Entry, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
 	if !h.acquireUpstream() {
@@ -350,7 +371,7 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	}
 	e = e.withBody(body)
 	if keep && res.Keep {
-		h.storeSlice(e)
+		h.storeSlice(e, purges)
 	}
 	h.metrics.SliceFetches.WithLabelValues("range").Inc()
 	return e, nil
@@ -448,8 +469,8 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 		return probed{}, nil // no ranges here, or not a plain object: an ordinary miss
 	}
 	a, b, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
-	if !ok || a != 0 {
-		return probed{}, nil
+	if !ok || a != 0 || b != min(h.cfg.SliceBytes, total)-1 {
+		return probed{}, nil // not the first slice as asked
 	}
 	// The response as the whole object would have come.
 	whole := *resp
@@ -476,7 +497,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 			s0 := man.sibling(man.Header.Clone(), nil)
 			delete(s0.Header, sliceSizeField)
 			s0.Key, s0.etag = sliceKey(m.key, 0), man.etag
-			h.storeSlice(s0.withBody(body))
+			h.storeSlice(s0.withBody(body), purges)
 			h.store.Put(man)
 		}
 		h.metrics.SliceFetches.WithLabelValues("range").Inc()
@@ -499,16 +520,9 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 // stream, if not nil, is the body of the upstream 200 that revealed the
 // object, positioned at its start.
 func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status string, own http.Header, stream io.ReadCloser, keep bool) {
-	if h.cfg.SliceBytes <= 0 {
-		// Slicing was turned off since the manifest was stored: it
-		// cannot be read, so the request goes upstream.
-		if stream != nil {
-			stream.Close()
-		}
-		h.servePass(w, r, "sliced-off")
-		return
-	}
-	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: h.cfg.SliceBytes, stream: stream, curIdx: -1, keep: keep}
+	// The slices are read in the size the manifest was cut in, whatever
+	// cache.slice_bytes is now.
+	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: h.purges.Load()}
 	defer s.close()
 	h.metrics.SlicedResponses.Inc()
 	// The first slice this response needs is read before any header is

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"hash/maphash"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,6 +31,9 @@ type Store struct {
 	tierOpts TierOptions               // how the store uses it
 	revive   func(*disk.Record) *Entry // rebuilds an entry read from disk (the handler's)
 	promoted atomic.Uint64             // disk hits copied into RAM
+
+	seed         maphash.Seed
+	changeCounts [changeBuckets]atomic.Uint64 // per key bucket (tiers.go)
 }
 
 // OnDrop registers f to be called (under the store's lock, so it must not
@@ -61,7 +65,7 @@ type object struct {
 // NewStore returns a store holding at most budget bytes and maxVariants
 // variants per URL.
 func NewStore(budget int64, maxVariants int) *Store {
-	s := &Store{budget: budget, maxVariants: maxVariants, tags: make(map[string]map[string]struct{})}
+	s := &Store{budget: budget, maxVariants: maxVariants, tags: make(map[string]map[string]struct{}), seed: maphash.MakeSeed()}
 	// The entry-count limit is effectively unbounded: bytes are the budget.
 	l, err := simplelru.NewLRU[string, *object](1<<31-1, s.evicted)
 	if err != nil {
@@ -164,9 +168,9 @@ func (s *Store) Put(e *Entry) bool {
 	if s.disk != nil {
 		s.disk.Write(record(e))
 		if e.size >= s.tierOpts.DiskOnlyBytes {
-			// Too large for RAM to hold usefully: disk only. A RAM copy
-			// of an older response for the same variant must go.
-			s.dropVariant(e.Key, e.VaryKey)
+			// Too large for RAM to hold usefully: disk only. What it
+			// replaces in RAM must go, as a Put would replace it.
+			s.dropSuperseded(e)
 			if s.onInsert != nil {
 				s.onInsert(e.Key)
 			}
@@ -187,6 +191,12 @@ func (s *Store) Put(e *Entry) bool {
 func (s *Store) put(e *Entry) (inserted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes(e.Key).Add(1)
+	return s.putLocked(e)
+}
+
+// putLocked is put under s.mu.
+func (s *Store) putLocked(e *Entry) (inserted bool) {
 	o, ok := s.lru.Get(e.Key)
 	if !ok {
 		o = &object{vary: e.VaryNames}
@@ -249,35 +259,44 @@ func (s *Store) chargeForm(e *Entry, n int64) {
 	s.evictToBudget()
 }
 
-// dropVariant removes key's variant varyKey from RAM.
-func (s *Store) dropVariant(key, varyKey string) {
+// dropSuperseded removes from RAM what e replaces: every variant of its
+// URL if its Vary names differ, else the variant it selects.
+func (s *Store) dropSuperseded(e *Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.lru.Peek(key)
+	s.changes(e.Key).Add(1)
+	o, ok := s.lru.Peek(e.Key)
 	if !ok {
 		return
 	}
-	for i, e := range o.variants {
-		if e.VaryKey == varyKey {
-			s.dropEntry(e)
+	if !slices.Equal(o.vary, e.VaryNames) {
+		s.lru.Remove(e.Key)
+		return
+	}
+	for i, v := range o.variants {
+		if v.VaryKey == e.VaryKey {
+			s.dropEntry(v)
 			o.variants = slices.Delete(o.variants, i, i+1)
 			break
 		}
 	}
 	if len(o.variants) == 0 {
-		s.lru.Remove(key)
+		s.lru.Remove(e.Key)
 	}
 }
 
 // Remove deletes every variant of key, from both tiers, and reports how
 // many were removed (from the tier that held more).
 func (s *Store) Remove(key string) int {
+	// First: a disk read under way must not promote what is removed.
+	s.changes(key).Add(1)
 	n := 0
 	if s.disk != nil {
 		n = s.disk.Remove(key)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes(key).Add(1)
 	o, ok := s.lru.Peek(key)
 	if !ok {
 		return n
@@ -289,12 +308,14 @@ func (s *Store) Remove(key string) int {
 // MarkStale soft-purges every variant of key, in both tiers, and reports
 // how many (from the tier that held more).
 func (s *Store) MarkStale(key string) int {
+	s.changes(key).Add(1) // first, as in Remove
 	n := 0
 	if s.disk != nil {
 		n = s.disk.MarkStale(key)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes(key).Add(1)
 	o, ok := s.lru.Peek(key)
 	if !ok {
 		return n

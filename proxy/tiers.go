@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"hash/maphash"
+	"slices"
+	"sync/atomic"
+
 	"github.com/edgecache/edge/disk"
 )
 
@@ -51,6 +55,7 @@ func record(e *Entry) *disk.Record {
 // lookupDisk reads key's variant from the disk tier, promoting it to RAM
 // on its PromoteHits-th disk hit.
 func (s *Store) lookupDisk(key string, varyKey func(names []string) string) *Entry {
+	before := s.changes(key).Load()
 	rec, hits := s.disk.Lookup(key, varyKey)
 	if rec == nil || s.revive == nil {
 		return nil
@@ -61,17 +66,46 @@ func (s *Store) lookupDisk(key string, varyKey func(names []string) string) *Ent
 	}
 	e.fromDisk = true
 	if hits >= s.tierOpts.PromoteHits && e.size < s.tierOpts.DiskOnlyBytes {
-		// The promoted entry is a copy: this response's e is charged to
-		// the buffer budget by its writer, the stored one to the store.
-		p := e.sibling(e.Header, e.Body)
-		p.etag, p.coding, p.offers, p.size = e.etag, e.coding, e.offers, e.size
-		if e.stale.Load() {
-			p.MarkStale()
-		}
-		s.promoted.Add(1)
-		s.put(p)
+		// The promoted entry is a second, independent entry: this
+		// response's e is charged to the buffer budget by its writer,
+		// the stored one to the store.
+		s.promote(s.revive(rec), before)
 	}
 	return e
+}
+
+// promote copies p, read from disk, into RAM, unless the key changed
+// since the read began (a purge, a soft purge, a newer response: the
+// read's bytes must not undo them) or RAM already holds the variant.
+func (s *Store) promote(p *Entry, before uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p == nil || s.changes(p.Key).Load() != before {
+		return
+	}
+	if o, ok := s.lru.Peek(p.Key); ok {
+		if !slices.Equal(o.vary, p.VaryNames) {
+			return
+		}
+		for _, v := range o.variants {
+			if v.VaryKey == p.VaryKey {
+				return
+			}
+		}
+	}
+	s.promoted.Add(1)
+	s.putLocked(p)
+}
+
+// changeBuckets spread the keys' change counters: a promotion compares
+// its key's bucket before and after the disk read, so a change to another
+// key in the bucket costs it a promotion, never correctness.
+const changeBuckets = 1024
+
+// changes is key's change counter, bumped under s.mu by every Put,
+// Remove and MarkStale of the key.
+func (s *Store) changes(key string) *atomic.Uint64 {
+	return &s.changeCounts[maphash.String(s.seed, key)%changeBuckets]
 }
 
 // revive rebuilds an entry read from disk, deriving freshness, codings and
