@@ -11,7 +11,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Total time the test target may spend in `go test`; well inside the 10-minute budget.
 TEST_TIMEOUT    ?= 8m
 
-.PHONY: all build run test conformance bench-cluster bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test conformance bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -85,6 +85,10 @@ clean:
 ## bench-cluster: 5-node demo cluster, flash crowd + Zipf, routing modes and selection policies side by side.
 bench-cluster: build
 	$(GO) run ./scripts/benchcluster
+
+## bench-cluster-trace: a real trace through 3 and 5 nodes (default mode, routing off) and one node with the combined budget.
+bench-cluster-trace: build
+	$(GO) run ./scripts/benchcluster -trace $(or $(TRACE),../shared/traces/cache/web07.trace.xz) -format $(or $(FORMAT),int32be) -cache-size $(or $(CACHE),64MiB)
 
 ## dashboards-check: Prometheus (Debian package) against a demo cluster under load; every panel query must return data.
 dashboards-check: build

@@ -196,9 +196,11 @@ func (c *Cluster) setView() {
 		}
 	}
 	c.mu.Unlock()
+	start := time.Now()
 	if err := c.router.SetView(members); err != nil {
 		c.log.Error("view", "err", err)
 	}
+	c.metrics.ViewRebuild.Observe(time.Since(start).Seconds())
 	c.metrics.ViewSize.Set(float64(len(members)))
 	c.metrics.ViewChanges.Inc()
 }
@@ -206,10 +208,15 @@ func (c *Cluster) setView() {
 // Run serves heartbeats until ctx ends: send every period, receive, and
 // check every peer's freshness point each half period.
 func (c *Cluster) Run(ctx context.Context, conn *net.UDPConn) error {
-	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat}
+	sentP, sentB := c.metrics.HeartbeatPackets.WithLabelValues("sent"), c.metrics.HeartbeatBytes.WithLabelValues("sent")
+	recvP, recvB := c.metrics.HeartbeatPackets.WithLabelValues("received"), c.metrics.HeartbeatBytes.WithLabelValues("received")
+	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat,
+		Sent: func(n int) { sentP.Inc(); sentB.Add(float64(n)) }}
 	errc := make(chan error, 3)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
-	go func() { errc <- wire.Receive(ctx, conn, c.verifier, c.received) }()
+	go func() {
+		errc <- wire.Receive(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) })
+	}()
 	go func() { errc <- c.monitor(ctx) }()
 	if c.cfg.DNS != "" {
 		go c.resolveLoop(ctx)

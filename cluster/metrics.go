@@ -19,6 +19,9 @@ type Metrics struct {
 	LocalDelay         prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
 	ViewSize           prometheus.Gauge       // members in the view (self included)
 	ViewChanges        prometheus.Counter     // ring rebuilds
+	ViewRebuild        prometheus.Histogram   // time to rebuild the ring on a view change
+	HeartbeatPackets   *prometheus.CounterVec // heartbeat packets, by direction (sent, received)
+	HeartbeatBytes     *prometheus.CounterVec // their bytes, by direction
 	Advertisements     prometheus.Counter     // own indicator epochs published
 	AdvertisementBytes *prometheus.CounterVec // bytes served to peers, by kind (full, delta)
 	IndicatorEpoch     prometheus.Gauge       // own epoch
@@ -77,6 +80,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}
+	m.ViewRebuild = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_view_rebuild_seconds", Help: "Time to rebuild the ring when the view changes.",
+		Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2}})
+	m.HeartbeatPackets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_heartbeat_packets_total", Help: "Heartbeat packets sent and received (accepted or not), by direction."}, []string{"direction"})
+	m.HeartbeatBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_heartbeat_bytes_total", Help: "Heartbeat bytes (UDP payload) sent and received, by direction."}, []string{"direction"})
+	for _, d := range []string{"sent", "received"} {
+		m.HeartbeatPackets.WithLabelValues(d)
+		m.HeartbeatBytes.WithLabelValues(d)
+	}
+	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)

@@ -17,8 +17,9 @@ type Received struct {
 }
 
 // Receive reads heartbeats from conn until ctx ends, verifies each, and
-// calls deliver for the accepted ones. Rejections are counted by v.
-func Receive(ctx context.Context, conn *net.UDPConn, v *Verifier, deliver func(Received)) error {
+// calls deliver for the accepted ones. Rejections are counted by v; seen,
+// if set, is told the size of every packet read (for traffic metrics).
+func Receive(ctx context.Context, conn *net.UDPConn, v *Verifier, deliver func(Received), seen func(bytes int)) error {
 	go func() {
 		<-ctx.Done()
 		_ = conn.SetReadDeadline(time.Unix(1, 0)) // unblock ReadFromUDP
@@ -37,6 +38,9 @@ func Receive(ctx context.Context, conn *net.UDPConn, v *Verifier, deliver func(R
 			}
 			return fmt.Errorf("fdetect: receive: %w", err)
 		}
+		if seen != nil {
+			seen(n)
+		}
 		h, err := v.Verify(buf[:n], now)
 		if err != nil {
 			continue
@@ -53,6 +57,7 @@ type Sender struct {
 	Secret      []byte
 	Period      time.Duration
 	Fill        func(target string, h *Heartbeat)
+	Sent        func(bytes int) // if set, told the size of every packet sent
 
 	mu  sync.Mutex
 	seq uint64
@@ -83,7 +88,9 @@ func (s *Sender) Run(ctx context.Context, conn *net.UDPConn, targets func() map[
 			}
 			// A send error (peer down, no route) is the failure detector's
 			// business, not ours: keep sending to the others.
-			_, _ = conn.WriteToUDP(b, addr)
+			if _, err := conn.WriteToUDP(b, addr); err == nil && s.Sent != nil {
+				s.Sent(len(b))
+			}
 		}
 	}
 }

@@ -4,7 +4,13 @@
 // demo), runs the same open-loop load through every node, scrapes every
 // node's metrics and the origin's counts, and prints one row.
 //
+// With -trace it measures the cluster against its limits instead: a real
+// trace replayed through 3 and 5 nodes in the default mode, the same nodes
+// with routing off (independent caches: the floor), and one node with the
+// combined byte budget (the ideal).
+//
 //	go run ./scripts/benchcluster [-rate 1200] [-duration 10s] [-nodes 5]
+//	go run ./scripts/benchcluster -trace ../shared/traces/cache/web07.trace.xz -format int32be -cache-size 64MiB
 package main
 
 import (
@@ -22,8 +28,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/demosite"
 	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
+	"github.com/edgecache/edge/trace"
 )
 
 func main() {
@@ -34,7 +43,18 @@ func main() {
 	zipfS := flag.Float64("zipf", 0.8, "Zipf exponent of the background")
 	pages := flag.Int("pages", 20000, "background pages")
 	bin := flag.String("edge", "bin/edge", "edge binary")
+	tracePath := flag.String("trace", "", "replay this trace (keys become /p/{key}) against cluster, independent and single-node configurations")
+	format := flag.String("format", "int32be", "trace format")
+	limit := flag.Int("trace-limit", 30000, "requests of the trace to replay")
+	cacheSize := flag.String("cache-size", "64MiB", "per-node cache for -trace")
 	flag.Parse()
+	if *tracePath != "" {
+		if err := traceMode(*bin, *tracePath, *format, *limit, *cacheSize, *rate); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	configs := []struct{ name, args string }{
 		{"hybrid+fna", "--routing-mode hybrid --selection fna"},
@@ -66,16 +86,32 @@ func main() {
 type result struct {
 	busiest, offload, p50, p99, probesPerReq, probeHit float64
 	originHot, originTotal                             int
+	originBytes                                        int64
 	errors                                             int64
 }
 
 func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot, zipfS float64, pages int) (result, error) {
+	z := load.NewZipf(zipfS, pages)
+	path := func(i int, rng *rand.Rand) string {
+		if rng.Float64() < hot {
+			return "/p/0"
+		}
+		return "/p/" + strconv.Itoa(1+z.Sample(rng))
+	}
+	r, _, err := runCluster(bin, n, serveArgs, rate, d, path)
+	return r, err
+}
+
+// runCluster starts a fresh demo cluster of n nodes, sends the load, and
+// measures it (also returning the load's summary).
+func runCluster(bin string, n int, serveArgs string, rate float64, d time.Duration, path func(int, *rand.Rand) string) (result, load.Summary, error) {
 	var r result
+	var s load.Summary
 	// Every configuration starts cold: no disk tier carried over from the last.
 	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--disk-root", "", "--serve-args", serveArgs+" --log-level warn")
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
-		return r, err
+		return r, s, err
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -90,20 +126,13 @@ func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot
 	for _, a := range admins {
 		for !ready(a, n) {
 			if time.Now().After(deadline) {
-				return r, fmt.Errorf("cluster not ready")
+				return r, s, fmt.Errorf("cluster not ready")
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	z := load.NewZipf(zipfS, pages)
-	s := load.Run(context.Background(), load.Config{
-		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
-		Path: func(i int, rng *rand.Rand) string {
-			if rng.Float64() < hot {
-				return "/p/0"
-			}
-			return "/p/" + strconv.Itoa(1+z.Sample(rng))
-		},
+	s = load.Run(context.Background(), load.Config{
+		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path,
 	})
 	var loads []float64
 	var probes, probeHits float64
@@ -130,14 +159,14 @@ func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot
 	}
 	mean /= float64(len(loads))
 	r.busiest = mx / mean
-	r.originHot, r.originTotal = originCounts("http://127.0.0.1:8090/_stats?path=/p/0", "/p/0")
+	r.originHot, r.originTotal, r.originBytes = originCounts("http://127.0.0.1:8090/_stats?path=/p/0", "/p/0")
 	r.offload = 1 - float64(r.originTotal)/float64(s.Requests)
 	r.p50, r.p99, r.errors = s.P50ms, s.P99ms, s.Errors
 	r.probesPerReq = probes / float64(s.Requests)
 	if probes > 0 {
 		r.probeHit = probeHits / probes
 	}
-	return r, nil
+	return r, s, nil
 }
 
 func ready(admin string, n int) bool {
@@ -156,16 +185,72 @@ func scrape(admin string) map[string]float64 {
 	return m
 }
 
-func originCounts(url, hot string) (int, int) {
+func originCounts(url, hot string) (int, int, int64) {
 	resp, err := http.Get(url)
 	if err != nil {
-		return -1, -1
+		return -1, -1, -1
 	}
 	defer resp.Body.Close()
 	var st struct {
 		Total int            `json:"total"`
 		Paths map[string]int `json:"paths"`
+		Bytes int64          `json:"bytes_sent"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&st)
-	return st.Paths[hot], st.Total
+	return st.Paths[hot], st.Total, st.Bytes
+}
+
+// traceMode replays a trace through the cluster, the same nodes without
+// routing, and one node with their combined budget.
+func traceMode(bin, path, format string, limit int, cacheSize string, rate float64) error {
+	f, err := trace.ParseFormat(format)
+	if err != nil {
+		return err
+	}
+	reqs, err := trace.ReadAll(path, f, limit)
+	if err != nil {
+		return err
+	}
+	per, err := config.ParseSize(cacheSize)
+	if err != nil {
+		return fmt.Errorf("-cache-size: %w", err)
+	}
+	d := time.Duration(float64(len(reqs)) / rate * float64(time.Second))
+	fmt.Printf("trace %s: %d requests at %.0f req/s (%s), pages /p/{key} with the demo's size mix; per-node cache %s; %s\n",
+		path, len(reqs), rate, d.Round(time.Second), cacheSize, time.Now().UTC().Format("2006-01-02"))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config\tnodes\tcache/node\torigin requests\tvs ideal\tobject hit\tbyte hit\tp50 ms\tp99 ms\tbusiest/mean\terrors\t")
+	for _, n := range []int{3, 5} {
+		ideal := -1
+		for _, c := range []struct {
+			name  string
+			nodes int
+			size  int64
+			args  string
+		}{
+			{"single (ideal)", 1, per * int64(n), "--routing-mode none --selection off"},
+			{"cluster (default)", n, per, ""},
+			{"independent (floor)", n, per, "--routing-mode none --selection off"},
+		} {
+			var sent int64
+			p := func(i int, _ *rand.Rand) string {
+				id := reqs[i%len(reqs)].ID % 1_000_000_000
+				sent += int64(demosite.PageSize(id))
+				return "/p/" + strconv.FormatUint(id, 10)
+			}
+			args := strings.TrimSpace(c.args + " --cache-size " + strconv.FormatInt(c.size, 10))
+			r, s, err := runCluster(bin, c.nodes, args, rate, d, p)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if ideal < 0 {
+				ideal = r.originTotal
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%d\t%+.1f%%\t%.4f\t%.4f\t%.2f\t%.2f\t%.2f\t%d\t\n", c.name, c.nodes, c.size>>20, r.originTotal,
+				100*float64(r.originTotal-ideal)/float64(max(ideal, 1)), 1-float64(r.originTotal)/float64(max(s.Requests, 1)),
+				1-float64(r.originBytes)/float64(max(sent, 1)), r.p50, r.p99, r.busiest, r.errors)
+			fmt.Fprintf(os.Stderr, "%s (%d nodes) done\n", c.name, c.nodes)
+		}
+	}
+	return tw.Flush()
 }

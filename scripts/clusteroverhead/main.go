@@ -1,0 +1,140 @@
+// Command clusteroverhead measures what an all-to-all cluster costs each
+// node as it grows: real `edge demo` clusters of 3, 5, 10 and 20 processes
+// on this machine, idle (heartbeats only) and then under a steady insert
+// rate (indicator advertisements and pulls). It prints, per size, the
+// heartbeat packets and bytes per second per node, the indicator bytes per
+// second per node, the CPU per node, and the ring rebuild time, and fits
+// the per-peer costs that docs/cluster.md extrapolates from.
+//
+//	go run ./scripts/clusteroverhead [-sizes 3,5,10,20] [-idle 10s] [-insert-rate 200]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgecache/edge/internal/promtext"
+	"github.com/edgecache/edge/load"
+)
+
+func main() {
+	sizes := flag.String("sizes", "3,5,10,20", "cluster sizes")
+	idle := flag.Duration("idle", 10*time.Second, "idle measurement window")
+	busy := flag.Duration("busy", 10*time.Second, "insert-rate measurement window")
+	insertRate := flag.Float64("insert-rate", 200, "requests per second for new pages (each a fresh key: an insertion)")
+	bin := flag.String("edge", "bin/edge", "edge binary")
+	flag.Parse()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Printf("all-to-all overheads, %s, %d cores; idle %s, then %.0f new pages/s for %s\n", time.Now().UTC().Format("2006-01-02"),
+		numCPU(), *idle, *insertRate, *busy)
+	fmt.Fprintln(tw, "nodes\theartbeat pkt/s/node\theartbeat B/s/node\tB/packet\tCPU idle ms/s/node\tindicator B/s/node (inserting)\tCPU inserting ms/s/node\tring rebuild µs\t")
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := measure(tw, *bin, n, *idle, *busy, *insertRate); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "%d nodes done\n", n)
+	}
+	_ = tw.Flush()
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+// sums adds a metric over every node's admin listener.
+func sums(admins []string, names ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, a := range admins {
+		m, err := promtext.Scrape(context.Background(), "http://"+a+"/metrics")
+		if err != nil {
+			continue
+		}
+		for k, v := range m {
+			for _, name := range names {
+				if k == name || strings.HasPrefix(k, name+"{") {
+					out[k] += v
+				}
+			}
+		}
+	}
+	return out
+}
+
+func measure(tw *tabwriter.Writer, bin string, n int, idle, busy time.Duration, insertRate float64) error {
+	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--disk-root", "", "--serve-args", "--log-level warn")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	var admins, targets []string
+	for i := 1; i <= n; i++ {
+		admins = append(admins, fmt.Sprintf("127.0.0.1:%d", 9179+i))
+		targets = append(targets, fmt.Sprintf("http://127.0.0.1:%d", 8079+i))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m := sums(admins, "edge_view_members")
+		if m["edge_view_members"] == float64(n*n) || (n == 1 && len(m) > 0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d nodes: views did not converge", n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // past startup
+	names := []string{"edge_heartbeat_packets_total", "edge_heartbeat_bytes_total", "process_cpu_seconds_total",
+		"edge_indicator_advertisement_bytes_total", "edge_view_rebuild_seconds_sum", "edge_view_rebuild_seconds_count"}
+	a := sums(admins, names...)
+	time.Sleep(idle)
+	b := sums(admins, names...)
+	per := func(m1, m2 map[string]float64, k string, d time.Duration) float64 {
+		var v float64
+		for key := range m2 {
+			if key == k || strings.HasPrefix(key, k+"{") {
+				v += m2[key] - m1[key]
+			}
+		}
+		return v / d.Seconds() / float64(n)
+	}
+	pkts := per(a, b, `edge_heartbeat_packets_total{direction="sent"}`, idle)
+	bytes := per(a, b, `edge_heartbeat_bytes_total{direction="sent"}`, idle)
+	cpuIdle := per(a, b, "process_cpu_seconds_total", idle) * 1000
+	// Inserting: every request a page no node has seen.
+	c := sums(admins, names...)
+	start := rand.Uint64N(1 << 40)
+	load.Run(context.Background(), load.Config{Targets: targets, Rate: insertRate, Duration: busy, MaxInflight: 1000, Timeout: 10 * time.Second,
+		Path: func(i int, _ *rand.Rand) string { return "/p/" + strconv.FormatUint(start+uint64(i), 10) }})
+	d := sums(admins, names...)
+	ind := per(c, d, "edge_indicator_advertisement_bytes_total", busy)
+	cpuBusy := per(c, d, "process_cpu_seconds_total", busy) * 1000
+	rebuild := 0.0
+	if cnt := d["edge_view_rebuild_seconds_count"]; cnt > 0 {
+		rebuild = d["edge_view_rebuild_seconds_sum"] / cnt * 1e6
+	}
+	bpp := 0.0
+	if pkts > 0 {
+		bpp = bytes / pkts
+	}
+	fmt.Fprintf(tw, "%d\t%.1f\t%.0f\t%.0f\t%.1f\t%.0f\t%.1f\t%.1f\t\n", n, pkts, bytes, bpp, cpuIdle, ind, cpuBusy, rebuild)
+	return nil
+}
