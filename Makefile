@@ -88,7 +88,7 @@ bench-cluster: build
 
 ## bench-cluster-trace: a real trace through 3 and 5 nodes (default mode, routing off) and one node with the combined budget.
 bench-cluster-trace: build
-	$(GO) run ./scripts/benchcluster -trace $(or $(TRACE),../shared/traces/cache/web07.trace.xz) -format $(or $(FORMAT),int32be) -cache-size $(or $(CACHE),64MiB)
+	$(GO) run ./scripts/benchcluster -trace $(or $(TRACE),../shared/traces/cache/web07.trace.xz) -format $(or $(FORMAT),int32be) -cache-size $(or $(CACHE),16MiB) -rate 500 -trace-limit 20000
 
 ## dashboards-check: Prometheus (Debian package) against a demo cluster under load; every panel query must return data.
 dashboards-check: build

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +30,11 @@ Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster)
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 50 {
 				return usageError{fmt.Errorf("--nodes %d: want 1..50", nodes)}
+			}
+			if _, p, err := net.SplitHostPort(originAddr); err == nil {
+				if port, _ := strconv.Atoi(p); port >= 8080 && port < 8080+nodes || port >= 9180 && port < 9180+nodes || port >= 7946 && port < 7946+nodes {
+					return usageError{fmt.Errorf("--origin-listen %s: the port is one of the nodes' (8080…, 9180…, 7946… for %d nodes); choose another", originAddr, nodes)}
+				}
 			}
 			self, err := os.Executable()
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 
 func simCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sim", Short: "Simulations of the routing, indicator and failure-detection algorithms"}
-	cmd.AddCommand(simRingCmd(), simTreesCmd(), simCacheCmd(), simTiersCmd())
+	cmd.AddCommand(simRingCmd(), simTreesCmd(), simCacheCmd(), simTiersCmd(), simClusterCmd())
 	return cmd
 }
 

@@ -46,10 +46,11 @@ func main() {
 	tracePath := flag.String("trace", "", "replay this trace (keys become /p/{key}) against cluster, independent and single-node configurations")
 	format := flag.String("format", "int32be", "trace format")
 	limit := flag.Int("trace-limit", 30000, "requests of the trace to replay")
-	cacheSize := flag.String("cache-size", "64MiB", "per-node cache for -trace")
+	cacheSize := flag.String("cache-size", "16MiB", "per-node cache for -trace")
+	objSize := flag.Int("object-size", 8192, "for -trace: every key is /size/{this}?k={key} (0: /p/{key} with the demo's size mix, up to 2 MiB)")
 	flag.Parse()
 	if *tracePath != "" {
-		if err := traceMode(*bin, *tracePath, *format, *limit, *cacheSize, *rate); err != nil {
+		if err := traceMode(*bin, *tracePath, *format, *limit, *cacheSize, *rate, *objSize); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -202,7 +203,7 @@ func originCounts(url, hot string) (int, int, int64) {
 
 // traceMode replays a trace through the cluster, the same nodes without
 // routing, and one node with their combined budget.
-func traceMode(bin, path, format string, limit int, cacheSize string, rate float64) error {
+func traceMode(bin, path, format string, limit int, cacheSize string, rate float64, objSize int) error {
 	f, err := trace.ParseFormat(format)
 	if err != nil {
 		return err
@@ -216,8 +217,12 @@ func traceMode(bin, path, format string, limit int, cacheSize string, rate float
 		return fmt.Errorf("-cache-size: %w", err)
 	}
 	d := time.Duration(float64(len(reqs)) / rate * float64(time.Second))
-	fmt.Printf("trace %s: %d requests at %.0f req/s (%s), pages /p/{key} with the demo's size mix; per-node cache %s; %s\n",
-		path, len(reqs), rate, d.Round(time.Second), cacheSize, time.Now().UTC().Format("2006-01-02"))
+	objects := "pages /p/{key} with the demo's size mix"
+	if objSize > 0 {
+		objects = fmt.Sprintf("objects of %d bytes", objSize)
+	}
+	fmt.Printf("trace %s: %d requests at %.0f req/s (%s), %s; per-node cache %s; %s\n",
+		path, len(reqs), rate, d.Round(time.Second), objects, cacheSize, time.Now().UTC().Format("2006-01-02"))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tnodes\tcache/node\torigin requests\tvs ideal\tobject hit\tbyte hit\tp50 ms\tp99 ms\tbusiest/mean\terrors\t")
 	for _, n := range []int{3, 5} {
@@ -235,6 +240,10 @@ func traceMode(bin, path, format string, limit int, cacheSize string, rate float
 			var sent int64
 			p := func(i int, _ *rand.Rand) string {
 				id := reqs[i%len(reqs)].ID % 1_000_000_000
+				if objSize > 0 {
+					sent += int64(objSize)
+					return "/size/" + strconv.Itoa(objSize) + "?k=" + strconv.FormatUint(id, 10)
+				}
 				sent += int64(demosite.PageSize(id))
 				return "/p/" + strconv.FormatUint(id, 10)
 			}

@@ -45,8 +45,8 @@ func main() {
 		}
 		if err := measure(tw, *bin, n, *idle, *busy, *insertRate); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
 		}
+		_ = tw.Flush() // row by row: a long run shows what it has
 		fmt.Fprintf(os.Stderr, "%d nodes done\n", n)
 	}
 	_ = tw.Flush()
@@ -77,7 +77,8 @@ func sums(admins []string, names ...string) map[string]float64 {
 }
 
 func measure(tw *tabwriter.Writer, bin string, n int, idle, busy time.Duration, insertRate float64) error {
-	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--disk-root", "", "--serve-args", "--log-level warn")
+	// The origin moves off 8090, which the 11th node's public port takes.
+	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--origin-listen", "127.0.0.1:8070", "--disk-root", "", "--serve-args", "--log-level warn")
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -90,14 +91,18 @@ func measure(tw *tabwriter.Writer, bin string, n int, idle, busy time.Duration, 
 		admins = append(admins, fmt.Sprintf("127.0.0.1:%d", 9179+i))
 		targets = append(targets, fmt.Sprintf("http://127.0.0.1:%d", 8079+i))
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	// Converged: every node's view holds every node. On a small machine a
+	// large cluster may keep a few peers flapping; after two minutes the
+	// measurement goes ahead and says so.
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		m := sums(admins, "edge_view_members")
 		if m["edge_view_members"] == float64(n*n) || (n == 1 && len(m) > 0) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d nodes: views did not converge", n)
+			fmt.Fprintf(os.Stderr, "%d nodes: views hold %.0f of %d members after 2 minutes; measuring anyway\n", n, m["edge_view_members"], n*n)
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
