@@ -1,0 +1,104 @@
+// Command peerlatency measures what it costs a client when the page it asks
+// for lives on a peer rather than on the node it entered: a 3-node demo
+// cluster, pages of 4 KiB filled at their home, then for each page one
+// request through a node that does not hold it (answered by the home over
+// the peer protocol) and one through the home (a local hit). It prints
+// both latency distributions and the difference of their medians.
+//
+//	go run ./scripts/peerlatency [-pages 400]
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	pages := flag.Int("pages", 400, "pages measured")
+	bin := flag.String("edge", "bin/edge", "edge binary")
+	flag.Parse()
+	cmd := exec.Command(*bin, "demo", "--nodes", "3", "--disk-root", "", "--serve-args", "--log-level warn")
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	ids := []string{"edge-1", "edge-2", "edge-3"}
+	pub := map[string]string{"edge-1": "127.0.0.1:8080", "edge-2": "127.0.0.1:8081", "edge-3": "127.0.0.1:8082"}
+	time.Sleep(3 * time.Second) // views converge
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	get := func(addr, path string) (time.Duration, string) {
+		t := time.Now()
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return time.Since(t), resp.Header.Get("Cache-Status")
+	}
+	// Warm the connections.
+	for _, id := range ids {
+		get(pub[id], "/size/10?warm="+id)
+	}
+	var local, peer []time.Duration
+	for i := range *pages {
+		path := fmt.Sprintf("/size/4096?k=%d", i)
+		home := homeOf("http://127.0.0.1:8080" + path)
+		if home == "" {
+			fmt.Fprintln(os.Stderr, "no route explanation")
+			os.Exit(1)
+		}
+		get(pub[home], path) // filled at its home
+		other := ids[(slices.Index(ids, home)+1)%3]
+		d, status := get(pub[other], path) // first request there: the home answers
+		if strings.Contains(status, "fwd=") {
+			peer = append(peer, d)
+		}
+		d, status = get(pub[home], path)
+		if strings.HasSuffix(status, "; hit") {
+			local = append(local, d)
+		}
+	}
+	p := func(ds []time.Duration, q float64) float64 {
+		if len(ds) == 0 {
+			return 0
+		}
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[int(q*float64(len(s)-1))].Microseconds()) / 1000
+	}
+	fmt.Printf("3 nodes, 4 KiB pages, %s\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("local hit at the home: %d requests, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms\n", len(local), p(local, .5), p(local, .9), p(local, .99))
+	fmt.Printf("answered by a peer:    %d requests, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms\n", len(peer), p(peer, .5), p(peer, .9), p(peer, .99))
+	fmt.Printf("peer p50 − local p50 = %.3f ms (target ≤ 0.5 ms)\n", p(peer, .5)-p(local, .5))
+}
+
+// homeOf asks node 1's route explorer for a URL's home.
+func homeOf(u string) string {
+	resp, err := http.Get("http://127.0.0.1:9180/status/route.json?url=" + url.QueryEscape(u))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Route struct {
+			Home string `json:"home"`
+		} `json:"route"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&r)
+	return r.Route.Home
+}
