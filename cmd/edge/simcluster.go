@@ -51,7 +51,7 @@ suspicions, and pulling indicators only from --indicator-peers peers it routes t
 	f.Float64Var(&c.PacketBytes, "packet-bytes", 116, "bytes per heartbeat (measured)")
 	f.Float64Var(&c.PacketCPUSec, "packet-cpu", 140e-6, "CPU seconds to send one heartbeat and receive one (measured)")
 	f.Float64Var(&c.BaseCPUSec, "base-cpu", 0.015, "CPU seconds per second of an idle node (measured)")
-	f.Float64Var(&c.IndicatorBPerSec, "indicator-bytes", 2800, "indicator bytes per second to one peer at the insert rate (measured in steady state at 67 insertions/s per node)")
+	f.Float64Var(&c.IndicatorBPerSec, "indicator-bytes", 950, "indicator bytes per second to one peer (measured in steady state at 67 insertions/s per node: about 14 bytes per insertion)")
 	f.IntVar(&monitors, "monitors", 8, "peers each node heartbeats in the bounded scheme")
 	f.IntVar(&indicatorPeers, "indicator-peers", 10, "peers each node pulls indicators from in the bounded scheme")
 	f.Float64Var(&budget, "budget", 0.05, "share of one core all-to-all may take, for the crossover")
