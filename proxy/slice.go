@@ -112,6 +112,20 @@ func sameObject(s, m *Entry) bool {
 	return m.hasLastMod && s.hasLastMod && s.lastMod.Equal(m.lastMod) && s.etag == m.etag
 }
 
+// isSlice reports whether e holds bytes a–b of the object m describes.
+func isSlice(e, m *Entry, a, b int64) bool {
+	return sameObject(e, m) && int64(len(e.Body)) == b-a+1
+}
+
+// sliceOf is the entry for body, the slice stored under skey of the object
+// manifest m describes: the manifest's fields, without the manifest mark.
+func sliceOf(m *Entry, skey string, body []byte) *Entry {
+	e := m.sibling(m.Header.Clone(), nil)
+	delete(e.Header, sliceSizeField)
+	e.Key, e.etag = skey, m.etag
+	return e.withBody(body)
+}
+
 // removeKey removes key from the store with the slices of its manifest.
 func (h *Handler) removeKey(key string) int {
 	h.forSlices(key, func(k string) { h.store.Remove(k) })
@@ -248,7 +262,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	// A stored slice is used whatever its own age: the manifest was just
 	// found fresh (or revalidated), and a slice with its validator holds
 	// the bytes of that very object.
-	if e, _ := h.store.Lookup(skey, nil); e != nil && sameObject(e, s.m) && int64(len(e.Body)) == b-a+1 {
+	if e, _ := h.store.Lookup(skey, nil); e != nil && isSlice(e, s.m, a, b) {
 		return e, nil
 	}
 	if s.stream != nil && s.streamAt == k {
@@ -264,7 +278,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		return nil, err
 	}
 	e := v.(*Entry)
-	if !sameObject(e, s.m) || int64(len(e.Body)) != b-a+1 {
+	if !isSlice(e, s.m, a, b) {
 		// We joined a fetch made for another version of the object
 		// (another manifest): fetch our own, checked against ours.
 		return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
@@ -282,18 +296,14 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		if _, err := io.ReadFull(s.stream, body); err != nil {
 			return nil, fmt.Errorf("proxy: reading slice %d from the origin: %w", k, err)
 		}
-		e := s.m.sibling(s.m.Header.Clone(), nil)
-		delete(e.Header, sliceSizeField)
-		e.Key = skey
-		e.etag = s.m.etag
-		e = e.withBody(body)
+		e := sliceOf(s.m, skey, body)
 		if s.keep {
 			h.storeSlice(e, s.purges)
 		}
 		return e, nil
 	})
 	if err == nil && !ran {
-		if e := v.(*Entry); !sameObject(e, s.m) || int64(len(e.Body)) != b-a+1 {
+		if !isSlice(v.(*Entry), s.m, a, b) {
 			// Another version's slice (see slice): fetch ours.
 			s.stream.Close()
 			s.stream = nil
@@ -494,10 +504,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 			return probed{}, nil
 		}
 		if keep {
-			s0 := man.sibling(man.Header.Clone(), nil)
-			delete(s0.Header, sliceSizeField)
-			s0.Key, s0.etag = sliceKey(m.key, 0), man.etag
-			h.storeSlice(s0.withBody(body), purges)
+			h.storeSlice(sliceOf(man, sliceKey(m.key, 0), body), purges)
 			h.store.Put(man)
 		}
 		h.metrics.SliceFetches.WithLabelValues("range").Inc()
