@@ -106,6 +106,7 @@ type Tier struct {
 	mu      sync.Mutex
 	lru     *simplelru.LRU[string, *object]
 	bytes   int64 // bytes of committed files plus the write in progress
+	objects int64 // variants in the index, kept as they come and go: Stats is read by every metric scrape
 	tags    map[string]map[string]struct{}
 	pending map[string]map[string]*write // URL key → file name → queued write
 
@@ -565,11 +566,13 @@ func (t *Tier) index(key string, vary []string, v *variant) {
 			t.dropVariant(key, old)
 			o.variants[i] = v
 			t.tag(key, v)
+			t.objects++
 			return
 		}
 	}
 	o.variants = append(o.variants, v)
 	t.tag(key, v)
+	t.objects++
 }
 
 func (t *Tier) tag(key string, v *variant) {
@@ -599,6 +602,7 @@ func (t *Tier) untag(key string, v *variant) {
 // Under t.mu. Its bytes stay counted until the file is gone, so that the
 // files on disk never exceed the budget.
 func (t *Tier) dropVariant(key string, v *variant) {
+	t.objects--
 	t.untag(key, v)
 	t.unlinkLater(v.name, v.size)
 }
@@ -775,10 +779,7 @@ func (t *Tier) KeysWithTag(tag string) []string {
 // Stats returns a snapshot of the tier's counters.
 func (t *Tier) Stats() Stats {
 	t.mu.Lock()
-	st := Stats{Bytes: t.bytes, Objects: 0}
-	for _, o := range t.lru.Values() {
-		st.Objects += int64(len(o.variants))
-	}
+	st := Stats{Bytes: t.bytes, Objects: t.objects}
 	t.mu.Unlock()
 	st.Budget = t.opts.MaxBytes
 	st.Hits, st.Misses, st.Writes, st.Evictions = t.hits.Load(), t.misses.Load(), t.writes.Load(), t.evictions.Load()
@@ -874,10 +875,7 @@ func (t *Tier) recover() error {
 	if fromSnapshot {
 		t.mu.Lock()
 		t.evictToBudget()
-		t.recovery = Recovery{Bytes: t.bytes, Duration: time.Since(start), FromSnapshot: true}
-		for _, o := range t.lru.Values() {
-			t.recovery.Objects += int64(len(o.variants))
-		}
+		t.recovery = Recovery{Objects: t.objects, Bytes: t.bytes, Duration: time.Since(start), FromSnapshot: true}
 		t.mu.Unlock()
 		return nil
 	}
@@ -954,10 +952,7 @@ func (t *Tier) recover() error {
 		t.index(f.rec.Key, f.rec.VaryNames, &variant{varyKey: f.rec.VaryKey, name: f.name, size: f.size, stale: f.rec.Stale, surrogates: f.rec.Surrogates})
 	}
 	t.evictToBudget() // the budget may have shrunk since the last run
-	t.recovery = Recovery{Bytes: t.bytes, Discarded: discarded.Load(), TempFiles: t.recovery.TempFiles, Duration: time.Since(start)}
-	for _, o := range t.lru.Values() {
-		t.recovery.Objects += int64(len(o.variants))
-	}
+	t.recovery = Recovery{Objects: t.objects, Bytes: t.bytes, Discarded: discarded.Load(), TempFiles: t.recovery.TempFiles, Duration: time.Since(start)}
 	t.mu.Unlock()
 	return nil
 }
