@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Compares edge with nginx proxy_cache and Varnish on a cached 4 KiB object,
 # in the same run, with the same wrk settings, and prints req/s, p50/p99 and
-# the ratios. Installs nginx, Varnish and wrk from Debian packages if missing.
+# the ratios, and the CPU time each server used per request (µs of CPU per
+# hit, from /proc: user + system time of all its processes, before and after
+# each wrk run). wrk shares the cores with the server, so req/s depends on how
+# the two split them; CPU per request does not, and is the primary figure.
+# Installs nginx, Varnish and wrk from Debian packages if missing.
 # Everything listens on 127.0.0.1 and is stopped on exit.
 #
-# Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (2),
+# Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (3),
 # OBJECT (/size/4096).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +16,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-1}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 OBJECT=${OBJECT:-/size/4096}
 ORIGIN=127.0.0.1:18090
 EDGE=127.0.0.1:18080
@@ -27,8 +31,9 @@ bench_install nginx:nginx varnishd:varnish wrk:wrk
 ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
 ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
-  --cache-size 256MiB --log-level warn 2>"$work/edge.log" &
+  --cache-size 256MiB --log-level warn ${EDGE_FLAGS:-} 2>"$work/edge.log" &
 pids+=($!)
+edge_pid=$!
 
 start_nginx "$ORIGIN" "    listen $NGINX;"
 
@@ -39,6 +44,7 @@ VCL
 varnishd -F -j none -n "$work/varnish" -a "$VARNISH" -f "$work/default.vcl" -s malloc,256m \
   -p thread_pools=2 >"$work/varnish.log" 2>&1 &
 pids+=($!)
+varnish_pid=$!
 
 wait_http "http://$EDGE$OBJECT"
 wait_http "http://$NGINX$OBJECT"
@@ -51,17 +57,51 @@ echo "  edge:    $(curl -sI "http://$EDGE$OBJECT" | grep -i '^cache-status' | tr
 echo "  nginx:   $(curl -sI "http://$NGINX$OBJECT" | grep -i '^cache-status' | tr -d '\r')"
 echo "  varnish: $(curl -sI "http://$VARNISH$OBJECT" | grep -iE '^(x-varnish|age)' | tr '\r\n' '  ')"
 
-# run NAME URL -> appends "NAME rps p50_ms p99_ms" to $work/results
+# tree_pids PID... prints the pids and all their descendants (nginx's and
+# Varnish's workers are children of the process we started).
+tree_pids() {
+  local p
+  for p in "$@"; do
+    echo "$p"
+    tree_pids $(cat "/proc/$p/task/"*/children 2>/dev/null) 2>/dev/null || true
+  done
+}
+
+# cpu_ticks PID... sums user + system clock ticks of the processes.
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do
+    # Fields after the command name (which may hold spaces): utime is the
+    # 12th, stime the 13th.
+    t=$((t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
+  done
+  echo "$t"
+}
+
+server_pids() {
+  case $1 in
+  edge) tree_pids "$edge_pid" ;;
+  nginx) tree_pids "$(cat "$work/nginx.pid")" ;;
+  varnish) tree_pids "$varnish_pid" ;;
+  esac
+}
+
+# run NAME URL -> appends "NAME rps p50_ms p99_ms cpu_us_per_req" to $work/results
 run() {
-  local out
+  local out procs before after
+  procs=$(server_pids "$1")
+  before=$(cpu_ticks $procs)
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$2")
-  local rps p50 p99 errs
+  after=$(cpu_ticks $procs)
+  local rps p50 p99 errs reqs cpu
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
   p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")
   p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")
   errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
-  echo "$1 $rps $p50 $p99" >>"$work/results"
-  printf '  %-8s %10.0f req/s   p50 %7.3f ms   p99 %7.3f ms %s\n' "$1" "$rps" "$p50" "$p99" "$errs"
+  cpu=$(awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
+  echo "$1 $rps $p50 $p99 $cpu" >>"$work/results"
+  printf '  %-8s %10.0f req/s   p50 %7.3f ms   p99 %7.3f ms   CPU %6.2f µs/req %s\n' "$1" "$rps" "$p50" "$p99" "$cpu" "$errs"
 }
 
 echo
@@ -76,14 +116,14 @@ done
 echo
 echo "median over rounds:"
 awk '
-  { rps[$1]=rps[$1] " " $2; p50[$1]=p50[$1] " " $3; p99[$1]=p99[$1] " " $4 }
+  { rps[$1]=rps[$1] " " $2; p50[$1]=p50[$1] " " $3; p99[$1]=p99[$1] " " $4; cpu[$1]=cpu[$1] " " $5 }
   function med(s,   a, n, i, j, t) { n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0 < a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
     return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2 }
   END {
-    for (s in rps) { R[s]=med(rps[s]); P50[s]=med(p50[s]); P99[s]=med(p99[s]) }
-    printf "  %-8s %10s %10s %10s\n", "server", "req/s", "p50 ms", "p99 ms"
+    for (s in rps) { R[s]=med(rps[s]); P50[s]=med(p50[s]); P99[s]=med(p99[s]); C[s]=med(cpu[s]) }
+    printf "  %-8s %10s %10s %10s %12s %14s\n", "server", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "CPU s/10k req"
     split("edge nginx varnish", order, " ")
-    for (i=1;i<=3;i++) { s=order[i]; printf "  %-8s %10.0f %10.3f %10.3f\n", s, R[s], P50[s], P99[s] }
-    printf "\n  edge/nginx   req/s ratio %.2f   p99 ratio %.2f\n", R["edge"]/R["nginx"], P99["edge"]/P99["nginx"]
-    printf "  edge/varnish req/s ratio %.2f   p99 ratio %.2f\n", R["edge"]/R["varnish"], P99["edge"]/P99["varnish"]
+    for (i=1;i<=3;i++) { s=order[i]; printf "  %-8s %10.0f %10.3f %10.3f %12.2f %14.3f\n", s, R[s], P50[s], P99[s], C[s], C[s]/100 }
+    printf "\n  edge/nginx   req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 0.9, p99 <= 1.5)\n", R["edge"]/R["nginx"], P99["edge"]/P99["nginx"], C["edge"]/C["nginx"]
+    printf "  edge/varnish req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 1.2)\n", R["edge"]/R["varnish"], P99["edge"]/P99["varnish"], C["edge"]/C["varnish"]
   }' "$work/results"
