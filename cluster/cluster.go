@@ -51,6 +51,8 @@ type Config struct {
 	Indicator    indicators.FilterConfig
 	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
 	KeyScheme    bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
+	Monitoring   Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
+	MonitorPeers int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config
@@ -77,6 +79,9 @@ type Peer struct {
 	history     []Transition
 	waiting     map[uint64]context.CancelFunc // requests to this peer awaiting headers
 	pulledAt    time.Time                     // when the replica last changed
+	neighbour   bool                          // this node heartbeats it and runs the detector on the link
+	heard       bool                          // subset: heard directly since this node last suspected it
+	live        liveness                      // its newest known liveness point (direct or gossiped)
 }
 
 // Transition is a change of a peer's state, for the status page.
@@ -117,6 +122,12 @@ type Cluster struct {
 	unknownHB atomic.Uint64
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
+	// Bounded-subset monitoring (gossip.go).
+	subset  bool           // heartbeat the neighbours only and trust by gossiped liveness
+	order   []string       // member ids, sorted (self included): the anti-entropy walk
+	walk    int            // position of that walk
+	rumors  map[string]int // node id → heartbeats that will still carry its point
+	selfVer uint64         // our liveness version: raised to refute a suspicion
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -162,6 +173,7 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		}
 		c.addPeer(id, addr)
 	}
+	c.recomputeNeighbours()
 	store.OnInsert(c.inserted)
 	if len(store.Keys(func(string) bool { return true })) > 0 {
 		// A warm restart (the disk tier kept pages): peers learn what we
@@ -235,6 +247,9 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 	defer c.mu.Unlock()
 	out := make(map[string]*net.UDPAddr, len(c.peers))
 	for id, p := range c.peers {
+		if !p.neighbour && c.identified(p) {
+			continue
+		}
 		if p.udp == nil {
 			// Not resolvable at start (a container not up yet): try again.
 			if udp, err := net.ResolveUDPAddr("udp", p.Addr); err == nil {
@@ -269,6 +284,7 @@ func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 		}
 		p.ID = r.Node
 		c.peers[r.Node] = p
+		c.recomputeNeighbours()
 		return p
 	}
 	return nil
@@ -283,6 +299,10 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	if p := c.peers[target]; p != nil && p.lastSeqIn > 0 {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
 		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
+	}
+	if c.subset {
+		h.Ver = c.selfVer
+		h.Rumors = c.pickRumors()
 	}
 }
 
@@ -331,14 +351,22 @@ func (c *Cluster) received(r wire.Received) {
 	}
 	p.replica.SetEstimates(r.FPR, r.FNR)
 	needPull := r.Epoch > p.epochSeen
-	becameTrusted := !p.trusted
-	if becameTrusted {
-		p.trusted = true
-		p.history = appendHistory(p.history, Transition{At: time.Now(), Trusted: true})
+	p.heard = true
+	viewChanged := c.learn(wire.Rumor{Node: r.Node, Incarnation: r.Incarnation, Ver: r.Ver})
+	if c.subset && p.live.suspect && p.live.inc == r.Incarnation && c.rumors[p.ID] == 0 {
+		// It is talking to us but has not refuted yet: tell it it is
+		// suspected (it is a neighbour, so the next heartbeat reaches it).
+		c.spread(p.ID)
+	}
+	if !c.subset {
+		viewChanged = c.setTrust(p, true) || viewChanged
+	}
+	for _, rumor := range r.Rumors {
+		c.metrics.Rumors.WithLabelValues(rumorKind(rumor.Suspect), "received").Inc()
+		viewChanged = c.learn(rumor) || viewChanged
 	}
 	c.mu.Unlock()
-	if becameTrusted {
-		c.metrics.peerUp(p.ID, true)
+	if viewChanged {
 		c.setView()
 	}
 	if needPull {
@@ -412,18 +440,20 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if !p.trusted || !p.seen || grace {
 			continue
 		}
+		if c.subset && (!p.neighbour || !p.heard || !p.live.known || p.live.suspect) {
+			// Not ours to judge, or already judged: only a neighbour heard
+			// since our last suspicion of it may be suspected.
+			continue
+		}
 		if c.silent(p, now, local) {
-			p.trusted = false
-			p.suspicions++
-			p.suspectedAt = now
-			p.history = appendHistory(p.history, Transition{At: now, Trusted: false})
-			c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
-			c.metrics.DetectionTime.Observe(now.Sub(p.lastRecv).Seconds())
-			c.metrics.peerUp(p.ID, false)
-			for id, cancel := range p.waiting {
-				cancel() // fail over now, not at the timeout
-				delete(p.waiting, id)
+			if c.subset {
+				p.heard = false
+				p.live.suspect = true
+				c.metrics.Rumors.WithLabelValues("suspect", "applied").Inc()
+				c.spread(p.ID)
 			}
+			c.setTrust(p, false)
+			c.metrics.DetectionTime.Observe(now.Sub(p.lastRecv).Seconds())
 			suspected = append(suspected, suspicion{p.ID, now.Sub(p.lastRecv)})
 			changed = true
 		}
@@ -493,11 +523,35 @@ func (c *Cluster) resolveLoop(ctx context.Context) {
 // monitor adds to every freshness point before suspecting.
 func (c *Cluster) LocalDelay() time.Duration { return time.Duration(c.local.Load()) }
 
+// MonitoringState says how this node watches its peers, for the status page.
+type MonitoringState struct {
+	Mode      string `json:"mode"`      // all or subset (auto resolved)
+	Monitored int    `json:"monitored"` // peers it heartbeats
+	Members   int    `json:"members"`   // known members, self included
+}
+
+// Monitoring returns how this node watches its peers.
+func (c *Cluster) Monitoring() MonitoringState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := MonitoringState{Mode: "all", Members: len(c.order)}
+	if c.subset {
+		st.Mode = "subset"
+	}
+	for _, p := range c.peers {
+		if p.neighbour {
+			st.Monitored++
+		}
+	}
+	return st
+}
+
 // PeerState is a read-only snapshot of a peer for status and metrics.
 type PeerState struct {
 	ID           string               `json:"id"`
 	Addr         string               `json:"addr"`
 	Trusted      bool                 `json:"trusted"`
+	Monitored    bool                 `json:"monitored"` // this node heartbeats it (else its state is gossiped)
 	LastSeenAgoS float64              `json:"last_heartbeat_ago_s"`
 	RTTms        float64              `json:"rtt_ms"`
 	MarginMs     float64              `json:"fd_margin_ms"`
@@ -514,7 +568,7 @@ func (c *Cluster) Peers() []PeerState {
 	defer c.mu.Unlock()
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
-		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
+		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), History: slices.Clone(p.history)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()

@@ -36,6 +36,10 @@ type Metrics struct {
 	IndicatorEstimates *prometheus.GaugeVec   // fpr, fnr, pi, nu, q per peer
 	ReplicaEpoch       *prometheus.GaugeVec   // epoch of the replica held for each peer
 	ReplicaAge         *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
+	MonitoredPeers     prometheus.Gauge       // peers this node exchanges heartbeats with
+	MonitoringSubset   prometheus.Gauge       // 1 with bounded-subset monitoring, 0 all-to-all
+	Rumors             *prometheus.CounterVec // liveness rumors by kind (alive, suspect) and direction (sent, received, applied)
+	Refutations        prometheus.Counter     // suspicions of this node it refuted
 	reg                prometheus.Registerer
 }
 
@@ -88,7 +92,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.HeartbeatPackets.WithLabelValues(d)
 		m.HeartbeatBytes.WithLabelValues(d)
 	}
-	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes)
+	m.MonitoredPeers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_cluster_monitored_peers", Help: "Peers this node exchanges heartbeats with (all of them, or its bounded subset)."})
+	m.MonitoringSubset = prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_cluster_monitoring_subset", Help: "1 with bounded-subset monitoring and gossiped suspicions, 0 with all-to-all heartbeats."})
+	m.Rumors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_gossip_rumors_total", Help: "Liveness rumors piggybacked on heartbeats, by kind (alive, suspect) and direction (sent, received, applied: newer than what this node knew)."}, []string{"kind", "direction"})
+	m.Refutations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_gossip_refutations_total", Help: "Suspicions of this node that it refuted by raising its liveness version."})
+	for _, k := range []string{"alive", "suspect"} {
+		for _, d := range []string{"sent", "received", "applied"} {
+			m.Rumors.WithLabelValues(k, d)
+		}
+	}
+	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset, m.Rumors, m.Refutations)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)

@@ -285,6 +285,8 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		AdvertiseMax: cfg.Indicators.AdvertiseMax,
 		KeyScheme:    cfg.Cache.KeyScheme,
 		TLS:          clientTLS,
+		Monitoring:   cfg.Cluster.Monitoring,
+		MonitorPeers: cfg.Cluster.MonitorPeers,
 	}, serverTLS, nil
 }
 

@@ -14,30 +14,31 @@ import (
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string               `json:"node"`
-	Version       string               `json:"version"`
-	Origin        string               `json:"origin,omitempty"` // the one-site shortcut's origin.url
-	Sites         []SiteStatus         `json:"sites"`
-	ConfigHash    string               `json:"config_hash,omitempty"`
-	UptimeSeconds float64              `json:"uptime_seconds"`
-	StoreBytes    int64                `json:"store_bytes"`
-	StoreBudget   int64                `json:"store_budget_bytes"`
-	StoreObjects  int64                `json:"store_objects"`
-	Evictions     uint64               `json:"store_evictions"`
-	BufferedBytes int64                `json:"buffered_bytes"`
-	BufferBudget  int64                `json:"buffer_budget_bytes"`
-	Requests      map[string]float64   `json:"requests_by_result"`
-	Disk          *DiskStatus          `json:"disk,omitempty"`
-	Coding        proxy.CodingStats    `json:"compression"`
-	TLS           *TLSStatus           `json:"tls,omitempty"`
-	HitRatio      float64              `json:"hit_ratio"`
-	Peers         []cluster.PeerState  `json:"peers,omitempty"`
-	LocalDelayMs  float64              `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
-	HotKeys       []proxy.HotKey       `json:"hottest_pages,omitempty"`
-	HotHidden     bool                 `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
-	Route         *cluster.Explanation `json:"route,omitempty"`
-	RouteError    string               `json:"route_error,omitempty"`
-	RouteURL      string               `json:"-"`
+	Node          string                   `json:"node"`
+	Version       string                   `json:"version"`
+	Origin        string                   `json:"origin,omitempty"` // the one-site shortcut's origin.url
+	Sites         []SiteStatus             `json:"sites"`
+	ConfigHash    string                   `json:"config_hash,omitempty"`
+	UptimeSeconds float64                  `json:"uptime_seconds"`
+	StoreBytes    int64                    `json:"store_bytes"`
+	StoreBudget   int64                    `json:"store_budget_bytes"`
+	StoreObjects  int64                    `json:"store_objects"`
+	Evictions     uint64                   `json:"store_evictions"`
+	BufferedBytes int64                    `json:"buffered_bytes"`
+	BufferBudget  int64                    `json:"buffer_budget_bytes"`
+	Requests      map[string]float64       `json:"requests_by_result"`
+	Disk          *DiskStatus              `json:"disk,omitempty"`
+	Coding        proxy.CodingStats        `json:"compression"`
+	TLS           *TLSStatus               `json:"tls,omitempty"`
+	HitRatio      float64                  `json:"hit_ratio"`
+	Peers         []cluster.PeerState      `json:"peers,omitempty"`
+	LocalDelayMs  float64                  `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
+	Monitoring    *cluster.MonitoringState `json:"monitoring,omitempty"`
+	HotKeys       []proxy.HotKey           `json:"hottest_pages,omitempty"`
+	HotHidden     bool                     `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
+	Route         *cluster.Explanation     `json:"route,omitempty"`
+	RouteError    string                   `json:"route_error,omitempty"`
+	RouteURL      string                   `json:"-"`
 }
 
 // TLSStatus is the HTTPS side of the status page.
@@ -90,6 +91,8 @@ func (n *Node) Snapshot() Status {
 	if n.cluster != nil {
 		s.Peers = n.cluster.Peers()
 		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
+		m := n.cluster.Monitoring()
+		s.Monitoring = &m
 	}
 	s.HotKeys = n.proxy.HotKeys(15)
 	return s
@@ -152,8 +155,9 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <p class="note">Forms are made once per stored response and kept with it. Decoded for clients that do not accept the origin's coding: {{printf "%.0f" .DecodedOut}} B. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}.</p>
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 {{if .Peers}}<h2>Cluster</h2>
+{{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
-{{range .Peers}}<tr><td>{{.ID}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
+{{range .Peers}}<tr><td>{{.ID}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
 <td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>

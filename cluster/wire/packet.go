@@ -31,32 +31,85 @@ type Heartbeat struct {
 	EchoSeq     uint64 // the receiver's last heartbeat seen by the sender (0: none)
 	EchoSendNs  int64  // its SendNs, echoed back
 	EchoHoldNs  int64  // how long the sender held it before this send
+	// Ver is the sender's liveness version within its incarnation: it
+	// raises it to refute a suspicion of itself (bounded-subset
+	// monitoring; always 0 with all-to-all heartbeats).
+	Ver uint64
+	// Rumors are liveness updates about other nodes (or the receiver),
+	// piggybacked SWIM-style; at most MaxRumors.
+	Rumors []Rumor
 }
+
+// Rumor says that a node was alive, or suspected, at a liveness point:
+// its incarnation and version. A later point wins; at the same point a
+// suspicion wins over alive, and only the node itself can move past it.
+type Rumor struct {
+	Node        string
+	Incarnation uint64
+	Ver         uint64
+	Suspect     bool
+}
+
+// MaxRumors bounds the rumors one heartbeat carries (and so its size).
+const MaxRumors = 8
 
 // Wire format (big-endian): "EHB" version(1) | idLen(1) id | incarnation seq
 // send epoch(8 each) | fpr fnr (float64) | echoSeq echoSend echoHold (8 each) |
-// HMAC-SHA256 over everything before it (32).
+// [version 2 only: ver(8) | count(1) | count × (idLen(1) id incarnation(8)
+// ver(8) state(1))] | HMAC-SHA256 over everything before it (32).
+//
+// Version 1 is a heartbeat with Ver 0 and no rumors, and is what Encode
+// writes for one, so nodes with all-to-all heartbeats stay readable by
+// older releases. A version-2 packet that could have been version 1 is
+// refused: every heartbeat has exactly one encoding.
 const (
-	hbMagic   = "EHB"
-	hbVersion = 1
-	maxIDLen  = 64
-	hbFixed   = 3 + 1 + 1 + 8*4 + 8*2 + 8*3
-	macLen    = sha256.Size
+	hbMagic    = "EHB"
+	hbVersion1 = 1
+	hbVersion2 = 2
+	maxIDLen   = 64
+	hbFixed    = 3 + 1 + 1 + 8*4 + 8*2 + 8*3
+	rumorFixed = 1 + 8 + 8 + 1
+	macLen     = sha256.Size
 	// MaxPacket bounds a heartbeat datagram.
-	MaxPacket = hbFixed + maxIDLen + macLen
+	MaxPacket = hbFixed + maxIDLen + 8 + 1 + MaxRumors*(rumorFixed+maxIDLen) + macLen
 )
 
 // Encode serialises and authenticates h with the cluster secret.
 func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 	if len(h.Node) == 0 || len(h.Node) > maxIDLen {
-		return nil, fmt.Errorf("fdetect: node id of %d bytes, want 1..%d", len(h.Node), maxIDLen)
+		return nil, fmt.Errorf("wire: node id of %d bytes, want 1..%d", len(h.Node), maxIDLen)
 	}
-	b := make([]byte, 0, hbFixed+len(h.Node)+macLen)
+	if len(h.Rumors) > MaxRumors {
+		return nil, fmt.Errorf("wire: %d rumors, want at most %d", len(h.Rumors), MaxRumors)
+	}
+	version := byte(hbVersion1)
+	if h.Ver != 0 || len(h.Rumors) > 0 {
+		version = hbVersion2
+	}
+	b := make([]byte, 0, MaxPacket)
 	b = append(b, hbMagic...)
-	b = append(b, hbVersion, byte(len(h.Node)))
+	b = append(b, version, byte(len(h.Node)))
 	b = append(b, h.Node...)
 	for _, v := range []uint64{h.Incarnation, h.Seq, uint64(h.SendNs), h.Epoch, math.Float64bits(h.FPR), math.Float64bits(h.FNR), h.EchoSeq, uint64(h.EchoSendNs), uint64(h.EchoHoldNs)} {
 		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	if version == hbVersion2 {
+		b = binary.BigEndian.AppendUint64(b, h.Ver)
+		b = append(b, byte(len(h.Rumors)))
+		for _, r := range h.Rumors {
+			if len(r.Node) == 0 || len(r.Node) > maxIDLen {
+				return nil, fmt.Errorf("wire: rumor node id of %d bytes, want 1..%d", len(r.Node), maxIDLen)
+			}
+			b = append(b, byte(len(r.Node)))
+			b = append(b, r.Node...)
+			b = binary.BigEndian.AppendUint64(b, r.Incarnation)
+			b = binary.BigEndian.AppendUint64(b, r.Ver)
+			state := byte(0)
+			if r.Suspect {
+				state = 1
+			}
+			b = append(b, state)
+		}
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(b)
@@ -97,11 +150,13 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	if string(b[:3]) != hbMagic {
 		return h, rejectHB(RejectMagic)
 	}
-	if b[3] != hbVersion {
+	version := b[3]
+	if version != hbVersion1 && version != hbVersion2 {
 		return h, rejectHB(RejectVersion)
 	}
 	n := int(b[4])
-	if n == 0 || n > maxIDLen || len(b) != hbFixed+n+macLen {
+	if n == 0 || n > maxIDLen || len(b) < hbFixed+n+macLen || len(b) > MaxPacket ||
+		(version == hbVersion1 && len(b) != hbFixed+n+macLen) {
 		return h, rejectHB(RejectMalformed)
 	}
 	body, sum := b[:len(b)-macLen], b[len(b)-macLen:]
@@ -111,7 +166,7 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 		return h, rejectHB(RejectMAC)
 	}
 	h.Node = string(b[5 : 5+n])
-	p := b[5+n:]
+	p := body[5+n:]
 	u := func() uint64 { v := binary.BigEndian.Uint64(p); p = p[8:]; return v }
 	h.Incarnation, h.Seq, h.SendNs, h.Epoch = u(), u(), int64(u()), u()
 	h.FPR, h.FNR = math.Float64frombits(u()), math.Float64frombits(u())
@@ -119,7 +174,55 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	if !(h.FPR >= 0 && h.FPR <= 1 && h.FNR >= 0 && h.FNR <= 1) || h.EchoHoldNs < 0 {
 		return h, rejectHB(RejectMalformed)
 	}
+	if version == hbVersion2 {
+		var err error
+		if h.Ver, h.Rumors, err = decodeRumors(p); err != nil {
+			return Heartbeat{}, err
+		}
+	}
 	return h, nil
+}
+
+// decodeRumors parses version 2's tail (after the MAC check): the
+// sender's version and its rumors, which must fill p exactly.
+func decodeRumors(p []byte) (uint64, []Rumor, error) {
+	if len(p) < 9 {
+		return 0, nil, rejectHB(RejectMalformed)
+	}
+	ver, count := binary.BigEndian.Uint64(p), int(p[8])
+	p = p[9:]
+	if count > MaxRumors || (ver == 0 && count == 0) {
+		return 0, nil, rejectHB(RejectMalformed)
+	}
+	var rumors []Rumor
+	if count > 0 {
+		rumors = make([]Rumor, 0, count)
+	}
+	for range count {
+		if len(p) < 1 {
+			return 0, nil, rejectHB(RejectMalformed)
+		}
+		n := int(p[0])
+		if n == 0 || n > maxIDLen || len(p) < 1+n+rumorFixed-1 {
+			return 0, nil, rejectHB(RejectMalformed)
+		}
+		r := Rumor{Node: string(p[1 : 1+n])}
+		p = p[1+n:]
+		r.Incarnation, r.Ver = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
+		switch p[16] {
+		case 0:
+		case 1:
+			r.Suspect = true
+		default:
+			return 0, nil, rejectHB(RejectMalformed)
+		}
+		p = p[17:]
+		rumors = append(rumors, r)
+	}
+	if len(p) != 0 {
+		return 0, nil, rejectHB(RejectMalformed)
+	}
+	return ver, rumors, nil
 }
 
 // Verifier authenticates heartbeats and rejects replays and skewed

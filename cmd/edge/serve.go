@@ -81,6 +81,8 @@ then flags. Every key is documented in config.yaml.`,
 	f.String("secret", "", "cluster secret (cluster.secret)")
 	f.String("routing-mode", "", "hybrid, tree, ring or none (routing.mode)")
 	f.String("selection", "", "fna, fno or off (cluster.selection)")
+	f.String("monitoring", "", "all, subset or auto: which peers to heartbeat (cluster.monitoring)")
+	f.String("monitor-peers", "", "neighbours per node with subset monitoring (cluster.monitor_peers)")
 	f.String("tls-listen", "", "HTTPS listen address (tls.listen)")
 	f.String("tls-cert", "", "PEM certificate chain (tls.cert_file)")
 	f.String("tls-key", "", "PEM private key (tls.key_file)")
@@ -97,6 +99,7 @@ var flagKeys = map[string]string{
 	"node-id": "node_id", "cache-size": "cache.max_bytes", "log-level": "log.level",
 	"cluster-listen": "cluster.listen", "peers": "cluster.peers", "secret": "cluster.secret",
 	"routing-mode": "routing.mode", "selection": "cluster.selection",
+	"monitoring": "cluster.monitoring", "monitor-peers": "cluster.monitor_peers",
 	"tls-listen": "tls.listen", "tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "http3": "tls.http3",
 	"disk-path": "cache.disk.path", "disk-size": "cache.disk.max_bytes",
 }

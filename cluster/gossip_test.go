@@ -1,0 +1,268 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+func TestLivenessOrder(t *testing.T) {
+	alive := func(inc, ver uint64) liveness { return liveness{known: true, inc: inc, ver: ver} }
+	suspect := func(inc, ver uint64) liveness { return liveness{known: true, inc: inc, ver: ver, suspect: true} }
+	cases := []struct {
+		a, b liveness
+		want bool
+	}{
+		{alive(1, 0), liveness{}, true},
+		{liveness{}, alive(1, 0), false},
+		{suspect(1, 0), alive(1, 0), true}, // a suspicion wins at the same point
+		{alive(1, 0), suspect(1, 0), false},
+		{alive(1, 1), suspect(1, 0), true}, // a refutation moves past it
+		{suspect(1, 0), alive(1, 1), false},
+		{alive(2, 0), suspect(1, 9), true}, // a restart wins over everything before
+		{suspect(1, 9), alive(2, 0), false},
+		{alive(1, 0), alive(1, 0), false},
+	}
+	for _, tc := range cases {
+		if got := tc.a.after(tc.b); got != tc.want {
+			t.Errorf("%+v after %+v = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestNeighbourGraph: every node computes the same symmetric graph with at
+// most k neighbours each, and it is connected with a small diameter.
+func TestNeighbourGraph(t *testing.T) {
+	var members []string
+	for i := range 200 {
+		members = append(members, fmt.Sprintf("node-%03d", i))
+	}
+	const k = 8
+	graph := map[string]map[string]bool{}
+	for _, m := range members {
+		graph[m] = neighbours(m, members, k)
+		if n := len(graph[m]); n == 0 || n > k {
+			t.Fatalf("%s has %d neighbours, want 1..%d", m, n, k)
+		}
+		if graph[m][m] {
+			t.Fatalf("%s is its own neighbour", m)
+		}
+	}
+	for a, ns := range graph {
+		for b := range ns {
+			if !graph[b][a] {
+				t.Fatalf("%s → %s but not back", a, b)
+			}
+		}
+	}
+	// Breadth-first from the first member: everyone within a few hops.
+	dist := map[string]int{members[0]: 0}
+	queue := []string{members[0]}
+	for len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		for b := range graph[a] {
+			if _, ok := dist[b]; !ok {
+				dist[b] = dist[a] + 1
+				queue = append(queue, b)
+			}
+		}
+	}
+	worst := 0
+	for _, d := range dist {
+		worst = max(worst, d)
+	}
+	t.Logf("%d members, k = %d: diameter %d", len(members), k, worst)
+	if len(dist) != len(members) || worst > 5 {
+		t.Fatalf("reached %d of %d members, diameter %d (want all, ≤ 5)", len(dist), len(members), worst)
+	}
+	if got := neighbours("alone", []string{"alone"}, k); len(got) != 0 {
+		t.Fatalf("a single member has neighbours %v", got)
+	}
+}
+
+// gossipNode is one in-process cluster member on a real loopback UDP socket.
+type gossipNode struct {
+	c      *Cluster
+	conn   *net.UDPConn
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startGossipNode(t *testing.T, id string, addrs map[string]string, conn *net.UDPConn, k int) *gossipNode {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{
+		NodeID: id, Listen: addrs[id], Peers: addrs, Secret: []byte("gossip-test-secret"), Period: 50 * time.Millisecond,
+		Detector: "ml", Selection: SelectionFNA, Mode: routing.ModeHybrid, Arity: 4, Q: 2, HotThreshold: 3,
+		PeerTimeout: 200 * time.Millisecond, Indicator: indicators.DefaultFilterConfig(1000),
+		Monitoring: MonitorSubset, MonitorPeers: k,
+	}, nopFetcher{}, proxy.NewStore(1<<20, 4), NewMetrics(reg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &gossipNode{c: c, conn: conn, reg: reg, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(n.done); _ = c.Run(ctx, conn) }()
+	return n
+}
+
+func (n *gossipNode) stop() {
+	n.cancel()
+	<-n.done
+	_ = n.conn.Close()
+}
+
+func (n *gossipNode) trusts(id string) bool {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	p := n.c.peers[id]
+	return p != nil && p.trusted
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("not within %v: %s", within, what)
+	return 0
+}
+
+func listenUDP(t *testing.T, addr string) *net.UDPConn {
+	t.Helper()
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn *net.UDPConn
+	for range 50 { // a restarted node takes its old port back
+		if conn, err = net.ListenUDP("udp", ua); err == nil {
+			return conn
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// TestSubsetMonitoring runs 12 nodes that each heartbeat only k = 4
+// neighbours: everyone still learns everyone; a stopped node is suspected
+// by all 11 others, including the 7 or more that never exchanged a
+// heartbeat with it (they learn it by gossip); on its restart everyone
+// trusts it again; and a false suspicion by one monitor is refuted by the
+// suspected node itself and trusted again everywhere.
+func TestSubsetMonitoring(t *testing.T) {
+	const n, k = 12, 4
+	addrs := map[string]string{}
+	conns := map[string]*net.UDPConn{}
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("g%02d", i)
+		conn := listenUDP(t, "127.0.0.1:0")
+		ids, addrs[id], conns[id] = append(ids, id), conn.LocalAddr().String(), conn
+	}
+	nodes := map[string]*gossipNode{}
+	for _, id := range ids {
+		nodes[id] = startGossipNode(t, id, addrs, conns[id], k)
+	}
+	defer func() {
+		for _, nd := range nodes {
+			nd.stop()
+		}
+	}()
+	allTrust := func(target string, want bool) func() bool {
+		return func() bool {
+			for id, nd := range nodes {
+				if id != target && nd.trusts(target) != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, 15*time.Second, "every node trusts every other", func() bool {
+		for _, id := range ids {
+			if !allTrust(id, true)() {
+				return false
+			}
+		}
+		return true
+	})
+	for id, nd := range nodes {
+		if got := len(nd.c.targets()); got > k {
+			t.Errorf("%s heartbeats %d peers, want ≤ %d", id, got, k)
+		}
+		if testutil.ToFloat64(nd.c.metrics.MonitoringSubset) != 1 {
+			t.Errorf("%s: edge_cluster_monitoring_subset is not 1", id)
+		}
+	}
+
+	// A crash: stop g05 and watch the others drop it.
+	victim := "g05"
+	nodes[victim].c.mu.Lock()
+	near := map[string]bool{}
+	for id, p := range nodes[victim].c.peers {
+		near[id] = p.neighbour
+	}
+	nodes[victim].c.mu.Unlock()
+	nodes[victim].stop()
+	delete(nodes, victim)
+	took := eventually(t, 15*time.Second, victim+" suspected by every other node", allTrust(victim, false))
+	t.Logf("crash of %s suspected by all %d others in %v", victim, n-1, took.Round(time.Millisecond))
+	byGossip := 0
+	for id, nd := range nodes {
+		nd.c.mu.Lock()
+		heard := nd.c.peers[victim].neighbour
+		nd.c.mu.Unlock()
+		if !heard && !near[id] {
+			byGossip++
+		}
+	}
+	if byGossip == 0 {
+		t.Fatal("every node was a neighbour of the victim: gossip was not exercised")
+	}
+
+	// Restart: a new incarnation on the same address.
+	nodes[victim] = startGossipNode(t, victim, addrs, listenUDP(t, addrs[victim]), k)
+	took = eventually(t, 15*time.Second, victim+" trusted again by every node", allTrust(victim, true))
+	t.Logf("restart of %s trusted by all in %v", victim, took.Round(time.Millisecond))
+
+	// A false suspicion: one monitor of g07 suspects it although it runs.
+	target := "g07"
+	var monitor *gossipNode
+	for id, nd := range nodes {
+		nd.c.mu.Lock()
+		if p := nd.c.peers[target]; id != target && p.neighbour && monitor == nil {
+			monitor = nd
+			p.heard = false
+			p.live.suspect = true
+			nd.c.spread(target)
+			nd.c.setTrust(p, false)
+		}
+		nd.c.mu.Unlock()
+	}
+	if monitor == nil {
+		t.Fatal("no monitor of " + target)
+	}
+	eventually(t, 15*time.Second, target+" refuted the suspicion", func() bool {
+		return testutil.ToFloat64(nodes[target].c.metrics.Refutations) >= 1
+	})
+	took = eventually(t, 15*time.Second, target+" trusted again everywhere after refuting", allTrust(target, true))
+	t.Logf("false suspicion of %s refuted and trusted by all in %v", target, took.Round(time.Millisecond))
+}
