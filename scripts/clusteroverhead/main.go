@@ -33,6 +33,7 @@ func main() {
 	busy := flag.Duration("busy", 10*time.Second, "insert-rate measurement window")
 	insertRate := flag.Float64("insert-rate", 200, "requests per second for new pages (each a fresh key: an insertion)")
 	bin := flag.String("edge", "bin/edge", "edge binary")
+	serveArgs := flag.String("serve-args", "", "extra edge serve arguments, e.g. \"--monitoring subset\"")
 	flag.Parse()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Printf("all-to-all overheads, %s, %d cores; idle %s, then %.0f new pages/s for %s\n", time.Now().UTC().Format("2006-01-02"),
@@ -44,7 +45,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		if err := measure(tw, *bin, n, *idle, *busy, *insertRate); err != nil {
+		if err := measure(tw, *bin, *serveArgs, n, *idle, *busy, *insertRate); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 		_ = tw.Flush() // row by row: a long run shows what it has
@@ -77,9 +78,9 @@ func sums(admins []string, names ...string) map[string]float64 {
 	return out
 }
 
-func measure(tw *tabwriter.Writer, bin string, n int, idle, busy time.Duration, insertRate float64) error {
+func measure(tw *tabwriter.Writer, bin, serveArgs string, n int, idle, busy time.Duration, insertRate float64) error {
 	// The origin moves off 8090, which the 11th node's public port takes.
-	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--origin-listen", "127.0.0.1:8070", "--disk-root", "", "--serve-args", "--log-level warn")
+	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--origin-listen", "127.0.0.1:8070", "--disk-root", "", "--serve-args", strings.TrimSpace("--log-level warn "+serveArgs))
 	if err := cmd.Start(); err != nil {
 		return err
 	}
