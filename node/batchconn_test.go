@@ -116,3 +116,36 @@ func TestBatchConnStreamingNotStuck(t *testing.T) {
 		got += n
 	}
 }
+
+// TestBatchConnLastWriteFullBuffer: a response whose last write is exactly
+// one buffer (the header flushed first, then a 4 KiB body, as a streamed
+// miss does) reaches the client when net/http goes back to reading, not
+// after the hold limit (an hour here, so a wait would time the test out).
+func TestBatchConnLastWriteFullBuffer(t *testing.T) {
+	body := strings.Repeat("z", 4096)
+	addr, _ := serveBatched(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4096")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush() // the header alone
+		_, _ = io.WriteString(w, body)        // then exactly one buffer
+	}), time.Hour)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := range 3 {
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != body {
+			t.Fatalf("response %d: %d bytes, %v (held bytes waited for the hold limit)", i, len(b), err)
+		}
+	}
+}
