@@ -36,7 +36,7 @@ func main() {
 	serveArgs := flag.String("serve-args", "", "extra edge serve arguments, e.g. \"--monitoring subset\"")
 	flag.Parse()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Printf("all-to-all overheads, %s, %d cores; idle %s, then %.0f new pages/s for %s\n", time.Now().UTC().Format("2006-01-02"),
+	fmt.Printf("overheads (serve args %q), %s, %d cores; idle %s, then %.0f new pages/s for %s\n", *serveArgs, time.Now().UTC().Format("2006-01-02"),
 		numCPU(), *idle, *insertRate, *busy)
 	fmt.Fprintln(tw, "nodes\theartbeat pkt/s/node\theartbeat B/s/node\tB/packet\tCPU idle ms/s/node\tindicator B/s/node (steady, inserting)\tCPU inserting ms/s/node\tring rebuild µs\t")
 	for _, f := range strings.Split(*sizes, ",") {
@@ -111,9 +111,15 @@ func measure(tw *tabwriter.Writer, bin, serveArgs string, n int, idle, busy time
 	time.Sleep(2 * time.Second) // past startup
 	names := []string{"edge_heartbeat_packets_total", "edge_heartbeat_bytes_total", "process_cpu_seconds_total",
 		"edge_indicator_advertisement_bytes_total", "edge_view_rebuild_seconds_sum", "edge_view_rebuild_seconds_count"}
+	// Each node is scraped at about the same offset into both sweeps, so
+	// its window is the time between the sweeps' starts, not idle (the
+	// sweep over 40 nodes takes most of a second on a loaded machine).
+	ta := time.Now()
 	a := sums(admins, names...)
 	time.Sleep(idle)
+	tb := time.Now()
 	b := sums(admins, names...)
+	idleWindow := tb.Sub(ta)
 	per := func(m1, m2 map[string]float64, k string, d time.Duration) float64 {
 		var v float64
 		for key := range m2 {
@@ -123,9 +129,9 @@ func measure(tw *tabwriter.Writer, bin, serveArgs string, n int, idle, busy time
 		}
 		return v / d.Seconds() / float64(n)
 	}
-	pkts := per(a, b, `edge_heartbeat_packets_total{direction="sent"}`, idle)
-	bytes := per(a, b, `edge_heartbeat_bytes_total{direction="sent"}`, idle)
-	cpuIdle := per(a, b, "process_cpu_seconds_total", idle) * 1000
+	pkts := per(a, b, `edge_heartbeat_packets_total{direction="sent"}`, idleWindow)
+	bytes := per(a, b, `edge_heartbeat_bytes_total{direction="sent"}`, idleWindow)
+	cpuIdle := per(a, b, "process_cpu_seconds_total", idleWindow) * 1000
 	// Inserting: every request a page no node has seen. The first
 	// advertisement each peer pulls is the full filter; the measurement
 	// starts after a warm-up of the same length, in the steady state of
@@ -138,12 +144,15 @@ func measure(tw *tabwriter.Writer, bin, serveArgs string, n int, idle, busy time
 		close(done)
 	}()
 	time.Sleep(busy)
+	tc := time.Now()
 	c := sums(admins, names...)
 	time.Sleep(busy)
+	td := time.Now()
 	d := sums(admins, names...)
+	busyWindow := td.Sub(tc)
 	<-done
-	ind := per(c, d, "edge_indicator_advertisement_bytes_total", busy)
-	cpuBusy := per(c, d, "process_cpu_seconds_total", busy) * 1000
+	ind := per(c, d, "edge_indicator_advertisement_bytes_total", busyWindow)
+	cpuBusy := per(c, d, "process_cpu_seconds_total", busyWindow) * 1000
 	rebuild := 0.0
 	if cnt := d["edge_view_rebuild_seconds_count"]; cnt > 0 {
 		rebuild = d["edge_view_rebuild_seconds_sum"] / cnt * 1e6
