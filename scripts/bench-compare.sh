@@ -8,8 +8,14 @@
 # Installs nginx, Varnish and wrk from Debian packages if missing.
 # Everything listens on 127.0.0.1 and is stopped on exit.
 #
+# Two floors run beside them (bench/hitfloor): "nethttp", a bare net/http
+# server answering the same 4 KiB from a pre-built header map with write
+# merging (the floor of any hit path that keeps net/http), and "raw", a
+# minimal HTTP/1.1 loop with one write per response (the floor of a
+# specialised hit path). They serve one object and are not servers.
+#
 # Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (3),
-# OBJECT (/size/4096).
+# OBJECT (/size/4096), FLOORS (1; 0 leaves the floors out), EDGE_FLAGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +29,9 @@ EDGE=127.0.0.1:18080
 EDGE_ADMIN=127.0.0.1:19180
 NGINX=127.0.0.1:18081
 VARNISH=127.0.0.1:18082
+FLOOR_NETHTTP=127.0.0.1:18083
+FLOOR_RAW=127.0.0.1:18084
+FLOORS=${FLOORS:-1}
 
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
@@ -31,7 +40,7 @@ bench_install nginx:nginx varnishd:varnish wrk:wrk
 ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
 ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
-  --cache-size 256MiB --log-level warn ${EDGE_FLAGS:-} 2>"$work/edge.log" &
+  --cache-size 256MiB --log-level warn --admin-token bench ${EDGE_FLAGS:-} 2>"$work/edge.log" &
 pids+=($!)
 edge_pid=$!
 
@@ -45,6 +54,20 @@ varnishd -F -j none -n "$work/varnish" -a "$VARNISH" -f "$work/default.vcl" -s m
   -p thread_pools=2 >"$work/varnish.log" 2>&1 &
 pids+=($!)
 varnish_pid=$!
+
+servers="edge nginx varnish"
+if [ "$FLOORS" = 1 ]; then
+  (cd bench && go build -o ../bin/hitfloor ./hitfloor)
+  ./bin/hitfloor -mode nethttp -listen "$FLOOR_NETHTTP" 2>"$work/floor-nethttp.log" &
+  pids+=($!)
+  nethttp_pid=$!
+  ./bin/hitfloor -mode raw -listen "$FLOOR_RAW" 2>"$work/floor-raw.log" &
+  pids+=($!)
+  raw_pid=$!
+  servers="$servers nethttp raw"
+  wait_http "http://$FLOOR_NETHTTP$OBJECT"
+  wait_http "http://$FLOOR_RAW$OBJECT"
+fi
 
 wait_http "http://$EDGE$OBJECT"
 wait_http "http://$NGINX$OBJECT"
@@ -83,6 +106,8 @@ server_pids() {
   edge) tree_pids "$edge_pid" ;;
   nginx) tree_pids "$(cat "$work/nginx.pid")" ;;
   varnish) tree_pids "$varnish_pid" ;;
+  nethttp) echo "$nethttp_pid" ;;
+  raw) echo "$raw_pid" ;;
   esac
 }
 
@@ -111,19 +136,26 @@ for r in $(seq 1 "$ROUNDS"); do
   run edge "http://$EDGE$OBJECT"
   run nginx "http://$NGINX$OBJECT"
   run varnish "http://$VARNISH$OBJECT"
+  if [ "$FLOORS" = 1 ]; then
+    run nethttp "http://$FLOOR_NETHTTP$OBJECT"
+    run raw "http://$FLOOR_RAW$OBJECT"
+  fi
 done
 
 echo
 echo "median over rounds:"
-awk '
+awk -v servers="$servers" '
   { rps[$1]=rps[$1] " " $2; p50[$1]=p50[$1] " " $3; p99[$1]=p99[$1] " " $4; cpu[$1]=cpu[$1] " " $5 }
   function med(s,   a, n, i, j, t) { n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0 < a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
     return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2 }
   END {
     for (s in rps) { R[s]=med(rps[s]); P50[s]=med(p50[s]); P99[s]=med(p99[s]); C[s]=med(cpu[s]) }
     printf "  %-8s %10s %10s %10s %12s %14s\n", "server", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "CPU s/10k req"
-    split("edge nginx varnish", order, " ")
-    for (i=1;i<=3;i++) { s=order[i]; printf "  %-8s %10.0f %10.3f %10.3f %12.2f %14.3f\n", s, R[s], P50[s], P99[s], C[s], C[s]/100 }
+    n=split(servers, order, " ")
+    for (i=1;i<=n;i++) { s=order[i]; printf "  %-8s %10.0f %10.3f %10.3f %12.2f %14.3f\n", s, R[s], P50[s], P99[s], C[s], C[s]/100 }
     printf "\n  edge/nginx   req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 0.9, p99 <= 1.5)\n", R["edge"]/R["nginx"], P99["edge"]/P99["nginx"], C["edge"]/C["nginx"]
     printf "  edge/varnish req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 1.2)\n", R["edge"]/R["varnish"], P99["edge"]/P99["varnish"], C["edge"]/C["varnish"]
+    if ("nethttp" in C) {
+      printf "  floors: net/http %.2f µs/req (edge adds %.2f), raw HTTP/1.1 loop %.2f µs/req; net/http/nginx req/s %.2f, raw/nginx req/s %.2f\n", C["nethttp"], C["edge"]-C["nethttp"], C["raw"], R["nethttp"]/R["nginx"], R["raw"]/R["nginx"]
+    }
   }' "$work/results"
