@@ -15,7 +15,8 @@
 # specialised hit path). They serve one object and are not servers.
 #
 # Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (3),
-# OBJECT (/size/4096), FLOORS (1; 0 leaves the floors out), EDGE_FLAGS.
+# OBJECT (/size/4096), FLOORS (1; 0 leaves the floors out), EDGE_FLAGS (edge serve
+# flags), EDGE_ENV (its environment, e.g. GOMAXPROCS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +40,7 @@ bench_install nginx:nginx varnishd:varnish wrk:wrk
 
 ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
-./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
+env ${EDGE_ENV:-} ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
   --cache-size 256MiB --log-level warn --admin-token bench ${EDGE_FLAGS:-} 2>"$work/edge.log" &
 pids+=($!)
 edge_pid=$!
