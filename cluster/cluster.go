@@ -52,6 +52,10 @@ type Config struct {
 	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
 	KeyScheme    bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
 	Monitoring   Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
+	Region       string        // this node's region label, sent in heartbeats
+	// RegionCosts is the access cost between two regions (keyed by
+	// RegionPair), used as c_j in place of a peer's measured RTT.
+	RegionCosts map[[2]string]time.Duration
 	MonitorPeers int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
@@ -82,6 +86,28 @@ type Peer struct {
 	neighbour   bool                          // this node heartbeats it and runs the detector on the link
 	heard       bool                          // subset: heard directly since this node last suspected it
 	live        liveness                      // its newest known liveness point (direct or gossiped)
+	region      string                        // its cluster.region, from its heartbeats
+}
+
+// RegionPair is the key of Config.RegionCosts: the two labels in order, so
+// that a cost is the same both ways.
+func RegionPair(a, b string) [2]string {
+	if b < a {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// accessCost is c_j before normalisation, in seconds: the configured cost
+// between this node's region and p's if there is one, else p's measured
+// RTT (0 while unknown). c.mu must be held.
+func (c *Cluster) accessCost(p *Peer) float64 {
+	if c.cfg.Region != "" && p.region != "" {
+		if d, ok := c.cfg.RegionCosts[RegionPair(c.cfg.Region, p.region)]; ok {
+			return d.Seconds()
+		}
+	}
+	return p.rtt
 }
 
 // Transition is a change of a peer's state, for the status page.
@@ -295,6 +321,7 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.Epoch = c.advEpoch
+	h.Region = c.cfg.Region
 	h.FPR, h.FNR = c.filter.Estimates()
 	if p := c.peers[target]; p != nil && p.lastSeqIn > 0 {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
@@ -350,6 +377,7 @@ func (c *Cluster) received(r wire.Received) {
 		c.metrics.PeerRTT.WithLabelValues(p.ID).Set(p.rtt)
 	}
 	p.replica.SetEstimates(r.FPR, r.FNR)
+	p.region = r.Region
 	needPull := r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := c.learn(wire.Rumor{Node: r.Node, Incarnation: r.Incarnation, Ver: r.Ver})
@@ -552,6 +580,7 @@ type PeerState struct {
 	Addr         string               `json:"addr"`
 	Trusted      bool                 `json:"trusted"`
 	Monitored    bool                 `json:"monitored"` // this node heartbeats it (else its state is gossiped)
+	Region       string               `json:"region,omitempty"`
 	LastSeenAgoS float64              `json:"last_heartbeat_ago_s"`
 	RTTms        float64              `json:"rtt_ms"`
 	MarginMs     float64              `json:"fd_margin_ms"`
@@ -568,7 +597,7 @@ func (c *Cluster) Peers() []PeerState {
 	defer c.mu.Unlock()
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
-		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
+		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), History: slices.Clone(p.history)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
@@ -593,17 +622,18 @@ func (c *Cluster) Peers() []PeerState {
 	return out
 }
 
-// costs returns c_j (RTT normalised so the cheapest is 1) for a peer, and
-// the miss penalty M in the same unit.
-func (c *Cluster) costs(p *Peer, minRTT float64) (cost, missPenalty float64) {
-	if minRTT <= 0 || p.rtt <= 0 {
+// costs returns c_j (the access cost, accessCost, normalised so the
+// cheapest trusted peer's is 1) for a peer, and the miss penalty M in the
+// same unit. c.mu must be held.
+func (c *Cluster) costs(p *Peer, minCost float64) (cost, missPenalty float64) {
+	if ac := c.accessCost(p); minCost <= 0 || ac <= 0 {
 		cost = 1
 	} else {
-		cost = math.Max(1, p.rtt/minRTT)
+		cost = math.Max(1, ac/minCost)
 	}
 	m := 100.0
-	if c.climbCost > 0 && minRTT > 0 {
-		m = math.Max(1, c.climbCost/minRTT)
+	if c.climbCost > 0 && minCost > 0 {
+		m = math.Max(1, c.climbCost/minCost)
 	}
 	return cost, m
 }

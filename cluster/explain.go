@@ -32,6 +32,9 @@ type Explanation struct {
 // CandidateInfo is one peer considered for a probe.
 type CandidateInfo struct {
 	Peer      string  `json:"peer"`
+	Region    string  `json:"region,omitempty"`
+	RTTms     float64 `json:"rtt_ms"`
+	AccessMs  float64 `json:"access_cost_ms"` // before normalisation: the region pair's configured cost, else the RTT
 	OnPath    bool    `json:"on_path"`
 	Indicated bool    `json:"indicated"`
 	Cost      float64 `json:"cost"`
@@ -76,9 +79,12 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	}
 	cs := c.candidates(key, path, false)
 	e.MissPenalty = cs.missPenalty
+	c.mu.Lock()
 	for i, p := range cs.peers {
-		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, OnPath: cs.onPath[i], Indicated: cs.indicated[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
+		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, Region: p.region, RTTms: p.rtt * 1000, AccessMs: c.accessCost(p) * 1000,
+			OnPath: cs.onPath[i], Indicated: cs.indicated[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
 	}
+	c.mu.Unlock()
 	if c.cfg.Selection != SelectionOff && len(cs.cands) > 0 {
 		mask := indicators.Select(cs.cands, e.MissPenalty)
 		for m := mask; m != 0; m &= m - 1 {

@@ -71,10 +71,10 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 	var cs candidateSet
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	minRTT := 0.0
+	minCost := 0.0
 	for _, p := range c.peers {
-		if p.trusted && p.rtt > 0 && (minRTT == 0 || p.rtt < minRTT) {
-			minRTT = p.rtt
+		if ac := c.accessCost(p); p.trusted && ac > 0 && (minCost == 0 || ac < minCost) {
+			minCost = ac
 		}
 	}
 	for _, p := range c.peers {
@@ -98,7 +98,7 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 				rho = 1
 			}
 		}
-		cost, m := c.costs(p, minRTT)
+		cost, m := c.costs(p, minCost)
 		cs.missPenalty = m
 		cs.cands = append(cs.cands, indicators.Candidate{Cost: cost, Rho: rho})
 		cs.peers = append(cs.peers, p)

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,6 +157,8 @@ func Keys() []Key {
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.monitoring", String, "auto", "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
 		{"cluster.monitor_peers", Int, "8", "Neighbours each node heartbeats with subset monitoring (its monitors); 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
+		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs."},
+		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
 		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, "distinct", "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
@@ -271,6 +274,8 @@ type Config struct {
 		Selection       cluster.Selection
 		Monitoring      cluster.Monitoring
 		MonitorPeers    int
+		Region          string
+		RegionCosts     map[[2]string]time.Duration
 		TLS             struct {
 			CertFile, KeyFile, CAFile string
 		}
@@ -450,6 +455,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
 	c.Cluster.MonitorPeers = p.int("cluster.monitor_peers", 2, 64)
+	c.Cluster.Region = p.region("cluster.region")
+	c.Cluster.RegionCosts = p.regionCosts("cluster.region_costs")
 	c.Cluster.TLS.CertFile = p.str("cluster.tls.cert_file")
 	c.Cluster.TLS.KeyFile = p.str("cluster.tls.key_file")
 	c.Cluster.TLS.CAFile = p.str("cluster.tls.ca_file")
@@ -1161,6 +1168,44 @@ func (p *parser) peers(key string) map[string]string {
 			return nil
 		}
 		out[id] = addr
+	}
+	return out
+}
+
+// validRegion is a region label: what heartbeats carry and status pages show.
+var validRegion = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
+
+func (p *parser) region(key string) string {
+	r := p.str(key)
+	if r != "" && !validRegion.MatchString(r) {
+		p.fail(key, r, "is not a region label (lower-case letters, digits, . _ -, up to 32, starting with a letter or digit)")
+		return ""
+	}
+	return r
+}
+
+// regionCosts parses A/B=DURATION entries into costs keyed by
+// cluster.RegionPair.
+func (p *parser) regionCosts(key string) map[[2]string]time.Duration {
+	out := map[[2]string]time.Duration{}
+	for _, e := range p.list(key) {
+		pair, dur, ok := strings.Cut(e, "=")
+		a, b, ok2 := strings.Cut(pair, "/")
+		if !ok || !ok2 || !validRegion.MatchString(a) || !validRegion.MatchString(b) {
+			p.fail(key, e, "is not REGION/REGION=DURATION (e.g. eu/us=20ms)")
+			return nil
+		}
+		d, err := time.ParseDuration(dur)
+		if err != nil || d <= 0 {
+			p.fail(key, e, "has no positive duration after the = (e.g. 20ms)")
+			return nil
+		}
+		k := cluster.RegionPair(a, b)
+		if _, dup := out[k]; dup {
+			p.fail(key, e, "prices a region pair twice")
+			return nil
+		}
+		out[k] = d
 	}
 	return out
 }

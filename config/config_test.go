@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/cluster"
 )
 
 func TestDefaults(t *testing.T) {
@@ -19,6 +21,20 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Cache.MaxBytes != 256<<20 || c.Cache.MaxObjectBytes != 8<<20 || c.Origin.ConnectTimeout != 3*time.Second {
 		t.Errorf("defaults: %+v", c.Cache)
+	}
+}
+
+func TestRegionCosts(t *testing.T) {
+	c, err := LoadBytes([]byte("origin: {url: http://o}\ncluster: {region: eu-west, region_costs: 'us/eu-west=20ms, eu-west/eu-west=500us'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster.Region != "eu-west" || c.Cluster.RegionCosts[cluster.RegionPair("eu-west", "us")] != 20*time.Millisecond ||
+		c.Cluster.RegionCosts[cluster.RegionPair("eu-west", "eu-west")] != 500*time.Microsecond || len(c.Cluster.RegionCosts) != 2 {
+		t.Errorf("region %q, costs %v", c.Cluster.Region, c.Cluster.RegionCosts)
+	}
+	if c.Cluster.Monitoring != cluster.MonitorAuto || c.Cluster.MonitorPeers != cluster.DefaultMonitorPeers {
+		t.Errorf("monitoring %v, k %d", c.Cluster.Monitoring, c.Cluster.MonitorPeers)
 	}
 }
 
@@ -46,6 +62,13 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncluster: {peers: 'a', secret: a-long-enough-secret}", "cluster.peers"},
 		{"origin: {url: http://o}\ncluster: {peers: 'a=1.2.3.4:1,a=1.2.3.4:2', secret: a-long-enough-secret}", "cluster.peers"},
 		{"origin: {url: http://o}\ncluster: {detector: lstm}", "cluster.detector"},
+		{"origin: {url: http://o}\ncluster: {monitoring: some}", "cluster.monitoring"},
+		{"origin: {url: http://o}\ncluster: {monitor_peers: 1}", "cluster.monitor_peers"},
+		{"origin: {url: http://o}\ncluster: {region: EU West}", "cluster.region"},
+		{"origin: {url: http://o}\ncluster: {region_costs: 'eu-us=20ms'}", "cluster.region_costs"},
+		{"origin: {url: http://o}\ncluster: {region_costs: 'eu/us=fast'}", "cluster.region_costs"},
+		{"origin: {url: http://o}\ncluster: {region_costs: 'eu/us=-1ms'}", "cluster.region_costs"},
+		{"origin: {url: http://o}\ncluster: {region_costs: 'eu/us=1ms,us/eu=2ms'}", "cluster.region_costs"},
 		{"origin: {url: http://o}\nrouting: {mode: star}", "routing.mode"},
 		{"origin: {url: http://o}\nrouting: {d: 1}", "routing.d"},
 		{"origin: {url: http://o}\ncluster: {peers: 'a=127.0.0.1:1', secret: short}", "cluster.secret"},

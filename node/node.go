@@ -286,6 +286,8 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		KeyScheme:    cfg.Cache.KeyScheme,
 		TLS:          clientTLS,
 		Monitoring:   cfg.Cluster.Monitoring,
+		Region:       cfg.Cluster.Region,
+		RegionCosts:  cfg.Cluster.RegionCosts,
 		MonitorPeers: cfg.Cluster.MonitorPeers,
 	}, serverTLS, nil
 }

@@ -157,7 +157,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
-{{range .Peers}}<tr><td>{{.ID}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
+{{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
 <td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
@@ -174,10 +174,11 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>misses planned here</th><td>{{.Requests}} ({{if .Hot}}hot: random tree{{else}}cold: home only{{end}})</td></tr>
 <tr><th>cold path</th><td>{{range .ColdPath}}{{.}} → {{end}}origin</td></tr>
 <tr><th>hot path (from the last leaf)</th><td>{{range .HotPath}}{{.}} → {{end}}origin</td></tr>
-<tr><th>miss penalty M</th><td>{{if .Candidates}}{{printf "%.1f" .MissPenalty}} (climb latency / fastest peer RTT){{else}}— (no candidate to probe){{end}}</td></tr>
+<tr><th>miss penalty M</th><td>{{if .Candidates}}{{printf "%.1f" .MissPenalty}} (climb latency / cheapest peer's access cost){{else}}— (no candidate to probe){{end}}</td></tr>
 </table>
-<table><tr><th>candidate</th><th>on path</th><th>indicated</th><th>cost c</th><th>ρ</th><th>probed ({{.Policy}})</th></tr>
-{{range .Candidates}}<tr><td>{{.Peer}}</td><td>{{.OnPath}}</td><td>{{.Indicated}}</td><td>{{printf "%.2f" .Cost}}</td><td>{{printf "%.3f" .Rho}}</td><td>{{if .Chosen}}<b>yes</b>{{else}}no{{end}}</td></tr>{{else}}<tr><td colspan="6">no candidates</td></tr>{{end}}</table>{{end}}
+<table><tr><th>candidate</th><th>region</th><th>RTT</th><th>access cost</th><th>on path</th><th>indicated</th><th>cost c</th><th>ρ</th><th>probed ({{.Policy}})</th></tr>
+{{range .Candidates}}<tr><td>{{.Peer}}</td><td>{{.Region}}</td><td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.2f" .AccessMs}} ms</td><td>{{.OnPath}}</td><td>{{.Indicated}}</td><td>{{printf "%.2f" .Cost}}</td><td>{{printf "%.3f" .Rho}}</td><td>{{if .Chosen}}<b>yes</b>{{else}}no{{end}}</td></tr>{{else}}<tr><td colspan="9">no candidates</td></tr>{{end}}</table>
+<p class="note">Access cost: the configured cost of the region pair (cluster.region_costs), else the measured RTT; c is it divided by the cheapest trusted peer's.</p>{{end}}
 <p><a href="/metrics">metrics</a> · <a href="/status.json">status.json</a></p>
 </body></html>`))
 

@@ -38,7 +38,13 @@ type Heartbeat struct {
 	// Rumors are liveness updates about other nodes (or the receiver),
 	// piggybacked SWIM-style; at most MaxRumors.
 	Rumors []Rumor
+	// Region is the sender's cluster.region label ("" if none), from which
+	// peers price access to it with a configured cost per region pair.
+	Region string
 }
+
+// MaxRegionLen bounds a region label.
+const MaxRegionLen = 32
 
 // Rumor says that a node was alive, or suspected, at a liveness point:
 // its incarnation and version. A later point wins; at the same point a
@@ -55,10 +61,11 @@ const MaxRumors = 8
 
 // Wire format (big-endian): "EHB" version(1) | idLen(1) id | incarnation seq
 // send epoch(8 each) | fpr fnr (float64) | echoSeq echoSend echoHold (8 each) |
-// [version 2 only: ver(8) | count(1) | count × (idLen(1) id incarnation(8)
-// ver(8) state(1))] | HMAC-SHA256 over everything before it (32).
+// [version 2 only: ver(8) | regionLen(1) region | count(1) | count × (idLen(1)
+// id incarnation(8) ver(8) state(1))] | HMAC-SHA256 over everything before it
+// (32).
 //
-// Version 1 is a heartbeat with Ver 0 and no rumors, and is what Encode
+// Version 1 is a heartbeat with Ver 0, no rumors and no region, and is what Encode
 // writes for one, so nodes with all-to-all heartbeats stay readable by
 // older releases. A version-2 packet that could have been version 1 is
 // refused: every heartbeat has exactly one encoding.
@@ -71,7 +78,7 @@ const (
 	rumorFixed = 1 + 8 + 8 + 1
 	macLen     = sha256.Size
 	// MaxPacket bounds a heartbeat datagram.
-	MaxPacket = hbFixed + maxIDLen + 8 + 1 + MaxRumors*(rumorFixed+maxIDLen) + macLen
+	MaxPacket = hbFixed + maxIDLen + 8 + 1 + MaxRegionLen + 1 + MaxRumors*(rumorFixed+maxIDLen) + macLen
 )
 
 // Encode serialises and authenticates h with the cluster secret.
@@ -82,8 +89,11 @@ func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 	if len(h.Rumors) > MaxRumors {
 		return nil, fmt.Errorf("wire: %d rumors, want at most %d", len(h.Rumors), MaxRumors)
 	}
+	if len(h.Region) > MaxRegionLen {
+		return nil, fmt.Errorf("wire: region of %d bytes, want at most %d", len(h.Region), MaxRegionLen)
+	}
 	version := byte(hbVersion1)
-	if h.Ver != 0 || len(h.Rumors) > 0 {
+	if h.Ver != 0 || len(h.Rumors) > 0 || h.Region != "" {
 		version = hbVersion2
 	}
 	b := make([]byte, 0, MaxPacket)
@@ -95,6 +105,8 @@ func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 	}
 	if version == hbVersion2 {
 		b = binary.BigEndian.AppendUint64(b, h.Ver)
+		b = append(b, byte(len(h.Region)))
+		b = append(b, h.Region...)
 		b = append(b, byte(len(h.Rumors)))
 		for _, r := range h.Rumors {
 			if len(r.Node) == 0 || len(r.Node) > maxIDLen {
@@ -176,35 +188,55 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	}
 	if version == hbVersion2 {
 		var err error
-		if h.Ver, h.Rumors, err = decodeRumors(p); err != nil {
+		if h.Ver, h.Region, h.Rumors, err = decodeTail(p); err != nil {
 			return Heartbeat{}, err
 		}
 	}
 	return h, nil
 }
 
-// decodeRumors parses version 2's tail (after the MAC check): the
-// sender's version and its rumors, which must fill p exactly.
-func decodeRumors(p []byte) (uint64, []Rumor, error) {
+// decodeTail parses version 2's tail (after the MAC check): the sender's
+// version, its region and its rumors, which must fill p exactly.
+func decodeTail(p []byte) (uint64, string, []Rumor, error) {
+	ver, region, rumors, err := decodeTailParts(p)
+	if err != nil || (ver == 0 && region == "" && len(rumors) == 0) {
+		return 0, "", nil, rejectHB(RejectMalformed)
+	}
+	return ver, region, rumors, nil
+}
+
+func decodeTailParts(p []byte) (uint64, string, []Rumor, error) {
 	if len(p) < 9 {
-		return 0, nil, rejectHB(RejectMalformed)
+		return 0, "", nil, rejectHB(RejectMalformed)
 	}
-	ver, count := binary.BigEndian.Uint64(p), int(p[8])
+	ver, rl := binary.BigEndian.Uint64(p), int(p[8])
 	p = p[9:]
-	if count > MaxRumors || (ver == 0 && count == 0) {
-		return 0, nil, rejectHB(RejectMalformed)
+	if rl > MaxRegionLen || len(p) < rl+1 {
+		return 0, "", nil, rejectHB(RejectMalformed)
 	}
+	region := string(p[:rl])
+	count := int(p[rl])
+	p = p[rl+1:]
+	if count > MaxRumors {
+		return 0, "", nil, rejectHB(RejectMalformed)
+	}
+	rumors, err := decodeRumors(p, count)
+	return ver, region, rumors, err
+}
+
+// decodeRumors parses count rumors, which must fill p exactly.
+func decodeRumors(p []byte, count int) ([]Rumor, error) {
 	var rumors []Rumor
 	if count > 0 {
 		rumors = make([]Rumor, 0, count)
 	}
 	for range count {
 		if len(p) < 1 {
-			return 0, nil, rejectHB(RejectMalformed)
+			return nil, rejectHB(RejectMalformed)
 		}
 		n := int(p[0])
 		if n == 0 || n > maxIDLen || len(p) < 1+n+rumorFixed-1 {
-			return 0, nil, rejectHB(RejectMalformed)
+			return nil, rejectHB(RejectMalformed)
 		}
 		r := Rumor{Node: string(p[1 : 1+n])}
 		p = p[1+n:]
@@ -214,15 +246,15 @@ func decodeRumors(p []byte) (uint64, []Rumor, error) {
 		case 1:
 			r.Suspect = true
 		default:
-			return 0, nil, rejectHB(RejectMalformed)
+			return nil, rejectHB(RejectMalformed)
 		}
 		p = p[17:]
 		rumors = append(rumors, r)
 	}
 	if len(p) != 0 {
-		return 0, nil, rejectHB(RejectMalformed)
+		return nil, rejectHB(RejectMalformed)
 	}
-	return ver, rumors, nil
+	return rumors, nil
 }
 
 // Verifier authenticates heartbeats and rejects replays and skewed

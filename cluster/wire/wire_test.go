@@ -98,7 +98,7 @@ func TestRumorsRoundTripAndMalformed(t *testing.T) {
 	if plain[3] != hbVersion1 {
 		t.Fatalf("a heartbeat without rumors is version %d", plain[3])
 	}
-	full := Heartbeat{Node: strings.Repeat("a", 64), Incarnation: 1, Seq: 1, SendNs: now, Ver: 1}
+	full := Heartbeat{Node: strings.Repeat("a", 64), Incarnation: 1, Seq: 1, SendNs: now, Ver: 1, Region: strings.Repeat("r", MaxRegionLen)}
 	for range MaxRumors {
 		full.Rumors = append(full.Rumors, Rumor{Node: strings.Repeat("b", 64), Incarnation: 1, Ver: 1, Suspect: true})
 	}
@@ -112,6 +112,14 @@ func TestRumorsRoundTripAndMalformed(t *testing.T) {
 	if _, err := (Heartbeat{Node: "n", Rumors: []Rumor{{}}}).Encode(secret); err == nil {
 		t.Error("encoded a rumor without a node id")
 	}
+	if _, err := (Heartbeat{Node: "n", Region: strings.Repeat("r", MaxRegionLen+1)}).Encode(secret); err == nil {
+		t.Error("encoded an oversized region")
+	}
+	// A region alone makes a version-2 heartbeat.
+	rb, _ := Heartbeat{Node: "n1", Incarnation: 5, Seq: 3, SendNs: now, Region: "eu-west"}.Encode(secret)
+	if got, err := Decode(rb, secret); err != nil || rb[3] != hbVersion2 || got.Region != "eu-west" || got.Ver != 0 {
+		t.Fatalf("region round trip: %+v %v", got, err)
+	}
 	tail := len(b) - macLen // offset of the MAC; the rumors end here
 	verAt := 5 + len(hb.Node) + 8*9
 	mutate := func(f func(b []byte) []byte) []byte {
@@ -124,7 +132,7 @@ func TestRumorsRoundTripAndMalformed(t *testing.T) {
 		{"v2 without ver or rumors", func() []byte {
 			h := append([]byte(nil), plain[:len(plain)-macLen]...)
 			h[3] = hbVersion2
-			h = append(h, make([]byte, 9)...)
+			h = append(h, make([]byte, 10)...) // ver 0, no region, no rumors
 			return sign(append(h, make([]byte, macLen)...), secret)
 		}()},
 		{"v2 with no tail", func() []byte {
@@ -132,11 +140,13 @@ func TestRumorsRoundTripAndMalformed(t *testing.T) {
 			h[3] = hbVersion2
 			return sign(h, secret)
 		}()},
-		{"count above MaxRumors", mutate(func(b []byte) []byte { b[verAt+8] = MaxRumors + 1; return b })},
-		{"count above the rumors present", mutate(func(b []byte) []byte { b[verAt+8] = 3; return b })},
-		{"count below the rumors present", mutate(func(b []byte) []byte { b[verAt+8] = 1; return b })},
-		{"rumor id length 0", mutate(func(b []byte) []byte { b[verAt+9] = 0; return b })},
-		{"rumor id length past the end", mutate(func(b []byte) []byte { b[verAt+9] = 200; return b })},
+		{"count above MaxRumors", mutate(func(b []byte) []byte { b[verAt+9] = MaxRumors + 1; return b })},
+		{"count above the rumors present", mutate(func(b []byte) []byte { b[verAt+9] = 3; return b })},
+		{"count below the rumors present", mutate(func(b []byte) []byte { b[verAt+9] = 1; return b })},
+		{"rumor id length 0", mutate(func(b []byte) []byte { b[verAt+10] = 0; return b })},
+		{"rumor id length past the end", mutate(func(b []byte) []byte { b[verAt+10] = 200; return b })},
+		{"region length past the end", mutate(func(b []byte) []byte { b[verAt+8] = MaxRegionLen; return b })},
+		{"region length above MaxRegionLen", mutate(func(b []byte) []byte { b[verAt+8] = MaxRegionLen + 1; return b })},
 		{"rumor state 2", mutate(func(b []byte) []byte { b[tail-1] = 2; return b })},
 		{"trailing byte", func() []byte {
 			h := append(append([]byte(nil), b[:tail]...), 0)
@@ -186,18 +196,19 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRumors reaches the rumor parser directly: behind the MAC a
-// mutated packet almost never gets there.
+// FuzzDecodeRumors reaches the version-2 tail parser (version, region,
+// rumors) directly: behind the MAC a mutated packet almost never gets there.
 func FuzzDecodeRumors(f *testing.F) {
 	b, _ := Heartbeat{Node: "n", Seq: 1, SendNs: 1, Ver: 2, Rumors: []Rumor{{Node: "m", Incarnation: 3, Suspect: true}}}.Encode([]byte("k"))
 	f.Add(b[5+1+8*9 : len(b)-macLen])
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 1, 64})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 64})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 2, 'e', 'u', 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		ver, rumors, err := decodeRumors(p)
+		ver, region, rumors, err := decodeTail(p)
 		if err != nil {
 			return
 		}
-		h := Heartbeat{Node: "n", Ver: ver, Rumors: rumors}
+		h := Heartbeat{Node: "n", Ver: ver, Region: region, Rumors: rumors}
 		enc, err := h.Encode([]byte("k"))
 		if err != nil {
 			t.Fatalf("accepted rumors do not encode: %v", err)
