@@ -45,6 +45,32 @@ type Summary struct {
 	MaxMs     float64          `json:"max_ms"`
 	HitRatio  float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
 	Collapsed int64            `json:"collapsed"`
+	// ByResultLatency is the latency of each result class (Result): a
+	// "miss" is every request the ingress did not answer from its own store.
+	ByResultLatency map[string]Latency `json:"latency_by_result"`
+}
+
+// Latency summarises the latencies of one result class, in milliseconds.
+type Latency struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	P50   float64 `json:"p50_ms"`
+	P99   float64 `json:"p99_ms"`
+}
+
+func latencyOf(ms []float64) Latency {
+	n := len(ms)
+	if n == 0 {
+		return Latency{}
+	}
+	sorted := slices.Clone(ms)
+	slices.Sort(sorted)
+	sum := 0.0
+	for _, v := range sorted {
+		sum += v
+	}
+	q := func(p float64) float64 { return sorted[min(int(p*float64(n)), n-1)] }
+	return Latency{Count: n, Mean: sum / float64(n), P50: q(0.5), P99: q(0.99)}
 }
 
 // Result classifies a Cache-Status value: hit, peer (forwarded and answered
@@ -73,6 +99,7 @@ func Run(ctx context.Context, c Config) Summary {
 	var (
 		mu        sync.Mutex
 		lat       []float64
+		latBy     = map[string][]float64{}
 		byResult  = map[string]int64{}
 		byStatus  = map[int]int64{}
 		requests  atomic.Int64
@@ -88,7 +115,7 @@ func Run(ctx context.Context, c Config) Summary {
 	snapshot := func() Summary {
 		mu.Lock()
 		defer mu.Unlock()
-		return summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, time.Since(start))
+		return summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, latBy, time.Since(start))
 	}
 	lastProgress := start
 	for i := 0; ; i++ {
@@ -141,6 +168,7 @@ func Run(ctx context.Context, c Config) Summary {
 			}
 			mu.Lock()
 			lat = append(lat, ms)
+			latBy[res] = append(latBy[res], ms)
 			byResult[res]++
 			byStatus[resp.StatusCode]++
 			mu.Unlock()
@@ -150,8 +178,12 @@ func Run(ctx context.Context, c Config) Summary {
 	return snapshot()
 }
 
-func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, byStatus map[int]int64, lat []float64, el time.Duration) Summary {
-	s := Summary{Requests: req, Errors: errs, Dropped: dropped, Collapsed: collapsed, ByResult: map[string]int64{}, ByStatus: map[int]int64{}, Elapsed: el.Seconds()}
+func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, byStatus map[int]int64, lat []float64, latBy map[string][]float64, el time.Duration) Summary {
+	s := Summary{Requests: req, Errors: errs, Dropped: dropped, Collapsed: collapsed, ByResult: map[string]int64{}, ByStatus: map[int]int64{}, Elapsed: el.Seconds(),
+		ByResultLatency: map[string]Latency{}}
+	for k, v := range latBy {
+		s.ByResultLatency[k] = latencyOf(v)
+	}
 	for k, v := range byResult {
 		s.ByResult[k] = v
 	}

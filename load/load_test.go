@@ -45,4 +45,8 @@ func TestRunIsOpenLoopAndCounts(t *testing.T) {
 	if s.P50ms <= 0 || s.P99ms < s.P50ms {
 		t.Errorf("percentiles %+v", s)
 	}
+	hit, none := s.ByResultLatency["hit"], s.ByResultLatency["none"]
+	if hit.Count != 90 || none.Count != 10 || hit.Mean <= 0 || hit.P99 < hit.P50 {
+		t.Errorf("latency by result %+v", s.ByResultLatency)
+	}
 }
