@@ -1,0 +1,257 @@
+// Command tworegion runs the two-region scenario of docs/cluster.md: six
+// `edge serve` processes on loopback in two regions of three, every link
+// between two nodes a relay (lab/netrelay) that adds 0.25 ms each way
+// inside a region and 10 ms each way between regions (round trips of
+// 0.5 ms and 20 ms), and the demo origin 60 ms away from both. Clients in
+// both regions send their requests to their own region's nodes.
+//
+// For each configuration (selection policy and routing mode) it starts
+// everything fresh, replays the same workload, and prints one row: latency
+// of the requests the ingress did not answer from its own store (misses),
+// origin requests, probes per request and their hit rate, and the bytes
+// that crossed between the regions.
+//
+//	go run ./scripts/tworegion [-workload zipf|trace] [-rate 300] [-duration 20s]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgecache/edge/internal/promtext"
+	"github.com/edgecache/edge/lab/netrelay"
+	"github.com/edgecache/edge/load"
+	"github.com/edgecache/edge/trace"
+)
+
+const secret = "two-region-lab-secret"
+
+type node struct {
+	id, region, pub, adm, clus string
+	cmd                        *exec.Cmd
+}
+
+func main() {
+	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page) or trace")
+	rate := flag.Float64("rate", 300, "requests per second, over all clients")
+	duration := flag.Duration("duration", 20*time.Second, "load per configuration")
+	tracePath := flag.String("trace", "../shared/traces/cache/web07.trace.xz", "trace for -workload trace")
+	format := flag.String("format", "int32be", "trace format")
+	cacheSize := flag.String("cache-size", "16MiB", "per-node cache")
+	interDelay := flag.Duration("inter", 10*time.Millisecond, "one-way delay between the regions")
+	intraDelay := flag.Duration("intra", 250*time.Microsecond, "one-way delay inside a region")
+	originLatency := flag.Duration("origin-latency", 60*time.Millisecond, "the origin's added latency")
+	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection pairs")
+	extra := flag.String("serve-args", "", "extra edge serve arguments for every node")
+	bin := flag.String("edge", "bin/edge", "edge binary")
+	flag.Parse()
+
+	var path func(i int, rng *rand.Rand) string
+	desc := ""
+	switch *workload {
+	case "zipf":
+		z := load.NewZipf(0.8, 20000)
+		path = func(i int, rng *rand.Rand) string {
+			if rng.Float64() < 0.2 {
+				return "/size/8192?k=flash"
+			}
+			return "/size/8192?k=" + strconv.Itoa(z.Sample(rng))
+		}
+		desc = "Zipf(0.8) over 20,000 pages of 8 KiB, 20 % to one flash-crowd page"
+	case "trace":
+		f, err := trace.ParseFormat(*format)
+		if err != nil {
+			fail(err)
+		}
+		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*duration.Seconds()))
+		if err != nil {
+			fail(err)
+		}
+		path = func(i int, _ *rand.Rand) string {
+			return "/size/8192?k=" + url.QueryEscape(reqs[i%len(reqs)].Key)
+		}
+		desc = fmt.Sprintf("%s replayed (keys as 8 KiB pages)", *tracePath)
+	default:
+		fail(fmt.Errorf("workload %q: want zipf or trace", *workload))
+	}
+	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s for %v; cache %s per node; %s\n",
+		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config\tmisses\tmiss mean ms\tmiss p99 ms\tall p50 ms\torigin requests\tprobes/req\tprobe hit rate\tcross-region KB\terrors\t")
+	for _, cfg := range strings.Split(*configsFlag, ",") {
+		mode, sel, ok := strings.Cut(cfg, "/")
+		if !ok {
+			fail(fmt.Errorf("config %q: want mode/selection", cfg))
+		}
+		r, err := runOne(*bin, mode, sel, *extra, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *duration, path)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", cfg, err))
+		}
+		miss := r.sum.ByResultLatency["miss"]
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t%.0f\t%d\t\n", cfg, miss.Count, miss.Mean, miss.P99, r.sum.P50ms,
+			r.origin, r.probesPerReq, 100*r.probeHit, float64(r.crossBytes)/1000, r.sum.Errors)
+		fmt.Fprintf(os.Stderr, "%s done\n", cfg)
+	}
+	if err := tw.Flush(); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+type result struct {
+	sum                    load.Summary
+	origin                 int
+	probesPerReq, probeHit float64
+	crossBytes             int64
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency time.Duration, rate float64, d time.Duration,
+	path func(int, *rand.Rand) string) (result, error) {
+	var r result
+	originAddr := freeAddr()
+	origin := exec.Command(bin, "origin", "--listen", originAddr, "--latency", originLatency.String(), "--jitter", "0s")
+	if err := origin.Start(); err != nil {
+		return r, err
+	}
+	defer stop(origin)
+	var nodes []*node
+	for i := range 6 {
+		region := "eu"
+		if i >= 3 {
+			region = "us"
+		}
+		nodes = append(nodes, &node{id: fmt.Sprintf("%s-%d", region, i%3+1), region: region, pub: freeAddr(), adm: freeAddr(), clus: freeAddr()})
+	}
+	// One relay per ordered pair: a's view of b goes through relay(a, b).
+	var cross []*netrelay.Relay
+	peersOf := map[string][]string{}
+	for _, a := range nodes {
+		peersOf[a.id] = append(peersOf[a.id], a.id+"="+a.clus)
+		for _, b := range nodes {
+			if a == b {
+				continue
+			}
+			f := netrelay.Faults{Delay: intra}
+			if a.region != b.region {
+				f.Delay = inter
+			}
+			rl, err := netrelay.Listen("127.0.0.1:0", b.clus, f)
+			if err != nil {
+				return r, err
+			}
+			defer rl.Close()
+			if a.region != b.region {
+				cross = append(cross, rl)
+			}
+			peersOf[a.id] = append(peersOf[a.id], b.id+"="+rl.Addr())
+		}
+	}
+	for _, n := range nodes {
+		args := []string{"serve", "--origin", "http://" + originAddr, "--listen", n.pub, "--admin-listen", n.adm, "--node-id", n.id,
+			"--cluster-listen", n.clus, "--peers", strings.Join(peersOf[n.id], ","), "--secret", secret,
+			"--routing-mode", mode, "--selection", sel, "--cache-size", cacheSize, "--log-level", "warn"}
+		args = append(args, strings.Fields(extra)...)
+		n.cmd = exec.Command(bin, args...)
+		n.cmd.Env = append(os.Environ(), "EDGE_CLUSTER_REGION="+n.region)
+		if err := n.cmd.Start(); err != nil {
+			return r, err
+		}
+		defer stop(n.cmd)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for scrape(n.adm)["edge_view_members"] != 6 {
+			if time.Now().After(deadline) {
+				return r, fmt.Errorf("%s: views did not converge", n.id)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	time.Sleep(2 * time.Second) // RTT estimates settle
+	var targets []string
+	for _, n := range nodes {
+		targets = append(targets, "http://"+n.pub)
+	}
+	r.sum = load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
+	var probes, hits float64
+	for _, n := range nodes {
+		for k, v := range scrape(n.adm) {
+			if strings.HasPrefix(k, "edge_peer_probes_total{") {
+				probes += v
+				if strings.Contains(k, `outcome="hit"`) {
+					hits += v
+				}
+			}
+		}
+	}
+	if r.sum.Requests > 0 {
+		r.probesPerReq = probes / float64(r.sum.Requests)
+	}
+	if probes > 0 {
+		r.probeHit = hits / probes
+	}
+	for _, rl := range cross {
+		r.crossBytes += rl.Forward.Load() + rl.Backward.Load()
+	}
+	r.origin = originTotal("http://" + originAddr + "/_stats")
+	return r, nil
+}
+
+func stop(c *exec.Cmd) {
+	_ = c.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.Process.Kill()
+		<-done
+	}
+}
+
+func scrape(admin string) map[string]float64 {
+	m, err := promtext.Scrape(context.Background(), "http://"+admin+"/metrics")
+	if err != nil {
+		return map[string]float64{}
+	}
+	return m
+}
+
+func originTotal(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Total int `json:"total"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	return st.Total
+}
