@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,8 @@ type Config struct {
 	Region       string        // this node's region label, sent in heartbeats
 	// RegionCosts is the access cost between two regions (keyed by
 	// RegionPair), used as c_j in place of a peer's measured RTT.
-	RegionCosts map[[2]string]time.Duration
-	MonitorPeers int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
+	RegionCosts  map[[2]string]time.Duration
+	MonitorPeers int // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config
@@ -87,6 +88,10 @@ type Peer struct {
 	heard       bool                          // subset: heard directly since this node last suspected it
 	live        liveness                      // its newest known liveness point (direct or gossiped)
 	region      string                        // its cluster.region, from its heartbeats
+	// Subset mode: when it became our neighbour, and whether we already
+	// suspected it for staying silent since (silentGrace).
+	neighbourSince time.Time
+	judgedSilent   bool
 }
 
 // RegionPair is the key of Config.RegionCosts: the two labels in order, so
@@ -149,11 +154,14 @@ type Cluster struct {
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 	// Bounded-subset monitoring (gossip.go).
-	subset  bool           // heartbeat the neighbours only and trust by gossiped liveness
-	order   []string       // member ids, sorted (self included): the anti-entropy walk
-	walk    int            // position of that walk
-	rumors  map[string]int // node id → heartbeats that will still carry its point
-	selfVer uint64         // our liveness version: raised to refute a suspicion
+	subset   bool           // heartbeat the neighbours only and trust by gossiped liveness
+	order    []string       // member ids, sorted (self included): the anti-entropy walk
+	walk     int            // position of that walk
+	rumors   map[string]int // node id → heartbeats that will still carry its point
+	selfVer  uint64         // our liveness version: raised to refute a suspicion
+	ringSize int            // members the rings were last built over (self included)
+	started  time.Time      // when this node started, for eligible
+	probeAt  int            // the walk over members off the rings (targets)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -172,7 +180,7 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{
-		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()),
+		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(),
 		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
 		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
 		counters: routing.NewCounters(100000, cfg.Q),
@@ -271,9 +279,22 @@ func (c *Cluster) Run(ctx context.Context, conn *net.UDPConn) error {
 func (c *Cluster) targets() map[string]*net.UDPAddr {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	if c.subset && c.ringChanged(now) {
+		c.recomputeNeighbours()
+	}
 	out := make(map[string]*net.UDPAddr, len(c.peers))
+	var off []*Peer // members off the rings (suspected for long, or never heard)
 	for id, p := range c.peers {
-		if !p.neighbour && c.identified(p) {
+		// Besides the neighbours: peers not yet identified (a DNS address
+		// whose node id we do not know), and peers that heartbeat us
+		// although we do not heartbeat them, so that they identify us and
+		// a one-sided neighbour relation stays symmetric.
+		recent := p.seen && now.Sub(p.lastRecv) < 3*c.cfg.Period
+		if !p.neighbour && c.identified(p) && !recent {
+			if c.subset && !c.eligible(p, now) {
+				off = append(off, p)
+			}
 			continue
 		}
 		if p.udp == nil {
@@ -284,6 +305,16 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 		}
 		if p.udp != nil {
 			out[id] = p.udp
+		}
+	}
+	if c.subset && len(off) > 0 {
+		// One member off our rings per period, in turn: a partition that
+		// healed after both sides dropped each other from their rings is
+		// noticed within len(off) periods.
+		slices.SortFunc(off, func(a, b *Peer) int { return strings.Compare(a.ID, b.ID) })
+		c.probeAt = (c.probeAt + 1) % len(off)
+		if p := off[c.probeAt]; p.udp != nil {
+			out[p.ID] = p.udp
 		}
 	}
 	return out
@@ -465,15 +496,21 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if !p.pulledAt.IsZero() {
 			c.metrics.ReplicaAge.WithLabelValues(p.ID).Set(now.Sub(p.pulledAt).Seconds())
 		}
-		if !p.trusted || !p.seen || grace {
+		if !p.trusted || grace {
 			continue
 		}
-		if c.subset && (!p.neighbour || !p.heard || !p.live.known || p.live.suspect) {
+		neverHeard := c.subset && p.neighbour && !p.heard && !p.judgedSilent && p.live.known && !p.live.suspect &&
+			now.Sub(p.neighbourSince) > c.silentGrace()
+		if !p.seen && !neverHeard {
+			continue
+		}
+		if c.subset && !neverHeard && (!p.neighbour || !p.heard || !p.live.known || p.live.suspect) {
 			// Not ours to judge, or already judged: only a neighbour heard
 			// since our last suspicion of it may be suspected.
 			continue
 		}
-		if c.silent(p, now, local) {
+		if neverHeard || c.silent(p, now, local) {
+			p.judgedSilent = true
 			if c.subset {
 				p.heard = false
 				p.live.suspect = true
@@ -481,8 +518,12 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 				c.spread(p.ID)
 			}
 			c.setTrust(p, false)
-			c.metrics.DetectionTime.Observe(now.Sub(p.lastRecv).Seconds())
-			suspected = append(suspected, suspicion{p.ID, now.Sub(p.lastRecv)})
+			silentFor := now.Sub(p.neighbourSince)
+			if p.seen && !neverHeard {
+				silentFor = now.Sub(p.lastRecv)
+				c.metrics.DetectionTime.Observe(silentFor.Seconds())
+			}
+			suspected = append(suspected, suspicion{p.ID, silentFor})
 			changed = true
 		}
 	}

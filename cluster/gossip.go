@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/indicators"
 )
 
 // Monitoring says which peers a node exchanges heartbeats with.
@@ -126,8 +127,9 @@ func rumorKind(suspect bool) string {
 	return "alive"
 }
 
-// neighbours returns the ids linked to self on k/2 rings (rounded up) over
-// members (self included): its successor and predecessor on each.
+// neighbours returns the ids linked to self on k/2 rings (at least one)
+// over members (self included): its successor and predecessor on each, so
+// at most k.
 func neighbours(self string, members []string, k int) map[string]bool {
 	out := map[string]bool{}
 	if len(members) < 2 {
@@ -138,7 +140,7 @@ func neighbours(self string, members []string, k int) map[string]bool {
 		id string
 	}
 	ring := make([]ranked, len(members))
-	for r := range (k + 1) / 2 {
+	for r := range max(1, k/2) { // two neighbours per ring: never more than k
 		for i, id := range members {
 			ring[i] = ranked{ringHash(r, id), id}
 		}
@@ -185,27 +187,63 @@ func (c *Cluster) identified(p *Peer) bool {
 
 // recomputeNeighbours decides the monitoring mode for the current members
 // and marks the peers this node heartbeats. c.mu must be held.
+//
+// The rings are built over the eligible members (eligible): a member
+// suspected for longer than deadAfter leaves them, so departed pods and
+// long-dead nodes do not keep neighbour slots that would leave a live node
+// watched by nobody. A node that comes back is noticed because it
+// heartbeats its own neighbours, and recent senders are answered (targets).
 func (c *Cluster) recomputeNeighbours() {
+	now := time.Now()
 	members := []string{c.cfg.NodeID}
+	eligible := []string{c.cfg.NodeID}
 	for _, p := range c.peers {
-		if c.identified(p) {
-			members = append(members, p.ID)
+		if !c.identified(p) {
+			continue
+		}
+		members = append(members, p.ID)
+		if c.eligible(p, now) {
+			eligible = append(eligible, p.ID)
 		}
 	}
 	slices.Sort(members)
 	c.order = members
+	c.ringSize = len(eligible)
+	wasSubset := c.subset
 	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > AutoSubsetAbove)
+	if c.subset && !wasSubset {
+		// All-to-all distrusted a peer without a suspicion anyone else
+		// knows of, and subset mode trusts by liveness points: make the
+		// distrust a suspicion, spread it, and let a live peer refute it.
+		for _, p := range c.peers {
+			if c.identified(p) && !p.trusted && p.live.known && !p.live.suspect {
+				p.live.suspect = true
+				p.heard = false
+				c.spread(p.ID)
+			}
+		}
+	}
 	var near map[string]bool
 	if c.subset {
-		near = neighbours(c.cfg.NodeID, members, c.monitorPeers())
+		near = neighbours(c.cfg.NodeID, eligible, c.monitorPeers())
 	}
 	count := 0
 	for _, p := range c.peers {
+		was := p.neighbour
 		p.neighbour = !c.subset || near[p.ID]
+		if p.neighbour && !was {
+			p.neighbourSince, p.judgedSilent = now, false
+		}
 		if !p.neighbour {
 			// Its detector stops being fed; should it become a neighbour
 			// again, it must be heard before it can be suspected.
 			p.heard = false
+			if was {
+				// Nor is its indicator replica refreshed any more: a stale
+				// replica would keep steering probes.
+				p.replica = &indicators.Replica{}
+				p.epochSeen = 0
+			}
 		}
 		if p.neighbour {
 			count++
@@ -217,6 +255,41 @@ func (c *Cluster) recomputeNeighbours() {
 	} else {
 		c.metrics.MonitoringSubset.Set(0)
 	}
+}
+
+// deadAfter is how long a member may stay suspected (or, from this node's
+// start, unheard of) before it leaves the rings: long enough that a
+// restart or a short partition keeps its place, short enough that a
+// scale-down frees its monitors' slots within seconds.
+func (c *Cluster) deadAfter() time.Duration { return max(3*time.Second, 30*c.cfg.Period) }
+
+// silentGrace is how long a new neighbour may stay unheard before this
+// node suspects it, once: it may have died before anyone monitored it
+// (its old monitors left the rings with it), and no detector runs on a
+// link that never carried a heartbeat.
+func (c *Cluster) silentGrace() time.Duration { return max(time.Second, 10*c.cfg.Period) }
+
+// eligible reports whether p is on the rings now. c.mu must be held.
+func (c *Cluster) eligible(p *Peer, now time.Time) bool {
+	switch {
+	case p.live.known && !p.live.suspect:
+		return true
+	case p.live.known:
+		return now.Sub(p.suspectedAt) < c.deadAfter()
+	}
+	return now.Sub(c.started) < c.deadAfter()
+}
+
+// ringChanged reports whether the eligible members differ in number from
+// the rings last built. c.mu must be held.
+func (c *Cluster) ringChanged(now time.Time) bool {
+	n := 1
+	for _, p := range c.peers {
+		if c.identified(p) && c.eligible(p, now) {
+			n++
+		}
+	}
+	return n != c.ringSize
 }
 
 func (c *Cluster) monitorPeers() int {
@@ -301,6 +374,9 @@ func (c *Cluster) pointOf(id string) (liveness, bool) {
 // learn applies a rumor or a direct heartbeat's point to the table. It
 // returns whether the routing view must change. c.mu must be held.
 func (c *Cluster) learn(r wire.Rumor) (viewChanged bool) {
+	if r.Ver == math.MaxUint64 {
+		return false // no version can follow it, so no refutation could: refused
+	}
 	if r.Node == c.cfg.NodeID {
 		// Only this node may move past a suspicion of itself.
 		if r.Suspect && r.Incarnation == c.incarnation && r.Ver >= c.selfVer {
@@ -318,12 +394,18 @@ func (c *Cluster) learn(r wire.Rumor) (viewChanged bool) {
 	if !l.after(p.live) {
 		return false
 	}
+	if p.live.known && l.inc > p.live.inc && l.inc > p.incarnation {
+		// A restart learned by gossip: what we held of its indicator
+		// describes the old process.
+		p.replica = &indicators.Replica{}
+		p.epochSeen = 0
+	}
 	p.live = l
+	if !c.subset {
+		return false // trust follows this node's own detector; nothing is gossiped
+	}
 	c.metrics.Rumors.WithLabelValues(rumorKind(l.suspect), "applied").Inc()
 	c.spread(r.Node)
-	if !c.subset {
-		return false // trust follows this node's own detector
-	}
 	return c.setTrust(p, !l.suspect)
 }
 

@@ -156,7 +156,7 @@ func Keys() []Key {
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.monitoring", String, "auto", "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
-		{"cluster.monitor_peers", Int, "8", "Neighbours each node heartbeats with subset monitoring (its monitors); 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
+		{"cluster.monitor_peers", Int, "8", "Neighbours each node heartbeats with subset monitoring (its monitors); even, 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
 		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs."},
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
@@ -455,6 +455,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
 	c.Cluster.MonitorPeers = p.int("cluster.monitor_peers", 2, 64)
+	if c.Cluster.MonitorPeers%2 != 0 {
+		p.fail("cluster.monitor_peers", c.Cluster.MonitorPeers, "is odd: each random ring gives a node two neighbours, so k must be even")
+	}
 	c.Cluster.Region = p.region("cluster.region")
 	c.Cluster.RegionCosts = p.regionCosts("cluster.region_costs")
 	c.Cluster.TLS.CertFile = p.str("cluster.tls.cert_file")

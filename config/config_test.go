@@ -64,6 +64,7 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncluster: {detector: lstm}", "cluster.detector"},
 		{"origin: {url: http://o}\ncluster: {monitoring: some}", "cluster.monitoring"},
 		{"origin: {url: http://o}\ncluster: {monitor_peers: 1}", "cluster.monitor_peers"},
+		{"origin: {url: http://o}\ncluster: {monitor_peers: 5}", "cluster.monitor_peers"},
 		{"origin: {url: http://o}\ncluster: {region: EU West}", "cluster.region"},
 		{"origin: {url: http://o}\ncluster: {region_costs: 'eu-us=20ms'}", "cluster.region_costs"},
 		{"origin: {url: http://o}\ncluster: {region_costs: 'eu/us=fast'}", "cluster.region_costs"},
