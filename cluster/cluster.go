@@ -187,14 +187,18 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		hot:      routing.NewCounters(100000, max(cfg.HotThreshold, 1)),
 		ingressQ: routing.NewCounters(100000, cfg.Q),
 		peers:    map[string]*Peer{},
-		client: &http.Client{Transport: &http.Transport{
-			Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
-			DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
-			// The client's own Accept-Encoding goes through signed; the
-			// transport must not add one.
-			DisableCompression: true,
-			TLSClientConfig:    cfg.TLS,
-		}},
+		client: &http.Client{
+			// A peer's 3xx is a stored response for the client, never a
+			// hop for the ingress to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport: &http.Transport{
+				Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+				DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
+				// The client's own Accept-Encoding goes through signed; the
+				// transport must not add one.
+				DisableCompression: true,
+				TLSClientConfig:    cfg.TLS,
+			}},
 		scheme:   "http",
 		peerAuth: newVerifier(cfg.Secret),
 	}

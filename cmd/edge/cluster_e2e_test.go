@@ -139,6 +139,25 @@ func TestClusterEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("redirects pass through peers", func(t *testing.T) {
+		// A cached 301 answered by a peer reaches the client as the 301:
+		// the ingress must not follow it (the peer client once did).
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for round := range 2 {
+			for i, n := range nodes {
+				resp, err := noFollow.Get(fmt.Sprintf("http://%s/redirect/%d", n.pub, 700+i%3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != fmt.Sprintf("/p/%d", 700+i%3) {
+					t.Errorf("round %d via %s: %d, Location %q, Cache-Status %q; want the origin's 301", round, n.id, resp.StatusCode,
+						resp.Header.Get("Location"), resp.Header.Get("Cache-Status"))
+				}
+			}
+		}
+	})
+
 	t.Run("forged peer request", func(t *testing.T) {
 		// 2. A forged peer request (no signature) gets nothing.
 		resp, err := http.Get("http://" + nodes[0].peer + "/p/1")
