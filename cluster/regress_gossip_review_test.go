@@ -226,13 +226,12 @@ func TestReviewDNSScaleDownHidesFailure(t *testing.T) {
 		_, p, _ := net.SplitHostPort(c.LocalAddr().String())
 		return p
 	}()
-	var ids, addrs []string
+	var ids []string
 	byID := map[string]string{}
 	for i := range n {
 		id := fmt.Sprintf("s%02d", i)
-		addr := net.JoinHostPort(fmt.Sprintf("127.0.2.%d", 10+i), port)
-		ids, addrs = append(ids, id), append(addrs, addr)
-		byID[id] = addr
+		ids = append(ids, id)
+		byID[id] = net.JoinHostPort(fmt.Sprintf("127.0.2.%d", 10+i), port)
 	}
 	// The scale-down removes the two ring neighbours of x.
 	x := ids[0]
