@@ -71,6 +71,24 @@ func startDNSNodeIdentified(t *testing.T, id string, byID map[string]string, con
 	return nd
 }
 
+// dnsMembers names n nodes prefix00… on distinct loopback addresses of
+// subnet (subnet.10, subnet.11, …) sharing one free port, as the pods of
+// a DNS name share theirs.
+func dnsMembers(t *testing.T, n int, prefix, subnet string) (ids, addrs []string, byID map[string]string) {
+	t.Helper()
+	c := listenUDP(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(c.LocalAddr().String())
+	_ = c.Close()
+	byID = map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("%s%02d", prefix, i)
+		addr := net.JoinHostPort(fmt.Sprintf("%s.%d", subnet, 10+i), port)
+		ids, addrs = append(ids, id), append(addrs, addr)
+		byID[id] = addr
+	}
+	return ids, addrs, byID
+}
+
 // trustedIDs lists the node ids n trusts.
 func (n *gossipNode) trustedIDs() map[string]bool {
 	n.c.mu.Lock()
@@ -92,21 +110,10 @@ func (n *gossipNode) trustedIDs() map[string]bool {
 // its ring is itself plus k peers, permanently.
 func TestReviewDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
 	const n, k = 10, 2
-	port := func() string {
-		c := listenUDP(t, "127.0.0.1:0")
-		defer c.Close()
-		_, p, _ := net.SplitHostPort(c.LocalAddr().String())
-		return p
-	}()
-	var ids, addrs []string
+	ids, addrs, byID := dnsMembers(t, n, "d", "127.0.0")
 	conns := map[string]*net.UDPConn{}
-	byID := map[string]string{}
-	for i := range n {
-		id := fmt.Sprintf("d%02d", i)
-		addr := net.JoinHostPort(fmt.Sprintf("127.0.0.%d", 10+i), port)
-		ids, addrs = append(ids, id), append(addrs, addr)
-		byID[id] = addr
-		conns[id] = listenUDP(t, addr)
+	for _, id := range ids {
+		conns[id] = listenUDP(t, byID[id])
 	}
 	nodes := map[string]*gossipNode{}
 	for _, id := range ids {
@@ -156,20 +163,7 @@ func TestReviewDNSAutoGrowthPast24(t *testing.T) {
 		t.Skip("25 nodes")
 	}
 	const n = AutoSubsetAbove + 1
-	port := func() string {
-		c := listenUDP(t, "127.0.0.1:0")
-		defer c.Close()
-		_, p, _ := net.SplitHostPort(c.LocalAddr().String())
-		return p
-	}()
-	var ids, addrs []string
-	byID := map[string]string{}
-	for i := range n {
-		id := fmt.Sprintf("a%02d", i)
-		addr := net.JoinHostPort(fmt.Sprintf("127.0.1.%d", 10+i), port)
-		ids, addrs = append(ids, id), append(addrs, addr)
-		byID[id] = addr
-	}
+	ids, addrs, byID := dnsMembers(t, n, "a", "127.0.1")
 	last, lagger := ids[n-1], ids[0]
 	first24 := addrs[:n-1]
 	nodes := map[string]*gossipNode{}
@@ -220,19 +214,7 @@ func TestReviewDNSAutoGrowthPast24(t *testing.T) {
 // no survivor ever suspects it.
 func TestReviewDNSScaleDownHidesFailure(t *testing.T) {
 	const n, k = 8, 2
-	port := func() string {
-		c := listenUDP(t, "127.0.0.1:0")
-		defer c.Close()
-		_, p, _ := net.SplitHostPort(c.LocalAddr().String())
-		return p
-	}()
-	var ids []string
-	byID := map[string]string{}
-	for i := range n {
-		id := fmt.Sprintf("s%02d", i)
-		ids = append(ids, id)
-		byID[id] = net.JoinHostPort(fmt.Sprintf("127.0.2.%d", 10+i), port)
-	}
+	ids, _, byID := dnsMembers(t, n, "s", "127.0.2")
 	// The scale-down removes the two ring neighbours of x.
 	x := ids[0]
 	var departed []string
@@ -305,20 +287,7 @@ func TestReviewDNSScaleDownHidesFailure(t *testing.T) {
 // one and never trusts it.
 func TestReviewDNSSubsetStaggeredStart(t *testing.T) {
 	const n, k = 10, 2
-	port := func() string {
-		c := listenUDP(t, "127.0.0.1:0")
-		defer c.Close()
-		_, p, _ := net.SplitHostPort(c.LocalAddr().String())
-		return p
-	}()
-	var ids, addrs []string
-	byID := map[string]string{}
-	for i := range n {
-		id := fmt.Sprintf("t%02d", i)
-		addr := net.JoinHostPort(fmt.Sprintf("127.0.4.%d", 10+i), port)
-		ids, addrs = append(ids, id), append(addrs, addr)
-		byID[id] = addr
-	}
+	ids, addrs, byID := dnsMembers(t, n, "t", "127.0.4")
 	nodes := map[string]*gossipNode{}
 	defer func() {
 		for _, nd := range nodes {
