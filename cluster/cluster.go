@@ -53,11 +53,11 @@ type Config struct {
 	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
 	KeyScheme    bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
 	Monitoring   Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
+	MonitorPeers int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	Region       string        // this node's region label, sent in heartbeats
 	// RegionCosts is the access cost between two regions (keyed by
 	// RegionPair), used as c_j in place of a peer's measured RTT.
-	RegionCosts  map[[2]string]time.Duration
-	MonitorPeers int // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
+	RegionCosts map[[2]string]time.Duration
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config

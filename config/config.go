@@ -157,7 +157,7 @@ func Keys() []Key {
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.monitoring", String, "auto", "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
 		{"cluster.monitor_peers", Int, "8", "Neighbours each node heartbeats with subset monitoring (its monitors); even, 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
-		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs."},
+		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs. Heartbeats with a region use wire version 2, which every node must be able to read (this release on)."},
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
 		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
