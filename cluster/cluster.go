@@ -154,14 +154,14 @@ type Cluster struct {
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 	// Bounded-subset monitoring (gossip.go).
-	subset   bool           // heartbeat the neighbours only and trust by gossiped liveness
-	order    []string       // member ids, sorted (self included): the anti-entropy walk
-	walk     int            // position of that walk
-	rumors   map[string]int // node id → heartbeats that will still carry its point
-	selfVer  uint64         // our liveness version: raised to refute a suspicion
-	ringSize int            // members the rings were last built over (self included)
-	started  time.Time      // when this node started, for eligible
-	probeAt  int            // the walk over members off the rings (targets)
+	subset  bool           // heartbeat the neighbours only and trust by gossiped liveness
+	order   []string       // member ids, sorted (self included): the anti-entropy walk
+	walk    int            // position of that walk
+	rumors  map[string]int // node id → heartbeats that will still carry its point
+	selfVer uint64         // our liveness version: raised to refute a suspicion
+	ringSig uint64         // ringSignature of the members the rings were last built over
+	started time.Time      // when this node started, for eligible
+	probeAt int            // the walk over members off the rings (targets)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.

@@ -40,6 +40,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -208,7 +209,7 @@ func (c *Cluster) recomputeNeighbours() {
 	}
 	slices.Sort(members)
 	c.order = members
-	c.ringSize = len(eligible)
+	c.ringSig = c.ringSignature(now)
 	wasSubset := c.subset
 	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > AutoSubsetAbove)
 	if c.subset && !wasSubset {
@@ -280,17 +281,24 @@ func (c *Cluster) eligible(p *Peer, now time.Time) bool {
 	return now.Sub(c.started) < c.deadAfter()
 }
 
-// ringChanged reports whether the eligible members differ in number from
-// the rings last built. c.mu must be held.
-func (c *Cluster) ringChanged(now time.Time) bool {
-	n := 1
+// ringSignature sums a hash of every eligible member's id: it changes when
+// one leaves or joins the rings, even when another does at the same time.
+// c.mu must be held.
+func (c *Cluster) ringSignature(now time.Time) uint64 {
+	var sig uint64
 	for _, p := range c.peers {
 		if c.identified(p) && c.eligible(p, now) {
-			n++
+			h := fnv.New64a()
+			h.Write([]byte(p.ID))
+			sig += h.Sum64()
 		}
 	}
-	return n != c.ringSize
+	return sig
 }
+
+// ringChanged reports whether the eligible members differ from those the
+// rings were last built over. c.mu must be held.
+func (c *Cluster) ringChanged(now time.Time) bool { return c.ringSignature(now) != c.ringSig }
 
 func (c *Cluster) monitorPeers() int {
 	if c.cfg.MonitorPeers > 0 {
