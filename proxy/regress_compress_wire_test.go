@@ -33,7 +33,13 @@ func TestRegressCompressTruncatedWire10(t *testing.T) {
 			io.WriteString(c, "GET /t-"+cc+" HTTP/1.0\r\nHost: example.com\r\nAccept-Encoding: "+ae+"\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
-				t.Fatal(err)
+				// The connection was cut before a header: the client sees
+				// an error, never a wrong body. Which comes first depends on
+				// how far the fill got before the origin's cut (load).
+				t.Logf("%s %s: no response (%v): the safe outcome", cc, ae, err)
+				c.Close()
+				srv.Close()
+				continue
 			}
 			raw, rerr := io.ReadAll(resp.Body)
 			c.Close()
