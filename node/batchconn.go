@@ -146,30 +146,31 @@ func (c *batchConn) flushTimer() {
 	_ = c.flushLocked()
 }
 
-// Read sends held bytes first when no write is under way. net/http reads
-// the next request only after the last write of the previous response, so
-// a response whose last write filled the buffer exactly (a 4 KiB body
-// streamed after its header: every such miss, and every such peer hop)
-// would otherwise wait for the hold limit with nothing to follow it. It
-// does not wait for a write in progress (HTTP/2 reads PINGs and
-// WINDOW_UPDATEs while a slow write is blocked): that write sends the held
-// bytes itself. The background read net/http starts while a handler runs
-// enters Read before the handler writes, so it does not split a pair; a
-// Read that does (a request body read to its end mid-response, HTTP/2's
-// frame reader) costs one extra system call, never a wrong byte.
+// Read has held bytes sent now when it is net/http waiting for the next
+// request: it reads the next request only after the last write of the
+// previous response, so a response whose last write filled the buffer
+// exactly (a 4 KiB body streamed after its header: every such miss and
+// peer hop) would otherwise wait for the hold limit with nothing to follow.
+//
+//   - It does not write itself: it fires the hold timer at once, and the
+//     timer's goroutine sends. A client that stopped reading then blocks
+//     that goroutine, not this Read, so net/http's idle timeout (a read
+//     deadline) still ends the connection, and Close ends the write.
+//   - Only reads of more than one byte count: the background read net/http
+//     starts while a handler runs reads one byte, and it may come between
+//     the held buffer and the rest of the same response.
+//   - It does not wait for a write in progress (HTTP/2 reads PINGs and
+//     WINDOW_UPDATEs while a slow write is blocked): that write sends the
+//     held bytes itself.
 func (c *batchConn) Read(p []byte) (int, error) {
 	if err := c.loadErr(); err != nil {
 		return 0, err
 	}
-	if c.writeMu.TryLock() {
-		var err error
+	if len(p) > 1 && c.writeMu.TryLock() {
 		if len(c.held) > 0 {
-			err = c.flushLocked()
+			c.timer.Reset(0)
 		}
 		c.writeMu.Unlock()
-		if err != nil {
-			return 0, err
-		}
 	}
 	return c.Conn.Read(p)
 }
