@@ -383,6 +383,14 @@ func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Res
 		return res, err
 	}
 	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
+	if c := res.Resp.StatusCode; (c < 200 || c == http.StatusNoContent || c == http.StatusNotModified) && res.Resp.Body != nil && res.Resp.Body != http.NoBody {
+		// These statuses have no content (RFC 9110 §15.3.5, §15.4.5): the
+		// body is not read, so whatever an upstream put after the header
+		// (or an error its reader returns) cannot decide the response, and
+		// whether it did cannot depend on timing.
+		_ = res.Resp.Body.Close()
+		res.Resp.Body = http.NoBody
+	}
 	return res, nil
 }
 

@@ -35,7 +35,9 @@ func TestHostilePeer204ReachesClient(t *testing.T) {
 		t.Fatalf("client request for a 204 failed: %v", err)
 	}
 	resp.Body.Close()
-	t.Logf("status %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("status %d, want the peer's 204", resp.StatusCode)
+	}
 }
 
 func TestHostilePeer204NeverStored(t *testing.T) {
