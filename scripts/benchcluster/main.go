@@ -21,15 +21,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/demosite"
+	"github.com/edgecache/edge/internal/demoproc"
 	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
 	"github.com/edgecache/edge/trace"
@@ -109,20 +108,12 @@ func runCluster(bin string, n int, serveArgs string, rate float64, d time.Durati
 	var r result
 	var s load.Summary
 	// Every configuration starts cold: no disk tier carried over from the last.
-	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--disk-root", "", "--serve-args", serveArgs+" --log-level warn")
-	cmd.Stdout, cmd.Stderr = nil, nil
-	if err := cmd.Start(); err != nil {
+	demo, err := demoproc.Start(bin, n, serveArgs)
+	if err != nil {
 		return r, s, err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	var targets, admins []string
-	for i := 1; i <= n; i++ {
-		targets = append(targets, fmt.Sprintf("http://127.0.0.1:%d", 8079+i))
-		admins = append(admins, fmt.Sprintf("127.0.0.1:%d", 9179+i))
-	}
+	defer demo.Stop()
+	targets, admins := demo.Publics(), demo.Admins()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, a := range admins {
 		for !ready(a, n) {

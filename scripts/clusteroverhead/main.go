@@ -16,13 +16,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgecache/edge/internal/demoproc"
 	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
 )
@@ -80,19 +79,12 @@ func sums(admins []string, names ...string) map[string]float64 {
 
 func measure(tw *tabwriter.Writer, bin, serveArgs string, n int, idle, busy time.Duration, insertRate float64) error {
 	// The origin moves off 8090, which the 11th node's public port takes.
-	cmd := exec.Command(bin, "demo", "--nodes", strconv.Itoa(n), "--origin-listen", "127.0.0.1:8070", "--disk-root", "", "--serve-args", strings.TrimSpace("--log-level warn "+serveArgs))
-	if err := cmd.Start(); err != nil {
+	demo, err := demoproc.Start(bin, n, serveArgs, "--origin-listen", "127.0.0.1:8070")
+	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	var admins, targets []string
-	for i := 1; i <= n; i++ {
-		admins = append(admins, fmt.Sprintf("127.0.0.1:%d", 9179+i))
-		targets = append(targets, fmt.Sprintf("http://127.0.0.1:%d", 8079+i))
-	}
+	defer demo.Stop()
+	admins, targets := demo.Admins(), demo.Publics()
 	// Converged: every node's view holds every node. On a small machine a
 	// large cluster may keep a few peers flapping; after two minutes the
 	// measurement goes ahead and says so.

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/edgecache/edge/internal/demoproc"
 )
 
 type peerState struct {
@@ -51,15 +53,13 @@ func main() {
 	trials := flag.Int("trials", 3, "nodes killed, one after another")
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	flag.Parse()
-	cmd := exec.Command(*bin, "demo", "--nodes", strconv.Itoa(*nodes), "--origin-listen", "127.0.0.1:8070", "--disk-root", "",
-		"--serve-args", strings.TrimSpace("--log-level error "+*serveArgs))
-	if err := cmd.Start(); err != nil {
+	demo, err := demoproc.Start(*bin, *nodes, strings.TrimSpace("--log-level error "+*serveArgs), "--origin-listen", "127.0.0.1:8070")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	err := measure(*nodes, *trials, *serveArgs)
-	_ = cmd.Process.Signal(syscall.SIGTERM) // the demo stops every node it started
-	_ = cmd.Wait()
+	err = measure(demo, *nodes, *trials, *serveArgs)
+	demo.Stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -68,8 +68,8 @@ func main() {
 
 // measure kills trials nodes of the running demo, one after another, and
 // prints how long each took to leave every survivor's view.
-func measure(nodes, trials int, serveArgs string) error {
-	adm := func(i int) string { return "127.0.0.1:" + strconv.Itoa(9179+i) }
+func measure(demo *demoproc.Cluster, nodes, trials int, serveArgs string) error {
+	adm := demo.Admin
 	alive := map[int]bool{}
 	for i := 1; i <= nodes; i++ {
 		alive[i] = true

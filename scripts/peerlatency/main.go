@@ -16,26 +16,23 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/edgecache/edge/internal/demoproc"
 )
 
 func main() {
 	pages := flag.Int("pages", 400, "pages measured")
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	flag.Parse()
-	cmd := exec.Command(*bin, "demo", "--nodes", "3", "--disk-root", "", "--serve-args", "--log-level warn")
-	if err := cmd.Start(); err != nil {
+	demo, err := demoproc.Start(*bin, 3, "")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
+	defer demo.Stop()
 	ids := []string{"edge-1", "edge-2", "edge-3"}
 	pub := map[string]string{"edge-1": "127.0.0.1:8080", "edge-2": "127.0.0.1:8081", "edge-3": "127.0.0.1:8082"}
 	time.Sleep(3 * time.Second) // views converge
