@@ -63,14 +63,23 @@ func latencyOf(ms []float64) Latency {
 	if n == 0 {
 		return Latency{}
 	}
-	sorted := slices.Clone(ms)
-	slices.Sort(sorted)
+	sorted := sortedCopy(ms)
 	sum := 0.0
 	for _, v := range sorted {
 		sum += v
 	}
-	q := func(p float64) float64 { return sorted[min(int(p*float64(n)), n-1)] }
-	return Latency{Count: n, Mean: sum / float64(n), P50: q(0.5), P99: q(0.99)}
+	return Latency{Count: n, Mean: sum / float64(n), P50: quantile(sorted, 0.5), P99: quantile(sorted, 0.99)}
+}
+
+func sortedCopy(ms []float64) []float64 {
+	s := slices.Clone(ms)
+	slices.Sort(s)
+	return s
+}
+
+// quantile is the p-quantile of sorted (not empty), by rank.
+func quantile(sorted []float64, p float64) float64 {
+	return sorted[min(int(p*float64(len(sorted))), len(sorted)-1)]
 }
 
 // Result classifies a Cache-Status value: hit, peer (forwarded and answered
@@ -194,10 +203,8 @@ func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, b
 		s.RateAch = float64(req) / el.Seconds()
 	}
 	if n := len(lat); n > 0 {
-		sorted := slices.Clone(lat)
-		slices.Sort(sorted)
-		q := func(p float64) float64 { return sorted[min(int(p*float64(n)), n-1)] }
-		s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs = q(0.5), q(0.9), q(0.99), q(0.999), sorted[n-1]
+		sorted := sortedCopy(lat)
+		s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs = quantile(sorted, 0.5), quantile(sorted, 0.9), quantile(sorted, 0.99), quantile(sorted, 0.999), sorted[n-1]
 	}
 	if req > 0 {
 		s.HitRatio = float64(byResult["hit"]) / float64(req)
