@@ -39,6 +39,8 @@ type Relay struct {
 	out    *net.UDPConn // UDP towards the target
 	// Bytes carried towards the target and back (TCP and UDP payloads).
 	Forward, Backward atomic.Int64
+	// Dropped counts UDP datagrams lost to Loss or Down.
+	Dropped atomic.Int64
 	wg                sync.WaitGroup
 	mu                sync.Mutex
 	conns             map[net.Conn]struct{}
@@ -130,6 +132,7 @@ func (r *Relay) relayUDP() {
 		}
 		f := r.faults.Load()
 		if f.Down || (f.Loss > 0 && rand.Float64() < f.Loss) {
+			r.Dropped.Add(1)
 			continue
 		}
 		pkt := append([]byte(nil), buf[:n]...)
@@ -236,11 +239,13 @@ func (r *Relay) copy(dst, src net.Conn, count *atomic.Int64) {
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
+		// Counted before the write, so a reader that has every byte also
+		// sees them counted.
+		count.Add(int64(len(c.b)))
 		if _, err := dst.Write(c.b); err != nil {
 			_ = src.Close()
 			return
 		}
-		count.Add(int64(len(c.b)))
 	}
 	// The source finished: pass the half-close on.
 	if tcp, ok := dst.(*net.TCPConn); ok {

@@ -115,8 +115,12 @@ func TestRelayLossAndPartition(t *testing.T) {
 	for range 50 {
 		_, _ = u.Write([]byte("lost"))
 	}
+	// The faults apply when the relay reads a datagram, not when it was
+	// sent: wait until all 50 are read (and dropped) before changing them.
+	waitDropped(t, r, 50)
 	r.Set(Faults{Down: true})
 	_, _ = u.Write([]byte("down"))
+	waitDropped(t, r, 51)
 	c, err := net.Dial("tcp", r.Addr())
 	if err == nil {
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -144,5 +148,16 @@ func TestRelayLossAndPartition(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 		t.Fatalf("after healing: %v", err)
+	}
+}
+
+func waitDropped(t *testing.T, r *Relay, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Dropped.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay dropped %d datagrams, want %d", r.Dropped.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
