@@ -373,3 +373,29 @@ func (d *Site) stats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]any{"total": d.total.Load(), "paths": paths, "bytes_sent": d.sent.Load(), "ranges": d.ranges.Load()})
 }
+
+// VerifyPage reports whether an answer for path carries the demo origin's
+// content: for /p/{n}, page n's entity tag (weak or with a content-coding
+// suffix, as a compressing cache may send it) and a decoded body of page
+// n's size. Other paths are not checked. A load test uses it to catch a
+// cache that hands one page's response to another request.
+func VerifyPage(path string, h http.Header, bodyLen int64) bool {
+	rest, ok := strings.CutPrefix(path, "/p/")
+	if !ok {
+		return true
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	n, err := strconv.ParseUint(rest, 10, 64)
+	if err != nil {
+		return true // not a page: the origin answers 404
+	}
+	size := PageSize(n)
+	tag := strings.TrimPrefix(h.Get("Etag"), "W/")
+	want := fmt.Sprintf(`"p-%d-%d`, n, size)
+	if !strings.HasPrefix(tag, want) || (len(tag) > len(want) && tag[len(want)] != '"' && tag[len(want)] != '-') {
+		return false
+	}
+	return bodyLen == int64(size)
+}

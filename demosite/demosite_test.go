@@ -1,6 +1,7 @@
 package demosite
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -74,3 +75,30 @@ func TestDemoConditionalAndCases(t *testing.T) {
 
 // TestStalledBodyFails: an origin that sends headers and part of a body
 // and then stalls does not hold the reader forever.
+
+func TestVerifyPage(t *testing.T) {
+	size := PageSize(7)
+	good := http.Header{"Etag": {fmt.Sprintf(`"p-7-%d"`, size)}}
+	cases := []struct {
+		name string
+		path string
+		h    http.Header
+		n    int64
+		want bool
+	}{
+		{"page", "/p/7", good, int64(size), true},
+		{"query", "/p/7?v=1", good, int64(size), true},
+		{"coded", "/p/7", http.Header{"Etag": {fmt.Sprintf(`W/"p-7-%d-gzip"`, size)}}, int64(size), true},
+		{"other page's tag", "/p/8", good, int64(size), false},
+		{"short body", "/p/7", good, int64(size) - 1, false},
+		{"no tag", "/p/7", http.Header{}, int64(size), false},
+		{"longer number", "/p/7", http.Header{"Etag": {fmt.Sprintf(`"p-7-%d0"`, size)}}, int64(size), false},
+		{"not a page", "/size/10", http.Header{}, 3, true},
+		{"not a number", "/p/x", http.Header{}, 3, true},
+	}
+	for _, c := range cases {
+		if got := VerifyPage(c.path, c.h, c.n); got != c.want {
+			t.Errorf("%s: VerifyPage = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

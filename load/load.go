@@ -27,24 +27,35 @@ type Config struct {
 	Path func(i int, rng *rand.Rand) string
 	// Progress, if set, is called about once a second with the running totals.
 	Progress func(Summary)
+	// Verify, if set, checks each 2xx answer (its request path, header and
+	// body length); a false counts the answer as wrong content.
+	Verify func(path string, h http.Header, bodyLen int64) bool
 }
+
+// maxErrorTimes bounds Summary.ErrorTimes: enough to place the errors of a
+// fault on a timeline, never a run's worth of memory.
+const maxErrorTimes = 1000
 
 // Summary is the outcome of a run.
 type Summary struct {
-	Requests  int64            `json:"requests"`
-	Errors    int64            `json:"errors"`  // transport errors and 5xx
-	Dropped   int64            `json:"dropped"` // not sent: too many in flight
-	ByResult  map[string]int64 `json:"by_result"`
-	ByStatus  map[int]int64    `json:"by_status"`
-	Elapsed   float64          `json:"elapsed_s"`
-	RateAch   float64          `json:"rate_achieved"`
-	P50ms     float64          `json:"p50_ms"`
-	P90ms     float64          `json:"p90_ms"`
-	P99ms     float64          `json:"p99_ms"`
-	P999ms    float64          `json:"p999_ms"`
-	MaxMs     float64          `json:"max_ms"`
-	HitRatio  float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
-	Collapsed int64            `json:"collapsed"`
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"` // transport errors, truncated bodies and 5xx
+	Wrong    int64 `json:"wrong"`  // 2xx answers Config.Verify refused
+	// ErrorTimes is when errors happened, in seconds since the start (the
+	// first maxErrorTimes), so a lab can tell which fault caused them.
+	ErrorTimes []float64        `json:"error_times_s,omitempty"`
+	Dropped    int64            `json:"dropped"` // not sent: too many in flight
+	ByResult   map[string]int64 `json:"by_result"`
+	ByStatus   map[int]int64    `json:"by_status"`
+	Elapsed    float64          `json:"elapsed_s"`
+	RateAch    float64          `json:"rate_achieved"`
+	P50ms      float64          `json:"p50_ms"`
+	P90ms      float64          `json:"p90_ms"`
+	P99ms      float64          `json:"p99_ms"`
+	P999ms     float64          `json:"p999_ms"`
+	MaxMs      float64          `json:"max_ms"`
+	HitRatio   float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
+	Collapsed  int64            `json:"collapsed"`
 	// ByResultLatency is the latency of each result class (Result): a
 	// "miss" is every request the ingress did not answer from its own store.
 	ByResultLatency map[string]Latency `json:"latency_by_result"`
@@ -117,6 +128,8 @@ func Run(ctx context.Context, c Config) Summary {
 		inflight  atomic.Int64
 		wg        sync.WaitGroup
 		collapsed atomic.Int64
+		wrong     atomic.Int64
+		errTimes  []float64
 	)
 	interval := time.Duration(float64(time.Second) / c.Rate)
 	start := time.Now()
@@ -124,7 +137,18 @@ func Run(ctx context.Context, c Config) Summary {
 	snapshot := func() Summary {
 		mu.Lock()
 		defer mu.Unlock()
-		return summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, latBy, time.Since(start))
+		s := summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, latBy, time.Since(start))
+		s.Wrong = wrong.Load()
+		s.ErrorTimes = slices.Clone(errTimes)
+		return s
+	}
+	failed := func(at time.Time) {
+		errs.Add(1)
+		mu.Lock()
+		if len(errTimes) < maxErrorTimes {
+			errTimes = append(errTimes, at.Sub(start).Seconds())
+		}
+		mu.Unlock()
 	}
 	lastProgress := start
 	for i := 0; ; i++ {
@@ -149,7 +173,8 @@ func Run(ctx context.Context, c Config) Summary {
 			dropped.Add(1)
 			continue
 		}
-		url := strings.TrimSuffix(c.Targets[i%len(c.Targets)], "/") + c.Path(i, rng)
+		path := c.Path(i, rng)
+		url := strings.TrimSuffix(c.Targets[i%len(c.Targets)], "/") + path
 		inflight.Add(1)
 		wg.Add(1)
 		go func() {
@@ -160,16 +185,19 @@ func Run(ctx context.Context, c Config) Summary {
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
 			if err != nil {
-				errs.Add(1)
+				failed(t)
 				mu.Lock()
 				byStatus[0]++
 				mu.Unlock()
 				return
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			n, err := io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode >= 500 {
-				errs.Add(1)
+			switch {
+			case err != nil || resp.StatusCode >= 500: // a cut body is an error too
+				failed(t)
+			case c.Verify != nil && resp.StatusCode < 300 && !c.Verify(path, resp.Header, n):
+				wrong.Add(1)
 			}
 			res := Result(resp.Header.Get("Cache-Status"))
 			if res == "collapsed" {

@@ -50,3 +50,35 @@ func TestRunIsOpenLoopAndCounts(t *testing.T) {
 		t.Errorf("latency by result %+v", s.ByResultLatency)
 	}
 }
+
+// TestRunCountsCutBodiesAndWrongContent: a body cut short is an error (the
+// client did not get the page), a 2xx that Verify refuses is wrong content,
+// and every error is placed on the timeline.
+func TestRunCountsCutBodiesAndWrongContent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/cut":
+			w.Header().Set("Content-Length", "100")
+			_, _ = w.Write([]byte("short"))
+		case "/wrong":
+			_, _ = w.Write([]byte("other page"))
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	}))
+	defer srv.Close()
+	paths := []string{"/ok", "/cut", "/wrong", "/ok"}
+	s := Run(context.Background(), Config{
+		Targets: []string{srv.URL}, Rate: 200, Duration: 200 * time.Millisecond, Timeout: time.Second,
+		Path:   func(i int, _ *rand.Rand) string { return paths[i%len(paths)] },
+		Verify: func(path string, _ http.Header, n int64) bool { return path != "/wrong" && n == 2 || path == "/cut" },
+	})
+	if s.Requests != 40 || s.Errors != 10 || s.Wrong != 10 || len(s.ErrorTimes) != 10 {
+		t.Fatalf("requests %d errors %d wrong %d error times %d; want 40, 10, 10, 10", s.Requests, s.Errors, s.Wrong, len(s.ErrorTimes))
+	}
+	for _, at := range s.ErrorTimes {
+		if at < 0 || at > 1 {
+			t.Errorf("error at %.3f s, outside the run", at)
+		}
+	}
+}

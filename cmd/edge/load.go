@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgecache/edge/demosite"
 	"github.com/edgecache/edge/load"
 	"github.com/edgecache/edge/trace"
 )
@@ -24,7 +25,7 @@ func loadCmd() *cobra.Command {
 		zipfS, hotShare                             float64
 		pages, limit                                int
 		sized                                       bool
-		asJSON                                      bool
+		asJSON, verify                              bool
 		c                                           load.Config
 	)
 	cmd := &cobra.Command{
@@ -74,6 +75,9 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 				}
 				return pick(r)
 			}
+			if verify {
+				c.Verify = demosite.VerifyPage
+			}
 			before := originTotal(originStats)
 			if !asJSON {
 				c.Progress = func(s load.Summary) { fmt.Fprint(cmd.ErrOrStderr(), load.Line(s)) }
@@ -89,6 +93,9 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 			fmt.Fprint(cmd.ErrOrStderr(), load.Line(s)+"\n")
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "requests %d in %.1f s (%.0f/s), errors %d, dropped %d\n", s.Requests, s.Elapsed, s.RateAch, s.Errors, s.Dropped)
+			if verify {
+				fmt.Fprintf(w, "wrong content %d\n", s.Wrong)
+			}
 			var keys []string
 			for k := range s.ByResult {
 				keys = append(keys, k)
@@ -122,6 +129,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 	f.StringVar(&hotPath, "hot-path", "/p/0", "the flash crowd's page")
 	f.StringVar(&originStats, "origin-stats", "", "demo origin /_stats URL, for the origin offload")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	f.BoolVar(&verify, "verify-pages", false, "check that each /p/{n} answer is the demo origin's page n (entity tag and length); mismatches count as wrong content")
 	return cmd
 }
 
