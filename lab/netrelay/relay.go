@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,34 +31,66 @@ type Faults struct {
 	Down   bool          // drop all UDP; refuse new TCP connections and stall open ones
 }
 
+// Network opens the relay's sockets. The default is the process's own
+// network; a lab passes a namespace's (lab/netns.Host), so that the relay
+// sits inside a host and its traffic leaves from the host's address.
+type Network interface {
+	Listen(network, addr string) (net.Listener, error)
+	ListenUDP(addr *net.UDPAddr) (*net.UDPConn, error)
+	DialUDP(raddr *net.UDPAddr) (*net.UDPConn, error)
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+type hostNetwork struct{}
+
+func (hostNetwork) Listen(network, addr string) (net.Listener, error) {
+	return net.Listen(network, addr)
+}
+func (hostNetwork) ListenUDP(addr *net.UDPAddr) (*net.UDPConn, error) {
+	return net.ListenUDP("udp", addr)
+}
+func (hostNetwork) DialUDP(raddr *net.UDPAddr) (*net.UDPConn, error) {
+	return net.DialUDP("udp", nil, raddr)
+}
+func (hostNetwork) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
+
 // Relay is one link: listen → target.
 type Relay struct {
-	target string
-	faults atomic.Pointer[Faults]
-	tcp    net.Listener
-	udp    *net.UDPConn
-	out    *net.UDPConn // UDP towards the target
+	network Network
+	tee     atomic.Pointer[net.UDPConn]
+	target  string
+	faults  atomic.Pointer[Faults]
+	tcp     net.Listener
+	udp     *net.UDPConn
+	out     *net.UDPConn // UDP towards the target
 	// Bytes carried towards the target and back (TCP and UDP payloads).
 	Forward, Backward atomic.Int64
 	// Dropped counts UDP datagrams lost to Loss or Down.
 	Dropped atomic.Int64
-	wg                sync.WaitGroup
-	mu                sync.Mutex
-	conns             map[net.Conn]struct{}
-	closed            chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  chan struct{}
 }
 
 // Listen starts a relay on listen (host:port; port 0 picks one, the same
 // for TCP and UDP) towards target.
 func Listen(listen, target string, f Faults) (*Relay, error) {
-	r := &Relay{target: target, conns: map[net.Conn]struct{}{}, closed: make(chan struct{})}
+	return ListenOn(hostNetwork{}, listen, target, f)
+}
+
+// ListenOn is Listen with the sockets opened on network n.
+func ListenOn(n Network, listen, target string, f Faults) (*Relay, error) {
+	r := &Relay{network: n, target: target, conns: map[net.Conn]struct{}{}, closed: make(chan struct{})}
 	r.faults.Store(&f)
 	var err error
 	for range 20 { // port 0: find a port free for both protocols
-		if r.tcp, err = net.Listen("tcp", listen); err != nil {
+		if r.tcp, err = n.Listen("tcp", listen); err != nil {
 			return nil, fmt.Errorf("netrelay: %w", err)
 		}
-		if r.udp, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(r.tcp.Addr().(*net.TCPAddr).AddrPort())); err == nil {
+		if r.udp, err = n.ListenUDP(net.UDPAddrFromAddrPort(r.tcp.Addr().(*net.TCPAddr).AddrPort())); err == nil {
 			break
 		}
 		_ = r.tcp.Close()
@@ -70,7 +103,7 @@ func Listen(listen, target string, f Faults) (*Relay, error) {
 		r.Close()
 		return nil, fmt.Errorf("netrelay: target: %w", err)
 	}
-	if r.out, err = net.DialUDP("udp", nil, ta); err != nil {
+	if r.out, err = n.DialUDP(ta); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("netrelay: %w", err)
 	}
@@ -83,8 +116,29 @@ func Listen(listen, target string, f Faults) (*Relay, error) {
 // Addr is the relay's address (TCP and UDP).
 func (r *Relay) Addr() string { return r.tcp.Addr().String() }
 
+// UDPAddrPort is the relay's UDP address.
+func (r *Relay) UDPAddrPort() netip.AddrPort { return r.udp.LocalAddr().(*net.UDPAddr).AddrPort() }
+
 // Set replaces the faults; it applies to traffic from now on.
 func (r *Relay) Set(f Faults) { r.faults.Store(&f) }
+
+// Tee sends a copy of every datagram the relay delivers (after loss and
+// delay) to addr too: a recorder sees the heartbeats exactly as the target
+// receives them.
+func (r *Relay) Tee(addr string) error {
+	a, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fmt.Errorf("netrelay: tee: %w", err)
+	}
+	c, err := r.network.DialUDP(a)
+	if err != nil {
+		return fmt.Errorf("netrelay: tee: %w", err)
+	}
+	if old := r.tee.Swap(c); old != nil {
+		_ = old.Close()
+	}
+	return nil
+}
 
 // Faults returns the current faults.
 func (r *Relay) Faults() Faults { return *r.faults.Load() }
@@ -105,6 +159,9 @@ func (r *Relay) Close() {
 	}
 	if r.out != nil {
 		_ = r.out.Close()
+	}
+	if t := r.tee.Swap(nil); t != nil {
+		_ = t.Close()
 	}
 	r.mu.Lock()
 	for c := range r.conns {
@@ -137,10 +194,16 @@ func (r *Relay) relayUDP() {
 		}
 		pkt := append([]byte(nil), buf[:n]...)
 		r.Forward.Add(int64(n))
-		if d := r.wait(f); d > 0 {
-			time.AfterFunc(d, func() { _, _ = r.out.Write(pkt) })
-		} else {
+		deliver := func() {
 			_, _ = r.out.Write(pkt)
+			if t := r.tee.Load(); t != nil {
+				_, _ = t.Write(pkt)
+			}
+		}
+		if d := r.wait(f); d > 0 {
+			time.AfterFunc(d, deliver)
+		} else {
+			deliver()
 		}
 	}
 }
@@ -174,7 +237,7 @@ func (r *Relay) track(c net.Conn, on bool) {
 func (r *Relay) pipe(client net.Conn) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	server, err := (&net.Dialer{}).DialContext(ctx, "tcp", r.target)
+	server, err := r.network.DialContext(ctx, "tcp", r.target)
 	cancel()
 	if err != nil {
 		_ = client.Close()
