@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,6 +36,10 @@ type Site struct {
 	filler  []byte
 	mu      sync.Mutex
 	hits    map[string]int
+	// byRemote counts requests per client address and path: a lab with
+	// each cache on its own address learns which cache asked for what.
+	byRemote map[string]map[string]int
+	remoteN  int
 	total   atomic.Int64
 	sent    atomic.Int64 // body bytes written
 	ranges  atomic.Int64 // Range requests answered with 206
@@ -46,7 +52,7 @@ const fillerSize = 4 << 20
 
 // New returns the demo site.
 func New(cfg Config) *Site {
-	d := &Site{cfg: cfg, started: time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Second), hits: make(map[string]int)}
+	d := &Site{cfg: cfg, started: time.Now().Add(-30 * 24 * time.Hour).Truncate(time.Second), hits: make(map[string]int), byRemote: map[string]map[string]int{}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const alphabet = "abcdefghijklmnopqrstuvwxyz      \n"
 	d.filler = make([]byte, fillerSize)
@@ -93,6 +99,18 @@ func (d *Site) count(next http.Handler) http.Handler {
 			d.mu.Lock()
 			if len(d.hits) < 1_000_000 { // bounded: a load test must not grow it forever
 				d.hits[r.URL.RequestURI()]++
+			}
+			if d.remoteN < 1_000_000 {
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				m := d.byRemote[host]
+				if m == nil {
+					m = map[string]int{}
+					d.byRemote[host] = m
+				}
+				if _, ok := m[r.URL.RequestURI()]; !ok {
+					d.remoteN++
+				}
+				m[r.URL.RequestURI()]++
 			}
 			d.mu.Unlock()
 		}
@@ -369,9 +387,19 @@ func (d *Site) stats(w http.ResponseWriter, r *http.Request) {
 		paths[p] = d.hits[p]
 		d.mu.Unlock()
 	}
+	out := map[string]any{"total": d.total.Load(), "paths": paths, "bytes_sent": d.sent.Load(), "ranges": d.ranges.Load()}
+	if r.URL.Query().Get("by_remote") != "" { // every path, per client address
+		by := map[string]map[string]int{}
+		d.mu.Lock()
+		for host, m := range d.byRemote {
+			by[host] = maps.Clone(m)
+		}
+		d.mu.Unlock()
+		out["by_remote"] = by
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"total": d.total.Load(), "paths": paths, "bytes_sent": d.sent.Load(), "ranges": d.ranges.Load()})
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // VerifyPage reports whether an answer for path carries the demo origin's

@@ -1,6 +1,7 @@
 package demosite
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -100,5 +101,27 @@ func TestVerifyPage(t *testing.T) {
 		if got := VerifyPage(c.path, c.h, c.n); got != c.want {
 			t.Errorf("%s: VerifyPage = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestStatsByRemote: with by_remote, the stats name which client address
+// asked for which path, as a lab with one address per cache needs.
+func TestStatsByRemote(t *testing.T) {
+	d := New(Config{})
+	for _, remote := range []string{"198.51.100.1:4000", "198.51.100.1:4001", "198.51.100.2:4000"} {
+		req := httptest.NewRequest("GET", "/p/3", nil)
+		req.RemoteAddr = remote
+		d.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, httptest.NewRequest("GET", "/_stats?by_remote=1", nil))
+	var s struct {
+		ByRemote map[string]map[string]int `json:"by_remote"`
+	}
+	if err := json.NewDecoder(rec.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ByRemote["198.51.100.1"]["/p/3"] != 2 || s.ByRemote["198.51.100.2"]["/p/3"] != 1 {
+		t.Fatalf("by_remote %v", s.ByRemote)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,9 @@ const maxErrorTimes = 1000
 // Summary is the outcome of a run.
 type Summary struct {
 	Requests int64 `json:"requests"`
-	Errors   int64 `json:"errors"` // transport errors, truncated bodies and 5xx
-	Wrong    int64 `json:"wrong"`  // 2xx answers Config.Verify refused
+	Errors   int64 `json:"errors"`    // transport errors, truncated bodies and 5xx
+	Wrong    int64 `json:"wrong"`     // 2xx answers Config.Verify refused
+	MaxAgeS  int64 `json:"max_age_s"` // the largest Age of a 2xx answer: how stale it got
 	// ErrorTimes is when errors happened, in seconds since the start (the
 	// first maxErrorTimes), so a lab can tell which fault caused them.
 	ErrorTimes []float64        `json:"error_times_s,omitempty"`
@@ -129,6 +131,7 @@ func Run(ctx context.Context, c Config) Summary {
 		wg        sync.WaitGroup
 		collapsed atomic.Int64
 		wrong     atomic.Int64
+		maxAge    atomic.Int64
 		errTimes  []float64
 	)
 	interval := time.Duration(float64(time.Second) / c.Rate)
@@ -139,6 +142,7 @@ func Run(ctx context.Context, c Config) Summary {
 		defer mu.Unlock()
 		s := summarize(requests.Load(), errs.Load(), dropped.Load(), collapsed.Load(), byResult, byStatus, lat, latBy, time.Since(start))
 		s.Wrong = wrong.Load()
+		s.MaxAgeS = maxAge.Load()
 		s.ErrorTimes = slices.Clone(errTimes)
 		return s
 	}
@@ -198,6 +202,10 @@ func Run(ctx context.Context, c Config) Summary {
 				failed(t)
 			case c.Verify != nil && resp.StatusCode < 300 && !c.Verify(path, resp.Header, n):
 				wrong.Add(1)
+			}
+			if age, err := strconv.ParseInt(resp.Header.Get("Age"), 10, 64); err == nil && resp.StatusCode < 300 {
+				for cur := maxAge.Load(); age > cur && !maxAge.CompareAndSwap(cur, age); cur = maxAge.Load() {
+				}
 			}
 			res := Result(resp.Header.Get("Cache-Status"))
 			if res == "collapsed" {

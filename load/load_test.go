@@ -63,6 +63,7 @@ func TestRunCountsCutBodiesAndWrongContent(t *testing.T) {
 		case "/wrong":
 			_, _ = w.Write([]byte("other page"))
 		default:
+			w.Header().Set("Age", "61")
 			_, _ = w.Write([]byte("ok"))
 		}
 	}))
@@ -75,6 +76,9 @@ func TestRunCountsCutBodiesAndWrongContent(t *testing.T) {
 	})
 	if s.Requests != 40 || s.Errors != 10 || s.Wrong != 10 || len(s.ErrorTimes) != 10 {
 		t.Fatalf("requests %d errors %d wrong %d error times %d; want 40, 10, 10, 10", s.Requests, s.Errors, s.Wrong, len(s.ErrorTimes))
+	}
+	if s.MaxAgeS != 61 {
+		t.Errorf("max Age %d, want 61", s.MaxAgeS)
 	}
 	for _, at := range s.ErrorTimes {
 		if at < 0 || at > 1 {

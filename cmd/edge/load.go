@@ -94,7 +94,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "requests %d in %.1f s (%.0f/s), errors %d, dropped %d\n", s.Requests, s.Elapsed, s.RateAch, s.Errors, s.Dropped)
 			if verify {
-				fmt.Fprintf(w, "wrong content %d\n", s.Wrong)
+				fmt.Fprintf(w, "wrong content %d, largest Age %d s\n", s.Wrong, s.MaxAgeS)
 			}
 			var keys []string
 			for k := range s.ByResult {
