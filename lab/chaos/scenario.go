@@ -1,0 +1,522 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgecache/edge/load"
+)
+
+// Step is one fault on a schedule: on at At for For; with Every > 0 it
+// flaps instead, on for On at the start of every Every inside [At, At+For).
+type Step struct {
+	Fault     Fault
+	At, For   time.Duration
+	Every, On time.Duration
+}
+
+// onsets returns the step's on intervals, relative to the scenario start.
+func (s Step) onsets() [][2]time.Duration {
+	if s.Every <= 0 {
+		return [][2]time.Duration{{s.At, s.At + s.For}}
+	}
+	var out [][2]time.Duration
+	for t := s.At; t < s.At+s.For; t += s.Every {
+		out = append(out, [2]time.Duration{t, min(t+s.On, s.At+s.For)})
+	}
+	return out
+}
+
+// Scenario is a fault script under load.
+type Scenario struct {
+	Name     string
+	Duration time.Duration // of the load; faults must end before it does
+	Steps    []Step
+	Rate     float64 // requests per second over all clients (default 200)
+}
+
+// StepResult scores one step.
+type StepResult struct {
+	Fault  string
+	Onsets int
+	// Detection: for each onset and each (observer, peer) pair the fault
+	// cuts, the time to the observer's suspicion.
+	DetectMs []float64
+	Missed   int // cut pairs never suspected while the fault was on
+	// HealMs is, per onset, the time from the fault's end until every node
+	// trusted every running peer again; NotHealed counts onsets after which
+	// that did not happen before the next onset or the end.
+	HealMs    []float64
+	NotHealed int
+	// Suspicions of pairs the fault does not cut, while it was on or
+	// within Grace after: mistakes it caused. PerPairOnsetMax is the most
+	// any one pair had in one onset; ClearMs how long each lasted.
+	FalseSuspicions int
+	PerPairOnsetMax int
+	ClearMs         []float64
+	// Client errors while the fault was on (and up to 2 s after).
+	Errors int
+	// For partitions: the most origin requests for one page from one side
+	// during an onset, and how many pages went to the origin more than
+	// once from one side.
+	OriginPerPageSideMax int
+	PagesOverOnePerSide  int
+}
+
+// Result is a scenario's outcome.
+type Result struct {
+	Name     string
+	Detector string
+	Load     load.Summary
+	Steps    []StepResult
+	// Suspicions outside every step (and its grace): the baseline mistake
+	// count, over LinkSeconds of monitored links.
+	BaselineSuspicions int
+	LinkSeconds        float64
+}
+
+// grace is how long after a fault ends its after-effects count as its own
+// (a late suspicion, a healing link).
+const grace = 2 * time.Second
+
+type pairKey struct{ o, p int }
+
+// Run plays the scenario: load from the client namespace against every node
+// that no step crashes, the steps on schedule, the views polled throughout,
+// then scores it.
+func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
+	if sc.Rate == 0 {
+		sc.Rate = 200
+	}
+	var targets []string
+	for i := range l.nodes {
+		if !slices.ContainsFunc(sc.Steps, func(s Step) bool { return s.Fault.crashes(i) }) {
+			targets = append(targets, l.PublicURL(i))
+		}
+	}
+	type event struct {
+		at   time.Duration
+		step int
+		on   bool
+	}
+	var events []event
+	for k, s := range sc.Steps {
+		for _, iv := range s.onsets() {
+			if iv[1] > sc.Duration {
+				return nil, fmt.Errorf("chaos: %s: step %s ends after the load", sc.Name, s.Fault)
+			}
+			events = append(events, event{iv[0], k, true}, event{iv[1], k, false})
+		}
+	}
+	sort.SliceStable(events, func(a, b int) bool { return events[a].at < events[b].at })
+
+	hist := newHistories()
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	var pollWG sync.WaitGroup
+	pollWG.Add(1)
+	go func() { defer pollWG.Done(); l.poll(pollCtx, hist) }()
+
+	start := time.Now()
+	loadOut := make(chan loadResult, 1)
+	go func() { loadOut <- l.runLoad(ctx, targets, sc) }()
+
+	on := make([]int, len(sc.Steps)) // onsets currently on, per step
+	snapshots := map[int][]map[string]map[string]int{}
+	var applyErr error
+	for _, ev := range events {
+		select {
+		case <-ctx.Done():
+			applyErr = ctx.Err()
+		case <-time.After(time.Until(start.Add(ev.at))):
+		}
+		if applyErr != nil {
+			break
+		}
+		if ev.on {
+			on[ev.step]++
+		} else {
+			on[ev.step]--
+		}
+		var active []Fault
+		for k, n := range on {
+			if n > 0 {
+				active = append(active, sc.Steps[k].Fault)
+			}
+		}
+		if _, ok := sc.Steps[ev.step].Fault.(Partition); ok {
+			snap, _ := l.originByRemote(ctx)
+			snapshots[ev.step] = append(snapshots[ev.step], snap)
+		}
+		if err := l.apply(ctx, active); err != nil {
+			applyErr = err
+			break
+		}
+	}
+	lr := <-loadOut
+	_ = l.apply(context.WithoutCancel(ctx), nil) // whatever happened, heal
+	// Views keep being read for a while after the load, so that a fault
+	// ending near the end is still seen to heal.
+	healWait := time.Now().Add(10 * time.Second)
+	for time.Now().Before(healWait) && l.disagreement(ctx) != "" {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stopPoll()
+	pollWG.Wait()
+	if applyErr != nil {
+		return nil, applyErr
+	}
+	if lr.err != nil {
+		return nil, lr.err
+	}
+	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary}
+	end := time.Now()
+	l.score(res, sc, start, lr.start, end, hist, snapshots)
+	return res, nil
+}
+
+type loadResult struct {
+	summary load.Summary
+	start   time.Time
+	err     error
+}
+
+// runLoad runs `edge load` in the client namespace.
+func (l *Lab) runLoad(ctx context.Context, targets []string, sc Scenario) loadResult {
+	cmd := l.client.Command(ctx, l.opts.Bin, "load", "--target", strings.Join(targets, ","),
+		"--zipf", "0.9", "--pages", "2000", "--hot-share", "0.1", "--hot-path", "/p/0",
+		"--rate", strconv.FormatFloat(sc.Rate, 'f', -1, 64), "--duration", sc.Duration.String(),
+		"--timeout", "10s", "--verify-pages", "--json")
+	cmd.Env = l.nodeEnv()
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		return loadResult{err: fmt.Errorf("chaos: edge load: %w", err)}
+	}
+	var v struct {
+		Summary load.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return loadResult{err: fmt.Errorf("chaos: edge load output: %w", err)}
+	}
+	return loadResult{summary: v.Summary, start: start}
+}
+
+// originByRemote reads the origin's per-address, per-path request counts.
+func (l *Lab) originByRemote(ctx context.Context) (map[string]map[string]int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.OriginURL()+"/_stats?by_remote=1", nil)
+	resp, err := l.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		ByRemote map[string]map[string]int `json:"by_remote"`
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v)
+	return v.ByRemote, err
+}
+
+// histories merges the transitions each node reports for each peer: a
+// status page keeps the last 20, so it is read often and merged.
+type histories struct {
+	mu   sync.Mutex
+	seen map[pairKey]map[time.Time]bool
+}
+
+func newHistories() *histories {
+	return &histories{seen: map[pairKey]map[time.Time]bool{}}
+}
+
+func (h *histories) add(o, p int, t transition) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := pairKey{o, p}
+	if h.seen[k] == nil {
+		h.seen[k] = map[time.Time]bool{}
+	}
+	h.seen[k][t.At] = t.Trusted
+}
+
+// sorted returns the pair's transitions in time order.
+func (h *histories) sorted(o, p int) []transition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []transition
+	for at, trusted := range h.seen[pairKey{o, p}] {
+		out = append(out, transition{At: at, Trusted: trusted})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].At.Before(out[b].At) })
+	return out
+}
+
+// poll reads every node's views every 100 ms until ctx ends.
+func (l *Lab) poll(ctx context.Context, h *histories) {
+	ids := map[string]int{}
+	for i := range l.nodes {
+		ids[nodeName(i)] = i
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for o := range l.nodes {
+			vs, err := l.views(ctx, o)
+			if err != nil {
+				continue // crashed, or restarting
+			}
+			for _, v := range vs {
+				p, ok := ids[v.ID]
+				if !ok {
+					continue
+				}
+				for _, t := range v.History {
+					h.add(o, p, t)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// score turns the merged views, the load summary and the origin snapshots
+// into the scenario's result.
+func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h *histories, snapshots map[int][]map[string]map[string]int) {
+	n := len(l.nodes)
+	abs := func(d time.Duration) time.Time { return start.Add(d) }
+	// covered reports whether a suspicion of p by o at t belongs to a step
+	// (on, or within grace after), and to which.
+	owner := func(o, p int, t time.Time) (step int, cut bool) {
+		step = -1
+		for k, s := range sc.Steps {
+			for _, iv := range s.onsets() {
+				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+					if s.Fault.cut(o, p) {
+						return k, true
+					}
+					step = k
+				}
+			}
+		}
+		return step, false
+	}
+	crashedAt := func(i int, t time.Time) bool {
+		for _, s := range sc.Steps {
+			if !s.Fault.crashes(i) {
+				continue
+			}
+			for _, iv := range s.onsets() {
+				// a restarted node needs a moment to hear its peers
+				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	res.Steps = make([]StepResult, len(sc.Steps))
+	for k, s := range sc.Steps {
+		res.Steps[k] = StepResult{Fault: s.Fault.String(), Onsets: len(s.onsets())}
+	}
+	for o := range n {
+		for p := range n {
+			if o == p {
+				continue
+			}
+			ts := h.sorted(o, p)
+			// Mistakes: each suspicion outside a cut of this pair.
+			perOnset := map[[2]int]int{}
+			for x, t := range ts {
+				if t.Trusted || t.At.Before(start) || crashedAt(o, t.At) {
+					continue
+				}
+				k, cut := owner(o, p, t.At)
+				if cut {
+					continue
+				}
+				if k < 0 {
+					res.BaselineSuspicions++
+					continue
+				}
+				sr := &res.Steps[k]
+				sr.FalseSuspicions++
+				onset := onsetOf(sc.Steps[k], t.At.Sub(start))
+				perOnset[[2]int{k, onset}]++
+				sr.PerPairOnsetMax = max(sr.PerPairOnsetMax, perOnset[[2]int{k, onset}])
+				if x+1 < len(ts) {
+					sr.ClearMs = append(sr.ClearMs, ms(ts[x+1].At.Sub(t.At)))
+				}
+			}
+			// Detections: the first suspicion in each cut onset.
+			for k, s := range sc.Steps {
+				if !s.Fault.cut(o, p) || s.Fault.crashes(o) {
+					continue
+				}
+				for _, iv := range s.onsets() {
+					from, to := abs(iv[0]), abs(iv[1])
+					if suspectedAt(ts, from) {
+						res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, 0)
+						continue
+					}
+					found := false
+					for _, t := range ts {
+						if !t.Trusted && !t.At.Before(from) && !t.At.After(to) {
+							res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, ms(t.At.Sub(from)))
+							found = true
+							break
+						}
+					}
+					if !found {
+						res.Steps[k].Missed++
+					}
+				}
+			}
+		}
+	}
+	// Healing: after each onset, the first moment every pair is trusted.
+	for k, s := range sc.Steps {
+		ivs := s.onsets()
+		for x, iv := range ivs {
+			from := abs(iv[1])
+			until := end
+			if x+1 < len(ivs) {
+				until = abs(ivs[x+1][0])
+			}
+			if at, ok := l.allTrusted(h, from, until); ok {
+				res.Steps[k].HealMs = append(res.Steps[k].HealMs, ms(at.Sub(from)))
+			} else {
+				res.Steps[k].NotHealed++
+			}
+		}
+	}
+	// Client errors by step.
+	for _, e := range res.Load.ErrorTimes {
+		t := loadStart.Add(time.Duration(e * float64(time.Second)))
+		for k, s := range sc.Steps {
+			for _, iv := range s.onsets() {
+				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+					res.Steps[k].Errors++
+				}
+			}
+		}
+	}
+	// Origin requests per page per side, for partitions.
+	for k, s := range sc.Steps {
+		p, ok := s.Fault.(Partition)
+		if !ok {
+			continue
+		}
+		snaps := snapshots[k]
+		for x := 0; x+1 < len(snaps); x += 2 {
+			l.scoreSides(&res.Steps[k], p, snaps[x], snaps[x+1])
+		}
+	}
+	// Exposure: every ordered pair of running nodes, all along.
+	res.LinkSeconds = float64(n*(n-1)) * end.Sub(start).Seconds()
+}
+
+func (l *Lab) scoreSides(sr *StepResult, p Partition, before, after map[string]map[string]int) {
+	side := map[string]int{} // address → side
+	for i, h := range l.nodes {
+		if slices.Contains(p.Group, i) {
+			side[h.Addr.String()] = 1
+		}
+	}
+	counts := map[[2]string]int{} // (side, path) → origin requests
+	for addr, paths := range after {
+		if _, node := l.nodeByAddr(addr); !node {
+			continue
+		}
+		for path, c := range paths {
+			if d := c - before[addr][path]; d > 0 {
+				counts[[2]string{strconv.Itoa(side[addr]), path}] += d
+			}
+		}
+	}
+	for _, c := range counts {
+		sr.OriginPerPageSideMax = max(sr.OriginPerPageSideMax, c)
+		if c > 1 {
+			sr.PagesOverOnePerSide++
+		}
+	}
+}
+
+func (l *Lab) nodeByAddr(addr string) (int, bool) {
+	for i, h := range l.nodes {
+		if h.Addr.String() == addr {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// allTrusted returns the first moment in [from, until) at which every pair's
+// last transition says trusted.
+func (l *Lab) allTrusted(h *histories, from, until time.Time) (time.Time, bool) {
+	n := len(l.nodes)
+	candidates := []time.Time{from}
+	all := map[pairKey][]transition{}
+	for o := range n {
+		for p := range n {
+			if o != p {
+				ts := h.sorted(o, p)
+				all[pairKey{o, p}] = ts
+				for _, t := range ts {
+					if t.At.After(from) && t.At.Before(until) {
+						candidates = append(candidates, t.At)
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(candidates, func(a, b time.Time) int { return a.Compare(b) })
+	for _, c := range candidates {
+		ok := true
+		for _, ts := range all {
+			if suspectedAt(ts, c) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return c, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// suspectedAt reports whether the last transition at or before t is a
+// suspicion.
+func suspectedAt(ts []transition, t time.Time) bool {
+	s := false
+	for _, x := range ts {
+		if x.At.After(t) {
+			break
+		}
+		s = !x.Trusted
+	}
+	return s
+}
+
+func onsetOf(s Step, at time.Duration) int {
+	for x, iv := range s.onsets() {
+		if at >= iv[0] && at < iv[1]+grace {
+			return x
+		}
+	}
+	return -1
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
