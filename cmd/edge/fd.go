@@ -81,6 +81,7 @@ func fdReplayCmd() *cobra.Command {
 	var params []string
 	var period time.Duration
 	var asJSON bool
+	var fromNs, toNs int64
 	cmd := &cobra.Command{
 		Use:   "replay",
 		Short: "Replay a trace through a detector: P_A, T_D, mistakes, detection time, cost",
@@ -97,7 +98,10 @@ func fdReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := fdlab.Replay(as, int64(period), func() (fdetect.Detector, error) { return fdlab.New(name, int64(period), p) })
+			if fromNs < 0 || toNs < 0 || (toNs != 0 && toNs <= fromNs) {
+				return usageError{errors.New("--from-ns and --to-ns: a window of receive times, from before to (0: open)")}
+			}
+			res, err := fdlab.ReplayWindow(as, int64(period), func() (fdetect.Detector, error) { return fdlab.New(name, int64(period), p) }, fromNs, toNs)
 			if err != nil {
 				return err
 			}
@@ -127,6 +131,8 @@ func fdReplayCmd() *cobra.Command {
 	f.StringArrayVar(&params, "param", nil, "detector parameter name=value (repeatable)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.Int64Var(&fromNs, "from-ns", 0, "measure only arrivals received at or after this time (Unix ns; earlier ones are observed): one fault scenario of a long recording")
+	f.Int64Var(&toNs, "to-ns", 0, "measure only arrivals received before this time (Unix ns; 0: to the end)")
 	return cmd
 }
 

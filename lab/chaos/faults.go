@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgecache/edge/lab/netrelay"
@@ -130,6 +132,10 @@ func (l *Lab) addrSet(nodes []int) string {
 // apply makes the network match the faults in active: every node's
 // nftables rules, every relay's faults, and which nodes run.
 func (l *Lab) apply(ctx context.Context, active []Fault) error {
+	// Every node's rules load at once (each nft run takes tens of
+	// milliseconds), so a fault starts nearly together everywhere.
+	errs := make([]error, len(l.nodes))
+	var wg sync.WaitGroup
 	for i := range l.nodes {
 		var rules []string
 		for _, f := range active {
@@ -144,10 +150,17 @@ func (l *Lab) apply(ctx context.Context, active []Fault) error {
 		if text != "" {
 			set += "table inet chaos {\n chain in {\n  type filter hook input priority 0; policy accept;\n  " + text + "\n }\n}\n"
 		}
-		if err := l.nodes[i].Nft(ctx, set); err != nil {
-			return err
-		}
-		l.rules[i] = text
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = l.nodes[i].Nft(ctx, set); errs[i] == nil {
+				l.rules[i] = text
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for i, row := range l.relays {
 		for j, r := range row {

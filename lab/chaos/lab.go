@@ -31,6 +31,9 @@ import (
 	"github.com/edgecache/edge/lab/netrelay"
 )
 
+// prefixTag starts the names of the lab's namespaces.
+const prefixTag = "ch"
+
 // Ports every node uses on its own address (each node has its own stack).
 const (
 	publicPort  = 8080
@@ -48,12 +51,8 @@ type Options struct {
 	Detector       string        // cluster.detector (default ml)
 	DetectorParams string        // cluster.detector_params
 	OriginLatency  time.Duration // the demo origin's added latency (default 20 ms)
-	Prefix         string        // namespace prefix (default "edgch")
-	// RecordTo, if set, runs `edge fd record` in node 1's namespace for the
-	// lab's life, fed by a tee on every relay towards node 1, and writes
-	// the heartbeat trace there on Close.
-	RecordTo string
-	Log      *slog.Logger
+	Prefix         string        // namespace prefix (default "ch" and the process id)
+	Log            *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -70,7 +69,8 @@ func (o *Options) defaults() {
 		o.OriginLatency = 20 * time.Millisecond
 	}
 	if o.Prefix == "" {
-		o.Prefix = "edgch"
+		netns.SweepOrphans(prefixTag)
+		o.Prefix = netns.OwnedPrefix(prefixTag)
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -132,12 +132,6 @@ func Start(ctx context.Context, o Options) (l *Lab, err error) {
 	if err := l.waitHTTP(ctx, l.OriginURL()+"/_stats"); err != nil {
 		return nil, err
 	}
-	if o.RecordTo != "" {
-		if err := l.startProc(ctx, "record", l.nodes[0], "fd", "record", "--listen", fmt.Sprintf("%s:%d", l.nodes[0].Addr, recordPort),
-			"--secret", l.secret, "--out", o.RecordTo); err != nil {
-			return nil, err
-		}
-	}
 	l.relays = make([][]*netrelay.Relay, o.Nodes)
 	for i := range o.Nodes {
 		l.relays[i] = make([]*netrelay.Relay, o.Nodes)
@@ -150,7 +144,7 @@ func Start(ctx context.Context, o Options) (l *Lab, err error) {
 				return nil, err
 			}
 			l.relays[i][j] = r
-			if o.RecordTo != "" && j == 0 {
+			if j == 0 { // the heartbeats node 1 receives also go to a recorder's port
 				if err := r.Tee(fmt.Sprintf("%s:%d", l.nodes[0].Addr, recordPort)); err != nil {
 					return nil, err
 				}
@@ -267,19 +261,38 @@ func (l *Lab) Stderr(name string) string {
 	return ""
 }
 
-// Close stops every process and removes every namespace. The recorder gets
-// SIGINT first, so that it writes its trace.
-func (l *Lab) Close() {
-	l.mu.Lock()
-	rec := l.procs["record"]
-	l.mu.Unlock()
-	if rec != nil {
+// Record runs `edge fd record` in node 1's namespace, which receives a copy
+// of every heartbeat node 1 receives (after the faults, as node 1 sees
+// them), until stop; stop writes the trace CSV to path.
+func (l *Lab) Record(ctx context.Context, path string) (stop func() error, err error) {
+	if err := l.startProc(ctx, "record", l.nodes[0], "fd", "record", "--listen", fmt.Sprintf("%s:%d", l.nodes[0].Addr, recordPort),
+		"--secret", l.secret, "--out", path); err != nil {
+		return nil, err
+	}
+	return func() error {
+		l.mu.Lock()
+		rec := l.procs["record"]
+		delete(l.procs, "record")
+		l.mu.Unlock()
+		if rec == nil {
+			return nil
+		}
 		_ = syscall.Kill(-rec.cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case <-rec.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-rec.cmd.Process.Pid, syscall.SIGKILL)
+			return fmt.Errorf("chaos: edge fd record did not stop: %s", l.Stderr("record"))
 		}
-	}
+		if !rec.cmd.ProcessState.Success() {
+			return fmt.Errorf("chaos: edge fd record: %s: %s", rec.cmd.ProcessState, l.Stderr("record"))
+		}
+		return nil
+	}, nil
+}
+
+// Close stops every process and removes every namespace.
+func (l *Lab) Close() {
 	l.mu.Lock()
 	var names []string
 	for n := range l.procs {

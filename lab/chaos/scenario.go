@@ -61,6 +61,7 @@ type StepResult struct {
 	// within Grace after: mistakes it caused. PerPairOnsetMax is the most
 	// any one pair had in one onset; ClearMs how long each lasted.
 	FalseSuspicions int
+	FalseByObserver []int // the same, by observing node
 	PerPairOnsetMax int
 	ClearMs         []float64
 	// Client errors while the fault was on (and up to 2 s after).
@@ -76,6 +77,7 @@ type StepResult struct {
 type Result struct {
 	Name     string
 	Detector string
+	From, To time.Time // the scenario's span, as a recording's window
 	Load     load.Summary
 	Steps    []StepResult
 	// Suspicions outside every step (and its grace): the baseline mistake
@@ -130,6 +132,9 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	go func() { loadOut <- l.runLoad(ctx, targets, sc) }()
 
 	on := make([]int, len(sc.Steps)) // onsets currently on, per step
+	// The faults' real intervals: when the network matched the script (an
+	// nftables load takes tens of milliseconds), which scoring measures from.
+	ivs := make([][][2]time.Time, len(sc.Steps))
 	snapshots := map[int][]map[string]map[string]int{}
 	var applyErr error
 	for _, ev := range events {
@@ -160,6 +165,11 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 			applyErr = err
 			break
 		}
+		if ev.on {
+			ivs[ev.step] = append(ivs[ev.step], [2]time.Time{time.Now()})
+		} else if x := ivs[ev.step]; len(x) > 0 {
+			x[len(x)-1][1] = time.Now()
+		}
 	}
 	lr := <-loadOut
 	_ = l.apply(context.WithoutCancel(ctx), nil) // whatever happened, heal
@@ -178,9 +188,9 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	if lr.err != nil {
 		return nil, lr.err
 	}
-	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary}
 	end := time.Now()
-	l.score(res, sc, start, lr.start, end, hist, snapshots)
+	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary, From: start, To: end}
+	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
 	return res, nil
 }
 
@@ -293,16 +303,15 @@ func (l *Lab) poll(ctx context.Context, h *histories) {
 
 // score turns the merged views, the load summary and the origin snapshots
 // into the scenario's result.
-func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h *histories, snapshots map[int][]map[string]map[string]int) {
+func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadStart, end time.Time, h *histories, snapshots map[int][]map[string]map[string]int) {
 	n := len(l.nodes)
-	abs := func(d time.Duration) time.Time { return start.Add(d) }
 	// covered reports whether a suspicion of p by o at t belongs to a step
 	// (on, or within grace after), and to which.
 	owner := func(o, p int, t time.Time) (step int, cut bool) {
 		step = -1
 		for k, s := range sc.Steps {
-			for _, iv := range s.onsets() {
-				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+			for _, iv := range ivs[k] {
+				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
 					if s.Fault.cut(o, p) {
 						return k, true
 					}
@@ -313,13 +322,13 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 		return step, false
 	}
 	crashedAt := func(i int, t time.Time) bool {
-		for _, s := range sc.Steps {
+		for k, s := range sc.Steps {
 			if !s.Fault.crashes(i) {
 				continue
 			}
-			for _, iv := range s.onsets() {
+			for _, iv := range ivs[k] {
 				// a restarted node needs a moment to hear its peers
-				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
 					return true
 				}
 			}
@@ -328,7 +337,7 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 	}
 	res.Steps = make([]StepResult, len(sc.Steps))
 	for k, s := range sc.Steps {
-		res.Steps[k] = StepResult{Fault: s.Fault.String(), Onsets: len(s.onsets())}
+		res.Steps[k] = StepResult{Fault: s.Fault.String(), Onsets: len(ivs[k]), FalseByObserver: make([]int, n)}
 	}
 	for o := range n {
 		for p := range n {
@@ -352,7 +361,8 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 				}
 				sr := &res.Steps[k]
 				sr.FalseSuspicions++
-				onset := onsetOf(sc.Steps[k], t.At.Sub(start))
+				sr.FalseByObserver[o]++
+				onset := onsetOf(ivs[k], t.At)
 				perOnset[[2]int{k, onset}]++
 				sr.PerPairOnsetMax = max(sr.PerPairOnsetMax, perOnset[[2]int{k, onset}])
 				if x+1 < len(ts) {
@@ -364,8 +374,8 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 				if !s.Fault.cut(o, p) || s.Fault.crashes(o) {
 					continue
 				}
-				for _, iv := range s.onsets() {
-					from, to := abs(iv[0]), abs(iv[1])
+				for _, iv := range ivs[k] {
+					from, to := iv[0], iv[1]
 					if suspectedAt(ts, from) {
 						res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, 0)
 						continue
@@ -386,13 +396,12 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 		}
 	}
 	// Healing: after each onset, the first moment every pair is trusted.
-	for k, s := range sc.Steps {
-		ivs := s.onsets()
-		for x, iv := range ivs {
-			from := abs(iv[1])
+	for k := range sc.Steps {
+		for x, iv := range ivs[k] {
+			from := iv[1]
 			until := end
-			if x+1 < len(ivs) {
-				until = abs(ivs[x+1][0])
+			if x+1 < len(ivs[k]) {
+				until = ivs[k][x+1][0]
 			}
 			if at, ok := l.allTrusted(h, from, until); ok {
 				res.Steps[k].HealMs = append(res.Steps[k].HealMs, ms(at.Sub(from)))
@@ -404,9 +413,9 @@ func (l *Lab) score(res *Result, sc Scenario, start, loadStart, end time.Time, h
 	// Client errors by step.
 	for _, e := range res.Load.ErrorTimes {
 		t := loadStart.Add(time.Duration(e * float64(time.Second)))
-		for k, s := range sc.Steps {
-			for _, iv := range s.onsets() {
-				if !t.Before(abs(iv[0])) && t.Before(abs(iv[1]).Add(grace)) {
+		for k := range sc.Steps {
+			for _, iv := range ivs[k] {
+				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
 					res.Steps[k].Errors++
 				}
 			}
@@ -510,9 +519,9 @@ func suspectedAt(ts []transition, t time.Time) bool {
 	return s
 }
 
-func onsetOf(s Step, at time.Duration) int {
-	for x, iv := range s.onsets() {
-		if at >= iv[0] && at < iv[1]+grace {
+func onsetOf(ivs [][2]time.Time, t time.Time) int {
+	for x, iv := range ivs {
+		if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
 			return x
 		}
 	}

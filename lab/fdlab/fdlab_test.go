@@ -176,3 +176,27 @@ func TestReplayCountsASuspicionOnce(t *testing.T) {
 		t.Fatalf("Chen T_D %.3f = seed T_D %.3f + delay %.3f, want delay 30", r.TDChenMs, r.TDms, r.DelayMeanMs)
 	}
 }
+
+// TestReplayWindowMeasuresOnlyTheWindow: the same alternating trace, scored
+// only over arrivals received in a window of 20 heartbeats that starts on a
+// late one (every arrival before it observed, none before Warmup needed):
+// 10 late ones are mistakes, and heartbeats outside the window count for
+// nothing.
+func TestReplayWindowMeasuresOnlyTheWindow(t *testing.T) {
+	var as []Arrival
+	for i := range 200 {
+		r := int64(10)
+		if i%2 == 1 {
+			r = 30
+		}
+		as = append(as, Arrival{Site: "a", Seq: uint64(i), Send: int64(i) * 100 * ms, Recv: int64(i)*100*ms + r*ms})
+	}
+	from, to := as[51].Recv, as[71].Recv // arrivals 51..70: 10 late (odd), 10 early
+	res, err := ReplayWindow(as, 100*ms, func() (fdetect.Detector, error) { return fdetect.NewChen(100*ms, 1, 0), nil }, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Overall; r.Heartbeats != 20 || r.Mistakes != 10 {
+		t.Fatalf("heartbeats %d mistakes %d, want 20 and 10", r.Heartbeats, r.Mistakes)
+	}
+}

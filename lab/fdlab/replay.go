@@ -45,6 +45,19 @@ type ReplayResult struct {
 // Replay runs a fresh detector per link over the trace's arrivals. period
 // is the heartbeat period Δ (ns).
 func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, error)) (ReplayResult, error) {
+	return ReplayWindow(arrivals, period, build, 0, 0)
+}
+
+// ReplayWindow is Replay measuring only the arrivals received in
+// [from, to) (ns; to 0: no end), every arrival before them observed: a lab
+// that records a node's whole life scores one fault scenario of it with a
+// detector that has seen what the live one had. With from and to 0 the
+// first Warmup arrivals of each link are skipped instead.
+func ReplayWindow(arrivals []Arrival, period int64, build func() (fdetect.Detector, error), from, to int64) (ReplayResult, error) {
+	measure := func(i int, a Arrival) bool { return i >= Warmup }
+	if from != 0 || to != 0 {
+		measure = func(_ int, a Arrival) bool { return a.Recv >= from && (to == 0 || a.Recv < to) }
+	}
 	bySite := map[string][]Arrival{}
 	var sites []string
 	for _, a := range arrivals {
@@ -63,7 +76,7 @@ func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, er
 		}
 		as := bySite[s]
 		sort.SliceStable(as, func(i, j int) bool { return as[i].Recv < as[j].Recv })
-		r := replayLink(d, as, period)
+		r := replayLink(d, as, period, measure)
 		out.Links[s] = r
 		all.merge(r)
 	}
@@ -89,14 +102,15 @@ func Replay(arrivals []Arrival, period int64, build func() (fdetect.Detector, er
 // τ_k − A_k plus k's one-way delay (Arrival.Delay; 0 when unknown). This is
 // the latest crash that still stops k; a crash anywhere in the period
 // before adds Δ/2 on average and Δ at worst, the same for every detector.
-func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
+func replayLink(d fdetect.Detector, as []Arrival, period int64, measure func(int, Arrival) bool) Result {
 	var r Result
-	var firstMeasured int64 = -1
+	var firstMeasured, lastMeasured int64 = -1, -1
+	prevMeasured := false
 	var lastSeq uint64
 	var lastRecv int64
 	stillSuspected := false // the freshness point set at the last arrival had already passed
 	for i, a := range as {
-		measured := i >= Warmup
+		measured := measure(i, a)
 		suspectedAtArrival := false
 		if i > 0 && a.Seq <= lastSeq {
 			d.Observe(a.Seq, a.Recv) // reordered or duplicate: detectors ignore it
@@ -117,9 +131,10 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 			switch {
 			case stillSuspected:
 				// The suspicion that began at or before the last arrival
-				// goes on until this one. If that arrival was the last of
-				// the warm-up, the period was not counted yet.
-				if i-1 < Warmup {
+				// goes on until this one. If that arrival was not
+				// measured (the warm-up's last), the period was not
+				// counted yet.
+				if !prevMeasured {
 					r.Mistakes++
 				}
 				r.mistakeT += float64(a.Recv - lastRecv)
@@ -139,14 +154,16 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64) Result {
 		}
 		stillSuspected = tau < a.Recv
 		ns := float64(time.Since(t).Nanoseconds())
+		prevMeasured = measured
 		if measured {
+			lastMeasured = a.Recv
 			r.nsSum += ns
 			r.nsCount++
 			r.detect = append(r.detect, float64(tau-a.Recv))
 		}
 	}
 	if firstMeasured >= 0 {
-		r.span = float64(as[len(as)-1].Recv - firstMeasured)
+		r.span = float64(lastMeasured - firstMeasured)
 	}
 	r.finish()
 	return r

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -69,12 +70,12 @@ type Host struct {
 var subnet = netip.MustParsePrefix("198.51.100.0/24")
 
 // New creates the hub namespace and one host per name, at 198.51.100.1,
-// .2, … in order. prefix names everything it makes (at most 6 characters,
+// .2, … in order. prefix names everything it makes (at most 10 characters,
 // so that interface names fit 15); namespaces left by an earlier run with
 // the same prefix are removed first.
 func New(ctx context.Context, prefix string, names []string) (*Lab, error) {
-	if len(prefix) == 0 || len(prefix) > 6 || strings.ContainsAny(prefix, " /-") {
-		return nil, fmt.Errorf("netns: prefix %q: 1–6 characters without spaces, / or -", prefix)
+	if len(prefix) == 0 || len(prefix) > 10 || strings.ContainsAny(prefix, " /-") {
+		return nil, fmt.Errorf("netns: prefix %q: 1–10 characters without spaces, / or -", prefix)
 	}
 	if len(names) == 0 || len(names) > 250 {
 		return nil, fmt.Errorf("netns: %d hosts: 1–250", len(names))
@@ -147,6 +148,34 @@ func Sweep(prefix string) {
 		if len(f) > 0 && strings.HasPrefix(f[0], prefix+"-") {
 			killIn(f[0])
 			_ = exec.Command("ip", "netns", "del", f[0]).Run()
+		}
+	}
+}
+
+// OwnedPrefix is a prefix that names the calling process (tag and pid), so
+// that concurrent labs do not collide and SweepOrphans can tell a dead
+// lab's namespaces from a running one's.
+func OwnedPrefix(tag string) string { return fmt.Sprintf("%s%d", tag, os.Getpid()) }
+
+// SweepOrphans removes the namespaces of labs made with OwnedPrefix(tag)
+// by processes that no longer run (killed before they could clean up).
+func SweepOrphans(tag string) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		owner, _, ok := strings.Cut(f[0], "-")
+		pid, err := strconv.Atoi(strings.TrimPrefix(owner, tag))
+		if !ok || !strings.HasPrefix(owner, tag) || err != nil || pid <= 0 {
+			continue
+		}
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			Sweep(owner)
 		}
 	}
 }

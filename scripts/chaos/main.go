@@ -1,0 +1,268 @@
+// Command chaos runs the network-fault lab (lab/chaos): a 5-node edge
+// cluster with each node in its own network namespace, under Zipf load
+// with a flash crowd from a client namespace, through every fault scenario
+// — crash, partition of one node and of a minority, one-way partition,
+// 5 % and 20 % loss, loss bursts, +50 ms delay, jitter, 300 ms spikes, a
+// flapping link — and prints one table per fault. With -compare it runs
+// the detector-sensitive scenarios again for each detector, records the
+// heartbeats node 1 receives (`edge fd record` inside the lab) and replays
+// them through `edge fd replay`, so live and predicted mistakes and
+// detection times stand side by side.
+//
+// Needs root (namespaces, nftables): `make chaos`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgecache/edge/lab/chaos"
+	"github.com/edgecache/edge/lab/fdlab"
+)
+
+const s = time.Second
+
+// scenarios is the full fault list; quick ones are marked for -compare.
+func scenarios() []struct {
+	chaos.Scenario
+	compare bool
+} {
+	type sc = struct {
+		chaos.Scenario
+		compare bool
+	}
+	return []sc{
+		{chaos.Scenario{Name: "crash", Duration: 14 * s, Steps: []chaos.Step{{Fault: chaos.Crash{Node: 4}, At: 3 * s, For: 6 * s}}}, true},
+		{chaos.Scenario{Name: "partition-one", Duration: 12 * s, Steps: []chaos.Step{{Fault: chaos.Partition{Group: []int{4}}, At: 3 * s, For: 5 * s}}}, true},
+		{chaos.Scenario{Name: "partition-minority", Duration: 12 * s, Steps: []chaos.Step{{Fault: chaos.Partition{Group: []int{3, 4}}, At: 3 * s, For: 5 * s}}}, false},
+		{chaos.Scenario{Name: "one-way", Duration: 12 * s, Steps: []chaos.Step{{Fault: chaos.OneWay{From: 4, To: 0}, At: 3 * s, For: 5 * s}}}, false},
+		{chaos.Scenario{Name: "loss-5", Duration: 64 * s, Steps: []chaos.Step{{Fault: chaos.Loss{Share: 0.05}, At: 2 * s, For: 60 * s}}}, true},
+		{chaos.Scenario{Name: "loss-20", Duration: 24 * s, Steps: []chaos.Step{{Fault: chaos.Loss{Share: 0.20}, At: 2 * s, For: 20 * s}}}, true},
+		{chaos.Scenario{Name: "loss-bursts", Duration: 22 * s, Steps: []chaos.Step{{Fault: chaos.Loss{Share: 0.6}, At: 2 * s, For: 16 * s, Every: 4 * s, On: s}}}, true},
+		{chaos.Scenario{Name: "delay-50", Duration: 64 * s, Steps: []chaos.Step{{Fault: chaos.Delay{Delay: 50 * time.Millisecond}, At: 2 * s, For: 60 * s}}}, true},
+		{chaos.Scenario{Name: "jitter", Duration: 24 * s, Steps: []chaos.Step{{Fault: chaos.Delay{Delay: 20 * time.Millisecond, Jitter: 60 * time.Millisecond}, At: 2 * s, For: 20 * s}}}, true},
+		{chaos.Scenario{Name: "spikes-300", Duration: 22 * s, Steps: []chaos.Step{{Fault: chaos.Delay{Delay: 300 * time.Millisecond}, At: 2 * s, For: 15 * s, Every: 5 * s, On: s}}}, true},
+		{chaos.Scenario{Name: "flap", Duration: 22 * s, Steps: []chaos.Step{{Fault: chaos.Partition{Group: []int{4}}, At: 2 * s, For: 16 * s, Every: 4 * s, On: 2 * s}}}, false},
+	}
+}
+
+type row struct {
+	detector string
+	res      *chaos.Result
+	replay   *fdlab.Result // the recorded trace of node 1, replayed
+}
+
+func main() {
+	bin := flag.String("edge", "bin/edge", "edge binary")
+	detectors := flag.String("detectors", "ml,chen,phi,bertier,twowindows", "detectors: the first runs every scenario, the others the -compare set")
+	only := flag.String("scenarios", "", "comma-separated scenario names (default all)")
+	compare := flag.Bool("compare", true, "run the detector-sensitive scenarios for every detector, with recorded-trace replays")
+	traces := flag.String("traces", "", "directory for the recorded heartbeat traces (default a temporary one)")
+	jsonOut := flag.String("json", "", "write every result as JSON here")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir := *traces
+	if dir == "" {
+		d, err := os.MkdirTemp("", "edge-chaos-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var want []string
+	if *only != "" {
+		want = strings.Split(*only, ",")
+	}
+	results := map[string][]row{} // scenario → rows
+	var order []string
+	for k, det := range strings.Split(*detectors, ",") {
+		if k > 0 && !*compare {
+			break
+		}
+		var list []chaos.Scenario
+		for _, sc := range scenarios() {
+			if (want == nil || slices.Contains(want, sc.Name)) && (k == 0 || sc.compare) {
+				list = append(list, sc.Scenario)
+			}
+		}
+		if len(list) == 0 {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "chaos: detector %s: starting 5 nodes in namespaces\n", det)
+		lab, err := chaos.Start(ctx, chaos.Options{Bin: *bin, Detector: det})
+		if err != nil {
+			fail(err)
+		}
+		// One recording for the lab's life: the replayed detector sees
+		// what node 1's live one saw, and each scenario is its window.
+		trace := filepath.Join(dir, det+".csv")
+		stopRec, err := lab.Record(ctx, trace)
+		if err != nil {
+			lab.Close()
+			fail(err)
+		}
+		var rows []row
+		for _, sc := range list {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "chaos: %s / %s (%v)\n", det, sc.Name, sc.Duration)
+			res, err := lab.Run(ctx, sc)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "n1 stderr:", lab.Stderr("n1"))
+				lab.Close()
+				fail(err)
+			}
+			rows = append(rows, row{detector: det, res: res})
+			if err := lab.WaitConverged(ctx, 20*time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: after %s the views did not settle: %v\n", sc.Name, err)
+			}
+		}
+		recErr := stopRec()
+		lab.Close()
+		for _, r := range rows {
+			if recErr == nil {
+				r.replay = replay(*bin, trace, det, r.res.From, r.res.To)
+			} else {
+				fmt.Fprintln(os.Stderr, "chaos: recording:", recErr)
+			}
+			if _, ok := results[r.res.Name]; !ok {
+				order = append(order, r.res.Name)
+			}
+			results[r.res.Name] = append(results[r.res.Name], r)
+		}
+	}
+	print(os.Stdout, order, results)
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			fail(err)
+		}
+		all := map[string][]map[string]any{}
+		for name, rows := range results {
+			for _, r := range rows {
+				all[name] = append(all[name], map[string]any{"detector": r.detector, "live": r.res, "replay": r.replay})
+			}
+		}
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", " ")
+		_ = enc.Encode(all)
+		_ = f.Close()
+	}
+	if ctx.Err() != nil {
+		os.Exit(130)
+	}
+}
+
+// replay runs `edge fd replay` over the window [from, to) of a recorded
+// trace with the detector.
+func replay(bin, trace, det string, from, to time.Time) *fdlab.Result {
+	out, err := exec.Command(bin, "fd", "replay", "--trace", trace, "--detector", det, "--period", "100ms", "--json",
+		"--from-ns", fmt.Sprint(from.UnixNano()), "--to-ns", fmt.Sprint(to.UnixNano())).Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: edge fd replay %s: %v\n", trace, err)
+		return nil
+	}
+	var rr fdlab.ReplayResult
+	if err := json.Unmarshal(out, &rr); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: edge fd replay output: %v\n", err)
+		return nil
+	}
+	return &rr.Overall
+}
+
+func print(w io.Writer, order []string, results map[string][]row) {
+	for _, name := range order {
+		rows := results[name]
+		fmt.Fprintf(w, "\n### %s: %s\n\n", name, describe(rows[0].res))
+		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t|")
+		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+		for _, r := range rows {
+			res := r.res
+			var det, heal, clear []float64
+			missed, notHealed, falseS, n1False, perPair, errs, perSide := 0, 0, res.BaselineSuspicions, 0, 0, 0, 0
+			for _, st := range res.Steps {
+				det = append(det, st.DetectMs...)
+				heal = append(heal, st.HealMs...)
+				clear = append(clear, st.ClearMs...)
+				missed += st.Missed
+				notHealed += st.NotHealed
+				falseS += st.FalseSuspicions
+				if len(st.FalseByObserver) > 0 {
+					n1False += st.FalseByObserver[0]
+				}
+				perPair = max(perPair, st.PerPairOnsetMax)
+				errs += st.Errors
+				perSide = max(perSide, st.OriginPerPageSideMax)
+			}
+			stale := "no"
+			if res.Load.MaxAgeS > 60 {
+				stale = fmt.Sprintf("Age %d s", res.Load.MaxAgeS)
+			}
+			healS := fmtMax(heal)
+			if notHealed > 0 {
+				healS += fmt.Sprintf(" (%d not)", notHealed)
+			}
+			rep, repDet := "–", "–"
+			if r.replay != nil {
+				rep = fmt.Sprint(r.replay.Mistakes)
+				repDet = fmt.Sprintf("%.0f", r.replay.DetectMeanMs)
+			}
+			side := "–"
+			if perSide > 0 {
+				side = fmt.Sprint(perSide)
+			}
+			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t|\n",
+				r.detector, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
+				fmtP50(det), fmtMax(det), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
+				n1False, rep, repDet, side)
+		}
+		_ = tw.Flush()
+	}
+}
+
+func describe(r *chaos.Result) string {
+	var f []string
+	for _, st := range r.Steps {
+		f = append(f, fmt.Sprintf("%s ×%d", st.Fault, st.Onsets))
+	}
+	return strings.Join(f, "; ")
+}
+
+func fmtP50(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
+	c := slices.Clone(v)
+	sort.Float64s(c)
+	return fmt.Sprintf("%.0f", c[len(c)/2])
+}
+
+func fmtMax(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", slices.Max(v))
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "chaos:", err)
+	os.Exit(1)
+}
