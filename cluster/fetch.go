@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,13 +42,13 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh)}, nil
 		}
 	}
-	resp, err := c.climb(ctx, key, req, path, 0)
+	resp, becameHome, err := c.climb(ctx, key, req, kh, path, 0)
 	if err != nil {
 		return proxy.Result{}, err
 	}
 	c.recordClimb(time.Since(start))
 	// The home always keeps its pages: it stands in front of the origin.
-	return proxy.Result{Resp: resp, Keep: isHome || c.keepAtIngress(kh)}, nil
+	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh)}, nil
 }
 
 // candidateSet is the peers worth considering for a probe, with the
@@ -282,37 +283,95 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
-// timeout, 5xx) is skipped; after the last cache the origin is asked.
-func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, path []hop, hopCount int) (*http.Response, error) {
+// timeout, 5xx) is skipped. When the page's home failed (or left the view
+// since the path was planned), the page's next home in its rendezvous
+// ranking is asked in its place, as the home, before the origin: every
+// ingress that meets the dead home then converges on the same cache, the one
+// that becomes the home once the dead one is suspected, so the page costs
+// the origin one fetch, not one per ingress. becameHome reports that this
+// node is that next home (it keeps the page).
+func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh uint64, path []hop, hopCount int) (resp *http.Response, becameHome bool, err error) {
+	var failed []string
+	homeFailed := false
 	for i, h := range path {
 		p := c.peer(h.id)
 		if p == nil || !c.isTrusted(p) {
+			failed = append(failed, h.id)
+			homeFailed = homeFailed || h.rank == 2
 			continue
 		}
-		out := peerRequest(ctx, req)
-		out.Header.Set(hdrMode, "climb")
-		out.Header.Set(hdrRank, strconv.Itoa(h.rank))
-		out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
 		rest := make([]string, 0, len(path)-i-1)
 		for _, r := range path[i+1:] {
 			rest = append(rest, r.id+":"+strconv.Itoa(r.rank))
 		}
-		out.Header.Set(hdrPath, strings.Join(rest, ","))
-		resp, err := c.send(out, p)
-		if err == nil && resp.StatusCode < 500 {
+		if resp, ok := c.climbTo(ctx, req, p, h.rank, rest, hopCount); ok {
 			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
-			return resp, nil
-		}
-		if resp != nil {
-			resp.Body.Close()
+			return resp, false, nil
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
+		failed = append(failed, h.id)
+		homeFailed = homeFailed || h.rank == 2
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
+		}
+	}
+	if homeFailed {
+		switch next := c.nextHome(kh, failed); {
+		case next == c.cfg.NodeID:
+			becameHome = true
+		case next != "":
+			if p := c.peer(next); p != nil {
+				if resp, ok := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
+					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
+					return resp, false, nil
+				}
+				c.metrics.ClimbHops.WithLabelValues("next_home_failed").Inc()
+			}
 		}
 	}
 	res, err := c.origin.Fetch(ctx, key, req)
-	return res.Resp, err
+	return res.Resp, becameHome, err
+}
+
+// climbTo asks peer p, as the page's rank-rank cache with rest of the path
+// above it; ok is false (and the answer closed) when it failed.
+func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int) (*http.Response, bool) {
+	out := peerRequest(ctx, req)
+	out.Header.Set(hdrMode, "climb")
+	out.Header.Set(hdrRank, strconv.Itoa(rank))
+	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
+	out.Header.Set(hdrPath, strings.Join(rest, ","))
+	resp, err := c.send(out, p)
+	if err == nil && resp.StatusCode < 500 {
+		return resp, true
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return nil, false
+}
+
+// nextHome is the page's home once the failed caches are gone: the first
+// trusted member of its rendezvous ranking not among them (this node
+// included). "" when the placement has no ranking (paper) or nobody is left.
+func (c *Cluster) nextHome(kh uint64, failed []string) string {
+	if c.cfg.Placement != routing.PlacementDistinct || c.cfg.Mode == routing.ModeRing {
+		return ""
+	}
+	ring := c.router.Ring()
+	for _, i := range ring.Ranking(make([]int32, 0, ring.Len()), kh) {
+		id := ring.Member(int(i))
+		if slices.Contains(failed, id) {
+			continue
+		}
+		if id == c.cfg.NodeID {
+			return id
+		}
+		if p := c.peer(id); p != nil && c.isTrusted(p) {
+			return id
+		}
+	}
+	return ""
 }
 
 // continueClimb runs the Karger step at this cache (it missed): count the
@@ -336,11 +395,11 @@ func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Reque
 			path = append(path, hop{id, r})
 		}
 	}
-	resp, err := c.climb(ctx, key, req, path, rt.hop)
+	resp, becameHome, err := c.climb(ctx, key, req, kh, path, rt.hop)
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	return proxy.Result{Resp: resp, Keep: keep}, nil
+	return proxy.Result{Resp: resp, Keep: keep || becameHome}, nil
 }
 
 // keepAtIngress applies the ingress's own q-rule: a page fetched through the

@@ -28,7 +28,7 @@ type Metrics struct {
 	IndicatorPulls     *prometheus.CounterVec // replicas updated, per peer
 	IndicatorRejected  *prometheus.CounterVec // payloads rejected, by reason
 	Probes             *prometheus.CounterVec // by indication (positive, negative) and outcome (hit, miss, error, lost)
-	ClimbHops          *prometheus.CounterVec // climb steps by outcome (ok, failover)
+	ClimbHops          *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
 	ClimbSeconds       prometheus.Histogram   // ingress climb latency (the miss penalty M)
 	TreeHops           prometheus.Histogram   // caches on a planned path
 	PeerRequests       *prometheus.CounterVec // signed data requests served, by mode
@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		IndicatorPulls:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
 		IndicatorRejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
 		Probes:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome (a negative-indication hit is a false negative; a positive-indication miss a false positive)."}, []string{"indication", "outcome"}),
-		ClimbHops:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome."}, []string{"outcome"}),
+		ClimbHops:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome: ok, failover (the hop failed), next_home (the page's next home answered for a failed home), next_home_failed."}, []string{"outcome"}),
 		ClimbSeconds:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
 		TreeHops:           prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
 		PeerRequests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 func originCount(t *testing.T, origin, path string) int {
 	t.Helper()
-	return originStats(t, origin).Paths[path]
+	return originStats(t, origin, path).Paths[path]
 }
 
 // demoStats is the demo origin's /_stats.
@@ -67,9 +68,12 @@ type demoStats struct {
 	Ranges int64          `json:"ranges"`
 }
 
-func originStats(t *testing.T, origin string) demoStats {
+// originStats reads the demo origin's stats: the 100 most requested paths,
+// and the exact counts of the named ones.
+func originStats(t *testing.T, origin string, paths ...string) demoStats {
 	t.Helper()
-	resp, err := http.Get("http://" + origin + "/_stats")
+	q := url.Values{"path": paths}
+	resp, err := http.Get("http://" + origin + "/_stats?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +307,40 @@ func TestClusterEndToEnd(t *testing.T) {
 		waitFor(t, "the resumed node to be trusted again", 15*time.Second, func() bool {
 			return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 1
 		})
+	})
+
+	t.Run("a silent home costs the origin one fetch", func(t *testing.T) {
+		// 8. A home goes silent and new pages arrive at every other node,
+		// before and after they suspect it. Each ingress that meets the
+		// silent home asks the page's next home in its place, the cache
+		// that is the home once the silent one is suspected, so each page
+		// reaches the origin once, not once per ingress (as a direct
+		// failover to the origin did).
+		silent := nodes[2]
+		_ = silent.cmd.Process.Signal(syscall.SIGSTOP)
+		defer func() {
+			_ = silent.cmd.Process.Signal(syscall.SIGCONT)
+			for _, n := range nodes {
+				waitFor(t, "the resumed node to be trusted again", 15*time.Second, func() bool {
+					return n == silent || metric(t, n.adm, `edge_peer_up{peer="`+silent.id+`"}`) == 1
+				})
+			}
+		}()
+		for p := range 30 {
+			for _, n := range nodes {
+				if n == silent {
+					continue
+				}
+				r, _ := get(t, "http://"+n.pub+"/p/"+strconv.Itoa(900+p))
+				if r.StatusCode != 200 {
+					t.Fatalf("page %d via %s: %d", 900+p, n.id, r.StatusCode)
+				}
+			}
+		}
+		for p := range 30 {
+			if c := originCount(t, origin, "/p/"+strconv.Itoa(900+p)); c != 1 {
+				t.Errorf("origin fetched /p/%d %d times with a silent home, want 1", 900+p, c)
+			}
+		}
 	})
 }
