@@ -24,6 +24,10 @@ type Config struct {
 	Duration    time.Duration // how long to send
 	MaxInflight int           // requests in flight beyond this are counted as dropped
 	Timeout     time.Duration // per request
+	// Host, if set, is every request's Host header: the site's name, the
+	// same at every node, as browsers send it (by default each target's
+	// address, which makes each node a different site to the cache key).
+	Host string
 	// Path returns the i-th request's path (from a Zipf sampler or a trace).
 	Path func(i int, rng *rand.Rand) string
 	// Progress, if set, is called about once a second with the running totals.
@@ -185,7 +189,16 @@ func Run(ctx context.Context, c Config) Summary {
 			defer wg.Done()
 			defer inflight.Add(-1)
 			t := time.Now()
-			resp, err := client.Get(url)
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if err != nil {
+				requests.Add(1)
+				failed(t)
+				return
+			}
+			if c.Host != "" {
+				req.Host = c.Host
+			}
+			resp, err := client.Do(req)
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
 			if err != nil {

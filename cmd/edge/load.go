@@ -129,6 +129,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 	f.StringVar(&hotPath, "hot-path", "/p/0", "the flash crowd's page")
 	f.StringVar(&originStats, "origin-stats", "", "demo origin /_stats URL, for the origin offload")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	f.StringVar(&c.Host, "host", "", "Host header of every request (a site name shared by all targets); default each target's host")
 	f.BoolVar(&verify, "verify-pages", false, "check that each /p/{n} answer is the demo origin's page n (entity tag and length); mismatches count as wrong content")
 	return cmd
 }

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,7 @@ type Options struct {
 	DetectorParams string        // cluster.detector_params
 	OriginLatency  time.Duration // the demo origin's added latency (default 20 ms)
 	Prefix         string        // namespace prefix (default "ch" and the process id)
+	AccessLogDir   string        // if set, every node writes its access log here (n1.log, …)
 	Log            *slog.Logger
 }
 
@@ -216,6 +218,9 @@ func (l *Lab) startProc(ctx context.Context, name string, h *netns.Host, args ..
 	// is stopped by Close or a crash fault.
 	cmd := h.Command(context.WithoutCancel(ctx), l.opts.Bin, args...)
 	cmd.Env = l.nodeEnv()
+	if d := l.opts.AccessLogDir; d != "" && h != l.client {
+		cmd.Env = append(cmd.Env, "EDGE_LOG_ACCESS="+filepath.Join(d, name+".log"))
+	}
 	stderr := &lockedWriter{}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

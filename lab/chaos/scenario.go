@@ -205,7 +205,7 @@ func (l *Lab) runLoad(ctx context.Context, targets []string, sc Scenario) loadRe
 	cmd := l.client.Command(ctx, l.opts.Bin, "load", "--target", strings.Join(targets, ","),
 		"--zipf", "0.9", "--pages", "2000", "--hot-share", "0.1", "--hot-path", "/p/0",
 		"--rate", strconv.FormatFloat(sc.Rate, 'f', -1, 64), "--duration", sc.Duration.String(),
-		"--timeout", "10s", "--verify-pages", "--json")
+		"--timeout", "10s", "--verify-pages", "--json", "--host", "www.chaos.test")
 	cmd.Env = l.nodeEnv()
 	start := time.Now()
 	out, err := cmd.Output()

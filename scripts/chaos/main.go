@@ -72,6 +72,7 @@ func main() {
 	compare := flag.Bool("compare", true, "run the detector-sensitive scenarios for every detector, with recorded-trace replays")
 	traces := flag.String("traces", "", "directory for the recorded heartbeat traces (default a temporary one)")
 	jsonOut := flag.String("json", "", "write every result as JSON here")
+	accessLogs := flag.String("access-logs", "", "directory for the nodes' access logs (per detector run, overwritten)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,7 +106,7 @@ func main() {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "chaos: detector %s: starting 5 nodes in namespaces\n", det)
-		lab, err := chaos.Start(ctx, chaos.Options{Bin: *bin, Detector: det})
+		lab, err := chaos.Start(ctx, chaos.Options{Bin: *bin, Detector: det, AccessLogDir: *accessLogs})
 		if err != nil {
 			fail(err)
 		}
