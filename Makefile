@@ -11,7 +11,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Total time the test target may spend in `go test`; well inside the 10-minute budget.
 TEST_TIMEOUT    ?= 8m
 
-.PHONY: all build run test conformance two-region bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test conformance two-region chaos bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -58,6 +58,11 @@ bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem
 
 ## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree on a Zipf+flash-crowd load and a trace replay.
+## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario, every detector, tables for docs/cluster.md.
+chaos: build
+	bash scripts/test-deps.sh
+	$(GO) run ./scripts/chaos -json docs/chaos/results.json | tee docs/chaos/tables.md
+
 two-region: build
 	$(GO) run ./scripts/tworegion -workload zipf
 	$(GO) run ./scripts/tworegion -workload trace

@@ -45,16 +45,19 @@ type Config struct {
 	Selection    Selection
 	Mode         routing.Mode
 	Placement    routing.Placement
-	Arity        int // d
-	Q            int // requests a cache forwards before it stores
-	HotThreshold int // hybrid: requests before a page spreads over its tree
-	PeerTimeout  time.Duration
-	Indicator    indicators.FilterConfig
-	AdvertiseMax time.Duration // T: advertise at least this often when keys changed
-	KeyScheme    bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
-	Monitoring   Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
-	MonitorPeers int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
-	Region       string        // this node's region label, sent in heartbeats
+	// RegionalHomes gives a page a home in each region (Region): the
+	// first member of its rendezvous ranking in this node's region.
+	RegionalHomes bool
+	Arity         int // d
+	Q             int // requests a cache forwards before it stores
+	HotThreshold  int // hybrid: requests before a page spreads over its tree
+	PeerTimeout   time.Duration
+	Indicator     indicators.FilterConfig
+	AdvertiseMax  time.Duration // T: advertise at least this often when keys changed
+	KeyScheme     bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
+	Monitoring    Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
+	MonitorPeers  int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
+	Region        string        // this node's region label, sent in heartbeats
 	// RegionCosts is the access cost between two regions (keyed by
 	// RegionPair), used as c_j in place of a peer's measured RTT.
 	RegionCosts map[[2]string]time.Duration

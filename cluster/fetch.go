@@ -153,10 +153,21 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 		ranking = ring.Ranking(make([]int32, 0, n), kh)
 	}
 	home = ring.Member(homeIndex(ring, kh, ranking))
+	local := func(string) bool { return true }
+	if c.cfg.RegionalHomes && ranking != nil {
+		regions := c.memberRegions()
+		local = func(id string) bool { return id == c.cfg.NodeID || regions[id] == c.cfg.Region }
+		for _, i := range ranking {
+			if id := ring.Member(int(i)); local(id) {
+				home = id // the page's home in this region
+				break
+			}
+		}
+	}
 	var out []hop
 	add := func(id string, rank int) {
-		if id == c.cfg.NodeID {
-			return
+		if id == c.cfg.NodeID || !local(id) {
+			return // with regional homes, a climb stays in the region
 		}
 		for _, h := range out {
 			if h.id == id {
@@ -167,7 +178,11 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 	}
 	switch c.cfg.Mode {
 	case routing.ModeRing:
-		add(ring.Member(ring.Lookup(kh)), 2)
+		if c.cfg.RegionalHomes {
+			add(home, 2)
+		} else {
+			add(ring.Member(ring.Lookup(kh)), 2)
+		}
 		return out, home, false
 	case routing.ModeHybrid:
 		if !hot {
@@ -186,6 +201,17 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 		add(home, 2)
 	}
 	return out, home, true
+}
+
+// memberRegions maps each peer to its region, as its heartbeats say.
+func (c *Cluster) memberRegions() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]string, len(c.peers))
+	for id, p := range c.peers {
+		m[id] = p.region
+	}
+	return m
 }
 
 // homeIndex is the member playing rank 2 of the page's tree: its home.
@@ -359,9 +385,10 @@ func (c *Cluster) nextHome(kh uint64, failed []string) string {
 		return ""
 	}
 	ring := c.router.Ring()
+	regions := c.memberRegions()
 	for _, i := range ring.Ranking(make([]int32, 0, ring.Len()), kh) {
 		id := ring.Member(int(i))
-		if slices.Contains(failed, id) {
+		if slices.Contains(failed, id) || (c.cfg.RegionalHomes && id != c.cfg.NodeID && regions[id] != c.cfg.Region) {
 			continue
 		}
 		if id == c.cfg.NodeID {

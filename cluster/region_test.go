@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/routing"
 )
 
 // TestRegionCosts: a peer in a priced region pair costs the configured
@@ -38,5 +42,62 @@ func TestRegionCosts(t *testing.T) {
 	cf, _ := c.costs(far, 0.001)
 	if cn != 1 || cf != 20 {
 		t.Fatalf("normalised costs near %v far %v, want 1 and 20", cn, cf)
+	}
+}
+
+// TestRegionalHomes: with routing.home=region a page's home is the first
+// member of its rendezvous ranking in this node's region, no plan (cold or
+// hot) leaves the region, and the next home for a failed one stays in the
+// region too. Without it, about half the homes are in the other region.
+func TestRegionalHomes(t *testing.T) {
+	peers := map[string]string{}
+	members := []routing.Member{{ID: "n0"}}
+	for i := 1; i < 12; i++ {
+		id := "n" + strconv.Itoa(i)
+		peers[id] = "127.0.0.1:1"
+		members = append(members, routing.Member{ID: id})
+	}
+	regionOf := func(id string) string { // n0, n2, n4, … in eu; odd ones in us
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
+		return map[bool]string{true: "eu", false: "us"}[n%2 == 0]
+	}
+	c := newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
+	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
+	c.mu.Lock()
+	for id, p := range c.peers {
+		p.region = regionOf(id)
+	}
+	c.mu.Unlock()
+	if err := c.router.SetView(members); err != nil {
+		t.Fatal(err)
+	}
+	ring := c.router.Ring()
+	for p := range 100 {
+		kh := routing.KeyHash("http://h/p/" + strconv.Itoa(p))
+		want := ""
+		for _, i := range ring.Ranking(nil, kh) {
+			if id := ring.Member(int(i)); regionOf(id) == "eu" {
+				want = id
+				break
+			}
+		}
+		for _, hot := range []bool{false, true} {
+			path, home, _ := c.planFor(kh, hot, func(n int) int { return n - 1 })
+			if home != want {
+				t.Fatalf("page %d: home %s, want %s (the first eu member of its ranking)", p, home, want)
+			}
+			for _, h := range path {
+				if regionOf(h.id) != "eu" {
+					t.Fatalf("page %d hot=%v: path %v leaves the region", p, hot, path)
+				}
+			}
+		}
+		if want == "n0" {
+			continue
+		}
+		next := c.nextHome(kh, []string{want})
+		if next == want || regionOf(next) != "eu" {
+			t.Fatalf("page %d: next home after %s is %s, want another eu member", p, want, next)
+		}
 	}
 }

@@ -162,6 +162,7 @@ func Keys() []Key {
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
 		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, "distinct", "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
+		{"routing.home", String, "global", "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct."},
 		{"routing.d", Int, "4", "Tree arity d: the origin sees at most d·q fetches per page."},
 		{"routing.q", Int, "2", "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, "64", "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
@@ -283,6 +284,7 @@ type Config struct {
 	Routing struct {
 		Mode         routing.Mode
 		Placement    routing.Placement
+		Home         string // global or region
 		D, Q         int
 		HotThreshold int
 	}
@@ -465,6 +467,13 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.TLS.CAFile = p.str("cluster.tls.ca_file")
 	c.Routing.Mode = parseEnum(&p, "routing.mode", routing.ParseMode)
 	c.Routing.Placement = parseEnum(&p, "routing.placement", routing.ParsePlacement)
+	c.Routing.Home = p.oneOf("routing.home", "global", "region")
+	if c.Routing.Home == "region" && c.Cluster.Region == "" {
+		p.fail("routing.home", c.Routing.Home, "needs cluster.region: a node must know its region to have homes in it")
+	}
+	if c.Routing.Home == "region" && c.Routing.Placement != routing.PlacementDistinct {
+		p.fail("routing.home", c.Routing.Home, "needs routing.placement distinct: the next home in a region comes from the page's rendezvous ranking")
+	}
 	c.Routing.D = p.int("routing.d", 2, 64)
 	c.Routing.Q = p.int("routing.q", 1, 1000)
 	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)

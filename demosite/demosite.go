@@ -40,10 +40,10 @@ type Site struct {
 	// each cache on its own address learns which cache asked for what.
 	byRemote map[string]map[string]int
 	remoteN  int
-	total   atomic.Int64
-	sent    atomic.Int64 // body bytes written
-	ranges  atomic.Int64 // Range requests answered with 206
-	router  chi.Router
+	total    atomic.Int64
+	sent     atomic.Int64 // body bytes written
+	ranges   atomic.Int64 // Range requests answered with 206
+	router   chi.Router
 }
 
 // fillerSize bounds the largest body the page families generate from the

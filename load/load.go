@@ -5,15 +5,19 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -47,6 +51,9 @@ type Summary struct {
 	Errors   int64 `json:"errors"`    // transport errors, truncated bodies and 5xx
 	Wrong    int64 `json:"wrong"`     // 2xx answers Config.Verify refused
 	MaxAgeS  int64 `json:"max_age_s"` // the largest Age of a 2xx answer: how stale it got
+	// ErrorKinds counts errors by kind: transport or body (each as
+	// timeout, eof, reset or other), 5xx, request.
+	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
 	// ErrorTimes is when errors happened, in seconds since the start (the
 	// first maxErrorTimes), so a lab can tell which fault caused them.
 	ErrorTimes []float64        `json:"error_times_s,omitempty"`
@@ -137,6 +144,7 @@ func Run(ctx context.Context, c Config) Summary {
 		wrong     atomic.Int64
 		maxAge    atomic.Int64
 		errTimes  []float64
+		errKinds  = map[string]int64{}
 	)
 	interval := time.Duration(float64(time.Second) / c.Rate)
 	start := time.Now()
@@ -148,11 +156,13 @@ func Run(ctx context.Context, c Config) Summary {
 		s.Wrong = wrong.Load()
 		s.MaxAgeS = maxAge.Load()
 		s.ErrorTimes = slices.Clone(errTimes)
+		s.ErrorKinds = maps.Clone(errKinds)
 		return s
 	}
-	failed := func(at time.Time) {
+	failed := func(at time.Time, kind string) {
 		errs.Add(1)
 		mu.Lock()
+		errKinds[kind]++
 		if len(errTimes) < maxErrorTimes {
 			errTimes = append(errTimes, at.Sub(start).Seconds())
 		}
@@ -192,7 +202,7 @@ func Run(ctx context.Context, c Config) Summary {
 			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {
 				requests.Add(1)
-				failed(t)
+				failed(t, "request")
 				return
 			}
 			if c.Host != "" {
@@ -202,7 +212,7 @@ func Run(ctx context.Context, c Config) Summary {
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
 			if err != nil {
-				failed(t)
+				failed(t, errKind("transport", err))
 				mu.Lock()
 				byStatus[0]++
 				mu.Unlock()
@@ -211,8 +221,10 @@ func Run(ctx context.Context, c Config) Summary {
 			n, err := io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			switch {
-			case err != nil || resp.StatusCode >= 500: // a cut body is an error too
-				failed(t)
+			case err != nil: // a cut body is an error too
+				failed(t, errKind("body", err))
+			case resp.StatusCode >= 500:
+				failed(t, "5xx")
 			case c.Verify != nil && resp.StatusCode < 300 && !c.Verify(path, resp.Header, n):
 				wrong.Add(1)
 			}
@@ -259,6 +271,22 @@ func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, b
 		s.HitRatio = float64(byResult["hit"]) / float64(req)
 	}
 	return s
+}
+
+// errKind names an error for Summary.ErrorKinds (a bounded set).
+func errKind(where string, err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return where + " timeout"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return where + " eof"
+	case errors.Is(err, syscall.ECONNRESET):
+		return where + " reset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return where + " refused"
+	}
+	return where + " other"
 }
 
 // Line is the one-line live progress display.

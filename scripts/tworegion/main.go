@@ -47,7 +47,8 @@ type node struct {
 func main() {
 	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page) or trace")
 	rate := flag.Float64("rate", 300, "requests per second, over all clients")
-	duration := flag.Duration("duration", 20*time.Second, "load per configuration")
+	duration := flag.Duration("duration", 20*time.Second, "measured load per configuration")
+	warmup := flag.Duration("warmup", 0, "load before the measurement (same workload, continued), so that misses are not mostly first requests")
 	tracePath := flag.String("trace", "../shared/traces/cache/web07.trace.xz", "trace for -workload trace")
 	format := flag.String("format", "int32be", "trace format")
 	cacheSize := flag.String("cache-size", "16MiB", "per-node cache")
@@ -76,7 +77,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*duration.Seconds()))
+		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*(duration.Seconds()+warmup.Seconds())))
 		if err != nil {
 			fail(err)
 		}
@@ -87,8 +88,8 @@ func main() {
 	default:
 		fail(fmt.Errorf("workload %q: want zipf or trace", *workload))
 	}
-	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s for %v; cache %s per node; %s\n",
-		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s, %v warm-up then %v measured; cache %s per node; %s\n",
+		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *warmup, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tmisses\tmiss mean ms\tmiss p99 ms\tall p50 ms\torigin requests\tprobes/req\tprobe hit rate\tcross-region KB\terrors\t")
 	for _, cfg := range strings.Split(*configsFlag, ",") {
@@ -96,7 +97,7 @@ func main() {
 		if !ok {
 			fail(fmt.Errorf("config %q: want mode/selection", cfg))
 		}
-		r, err := runOne(*bin, mode, sel, *extra, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *duration, path)
+		r, err := runOne(*bin, mode, sel, *extra, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", cfg, err))
 		}
@@ -131,7 +132,7 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency time.Duration, rate float64, d time.Duration,
+func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency time.Duration, rate float64, warmup, d time.Duration,
 	path func(int, *rand.Rand) string) (result, error) {
 	var r result
 	originAddr := freeAddr()
@@ -198,28 +199,38 @@ func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency
 	for _, n := range nodes {
 		targets = append(targets, "http://"+n.pub)
 	}
-	r.sum = load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
-	var probes, hits float64
-	for _, n := range nodes {
-		for k, v := range scrape(n.adm) {
-			if strings.HasPrefix(k, "edge_peer_probes_total{") {
-				probes += v
-				if strings.Contains(k, `outcome="hit"`) {
-					hits += v
+	counters := func() (probes, hits float64, crossB int64, origin int) {
+		for _, n := range nodes {
+			for k, v := range scrape(n.adm) {
+				if strings.HasPrefix(k, "edge_peer_probes_total{") {
+					probes += v
+					if strings.Contains(k, `outcome="hit"`) {
+						hits += v
+					}
 				}
 			}
 		}
+		for _, rl := range cross {
+			crossB += rl.Forward.Load() + rl.Backward.Load()
+		}
+		return probes, hits, crossB, originTotal("http://" + originAddr + "/_stats")
 	}
+	warmN := int(rate * warmup.Seconds())
+	if warmup > 0 {
+		load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: warmup, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
+	}
+	probes0, hits0, cross0, originReqs0 := counters()
+	r.sum = load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
+		Path: func(i int, rng *rand.Rand) string { return path(i+warmN, rng) }})
+	probes, hits, crossBytes, originReqs := counters()
+	probes, hits = probes-probes0, hits-hits0
+	r.crossBytes, r.origin = crossBytes-cross0, originReqs-originReqs0
 	if r.sum.Requests > 0 {
 		r.probesPerReq = probes / float64(r.sum.Requests)
 	}
 	if probes > 0 {
 		r.probeHit = hits / probes
 	}
-	for _, rl := range cross {
-		r.crossBytes += rl.Forward.Load() + rl.Backward.Load()
-	}
-	r.origin = originTotal("http://" + originAddr + "/_stats")
 	return r, nil
 }
 

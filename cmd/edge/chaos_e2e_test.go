@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/lab/chaos"
+	"github.com/edgecache/edge/lab/netns"
+)
+
+// TestChaosShort is the short version of `make chaos`: five edge processes,
+// each in its own network namespace, under Zipf load from a client
+// namespace, through a partition of one node, a one-way partition and 20 %
+// packet loss. It holds what must hold on any machine: no client error,
+// no wrong or stale content, every cut link suspected and healed, at most
+// a fetch or two per page per side of the partition. The timing targets
+// (1 s detection, 2 s convergence, no false suspicion at 5 % loss) are
+// measured by `make chaos` on a quiet machine (docs/cluster.md); here the
+// bounds are loose, for a loaded CI machine.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts seven namespaces and six processes")
+	}
+	if err := netns.Check(); err != nil {
+		t.Skipf("the fault lab cannot run here: %v", err)
+	}
+	bin := plainEdge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	const s = time.Second
+	partition := chaos.Partition{Group: []int{4}}
+	oneWay := chaos.OneWay{From: 4, To: 0}
+	res, err := lab.Run(ctx, chaos.Scenario{Name: "short", Duration: 17 * s, Steps: []chaos.Step{
+		{Fault: partition, At: 2 * s, For: 3 * s},
+		{Fault: oneWay, At: 8 * s, For: 2 * s},
+		{Fault: chaos.Loss{Share: 0.2}, At: 13 * s, For: 3 * s},
+	}})
+	if err != nil {
+		t.Fatalf("%v\nn1: %s", err, lab.Stderr("n1"))
+	}
+	l := res.Load
+	if l.Requests == 0 || l.Errors != 0 || l.Wrong != 0 || l.MaxAgeS > 60 {
+		t.Errorf("load: %d requests, %d errors (at %v s), %d wrong, largest Age %d s; want no error, no wrong or stale content",
+			l.Requests, l.Errors, l.ErrorTimes, l.Wrong, l.MaxAgeS)
+	}
+	p, ow := res.Steps[0], res.Steps[1]
+	// 4 observers lose n5 and n5 loses 4; one-way: n1 loses n5.
+	if p.Missed != 0 || len(p.DetectMs) != 8 || slices.Max(p.DetectMs) > 3000 {
+		t.Errorf("partition: detections %v ms, %d missed; want all 8 links within 3 s", p.DetectMs, p.Missed)
+	}
+	if ow.Missed != 0 || len(ow.DetectMs) != 1 || ow.DetectMs[0] > 3000 {
+		t.Errorf("one-way: detections %v ms, %d missed; want n1 to suspect n5 within 3 s", ow.DetectMs, ow.Missed)
+	}
+	for _, st := range res.Steps[:2] {
+		if st.NotHealed != 0 || slices.Max(st.HealMs) > 5000 {
+			t.Errorf("%s: healed after %v ms, %d not; want every view whole again within 5 s", st.Fault, st.HealMs, st.NotHealed)
+		}
+	}
+	// One fetch per page per side is what make chaos measures; a loaded
+	// machine's late heartbeats can move a home once more.
+	if p.OriginPerPageSideMax > 2 {
+		t.Errorf("partition: a page reached the origin %d times from one side; want at most 2", p.OriginPerPageSideMax)
+	}
+	t.Logf("partition detect %v ms heal %v ms; one-way detect %v ms; loss 20%%: %d false suspicions; %d requests, p99 %.1f ms",
+		p.DetectMs, p.HealMs, ow.DetectMs, res.Steps[2].FalseSuspicions, l.Requests, l.P99ms)
+}
