@@ -471,10 +471,13 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 	return out
 }
 
-// send signs and sends a request to a peer. Until its response headers
-// arrive the request is registered with the peer, so that suspecting the
-// peer cancels it and the climb fails over at once instead of waiting for
-// the timeout.
+// send signs and sends a request to a peer. Until its body is closed the
+// request is registered with the peer, so that suspecting the peer cancels
+// it: before the headers the climb fails over at once instead of waiting
+// for the timeout; mid-body the stream ends (a dead peer sends no more).
+// A peer that is trusted, on a lossy link whose TCP retransmits stall the
+// stream for seconds, keeps streaming: only peerBodyIdle of total silence
+// ends it, for a peer that heartbeats but whose answer hangs.
 func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	u := *out.URL
 	u.Scheme, u.Host = c.scheme, p.Addr
@@ -489,18 +492,28 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	}
 	p.waiting[id] = cancel
 	c.mu.Unlock()
-	resp, err := c.do(out)
-	c.mu.Lock()
-	delete(p.waiting, id)
-	c.mu.Unlock()
-	if err != nil {
+	done := func() {
+		c.mu.Lock()
+		delete(p.waiting, id)
+		c.mu.Unlock()
 		cancel()
+	}
+	resp, err := c.do(out)
+	if err != nil {
+		done()
 		return nil, err
 	}
-	// A peer that stops sending mid-body (SIGSTOP, a dead link) must not
-	// hold the client: the body fails after 4 peer timeouts of silence.
-	resp.Body = origin.WithIdleTimeout(resp.Body, 4*c.cfg.PeerTimeout, cancel)
+	resp.Body = origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
 	return resp, nil
+}
+
+// peerBodyIdle is how long a trusted peer's answer may go silent mid-body:
+// long enough for TCP to ride out a loss burst (retransmission timeouts
+// double from 200 ms: 0.2+0.4+0.8+1.6+3.2 s), short enough that a hung
+// handler does not hold a client for long. A dead peer's stream ends
+// sooner, when it is suspected.
+func (c *Cluster) peerBodyIdle() time.Duration {
+	return max(4*c.cfg.PeerTimeout, 10*time.Second)
 }
 
 // do signs a request to a peer, sends it and authenticates the response

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,5 +266,83 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 	// A probe that reaches the fetcher is refused: probes never fetch.
 	if _, err := c.Fetch(context.WithValue(context.Background(), routeKey{}, &route{mode: "probe"}), key, req); err == nil {
 		t.Fatal("a probe reached the origin")
+	}
+}
+
+// TestNextHomeReplacesAFailedHome: when a page's home fails, the ingress
+// asks the page's next home (the one it gets once the failed one leaves the
+// view) as rank 2, not the origin; when that next home is the ingress
+// itself, it fetches and keeps the page.
+func TestNextHomeReplacesAFailedHome(t *testing.T) {
+	origin := &countingOrigin{}
+	c := newPlanCluster(t, "n0", routing.ModeHybrid, SelectionOff, origin)
+	peers := map[string]*fakePeer{"p1": startFakePeer(t, "p1"), "p2": startFakePeer(t, "p2"), "p3": startFakePeer(t, "p3")}
+	join(c, peers["p1"], peers["p2"], peers["p3"])
+	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "boom", 500) }
+	var toPeer, toSelf string
+	for i := range 10000 {
+		path := "/n/" + strconv.Itoa(i)
+		kh := routing.KeyHash(proxy.CacheKey("http", "site.example", path, ""))
+		if hops, _, _ := c.planFor(kh, false, func(n int) int { return n - 1 }); len(hops) != 1 || hops[0].id != "p1" {
+			continue
+		}
+		switch next := c.nextHome(kh, []string{"p1"}); {
+		case next == "n0" && toSelf == "":
+			toSelf = path
+		case next != "n0" && toPeer == "":
+			toPeer = path
+		}
+	}
+	if toPeer == "" || toSelf == "" {
+		t.Fatal("no key with both kinds of next home")
+	}
+	kh := routing.KeyHash(proxy.CacheKey("http", "site.example", toPeer, ""))
+	next := peers[c.nextHome(kh, []string{"p1"})]
+	body, _, err := fetchBody(t, c, toPeer)
+	if err != nil || body != "from "+next.id || origin.n.Load() != 0 {
+		t.Fatalf("got %q, %v, %d origin fetches; want %s's answer and no origin fetch", body, err, origin.n.Load(), next.id)
+	}
+	if r := next.routes(); len(r) != 1 || r[0].mode != "climb" || r[0].rank != 2 || r[0].remaining != "" {
+		t.Errorf("the next home saw %+v, want one climb at rank 2 with nothing after it", r)
+	}
+	body, keep, err := fetchBody(t, c, toSelf)
+	if err != nil || body != "from origin" || !keep || origin.n.Load() != 1 {
+		t.Fatalf("got %q keep=%v, %v, %d origin fetches; want this node, the next home, to fetch once and keep", body, keep, err, origin.n.Load())
+	}
+}
+
+// TestSuspicionEndsAPeerBodyMidStream: a peer that stops mid-body is cut off
+// when it is suspected, not after the (long) idle timeout.
+func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
+	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionOff, &countingOrigin{})
+	p1 := startFakePeer(t, "p1")
+	release := make(chan struct{})
+	defer close(release)
+	p1.answer = func(w http.ResponseWriter, _ *http.Request, _ *route) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 100_000)) // past every buffer: on the wire
+		<-release                                              // a silent peer
+	}
+	join(c, p1)
+	path := keyHomedAt(t, c, "p1")
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.RequestURI = ""
+	res, err := c.Fetch(context.Background(), proxy.CacheKey("http", "site.example", path, ""), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Resp.Body.Close()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		c.mu.Lock()
+		c.setTrust(c.peers["p1"], false)
+		c.mu.Unlock()
+	}()
+	start := time.Now()
+	_, err = io.ReadAll(res.Resp.Body)
+	if err == nil {
+		t.Fatal("the body of a suspected peer ended cleanly")
+	}
+	if d := time.Since(start); d > c.peerBodyIdle()/2 {
+		t.Errorf("the body ended %v after it stalled; want it ended at the suspicion, not the %v idle timeout", d, c.peerBodyIdle())
 	}
 }
