@@ -492,8 +492,8 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 	c.mu.Lock()
 	grace := !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
 	for _, p := range c.peers {
-		if ml, ok := p.det.(*fdetect.ML); ok {
-			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(ml.Margin()) / 1e9)
+		if m, ok := p.det.(fdetect.Margined); ok {
+			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
 		}
 		e := p.replica.Exclusion()
 		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q} {
@@ -632,6 +632,7 @@ type PeerState struct {
 	LastSeenAgoS float64              `json:"last_heartbeat_ago_s"`
 	RTTms        float64              `json:"rtt_ms"`
 	MarginMs     float64              `json:"fd_margin_ms"`
+	LossRatio    float64              `json:"heartbeat_loss"` // estimated by the loss-aware margin
 	Suspicions   uint64               `json:"suspicions"`
 	Epoch        uint64               `json:"indicator_epoch"`
 	ReplicaAgeS  float64              `json:"indicator_age_s"`
@@ -653,8 +654,11 @@ func (c *Cluster) Peers() []PeerState {
 		if !p.pulledAt.IsZero() {
 			s.ReplicaAgeS = time.Since(p.pulledAt).Seconds()
 		}
-		if ml, ok := p.det.(*fdetect.ML); ok {
-			s.MarginMs = float64(ml.Margin()) / 1e6
+		if m, ok := p.det.(fdetect.Margined); ok {
+			s.MarginMs = float64(m.Margin()) / 1e6
+		}
+		if la, ok := p.det.(*fdetect.LossAware); ok {
+			s.LossRatio = la.Loss()
 		}
 		out = append(out, s)
 	}

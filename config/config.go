@@ -153,6 +153,7 @@ func Keys() []Key {
 		{"cluster.tls.ca_file", String, "", "PEM CA bundle that signs the peers' certificates (client and server side)."},
 		{"cluster.heartbeat_period", Duration, "100ms", "Heartbeat period Δ; detection takes a few periods."},
 		{"cluster.detector", String, "ml", "Failure detector per peer: ml, chen, bertier, phi, twowindows (docs/failure-detection.md)."},
+		{"cluster.loss_budget", Float, "1e-07", "Loss-aware margin, for every detector: the chance per heartbeat that random heartbeat loss may cause a false suspicion. The detector waits for as many extra periods as the link's measured loss needs (none on a clean link; 5 at 5 % loss, at most 9). 0 turns it off (the published detectors as they are). docs/failure-detection.md."},
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.monitoring", String, "auto", "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
@@ -271,6 +272,7 @@ type Config struct {
 		HeartbeatPeriod time.Duration
 		Detector        string
 		DetectorParams  []string
+		LossBudget      float64
 		PeerTimeout     time.Duration
 		Selection       cluster.Selection
 		Monitoring      cluster.Monitoring
@@ -453,6 +455,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
 	c.Cluster.Detector = p.oneOf("cluster.detector", "ml", "chen", "bertier", "phi", "twowindows")
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
+	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)

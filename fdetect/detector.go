@@ -64,9 +64,30 @@ var Names = []string{"chen", "bertier", "phi", "twowindows", "ml"}
 // MainKnob is the parameter each detector's sweep searches.
 var MainKnob = map[string]string{"chen": "alpha_ms", "twowindows": "alpha_ms", "phi": "threshold", "bertier": "phi", "ml": "quantile"}
 
+// LossBudgetParam is the parameter, valid for every detector, that wraps it
+// in LossAware with that budget (0: off).
+const LossBudgetParam = "loss_budget"
+
 // New builds a detector by name for a heartbeat period (ns). Unknown
 // parameters are an error, so a typo is not silently ignored.
 func New(name string, period int64, p Params) (Detector, error) {
+	// loss_budget, for every detector: wrap it in LossAware.
+	if budget, ok := p[LossBudgetParam]; ok {
+		if budget < 0 || budget >= 1 {
+			return nil, fmt.Errorf("fdetect: %s %v: want 0 (off) or a chance in (0, 1)", LossBudgetParam, budget)
+		}
+		rest := Params{}
+		for k, v := range p {
+			if k != LossBudgetParam {
+				rest[k] = v
+			}
+		}
+		d, err := New(name, period, rest)
+		if err != nil || budget == 0 {
+			return d, err
+		}
+		return NewLossAware(d, period, budget), nil
+	}
 	known := map[string][]string{
 		"chen":       {"window", "alpha_ms"},
 		"bertier":    {"window", "beta", "phi", "gamma"},

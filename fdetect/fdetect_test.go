@@ -222,3 +222,72 @@ func TestMLYoungDetectorAllowsAFewPeriods(t *testing.T) {
 		}
 	}
 }
+
+// TestLossAware: a clean link keeps the inner detector's point; at 5 %
+// random loss the margin grows by k−1 = 5 periods (0.05^6 ≤ 1e-7 < 0.05^5)
+// and no gap of up to 5 lost heartbeats is a suspicion, while the bare
+// detector suspects at most double losses; silence leaves the estimate
+// alone, so a crash is still detected.
+func TestLossAware(t *testing.T) {
+	const period = int64(100 * time.Millisecond)
+	clean := NewLossAware(NewChen(period, 100, 50e6), period, DefaultLossBudget)
+	for s := range uint64(500) {
+		clean.Observe(s, int64(s)*period)
+	}
+	if clean.Extra() != 0 {
+		t.Fatalf("clean link: %d extra periods, want 0", clean.Extra())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	bare := NewChen(period, 100, 50e6)
+	aware := NewLossAware(NewChen(period, 100, 50e6), period, DefaultLossBudget)
+	var bareMistakes, awareMistakes int
+	for s := range uint64(20000) {
+		if rng.Float64() < 0.05 {
+			continue // lost
+		}
+		at := int64(s) * period
+		if s > 2000 { // after both have learned the link
+			if at > bare.Freshness() {
+				bareMistakes++
+			}
+			if at > aware.Freshness() {
+				awareMistakes++
+			}
+		}
+		bare.Observe(s, at)
+		aware.Observe(s, at)
+	}
+	if e := aware.Extra(); e < 4 || e > 6 {
+		t.Errorf("5 %% loss (estimated %.3f): %d extra periods, want 5 ± 1", aware.Loss(), e)
+	}
+	if bareMistakes < 20 || awareMistakes != 0 {
+		t.Errorf("mistakes: bare %d (want many), loss-aware %d (want 0)", bareMistakes, awareMistakes)
+	}
+	before := aware.Loss()
+	last := aware.Freshness()
+	if aware.Loss() != before || last-int64(20000)*period > int64(lossAwareMaxExtra+2)*period {
+		t.Errorf("a crash would be detected at %v past the last heartbeat", time.Duration(last-int64(20000)*period))
+	}
+}
+
+func TestNewLossBudgetParam(t *testing.T) {
+	const period = int64(100 * time.Millisecond)
+	if d, err := New("ml", period, Params{LossBudgetParam: 1e-7, "quantile": 0.99}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := d.(*LossAware); !ok {
+		t.Errorf("loss_budget=1e-7 built %T, want *LossAware", d)
+	}
+	if d, err := New("chen", period, Params{LossBudgetParam: 0}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := d.(*LossAware); ok {
+		t.Error("loss_budget=0 still wrapped the detector")
+	}
+	for _, bad := range []float64{-1, 1, 2} {
+		if _, err := New("chen", period, Params{LossBudgetParam: bad}); err == nil {
+			t.Errorf("loss_budget=%v accepted", bad)
+		}
+	}
+	if _, err := New("chen", period, Params{LossBudgetParam: 1e-7, "quantile": 1}); err == nil {
+		t.Error("an unknown parameter next to loss_budget was accepted")
+	}
+}

@@ -268,6 +268,9 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	if err != nil {
 		return cluster.Config{}, nil, fmt.Errorf("node: cluster.detector_params: %w", err)
 	}
+	if _, set := params[fdetect.LossBudgetParam]; !set && cfg.Cluster.LossBudget > 0 {
+		params[fdetect.LossBudgetParam] = cfg.Cluster.LossBudget
+	}
 	var serverTLS, clientTLS *tls.Config
 	if cfg.Cluster.TLS.CertFile != "" {
 		if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {

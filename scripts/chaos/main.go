@@ -29,6 +29,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/lab/chaos"
 	"github.com/edgecache/edge/lab/fdlab"
 )
@@ -174,7 +175,9 @@ func main() {
 // replay runs `edge fd replay` over the window [from, to) of a recorded
 // trace with the detector.
 func replay(bin, trace, det string, from, to time.Time) *fdlab.Result {
+	// The live nodes run with the default cluster.loss_budget; so does the replay.
 	out, err := exec.Command(bin, "fd", "replay", "--trace", trace, "--detector", det, "--period", "100ms", "--json",
+		"--param", fmt.Sprintf("%s=%g", fdetect.LossBudgetParam, fdetect.DefaultLossBudget),
 		"--from-ns", fmt.Sprint(from.UnixNano()), "--to-ns", fmt.Sprint(to.UnixNano())).Output()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: edge fd replay %s: %v\n", trace, err)
