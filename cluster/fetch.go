@@ -235,7 +235,12 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 	if mask == 0 {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.cfg.PeerTimeout)
+	// The probe's deadline is for the answers' headers only: a winner's
+	// body is then read for as long as the peer keeps sending (on a lossy
+	// link TCP may take seconds), bounded by send's idle timeout and by
+	// the peer being suspected. A deadline on the whole context cut such
+	// bodies short, mid-response to the client.
+	pctx, cancel := context.WithCancel(ctx)
 	type answer struct {
 		resp *http.Response
 		i    int
@@ -246,15 +251,22 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 		i := bits.TrailingZeros64(m)
 		sent++
 		go func() {
-			out := peerRequest(pctx, req)
+			rctx, rcancel := context.WithCancel(pctx)
+			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
+			out := peerRequest(rctx, req)
 			out.Header.Set("Cache-Control", "only-if-cached")
 			out.Header.Set(hdrMode, "probe")
 			out.Header.Set(hdrHop, "1")
 			resp, err := c.send(out, peers[i])
-			if err != nil {
+			if !late.Stop() || err != nil { // no headers in time: lost
+				if resp != nil {
+					resp.Body.Close()
+				}
+				rcancel()
 				answers <- answer{nil, i}
 				return
 			}
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: rcancel}
 			answers <- answer{resp, i}
 		}()
 	}
@@ -309,16 +321,23 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
-// timeout, 5xx) is skipped. When the page's home failed (or left the view
-// since the path was planned), the page's next home in its rendezvous
-// ranking is asked in its place, as the home, before the origin: every
-// ingress that meets the dead home then converges on the same cache, the one
-// that becomes the home once the dead one is suspected, so the page costs
-// the origin one fetch, not one per ingress. becameHome reports that this
-// node is that next home (it keeps the page).
+// timeout, 5xx) is skipped.
+//
+// At the ingress of a cold page (the path is the home alone), a home that
+// is unreachable or left the view since the path was planned is replaced
+// by the page's next home in its rendezvous ranking, asked as the home,
+// before the origin: every ingress that meets the dead home then converges
+// on the same cache, the one that becomes the home once the dead one is
+// suspected, so the page costs the origin one fetch, not one per ingress.
+// becameHome reports that this node is that next home (it keeps the page).
+// Not for a home that answered 5xx (it is alive and relays its origin's
+// error: asking again would only load a failing origin), and not along a
+// tree or mid-climb, where the next home may be a cache whose own fill for
+// the page waits on this one (a wait cycle until the header timeout).
 func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh uint64, path []hop, hopCount int) (resp *http.Response, becameHome bool, err error) {
 	var failed []string
 	homeFailed := false
+	nextHomeAllowed := hopCount == 0 && len(path) == 1 && path[0].rank == 2
 	for i, h := range path {
 		p := c.peer(h.id)
 		if p == nil || !c.isTrusted(p) {
@@ -330,24 +349,25 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 		for _, r := range path[i+1:] {
 			rest = append(rest, r.id+":"+strconv.Itoa(r.rank))
 		}
-		if resp, ok := c.climbTo(ctx, req, p, h.rank, rest, hopCount); ok {
+		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
+		if ok {
 			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
 			return resp, false, nil
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
 		failed = append(failed, h.id)
-		homeFailed = homeFailed || h.rank == 2
+		homeFailed = homeFailed || (h.rank == 2 && unreachable)
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
 	}
-	if homeFailed {
+	if homeFailed && nextHomeAllowed {
 		switch next := c.nextHome(kh, failed); {
 		case next == c.cfg.NodeID:
 			becameHome = true
 		case next != "":
 			if p := c.peer(next); p != nil {
-				if resp, ok := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
+				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
 					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
 					return resp, false, nil
 				}
@@ -360,21 +380,23 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 }
 
 // climbTo asks peer p, as the page's rank-rank cache with rest of the path
-// above it; ok is false (and the answer closed) when it failed.
-func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int) (*http.Response, bool) {
+// above it; ok is false (and the answer closed) when it failed, and
+// unreachable says it did not answer at all (a 5xx is an answer).
+func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int) (resp *http.Response, ok, unreachable bool) {
 	out := peerRequest(ctx, req)
 	out.Header.Set(hdrMode, "climb")
 	out.Header.Set(hdrRank, strconv.Itoa(rank))
 	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
 	out.Header.Set(hdrPath, strings.Join(rest, ","))
 	resp, err := c.send(out, p)
-	if err == nil && resp.StatusCode < 500 {
-		return resp, true
+	if err != nil {
+		return nil, false, true
 	}
-	if resp != nil {
-		resp.Body.Close()
+	if resp.StatusCode < 500 {
+		return resp, true, false
 	}
-	return nil, false
+	resp.Body.Close()
+	return nil, false, false
 }
 
 // nextHome is the page's home once the failed caches are gone: the first

@@ -206,8 +206,22 @@ func TestProbeHitAndMiss(t *testing.T) {
 	if r := p1.routes(); len(r) != 1 || r[0].mode != "probe" {
 		t.Fatalf("p1 saw %+v, want one probe", r)
 	}
+	p1.mu.Lock()
+	p1.seen = nil
+	p1.mu.Unlock()
 	if len(p2.routes()) != 0 {
 		t.Fatalf("the home was asked although the probe hit: %+v", p2.routes())
+	}
+	// A probe hit whose body takes longer than the peer timeout (a lossy
+	// link) is read to the end: the probe's deadline is for headers only.
+	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+		_, _ = io.WriteString(w, strings.Repeat("a", 100_000))
+		time.Sleep(2 * c.cfg.PeerTimeout)
+		_, _ = io.WriteString(w, "end")
+	}
+	body, _, err = fetchBody(t, c, path)
+	if err != nil || len(body) != 100_003 {
+		t.Fatalf("slow probe hit: %d bytes, %v; want the whole body", len(body), err)
 	}
 	// Probe miss (504): the climb to the home follows.
 	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
@@ -269,16 +283,16 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 	}
 }
 
-// TestNextHomeReplacesAFailedHome: when a page's home fails, the ingress
-// asks the page's next home (the one it gets once the failed one leaves the
-// view) as rank 2, not the origin; when that next home is the ingress
-// itself, it fetches and keeps the page.
+// TestNextHomeReplacesAFailedHome: when a page's home is unreachable, the
+// ingress asks the page's next home (the one it gets once the failed one
+// leaves the view) as rank 2, not the origin; when that next home is the
+// ingress itself, it fetches and keeps the page. A home that answers 5xx is
+// alive (relaying its origin's error): nobody else is asked for it.
 func TestNextHomeReplacesAFailedHome(t *testing.T) {
 	origin := &countingOrigin{}
 	c := newPlanCluster(t, "n0", routing.ModeHybrid, SelectionOff, origin)
 	peers := map[string]*fakePeer{"p1": startFakePeer(t, "p1"), "p2": startFakePeer(t, "p2"), "p3": startFakePeer(t, "p3")}
 	join(c, peers["p1"], peers["p2"], peers["p3"])
-	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "boom", 500) }
 	var toPeer, toSelf string
 	for i := range 10000 {
 		path := "/n/" + strconv.Itoa(i)
@@ -298,6 +312,12 @@ func TestNextHomeReplacesAFailedHome(t *testing.T) {
 	}
 	kh := routing.KeyHash(proxy.CacheKey("http", "site.example", toPeer, ""))
 	next := peers[c.nextHome(kh, []string{"p1"})]
+	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "origin down", 502) }
+	if body, _, _ := fetchBody(t, c, toPeer); body != "from origin" || len(next.routes()) != 0 {
+		t.Fatalf("a home answering 502: got %q and the next home saw %d requests; want the origin asked once, nobody else", body, len(next.routes()))
+	}
+	origin.n.Store(0)
+	peers["p1"].srv.Close() // unreachable now
 	body, _, err := fetchBody(t, c, toPeer)
 	if err != nil || body != "from "+next.id || origin.n.Load() != 0 {
 		t.Fatalf("got %q, %v, %d origin fetches; want %s's answer and no origin fetch", body, err, origin.n.Load(), next.id)

@@ -198,7 +198,7 @@ func (l *Lab) startNode(ctx context.Context, i int) error {
 		"--admin-listen", fmt.Sprintf("%s:%d", h.Addr, adminPort),
 		"--cluster-listen", fmt.Sprintf("%s:%d", h.Addr, clusterPort),
 		"--node-id", nodeName(i), "--peers", strings.Join(peers, ","), "--secret", l.secret,
-		"--cache-size", "128MiB", "--log-level", "warn")
+		"--cache-size", "128MiB", "--log-level", l.logLevel())
 }
 
 // nodeEnv is the environment of every node: the detector and heartbeat
@@ -296,8 +296,23 @@ func (l *Lab) Record(ctx context.Context, path string) (stop func() error, err e
 	}, nil
 }
 
-// Close stops every process and removes every namespace.
+// Close stops every process and removes every namespace. With
+// AccessLogDir, each process's stderr is saved there too (name.stderr).
 func (l *Lab) Close() {
+	defer func() {
+		if l.opts.AccessLogDir == "" {
+			return
+		}
+		l.mu.Lock()
+		var names []string
+		for n := range l.stderr {
+			names = append(names, n)
+		}
+		l.mu.Unlock()
+		for _, n := range names {
+			_ = os.WriteFile(filepath.Join(l.opts.AccessLogDir, n+".stderr"), []byte(l.Stderr(n)), 0o644)
+		}
+	}()
 	l.mu.Lock()
 	var names []string
 	for n := range l.procs {
@@ -419,4 +434,13 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 		return len(p), nil // bounded: a chatty process must not fill memory
 	}
 	return w.buf.Write(p)
+}
+
+// logLevel is the nodes' log level: debug when their logs are kept for a
+// diagnosis (AccessLogDir), else warnings only.
+func (l *Lab) logLevel() string {
+	if l.opts.AccessLogDir != "" {
+		return "debug"
+	}
+	return "warn"
 }

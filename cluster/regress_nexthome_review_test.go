@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// realNode is a cluster member with the real caching handler behind its
+// peer listener (as node.New wires it): peer climbs go through the proxy,
+// with request coalescing.
+type realNode struct {
+	id  string
+	c   *Cluster
+	ph  *proxy.Handler
+	srv *httptest.Server
+}
+
+func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
+	t.Helper()
+	nodes := map[string]*realNode{}
+	for _, id := range ids {
+		store := proxy.NewStore(1<<20, 4)
+		c, err := New(Config{
+			NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
+			Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: 1000,
+			PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000),
+		}, origin, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := proxy.DefaultConfig()
+		pc.NodeID = id
+		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
+		srv := httptest.NewServer(c.PeerHandler(ph, ph.Purge))
+		t.Cleanup(srv.Close)
+		nodes[id] = &realNode{id: id, c: c, ph: ph, srv: srv}
+	}
+	for _, n := range nodes {
+		for _, m := range nodes {
+			if n != m {
+				n.c.addPeer(m.id, strings.TrimPrefix(m.srv.URL, "http://"))
+				n.c.peers[m.id].trusted = true
+			}
+		}
+		n.c.setView()
+	}
+	return nodes
+}
+
+// rankingOf is the page's rendezvous ranking in n's view.
+func rankingOf(n *realNode, path string) []string {
+	u, _ := url.Parse("http://site.example" + path)
+	kh := routing.KeyHash(n.ph.URLKey(u))
+	ring := n.c.router.Ring()
+	var out []string
+	for _, i := range ring.Ranking(nil, kh) {
+		out = append(out, ring.Member(int(i)))
+	}
+	return out
+}
+
+type slowOrigin struct{ n atomic.Int64 }
+
+func (o *slowOrigin) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+	o.n.Add(1)
+	h := http.Header{"Cache-Control": {"max-age=600"}, "Content-Type": {"text/plain"}}
+	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader("page")), ContentLength: 4}, Keep: true}, nil
+}
+
+// The home H has just crashed (connection refused) and is still trusted.
+// A hot page's tree path at ingress A is [M (rank 4), H (rank 2)], and A
+// itself is the page's next home (ranking [H, A, M, X]). A climbs to M; M
+// finds H dead and asks the next home, A, "as the home"; A's proxy
+// coalesces that request onto A's own fill for the page, which is waiting
+// for M: a wait cycle A→M→A broken only by the peer transport's
+// ResponseHeaderTimeout (4 × peer_timeout, 2 s by default). Before the
+// change, M went straight to the origin and the client waited milliseconds.
+func TestReviewNextHomeWaitCycleThroughIngress(t *testing.T) {
+	const pt = 200 * time.Millisecond
+	origin := &slowOrigin{}
+	nodes := startRealNodes(t, []string{"A", "M", "H", "X"}, routing.ModeTree, 2, pt, origin)
+	a := nodes["A"]
+	var paths []string
+	for i := 0; len(paths) < 12 && i < 100000; i++ {
+		p := "/p/" + strconv.Itoa(i)
+		r := rankingOf(a, p)
+		if r[0] == "H" && r[1] == "A" && r[2] == "M" {
+			paths = append(paths, p)
+		}
+	}
+	nodes["H"].srv.Close() // crashed, not yet suspected
+	var worst time.Duration
+	for _, p := range paths {
+		t0 := time.Now()
+		w := httptest.NewRecorder()
+		a.ph.ServeHTTP(w, httptest.NewRequest("GET", "http://site.example"+p, nil))
+		d := time.Since(t0)
+		worst = max(worst, d)
+		t.Logf("%s: %d in %v (%s)", p, w.Code, d.Round(time.Millisecond), w.Header().Get("Cache-Status"))
+	}
+	t.Logf("origin fetches %d for %d pages", origin.n.Load(), len(paths))
+	if worst >= 4*pt {
+		t.Errorf("a miss took %v with a dead home: ≥ 4 × peer_timeout (%v), the A→M→A coalescing wait cycle", worst, 4*pt)
+	}
+}
+
+// A healthy home whose origin answers 5xx (the home relays the 500) is
+// treated as a failed home: the ingress now also asks the next home, which
+// asks the origin again, before asking the origin itself. One client miss
+// costs the failing origin 3 requests instead of 2.
+func TestReviewHealthyHome5xxAsksNextHome(t *testing.T) {
+	origin := &countingOrigin{}
+	c := newPlanCluster(t, "n0", routing.ModeHybrid, SelectionOff, origin)
+	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")
+	join(c, p1, p2)
+	var path string
+	for i := range 100000 {
+		p := "/k/" + strconv.Itoa(i)
+		kh := routing.KeyHash(proxy.CacheKey("http", "site.example", p, ""))
+		ring := c.router.Ring()
+		r := ring.Ranking(nil, kh)
+		if ring.Member(int(r[0])) == "p1" && ring.Member(int(r[1])) == "p2" {
+			path = p
+			break
+		}
+	}
+	originError := func(w http.ResponseWriter, _ *http.Request, _ *route) {
+		http.Error(w, "origin said 500", http.StatusInternalServerError) // what a home relays
+	}
+	p1.answer, p2.answer = originError, originError
+	_, _, _ = fetchBody(t, c, path)
+	t.Logf("home p1 saw %d, next home p2 saw %d, ingress origin fetches %d", len(p1.routes()), len(p2.routes()), origin.n.Load())
+	if len(p2.routes()) != 0 {
+		t.Errorf("the home answered (a relayed origin 5xx), yet the next home was asked too: %d origin-bound requests for one miss instead of 2",
+			len(p1.routes())+len(p2.routes())+int(origin.n.Load()))
+	}
+}
