@@ -99,7 +99,7 @@ type Lab struct {
 
 // Start builds the namespaces, starts the origin, the relays and the nodes,
 // and waits until every node trusts every other.
-func Start(ctx context.Context, o Options) (l *Lab, err error) {
+func Start(ctx context.Context, o Options) (_ *Lab, err error) {
 	o.defaults()
 	if o.Nodes < 2 || o.Nodes > 20 {
 		return nil, fmt.Errorf("chaos: %d nodes: 2–20", o.Nodes)
@@ -116,7 +116,7 @@ func Start(ctx context.Context, o Options) (l *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l = &Lab{opts: o, net: nl, origin: nl.Host("origin"), client: nl.Host("client"), secret: "chaos-lab-secret-0123456789",
+	l := &Lab{opts: o, net: nl, origin: nl.Host("origin"), client: nl.Host("client"), secret: "chaos-lab-secret-0123456789",
 		procs: map[string]*proc{}, stderr: map[string]*lockedWriter{}, rules: make([]string, o.Nodes)}
 	defer func() {
 		if err != nil {

@@ -176,7 +176,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	// Views keep being read for a while after the load, so that a fault
 	// ending near the end is still seen to heal.
 	healWait := time.Now().Add(10 * time.Second)
-	for time.Now().Before(healWait) && l.disagreement(ctx) != "" {
+	for time.Now().Before(healWait) && ctx.Err() == nil && l.disagreement(ctx) != "" {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -335,6 +335,22 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 		}
 		return false
 	}
+	// A restarted node distrusts every peer until it hears from it, but
+	// records no transition for that: its views start suspected.
+	for k, s := range sc.Steps {
+		for i := range n {
+			if !s.Fault.crashes(i) {
+				continue
+			}
+			for _, iv := range ivs[k] {
+				for p := range n {
+					if p != i {
+						h.add(i, p, transition{At: iv[1], Trusted: false})
+					}
+				}
+			}
+		}
+	}
 	res.Steps = make([]StepResult, len(sc.Steps))
 	for k, s := range sc.Steps {
 		res.Steps[k] = StepResult{Fault: s.Fault.String(), Onsets: len(ivs[k]), FalseByObserver: make([]int, n)}
@@ -417,6 +433,7 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 			for _, iv := range ivs[k] {
 				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
 					res.Steps[k].Errors++
+					break // once per step, though flapping onsets' windows overlap
 				}
 			}
 		}
@@ -471,8 +488,10 @@ func (l *Lab) nodeByAddr(addr string) (int, bool) {
 	return 0, false
 }
 
-// allTrusted returns the first moment in [from, until) at which every pair's
-// last transition says trusted.
+// allTrusted returns when the views settled whole in [from, until): the
+// start of the last stretch in which every pair's last transition says
+// trusted and that lasts to until. A suspicion after a first whole moment
+// (a late detection of the fault) starts the wait again.
 func (l *Lab) allTrusted(h *histories, from, until time.Time) (time.Time, bool) {
 	n := len(l.nodes)
 	candidates := []time.Time{from}
@@ -491,19 +510,23 @@ func (l *Lab) allTrusted(h *histories, from, until time.Time) (time.Time, bool) 
 		}
 	}
 	slices.SortFunc(candidates, func(a, b time.Time) int { return a.Compare(b) })
+	var settled time.Time
 	for _, c := range candidates {
-		ok := true
+		whole := true
 		for _, ts := range all {
 			if suspectedAt(ts, c) {
-				ok = false
+				whole = false
 				break
 			}
 		}
-		if ok {
-			return c, true
+		switch {
+		case !whole:
+			settled = time.Time{}
+		case settled.IsZero():
+			settled = c
 		}
 	}
-	return time.Time{}, false
+	return settled, !settled.IsZero()
 }
 
 // suspectedAt reports whether the last transition at or before t is a

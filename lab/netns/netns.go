@@ -224,7 +224,7 @@ func (h *Host) Nft(ctx context.Context, ruleset string) error {
 
 // Do runs fn on an OS thread that has entered the host's namespace; the
 // sockets fn creates belong to that namespace for their whole life.
-func (h *Host) Do(fn func() error) error {
+func (h *Host) Do(fn func() error) (err error) {
 	runtime.LockOSThread()
 	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {
@@ -239,17 +239,20 @@ func (h *Host) Do(fn func() error) error {
 	}
 	defer func() { _ = target.Close() }()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
+		runtime.UnlockOSThread() // a failed setns leaves the thread where it was
 		return fmt.Errorf("netns: enter %s: %w", h.NS, err)
 	}
-	ferr := fn()
-	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread stays in the host's namespace: keep it locked, so
-		// that it ends with this goroutine and no other code runs on it.
-		return fmt.Errorf("netns: leave %s: %w", h.NS, err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
+	// Restored however fn ends, a panic included.
+	defer func() {
+		if rerr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); rerr != nil {
+			// The thread stays in the host's namespace: it stays locked
+			// and ends with this goroutine.
+			err = errors.Join(err, fmt.Errorf("netns: leave %s: %w", h.NS, rerr))
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
+	return fn()
 }
 
 // Listen opens a TCP listener inside the host.

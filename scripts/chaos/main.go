@@ -97,6 +97,9 @@ func main() {
 		if k > 0 && !*compare {
 			break
 		}
+		if ctx.Err() != nil {
+			break
+		}
 		var list []chaos.Scenario
 		for _, sc := range scenarios() {
 			if (want == nil || slices.Contains(want, sc.Name)) && (k == 0 || sc.compare) {
@@ -126,6 +129,9 @@ func main() {
 			}
 			fmt.Fprintf(os.Stderr, "chaos: %s / %s (%v)\n", det, sc.Name, sc.Duration)
 			res, err := lab.Run(ctx, sc)
+			if ctx.Err() != nil {
+				break // interrupted: print what was measured
+			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "n1 stderr:", lab.Stderr("n1"))
 				lab.Close()
