@@ -495,6 +495,9 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if m, ok := p.det.(fdetect.Margined); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
 		}
+		if la, ok := p.det.(*fdetect.LossAware); ok {
+			c.metrics.HeartbeatLoss.WithLabelValues(p.ID).Set(la.Loss())
+		}
 		e := p.replica.Exclusion()
 		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q} {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, name).Set(v)

@@ -13,7 +13,8 @@ type Metrics struct {
 	PeerUp             *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
 	Suspicions         *prometheus.CounterVec // peer suspected, per peer
 	DetectionTime      prometheus.Histogram   // last heartbeat → suspicion
-	FDMargin           *prometheus.GaugeVec   // current safety margin of the ml detector, per peer
+	FDMargin           *prometheus.GaugeVec   // current safety margin of the detector, per peer
+	HeartbeatLoss      *prometheus.GaugeVec   // heartbeat loss rate the loss-aware margin estimates, per peer
 	PeerRTT            *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
 	LocalStalls        prometheus.Counter     // rounds skipped because this process stalled
 	LocalDelay         prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
@@ -64,6 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Suspicions:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspicions_total", Help: "Times the failure detector suspected the peer."}, []string{"peer"}),
 		DetectionTime:      prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_fd_detection_seconds", Help: "Time from a peer's last heartbeat to its suspicion.", Buckets: []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5}}),
 		FDMargin:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
+		HeartbeatLoss:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_heartbeat_loss_ratio", Help: "Share of the peer's heartbeats lost, as the loss-aware margin estimates it (cluster.loss_budget)."}, []string{"peer"}),
 		PeerRTT:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
 		LocalStalls:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
 		LocalDelay:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_local_delay_seconds", Help: "Worst recent scheduling delay of this process (Go run-queue latency or monitor lag), added to every freshness point before suspecting."}),
@@ -102,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset, m.Rumors, m.Refutations)
-	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.PeerRTT, m.LocalStalls, m.LocalDelay,
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg

@@ -270,6 +270,22 @@ func TestLossAware(t *testing.T) {
 	}
 }
 
+// TestLossAwareOutageIsNotLoss: a partition's gap of 50 heartbeats leaves
+// the estimate of a clean link at zero.
+func TestLossAwareOutageIsNotLoss(t *testing.T) {
+	const period = int64(100 * time.Millisecond)
+	d := NewLossAware(NewChen(period, 100, 50e6), period, DefaultLossBudget)
+	for s := range uint64(200) {
+		d.Observe(s, int64(s)*period)
+	}
+	for s := uint64(250); s < 300; s++ {
+		d.Observe(s, int64(s)*period)
+	}
+	if d.Loss() > 0.01 || d.Extra() != 0 {
+		t.Fatalf("after an outage: loss %.3f, %d extra periods; want the clean link's 0", d.Loss(), d.Extra())
+	}
+}
+
 func TestNewLossBudgetParam(t *testing.T) {
 	const period = int64(100 * time.Millisecond)
 	if d, err := New("ml", period, Params{LossBudgetParam: 1e-7, "quantile": 0.99}); err != nil {

@@ -26,7 +26,8 @@ const lossAwareMaxExtra = 9
 // indicator, over about 50 and 1,000 heartbeats: quick to rise when a link
 // starts dropping, slow to forget it. Silence (no arrival at all) does not
 // change p, so a crash is detected with the margin of the link's loss
-// before it.
+// before it, and gaps longer than the largest margin (outages) are not
+// counted as loss.
 type LossAware struct {
 	inner      Detector
 	period     int64
@@ -44,13 +45,18 @@ func NewLossAware(inner Detector, period int64, budget float64) *LossAware {
 // Observe implements Detector.
 func (d *LossAware) Observe(seq uint64, arrival int64) {
 	if d.seen && seq > d.last {
-		lost := seq - d.last - 1
-		for range min(lost, 1000) {
-			d.fast += (1 - d.fast) / 50
-			d.slow += (1 - d.slow) / 1000
+		// A gap longer than the margin can ever cover is an outage (a
+		// partition, a stalled sender), not random loss: it says nothing
+		// about the next heartbeat's chance of being lost, and counting it
+		// would slow detection for minutes after every heal.
+		if lost := seq - d.last - 1; lost <= lossAwareMaxExtra {
+			for range lost {
+				d.fast += (1 - d.fast) / 50
+				d.slow += (1 - d.slow) / 1000
+			}
+			d.fast -= d.fast / 50
+			d.slow -= d.slow / 1000
 		}
-		d.fast -= d.fast / 50
-		d.slow -= d.slow / 1000
 	}
 	if !d.seen || seq > d.last {
 		d.last, d.seen = seq, true
