@@ -339,6 +339,8 @@ func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 		}
 		delete(c.peers, key)
 		c.metrics.PeerUp.DeleteLabelValues(key)
+		c.metrics.FDMargin.DeleteLabelValues(key)
+		c.metrics.HeartbeatLoss.DeleteLabelValues(key)
 		if r.Node == c.cfg.NodeID {
 			if c.selfAddr == nil {
 				c.selfAddr = map[string]bool{}

@@ -81,7 +81,7 @@ func TestPlanShapes(t *testing.T) {
 				t.Fatalf("%v: page %d home %s, want %s", placement, p, home, want)
 			}
 			for req := 1; req <= 5; req++ {
-				path, _ := c.plan(kh)
+				path, _, _ := c.plan(kh)
 				seen := map[string]bool{}
 				for _, h := range path {
 					if h.id == "n0" || seen[h.id] {
@@ -104,7 +104,7 @@ func TestPlanShapes(t *testing.T) {
 	r := newTestCluster(t, "ring", peers)
 	_ = r.router.SetView(members)
 	kh := routing.KeyHash("x")
-	if path, _ := r.plan(kh); len(path) > 1 {
+	if path, _, _ := r.plan(kh); len(path) > 1 {
 		t.Errorf("ring plan %v", path)
 	}
 }

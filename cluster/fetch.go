@@ -35,14 +35,14 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 		return c.origin.Fetch(ctx, key, req)
 	}
 	start := time.Now()
-	path, home := c.plan(kh)
+	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
 			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh)}, nil
 		}
 	}
-	resp, becameHome, err := c.climb(ctx, key, req, kh, path, 0)
+	resp, becameHome, err := c.climb(ctx, key, req, kh, path, 0, !tree)
 	if err != nil {
 		return proxy.Result{}, err
 	}
@@ -123,16 +123,16 @@ type hop struct {
 // children of the root. hybrid: the home (rank 2) while the page is cold,
 // then the tree with the home as the last stop before the origin. It counts
 // the request towards the page being hot and records the tree path length.
-func (c *Cluster) plan(kh uint64) (path []hop, home string) {
+func (c *Cluster) plan(kh uint64) (path []hop, home string, tree bool) {
 	hot := true
 	if c.cfg.Mode == routing.ModeHybrid {
 		_, hot = c.hot.Observe(kh, 0)
 	}
-	path, home, tree := c.planFor(kh, hot, rand.IntN)
+	path, home, tree = c.planFor(kh, hot, rand.IntN)
 	if tree {
 		c.metrics.TreeHops.Observe(float64(len(path)))
 	}
-	return path, home
+	return path, home, tree
 }
 
 // planFor computes, from one snapshot of the view, the path for a page
@@ -169,6 +169,9 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 		if id == c.cfg.NodeID || !local(id) {
 			return // with regional homes, a climb stays in the region
 		}
+		if c.cfg.RegionalHomes && id == home {
+			rank = 2 // the regional home plays the home's rank wherever the tree puts it
+		}
 		for _, h := range out {
 			if h.id == id {
 				return
@@ -178,11 +181,10 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 	}
 	switch c.cfg.Mode {
 	case routing.ModeRing:
-		if c.cfg.RegionalHomes {
-			add(home, 2)
-		} else {
-			add(ring.Member(ring.Lookup(kh)), 2)
+		if !c.cfg.RegionalHomes {
+			home = ring.Member(ring.Lookup(kh)) // the owner is the home (it keeps the page)
 		}
+		add(home, 2)
 		return out, home, false
 	case routing.ModeHybrid:
 		if !hot {
@@ -271,8 +273,10 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 		}()
 	}
 	var win *http.Response
+	got := 0
 	for range sent {
 		a := <-answers
+		got++
 		outcome := "miss"
 		switch {
 		case a.resp == nil:
@@ -305,15 +309,12 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
 	go func() {
-		// Drain and close the other answers as they come.
-		for range sent - 1 {
-			select {
-			case a := <-answers:
-				if a.resp != nil {
-					a.resp.Body.Close()
-				}
-			case <-time.After(c.cfg.PeerTimeout):
-				return
+		// Drain and close the other answers as they come: each comes
+		// within its own header timer, and an unclosed one would keep its
+		// request registered with its peer.
+		for range sent - got {
+			if a := <-answers; a.resp != nil {
+				a.resp.Body.Close()
 			}
 		}
 	}()
@@ -323,7 +324,7 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
 // timeout, 5xx) is skipped.
 //
-// At the ingress of a cold page (the path is the home alone), a home that
+// At the ingress of a cold page (not a tree path: the home alone), a home that
 // is unreachable or left the view since the path was planned is replaced
 // by the page's next home in its rendezvous ranking, asked as the home,
 // before the origin: every ingress that meets the dead home then converges
@@ -334,10 +335,10 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 // error: asking again would only load a failing origin), and not along a
 // tree or mid-climb, where the next home may be a cache whose own fill for
 // the page waits on this one (a wait cycle until the header timeout).
-func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh uint64, path []hop, hopCount int) (resp *http.Response, becameHome bool, err error) {
+func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh uint64, path []hop, hopCount int, cold bool) (resp *http.Response, becameHome bool, err error) {
 	var failed []string
 	homeFailed := false
-	nextHomeAllowed := hopCount == 0 && len(path) == 1 && path[0].rank == 2
+	nextHomeAllowed := cold && hopCount == 0 && len(path) == 1 && path[0].rank == 2
 	for i, h := range path {
 		p := c.peer(h.id)
 		if p == nil || !c.isTrusted(p) {
@@ -444,7 +445,7 @@ func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Reque
 			path = append(path, hop{id, r})
 		}
 	}
-	resp, becameHome, err := c.climb(ctx, key, req, kh, path, rt.hop)
+	resp, becameHome, err := c.climb(ctx, key, req, kh, path, rt.hop, false)
 	if err != nil {
 		return proxy.Result{}, err
 	}

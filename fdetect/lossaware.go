@@ -10,7 +10,7 @@ const DefaultLossBudget = 1e-7
 
 // lossAwareMaxExtra caps the periods LossAware adds: detection never gets
 // more than this many periods slower, however lossy the link (at 50 % loss
-// it would otherwise wait 24).
+// it would otherwise wait 23).
 const lossAwareMaxExtra = 9
 
 // LossAware wraps a detector for links that drop heartbeats at random: it
@@ -57,6 +57,12 @@ func (d *LossAware) Observe(seq uint64, arrival int64) {
 			d.fast -= d.fast / 50
 			d.slow -= d.slow / 1000
 		}
+	}
+	if d.seen && seq < d.last {
+		// A late heartbeat was counted lost when a newer one came: it was
+		// reordered (jitter), not lost. Undo about one loss's worth.
+		d.fast = max(0, d.fast-1.0/50)
+		d.slow = max(0, d.slow-1.0/1000)
 	}
 	if !d.seen || seq > d.last {
 		d.last, d.seen = seq, true
