@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -303,23 +305,11 @@ func (l *Lab) Close() {
 		if l.opts.AccessLogDir == "" {
 			return
 		}
-		l.mu.Lock()
-		var names []string
-		for n := range l.stderr {
-			names = append(names, n)
-		}
-		l.mu.Unlock()
-		for _, n := range names {
+		for _, n := range names(l, l.stderr) {
 			_ = os.WriteFile(filepath.Join(l.opts.AccessLogDir, n+".stderr"), []byte(l.Stderr(n)), 0o644)
 		}
 	}()
-	l.mu.Lock()
-	var names []string
-	for n := range l.procs {
-		names = append(names, n)
-	}
-	l.mu.Unlock()
-	for _, n := range names {
+	for _, n := range names(l, l.procs) {
 		l.kill(n)
 	}
 	for _, row := range l.relays {
@@ -443,4 +433,11 @@ func (l *Lab) logLevel() string {
 		return "debug"
 	}
 	return "warn"
+}
+
+// names returns the keys of one of the lab's process maps, read under its lock.
+func names[V any](l *Lab, m map[string]V) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Collect(maps.Keys(m))
 }

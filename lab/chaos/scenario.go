@@ -413,11 +413,17 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 	}
 	// Healing: after each onset, the first moment every pair is trusted.
 	for k := range sc.Steps {
-		for x, iv := range ivs[k] {
+		for _, iv := range ivs[k] {
 			from := iv[1]
+			// Until the next fault starts (this step's next onset or
+			// another step's): after that, split views are its doing.
 			until := end
-			if x+1 < len(ivs[k]) {
-				until = ivs[k][x+1][0]
+			for _, other := range ivs {
+				for _, o := range other {
+					if o[0].After(from) && o[0].Before(until) {
+						until = o[0]
+					}
+				}
 			}
 			if at, ok := l.allTrusted(h, from, until); ok {
 				res.Steps[k].HealMs = append(res.Steps[k].HealMs, ms(at.Sub(from)))

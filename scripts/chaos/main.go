@@ -84,7 +84,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		defer os.RemoveAll(d)
+		defer func() { _ = os.RemoveAll(d) }()
 		dir = d
 	}
 	var want []string
