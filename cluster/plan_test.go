@@ -312,7 +312,9 @@ func TestNextHomeReplacesAFailedHome(t *testing.T) {
 	}
 	kh := routing.KeyHash(proxy.CacheKey("http", "site.example", toPeer, ""))
 	next := peers[c.nextHome(kh, []string{"p1"})]
-	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "origin down", http.StatusBadGateway) }
+	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) {
+		http.Error(w, "origin down", http.StatusBadGateway)
+	}
 	if body, _, _ := fetchBody(t, c, toPeer); body != "from origin" || len(next.routes()) != 0 {
 		t.Fatalf("a home answering 502: got %q and the next home saw %d requests; want the origin asked once, nobody else", body, len(next.routes()))
 	}
