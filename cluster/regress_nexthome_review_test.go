@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
@@ -113,9 +114,15 @@ func TestReviewNextHomeWaitCycleThroughIngress(t *testing.T) {
 		worst = max(worst, d)
 		t.Logf("%s: %d in %v (%s)", p, w.Code, d.Round(time.Millisecond), w.Header().Get("Cache-Status"))
 	}
-	t.Logf("origin fetches %d for %d pages", origin.n.Load(), len(paths))
-	if worst >= 4*pt {
-		t.Errorf("a miss took %v with a dead home: ≥ 4 × peer_timeout (%v), the A→M→A coalescing wait cycle", worst, 4*pt)
+	t.Logf("origin fetches %d for %d pages; slowest miss %v", origin.n.Load(), len(paths), worst)
+	// The cycle needs a next home asked along a tree path. Whether one was
+	// asked is counted, not timed (a loaded machine makes every miss slow).
+	for _, n := range nodes {
+		for _, outcome := range []string{"next_home", "next_home_failed"} {
+			if v := testutil.ToFloat64(n.c.metrics.ClimbHops.WithLabelValues(outcome)); v != 0 {
+				t.Errorf("%s: %v climbs with outcome %s in tree mode; a next home on a tree path can wait in a cycle (A→M→A)", n.id, v, outcome)
+			}
+		}
 	}
 }
 
