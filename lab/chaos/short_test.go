@@ -52,9 +52,20 @@ func TestChaosShort(t *testing.T) {
 		t.Fatalf("%v\nn1: %s", err, lab.Stderr("n1"))
 	}
 	l := res.Load
-	if l.Requests == 0 || l.Errors != 0 || l.Wrong != 0 || l.MaxAgeS > 60 {
-		t.Errorf("load: %d requests, %d errors (%v at %v s), %d wrong, largest Age %d s; want no error, no wrong or stale content",
-			l.Requests, l.Errors, l.ErrorKinds, l.ErrorTimes, l.Wrong, l.MaxAgeS)
+	if l.Requests == 0 || l.Wrong != 0 || l.MaxAgeS > 60 {
+		t.Errorf("load: %d requests, %d wrong, largest Age %d s; want no wrong or stale content", l.Requests, l.Wrong, l.MaxAgeS)
+	}
+	// Errors: none outside the faults, and few inside. A peer's stream in
+	// flight when a partition starts is cut when the peer is suspected (a
+	// resume from the origin is not built: docs/cluster.md); a loaded CI
+	// run saw 2 such cuts in 3,400 requests, make chaos none.
+	inFaults := int64(0)
+	for _, st := range res.Steps {
+		inFaults += int64(st.Errors)
+	}
+	if l.Errors != inFaults || l.Errors*200 > l.Requests {
+		t.Errorf("load: %d errors (%v at %v s), %d of them during faults; want none outside the faults and under 0.5 %%",
+			l.Errors, l.ErrorKinds, l.ErrorTimes, inFaults)
 	}
 	p, ow := res.Steps[0], res.Steps[1]
 	// 4 observers lose n5 and n5 loses 4; one-way: n1 loses n5.
