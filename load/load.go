@@ -202,7 +202,7 @@ func Run(ctx context.Context, c Config) Summary {
 			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {
 				requests.Add(1)
-				failed(t, "request")
+				failed(time.Now(), "request")
 				return
 			}
 			if c.Host != "" {
@@ -212,7 +212,7 @@ func Run(ctx context.Context, c Config) Summary {
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
 			if err != nil {
-				failed(t, errKind("transport", err))
+				failed(time.Now(), errKind("transport", err))
 				mu.Lock()
 				byStatus[0]++
 				mu.Unlock()
@@ -222,9 +222,9 @@ func Run(ctx context.Context, c Config) Summary {
 			resp.Body.Close()
 			switch {
 			case err != nil: // a cut body is an error too
-				failed(t, errKind("body", err))
+				failed(time.Now(), errKind("body", err))
 			case resp.StatusCode >= 500:
-				failed(t, "5xx")
+				failed(time.Now(), "5xx")
 			case c.Verify != nil && resp.StatusCode < 300 && !c.Verify(path, resp.Header, n):
 				wrong.Add(1)
 			}
