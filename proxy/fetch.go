@@ -285,9 +285,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		// wakes (they may need the slot at once).
 		f.bodyEnd = h.releaseUpstream
 	}
-	h.bgWG.Add(1)
-	go func() {
-		defer h.bgWG.Done()
+	h.bg.Go(func() {
 		defer resp.Body.Close()
 		err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
@@ -312,7 +310,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			}
 		}
 		unregister() // after the Put: a request arriving now finds the entry
-	}()
+	})
 	return outcome{kind: outFill, own: own, status: status, result: ResultMiss, reader: rd}
 }
 
@@ -530,9 +528,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	rr := r.Clone(ctx)
-	h.bgWG.Add(1)
-	go func() {
-		defer h.bgWG.Done()
+	h.bg.Go(func() {
 		defer cancel()
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
@@ -551,7 +547,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		default:
 			h.metrics.Refreshes.WithLabelValues("error").Inc()
 		}
-	}()
+	})
 }
 
 // servePass forwards r without using or filling the store. Unsafe methods

@@ -143,7 +143,7 @@ type Handler struct {
 	statusPrefix string   // "<node>; "
 	hitStatus    []string // Cache-Status of a fresh hit; shared, read-only
 	bufPool      sync.Pool
-	bgWG         sync.WaitGroup // background refreshes and body pumps
+	bg           background // background refreshes and body pumps
 	hot          *hotKeys
 	pol          atomic.Pointer[Policy] // cfg.Policy, replaced whole by SetPolicy (live reload)
 	slices       singleflight.Group     // slice fetches under way, by slice key (slice.go)
@@ -195,7 +195,7 @@ func (h *Handler) HotKeys(n int) []HotKey { return h.hot.top(n) }
 
 // Wait blocks until background refreshes and fills have ended (for
 // shutdown and tests).
-func (h *Handler) Wait() { h.bgWG.Wait() }
+func (h *Handler) Wait() { h.bg.Wait() }
 
 // Buffered returns the bytes currently charged to the buffer budget.
 func (h *Handler) Buffered() int64 { return h.buffered.Load() }

@@ -1,0 +1,51 @@
+package proxy
+
+import "sync"
+
+// background counts the goroutines a handler leaves running after a
+// response (body pumps, stale-while-revalidate refreshes) so that shutdown
+// and tests can wait for them.
+//
+// It is not a sync.WaitGroup because tasks start while someone waits: at
+// shutdown the peer listener still serves climbs, each of which may start a
+// pump, after the public listener has closed and Wait has begun. A
+// WaitGroup forbids an Add from zero concurrent with Wait (the race detector
+// reports it); a counter under a mutex does not.
+type background struct {
+	mu      sync.Mutex
+	running int
+	idle    sync.Cond // signalled when running drops to 0
+}
+
+// Go runs task in a new goroutine counted until it returns.
+func (b *background) Go(task func()) {
+	b.mu.Lock()
+	b.running++
+	b.mu.Unlock()
+	go func() {
+		defer b.done()
+		task()
+	}()
+}
+
+func (b *background) done() {
+	b.mu.Lock()
+	b.running--
+	if b.running == 0 && b.idle.L != nil {
+		b.idle.Broadcast()
+	}
+	b.mu.Unlock()
+}
+
+// Wait blocks until no task is running. Tasks started meanwhile are waited
+// for too.
+func (b *background) Wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.idle.L == nil {
+		b.idle.L = &b.mu
+	}
+	for b.running > 0 {
+		b.idle.Wait()
+	}
+}
