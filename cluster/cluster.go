@@ -150,7 +150,7 @@ type Cluster struct {
 	advEpoch  uint64
 	lastAdv   time.Time
 	dirty     bool
-	climbCost float64 // EMA of a climb's latency (s), for M
+	climbs    climbCosts // M's measurement, per site (penalty.go)
 	stalled   time.Time
 	local     atomic.Int64 // worst recent local scheduling delay (ns), for status
 	unknownHB atomic.Uint64
@@ -680,17 +680,25 @@ func (c *Cluster) Peers() []PeerState {
 }
 
 // costs returns c_j (the access cost, accessCost, normalised so the
-// cheapest trusted peer's is 1) for a peer, and the miss penalty M in the
-// same unit. c.mu must be held.
-func (c *Cluster) costs(p *Peer, minCost float64) (cost, missPenalty float64) {
-	if ac := c.accessCost(p); minCost <= 0 || ac <= 0 {
-		cost = 1
-	} else {
-		cost = math.Max(1, ac/minCost)
+// cheapest trusted peer's is 1) for a peer. c.mu must be held.
+func (c *Cluster) costs(p *Peer, minCost float64) float64 {
+	if ac := c.accessCost(p); minCost > 0 && ac > 0 {
+		return math.Max(1, ac/minCost)
 	}
-	m := 100.0
-	if c.climbCost > 0 && minCost > 0 {
-		m = math.Max(1, c.climbCost/minCost)
+	return 1
+}
+
+// defaultMissPenalty is M before any climb was measured, in units of the
+// cheapest peer's cost: a peer is a LAN hop and the origin is far.
+const defaultMissPenalty = 100.0
+
+// missPenalty returns M for site in the unit of c_j (the climb latency
+// over the cheapest trusted peer's access cost), and the climb latency (s)
+// it came from. c.mu must be held.
+func (c *Cluster) missPenalty(site string, minCost float64) (m, climbS float64) {
+	climbS, _ = c.climbs.forSite(site)
+	if climbS > 0 && minCost > 0 {
+		return math.Max(1, climbS/minCost), climbS
 	}
-	return cost, m
+	return defaultMissPenalty, climbS
 }

@@ -24,7 +24,9 @@ type Explanation struct {
 	Hot         bool            `json:"hot"`
 	ColdPath    []string        `json:"cold_path"`
 	HotPath     []string        `json:"hot_path_from_last_leaf"`
-	MissPenalty float64         `json:"miss_penalty"`
+	Site        string          `json:"site"`            // whose M prices the misses (per-site penalty)
+	MissPenalty float64         `json:"miss_penalty"`    // M in the unit of c_j
+	ClimbMs     float64         `json:"miss_penalty_ms"` // the site's measured climb latency M comes from (0: none yet)
 	Candidates  []CandidateInfo `json:"candidates"`
 	Policy      string          `json:"policy"`
 }
@@ -77,8 +79,9 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	if !e.Hot {
 		path = cold
 	}
-	cs := c.candidates(key, path, false)
-	e.MissPenalty = cs.missPenalty
+	e.Site = siteOf(u.Host)
+	cs := c.candidates(key, e.Site, path, false)
+	e.MissPenalty, e.ClimbMs = cs.missPenalty, cs.climbS*1000
 	c.mu.Lock()
 	for i, p := range cs.peers {
 		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, Region: p.region, RTTms: p.rtt * 1000, AccessMs: c.accessCost(p) * 1000,

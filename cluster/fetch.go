@@ -46,7 +46,7 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	c.recordClimb(time.Since(start))
+	c.recordClimb(siteOf(req.Host), time.Since(start))
 	// The home always keeps its pages: it stands in front of the origin.
 	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh)}, nil
 }
@@ -58,13 +58,14 @@ type candidateSet struct {
 	peers       []*Peer
 	indicated   []bool
 	onPath      []bool
-	missPenalty float64
+	missPenalty float64 // M, in the unit of c_j
+	climbS      float64 // the site's measured climb latency M came from (s; 0: none yet)
 }
 
 // candidates returns the trusted peers on the path or positively indicated
-// for key. count says whether the indications feed the q estimates (a real
+// for key, priced for site (M is per site). count says whether the indications feed the q estimates (a real
 // request) or not (the route explorer).
-func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
+func (c *Cluster) candidates(key, site string, path []hop, count bool) candidateSet {
 	onPath := map[string]bool{}
 	for _, h := range path {
 		onPath[h.id] = true
@@ -78,6 +79,7 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 			minCost = ac
 		}
 	}
+	cs.missPenalty, cs.climbS = c.missPenalty(site, minCost)
 	for _, p := range c.peers {
 		if !p.trusted {
 			continue
@@ -99,9 +101,7 @@ func (c *Cluster) candidates(key string, path []hop, count bool) candidateSet {
 				rho = 1
 			}
 		}
-		cost, m := c.costs(p, minCost)
-		cs.missPenalty = m
-		cs.cands = append(cs.cands, indicators.Candidate{Cost: cost, Rho: rho})
+		cs.cands = append(cs.cands, indicators.Candidate{Cost: c.costs(p, minCost), Rho: rho})
 		cs.peers = append(cs.peers, p)
 		cs.indicated = append(cs.indicated, ind)
 		cs.onPath = append(cs.onPath, onPath[p.ID])
@@ -227,7 +227,7 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
 func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh uint64, path []hop) *http.Response {
-	cs := c.candidates(key, path, true)
+	cs := c.candidates(key, siteOf(req.Host), path, true)
 	cands, peers, missPenalty := cs.cands, cs.peers, cs.missPenalty
 	indicated := cs.indicated
 	if len(cands) == 0 {
@@ -460,13 +460,9 @@ func (c *Cluster) keepAtIngress(kh uint64) bool {
 	return keep
 }
 
-func (c *Cluster) recordClimb(d time.Duration) {
+func (c *Cluster) recordClimb(site string, d time.Duration) {
 	c.mu.Lock()
-	if c.climbCost == 0 {
-		c.climbCost = d.Seconds()
-	} else {
-		c.climbCost += 0.05 * (d.Seconds() - c.climbCost)
-	}
+	c.climbs.record(site, d.Seconds())
 	c.mu.Unlock()
 	c.metrics.ClimbSeconds.Observe(d.Seconds())
 }

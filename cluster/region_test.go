@@ -38,8 +38,8 @@ func TestRegionCosts(t *testing.T) {
 	if got := c.accessCost(unpriced); got != 0.001 {
 		t.Fatalf("peer without a region: %v s, want its RTT", got)
 	}
-	cn, _ := c.costs(near, 0.001)
-	cf, _ := c.costs(far, 0.001)
+	cn := c.costs(near, 0.001)
+	cf := c.costs(far, 0.001)
 	if cn != 1 || cf != 20 {
 		t.Fatalf("normalised costs near %v far %v, want 1 and 20", cn, cf)
 	}

@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"math"
+	"strconv"
+	"testing"
+)
+
+// M is per site: a site behind a slow origin gets a larger M than one behind
+// a fast origin, a site not yet measured uses the cluster-wide average, and
+// Host spellings of one site share its estimate.
+func TestMissPenaltyPerSite(t *testing.T) {
+	var cc climbCosts
+	for range 200 {
+		cc.record(siteOf("Fast.example:8080"), 0.005)
+		cc.record(siteOf("slow.example."), 0.200)
+	}
+	fast, ok := cc.forSite("fast.example")
+	if !ok || fast < 0.0049 || fast > 0.0051 {
+		t.Fatalf("fast site: %v s (measured %v), want 0.005", fast, ok)
+	}
+	slow, _ := cc.forSite(siteOf("SLOW.example"))
+	if slow < 0.199 || slow > 0.201 {
+		t.Fatalf("slow site: %v s, want 0.200", slow)
+	}
+	other, ok := cc.forSite("new.example")
+	if ok || other <= fast || other >= slow {
+		t.Fatalf("unmeasured site: %v s (measured %v), want the average between %v and %v", other, ok, fast, slow)
+	}
+
+	c := newTestCluster(t, "hybrid", map[string]string{"p": "127.0.0.1:1"})
+	c.mu.Lock()
+	c.climbs = cc
+	mFast, _ := c.missPenalty("fast.example", 0.001)
+	mSlow, climb := c.missPenalty("slow.example", 0.001)
+	mNone, _ := (&Cluster{}).missPenalty("fast.example", 0.001)
+	c.mu.Unlock()
+	if mFast < 4.9 || mFast > 5.1 || mSlow < 199 || mSlow > 201 || climb != slow {
+		t.Fatalf("M fast %v slow %v (climb %v s), want 5 and 200 cheapest-peer costs", mFast, mSlow, climb)
+	}
+	if mNone != defaultMissPenalty {
+		t.Fatalf("M before any climb %v, want the default %v", mNone, defaultMissPenalty)
+	}
+}
+
+// A client choosing Hosts cannot grow the table without bound: sites past
+// the cap share the cluster-wide average, and the first sites keep theirs.
+func TestMissPenaltySitesBounded(t *testing.T) {
+	var cc climbCosts
+	cc.record("first.example", 0.010)
+	for i := range 10 * maxPenaltySites {
+		cc.record("h"+strconv.Itoa(i)+".example", 1)
+	}
+	if len(cc.bySite) != maxPenaltySites {
+		t.Fatalf("%d sites tracked, want at most %d", len(cc.bySite), maxPenaltySites)
+	}
+	if v, ok := cc.forSite("first.example"); !ok || v != 0.010 {
+		t.Fatalf("first site %v (%v), want its own 0.010", v, ok)
+	}
+	if _, ok := cc.forSite("h" + strconv.Itoa(5*maxPenaltySites) + ".example"); ok {
+		t.Fatal("a site past the cap got its own entry")
+	}
+}
+
+// The route explorer names the site whose M it used and the climb latency
+// behind it.
+func TestExplainShowsSitePenalty(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"p": "127.0.0.1:1"})
+	c.mu.Lock()
+	c.climbs.record("slow.example", 0.150)
+	c.climbs.record("fast.example", 0.010)
+	c.mu.Unlock()
+	e, err := c.Explain("http://Slow.Example:8080/page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Site != "slow.example" || e.ClimbMs != 150 {
+		t.Fatalf("explain site %q climb %v ms, want slow.example and 150", e.Site, e.ClimbMs)
+	}
+	e, _ = c.Explain("http://unseen.example/page")
+	if want := 150 + penaltyWeight*(10-150); math.Abs(e.ClimbMs-want) > 1e-9 {
+		t.Fatalf("unmeasured site's climb %v ms, want the cluster-wide average %v", e.ClimbMs, want)
+	}
+}
