@@ -8,7 +8,8 @@ TOOLS           := $(CURDIR)/.tools
 GOLANGCI_LINT_VERSION := v2.15.0
 VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
-# Longest one test binary may run (go test -timeout); cmd/edge needs about 7.5 min under a loaded -race run.
+# Longest one test binary may run (go test -timeout). The end-to-end tests are split over cmd/edge, e2e/disk,
+# e2e/acme and lab/chaos so that each takes a few minutes under a loaded -race run; the limit leaves room.
 TEST_TIMEOUT    ?= 12m
 
 .PHONY: all build run test conformance two-region chaos bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -19,7 +16,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster/wire"
-	"github.com/edgecache/edge/internal/promtext"
+	"github.com/edgecache/edge/internal/e2e"
 	"github.com/edgecache/edge/load"
 )
 
@@ -29,60 +26,9 @@ type testNode struct {
 	cmd                *exec.Cmd
 }
 
-// metric returns the value of the first series starting with prefix, or
-// -1 when the node does not answer or has no such series.
-func metric(t *testing.T, adm, prefix string) float64 {
-	t.Helper()
-	samples, err := promtext.Scrape(context.Background(), "http://"+adm+"/metrics")
-	if err != nil {
-		return -1
-	}
-	if v, ok := promtext.First(samples, prefix); ok {
-		return v
-	}
-	return -1
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-	return 0
-}
-
 func originCount(t *testing.T, origin, path string) int {
 	t.Helper()
-	return originStats(t, origin, path).Paths[path]
-}
-
-// demoStats is the demo origin's /_stats.
-type demoStats struct {
-	Paths  map[string]int `json:"paths"`
-	Bytes  int64          `json:"bytes_sent"`
-	Ranges int64          `json:"ranges"`
-}
-
-// originStats reads the demo origin's stats: the 100 most requested paths,
-// and the exact counts of the named ones.
-func originStats(t *testing.T, origin string, paths ...string) demoStats {
-	t.Helper()
-	q := url.Values{"path": paths}
-	resp, err := http.Get("http://" + origin + "/_stats?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st demoStats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return e2e.OriginStats(t, origin, path).Paths[path]
 }
 
 // TestClusterEndToEnd runs an origin and five edge processes on loopback.

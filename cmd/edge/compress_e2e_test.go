@@ -118,8 +118,8 @@ func TestCompressionInChromium(t *testing.T) {
 	dom := string(headless(t, bin, "--dump-dom", "http://"+pub+"/page.html"))
 	for _, want := range []string{"xhr-encoding=br", "xhr-intact=true", "nav-smaller=true"} {
 		if !strings.Contains(dom, want) {
-			i := strings.Index(dom, `<pre id="out">`)
-			t.Fatalf("the browser's page lacks %q: %s", want, dom[max(i, 0):])
+			out, _, _ := strings.Cut(dom[max(strings.Index(dom, `<pre id="out">`), 0):], "</pre>")
+			t.Fatalf("the browser's page lacks %q: %s", want, out)
 		}
 	}
 	page := compressPage()

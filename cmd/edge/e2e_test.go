@@ -1,76 +1,53 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // TestMain lets the test binary act as the edge command, so end-to-end
 // tests run real edge processes without a separate build step.
 func TestMain(m *testing.M) {
-	if os.Getenv("EDGE_TEST_AS_MAIN") == "1" {
+	if os.Getenv(e2e.AsMainEnv) == "1" {
 		main()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-// freeAddr returns a loopback address with a port that was free just now.
-//
-// A port the kernel hands out with :0 is an ephemeral one: between our
-// close and the child's bind, any outgoing connection on the machine may
-// take it. So ports come from below the ephemeral range (the kernel never
-// assigns those on its own), from a block chosen by this process's id and
-// walked with a counter, each checked free (TCP and UDP: cluster listeners
-// use both) before it is handed out.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 2000 {
-		port := portBase + int(nextPort.Add(1)%portSpan)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return addr
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
-}
-
-const portSpan = 2000
-
-// portBase starts this process's block of ports: 12000–31999 holds ten
-// blocks, chosen by process id so that test binaries running at once
-// rarely share one (and the bind check covers the rest).
-var portBase = 12000 + (os.Getpid()%10)*portSpan
-
-var nextPort atomic.Int64
+// The helpers every end-to-end test here uses, shared with the e2e/…
+// packages through internal/e2e.
+var (
+	freeAddr   = e2e.FreeAddr
+	waitUp     = e2e.WaitUp
+	get        = e2e.Get
+	metric     = e2e.Metric
+	waitFor    = e2e.WaitFor
+	portOfAddr = e2e.PortOf
+)
 
 // startEdge runs the test binary as `edge args...` and stops it at cleanup.
 func startEdge(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	return startBinary(t, os.Args[0], args...)
+	return e2e.Start(t, os.Args[0], args...)
+}
+
+// startBinary runs bin (the test binary or a built edge) with args and
+// stops it at cleanup.
+func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	return e2e.Start(t, bin, args...)
 }
 
 // startOrigin runs the demo origin on addr and waits until it answers: on
@@ -108,60 +85,6 @@ var (
 	plainPath string
 	plainErr  error
 )
-
-// startBinary runs bin (the test binary or a built edge) with args and
-// stops it at cleanup.
-func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "EDGE_TEST_AS_MAIN=1")
-	cmd.Stderr = &testWriter{t: t, prefix: args[0]}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd
-}
-
-type testWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	s := bufio.NewScanner(strings.NewReader(string(p)))
-	for s.Scan() {
-		w.t.Logf("[%s] %s", w.prefix, s.Text())
-	}
-	return len(p), nil
-}
-
-func waitUp(t *testing.T, url string) {
-	t.Helper()
-	if err := waitReady(context.Background(), url, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func get(t *testing.T, url string, hdr ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
 
 // TestSingleNodeEndToEnd runs the demo origin and one node as processes and
 // checks the second request for a page is a hit from memory, purge works

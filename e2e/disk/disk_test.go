@@ -1,4 +1,8 @@
-package main
+// Package disk holds the end-to-end tests of the disk tier: warm restart,
+// crash during writes, corrupt files, a full disk, sliced large objects.
+// They run real edge processes (internal/e2e) in their own test binary,
+// beside cmd/edge's, so that neither nears go test's time limit.
+package disk
 
 import (
 	"fmt"
@@ -12,17 +16,38 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // diskEdge starts a node with a disk tier in dir and a small RAM tier (so
 // that most pages live on disk only), and waits until it serves.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.Cleanup()
+	os.Exit(code)
+}
+
+var (
+	freeAddr = e2e.FreeAddr
+	get      = e2e.Get
+	metric   = e2e.Metric
+	waitFor  = e2e.WaitFor
+)
+
+func startOrigin(t *testing.T, addr, latency string) {
+	t.Helper()
+	e2e.Start(t, e2e.Edge(t), "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
+	e2e.WaitUp(t, "http://"+addr+"/_stats")
+}
+
 func diskEdge(t *testing.T, origin, dir string, extra ...string) (pub, adm string, cmd *exec.Cmd) {
 	t.Helper()
 	pub, adm = freeAddr(t), freeAddr(t)
 	args := append([]string{"serve", "--origin", "http://" + origin, "--listen", pub, "--admin-listen", adm,
 		"--cache-size", "1MiB", "--disk-path", dir, "--disk-size", "64MiB"}, extra...)
-	cmd = startEdge(t, args...)
-	waitUp(t, "http://"+adm+"/healthz")
+	cmd = e2e.Start(t, e2e.Edge(t), args...)
+	e2e.WaitUp(t, "http://"+adm+"/healthz")
 	return pub, adm, cmd
 }
 
@@ -203,7 +228,7 @@ func TestDiskFull(t *testing.T) {
 // answered so far.
 func originBytes(t *testing.T, origin string) (sent, ranges int64) {
 	t.Helper()
-	st := originStats(t, origin)
+	st := e2e.OriginStats(t, origin)
 	return st.Bytes, st.Ranges
 }
 

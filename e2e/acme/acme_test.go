@@ -1,4 +1,8 @@
-package main
+// Package acme holds the end-to-end test of automatic certificates: two
+// edge nodes sharing ACME storage against pebble, Let's Encrypt's test CA.
+// It runs real edge processes (internal/e2e) in its own test binary, beside
+// cmd/edge's, so that neither nears go test's time limit.
+package acme
 
 import (
 	"context"
@@ -14,7 +18,34 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.Cleanup()
+	os.Exit(code)
+}
+
+var (
+	freeAddr   = e2e.FreeAddr
+	waitUp     = e2e.WaitUp
+	metric     = e2e.Metric
+	waitFor    = e2e.WaitFor
+	portOfAddr = e2e.PortOf
+)
+
+func startEdge(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	return e2e.Start(t, e2e.Edge(t), args...)
+}
+
+func startOrigin(t *testing.T, addr, latency string) {
+	t.Helper()
+	startEdge(t, "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
+	waitUp(t, "http://"+addr+"/_stats")
+}
 
 // pebbleCA runs Let's Encrypt's test CA (github.com/letsencrypt/pebble, a
 // tool dependency in go.mod) with its mock DNS server answering 127.0.0.1
@@ -26,18 +57,21 @@ type pebbleCA struct {
 
 func startPebble(t *testing.T, httpPort, tlsPort string, validitySeconds int) *pebbleCA {
 	t.Helper()
-	mod, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/letsencrypt/pebble/v2").Output()
-	if err != nil {
-		t.Skipf("pebble module not available: %v", err)
-	}
-	modDir := strings.TrimSpace(string(mod))
+	// Built before its directory is asked for: on a fresh module cache
+	// `go list -m` names no directory until the module is downloaded, and
+	// pebble would then look for its certificates relative to ours.
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin, "github.com/letsencrypt/pebble/v2/cmd/pebble", "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building pebble: %v: %s", err, out)
 	}
+	mod, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/letsencrypt/pebble/v2").Output()
+	modDir := strings.TrimSpace(string(mod))
+	if err != nil || modDir == "" {
+		t.Fatalf("pebble's module directory: %q, %v", modDir, err)
+	}
 	dns := freeAddr(t)
-	startBinary(t, filepath.Join(bin, "pebble-challtestsrv"), "-dnsserver", dns, "-http01", "", "-https01", "", "-tlsalpn01", "",
+	e2e.Start(t, filepath.Join(bin, "pebble-challtestsrv"), "-dnsserver", dns, "-http01", "", "-https01", "", "-tlsalpn01", "",
 		"-doh", "", "-management", freeAddr(t), "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "")
 	p := &pebbleCA{dir: freeAddr(t), mgmt: freeAddr(t), caRoot: filepath.Join(modDir, "test/certs/pebble.minica.pem")}
 	conf := fmt.Sprintf(`{"pebble": {"listenAddress": %q, "managementListenAddress": %q,
@@ -52,7 +86,7 @@ func startPebble(t *testing.T, httpPort, tlsPort string, validitySeconds int) *p
 	}
 	cmd := exec.Command(filepath.Join(bin, "pebble"), "-config", file, "-dnsserver", dns)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
-	cmd.Stderr = &testWriter{t: t, prefix: "pebble"}
+	cmd.Stderr = &e2e.LogWriter{T: t, Prefix: "pebble"}
 	cmd.Stdout = cmd.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -177,9 +211,4 @@ tls:
 	if obtained < 2 {
 		t.Errorf("edge_acme_events_total{cert_obtained} = %v over both nodes, want ≥ 2 (issue and renewal)", obtained)
 	}
-}
-
-func portOfAddr(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
 }

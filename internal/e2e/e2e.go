@@ -1,0 +1,242 @@
+// Package e2e runs edge processes for end-to-end tests: free loopback
+// ports, starting a binary and stopping it at cleanup, waiting until it
+// serves, reading its metrics and the demo origin's counters.
+//
+// The end-to-end tests are spread over several packages (cmd/edge, e2e/…)
+// so that go test runs them side by side and no one test binary nears its
+// time limit on a loaded machine; this package is what they share.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/internal/promtext"
+)
+
+// FreeAddr returns a loopback address with a port that was free just now.
+//
+// A port the kernel hands out with :0 is an ephemeral one: between our
+// close and the child's bind, any outgoing connection on the machine may
+// take it. So ports come from below the ephemeral range (the kernel never
+// assigns those on its own), from a block chosen by this process's id and
+// walked with a counter, each checked free (TCP and UDP: cluster listeners
+// use both) before it is handed out.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	for range 2000 {
+		port := portBase + int(nextPort.Add(1)%portSpan)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return addr
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
+}
+
+const portSpan = 2000
+
+// portBase starts this process's block of ports: 12000–31999 holds ten
+// blocks, chosen by process id so that test binaries running at once
+// rarely share one (and the bind check covers the rest).
+var portBase = 12000 + (os.Getpid()%10)*portSpan
+
+var nextPort atomic.Int64
+
+// PortOf returns addr's port.
+func PortOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// AsMainEnv is set in every started process's environment: a test binary
+// that finds it acts as the edge command (see cmd/edge's TestMain).
+const AsMainEnv = "EDGE_TEST_AS_MAIN"
+
+// Start runs bin with args, logs its stderr into the test's log, and kills
+// it at cleanup if it is still running.
+func Start(t testing.TB, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), AsMainEnv+"=1")
+	cmd.Stderr = &LogWriter{T: t, Prefix: args[0]}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// LogWriter writes a process's output into a test's log, line by line.
+type LogWriter struct {
+	T      testing.TB
+	Prefix string
+}
+
+func (w *LogWriter) Write(p []byte) (int, error) {
+	s := bufio.NewScanner(strings.NewReader(string(p)))
+	for s.Scan() {
+		w.T.Logf("[%s] %s", w.Prefix, s.Text())
+	}
+	return len(p), nil
+}
+
+// Edge returns an edge binary built from this module, once per test
+// process, with the race detector when the tests have it (so that a race in
+// a child process is reported too).
+func Edge(t testing.TB) string {
+	t.Helper()
+	edgeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "edge-e2e-")
+		if err != nil {
+			edgeErr = err
+			return
+		}
+		edgePath = filepath.Join(dir, "edge")
+		args := []string{"build", "-o", edgePath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/edgecache/edge/cmd/edge")...).CombinedOutput()
+		if err != nil {
+			edgeErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if edgeErr != nil {
+		t.Fatal(edgeErr)
+	}
+	return edgePath
+}
+
+var (
+	edgeOnce sync.Once
+	edgePath string
+	edgeErr  error
+)
+
+// Cleanup removes the binary Edge built; call it from TestMain after the
+// tests ran.
+func Cleanup() {
+	if edgePath != "" {
+		_ = os.RemoveAll(filepath.Dir(edgePath))
+	}
+}
+
+// WaitUp waits until url answers 200, for up to 15 s (a loaded machine
+// may start a child process late).
+func WaitUp(t testing.TB, url string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after 15s", url)
+}
+
+// WaitFor polls cond every 20 ms until it holds, failing the test after
+// timeout, and returns how long it took.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	return 0
+}
+
+// Get fetches url with the header pairs hdr and returns the response and
+// its body.
+func Get(t testing.TB, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// Metric returns the value of the first series starting with prefix on the
+// admin listener adm, or -1 when the node does not answer or has no such
+// series.
+func Metric(t testing.TB, adm, prefix string) float64 {
+	t.Helper()
+	samples, err := promtext.Scrape(context.Background(), "http://"+adm+"/metrics")
+	if err != nil {
+		return -1
+	}
+	if v, ok := promtext.First(samples, prefix); ok {
+		return v
+	}
+	return -1
+}
+
+// DemoStats is the demo origin's /_stats.
+type DemoStats struct {
+	Paths  map[string]int `json:"paths"`
+	Bytes  int64          `json:"bytes_sent"`
+	Ranges int64          `json:"ranges"`
+}
+
+// OriginStats reads the demo origin's stats: the 100 most requested paths,
+// and the exact counts of the named ones.
+func OriginStats(t testing.TB, origin string, paths ...string) DemoStats {
+	t.Helper()
+	q := url.Values{"path": paths}
+	resp, err := http.Get("http://" + origin + "/_stats?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st DemoStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
