@@ -58,15 +58,27 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./coding/ ./routing/ ./indicators/ ./fdetect/ ./lab/fdlab/
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem
 
-## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree on a Zipf+flash-crowd load and a trace replay.
+## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree,
+## with global and per-region homes, on Zipf+flash crowd, a crowd moving between regions and a trace; an advertisement-interval sweep;
+## the simulator's prediction for the same costs. Tables on stdout, JSON in docs/tworegion/, plots in docs/img/ (about 30 minutes).
 ## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario, every detector, tables for docs/cluster.md.
 chaos: build
 	bash scripts/test-deps.sh
 	$(GO) run ./scripts/chaos -json docs/chaos/results.json | tee docs/chaos/tables.md
 
+TWO_REGION_CONFIGS ?= hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
+TWO_REGION_RUN     := $(GO) run ./scripts/tworegion -warmup 20s -duration 30s
 two-region: build
-	$(GO) run ./scripts/tworegion -workload zipf
-	$(GO) run ./scripts/tworegion -workload trace
+	mkdir -p docs/tworegion
+	$(TWO_REGION_RUN) -workload zipf -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/zipf.json -plot docs/img/tworegion-zipf.png
+	$(TWO_REGION_RUN) -workload moving -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/moving.json -plot docs/img/tworegion-moving.png
+	$(TWO_REGION_RUN) -workload trace -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/trace.json -plot docs/img/tworegion-trace.png
+	$(TWO_REGION_RUN) -workload moving -configs hybrid/fna/region,hybrid/fno/region,hybrid/off/region -advertise 10s,3s,1s \
+		-json docs/tworegion/advertise.json -plot docs/img/tworegion-advertise.png
+	@echo "what edge sim cache predicts for the same costs (an eu ingress: 2 peers at 1, 3 at 40 = 20 ms / 0.5 ms; M = 122):"
+	./$(BIN) sim cache --trace ../shared/traces/cache/web07.trace.xz --format int32be --requests 200000 --caches 5 --cache-size 2048 \
+		--costs 1,1,40,40,40 --miss-penalty 122 --policies opt,fno,fna --sweep update-interval=28,84,280,1000 \
+		--csv docs/tworegion/sim.csv --plot docs/img/tworegion-sim.png
 
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
 bench-compare: build

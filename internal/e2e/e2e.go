@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,13 +35,14 @@ import (
 // A port the kernel hands out with :0 is an ephemeral one: between our
 // close and the child's bind, any outgoing connection on the machine may
 // take it. So ports come from below the ephemeral range (the kernel never
-// assigns those on its own), from a block chosen by this process's id and
+// assigns those on its own), from a block this process holds (portBlock),
 // walked with a counter, each checked free (TCP and UDP: cluster listeners
 // use both) before it is handed out.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	base := portBlock()
 	for range 2000 {
-		port := portBase + int(nextPort.Add(1)%portSpan)
+		port := base + int(nextPort.Add(1)%portSpan)
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -58,14 +60,43 @@ func FreeAddr(t testing.TB) string {
 	return ""
 }
 
-const portSpan = 2000
+const (
+	portSpan   = 2000
+	portBlocks = 10 // 12000–31999
+)
 
-// portBase starts this process's block of ports: 12000–31999 holds ten
-// blocks, chosen by process id so that test binaries running at once
-// rarely share one (and the bind check covers the rest).
-var portBase = 12000 + (os.Getpid()%10)*portSpan
+// portBlock returns the first port of this process's block. Test binaries
+// run side by side (go test -p), and a port checked free by one can be
+// taken by another's child before its own child binds it, so each process
+// holds a block to itself: an exclusive lock on a file per block, kept
+// until the process exits. The search starts at the process id's block; if
+// every block is held, that one is shared and the bind check covers it.
+func portBlock() int {
+	blockOnce.Do(func() {
+		start := os.Getpid() % portBlocks
+		blockBase = 12000 + start*portSpan
+		for i := range portBlocks {
+			k := (start + i) % portBlocks
+			f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("edge-e2e-ports-%d.lock", k)), os.O_CREATE|os.O_RDWR, 0o600)
+			if err != nil {
+				return
+			}
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+				blockLock, blockBase = f, 12000+k*portSpan // blockLock stays open: closing it would release the block
+				return
+			}
+			f.Close()
+		}
+	})
+	return blockBase
+}
 
-var nextPort atomic.Int64
+var (
+	blockOnce sync.Once
+	blockBase int
+	blockLock *os.File
+	nextPort  atomic.Int64
+)
 
 // PortOf returns addr's port.
 func PortOf(addr string) string {

@@ -5,13 +5,15 @@
 // 0.5 ms and 20 ms), and the demo origin 60 ms away from both. Clients in
 // both regions send their requests to their own region's nodes.
 //
-// For each configuration (selection policy and routing mode) it starts
+// For each configuration (routing mode, selection policy and, optionally,
+// per-region homes) and each indicator advertisement interval it starts
 // everything fresh, replays the same workload, and prints one row: latency
 // of the requests the ingress did not answer from its own store (misses),
-// origin requests, probes per request and their hit rate, and the bytes
-// that crossed between the regions.
+// origin requests, probes per request and their hit rate, the bytes that
+// crossed between the regions and the indicator bytes served.
 //
-//	go run ./scripts/tworegion [-workload zipf|trace] [-rate 300] [-duration 20s]
+//	go run ./scripts/tworegion [-workload zipf|moving|trace] [-rate 300] [-duration 20s]
+//	    [-configs hybrid/fna,hybrid/fna/region,…] [-advertise 10s,1s] [-json f] [-plot f.png]
 package main
 
 import (
@@ -45,7 +47,7 @@ type node struct {
 }
 
 func main() {
-	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page) or trace")
+	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page), moving (Zipf plus a flash crowd on a new page every 5 s that starts in eu and reaches us 2.5 s later) or trace")
 	rate := flag.Float64("rate", 300, "requests per second, over all clients")
 	duration := flag.Duration("duration", 20*time.Second, "measured load per configuration")
 	warmup := flag.Duration("warmup", 0, "load before the measurement (same workload, continued), so that misses are not mostly first requests")
@@ -55,7 +57,10 @@ func main() {
 	interDelay := flag.Duration("inter", 10*time.Millisecond, "one-way delay between the regions")
 	intraDelay := flag.Duration("intra", 250*time.Microsecond, "one-way delay inside a region")
 	originLatency := flag.Duration("origin-latency", 60*time.Millisecond, "the origin's added latency")
-	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection pairs")
+	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection[/region]: /region gives each page a home per region (routing.home: region)")
+	advertiseFlag := flag.String("advertise", "", "indicator advertisement intervals to run each configuration at (indicators.advertise_max, e.g. 10s,3s,1s; empty: the default)")
+	jsonOut := flag.String("json", "", "also write the rows as JSON here")
+	plotOut := flag.String("plot", "", "draw miss latency per configuration into this PNG")
 	extra := flag.String("serve-args", "", "extra edge serve arguments for every node")
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	flag.Parse()
@@ -72,6 +77,18 @@ func main() {
 			return "/size/8192?k=" + strconv.Itoa(z.Sample(rng))
 		}
 		desc = "Zipf(0.8) over 20,000 pages of 8 KiB, 20 % to one flash-crowd page"
+	case "moving":
+		z := load.NewZipf(0.8, 20000)
+		window := int(*rate * 5) // a new crowd page every 5 s
+		path = func(i int, rng *rand.Rand) string {
+			k, at := i/window, i%window
+			eu := i%6 < 3 // requests go round-robin over eu-1..3, us-1..3
+			if rng.Float64() < 0.2 && (eu || at >= window/2) {
+				return "/size/8192?k=crowd-" + strconv.Itoa(k)
+			}
+			return "/size/8192?k=" + strconv.Itoa(z.Sample(rng))
+		}
+		desc = "Zipf(0.8) over 20,000 pages of 8 KiB; 20 % to a crowd page that changes every 5 s, asked in eu first and in us from 2.5 s on"
 	case "trace":
 		f, err := trace.ParseFormat(*format)
 		if err != nil {
@@ -90,25 +107,73 @@ func main() {
 	}
 	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s, %v warm-up then %v measured; cache %s per node; %s\n",
 		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *warmup, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
+	advertise := []string{""}
+	if *advertiseFlag != "" {
+		advertise = strings.Split(*advertiseFlag, ",")
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tmisses\tmiss mean ms\tmiss p99 ms\tall p50 ms\torigin requests\tprobes/req\tprobe hit rate\tcross-region KB\terrors\t")
-	for _, cfg := range strings.Split(*configsFlag, ",") {
-		mode, sel, ok := strings.Cut(cfg, "/")
-		if !ok {
-			fail(fmt.Errorf("config %q: want mode/selection", cfg))
+	fmt.Fprintln(tw, "config\tadvertise\tmisses\tmiss mean ms\tmiss p99 ms\tall p50 ms\torigin requests\tprobes/req\tprobe hit rate\tcross-region KB\tindicator KB\terrors\t")
+	var rows []row
+	for _, adv := range advertise {
+		for _, cfg := range strings.Split(*configsFlag, ",") {
+			parts := strings.Split(cfg, "/")
+			if len(parts) < 2 || len(parts) > 3 || (len(parts) == 3 && parts[2] != "region") {
+				fail(fmt.Errorf("config %q: want mode/selection or mode/selection/region", cfg))
+			}
+			env := []string{}
+			if len(parts) == 3 {
+				env = append(env, "EDGE_ROUTING_HOME=region")
+			}
+			if adv != "" {
+				env = append(env, "EDGE_INDICATORS_ADVERTISE_MAX="+adv)
+			}
+			r, err := runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", cfg, err))
+			}
+			miss := r.sum.ByResultLatency["miss"]
+			rw := row{Config: cfg, Advertise: adv, Misses: miss.Count, MissMeanMs: miss.Mean, MissP99Ms: miss.P99, P50Ms: r.sum.P50ms,
+				Origin: r.origin, ProbesPerReq: r.probesPerReq, ProbeHitRate: r.probeHit, CrossKB: float64(r.crossBytes) / 1000,
+				IndicatorKB: r.indicatorBytes / 1000, Errors: r.sum.Errors}
+			rows = append(rows, rw)
+			if adv == "" {
+				adv = "default"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t%.0f\t%.0f\t%d\t\n", cfg, adv, rw.Misses, rw.MissMeanMs, rw.MissP99Ms, rw.P50Ms,
+				rw.Origin, rw.ProbesPerReq, 100*rw.ProbeHitRate, rw.CrossKB, rw.IndicatorKB, rw.Errors)
+			fmt.Fprintf(os.Stderr, "%s at %s done\n", cfg, adv)
 		}
-		r, err := runOne(*bin, mode, sel, *extra, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", cfg, err))
-		}
-		miss := r.sum.ByResultLatency["miss"]
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t%.0f\t%d\t\n", cfg, miss.Count, miss.Mean, miss.P99, r.sum.P50ms,
-			r.origin, r.probesPerReq, 100*r.probeHit, float64(r.crossBytes)/1000, r.sum.Errors)
-		fmt.Fprintf(os.Stderr, "%s done\n", cfg)
 	}
 	if err := tw.Flush(); err != nil {
 		fail(err)
 	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(map[string]any{"scenario": desc, "date": time.Now().UTC().Format("2006-01-02"), "rows": rows}, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fail(err)
+		}
+	}
+	if *plotOut != "" {
+		if err := plotRows(*plotOut, *workload, rows); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// row is one configuration's outcome at one advertisement interval.
+type row struct {
+	Config       string  `json:"config"`
+	Advertise    string  `json:"advertise,omitempty"`
+	Misses       int     `json:"misses"`
+	MissMeanMs   float64 `json:"miss_mean_ms"`
+	MissP99Ms    float64 `json:"miss_p99_ms"`
+	P50Ms        float64 `json:"p50_ms"`
+	Origin       int     `json:"origin_requests"`
+	ProbesPerReq float64 `json:"probes_per_request"`
+	ProbeHitRate float64 `json:"probe_hit_rate"`
+	CrossKB      float64 `json:"cross_region_kb"`
+	IndicatorKB  float64 `json:"indicator_kb"`
+	Errors       int64   `json:"errors"`
 }
 
 func fail(err error) {
@@ -121,6 +186,7 @@ type result struct {
 	origin                 int
 	probesPerReq, probeHit float64
 	crossBytes             int64
+	indicatorBytes         float64
 }
 
 func freeAddr() string {
@@ -132,7 +198,7 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency time.Duration, rate float64, warmup, d time.Duration,
+func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter, intra, originLatency time.Duration, rate float64, warmup, d time.Duration,
 	path func(int, *rand.Rand) string) (result, error) {
 	var r result
 	originAddr := freeAddr()
@@ -179,7 +245,7 @@ func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency
 			"--routing-mode", mode, "--selection", sel, "--cache-size", cacheSize, "--log-level", "warn"}
 		args = append(args, strings.Fields(extra)...)
 		n.cmd = exec.Command(bin, args...)
-		n.cmd.Env = append(os.Environ(), "EDGE_CLUSTER_REGION="+n.region)
+		n.cmd.Env = append(append(os.Environ(), "EDGE_CLUSTER_REGION="+n.region), env...)
 		if err := n.cmd.Start(); err != nil {
 			return r, err
 		}
@@ -199,9 +265,12 @@ func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency
 	for _, n := range nodes {
 		targets = append(targets, "http://"+n.pub)
 	}
-	counters := func() (probes, hits float64, crossB int64, origin int) {
+	counters := func() (probes, hits float64, crossB int64, origin int, indicatorB float64) {
 		for _, n := range nodes {
 			for k, v := range scrape(n.adm) {
+				if strings.HasPrefix(k, "edge_indicator_advertisement_bytes_total") {
+					indicatorB += v
+				}
 				if strings.HasPrefix(k, "edge_peer_probes_total{") {
 					probes += v
 					if strings.Contains(k, `outcome="hit"`) {
@@ -213,17 +282,18 @@ func runOne(bin, mode, sel, extra, cacheSize string, inter, intra, originLatency
 		for _, rl := range cross {
 			crossB += rl.Forward.Load() + rl.Backward.Load()
 		}
-		return probes, hits, crossB, originTotal("http://" + originAddr + "/_stats")
+		return probes, hits, crossB, originTotal("http://" + originAddr + "/_stats"), indicatorB
 	}
 	warmN := int(rate * warmup.Seconds())
 	if warmup > 0 {
 		load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: warmup, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
 	}
-	probes0, hits0, cross0, originReqs0 := counters()
+	probes0, hits0, cross0, originReqs0, ind0 := counters()
 	r.sum = load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
 		Path: func(i int, rng *rand.Rand) string { return path(i+warmN, rng) }})
-	probes, hits, crossBytes, originReqs := counters()
+	probes, hits, crossBytes, originReqs, ind := counters()
 	probes, hits = probes-probes0, hits-hits0
+	r.indicatorBytes = ind - ind0
 	r.crossBytes, r.origin = crossBytes-cross0, originReqs-originReqs0
 	if r.sum.Requests > 0 {
 		r.probesPerReq = probes / float64(r.sum.Requests)
