@@ -43,8 +43,13 @@ type Config struct {
 	Detector     string
 	DetectorArgs fdetect.Params
 	Selection    Selection
-	Mode         routing.Mode
-	Placement    routing.Placement
+	// ProbeFirstHop keeps the climb's first hop among the probe
+	// candidates, as DESIGN.md §3 first had it. By default it is left out:
+	// the climb asks it at once anyway, so a probe of it can only add a
+	// round trip (measured in docs/cluster.md, "Two regions").
+	ProbeFirstHop bool
+	Mode          routing.Mode
+	Placement     routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool

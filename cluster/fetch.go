@@ -63,7 +63,9 @@ type candidateSet struct {
 }
 
 // candidates returns the trusted peers on the path or positively indicated
-// for key, priced for site (M is per site). count says whether the indications feed the q estimates (a real
+// for key, priced for site (M is per site), except the climb's first hop
+// (unless Config.ProbeFirstHop): probing the peer the climb asks next can
+// only add a round trip. count says whether the indications feed the q estimates (a real
 // request) or not (the route explorer).
 func (c *Cluster) candidates(key, site string, path []hop, count bool) candidateSet {
 	onPath := map[string]bool{}
@@ -73,6 +75,15 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 	var cs candidateSet
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	firstHop := ""
+	if !c.cfg.ProbeFirstHop {
+		for _, h := range path {
+			if p := c.peers[h.id]; p != nil && p.trusted {
+				firstHop = h.id // the climb's first request goes here
+				break
+			}
+		}
+	}
 	minCost := 0.0
 	for _, p := range c.peers {
 		if ac := c.accessCost(p); p.trusted && ac > 0 && (minCost == 0 || ac < minCost) {
@@ -81,7 +92,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 	}
 	cs.missPenalty, cs.climbS = c.missPenalty(site, minCost)
 	for _, p := range c.peers {
-		if !p.trusted {
+		if !p.trusted || p.ID == firstHop {
 			continue
 		}
 		var ind bool

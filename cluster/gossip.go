@@ -211,7 +211,10 @@ func (c *Cluster) recomputeNeighbours() {
 	c.order = members
 	c.ringSig = c.ringSignature(now)
 	wasSubset := c.subset
-	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > AutoSubsetAbove)
+	// Regional homes keep all-to-all: a peer's region travels only in its
+	// own heartbeats, and with neighbours only, ingresses in one region
+	// would place homes over different sets of known members.
+	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > AutoSubsetAbove && !c.cfg.RegionalHomes)
 	if c.subset && !wasSubset {
 		// All-to-all distrusted a peer without a suspicion anyone else
 		// knows of, and subset mode trusts by liveness points: make the

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,5 +101,35 @@ func TestRegionalHomes(t *testing.T) {
 		if next == want || regionOf(next) != "eu" {
 			t.Fatalf("page %d: next home after %s is %s, want another eu member", p, want, next)
 		}
+	}
+}
+
+// Regional homes keep heartbeats all-to-all in auto mode: a peer's region
+// comes only from its own heartbeats, which subset monitoring would stop.
+func TestRegionalHomesStayAllToAll(t *testing.T) {
+	c := newReviewCluster(t, "self", nil, "edge-review.invalid", MonitorAuto, 8)
+	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
+	var fakes []*hbPeer
+	c.mu.Lock()
+	for i := range AutoSubsetAbove + 4 {
+		addr := fmt.Sprintf("127.0.8.%d:7000", i+1)
+		c.addPeer(addr, addr)
+		ua, _ := net.ResolveUDPAddr("udp", addr)
+		fakes = append(fakes, &hbPeer{id: fmt.Sprintf("peer-%02d", i), addr: ua, inc: 1000 + uint64(i)})
+	}
+	c.mu.Unlock()
+	t0 := time.Now()
+	for i := range 5 {
+		for _, f := range fakes {
+			c.received(f.hb(t0.Add(time.Duration(i) * reviewPeriod)))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subset {
+		t.Fatalf("%d members with regional homes switched to subset monitoring", len(c.order))
+	}
+	if len(c.order) <= AutoSubsetAbove {
+		t.Fatalf("only %d members identified: the test did not pass the auto threshold", len(c.order))
 	}
 }

@@ -161,9 +161,10 @@ func Keys() []Key {
 		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs. Heartbeats with a region use wire version 2, which every node must be able to read (this release on)."},
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, "fna", "Which peers to probe before climbing: fna (false-negative aware), fno (positive indications only) or off."},
+		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, "hybrid", "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, "distinct", "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
-		{"routing.home", String, "global", "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct."},
+		{"routing.home", String, "global", "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct, and keeps heartbeats all-to-all (cluster.monitoring subset is refused; auto does not switch to subset), since a peer's region travels only in its own heartbeats."},
 		{"routing.d", Int, "4", "Tree arity d: the origin sees at most d·q fetches per page."},
 		{"routing.q", Int, "2", "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, "64", "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
@@ -171,6 +172,7 @@ func Keys() []Key {
 		{"indicators.bpe", Float, float(fd.BitsPerElement), "Bits per element of the indicator (fpr ≈ 0.1 % fresh)."},
 		{"indicators.update_interval", Int, strconv.Itoa(fd.UpdateInterval), "Insertions between advertisements (U)."},
 		{"indicators.advertise_max", Duration, "10s", "Advertise at least this often when the store changed (T)."},
+		{"indicators.fnr_estimator", String, fd.FNREstimator, "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
@@ -275,6 +277,7 @@ type Config struct {
 		LossBudget      float64
 		PeerTimeout     time.Duration
 		Selection       cluster.Selection
+		ProbeFirstHop   bool
 		Monitoring      cluster.Monitoring
 		MonitorPeers    int
 		Region          string
@@ -295,6 +298,7 @@ type Config struct {
 		BPE            float64
 		UpdateInterval int
 		AdvertiseMax   time.Duration
+		FNREstimator   string
 	}
 	ShutdownTimeout time.Duration
 	Log             struct {
@@ -458,6 +462,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
+	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
 	c.Cluster.MonitorPeers = p.int("cluster.monitor_peers", 2, 64)
 	if c.Cluster.MonitorPeers%2 != 0 {
@@ -474,6 +479,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	if c.Routing.Home == "region" && c.Cluster.Region == "" {
 		p.fail("routing.home", c.Routing.Home, "needs cluster.region: a node must know its region to have homes in it")
 	}
+	if c.Routing.Home == "region" && c.Cluster.Monitoring == cluster.MonitorSubset {
+		p.fail("routing.home", c.Routing.Home, "needs cluster.monitoring all or auto (which stays all-to-all with regional homes): a peer's region travels only in its own heartbeats, so with subset monitoring nodes would not know every peer's region")
+	}
 	if c.Routing.Home == "region" && c.Routing.Placement != routing.PlacementDistinct {
 		p.fail("routing.home", c.Routing.Home, "needs routing.placement distinct: the next home in a region comes from the page's rendezvous ranking")
 	}
@@ -484,6 +492,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Indicators.BPE = p.float("indicators.bpe", 1, 64)
 	c.Indicators.UpdateInterval = p.int("indicators.update_interval", 1, 1<<30)
 	c.Indicators.AdvertiseMax = p.dur("indicators.advertise_max", true)
+	c.Indicators.FNREstimator = p.oneOf("indicators.fnr_estimator", "bits", "count", "exact")
 	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
 	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
 	c.Log.Format = p.oneOf("log.format", "text", "json")

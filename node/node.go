@@ -281,7 +281,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	return cluster.Config{
 		NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
-		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, Mode: cfg.Routing.Mode,
+		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, Mode: cfg.Routing.Mode,
 		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == "region", Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
 		PeerTimeout:  cfg.Cluster.PeerTimeout,
 		Indicator:    indicatorConfig(cfg),
@@ -300,6 +300,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 func indicatorConfig(cfg *config.Config) indicators.FilterConfig {
 	fc := indicators.DefaultFilterConfig(cfg.Indicators.Capacity)
 	fc.BitsPerElement, fc.UpdateInterval = cfg.Indicators.BPE, cfg.Indicators.UpdateInterval
+	fc.FNREstimator = cfg.Indicators.FNREstimator
 	return fc
 }
 
