@@ -17,8 +17,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -41,9 +43,18 @@ import (
 
 const secret = "two-region-lab-secret"
 
+// errNoView is a start that did not converge: some node does not see all six.
+var errNoView = errors.New("views did not converge in 30 s")
+
 type node struct {
 	id, region, pub, adm, clus string
 	cmd                        *exec.Cmd
+	log                        bytes.Buffer // stderr (warnings and errors only)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func main() {
@@ -128,6 +139,12 @@ func main() {
 				env = append(env, "EDGE_INDICATORS_ADVERTISE_MAX="+adv)
 			}
 			r, err := runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
+			if errors.Is(err, errNoView) {
+				// A node's port, free when chosen, can be taken by a relay's
+				// before the node binds it: start everything afresh once.
+				fmt.Fprintf(os.Stderr, "%s: %v; starting again\n", cfg, err)
+				r, err = runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
+			}
 			if err != nil {
 				fail(fmt.Errorf("%s: %w", cfg, err))
 			}
@@ -136,12 +153,13 @@ func main() {
 				Origin: r.origin, ProbesPerReq: r.probesPerReq, ProbeHitRate: r.probeHit, CrossKB: float64(r.crossBytes) / 1000,
 				IndicatorKB: r.indicatorBytes / 1000, Errors: r.sum.Errors}
 			rows = append(rows, rw)
-			if adv == "" {
-				adv = "default"
+			shown := adv
+			if shown == "" {
+				shown = "default"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t%.0f\t%.0f\t%d\t\n", cfg, adv, rw.Misses, rw.MissMeanMs, rw.MissP99Ms, rw.P50Ms,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.1f%%\t%.0f\t%.0f\t%d\t\n", cfg, shown, rw.Misses, rw.MissMeanMs, rw.MissP99Ms, rw.P50Ms,
 				rw.Origin, rw.ProbesPerReq, 100*rw.ProbeHitRate, rw.CrossKB, rw.IndicatorKB, rw.Errors)
-			fmt.Fprintf(os.Stderr, "%s at %s done\n", cfg, adv)
+			fmt.Fprintf(os.Stderr, "%s at %s done: %+v\n", cfg, shown, rw)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -246,6 +264,7 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 		args = append(args, strings.Fields(extra)...)
 		n.cmd = exec.Command(bin, args...)
 		n.cmd.Env = append(append(os.Environ(), "EDGE_CLUSTER_REGION="+n.region), env...)
+		n.cmd.Stderr = &n.log
 		if err := n.cmd.Start(); err != nil {
 			return r, err
 		}
@@ -255,7 +274,7 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 	for _, n := range nodes {
 		for scrape(n.adm)["edge_view_members"] != 6 {
 			if time.Now().After(deadline) {
-				return r, fmt.Errorf("%s: views did not converge", n.id)
+				return r, fmt.Errorf("%s: %w; its log: %s", n.id, errNoView, lastLines(n.log.String(), 5))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -73,6 +73,7 @@ func plotRows(path, workload string, rows []row) error {
 		}
 		p.NominalX(names...)
 	}
-	p.Legend.Top = true
+	p.Y.Min = 0 // differences of a few ms shown against the whole latency
+	p.Legend.Top = false
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }
