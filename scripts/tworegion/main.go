@@ -74,7 +74,22 @@ func main() {
 	plotOut := flag.String("plot", "", "draw miss latency per configuration into this PNG")
 	extra := flag.String("serve-args", "", "extra edge serve arguments for every node")
 	bin := flag.String("edge", "bin/edge", "edge binary")
+	replot := flag.String("replot", "", "only draw -plot from the rows of this -json file (no run)")
 	flag.Parse()
+	if *replot != "" {
+		var saved struct{ Rows []row }
+		b, err := os.ReadFile(*replot)
+		if err == nil {
+			err = json.Unmarshal(b, &saved)
+		}
+		if err == nil {
+			err = plotRows(*plotOut, *workload, saved.Rows)
+		}
+		if err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	var path func(i int, rng *rand.Rand) string
 	desc := ""

@@ -72,8 +72,9 @@ func plotRows(path, workload string, rows []row) error {
 			p.Legend.Add([]string{"mean", "p99"}[j], b)
 		}
 		p.NominalX(names...)
+		p.Legend.Left = true // above the first bars, clear of the p99s
 	}
 	p.Y.Min = 0 // differences of a few ms shown against the whole latency
-	p.Legend.Top = false
+	p.Legend.Top = len(advs) == 1
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }
