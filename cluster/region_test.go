@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,15 +107,7 @@ func TestRegionalHomes(t *testing.T) {
 func TestRegionalHomesStayAllToAll(t *testing.T) {
 	c := newReviewCluster(t, "self", nil, "edge-review.invalid", MonitorAuto, 8)
 	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
-	var fakes []*hbPeer
-	c.mu.Lock()
-	for i := range AutoSubsetAbove + 4 {
-		addr := fmt.Sprintf("127.0.8.%d:7000", i+1)
-		c.addPeer(addr, addr)
-		ua, _ := net.ResolveUDPAddr("udp", addr)
-		fakes = append(fakes, &hbPeer{id: fmt.Sprintf("peer-%02d", i), addr: ua, inc: 1000 + uint64(i)})
-	}
-	c.mu.Unlock()
+	fakes := addHBPeers(c, AutoSubsetAbove+4)
 	t0 := time.Now()
 	for i := range 5 {
 		for _, f := range fakes {

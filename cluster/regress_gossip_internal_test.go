@@ -59,6 +59,21 @@ func (c *Cluster) trustsPeer(id string) bool {
 	return p != nil && p.trusted
 }
 
+// addHBPeers adds n peers known by address only (as DNS membership finds
+// them), each with a scripted heartbeat sender that identifies it.
+func addHBPeers(c *Cluster, n int) []*hbPeer {
+	var fakes []*hbPeer
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range n {
+		addr := fmt.Sprintf("127.0.8.%d:7000", i+1)
+		c.addPeer(addr, addr)
+		ua, _ := net.ResolveUDPAddr("udp", addr)
+		fakes = append(fakes, &hbPeer{id: fmt.Sprintf("peer-%02d", i), addr: ua, inc: 1000 + uint64(i)})
+	}
+	return fakes
+}
+
 // TestReviewAutoSwitchKeepsSuspectedPeerOut: with cluster.monitoring auto
 // and DNS membership, the mode switches from all to subset when the 25th
 // member is identified. A peer that the all-to-all detector had suspected
@@ -69,15 +84,7 @@ func (c *Cluster) trustsPeer(id string) bool {
 // it again although it heartbeats normally.
 func TestReviewAutoSwitchKeepsSuspectedPeerOut(t *testing.T) {
 	c := newReviewCluster(t, "self", nil, "edge-review.invalid", MonitorAuto, 8)
-	var fakes []*hbPeer
-	c.mu.Lock()
-	for i := range AutoSubsetAbove { // 24 peers: 25 members once all are identified
-		addr := fmt.Sprintf("127.0.8.%d:7000", i+1)
-		c.addPeer(addr, addr)
-		ua, _ := net.ResolveUDPAddr("udp", addr)
-		fakes = append(fakes, &hbPeer{id: fmt.Sprintf("peer-%02d", i), addr: ua, inc: 1000 + uint64(i)})
-	}
-	c.mu.Unlock()
+	fakes := addHBPeers(c, AutoSubsetAbove) // 24 peers: 25 members once all are identified
 	t0 := time.Now()
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * reviewPeriod) }
 	// 23 peers identified: 24 members, all-to-all. The victim goes quiet

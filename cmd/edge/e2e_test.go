@@ -52,11 +52,7 @@ func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
 
 // startOrigin runs the demo origin on addr and waits until it answers: on
 // a loaded machine its process can start after the edge that uses it.
-func startOrigin(t *testing.T, addr, latency string) {
-	t.Helper()
-	startEdge(t, "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
-	waitUp(t, "http://"+addr+"/_stats")
-}
+func startOrigin(t *testing.T, addr, latency string) { e2e.StartOrigin(t, os.Args[0], addr, latency) }
 
 // plainEdge builds edge without the race detector, once per test run, for
 // measurements (memory) that the detector's shadow memory would distort.

@@ -22,11 +22,7 @@ import (
 	"github.com/edgecache/edge/internal/e2e"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 var (
 	freeAddr   = e2e.FreeAddr
@@ -41,11 +37,7 @@ func startEdge(t *testing.T, args ...string) *exec.Cmd {
 	return e2e.Start(t, e2e.Edge(t), args...)
 }
 
-func startOrigin(t *testing.T, addr, latency string) {
-	t.Helper()
-	startEdge(t, "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
-	waitUp(t, "http://"+addr+"/_stats")
-}
+func startOrigin(t *testing.T, addr, latency string) { e2e.StartOrigin(t, e2e.Edge(t), addr, latency) }
 
 // pebbleCA runs Let's Encrypt's test CA (github.com/letsencrypt/pebble, a
 // tool dependency in go.mod) with its mock DNS server answering 127.0.0.1

@@ -20,13 +20,7 @@ import (
 	"github.com/edgecache/edge/internal/e2e"
 )
 
-// diskEdge starts a node with a disk tier in dir and a small RAM tier (so
-// that most pages live on disk only), and waits until it serves.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 var (
 	freeAddr = e2e.FreeAddr
@@ -35,12 +29,10 @@ var (
 	waitFor  = e2e.WaitFor
 )
 
-func startOrigin(t *testing.T, addr, latency string) {
-	t.Helper()
-	e2e.Start(t, e2e.Edge(t), "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
-	e2e.WaitUp(t, "http://"+addr+"/_stats")
-}
+func startOrigin(t *testing.T, addr, latency string) { e2e.StartOrigin(t, e2e.Edge(t), addr, latency) }
 
+// diskEdge starts a node with a disk tier in dir and a small RAM tier (so
+// that most pages live on disk only), and waits until it serves.
 func diskEdge(t *testing.T, origin, dir string, extra ...string) (pub, adm string, cmd *exec.Cmd) {
 	t.Helper()
 	pub, adm = freeAddr(t), freeAddr(t)

@@ -174,12 +174,23 @@ var (
 	edgeErr  error
 )
 
-// Cleanup removes the binary Edge built; call it from TestMain after the
-// tests ran.
-func Cleanup() {
+// Main is TestMain for a package of end-to-end tests: it runs them, then
+// removes the binary Edge built.
+func Main(m *testing.M) {
+	code := m.Run()
 	if edgePath != "" {
 		_ = os.RemoveAll(filepath.Dir(edgePath))
 	}
+	os.Exit(code)
+}
+
+// StartOrigin runs bin's demo origin on addr with the given added latency
+// and no jitter, and waits until it answers: on a loaded machine its
+// process can start after the edge that uses it.
+func StartOrigin(t testing.TB, bin, addr, latency string) {
+	t.Helper()
+	Start(t, bin, "origin", "--listen", addr, "--latency", latency, "--jitter", "0s")
+	WaitUp(t, "http://"+addr+"/_stats")
 }
 
 // WaitUp waits until url answers 200, for up to 15 s (a loaded machine
