@@ -131,7 +131,8 @@ type Transition struct {
 
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
-	keyOf       atomic.Pointer[func(*url.URL) string] // the proxy's key rules, for Explain
+	keyOf       atomic.Pointer[func(*url.URL) string]    // the proxy's key rules, for Explain
+	siteName    atomic.Pointer[func(host string) string] // the proxy's SiteOf, for M per site
 	cfg         Config
 	log         *slog.Logger
 	incarnation uint64

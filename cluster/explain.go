@@ -79,7 +79,7 @@ func (c *Cluster) Explain(rawURL string) (Explanation, error) {
 	if !e.Hot {
 		path = cold
 	}
-	e.Site = siteOf(u.Host)
+	e.Site = c.siteOf(u.Host)
 	cs := c.candidates(key, e.Site, path, false)
 	e.MissPenalty, e.ClimbMs = cs.missPenalty, cs.climbS*1000
 	c.mu.Lock()

@@ -1,10 +1,5 @@
 package cluster
 
-import (
-	"net"
-	"strings"
-)
-
 // climbCosts measures M, the miss penalty of the selection rule: how long a
 // climb takes (the cluster's path and, behind it, the origin), as an
 // exponential moving average per site. Sites differ because their origins
@@ -12,9 +7,10 @@ import (
 // the ingress probe too eagerly for the first site and too timidly for the
 // second. A site not yet measured uses the average over every site.
 //
-// The sites tracked are bounded (maxPenaltySites): a client can send any
-// Host, and the first ones seen keep their slots; the rest share the
-// cluster-wide average.
+// Sites are the configured ones (Cluster.SetSiteFunc: the name the proxy
+// puts in cache keys), never a client's raw Host: a client choosing Hosts
+// must not be able to take the table's slots or set another site's M. The
+// table is still bounded (maxPenaltySites) as a second line of defence.
 type climbCosts struct {
 	all    float64            // s; 0 before the first climb
 	bySite map[string]float64 // s, by site (lower-case host without port)
@@ -58,10 +54,16 @@ func (cc *climbCosts) forSite(site string) (float64, bool) {
 	return cc.all, false
 }
 
-// siteOf names a request's site for M: its host, lower-case, without port.
-func siteOf(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// siteOf names host's site for M: the configured site that serves it
+// ("" for the one-site shortcut and before SetSiteFunc, when every
+// request shares the cluster-wide M).
+func (c *Cluster) siteOf(host string) string {
+	if f := c.siteName.Load(); f != nil {
+		return (*f)(host)
 	}
-	return strings.ToLower(strings.TrimSuffix(host, "."))
+	return ""
 }
+
+// SetSiteFunc sets how a request's Host maps to its configured site (the
+// proxy's SiteOf), so that M is measured per site.
+func (c *Cluster) SetSiteFunc(f func(host string) string) { c.siteName.Store(&f) }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -13,18 +14,18 @@ import (
 func TestMissPenaltyPerSite(t *testing.T) {
 	var cc climbCosts
 	for range 200 {
-		cc.record(siteOf("Fast.example:8080"), 0.005)
-		cc.record(siteOf("slow.example."), 0.200)
+		cc.record("fast", 0.005)
+		cc.record("slow", 0.200)
 	}
-	fast, ok := cc.forSite("fast.example")
+	fast, ok := cc.forSite("fast")
 	if !ok || fast < 0.0049 || fast > 0.0051 {
 		t.Fatalf("fast site: %v s (measured %v), want 0.005", fast, ok)
 	}
-	slow, _ := cc.forSite(siteOf("SLOW.example"))
+	slow, _ := cc.forSite("slow")
 	if slow < 0.199 || slow > 0.201 {
 		t.Fatalf("slow site: %v s, want 0.200", slow)
 	}
-	other, ok := cc.forSite("new.example")
+	other, ok := cc.forSite("new")
 	if ok || other <= fast || other >= slow {
 		t.Fatalf("unmeasured site: %v s (measured %v), want the average between %v and %v", other, ok, fast, slow)
 	}
@@ -32,15 +33,45 @@ func TestMissPenaltyPerSite(t *testing.T) {
 	c := newTestCluster(t, "hybrid", map[string]string{"p": "127.0.0.1:1"})
 	c.mu.Lock()
 	c.climbs = cc
-	mFast, _ := c.missPenalty("fast.example", 0.001)
-	mSlow, climb := c.missPenalty("slow.example", 0.001)
-	mNone, _ := (&Cluster{}).missPenalty("fast.example", 0.001)
+	mFast, _ := c.missPenalty("fast", 0.001)
+	mSlow, climb := c.missPenalty("slow", 0.001)
+	mNone, _ := (&Cluster{}).missPenalty("fast", 0.001)
 	c.mu.Unlock()
 	if mFast < 4.9 || mFast > 5.1 || mSlow < 199 || mSlow > 201 || climb != slow {
 		t.Fatalf("M fast %v slow %v (climb %v s), want 5 and 200 cheapest-peer costs", mFast, mSlow, climb)
 	}
 	if mNone != defaultMissPenalty {
 		t.Fatalf("M before any climb %v, want the default %v", mNone, defaultMissPenalty)
+	}
+}
+
+// Sites for M are the configured ones, never a client's Host: any number
+// of invented Hosts that no site names (the one-site shortcut answers them
+// all) share the cluster-wide M and take no slot from a real site.
+func TestMissPenaltyKeyedByConfiguredSite(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"p": "127.0.0.1:1"})
+	if got := c.siteOf("shop.example"); got != "" {
+		t.Fatalf("site before SetSiteFunc %q, want the shared \"\"", got)
+	}
+	c.SetSiteFunc(func(host string) string {
+		if strings.HasPrefix(strings.ToLower(host), "shop.example") {
+			return "shop"
+		}
+		return "" // the shortcut: no named site
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range 10 * maxPenaltySites {
+		c.climbs.record(c.siteOf("junk"+strconv.Itoa(i)+".example"), 0.001)
+	}
+	for range 200 {
+		c.climbs.record(c.siteOf("SHOP.example:8443"), 0.200)
+	}
+	if v, own := c.climbs.forSite("shop"); !own || v < 0.199 {
+		t.Fatalf("shop priced at %.4f s (own estimate %v) after 200 climbs of 200 ms, want its own 0.200", v, own)
+	}
+	if len(c.climbs.bySite) != 1 {
+		t.Fatalf("%d sites tracked, want 1: invented Hosts took slots", len(c.climbs.bySite))
 	}
 }
 
@@ -71,6 +102,7 @@ func TestExplainShowsSitePenalty(t *testing.T) {
 	c.climbs.record("slow.example", 0.150)
 	c.climbs.record("fast.example", 0.010)
 	c.mu.Unlock()
+	c.SetSiteFunc(func(host string) string { return strings.TrimSuffix(strings.ToLower(host), ":8080") })
 	e, err := c.Explain("http://Slow.Example:8080/page")
 	if err != nil {
 		t.Fatal(err)

@@ -115,6 +115,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	n.proxy, n.cluster = h, cl
 	if cl != nil {
 		cl.SetKeyFunc(h.URLKey)
+		cl.SetSiteFunc(n.siteName)
 	}
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.
@@ -408,10 +409,16 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.tls != nil {
 		n.tls.shutdown(sctx)
 	}
-	n.proxy.Wait()
 	if n.cluster != nil {
 		// Peers still climbing through us get their answers, then we leave.
 		_ = n.peerSrv.Shutdown(sctx)
+	}
+	// Then the bodies still being stored (ours and the peers'), within the
+	// same deadline: a slow origin stream must not hold shutdown for ever.
+	if werr := n.proxy.WaitContext(sctx); werr != nil {
+		n.log.Warn("shutdown deadline passed with bodies still being stored; they are not kept", "err", werr)
+	}
+	if n.cluster != nil {
 		stopCluster()
 		_ = n.peerUDP.Close()
 	}

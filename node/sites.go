@@ -43,6 +43,8 @@ type siteTable struct {
 func (t *siteTable) lookup(host string) *site {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1] // an IPv6 literal without a port, as with one
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if s := t.exact[host]; s != nil {

@@ -174,7 +174,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>misses planned here</th><td>{{.Requests}} ({{if .Hot}}hot: random tree{{else}}cold: home only{{end}})</td></tr>
 <tr><th>cold path</th><td>{{range .ColdPath}}{{.}} → {{end}}origin</td></tr>
 <tr><th>hot path (from the last leaf)</th><td>{{range .HotPath}}{{.}} → {{end}}origin</td></tr>
-<tr><th>miss penalty M</th><td>{{if .Candidates}}{{printf "%.1f" .MissPenalty}} (climb latency / cheapest peer's access cost){{else}}— (no candidate to probe){{end}}; site {{.Site}}'s climb latency {{if .ClimbMs}}{{printf "%.1f" .ClimbMs}} ms{{else}}not measured yet{{end}}</td></tr>
+<tr><th>miss penalty M</th><td>{{if .Candidates}}{{printf "%.1f" .MissPenalty}} (climb latency / cheapest peer's access cost){{else}}— (no candidate to probe){{end}}; {{if .Site}}site {{.Site}}'s{{else}}the cluster-wide{{end}} climb latency {{if .ClimbMs}}{{printf "%.1f" .ClimbMs}} ms{{else}}not measured yet{{end}}</td></tr>
 </table>
 <table><tr><th>candidate</th><th>region</th><th>RTT</th><th>access cost</th><th>on path</th><th>indicated</th><th>cost c</th><th>ρ</th><th>probed ({{.Policy}})</th></tr>
 {{range .Candidates}}<tr><td>{{.Peer}}</td><td>{{.Region}}</td><td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.2f" .AccessMs}} ms</td><td>{{.OnPath}}</td><td>{{.Indicated}}</td><td>{{printf "%.2f" .Cost}}</td><td>{{printf "%.3f" .Rho}}</td><td>{{if .Chosen}}<b>yes</b>{{else}}no{{end}}</td></tr>{{else}}<tr><td colspan="9">no candidates</td></tr>{{end}}</table>

@@ -1,6 +1,9 @@
 package proxy
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // background counts the goroutines a handler leaves running after a
 // response (body pumps, stale-while-revalidate refreshes) so that shutdown
@@ -47,5 +50,23 @@ func (b *background) Wait() {
 	}
 	for b.running > 0 {
 		b.idle.Wait()
+	}
+}
+
+// WaitContext is Wait bounded by ctx: it returns ctx's error if tasks are
+// still running when ctx ends (a shutdown deadline must hold even while
+// slow streams keep pumping). The goroutine waiting on their behalf ends
+// with the last task.
+func (b *background) WaitContext(ctx context.Context) error {
+	idle := make(chan struct{})
+	go func() {
+		b.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

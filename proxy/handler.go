@@ -193,9 +193,12 @@ func (h *Handler) Store() *Store { return h.store }
 // HotKeys returns the n most requested URL keys (estimated from a sample).
 func (h *Handler) HotKeys(n int) []HotKey { return h.hot.top(n) }
 
-// Wait blocks until background refreshes and fills have ended (for
-// shutdown and tests).
+// Wait blocks until background refreshes and fills have ended (for tests).
 func (h *Handler) Wait() { h.bg.Wait() }
+
+// WaitContext is Wait bounded by ctx, for shutdown: it returns ctx's error
+// if background work is still running when ctx ends.
+func (h *Handler) WaitContext(ctx context.Context) error { return h.bg.WaitContext(ctx) }
 
 // Buffered returns the bytes currently charged to the buffer budget.
 func (h *Handler) Buffered() int64 { return h.buffered.Load() }

@@ -5,12 +5,14 @@
 package disk
 
 import (
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -86,6 +88,21 @@ func TestDiskWarmRestart(t *testing.T) {
 	for n := range pages {
 		if got := body(t, fmt.Sprintf("http://%s/p/%d", pub, n)); got != want[n] {
 			t.Fatalf("/p/%d after restart: %d bytes, want %d", n, len(got), len(want[n]))
+		}
+	}
+	// Disk-resident entries are compressed for clients that ask (the other
+	// fetches here ask for identity, as every e2e client does by default).
+	for n := range 5 {
+		resp, gz := get(t, fmt.Sprintf("http://%s/p/%d", pub, n), "Accept-Encoding", "gzip")
+		if resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("/p/%d with Accept-Encoding gzip after restart: Content-Encoding %q", n, resp.Header.Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(strings.NewReader(gz))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain, err := io.ReadAll(zr); err != nil || string(plain) != want[n] {
+			t.Fatalf("/p/%d gzip from the disk tier: %d bytes decoded (%v), want %d", n, len(plain), err, len(want[n]))
 		}
 	}
 	if f := metric(t, adm, "edge_origin_fetches_total"); f != 0 {

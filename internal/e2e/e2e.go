@@ -77,9 +77,15 @@ func portBlock() int {
 		blockBase = 12000 + start*portSpan
 		for i := range portBlocks {
 			k := (start + i) % portBlocks
-			f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("edge-e2e-ports-%d.lock", k)), os.O_CREATE|os.O_RDWR, 0o600)
+			// Read-only is enough for flock, and 0o644 lets another user's
+			// test run open (and so respect) a lock file we created.
+			name := filepath.Join(os.TempDir(), fmt.Sprintf("edge-e2e-ports-%d.lock", k))
+			f, err := os.OpenFile(name, os.O_CREATE|os.O_RDONLY, 0o644)
 			if err != nil {
-				return
+				f, err = os.Open(name)
+			}
+			if err != nil {
+				continue // this block's lock cannot be taken: try the next
 			}
 			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 				blockLock, blockBase = f, 12000+k*portSpan // blockLock stays open: closing it would release the block

@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -49,7 +50,26 @@ var errNoView = errors.New("views did not converge in 30 s")
 type node struct {
 	id, region, pub, adm, clus string
 	cmd                        *exec.Cmd
-	log                        bytes.Buffer // stderr (warnings and errors only)
+	log                        lockedBuffer // stderr (warnings and errors only)
+}
+
+// lockedBuffer is a process's stderr, written by exec's copying goroutine
+// and read when the node does not converge.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func lastLines(s string, n int) string {
@@ -136,6 +156,11 @@ func main() {
 	advertise := []string{""}
 	if *advertiseFlag != "" {
 		advertise = strings.Split(*advertiseFlag, ",")
+		for _, a := range advertise {
+			if _, err := time.ParseDuration(a); err != nil {
+				fail(fmt.Errorf("-advertise %q: %w", a, err))
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tadvertise\tmisses\tmiss mean ms\tmiss p99 ms\tall p50 ms\torigin requests\tprobes/req\tprobe hit rate\tcross-region KB\tindicator KB\terrors\t")
@@ -318,7 +343,11 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 		}
 		return probes, hits, crossB, originTotal("http://" + originAddr + "/_stats"), indicatorB
 	}
-	warmN := int(rate * warmup.Seconds())
+	// The measured load continues the workload's sequence where the warm-up
+	// left it, rounded down to a multiple of the six nodes: load.Run sends
+	// its i-th request to node i mod 6, and a workload that tells regions
+	// apart by its index (moving) must see the same node.
+	warmN := int(rate*warmup.Seconds()) / 6 * 6
 	if warmup > 0 {
 		load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: warmup, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
 	}
