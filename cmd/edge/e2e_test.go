@@ -29,12 +29,11 @@ func TestMain(m *testing.M) {
 // The helpers every end-to-end test here uses, shared with the e2e/…
 // packages through internal/e2e.
 var (
-	freeAddr   = e2e.FreeAddr
-	waitUp     = e2e.WaitUp
-	get        = e2e.Get
-	metric     = e2e.Metric
-	waitFor    = e2e.WaitFor
-	portOfAddr = e2e.PortOf
+	freeAddr = e2e.FreeAddr
+	waitUp   = e2e.WaitUp
+	get      = e2e.Get
+	metric   = e2e.Metric
+	waitFor  = e2e.WaitFor
 )
 
 // startEdge runs the test binary as `edge args...` and stops it at cleanup.

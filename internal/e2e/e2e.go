@@ -53,7 +53,7 @@ func FreeAddr(t testing.TB) string {
 		if err != nil {
 			continue
 		}
-		pc.Close()
+		_ = pc.Close()
 		return addr
 	}
 	t.Fatal("no free port below the ephemeral range")
@@ -91,7 +91,7 @@ func portBlock() int {
 				blockLock, blockBase = f, 12000+k*portSpan // blockLock stays open: closing it would release the block
 				return
 			}
-			f.Close()
+			_ = f.Close()
 		}
 	})
 	return blockBase
@@ -186,6 +186,9 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if edgePath != "" {
 		_ = os.RemoveAll(filepath.Dir(edgePath))
+	}
+	if blockLock != nil {
+		_ = blockLock.Close() // the port block is free for the next test binary
 	}
 	os.Exit(code)
 }
