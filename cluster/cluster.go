@@ -62,7 +62,11 @@ type Config struct {
 	KeyScheme     bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
 	Monitoring    Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
 	MonitorPeers  int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
-	Region        string        // this node's region label, sent in heartbeats
+	// AutoSubsetAbove is the member count above which MonitorAuto switches
+	// to subset (0: the package's AutoSubsetAbove). Tests lower it so that
+	// the switch happens with a handful of nodes, not 25 in one process.
+	AutoSubsetAbove int
+	Region          string // this node's region label, sent in heartbeats
 	// RegionCosts is the access cost between two regions (keyed by
 	// RegionPair), used as c_j in place of a peer's measured RTT.
 	RegionCosts map[[2]string]time.Duration

@@ -214,7 +214,11 @@ func (c *Cluster) recomputeNeighbours() {
 	// Regional homes keep all-to-all: a peer's region travels only in its
 	// own heartbeats, and with neighbours only, ingresses in one region
 	// would place homes over different sets of known members.
-	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > AutoSubsetAbove && !c.cfg.RegionalHomes)
+	autoAbove := AutoSubsetAbove
+	if c.cfg.AutoSubsetAbove > 0 {
+		autoAbove = c.cfg.AutoSubsetAbove
+	}
+	c.subset = c.cfg.Monitoring == MonitorSubset || (c.cfg.Monitoring == MonitorAuto && len(members) > autoAbove && !c.cfg.RegionalHomes)
 	if c.subset && !wasSubset {
 		// All-to-all distrusted a peer without a suspicion anyone else
 		// knows of, and subset mode trusts by liveness points: make the

@@ -204,10 +204,19 @@ func TestSubsetMonitoring(t *testing.T) {
 		}
 		return true
 	})
-	for id, nd := range nodes {
-		if got := len(nd.c.targets()); got > k {
-			t.Errorf("%s heartbeats %d peers, want ≤ %d", id, got, k)
+	// A peer that heartbeated us within 3 periods is heartbeated back, so
+	// while every node settles on the same rings (slow on a loaded
+	// machine) a node may briefly have more targets than k: the bound is
+	// checked once they have settled.
+	eventually(t, 15*time.Second, fmt.Sprintf("every node to heartbeat at most k = %d peers", k), func() bool {
+		for _, nd := range nodes {
+			if len(nd.c.targets()) > k {
+				return false
+			}
 		}
+		return true
+	})
+	for id, nd := range nodes {
 		if testutil.ToFloat64(nd.c.metrics.MonitoringSubset) != 1 {
 			t.Errorf("%s: edge_cluster_monitoring_subset is not 1", id)
 		}
