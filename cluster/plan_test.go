@@ -91,6 +91,14 @@ func startFakePeer(t *testing.T, id string) *fakePeer {
 	return f
 }
 
+// setAnswer scripts the peer's next answers (under mu: a late request of an
+// earlier step may still be reading the previous script).
+func (f *fakePeer) setAnswer(a func(http.ResponseWriter, *http.Request, *route)) {
+	f.mu.Lock()
+	f.answer = a
+	f.mu.Unlock()
+}
+
 // join makes the ingress trust the fake peers and puts them in its view.
 func join(c *Cluster, peers ...*fakePeer) {
 	for _, p := range peers {
@@ -164,7 +172,7 @@ func TestClimbFailsOverPastADeadOrFailingHop(t *testing.T) {
 			if how == "dead" {
 				p1.srv.Close()
 			} else {
-				p1.answer = func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "boom", 500) }
+				p1.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ *route) { http.Error(w, "boom", 500) })
 			}
 			body, _, err := fetchBody(t, c, path)
 			if err != nil || body != "from origin" || origin.n.Load() != 1 {
@@ -193,12 +201,12 @@ func TestProbeHitAndMiss(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Probe hit: p1 answers the only-if-cached probe.
-	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+	p1.setAnswer(func(w http.ResponseWriter, r *http.Request, rt *route) {
 		if r.Header.Get("Cache-Control") != "only-if-cached" {
 			t.Errorf("a probe without only-if-cached: %q", r.Header.Get("Cache-Control"))
 		}
 		_, _ = io.WriteString(w, "from p1's store")
-	}
+	})
 	body, _, err := fetchBody(t, c, path)
 	if err != nil || body != "from p1's store" {
 		t.Fatalf("probe hit: %q, %v", body, err)
@@ -214,19 +222,19 @@ func TestProbeHitAndMiss(t *testing.T) {
 	}
 	// A probe hit whose body takes longer than the peer timeout (a lossy
 	// link) is read to the end: the probe's deadline is for headers only.
-	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+	p1.setAnswer(func(w http.ResponseWriter, r *http.Request, rt *route) {
 		_, _ = io.WriteString(w, strings.Repeat("a", 100_000))
 		time.Sleep(2 * c.cfg.PeerTimeout)
 		_, _ = io.WriteString(w, "end")
-	}
+	})
 	body, _, err = fetchBody(t, c, path)
 	if err != nil || len(body) != 100_003 {
 		t.Fatalf("slow probe hit: %d bytes, %v; want the whole body", len(body), err)
 	}
 	// Probe miss (504): the climb to the home follows.
-	p1.answer = func(w http.ResponseWriter, r *http.Request, rt *route) {
+	p1.setAnswer(func(w http.ResponseWriter, r *http.Request, rt *route) {
 		http.Error(w, "not cached", http.StatusGatewayTimeout)
-	}
+	})
 	body, _, err = fetchBody(t, c, path)
 	if err != nil || body != "from p2" {
 		t.Fatalf("probe miss: %q, %v; want the home's answer", body, err)
@@ -312,9 +320,9 @@ func TestNextHomeReplacesAFailedHome(t *testing.T) {
 	}
 	kh := routing.KeyHash(proxy.CacheKey("http", "site.example", toPeer, ""))
 	next := peers[c.nextHome(kh, []string{"p1"})]
-	peers["p1"].answer = func(w http.ResponseWriter, _ *http.Request, _ *route) {
+	peers["p1"].setAnswer(func(w http.ResponseWriter, _ *http.Request, _ *route) {
 		http.Error(w, "origin down", http.StatusBadGateway)
-	}
+	})
 	if body, _, _ := fetchBody(t, c, toPeer); body != "from origin" || len(next.routes()) != 0 {
 		t.Fatalf("a home answering 502: got %q and the next home saw %d requests; want the origin asked once, nobody else", body, len(next.routes()))
 	}
@@ -340,10 +348,10 @@ func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
 	p1 := startFakePeer(t, "p1")
 	release := make(chan struct{})
 	defer close(release)
-	p1.answer = func(w http.ResponseWriter, _ *http.Request, _ *route) {
+	p1.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ *route) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 100_000)) // past every buffer: on the wire
 		<-release                                              // a silent peer
-	}
+	})
 	join(c, p1)
 	path := keyHomedAt(t, c, "p1")
 	req := httptest.NewRequest("GET", "http://site.example"+path, nil)

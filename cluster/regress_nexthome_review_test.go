@@ -149,7 +149,8 @@ func TestReviewHealthyHome5xxAsksNextHome(t *testing.T) {
 	originError := func(w http.ResponseWriter, _ *http.Request, _ *route) {
 		http.Error(w, "origin said 500", http.StatusInternalServerError) // what a home relays
 	}
-	p1.answer, p2.answer = originError, originError
+	p1.setAnswer(originError)
+	p2.setAnswer(originError)
 	_, _, _ = fetchBody(t, c, path)
 	t.Logf("home p1 saw %d, next home p2 saw %d, ingress origin fetches %d", len(p1.routes()), len(p2.routes()), origin.n.Load())
 	if len(p2.routes()) != 0 {

@@ -121,7 +121,7 @@ func TestReview20WaitingMapDrains(t *testing.T) {
 			_, _ = io.WriteString(w, "late")
 		},
 	} {
-		p1.answer = answer
+		p1.setAnswer(answer)
 		if _, _, err := fetchBody(t, c, path); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
