@@ -13,7 +13,7 @@ package cluster
 // table is still bounded (maxPenaltySites) as a second line of defence.
 type climbCosts struct {
 	all    float64            // s; 0 before the first climb
-	bySite map[string]float64 // s, by site (lower-case host without port)
+	bySite map[string]float64 // s, by configured site name
 }
 
 const (

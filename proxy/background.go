@@ -9,9 +9,9 @@ import (
 // response (body pumps, stale-while-revalidate refreshes) so that shutdown
 // and tests can wait for them.
 //
-// It is not a sync.WaitGroup because tasks start while someone waits: at
-// shutdown the peer listener still serves climbs, each of which may start a
-// pump, after the public listener has closed and Wait has begun. A
+// It is not a sync.WaitGroup because tasks start while someone waits: a
+// peer climb still running when the peer listener's shutdown deadline
+// passed may start a pump, and tests serve requests while waiting. A
 // WaitGroup forbids an Add from zero concurrent with Wait (the race detector
 // reports it); a counter under a mutex does not.
 type background struct {

@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,31 +53,7 @@ func startOrigin(t *testing.T, addr, latency string) { e2e.StartOrigin(t, os.Arg
 
 // plainEdge builds edge without the race detector, once per test run, for
 // measurements (memory) that the detector's shadow memory would distort.
-func plainEdge(t *testing.T) string {
-	t.Helper()
-	plainOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "edge-plain-")
-		if err != nil {
-			plainErr = err
-			return
-		}
-		plainPath = filepath.Join(dir, "edge")
-		out, err := exec.Command("go", "build", "-o", plainPath, ".").CombinedOutput()
-		if err != nil {
-			plainErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if plainErr != nil {
-		t.Fatal(plainErr)
-	}
-	return plainPath
-}
-
-var (
-	plainOnce sync.Once
-	plainPath string
-	plainErr  error
-)
+func plainEdge(t *testing.T) string { return e2e.PlainEdge(t) }
 
 // TestSingleNodeEndToEnd runs the demo origin and one node as processes and
 // checks the second request for a page is a hit from memory, purge works

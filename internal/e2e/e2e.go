@@ -152,40 +152,57 @@ func (w *LogWriter) Write(p []byte) (int, error) {
 // a child process is reported too).
 func Edge(t testing.TB) string {
 	t.Helper()
-	edgeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "edge-e2e-")
-		if err != nil {
-			edgeErr = err
-			return
-		}
-		edgePath = filepath.Join(dir, "edge")
-		args := []string{"build", "-o", edgePath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, "github.com/edgecache/edge/cmd/edge")...).CombinedOutput()
-		if err != nil {
-			edgeErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if edgeErr != nil {
-		t.Fatal(edgeErr)
-	}
-	return edgePath
+	return race.get(t, raceEnabled)
 }
 
-var (
-	edgeOnce sync.Once
-	edgePath string
-	edgeErr  error
-)
+// PlainEdge returns an edge binary built without the race detector, once
+// per test process, for measurements (memory) that the detector's shadow
+// memory would distort.
+func PlainEdge(t testing.TB) string {
+	t.Helper()
+	return plain.get(t, false)
+}
+
+// build is one edge binary, built on first use.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var race, plain build
+
+func (b *build) get(t testing.TB, withRace bool) string {
+	t.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "edge-e2e-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "edge")
+		args := []string{"build", "-o", b.path}
+		if withRace {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, "github.com/edgecache/edge/cmd/edge")...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
 
 // Main is TestMain for a package of end-to-end tests: it runs them, then
 // removes the binary Edge built.
 func Main(m *testing.M) {
 	code := m.Run()
-	if edgePath != "" {
-		_ = os.RemoveAll(filepath.Dir(edgePath))
+	for _, b := range []*build{&race, &plain} {
+		if b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 	if blockLock != nil {
 		_ = blockLock.Close() // the port block is free for the next test binary
