@@ -95,7 +95,7 @@ bench-tls: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzHTTPDate proxy:FuzzTargeted coding:FuzzNegotiate coding:FuzzDecode proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
-	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader internal/promtext:FuzzParse
+	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader internal/promtext:FuzzParse hitpath:FuzzParseAgreesWithNetHTTP
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \

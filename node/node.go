@@ -30,6 +30,7 @@ import (
 	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/fdetect"
+	"github.com/edgecache/edge/hitpath"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
@@ -60,7 +61,9 @@ type Node struct {
 	peerLn   net.Listener
 	peerUDP  *net.UDPConn
 	peerSrv  *http.Server
-	tls      *tlsFront // nil without tls.listen
+	tls      *tlsFront         // nil without tls.listen
+	hits     *hitpath.Listener // the plain listener's HTTP/1.1 hit path; nil with tuning.hit_path off
+	hitM     *hitpath.Metrics
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -181,6 +184,22 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		n.tls.batch = n.batch
 		n.public.Handler = n.tls.wrapPlain(front)
+	}
+	n.hitM = hitpath.NewMetrics(reg)
+	if cfg.Tuning.HitPath && (n.tls == nil || !cfg.TLS.RedirectToHTTPS) {
+		hf := &hitFront{n: n}
+		if n.tls != nil {
+			hf.acme, hf.h1 = n.tls.acme != nil, n.tls.proto.WithLabelValues("http/1.1")
+		}
+		pub := net.Listener(n.pubLn)
+		if cfg.Tuning.WriteBatching {
+			// Inside the hit path: net/http's writes are batched, and a
+			// hit's one write goes through the same connection in order.
+			pub = batchListener{Listener: pub, stats: n.batch}
+		}
+		n.hits = hitpath.NewListener(pub, hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout}, hf, n.hitM)
+		n.public.ConnState = n.hits.ConnState
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -370,9 +389,14 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 6)
-	pub := net.Listener(n.pubLn)
-	if n.cfg.Tuning.WriteBatching {
+	var pub net.Listener
+	switch {
+	case n.hits != nil:
+		pub = n.hits
+	case n.cfg.Tuning.WriteBatching:
 		pub = batchListener{Listener: n.pubLn, stats: n.batch}
+	default:
+		pub = n.pubLn
 	}
 	go func() { errc <- n.public.Serve(pub) }()
 	go func() { errc <- n.admin.Serve(n.admLn) }()
@@ -405,6 +429,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.log.Info("draining", "timeout", n.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
+	if n.hits != nil {
+		n.hits.Drain() // the next request on each connection is net/http's, which closes it
+	}
 	err := n.public.Shutdown(sctx)
 	if n.tls != nil {
 		n.tls.shutdown(sctx)

@@ -130,19 +130,25 @@ var errBomb = errors.New("proxy: decoded body exceeds compression.max_decoded_by
 // represent returns the representation of e to send for r: e itself, or a
 // derived form in the coding r's Accept-Encoding prefers.
 func (h *Handler) represent(r *http.Request, e *Entry) (*Entry, error) {
+	d, err := h.chooseForm(r.Header["Accept-Encoding"], e)
+	if err == nil && e.offers != 0 {
+		h.metrics.compression.served[d.coding].Inc()
+	}
+	return d, err
+}
+
+// chooseForm is represent for a client that sent accept as its
+// Accept-Encoding values, without counting what was served (the HTTP/1.1
+// hit path counts only what it then writes).
+func (h *Handler) chooseForm(accept []string, e *Entry) (*Entry, error) {
 	if e.offers == 0 {
 		return e, nil
 	}
-	enc := coding.Negotiate(r.Header["Accept-Encoding"], e.offers)
+	enc := coding.Negotiate(accept, e.offers)
 	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
-		h.metrics.compression.served[e.coding].Inc()
 		return e, nil
 	}
-	d, err := h.form(e, enc)
-	if err == nil {
-		h.metrics.compression.served[enc].Inc()
-	}
-	return d, err
+	return h.form(e, enc)
 }
 
 // form returns e's representation in enc, making it on first use.

@@ -53,6 +53,7 @@ type Entry struct {
 	stale    atomic.Bool
 	fromDisk bool                     // read from the disk tier for one response, not in RAM
 	via      atomic.Pointer[[]string] // Via of responses served from this entry, built on first use
+	hit1     atomic.Pointer[hitBlock] // response head for the HTTP/1.1 hit path (hit1.go), built on first use
 
 	// Bytes of an entry evicted from the store while responses are still
 	// being written from it are charged to the buffer budget until the

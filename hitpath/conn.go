@@ -1,0 +1,395 @@
+// Package hitpath answers the plain HTTP listener's fresh cache hits
+// without net/http's per-request machinery (a header map, a URL, a
+// context, a background-read goroutine, a cloned and sorted response
+// header), each in one write from a head serialised once per entry.
+// docs/benchmarks.md has the profile that justified it: with edge's own
+// work at zero, net/http alone reached only 0.69× nginx's hit rate.
+//
+// net/http still owns every connection. Listener wraps each accepted
+// connection in a Conn whose Read is where net/http waits for its next
+// request. While net/http waits, Read reads requests itself and answers
+// those the cache serves as plain fresh hits; the first request it does
+// not answer is what Read returns to net/http, which serves it as always.
+//   - A GET or HEAD without a body that needs ServeHTTP (a miss, a
+//     conditional, a Range…) is handed over head only, and the connection
+//     comes back to the loop when net/http has answered it (the
+//     http.Server's ConnState hook reports that).
+//   - Anything else (another method or version, a body, Expect, Upgrade,
+//     bytes net/http has its own rules for) stays with net/http for the
+//     rest of the connection, with every byte already read.
+//
+// So net/http judges every malformed, hostile or unusual request, and the
+// loop only needs to be right about the narrow set it frames itself
+// (parse.go, checked against net/http by a fuzz target).
+//
+// No maintained library does this: fasthttp and similar servers replace
+// net/http whole, which would take HTTP/1.1 framing, limits and error
+// handling away from the code the conformance and hostile-client tests
+// hold to account.
+package hitpath
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Answerer answers a request the loop read, or declines it.
+type Answerer interface {
+	// AppendHit appends the whole response to r (head and body) to dst,
+	// or returns ok false with dst unchanged: the request then goes to
+	// net/http. date is the current "Date: …\r\n" line; remote is the
+	// client's address. r's slices are valid only during the call.
+	AppendHit(dst []byte, r *Request, date []byte, remote net.Addr) (out []byte, ok bool)
+}
+
+// Config are the loop's timeouts, the http.Server's own; a zero value is
+// a minute (never none).
+type Config struct {
+	// IdleTimeout bounds the wait for the next request after a hit
+	// (limits.idle_timeout).
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds the rest of a request head once its first
+	// bytes arrived in an earlier read (limits.read_header_timeout).
+	ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds each hit's write (limits.write_timeout).
+	WriteTimeout time.Duration
+}
+
+// readBufferBytes holds the request heads the loop reads. A larger head
+// goes to net/http, which allows at least this much under any
+// limits.max_header_bytes (its limit is that value plus 4096).
+const readBufferBytes = 4 << 10
+
+// Listener wraps accepted connections in Conn. The http.Server that
+// serves it must call ConnState from its ConnState hook.
+type Listener struct {
+	net.Listener
+	cfg      Config
+	ans      Answerer
+	metrics  *Metrics
+	draining atomic.Bool
+	date     atomic.Pointer[dateLine]
+	outPool  sync.Pool
+
+	mu    sync.Mutex
+	conns map[*Conn]struct{} // open connections, for Drain
+}
+
+// dateLine is the Date field of one second.
+type dateLine struct {
+	unix int64
+	line []byte
+}
+
+// NewListener returns ln with the hit path on its connections.
+func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listener {
+	for _, d := range []*time.Duration{&cfg.IdleTimeout, &cfg.ReadHeaderTimeout, &cfg.WriteTimeout} {
+		if *d <= 0 {
+			*d = time.Minute
+		}
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{})}
+	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
+	return l
+}
+
+// Accept implements net.Listener.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.metrics.open.Add(1)
+	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes)}
+	l.mu.Lock()
+	l.conns[hc] = struct{}{}
+	l.mu.Unlock()
+	return hc, nil
+}
+
+// ConnState must be called from the http.Server's ConnState hook: when
+// net/http has answered a request the loop handed it, the connection's
+// next request is the loop's again.
+func (l *Listener) ConnState(c net.Conn, st http.ConnState) {
+	hc, ok := c.(*Conn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateIdle:
+		hc.state.CompareAndSwap(stateHanded, stateLoop)
+	case http.StateClosed, http.StateHijacked:
+		if hc.counted.CompareAndSwap(false, true) {
+			l.metrics.open.Add(-1)
+			l.mu.Lock()
+			delete(l.conns, hc)
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Drain makes the loop answer no more requests, and ends the connections
+// it is waiting on: net/http's Shutdown sees a connection that only ever
+// had hits as new, and would wait 5 s before closing it. A request in
+// flight on the loop is answered first. Call it before
+// http.Server.Shutdown.
+func (l *Listener) Drain() {
+	l.draining.Store(true)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if c.state.Load() == stateLoop {
+			// The loop sets its deadlines before it looks at draining,
+			// so this past one either ends its read or comes first.
+			_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+// The owner of a connection's next bytes.
+const (
+	stateLoop    int32 = iota // the loop reads the next request
+	stateHanded               // net/http serves the head the loop handed it
+	stateForeign              // net/http, for the rest of the connection
+)
+
+// Conn is an accepted connection with the hit path in its Read. net/http
+// reads from one goroutine at a time (its connection goroutine, or the
+// background read while a handler runs), so the read state needs no lock.
+type Conn struct {
+	net.Conn
+	l       *Listener
+	state   atomic.Int32
+	counted atomic.Bool // the open-connections gauge was decremented
+
+	rb         []byte // bytes read and not yet answered or given to net/http: rb[start:end]
+	start, end int
+	owed       int // in stateHanded: bytes of the handed head net/http has not read yet
+	partial    bool
+	req        Request
+
+	wmu      sync.Mutex // guards writing and closeLater
+	writing  bool
+	closed   bool
+	closeLat bool
+}
+
+// Read implements net.Conn: it is where net/http waits for requests.
+func (c *Conn) Read(p []byte) (int, error) {
+	switch c.state.Load() {
+	case stateForeign:
+		if c.start < c.end {
+			return c.give(p, c.end), nil
+		}
+		return c.Conn.Read(p)
+	case stateHanded:
+		if c.owed > 0 {
+			n := c.give(p, c.start+c.owed)
+			c.owed -= n
+			return n, nil
+		}
+		return c.hold(p)
+	}
+	return c.serve(p)
+}
+
+// give copies rb[start:limit] into p, as far as it fits.
+func (c *Conn) give(p []byte, limit int) int {
+	n := copy(p, c.rb[c.start:limit])
+	c.start += n
+	return n
+}
+
+// serve answers requests until one is net/http's, and returns its bytes.
+func (c *Conn) serve(p []byte) (int, error) {
+	l := c.l
+	for {
+		if c.start == c.end {
+			c.start, c.end = 0, 0
+			if l.draining.Load() {
+				return 0, io.EOF // net/http closes the connection
+			}
+			n, err := c.Conn.Read(c.rb)
+			if n == 0 {
+				if err == nil {
+					err = io.ErrNoProgress
+				}
+				return 0, err
+			}
+			c.end = n // an error that came with bytes returns on the next read
+		}
+		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req)
+		if l.draining.Load() && res != foreign {
+			res, reason = foreign, "" // net/http closes it as it shuts down
+		}
+		switch res {
+		case incomplete:
+			if c.start > 0 {
+				c.end = copy(c.rb, c.rb[c.start:c.end])
+				c.start = 0
+			}
+			if c.end == len(c.rb) {
+				l.metrics.passed(reasonTooLarge, true)
+				c.state.Store(stateForeign)
+				return c.give(p, c.end), nil
+			}
+			if !c.partial {
+				// The rest of this head must come within the header
+				// timeout, however it trickles in.
+				c.partial = true
+				_ = c.Conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
+			}
+			if l.draining.Load() {
+				return 0, io.EOF
+			}
+			n, err := c.Conn.Read(c.rb[c.end:])
+			if n == 0 {
+				return 0, err
+			}
+			c.end += n
+			continue
+		case answerable:
+			answered, err := c.answer()
+			if err != nil {
+				return 0, err
+			}
+			if answered {
+				c.start += headLen
+				c.partial = false
+				if c.req.Close {
+					return 0, io.EOF // net/http closes the connection, writing nothing
+				}
+				if c.start == c.end {
+					_ = c.Conn.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout))
+				}
+				continue
+			}
+			reason = reasonNotHit
+			fallthrough
+		case handable:
+			// net/http gets this head alone; the bytes after it wait for
+			// the loop, which gets the connection back once net/http has
+			// answered (ConnState reports StateIdle).
+			l.metrics.passed(reason, false)
+			c.partial = false
+			c.state.Store(stateHanded)
+			c.owed = headLen
+			n := c.give(p, c.start+c.owed)
+			c.owed -= n
+			return n, nil
+		default:
+			if reason != "" {
+				l.metrics.passed(reason, true)
+			}
+			c.state.Store(stateForeign)
+			return c.give(p, c.end), nil
+		}
+	}
+}
+
+// hold is net/http's background read while it serves a handed request: it
+// watches for the client closing. Bytes that arrive meanwhile (a
+// pipelined request) stay with the loop, which reads them once net/http
+// is done; hold returns only when the connection fails, or when net/http
+// ends the read (by a past deadline, whose timeout it expects).
+func (c *Conn) hold(p []byte) (int, error) {
+	for {
+		if c.start == c.end {
+			c.start, c.end = 0, 0
+		} else if c.end == len(c.rb) && c.start > 0 {
+			c.end = copy(c.rb, c.rb[c.start:c.end])
+			c.start = 0
+		}
+		if c.end == len(c.rb) {
+			// More pipelined bytes than the buffer holds: net/http takes
+			// them and the connection, as it would have without the loop.
+			c.l.metrics.passed(reasonTooLarge, true)
+			c.state.Store(stateForeign)
+			return c.give(p, c.end), nil
+		}
+		n, err := c.Conn.Read(c.rb[c.end:])
+		c.end += n
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// errClosed is a hit's write on a connection net/http closed meanwhile.
+var errClosed = errors.New("hitpath: connection closed")
+
+// answer writes the answerer's response to the parsed request, or reports
+// that it declined. An error means the connection is done.
+func (c *Conn) answer() (bool, error) {
+	l := c.l
+	op := l.outPool.Get().(*[]byte)
+	defer l.outPool.Put(op)
+	out, ok := l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.Conn.RemoteAddr())
+	if !ok {
+		return false, nil
+	}
+	*op = out[:0] // keeps a grown buffer for the next response
+	l.metrics.answered.Add(1)
+	c.wmu.Lock()
+	if c.closed {
+		c.wmu.Unlock()
+		return true, errClosed
+	}
+	c.writing = true
+	c.wmu.Unlock()
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(l.cfg.WriteTimeout))
+	_, err := c.Conn.Write(out)
+	c.wmu.Lock()
+	c.writing = false
+	closeNow := c.closeLat
+	c.wmu.Unlock()
+	if closeNow {
+		_ = c.Conn.Close()
+		return true, errClosed
+	}
+	return true, err
+}
+
+// Close implements net.Conn. net/http's Shutdown closes connections it
+// sees idle, which includes one the loop is writing a hit on: that one
+// closes when the write is done, so no response is cut short.
+func (c *Conn) Close() error {
+	c.wmu.Lock()
+	if c.writing {
+		c.closeLat = true
+		c.wmu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.wmu.Unlock()
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection when it can, as net/http does
+// before a graceful close.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// dateLine returns "Date: <now>\r\n", made once per second.
+func (l *Listener) dateLine() []byte {
+	now := time.Now()
+	if d := l.date.Load(); d != nil && d.unix == now.Unix() {
+		return d.line
+	}
+	d := &dateLine{unix: now.Unix()}
+	d.line = append(now.UTC().AppendFormat([]byte("Date: "), http.TimeFormat), "\r\n"...)
+	l.date.Store(d)
+	return d.line
+}

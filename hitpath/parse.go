@@ -1,0 +1,328 @@
+package hitpath
+
+import "bytes"
+
+// Request is a plain GET or HEAD read from a connection. Its byte slices
+// point into the connection's read buffer and are valid only until the
+// answerer returns.
+type Request struct {
+	Head           bool
+	Target         []byte   // the origin-form request target, as sent
+	Host           []byte   // the one Host field's value
+	AcceptEncoding [][]byte // Accept-Encoding values, in order
+	Referer        []byte
+	UserAgent      []byte
+	Close          bool // Connection: close
+	nAccept        int
+	acceptStore    [4][]byte
+}
+
+// parseResult says what parse made of the bytes it was given.
+type parseResult int
+
+const (
+	// answerable: a plain GET or HEAD the loop may answer from the cache.
+	answerable parseResult = iota
+	// handable: a complete GET or HEAD without a body that the loop
+	// reads exactly as net/http does, but whose answer needs ServeHTTP
+	// (conditionals, a Range, Authorization, an unusual target or host).
+	// net/http gets exactly its head and the loop gets the connection
+	// back after the response.
+	handable
+	// incomplete: no end of the head yet, and nothing that rules the loop
+	// out.
+	incomplete
+	// foreign: anything the loop does not frame exactly as net/http would
+	// (another method or version, a body, Expect, Upgrade, bytes net/http
+	// has its own rules for). net/http keeps the connection for good.
+	foreign
+)
+
+// The reasons a request goes to net/http, as metric label values (a
+// bounded set).
+const (
+	reasonMethod   = "method"    // not GET or HEAD
+	reasonVersion  = "version"   // not HTTP/1.1
+	reasonTarget   = "target"    // not a plain origin-form target
+	reasonHost     = "host"      // missing, repeated or unusual Host
+	reasonField    = "field"     // a field that can change the answer
+	reasonFraming  = "framing"   // a body, Expect, Upgrade or a Connection option
+	reasonSyntax   = "syntax"    // anything net/http should judge (bare LF, obs-fold, odd bytes)
+	reasonTooLarge = "too_large" // the head does not fit the buffer
+	reasonNotHit   = "not_hit"   // the cache does not answer it with a fresh hit here
+)
+
+var crlf = []byte("\r\n")
+
+// parse reads one request head from b into r. It returns the head's length
+// and answerable or handable (with the reason it is not answerable), or
+// incomplete when b holds no complete head yet, or foreign with a reason.
+// It is deliberately narrow: every head it frames, net/http frames the
+// same way and reads as the same request (FuzzParseAgreesWithNetHTTP
+// checks this); everything unusual is left to net/http, which answers or
+// rejects it as it always has.
+func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
+	*r = Request{}
+	line, rest, ok := cutLine(b)
+	if !ok {
+		if bytes.IndexByte(b, '\n') >= 0 {
+			return 0, foreign, reasonSyntax // a bare LF
+		}
+		return 0, incomplete, ""
+	}
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		line = line[4:]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		r.Head = true
+		line = line[5:]
+	default:
+		return 0, foreign, reasonMethod
+	}
+	target, version, ok := bytes.Cut(line, []byte(" "))
+	if !ok || !bytes.Equal(version, []byte("HTTP/1.1")) || !plainValue(target) || len(target) == 0 || target[0] != '/' {
+		// Also a target with spaces or control bytes, or not in origin
+		// form: net/http's own URL rules decide those.
+		return 0, foreign, reasonVersion
+	}
+	if !plainTarget(target) {
+		reason = reasonTarget
+	}
+	r.Target = target
+	hosts := 0
+	for {
+		line, rest, ok = cutLine(rest)
+		if !ok {
+			if bytes.IndexByte(rest, '\n') >= 0 {
+				return 0, foreign, reasonSyntax
+			}
+			return 0, incomplete, ""
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !isToken(name) || !plainValue(value) {
+			return 0, foreign, reasonSyntax // includes obs-fold: a line starting with SP or HTAB
+		}
+		value = trimOWS(value)
+		switch fieldOf(name) {
+		case fieldHost:
+			hosts++
+			if !plainHost(value) && reason == "" {
+				reason = reasonHost
+			}
+			r.Host = value
+		case fieldConnection:
+			switch {
+			case asciiEqualFold(value, "close"):
+				r.Close = true
+			case asciiEqualFold(value, "keep-alive"):
+			default:
+				return 0, foreign, reasonFraming
+			}
+		case fieldAcceptEncoding:
+			if r.nAccept == len(r.acceptStore) {
+				if reason == "" {
+					reason = reasonField
+				}
+				continue
+			}
+			r.acceptStore[r.nAccept] = value
+			r.nAccept++
+		case fieldReferer:
+			if r.Referer == nil {
+				r.Referer = value // the first, as Header.Get gives the access log
+			}
+		case fieldUserAgent:
+			if r.UserAgent == nil {
+				r.UserAgent = value
+			}
+		case fieldFraming:
+			return 0, foreign, reasonFraming
+		case fieldDecline:
+			if reason == "" {
+				reason = reasonField
+			}
+		}
+	}
+	if hosts != 1 {
+		return 0, foreign, reasonHost // net/http refuses it and closes
+	}
+	r.AcceptEncoding = r.acceptStore[:r.nAccept]
+	if reason != "" {
+		return len(b) - len(rest), handable, reason
+	}
+	return len(b) - len(rest), answerable, ""
+}
+
+// cutLine splits b at its first CRLF. A line holding a bare LF or CR is not
+// a line (false), so the caller can tell a malformed head from a short one.
+func cutLine(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.Index(b, crlf)
+	if i < 0 {
+		return nil, b, false
+	}
+	line = b[:i]
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return nil, b, false
+	}
+	return line, b[i+2:], true
+}
+
+// plainTarget accepts an origin-form target whose bytes net/url keeps
+// exactly as sent in EscapedPath and RawQuery: unreserved and sub-delims
+// characters, ':', '@', '/', '?' and well-formed percent escapes. '#', raw
+// spaces, quotes, brackets, non-ASCII bytes and a "//" start (which some
+// parsers read as an authority) go to net/http.
+func plainTarget(t []byte) bool {
+	if len(t) == 0 || t[0] != '/' || (len(t) > 1 && t[1] == '/') {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/?"), c) >= 0:
+		case c == '%':
+			if i+2 >= len(t) || !isHex(t[i+1]) || !isHex(t[i+2]) {
+				return false
+			}
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// plainHost accepts a reg-name or IPv4 host with an optional port, or a
+// bracketed IPv6 literal with one: what every site table and cache key
+// reads the same way.
+func plainHost(h []byte) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, c := range h {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-' || c == '.' || c == ':' || c == '[' || c == ']':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isToken reports whether b is a non-empty RFC 9110 token (a field name).
+func isToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// plainValue accepts visible ASCII, SP and HTAB. Control bytes and
+// obs-text go to net/http, which has its own rules for them.
+func plainValue(v []byte) bool {
+	for _, c := range v {
+		if (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func trimOWS(v []byte) []byte {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// field is what the hit path does with a request field.
+type field int
+
+const (
+	fieldOther          field = iota // no bearing on a fresh hit's answer
+	fieldHost                        // selects the site and the key
+	fieldConnection                  // keep-alive or close only
+	fieldAcceptEncoding              // selects the coding of compressible entries
+	fieldReferer                     // access log
+	fieldUserAgent                   // access log
+	fieldDecline                     // changes the answer: ServeHTTP's
+	fieldFraming                     // a body, an interim response or another protocol: net/http's for good
+)
+
+// declinedFields can change what a hit's answer is: conditionals, ranges,
+// authorization, request directives, and the scheme a trusted proxy
+// reports. Such a request is handed to ServeHTTP.
+var declinedFields = []string{
+	"range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+	"authorization", "proxy-authorization", "cache-control", "pragma", "x-forwarded-proto",
+}
+
+// framingFields change how the request is framed or what the connection
+// becomes (a body, Expect's interim response, Upgrade, trailers). The
+// connection stays with net/http.
+var framingFields = []string{
+	"content-length", "transfer-encoding", "expect", "upgrade", "te", "trailer", "http2-settings",
+	"keep-alive", "proxy-connection",
+}
+
+func fieldOf(name []byte) field {
+	switch {
+	case asciiEqualFold(name, "host"):
+		return fieldHost
+	case asciiEqualFold(name, "connection"):
+		return fieldConnection
+	case asciiEqualFold(name, "accept-encoding"):
+		return fieldAcceptEncoding
+	case asciiEqualFold(name, "referer"):
+		return fieldReferer
+	case asciiEqualFold(name, "user-agent"):
+		return fieldUserAgent
+	}
+	for _, d := range declinedFields {
+		if asciiEqualFold(name, d) {
+			return fieldDecline
+		}
+	}
+	for _, d := range framingFields {
+		if asciiEqualFold(name, d) {
+			return fieldFraming
+		}
+	}
+	return fieldOther
+}

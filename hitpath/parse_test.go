@@ -1,0 +1,179 @@
+package hitpath
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestParseAccepts(t *testing.T) {
+	raw := "GET /a/b%20c?x=1&y=%2F HTTP/1.1\r\nHost: Example.test:8080\r\nAccept-Encoding: gzip, br\r\n" +
+		"Accept-Encoding: zstd\r\nUser-Agent: ua1\r\nUser-Agent: ua2\r\nReferer:  http://r/ \t\r\nCookie: a=b\r\n" +
+		"Connection: Close\r\n\r\nGET /next HTTP/1.1\r\n"
+	var r Request
+	n, res, reason := parse([]byte(raw), &r)
+	if res != answerable {
+		t.Fatalf("parse: %v %s", res, reason)
+	}
+	if want := strings.Index(raw, "GET /next"); n != want {
+		t.Errorf("head length %d, want %d", n, want)
+	}
+	if r.Head || string(r.Target) != "/a/b%20c?x=1&y=%2F" || string(r.Host) != "Example.test:8080" || !r.Close {
+		t.Errorf("request %+v", r)
+	}
+	if len(r.AcceptEncoding) != 2 || string(r.AcceptEncoding[0]) != "gzip, br" || string(r.AcceptEncoding[1]) != "zstd" {
+		t.Errorf("accept-encoding %q", r.AcceptEncoding)
+	}
+	if string(r.UserAgent) != "ua1" || string(r.Referer) != "http://r/" {
+		t.Errorf("user-agent %q referer %q", r.UserAgent, r.Referer)
+	}
+	if _, res, _ := parse([]byte("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n"), &r); res != answerable || !r.Head {
+		t.Errorf("HEAD: %v %+v", res, r)
+	}
+}
+
+// TestParseDeclines is the table of malformed and unusual heads: each must
+// go to net/http (declined) or wait for more bytes (incomplete), never be
+// answered here.
+func TestParseDeclines(t *testing.T) {
+	const h = "Host: h\r\n"
+	cases := []struct {
+		name, raw string
+		res       parseResult
+		reason    string
+	}{
+		{"empty", "", incomplete, ""},
+		{"partial line", "GET / HT", incomplete, ""},
+		{"partial head", "GET / HTTP/1.1\r\nHost: h\r\n", incomplete, ""},
+		{"bare LF request line", "GET / HTTP/1.1\nHost: h\n\n", foreign, reasonSyntax},
+		{"bare LF field", "GET / HTTP/1.1\r\nHost: h\n\r\n", foreign, reasonSyntax},
+		{"bare CR", "GET / HTTP/1.1\r\nHost: h\rX: y\r\n\r\n", foreign, reasonSyntax},
+		{"POST", "POST / HTTP/1.1\r\n" + h + "\r\n", foreign, reasonMethod},
+		{"lower-case get", "get / HTTP/1.1\r\n" + h + "\r\n", foreign, reasonMethod},
+		{"leading CRLF", "\r\nGET / HTTP/1.1\r\n" + h + "\r\n", foreign, reasonMethod},
+		{"HTTP/1.0", "GET / HTTP/1.0\r\n" + h + "\r\n", foreign, reasonVersion},
+		{"two spaces", "GET  / HTTP/1.1\r\n" + h + "\r\n", foreign, reasonVersion},
+		{"trailing space", "GET / HTTP/1.1 \r\n" + h + "\r\n", foreign, reasonVersion},
+		{"absolute form", "GET http://h/ HTTP/1.1\r\n" + h + "\r\n", foreign, reasonVersion},
+		{"asterisk", "GET * HTTP/1.1\r\n" + h + "\r\n", foreign, reasonVersion},
+		{"non-ASCII target", "GET /\xc3\xa9 HTTP/1.1\r\n" + h + "\r\n", foreign, reasonVersion},
+		{"double slash", "GET //evil/x HTTP/1.1\r\n" + h + "\r\n", handable, reasonTarget},
+		{"fragment", "GET /a#b HTTP/1.1\r\n" + h + "\r\n", handable, reasonTarget},
+		{"bad escape", "GET /a%zz HTTP/1.1\r\n" + h + "\r\n", handable, reasonTarget},
+		{"short escape", "GET /a%2 HTTP/1.1\r\n" + h + "\r\n", handable, reasonTarget},
+		{"no host", "GET / HTTP/1.1\r\n\r\n", foreign, reasonHost},
+		{"two hosts", "GET / HTTP/1.1\r\n" + h + h + "\r\n", foreign, reasonHost},
+		{"empty host", "GET / HTTP/1.1\r\nHost: \r\n\r\n", handable, reasonHost},
+		{"host with userinfo", "GET / HTTP/1.1\r\nHost: a@b\r\n\r\n", handable, reasonHost},
+		{"host with underscore", "GET / HTTP/1.1\r\nHost: a_b\r\n\r\n", handable, reasonHost},
+		{"obs-fold", "GET / HTTP/1.1\r\n" + h + "X: a\r\n b\r\n\r\n", foreign, reasonSyntax},
+		{"space before colon", "GET / HTTP/1.1\r\n" + h + "X : a\r\n\r\n", foreign, reasonSyntax},
+		{"no colon", "GET / HTTP/1.1\r\n" + h + "X\r\n\r\n", foreign, reasonSyntax},
+		{"empty name", "GET / HTTP/1.1\r\n" + h + ": a\r\n\r\n", foreign, reasonSyntax},
+		{"control byte", "GET / HTTP/1.1\r\n" + h + "X: a\x01\r\n\r\n", foreign, reasonSyntax},
+		{"NUL", "GET / HTTP/1.1\r\n" + h + "X: \x00\r\n\r\n", foreign, reasonSyntax},
+		{"obs-text", "GET / HTTP/1.1\r\n" + h + "X: \xff\r\n\r\n", foreign, reasonSyntax},
+		{"content-length", "GET / HTTP/1.1\r\n" + h + "Content-Length: 0\r\n\r\n", foreign, reasonFraming},
+		{"transfer-encoding", "GET / HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n", foreign, reasonFraming},
+		{"smuggled TE case", "GET / HTTP/1.1\r\n" + h + "tRaNsFeR-eNcOdInG: chunked\r\n\r\n", foreign, reasonFraming},
+		{"expect", "GET / HTTP/1.1\r\n" + h + "Expect: 100-continue\r\n\r\n", foreign, reasonFraming},
+		{"upgrade", "GET / HTTP/1.1\r\n" + h + "Upgrade: websocket\r\n\r\n", foreign, reasonFraming},
+		{"connection option", "GET / HTTP/1.1\r\n" + h + "Connection: Authorization\r\n\r\n", foreign, reasonFraming},
+		{"connection list", "GET / HTTP/1.1\r\n" + h + "Connection: keep-alive, close\r\n\r\n", foreign, reasonFraming},
+		{"range", "GET / HTTP/1.1\r\n" + h + "Range: bytes=0-1\r\n\r\n", handable, reasonField},
+		{"if-none-match", "GET / HTTP/1.1\r\n" + h + "If-None-Match: \"x\"\r\n\r\n", handable, reasonField},
+		{"if-modified-since", "GET / HTTP/1.1\r\n" + h + "If-Modified-Since: x\r\n\r\n", handable, reasonField},
+		{"authorization", "GET / HTTP/1.1\r\n" + h + "Authorization: Basic x\r\n\r\n", handable, reasonField},
+		{"cache-control", "GET / HTTP/1.1\r\n" + h + "Cache-Control: no-cache\r\n\r\n", handable, reasonField},
+		{"pragma", "GET / HTTP/1.1\r\n" + h + "Pragma: no-cache\r\n\r\n", handable, reasonField},
+		{"x-forwarded-proto", "GET / HTTP/1.1\r\n" + h + "X-Forwarded-Proto: https\r\n\r\n", handable, reasonField},
+		{"many accept-encodings", "GET / HTTP/1.1\r\n" + h + strings.Repeat("Accept-Encoding: gzip\r\n", 5) + "\r\n", handable, reasonField},
+		{"authorization then framing", "GET / HTTP/1.1\r\n" + h + "Authorization: x\r\nContent-Length: 3\r\n\r\nabc", foreign, reasonFraming},
+	}
+	for _, c := range cases {
+		var r Request
+		_, res, reason := parse([]byte(c.raw), &r)
+		if res != c.res || reason != c.reason {
+			t.Errorf("%s: got %v %q, want %v %q", c.name, res, reason, c.res, c.reason)
+		}
+	}
+}
+
+// FuzzParseAgreesWithNetHTTP holds the parser to its promise: whatever it
+// accepts, net/http reads as the same request (method, target, host, path
+// and query as the cache key sees them, close, no body, the same length of
+// head) and none of the fields that would change a hit's answer.
+func FuzzParseAgreesWithNetHTTP(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+		"HEAD /a?b=c HTTP/1.1\r\nHost: h:1\r\nConnection: close\r\n\r\n",
+		"GET /a%2Fb;c=d?e=%zz HTTP/1.1\r\nHost: [::1]:80\r\nAccept-Encoding: gzip\r\n\r\nGET",
+		"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n",
+		"GET /?? HTTP/1.1\r\nhost: H\r\nUser-Agent: \t u \r\nReferer: r\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Request
+		n, res, _ := parse(b, &r)
+		if res != answerable && res != handable {
+			return
+		}
+		br := bufio.NewReader(bytes.NewReader(b))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			if res == answerable {
+				t.Fatalf("accepted %q, net/http refuses it: %v", b, err)
+			}
+			return // net/http answers 400 and closes: nothing to keep in step with
+		}
+		if consumed := len(b) - br.Buffered(); consumed != n {
+			t.Fatalf("%q: head of %d bytes, net/http read %d", b, n, consumed)
+		}
+		want := "GET"
+		if r.Head {
+			want = "HEAD"
+		}
+		switch {
+		case req.Method != want:
+			t.Fatalf("%q: method %q, net/http %q", b, want, req.Method)
+		case req.ContentLength != 0 || req.Body != http.NoBody:
+			t.Fatalf("%q: net/http sees a body (length %d)", b, req.ContentLength)
+		case req.Close != r.Close:
+			t.Fatalf("%q: close %v, net/http %v", b, r.Close, req.Close)
+		case req.Proto != "HTTP/1.1":
+			t.Fatalf("%q: net/http proto %q", b, req.Proto)
+		}
+		if res == handable {
+			return
+		}
+		path, query, _ := strings.Cut(string(r.Target), "?")
+		switch {
+		case req.RequestURI != string(r.Target):
+			t.Fatalf("%q: target %q, net/http %q", b, r.Target, req.RequestURI)
+		case req.Host != string(r.Host):
+			t.Fatalf("%q: host %q, net/http %q", b, r.Host, req.Host)
+		case req.URL.EscapedPath() != path || req.URL.RawQuery != query:
+			t.Fatalf("%q: path %q query %q, net/http %q %q", b, path, query, req.URL.EscapedPath(), req.URL.RawQuery)
+		case req.Header.Get("Referer") != string(r.Referer) || req.Header.Get("User-Agent") != string(r.UserAgent):
+			t.Fatalf("%q: referer/user-agent differ from net/http's", b)
+		}
+		ae := req.Header["Accept-Encoding"]
+		if len(ae) != len(r.AcceptEncoding) {
+			t.Fatalf("%q: accept-encoding %q, net/http %q", b, r.AcceptEncoding, ae)
+		}
+		for i := range ae {
+			if ae[i] != string(r.AcceptEncoding[i]) {
+				t.Fatalf("%q: accept-encoding %q, net/http %q", b, r.AcceptEncoding, ae)
+			}
+		}
+		for _, name := range append(declinedFields, framingFields...) {
+			if _, ok := req.Header[http.CanonicalHeaderKey(name)]; ok {
+				t.Fatalf("%q: answerable with %s", b, name)
+			}
+		}
+	})
+}

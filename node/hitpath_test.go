@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/config"
+)
+
+// TestHitPathNeverLeaksBetweenUsers runs a node with the HTTP/1.1 hit path
+// in front of an origin that tries to make the cache hand one user's
+// answer to another: per-user pages marked public that set a cookie, pages
+// that vary on Cookie, private pages, and pages behind Authorization. Alice
+// fills the cache; Bob's plain requests, which the hit path reads itself,
+// must never see her name, while a public control page is shared (so the
+// hit path is shown to be in use).
+func TestHitPathNeverLeaksBetweenUsers(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who := r.Header.Get("Cookie") + r.Header.Get("Authorization")
+		h := w.Header()
+		switch r.URL.Path {
+		case "/public":
+			h.Set("Cache-Control", "max-age=60")
+			_, _ = io.WriteString(w, "the same for everyone")
+			return
+		case "/setcookie":
+			h.Set("Cache-Control", "public, max-age=60")
+			h.Set("Set-Cookie", "session="+strings.TrimPrefix(who, "user="))
+		case "/varycookie":
+			h.Set("Cache-Control", "max-age=60")
+			h.Set("Vary", "Cookie")
+		case "/private":
+			h.Set("Cache-Control", "private, max-age=60")
+		case "/auth":
+			// Depends on Authorization alone: a response to a request
+			// with it is not shared unless it says so (RFC 9111 §3.5).
+			who = r.Header.Get("Authorization")
+			h.Set("Cache-Control", "max-age=60")
+		case "/nostore":
+			h.Set("Cache-Control", "no-store")
+		}
+		_, _ = io.WriteString(w, "page for "+who)
+	}))
+	defer origin.Close()
+	cfg, err := config.LoadBytes([]byte("origin: {url: '" + origin.URL + "'}\nlisten: '" + freeAddr(t) + "'\nadmin: {listen: '" + freeAddr(t) + "'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Tuning.HitPath {
+		t.Fatal("tuning.hit_path is off by default")
+	}
+	n, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 10 * time.Second}
+	get := func(path string, hdr ...string) (string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+n.PublicAddr()+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.Header
+	}
+	paths := []string{"/setcookie", "/varycookie", "/private", "/auth", "/nostore"}
+	for _, p := range paths {
+		for range 2 {
+			get(p, "Cookie", "user=alice")
+			get(p, "Authorization", "Bearer alice")
+		}
+	}
+	get("/public", "Cookie", "user=alice")
+	for range 3 {
+		for _, p := range append(paths, "/public") {
+			body, hdr := get(p)
+			var fields strings.Builder
+			_ = hdr.Write(&fields)
+			if strings.Contains(body, "alice") || strings.Contains(fields.String(), "alice") {
+				t.Fatalf("%s: Bob got Alice's answer: %q\n%s", p, body, fields.String())
+			}
+		}
+	}
+	if st := n.hitM.Stats(); st.Answered < 3 {
+		t.Fatalf("the hit path answered %d requests; the control page should have gone through it (stats %+v)", st.Answered, st)
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

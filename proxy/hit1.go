@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// HitRequest is a plain GET or HEAD read by the plain listener's own
+// HTTP/1.1 loop (package hitpath). That loop hands a request here only
+// when nothing in it can change how ServeHTTP would answer a fresh hit: no
+// body, Range, conditionals, Authorization, Cache-Control, Pragma, Expect,
+// Upgrade, X-Forwarded-Proto or Connection option other than keep-alive and
+// close, one Host, and a request target made of characters that net/url
+// keeps as sent.
+type HitRequest struct {
+	Head     bool
+	Host     string
+	Path     string   // the request target's path, as sent
+	RawQuery string   // what follows the first '?', as sent
+	Accept   []string // the Accept-Encoding field values, nil when absent
+	Remote   net.Addr // the client, for limits.max_inflight_per_client
+	Close    bool     // the client sent Connection: close
+}
+
+// noDirectives is what a request without Cache-Control or Pragma asks.
+var noDirectives = ParseCacheControl(nil, "Cache-Control")
+
+// hitBlock is an entry's response head as net/http would write it for a
+// fresh hit, serialised once: the header fields without Age, Date (when the
+// entry has none) and Connection, which change per response.
+type hitBlock struct {
+	statusLine []byte // "HTTP/1.1 200 OK\r\n"
+	fields     []byte // sorted "Name: value\r\n" lines
+	addDate    bool   // the entry has no Date: the response gets the current one
+	usable     bool   // false: the entry is one this path does not write (see hitBlockOf)
+}
+
+// AppendHit appends to dst the whole HTTP/1.1 response to req when it is a
+// fresh hit of a stored entry in RAM that ServeHTTP would write with the
+// same fields and body, and counts it as ServeHTTP counts a hit. Otherwise
+// it returns ok false with dst unchanged and nothing counted: the request
+// must go through ServeHTTP. date is the current "Date: …\r\n" line.
+//
+// It declines, besides everything ServeHTTP would not answer with a fresh
+// hit: disk-resident entries (their reads are charged to the buffer
+// budget), entries of URLs with Vary (the variant depends on fields this
+// path does not keep), sliced objects, bodies larger than one write chunk
+// (ServeHTTP pins those while writing), forms made per response, and
+// statuses without a body or a standard reason phrase.
+func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte) (_ []byte, status int, ok bool) {
+	start := h.now()
+	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
+		return dst, 0, false
+	}
+	key := h.key("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
+	e := h.store.lookupPlain(key)
+	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
+		return dst, 0, false
+	}
+	d, err := h.chooseForm(req.Accept, e)
+	if err != nil || d.transient || len(d.Body) > writeChunk {
+		return dst, 0, false
+	}
+	b := h.hitBlockOf(d)
+	if !b.usable {
+		return dst, 0, false
+	}
+	if h.clients.limit > 0 && req.Remote != nil {
+		// Held while the response is built; it is written right after,
+		// without waiting for anything.
+		ip := clientIP(&http.Request{RemoteAddr: req.Remote.String()})
+		if !h.clients.acquire(ip) {
+			return dst, 0, false
+		}
+		defer h.clients.release(ip)
+	}
+	dst = append(dst, b.statusLine...)
+	dst = append(dst, b.fields...)
+	dst = append(dst, "Age: "...)
+	dst = append(dst, ageValue(d.Age(start))[0]...)
+	dst = append(dst, "\r\n"...)
+	if b.addDate {
+		dst = append(dst, date...)
+	}
+	if req.Close {
+		dst = append(dst, "Connection: close\r\n"...)
+	}
+	dst = append(dst, "\r\n"...)
+	if !req.Head {
+		dst = append(dst, d.Body...)
+	}
+	if e.offers != 0 {
+		h.metrics.compression.served[d.coding].Inc()
+	}
+	h.hot.observe(key)
+	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
+	return dst, d.Status, true
+}
+
+// hitBlockOf returns e's response head, made on first use. An entry is
+// immutable once stored (its soft-purge flag is checked per request), so
+// the block never goes out of date.
+func (h *Handler) hitBlockOf(e *Entry) *hitBlock {
+	if b := e.hit1.Load(); b != nil {
+		return b
+	}
+	b := &hitBlock{}
+	text := http.StatusText(e.Status)
+	cl := e.Header["Content-Length"]
+	// net/http writes what setEntryHeader sets; where it would add or
+	// change something itself (a missing or wrong length, a status with
+	// no body or no standard text), this path steps aside.
+	b.usable = text != "" && e.Status >= 200 && e.Status != http.StatusNoContent && e.Status != http.StatusNotModified &&
+		len(cl) == 1 && cl[0] == strconv.Itoa(len(e.Body))
+	if b.usable {
+		hdr := make(http.Header, len(e.Header)+2)
+		for k, v := range e.Header {
+			hdr[k] = v
+		}
+		delete(hdr, "Age")
+		hdr["Cache-Status"] = h.hitStatus
+		hdr["Via"] = h.viaFor(e)
+		_, hasDate := hdr["Date"]
+		b.addDate = !hasDate
+		var buf bytes.Buffer
+		_ = hdr.Write(&buf) // net/http's own serialiser: sorted, values cleaned as it cleans them
+		b.fields = buf.Bytes()
+		b.statusLine = []byte("HTTP/1.1 " + strconv.Itoa(e.Status) + " " + text + "\r\n")
+	}
+	e.hit1.CompareAndSwap(nil, b)
+	return e.hit1.Load()
+}
+
+// lookupPlain returns the entry of key when the URL has exactly one stored
+// variant, without Vary, in RAM; otherwise nil (ask LookupFunc).
+func (s *Store) lookupPlain(key string) *Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Get(key)
+	if !ok || len(o.variants) != 1 || len(o.vary) != 0 {
+		return nil
+	}
+	return o.variants[0]
+}
+
+// HitStatus is the Cache-Status of a fresh hit from this node.
+func (h *Handler) HitStatus() string { return h.hitStatus[0] }
