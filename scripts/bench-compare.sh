@@ -14,6 +14,9 @@
 # minimal HTTP/1.1 loop with one write per response (the floor of a
 # specialised hit path). They serve one object and are not servers.
 #
+# "edge-nh" is a second edge with tuning.hit_path off: every hit goes
+# through net/http, as before the hit path (EDGE_NH=0 leaves it out).
+#
 # Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (3),
 # OBJECT (/size/4096), FLOORS (1; 0 leaves the floors out), EDGE_FLAGS (edge serve
 # flags), EDGE_ENV (its environment, e.g. GOMAXPROCS=1).
@@ -33,6 +36,9 @@ VARNISH=127.0.0.1:18082
 FLOOR_NETHTTP=127.0.0.1:18083
 FLOOR_RAW=127.0.0.1:18084
 FLOORS=${FLOORS:-1}
+EDGE_NH=${EDGE_NH:-1}
+EDGE_NH_ADDR=127.0.0.1:18085
+EDGE_NH_ADMIN=127.0.0.1:19181
 
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
@@ -45,6 +51,16 @@ env ${EDGE_ENV:-} ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --
 pids+=($!)
 edge_pid=$!
 
+servers="edge nginx varnish"
+if [ "$EDGE_NH" = 1 ]; then
+  printf 'tuning:\n  hit_path: false\n' >"$work/edge-nh.yaml"
+  env ${EDGE_ENV:-} ./bin/edge serve --config "$work/edge-nh.yaml" --origin "http://$ORIGIN" --listen "$EDGE_NH_ADDR" \
+    --admin-listen "$EDGE_NH_ADMIN" --cache-size 256MiB --log-level warn --admin-token bench ${EDGE_FLAGS:-} 2>"$work/edge-nh.log" &
+  pids+=($!)
+  edge_nh_pid=$!
+  servers="$servers edge-nh"
+fi
+
 start_nginx "$ORIGIN" "    listen $NGINX;"
 
 cat >"$work/default.vcl" <<VCL
@@ -56,7 +72,6 @@ varnishd -F -j none -n "$work/varnish" -a "$VARNISH" -f "$work/default.vcl" -s m
 pids+=($!)
 varnish_pid=$!
 
-servers="edge nginx varnish"
 if [ "$FLOORS" = 1 ]; then
   (cd bench && go build -o ../bin/hitfloor ./hitfloor)
   ./bin/hitfloor -mode nethttp -listen "$FLOOR_NETHTTP" 2>"$work/floor-nethttp.log" &
@@ -71,6 +86,10 @@ if [ "$FLOORS" = 1 ]; then
 fi
 
 wait_http "http://$EDGE$OBJECT"
+if [ "$EDGE_NH" = 1 ]; then
+  wait_http "http://$EDGE_NH_ADDR$OBJECT"
+  curl -fsS -o /dev/null "http://$EDGE_NH_ADDR$OBJECT"
+fi
 wait_http "http://$NGINX$OBJECT"
 wait_http "http://$VARNISH$OBJECT"
 for u in "http://$EDGE$OBJECT" "http://$NGINX$OBJECT" "http://$VARNISH$OBJECT"; do
@@ -105,6 +124,7 @@ cpu_ticks() {
 server_pids() {
   case $1 in
   edge) tree_pids "$edge_pid" ;;
+  edge-nh) echo "$edge_nh_pid" ;;
   nginx) tree_pids "$(cat "$work/nginx.pid")" ;;
   varnish) tree_pids "$varnish_pid" ;;
   nethttp) echo "$nethttp_pid" ;;
@@ -137,6 +157,9 @@ for r in $(seq 1 "$ROUNDS"); do
   run edge "http://$EDGE$OBJECT"
   run nginx "http://$NGINX$OBJECT"
   run varnish "http://$VARNISH$OBJECT"
+  if [ "$EDGE_NH" = 1 ]; then
+    run edge-nh "http://$EDGE_NH_ADDR$OBJECT"
+  fi
   if [ "$FLOORS" = 1 ]; then
     run nethttp "http://$FLOOR_NETHTTP$OBJECT"
     run raw "http://$FLOOR_RAW$OBJECT"
@@ -156,7 +179,12 @@ awk -v servers="$servers" '
     for (i=1;i<=n;i++) { s=order[i]; printf "  %-8s %10.0f %10.3f %10.3f %12.2f %14.3f\n", s, R[s], P50[s], P99[s], C[s], C[s]/100 }
     printf "\n  edge/nginx   req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 0.9, p99 <= 1.5)\n", R["edge"]/R["nginx"], P99["edge"]/P99["nginx"], C["edge"]/C["nginx"]
     printf "  edge/varnish req/s ratio %.2f   p99 ratio %.2f   CPU per request ratio %.2f (target: req/s >= 1.2)\n", R["edge"]/R["varnish"], P99["edge"]/P99["varnish"], C["edge"]/C["varnish"]
+    if ("edge-nh" in C) {
+      printf "  edge hit path against edge through net/http: req/s %.2fx, CPU per request %.2fx\n", R["edge"]/R["edge-nh"], C["edge"]/C["edge-nh"]
+    }
     if ("nethttp" in C) {
       printf "  floors: net/http %.2f µs/req (edge adds %.2f), raw HTTP/1.1 loop %.2f µs/req; net/http/nginx req/s %.2f, raw/nginx req/s %.2f\n", C["nethttp"], C["edge"]-C["nethttp"], C["raw"], R["nethttp"]/R["nginx"], R["raw"]/R["nginx"]
     }
   }' "$work/results"
+echo
+echo "edge's hit path: $(curl -s "http://$EDGE_ADMIN/metrics" | grep -E '^edge_hitpath_(answered_total|net_http_connections_total)' | tr '\n' ' ')"
