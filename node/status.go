@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/hitpath"
 	"github.com/edgecache/edge/internal/ranking"
 	"github.com/edgecache/edge/proxy"
 )
@@ -29,6 +30,7 @@ type Status struct {
 	Requests      map[string]float64       `json:"requests_by_result"`
 	Disk          *DiskStatus              `json:"disk,omitempty"`
 	Coding        proxy.CodingStats        `json:"compression"`
+	HitPath       *hitpath.Stats           `json:"hit_path,omitempty"` // nil with tuning.hit_path off
 	TLS           *TLSStatus               `json:"tls,omitempty"`
 	HitRatio      float64                  `json:"hit_ratio"`
 	Peers         []cluster.PeerState      `json:"peers,omitempty"`
@@ -66,6 +68,10 @@ func (n *Node) Snapshot() Status {
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
+	if n.hits != nil {
+		hs := n.hitM.Stats()
+		s.HitPath = &hs
+	}
 	if t := n.proxy.Store().Disk(); t != nil {
 		s.Disk = &DiskStatus{Stats: t.Stats(), Path: n.cfg.Cache.DiskPath, Promoted: n.proxy.Store().Promoted()}
 	}
@@ -146,6 +152,9 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+{{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
+<p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
+<table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .TLS}}<h2>HTTPS</h2>
 <p>listener <code>{{.Listen}}</code> · HTTP/1.1 and HTTP/2{{if .HTTP3}} · HTTP/3 (QUIC, advertised with Alt-Svc){{end}}{{if .Redirect}} · plain HTTP redirected{{end}}{{if .HSTS}} · HSTS <code>{{.HSTS}}</code>{{end}}{{if .ACME}} · ACME for {{range .ACME}}<code>{{.}}</code> {{end}}{{end}}</p>
 <table><tr><th>certificate</th><th>names</th><th>expires</th></tr>{{range .Certificates}}<tr><td>{{.Source}}</td><td>{{range .Names}}{{.}} {{end}}</td><td>{{.NotAfter.Format "2006-01-02 15:04 MST"}}</td></tr>{{else}}<tr><td colspan="3">none yet (ACME pending)</td></tr>{{end}}</table>{{end}}
