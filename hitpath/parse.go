@@ -52,8 +52,6 @@ const (
 	reasonNotHit   = "not_hit"   // the cache does not answer it with a fresh hit here
 )
 
-var crlf = []byte("\r\n")
-
 // parse reads one request head from b into r. It returns the head's length
 // and answerable or handable (with the reason it is not answerable), or
 // incomplete when b holds no complete head yet, or foreign with a reason.
@@ -63,12 +61,12 @@ var crlf = []byte("\r\n")
 // rejects it as it always has.
 func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
 	*r = Request{}
-	line, rest, ok := cutLine(b)
-	if !ok {
-		if bytes.IndexByte(b, '\n') >= 0 {
-			return 0, foreign, reasonSyntax // a bare LF
-		}
+	line, rest, ls := cutLine(b)
+	switch ls {
+	case lineIncomplete:
 		return 0, incomplete, ""
+	case lineBad:
+		return 0, foreign, reasonSyntax // a bare LF
 	}
 	switch {
 	case bytes.HasPrefix(line, []byte("GET ")):
@@ -91,12 +89,12 @@ func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
 	r.Target = target
 	hosts := 0
 	for {
-		line, rest, ok = cutLine(rest)
-		if !ok {
-			if bytes.IndexByte(rest, '\n') >= 0 {
-				return 0, foreign, reasonSyntax
-			}
+		line, rest, ls = cutLine(rest)
+		switch ls {
+		case lineIncomplete:
 			return 0, incomplete, ""
+		case lineBad:
+			return 0, foreign, reasonSyntax
 		}
 		if len(line) == 0 {
 			break
@@ -156,18 +154,27 @@ func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
 	return len(b) - len(rest), answerable, ""
 }
 
-// cutLine splits b at its first CRLF. A line holding a bare LF or CR is not
-// a line (false), so the caller can tell a malformed head from a short one.
-func cutLine(b []byte) (line, rest []byte, ok bool) {
-	i := bytes.Index(b, crlf)
+// lineStatus is what cutLine found.
+type lineStatus int
+
+const (
+	lineOK         lineStatus = iota
+	lineIncomplete            // no LF yet
+	lineBad                   // an LF without its CR
+)
+
+// cutLine splits b at its first CRLF. A CR elsewhere in the line is left
+// for the callers' byte checks (field values and the request target refuse
+// control bytes; the method and version are compared whole).
+func cutLine(b []byte) (line, rest []byte, st lineStatus) {
+	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
-		return nil, b, false
+		return nil, b, lineIncomplete
 	}
-	line = b[:i]
-	if bytes.IndexByte(line, '\n') >= 0 {
-		return nil, b, false
+	if i == 0 || b[i-1] != '\r' {
+		return nil, b, lineBad
 	}
-	return line, b[i+2:], true
+	return b[:i-1], b[i+1:], lineOK
 }
 
 // plainTarget accepts an origin-form target whose bytes net/url keeps
@@ -182,8 +189,7 @@ func plainTarget(t []byte) bool {
 	for i := 0; i < len(t); i++ {
 		c := t[i]
 		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/?"), c) >= 0:
+		case targetChar[c]:
 		case c == '%':
 			if i+2 >= len(t) || !isHex(t[i+1]) || !isHex(t[i+2]) {
 				return false
@@ -204,10 +210,7 @@ func plainHost(h []byte) bool {
 		return false
 	}
 	for _, c := range h {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-' || c == '.' || c == ':' || c == '[' || c == ']':
-		default:
+		if !hostChar[c] {
 			return false
 		}
 	}
@@ -224,14 +227,27 @@ func isToken(b []byte) bool {
 		return false
 	}
 	for _, c := range b {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
-		default:
+		if !tokenChar[c] {
 			return false
 		}
 	}
 	return true
+}
+
+// Byte classes, as tables: the parser looks at every byte of a head.
+var tokenChar, targetChar, hostChar [256]bool
+
+func init() {
+	alnum := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	for _, c := range []byte(alnum + "!#$%&'*+-.^_`|~") {
+		tokenChar[c] = true
+	}
+	for _, c := range []byte(alnum + "-._~!$&'()*+,;=:@/?") {
+		targetChar[c] = true
+	}
+	for _, c := range []byte(alnum + "-.:[]") {
+		hostChar[c] = true
+	}
 }
 
 // plainValue accepts visible ASCII, SP and HTAB. Control bytes and
@@ -301,28 +317,37 @@ var framingFields = []string{
 	"keep-alive", "proxy-connection",
 }
 
+// fieldOf classifies a field name. The name is lower-cased into a small
+// array so that one switch on it finds the class (no allocation: the
+// compiler compares string(bytes) in place).
 func fieldOf(name []byte) field {
-	switch {
-	case asciiEqualFold(name, "host"):
+	var buf [24]byte
+	if len(name) > len(buf) {
+		return fieldOther // longer than any name below
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	switch string(buf[:len(name)]) {
+	case "host":
 		return fieldHost
-	case asciiEqualFold(name, "connection"):
+	case "connection":
 		return fieldConnection
-	case asciiEqualFold(name, "accept-encoding"):
+	case "accept-encoding":
 		return fieldAcceptEncoding
-	case asciiEqualFold(name, "referer"):
+	case "referer":
 		return fieldReferer
-	case asciiEqualFold(name, "user-agent"):
+	case "user-agent":
 		return fieldUserAgent
-	}
-	for _, d := range declinedFields {
-		if asciiEqualFold(name, d) {
-			return fieldDecline
-		}
-	}
-	for _, d := range framingFields {
-		if asciiEqualFold(name, d) {
-			return fieldFraming
-		}
+	case "range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+		"authorization", "proxy-authorization", "cache-control", "pragma", "x-forwarded-proto":
+		return fieldDecline
+	case "content-length", "transfer-encoding", "expect", "upgrade", "te", "trailer", "http2-settings",
+		"keep-alive", "proxy-connection":
+		return fieldFraming
 	}
 	return fieldOther
 }

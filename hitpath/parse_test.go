@@ -177,3 +177,38 @@ func FuzzParseAgreesWithNetHTTP(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParse reads a browser-like request head.
+func BenchmarkParse(b *testing.B) {
+	head := []byte("GET /static/app.js?v=3 HTTP/1.1\r\nHost: www.example.com\r\nConnection: keep-alive\r\n" +
+		"User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36\r\n" +
+		"Accept: */*\r\nSec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: script\r\n" +
+		"Referer: https://www.example.com/\r\nAccept-Encoding: gzip, deflate, br, zstd\r\nAccept-Language: en-GB,en;q=0.9\r\n" +
+		"Cookie: session=abc123; theme=dark\r\n\r\n")
+	var r Request
+	b.SetBytes(int64(len(head)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, res, _ := parse(head, &r); res != answerable {
+			b.Fatal(res)
+		}
+	}
+}
+
+// TestFieldTablesAgree: the switch in fieldOf and the lists the tests and
+// docs use name the same fields.
+func TestFieldTablesAgree(t *testing.T) {
+	for _, name := range declinedFields {
+		if fieldOf([]byte(strings.ToUpper(name))) != fieldDecline {
+			t.Errorf("%s is not declined", name)
+		}
+	}
+	for _, name := range framingFields {
+		if fieldOf([]byte(name)) != fieldFraming {
+			t.Errorf("%s is not framing", name)
+		}
+	}
+	if fieldOf([]byte("X-Very-Long-Field-Name-Beyond-The-Buffer")) != fieldOther {
+		t.Error("a long name is classified")
+	}
+}
