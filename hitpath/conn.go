@@ -29,6 +29,7 @@
 package hitpath
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -40,12 +41,28 @@ import (
 
 // Answerer answers a request the loop read, or declines it.
 type Answerer interface {
-	// AppendHit appends the whole response to r (head and body) to dst,
-	// or returns ok false with dst unchanged: the request then goes to
-	// net/http. date is the current "Date: …\r\n" line; remote is the
-	// client's address. r's slices are valid only during the call.
-	AppendHit(dst []byte, r *Request, date []byte, remote net.Addr) (out []byte, ok bool)
+	// AppendHit fills a with the response to r, its Head appended to
+	// dst, or returns false: the request then goes to net/http. date is
+	// the current "Date: …\r\n" line; remote is the client's address.
+	// r's slices are valid only during the call.
+	AppendHit(dst []byte, r *Request, date []byte, remote net.Addr, a *Answer) bool
 }
+
+// Answer is a response to write.
+type Answer struct {
+	// Head is written first: the status line and fields, and a small
+	// body.
+	Head []byte
+	// Body, if any, follows in writes of at most ChunkBytes, the write
+	// timeout renewed before each (net/http's handler does the same).
+	Body []byte
+	// Release, if set, is called when the writes are done.
+	Release func()
+}
+
+// ChunkBytes is the largest write of a body after the head: a client must
+// take this much per write timeout.
+const ChunkBytes = 32 << 10
 
 // Config are the loop's timeouts, the http.Server's own; a zero value is
 // a minute (never none).
@@ -78,6 +95,8 @@ type Listener struct {
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // open connections, for Drain
+
+	writing atomic.Int64 // responses being written, for WaitWrites
 }
 
 // dateLine is the Date field of one second.
@@ -152,6 +171,22 @@ func (l *Listener) Drain() {
 			_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
+}
+
+// WaitWrites waits until no hit is being written, or ctx ends. net/http's
+// Shutdown takes a connection the loop is writing on for idle, so the node
+// waits here too before it exits.
+func (l *Listener) WaitWrites(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for l.writing.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // The owner of a connection's next bytes.
@@ -332,11 +367,14 @@ func (c *Conn) answer() (bool, error) {
 	l := c.l
 	op := l.outPool.Get().(*[]byte)
 	defer l.outPool.Put(op)
-	out, ok := l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.Conn.RemoteAddr())
-	if !ok {
+	var a Answer
+	if !l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.Conn.RemoteAddr(), &a) {
 		return false, nil
 	}
-	*op = out[:0] // keeps a grown buffer for the next response
+	if a.Release != nil {
+		defer a.Release()
+	}
+	*op = a.Head[:0] // keeps a grown buffer for the next response
 	l.metrics.answered.Add(1)
 	c.wmu.Lock()
 	if c.closed {
@@ -345,8 +383,9 @@ func (c *Conn) answer() (bool, error) {
 	}
 	c.writing = true
 	c.wmu.Unlock()
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(l.cfg.WriteTimeout))
-	_, err := c.Conn.Write(out)
+	l.writing.Add(1)
+	err := c.write(a)
+	l.writing.Add(-1)
 	c.wmu.Lock()
 	c.writing = false
 	closeNow := c.closeLat
@@ -356,6 +395,23 @@ func (c *Conn) answer() (bool, error) {
 		return true, errClosed
 	}
 	return true, err
+}
+
+// write sends a's head, then its body chunk by chunk, each within the
+// write timeout.
+func (c *Conn) write(a Answer) error {
+	out := a.Head
+	for {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
+		if _, err := c.Conn.Write(out); err != nil {
+			return err
+		}
+		if len(a.Body) == 0 {
+			return nil
+		}
+		n := min(len(a.Body), ChunkBytes)
+		out, a.Body = a.Body[:n], a.Body[n:]
+	}
 }
 
 // Close implements net.Conn. net/http's Shutdown closes connections it

@@ -15,9 +15,17 @@ import (
 // cacheOfOne answers GET or HEAD /hit and declines everything else.
 type cacheOfOne struct{}
 
-func (cacheOfOne) AppendHit(dst []byte, r *Request, date []byte, _ net.Addr) ([]byte, bool) {
+func (cacheOfOne) AppendHit(dst []byte, r *Request, date []byte, _ net.Addr, a *Answer) bool {
+	if string(r.Target) == "/big" {
+		dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nX-Path: fast\r\n\r\n"...)
+		a.Head, a.Body = dst, bigBody
+		if r.Head {
+			a.Body = nil
+		}
+		return true
+	}
 	if string(r.Target) != "/hit" {
-		return dst, false
+		return false
 	}
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Path: fast\r\n"...)
 	dst = append(dst, date...)
@@ -28,8 +36,11 @@ func (cacheOfOne) AppendHit(dst []byte, r *Request, date []byte, _ net.Addr) ([]
 	if !r.Head {
 		dst = append(dst, "hit"...)
 	}
-	return dst, true
+	a.Head = dst
+	return true
 }
+
+var bigBody = []byte(strings.Repeat("0123456789", 10000))
 
 // startLoop serves the loop's listener with net/http on a real socket.
 func startLoop(t *testing.T, cfg Config) (*http.Server, string, *Metrics) {
@@ -275,4 +286,14 @@ func TestShutdownClosesConnectionsOnTheHitPath(t *testing.T) {
 			t.Fatalf("%d connections counted after shutdown", m.Stats().Connections)
 		}
 	}
+}
+
+func TestLargeBodyFollowsTheHead(t *testing.T) {
+	_, addr, _ := startLoop(t, Config{})
+	c, br := dial(t, addr)
+	if _, err := io.WriteString(c, get("/big")+get("/hit")); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, br, "GET", "fast", string(bigBody))
+	expect(t, br, "GET", "fast", "hit")
 }

@@ -26,16 +26,16 @@ type hitFront struct {
 var acmePrefix = []byte("/.well-known/acme-challenge/")
 
 // AppendHit implements hitpath.Answerer.
-func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr) ([]byte, bool) {
+func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr, a *hitpath.Answer) bool {
 	n := f.n
 	if f.acme && bytes.HasPrefix(r.Target, acmePrefix) {
-		return dst, false
+		return false
 	}
 	start := time.Now()
 	host := string(r.Host)
 	s := n.sites.Load().lookup(host)
 	if s == nil {
-		return dst, false // net/http answers 421
+		return false // net/http answers 421
 	}
 	target := string(r.Target)
 	path, query, _ := strings.Cut(target, "?")
@@ -46,10 +46,14 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 			hr.Accept[i] = string(v)
 		}
 	}
-	head := len(dst)
-	out, status, ok := n.proxy.AppendHit(dst, &hr, date)
-	if !ok {
-		return dst, false
+	var ans proxy.HitAnswer
+	if !n.proxy.AppendHit(dst, &hr, date, &ans) {
+		return false
+	}
+	a.Head, a.Body = ans.Head, ans.Body
+	if ans.Body != nil {
+		held := ans // only a large hit pays for the closure
+		a.Release = func() { n.proxy.Release(&held) }
 	}
 	s.requests.Inc()
 	if f.h1 != nil {
@@ -60,13 +64,9 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		if r.Head {
 			method = "HEAD"
 		}
-		var body int64
-		if !r.Head {
-			body = int64(len(out) - head - bytes.Index(out[head:], []byte("\r\n\r\n")) - 4)
-		}
 		n.access.add(accessEntry{Time: start, Client: clientAddr(remote.String()), Site: s.name, Method: method, Host: host, URI: target,
-			Proto: "HTTP/1.1", Status: status, Bytes: body, Duration: time.Since(start), CacheStatus: n.proxy.HitStatus(),
+			Proto: "HTTP/1.1", Status: ans.Status, Bytes: ans.BodyBytes, Duration: time.Since(start), CacheStatus: n.proxy.HitStatus(),
 			Referer: string(r.Referer), UserAgent: string(r.UserAgent)})
 	}
-	return out, true
+	return true
 }

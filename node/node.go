@@ -433,6 +433,9 @@ func (n *Node) Run(ctx context.Context) error {
 		n.hits.Drain() // the next request on each connection is net/http's, which closes it
 	}
 	err := n.public.Shutdown(sctx)
+	if n.hits != nil {
+		_ = n.hits.WaitWrites(sctx) // net/http took those connections for idle
+	}
 	if n.tls != nil {
 		n.tls.shutdown(sctx)
 	}

@@ -37,42 +37,66 @@ type hitBlock struct {
 	usable     bool   // false: the entry is one this path does not write (see hitBlockOf)
 }
 
-// AppendHit appends to dst the whole HTTP/1.1 response to req when it is a
-// fresh hit of a stored entry in RAM that ServeHTTP would write with the
-// same fields and body, and counts it as ServeHTTP counts a hit. Otherwise
-// it returns ok false with dst unchanged and nothing counted: the request
-// must go through ServeHTTP. date is the current "Date: …\r\n" line.
+// HitAnswer is AppendHit's response.
+type HitAnswer struct {
+	Head   []byte // status line and fields, and the body when it fits one write chunk
+	Body   []byte // a larger body, written after Head in chunks of WriteChunk (nil: in Head or HEAD)
+	Status int
+	// BodyBytes is the body's length as sent (0 for HEAD).
+	BodyBytes int64
+	pinned    *Entry
+}
+
+// WriteChunk is the most one write of a response body carries; the write
+// deadline is extended before each (limits.write_timeout per chunk).
+const WriteChunk = writeChunk
+
+// Release ends the answer's hold on its entry: call it once the body is
+// written. An entry evicted while its body is sent stays charged to the
+// buffer budget until then, as on every other path.
+func (h *Handler) Release(a *HitAnswer) {
+	if a.pinned != nil {
+		h.unpin(a.pinned)
+		a.pinned = nil
+	}
+}
+
+// AppendHit answers req when it is a fresh hit of a stored entry in RAM
+// that ServeHTTP would write with the same fields and body, and counts it
+// as ServeHTTP counts a hit: a's Head is dst with the response head (and a
+// small body) appended, and a's Body the rest. Otherwise it returns false
+// with nothing counted: the request must go through ServeHTTP. date is the
+// current "Date: …\r\n" line.
 //
 // It declines, besides everything ServeHTTP would not answer with a fresh
 // hit: disk-resident entries (their reads are charged to the buffer
 // budget), entries of URLs with Vary (the variant depends on fields this
-// path does not keep), sliced objects, bodies larger than one write chunk
-// (ServeHTTP pins those while writing), forms made per response, and
+// path does not keep), sliced objects, forms made per response, and
 // statuses without a body or a standard reason phrase.
-func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte) (_ []byte, status int, ok bool) {
+func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnswer) bool {
 	start := h.now()
 	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
-		return dst, 0, false
+		return false
 	}
 	key := h.key("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
 	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
-		return dst, 0, false
+		return false
 	}
 	d, err := h.chooseForm(req.Accept, e)
-	if err != nil || d.transient || len(d.Body) > writeChunk {
-		return dst, 0, false
+	if err != nil || d.transient {
+		return false
 	}
 	b := h.hitBlockOf(d)
 	if !b.usable {
-		return dst, 0, false
+		return false
 	}
 	if h.clients.limit > 0 && req.Remote != nil {
 		// Held while the response is built; it is written right after,
 		// without waiting for anything.
 		ip := clientIP(&http.Request{RemoteAddr: req.Remote.String()})
 		if !h.clients.acquire(ip) {
-			return dst, 0, false
+			return false
 		}
 		defer h.clients.release(ip)
 	}
@@ -88,15 +112,25 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte) (_ []byte,
 		dst = append(dst, "Connection: close\r\n"...)
 	}
 	dst = append(dst, "\r\n"...)
-	if !req.Head {
+	*a = HitAnswer{Status: d.Status}
+	switch {
+	case req.Head:
+	case len(d.Body) <= writeChunk:
 		dst = append(dst, d.Body...)
+		a.BodyBytes = int64(len(d.Body))
+	default:
+		// Written after the head, from the entry itself; the stored
+		// entry is pinned meanwhile, as writeEntry pins it.
+		e.users.Add(1)
+		a.Body, a.BodyBytes, a.pinned = d.Body, int64(len(d.Body)), e
 	}
+	a.Head = dst
 	if e.offers != 0 {
 		h.metrics.compression.served[d.coding].Inc()
 	}
 	h.hot.observe(key)
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
-	return dst, d.Status, true
+	return true
 }
 
 // hitBlockOf returns e's response head, made on first use. An entry is

@@ -78,7 +78,9 @@ func TestAppendHitMatchesServeHTTP(t *testing.T) {
 		{name: "no-cache", origin: originResp{header: map[string]string{"Cache-Control": "no-cache, max-age=60"}, body: "nc"}, decline: true},
 		{name: "expired", origin: originResp{header: map[string]string{"Cache-Control": "max-age=1"}, body: "old"}, decline: true,
 			prepare: func() { p.clk.Set(p.clk.Now().Add(5 * time.Second)) }},
-		{name: "large", origin: originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "application/octet-stream"}, body: strings.Repeat("b", writeChunk+1)}, decline: true},
+		{name: "large", origin: originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "application/octet-stream"}, body: strings.Repeat("b", 3*writeChunk+1)}},
+		{name: "large html br", origin: originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/html"}, body: page(5 * writeChunk)}, reqHdr: "Accept-Encoding: br\r\n"},
+		{name: "large head", origin: originResp{header: map[string]string{"Cache-Control": "max-age=60"}, body: strings.Repeat("h", 2*writeChunk)}, head: true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,16 +105,19 @@ func TestAppendHitMatchesServeHTTP(t *testing.T) {
 				raw += "Connection: close\r\n"
 			}
 			raw += "\r\n"
-			out, status, ok := p.h.AppendHit([]byte("prefix"), &hr, []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n"))
+			var a HitAnswer
+			ok := p.h.AppendHit([]byte("prefix"), &hr, []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n"), &a)
 			if c.decline {
-				if ok || string(out) != "prefix" {
-					t.Fatalf("AppendHit answered a request ServeHTTP does not answer with a fresh hit:\n%s", out)
+				if ok {
+					t.Fatalf("AppendHit answered a request ServeHTTP does not answer with a fresh hit:\n%s", a.Head)
 				}
 				return
 			}
 			if !ok {
 				t.Fatal("AppendHit declined a fresh hit")
 			}
+			out, status := append(a.Head, a.Body...), a.Status
+			p.h.Release(&a)
 			want, wantBody := rawExchange(t, addr, raw, method)
 			got, gotBody := readResponse(t, bufio.NewReader(bytes.NewReader(out[len("prefix"):])), method)
 			if got.StatusCode != want.StatusCode || status != want.StatusCode {
@@ -151,13 +156,14 @@ func TestAppendHitDeclinesSoftPurged(t *testing.T) {
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=600"}, body: "x"})
 	p.do("GET", "/p", nil)
 	hr := HitRequest{Host: "example.com", Path: "/p"}
-	if _, _, ok := p.h.AppendHit(nil, &hr, nil); !ok {
+	var a HitAnswer
+	if !p.h.AppendHit(nil, &hr, nil, &a) {
 		t.Fatal("fresh hit declined")
 	}
 	e, _ := p.h.store.LookupFunc(p.h.key("http", "example.com", "/p", ""), func([]string) string { return "" })
 	e.MarkStale()
-	if out, _, ok := p.h.AppendHit(nil, &hr, nil); ok {
-		t.Fatalf("a soft-purged entry was served by the hit path:\n%s", out)
+	if p.h.AppendHit(nil, &hr, nil, &a) {
+		t.Fatalf("a soft-purged entry was served by the hit path:\n%s", a.Head)
 	}
 }
 
@@ -170,12 +176,36 @@ func BenchmarkAppendHit(b *testing.B) {
 	hr := HitRequest{Host: "example.com", Path: "/size/4096"}
 	date := []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n")
 	buf := make([]byte, 0, 8192)
+	var a HitAnswer
 	b.ReportAllocs()
 	for b.Loop() {
-		out, _, ok := p.h.AppendHit(buf[:0], &hr, date)
-		if !ok {
+		if !p.h.AppendHit(buf[:0], &hr, date, &a) {
 			b.Fatal("not a hit")
 		}
-		buf = out
+		buf = a.Head
+	}
+}
+
+// TestAppendHitPinsALargeBody: an entry evicted while the hit path writes
+// its large body stays charged to the buffer budget until the answer is
+// released, as on ServeHTTP's path.
+func TestAppendHitPinsALargeBody(t *testing.T) {
+	p := newTestProxy(t, nil)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=600"}, body: strings.Repeat("L", 4*writeChunk)})
+	p.do("GET", "/large", nil)
+	hr := HitRequest{Host: "example.com", Path: "/large"}
+	var a HitAnswer
+	if !p.h.AppendHit(nil, &hr, nil, &a) || len(a.Body) != 4*writeChunk {
+		t.Fatalf("large hit: body %d bytes in the answer", len(a.Body))
+	}
+	if n := p.h.store.Remove(p.h.key("http", "example.com", "/large", "")); n != 1 {
+		t.Fatalf("removed %d entries", n)
+	}
+	if p.h.Buffered() < int64(4*writeChunk) {
+		t.Fatalf("an evicted entry being written is charged %d bytes", p.h.Buffered())
+	}
+	p.h.Release(&a)
+	if p.h.Buffered() != 0 {
+		t.Fatalf("%d bytes still charged after the write", p.h.Buffered())
 	}
 }
