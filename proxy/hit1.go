@@ -40,7 +40,7 @@ type hitBlock struct {
 // HitAnswer is AppendHit's response.
 type HitAnswer struct {
 	Head   []byte // status line and fields, and the body when it fits one write chunk
-	Body   []byte // a larger body, written after Head in chunks of WriteChunk (nil: in Head or HEAD)
+	Body   []byte // the rest of a larger body, written after Head in chunks of WriteChunk (nil: all in Head)
 	Status int
 	// BodyBytes is the body's length as sent (0 for HEAD).
 	BodyBytes int64
@@ -119,10 +119,12 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		dst = append(dst, d.Body...)
 		a.BodyBytes = int64(len(d.Body))
 	default:
-		// Written after the head, from the entry itself; the stored
-		// entry is pinned meanwhile, as writeEntry pins it.
+		// The first chunk goes with the head; the rest is written from
+		// the entry itself, which is pinned meanwhile, as writeEntry
+		// pins it.
+		dst = append(dst, d.Body[:writeChunk]...)
 		e.users.Add(1)
-		a.Body, a.BodyBytes, a.pinned = d.Body, int64(len(d.Body)), e
+		a.Body, a.BodyBytes, a.pinned = d.Body[writeChunk:], int64(len(d.Body)), e
 	}
 	a.Head = dst
 	if e.offers != 0 {
