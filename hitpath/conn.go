@@ -34,6 +34,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,11 +55,24 @@ type Answer struct {
 	// Head is written first: the status line and fields, and a small
 	// body.
 	Head []byte
-	// Body, if any, follows in writes of at most ChunkBytes, the write
-	// timeout renewed before each (net/http's handler does the same).
+	// Body, if any, is written with the head in one vectored write, at
+	// most ChunkBytes of it, then in writes of at most ChunkBytes, the
+	// write timeout renewed before each (as net/http's handler writes).
+	// It is not copied: the answerer keeps it valid until Release.
 	Body []byte
-	// Release, if set, is called when the writes are done.
-	Release func()
+	// Release, if set, is called with the answer when the writes are
+	// done (Ref and RefKey are the answerer's own, for it). A method
+	// value made once, not per answer, keeps hits free of allocations.
+	Release func(*Answer)
+	Ref     any
+	RefKey  string
+}
+
+// VectorWriter is a connection that sends several buffers in one system
+// call (node's write-batching connection). A *net.TCPConn does so through
+// net.Buffers itself.
+type VectorWriter interface {
+	WriteBuffers(bufs net.Buffers) (int64, error)
 }
 
 // ChunkBytes is the largest write of a body after the head: a client must
@@ -75,6 +90,9 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// WriteTimeout bounds each hit's write (limits.write_timeout).
 	WriteTimeout time.Duration
+	// StripFields are request fields the cache deletes before it looks
+	// at a request (forwarding.strip_headers): the loop ignores them too.
+	StripFields []string
 }
 
 // readBufferBytes holds the request heads the loop reads. A larger head
@@ -115,6 +133,11 @@ func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listene
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	strip := make([]string, len(cfg.StripFields))
+	for i, f := range cfg.StripFields {
+		strip[i] = strings.ToLower(f)
+	}
+	cfg.StripFields = strip
 	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{})}
 	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return l
@@ -127,7 +150,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.metrics.open.Add(1)
-	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes)}
+	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes), abort: make(chan struct{}, 1)}
 	l.mu.Lock()
 	l.conns[hc] = struct{}{}
 	l.mu.Unlock()
@@ -210,6 +233,9 @@ type Conn struct {
 	owed       int // in stateHanded: bytes of the handed head net/http has not read yet
 	partial    bool
 	req        Request
+	readErr    error         // a read error held back from net/http until the bytes before it are served
+	aborted    atomic.Bool   // net/http ended its background read (a past read deadline)
+	abort      chan struct{} // wakes hold when net/http ends its background read
 
 	wmu      sync.Mutex // guards writing and closeLater
 	writing  bool
@@ -223,6 +249,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 	case stateForeign:
 		if c.start < c.end {
 			return c.give(p, c.end), nil
+		}
+		if c.readErr != nil {
+			err := c.readErr
+			c.readErr = nil
+			return 0, err
 		}
 		return c.Conn.Read(p)
 	case stateHanded:
@@ -252,6 +283,11 @@ func (c *Conn) serve(p []byte) (int, error) {
 			if l.draining.Load() {
 				return 0, io.EOF // net/http closes the connection
 			}
+			if c.readErr != nil {
+				err := c.readErr
+				c.readErr = nil
+				return 0, err
+			}
 			n, err := c.Conn.Read(c.rb)
 			if n == 0 {
 				if err == nil {
@@ -261,7 +297,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			}
 			c.end = n // an error that came with bytes returns on the next read
 		}
-		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req)
+		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req, l.cfg.StripFields)
 		if l.draining.Load() && res != foreign {
 			res, reason = foreign, "" // net/http closes it as it shuts down
 		}
@@ -273,8 +309,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			}
 			if c.end == len(c.rb) {
 				l.metrics.passed(reasonTooLarge, true)
-				c.state.Store(stateForeign)
-				return c.give(p, c.end), nil
+				return c.giveForGood(p), nil
 			}
 			if !c.partial {
 				// The rest of this head must come within the header
@@ -284,6 +319,11 @@ func (c *Conn) serve(p []byte) (int, error) {
 			}
 			if l.draining.Load() {
 				return 0, io.EOF
+			}
+			if c.readErr != nil {
+				err := c.readErr
+				c.readErr = nil
+				return 0, err
 			}
 			n, err := c.Conn.Read(c.rb[c.end:])
 			if n == 0 {
@@ -315,6 +355,14 @@ func (c *Conn) serve(p []byte) (int, error) {
 			// answered (ConnState reports StateIdle).
 			l.metrics.passed(reason, false)
 			c.partial = false
+			// net/http may end its background read before that read's
+			// goroutine even starts: the abort is armed here, once per
+			// handed request, never in hold.
+			c.aborted.Store(false)
+			select {
+			case <-c.abort:
+			default:
+			}
 			c.state.Store(stateHanded)
 			c.owed = headLen
 			n := c.give(p, c.start+c.owed)
@@ -324,10 +372,19 @@ func (c *Conn) serve(p []byte) (int, error) {
 			if reason != "" {
 				l.metrics.passed(reason, true)
 			}
-			c.state.Store(stateForeign)
-			return c.give(p, c.end), nil
+			return c.giveForGood(p), nil
 		}
 	}
+}
+
+// giveForGood leaves the connection to net/http with the bytes read so
+// far. The head may be incomplete (and a body follows): its rest must come
+// within the header timeout, which net/http would have set when it started
+// reading and which the loop's own idle deadline may have replaced.
+func (c *Conn) giveForGood(p []byte) int {
+	c.state.Store(stateForeign)
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.ReadHeaderTimeout))
+	return c.give(p, c.end)
 }
 
 // hold is net/http's background read while it serves a handed request: it
@@ -335,6 +392,12 @@ func (c *Conn) serve(p []byte) (int, error) {
 // pipelined request) stay with the loop, which reads them once net/http
 // is done; hold returns only when the connection fails, or when net/http
 // ends the read (by a past deadline, whose timeout it expects).
+//
+// An error that net/http should not see yet waits in readErr: net/http's
+// own background read stops at the first pipelined byte, so a client that
+// sends a request and then half-closes has its earlier request answered
+// in full. hold then waits for net/http to end the read, and reports the
+// timeout it expects.
 func (c *Conn) hold(p []byte) (int, error) {
 	for {
 		if c.start == c.end {
@@ -350,12 +413,45 @@ func (c *Conn) hold(p []byte) (int, error) {
 			c.state.Store(stateForeign)
 			return c.give(p, c.end), nil
 		}
+		if c.readErr != nil {
+			<-c.abort
+			return 0, os.ErrDeadlineExceeded
+		}
 		n, err := c.Conn.Read(c.rb[c.end:])
 		c.end += n
-		if err != nil {
-			return 0, err
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout() && c.aborted.Load():
+			return 0, err // net/http's own abort
+		case errors.As(err, &ne) && ne.Timeout():
+			// Not net/http's deadline (Drain's): wait for net/http.
+			<-c.abort
+			return 0, os.ErrDeadlineExceeded
+		case c.start == c.end:
+			return 0, err // the client left: net/http cancels the request
+		default:
+			c.readErr = err // after the pipelined requests before it
 		}
 	}
+}
+
+// SetReadDeadline implements net.Conn. A deadline in the past while
+// net/http serves a handed request is net/http ending its background read
+// (abortPendingRead): hold must return then.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.state.Load() == stateHanded && !t.IsZero() && !t.After(time.Now()) {
+		// Before the deadline itself: hold, woken by it, must find
+		// that it was net/http's.
+		c.aborted.Store(true)
+		select {
+		case c.abort <- struct{}{}:
+		default:
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // errClosed is a hit's write on a connection net/http closed meanwhile.
@@ -372,7 +468,7 @@ func (c *Conn) answer() (bool, error) {
 		return false, nil
 	}
 	if a.Release != nil {
-		defer a.Release()
+		defer a.Release(&a)
 	}
 	*op = a.Head[:0] // keeps a grown buffer for the next response
 	l.metrics.answered.Add(1)
@@ -384,7 +480,7 @@ func (c *Conn) answer() (bool, error) {
 	c.writing = true
 	c.wmu.Unlock()
 	l.writing.Add(1)
-	err := c.write(a)
+	err := c.write(&a)
 	l.writing.Add(-1)
 	c.wmu.Lock()
 	c.writing = false
@@ -397,21 +493,29 @@ func (c *Conn) answer() (bool, error) {
 	return true, err
 }
 
-// write sends a's head, then its body chunk by chunk, each within the
-// write timeout.
-func (c *Conn) write(a Answer) error {
-	out := a.Head
-	for {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
-		if _, err := c.Conn.Write(out); err != nil {
-			return err
-		}
-		if len(a.Body) == 0 {
-			return nil
-		}
-		n := min(len(a.Body), ChunkBytes)
-		out, a.Body = a.Body[:n], a.Body[n:]
+// write sends a's head with the first chunk of its body in one vectored
+// write, then the rest chunk by chunk, each within the write timeout.
+func (c *Conn) write(a *Answer) error {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
+	body := a.Body
+	if len(body) == 0 {
+		_, err := c.Conn.Write(a.Head)
+		return err
 	}
+	n := min(len(body), ChunkBytes)
+	bufs := net.Buffers{a.Head, body[:n]}
+	var err error
+	if vw, ok := c.Conn.(VectorWriter); ok {
+		_, err = vw.WriteBuffers(bufs)
+	} else {
+		_, err = bufs.WriteTo(c.Conn) // one writev on a *net.TCPConn
+	}
+	for body = body[n:]; err == nil && len(body) > 0; body = body[n:] {
+		n = min(len(body), ChunkBytes)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
+		_, err = c.Conn.Write(body[:n])
+	}
+	return err
 }
 
 // Close implements net.Conn. net/http's Shutdown closes connections it
@@ -426,6 +530,10 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	c.wmu.Unlock()
+	select { // a hold waiting for net/http's abort ends with the connection
+	case c.abort <- struct{}{}:
+	default:
+	}
 	return c.Conn.Close()
 }
 

@@ -297,3 +297,24 @@ func TestLargeBodyFollowsTheHead(t *testing.T) {
 	expect(t, br, "GET", "fast", string(bigBody))
 	expect(t, br, "GET", "fast", "hit")
 }
+
+// TestQuickHandedRequestsDoNotHang: net/http can end its background read
+// before that read's goroutine starts (a fast handler). The loop must see
+// that abort however late its read starts; it once cleared it on entry and
+// waited for ever, hanging the connection (found by review).
+func TestQuickHandedRequestsDoNotHang(t *testing.T) {
+	_, addr, _ := startLoop(t, Config{})
+	c, br := dial(t, addr)
+	for i := range 300 {
+		if _, err := io.WriteString(c, get("/miss")); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, br, "GET", "net/http", "net:/miss")
+		if i%3 == 0 {
+			if _, err := io.WriteString(c, get("/hit")); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, br, "GET", "fast", "hit")
+		}
+	}
+}

@@ -59,7 +59,11 @@ const (
 // same way and reads as the same request (FuzzParseAgreesWithNetHTTP
 // checks this); everything unusual is left to net/http, which answers or
 // rejects it as it always has.
-func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
+//
+// strip names fields the cache deletes before it reads a request
+// (forwarding.strip_headers); of those the loop reads, a stripped one is
+// ignored as the cache would ignore it.
+func parse(b []byte, r *Request, strip []string) (n int, res parseResult, reason string) {
 	*r = Request{}
 	line, rest, ls := cutLine(b)
 	switch ls {
@@ -104,7 +108,11 @@ func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
 			return 0, foreign, reasonSyntax // includes obs-fold: a line starting with SP or HTAB
 		}
 		value = trimOWS(value)
-		switch fieldOf(name) {
+		f := fieldOf(name)
+		if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
+			f = fieldOther
+		}
+		switch f {
 		case fieldHost:
 			hosts++
 			if !plainHost(value) && reason == "" {
@@ -152,6 +160,15 @@ func parse(b []byte, r *Request) (n int, res parseResult, reason string) {
 		return len(b) - len(rest), handable, reason
 	}
 	return len(b) - len(rest), answerable, ""
+}
+
+func isStripped(name []byte, strip []string) bool {
+	for _, s := range strip {
+		if asciiEqualFold(name, s) { // s is lower-case (NewListener)
+			return true
+		}
+	}
+	return false
 }
 
 // lineStatus is what cutLine found.

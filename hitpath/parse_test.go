@@ -13,7 +13,7 @@ func TestParseAccepts(t *testing.T) {
 		"Accept-Encoding: zstd\r\nUser-Agent: ua1\r\nUser-Agent: ua2\r\nReferer:  http://r/ \t\r\nCookie: a=b\r\n" +
 		"Connection: Close\r\n\r\nGET /next HTTP/1.1\r\n"
 	var r Request
-	n, res, reason := parse([]byte(raw), &r)
+	n, res, reason := parse([]byte(raw), &r, nil)
 	if res != answerable {
 		t.Fatalf("parse: %v %s", res, reason)
 	}
@@ -29,7 +29,7 @@ func TestParseAccepts(t *testing.T) {
 	if string(r.UserAgent) != "ua1" || string(r.Referer) != "http://r/" {
 		t.Errorf("user-agent %q referer %q", r.UserAgent, r.Referer)
 	}
-	if _, res, _ := parse([]byte("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n"), &r); res != answerable || !r.Head {
+	if _, res, _ := parse([]byte("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n"), &r, nil); res != answerable || !r.Head {
 		t.Errorf("HEAD: %v %+v", res, r)
 	}
 }
@@ -94,7 +94,7 @@ func TestParseDeclines(t *testing.T) {
 	}
 	for _, c := range cases {
 		var r Request
-		_, res, reason := parse([]byte(c.raw), &r)
+		_, res, reason := parse([]byte(c.raw), &r, nil)
 		if res != c.res || reason != c.reason {
 			t.Errorf("%s: got %v %q, want %v %q", c.name, res, reason, c.res, c.reason)
 		}
@@ -118,7 +118,7 @@ func FuzzParseAgreesWithNetHTTP(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Request
-		n, res, _ := parse(b, &r)
+		n, res, _ := parse(b, &r, nil)
 		if res != answerable && res != handable {
 			return
 		}
@@ -189,7 +189,7 @@ func BenchmarkParse(b *testing.B) {
 	b.SetBytes(int64(len(head)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, res, _ := parse(head, &r); res != answerable {
+		if _, res, _ := parse(head, &r, nil); res != answerable {
 			b.Fatal(res)
 		}
 	}
@@ -210,5 +210,13 @@ func TestFieldTablesAgree(t *testing.T) {
 	}
 	if fieldOf([]byte("X-Very-Long-Field-Name-Beyond-The-Buffer")) != fieldOther {
 		t.Error("a long name is classified")
+	}
+}
+
+func TestStrippedFieldsAreIgnored(t *testing.T) {
+	var r Request
+	raw := []byte("GET / HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\nUser-Agent: u\r\n\r\n")
+	if _, res, _ := parse(raw, &r, []string{"accept-encoding"}); res != answerable || len(r.AcceptEncoding) != 0 || string(r.UserAgent) != "u" {
+		t.Fatalf("stripped Accept-Encoding read: %v %q", res, r.AcceptEncoding)
 	}
 }

@@ -119,6 +119,27 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// WriteBuffers sends held bytes and bufs in one writev, never holding
+// any: the hit path's head and body (hitpath.VectorWriter).
+func (c *batchConn) WriteBuffers(bufs net.Buffers) (int64, error) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if err := c.loadErr(); err != nil {
+		return 0, err
+	}
+	c.stats.sends.Add(1)
+	if len(c.held) > 0 {
+		c.stats.merged.Add(1)
+		bufs = append(net.Buffers{c.held}, bufs...)
+		held := int64(len(c.held))
+		n, err := bufs.WriteTo(c.Conn)
+		c.held = c.held[:0]
+		c.timer.Stop()
+		return max(n-held, 0), err
+	}
+	return bufs.WriteTo(c.Conn)
+}
+
 // flushLocked sends held bytes; c.writeMu must be held.
 func (c *batchConn) flushLocked() error {
 	if len(c.held) == 0 {

@@ -17,9 +17,25 @@ import (
 // plain-listener rules and the access log first, then the proxy. Whatever
 // it declines goes to net/http with the connection.
 type hitFront struct {
-	n    *Node
-	acme bool               // ACME HTTP-01 answers live on the plain listener
-	h1   prometheus.Counter // the TLS front's count of plain HTTP/1.1 requests (nil without TLS)
+	n       *Node
+	acme    bool               // ACME HTTP-01 answers live on the plain listener
+	h1      prometheus.Counter // the TLS front's count of plain HTTP/1.1 requests (nil without TLS)
+	release func(*hitpath.Answer)
+}
+
+// newHitFront returns the node's answerer; its release method value is
+// made once, so that answers carry it without an allocation.
+func newHitFront(n *Node) *hitFront {
+	f := &hitFront{n: n}
+	f.release = f.releaseAnswer
+	return f
+}
+
+// releaseAnswer gives back what an answer held (an entry pinned while its
+// body was written, a per-client slot).
+func (f *hitFront) releaseAnswer(a *hitpath.Answer) {
+	e, _ := a.Ref.(*proxy.Entry)
+	f.n.proxy.ReleaseHit(e, a.RefKey)
 }
 
 // acmePrefix is where HTTP-01 challenges are asked.
@@ -28,7 +44,9 @@ var acmePrefix = []byte("/.well-known/acme-challenge/")
 // AppendHit implements hitpath.Answerer.
 func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr, a *hitpath.Answer) bool {
 	n := f.n
-	if f.acme && bytes.HasPrefix(r.Target, acmePrefix) {
+	if f.acme && (bytes.HasPrefix(r.Target, acmePrefix) || bytes.IndexByte(r.Target, '%') >= 0) {
+		// The challenge handler matches the decoded path: an escaped
+		// spelling of the prefix is its too.
 		return false
 	}
 	start := time.Now()
@@ -51,9 +69,11 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	a.Head, a.Body = ans.Head, ans.Body
-	if ans.Body != nil {
-		held := ans // only a large hit pays for the closure
-		a.Release = func() { n.proxy.Release(&held) }
+	if ans.Pinned != nil || ans.ClientIP != "" {
+		a.Release, a.RefKey = f.release, ans.ClientIP
+		if ans.Pinned != nil {
+			a.Ref = ans.Pinned
+		}
 	}
 	s.requests.Inc()
 	if f.h1 != nil {
@@ -64,7 +84,11 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		if r.Head {
 			method = "HEAD"
 		}
-		n.access.add(accessEntry{Time: start, Client: clientAddr(remote.String()), Site: s.name, Method: method, Host: host, URI: target,
+		uri := target
+		if query != "" {
+			uri = path + "?" + n.proxy.ForwardedQuery(query) // as ServeHTTP logs it (cache.sort_query)
+		}
+		n.access.add(accessEntry{Time: start, Client: clientAddr(remote.String()), Site: s.name, Method: method, Host: host, URI: uri,
 			Proto: "HTTP/1.1", Status: ans.Status, Bytes: ans.BodyBytes, Duration: time.Since(start), CacheStatus: n.proxy.HitStatus(),
 			Referer: string(r.Referer), UserAgent: string(r.UserAgent)})
 	}

@@ -187,7 +187,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.hitM = hitpath.NewMetrics(reg)
 	if cfg.Tuning.HitPath && (n.tls == nil || !cfg.TLS.RedirectToHTTPS) {
-		hf := &hitFront{n: n}
+		hf := newHitFront(n)
 		if n.tls != nil {
 			hf.acme, hf.h1 = n.tls.acme != nil, n.tls.proto.WithLabelValues("http/1.1")
 		}
@@ -198,7 +198,8 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			pub = batchListener{Listener: pub, stats: n.batch}
 		}
 		n.hits = hitpath.NewListener(pub, hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout}, hf, n.hitM)
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
+			StripFields: pc.StripRequestHeaders}, hf, n.hitM)
 		n.public.ConnState = n.hits.ConnState
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}

@@ -39,25 +39,34 @@ type hitBlock struct {
 
 // HitAnswer is AppendHit's response.
 type HitAnswer struct {
-	Head   []byte // status line and fields, and the body when it fits one write chunk
-	Body   []byte // the rest of a larger body, written after Head in chunks of WriteChunk (nil: all in Head)
+	Head   []byte // status line and fields, and a body of at most copyBodyBytes
+	Body   []byte // a larger body, the stored bytes themselves (nil: in Head, or HEAD)
 	Status int
 	// BodyBytes is the body's length as sent (0 for HEAD).
 	BodyBytes int64
-	pinned    *Entry
+	// Pinned and ClientIP are what the answer holds until ReleaseHit: the
+	// stored entry whose body is being written (nil: none), and the
+	// client's limits.max_inflight_per_client slot ("": none).
+	Pinned   *Entry
+	ClientIP string
 }
 
-// WriteChunk is the most one write of a response body carries; the write
-// deadline is extended before each (limits.write_timeout per chunk).
-const WriteChunk = writeChunk
+// copyBodyBytes is the largest body AppendHit copies into the head's
+// buffer (one plain write, no hold on the entry). Larger ones are written
+// from the entry, as ServeHTTP writes them: a client that stops reading
+// then holds no copy.
+const copyBodyBytes = 4 << 10
 
-// Release ends the answer's hold on its entry: call it once the body is
-// written. An entry evicted while its body is sent stays charged to the
-// buffer budget until then, as on every other path.
-func (h *Handler) Release(a *HitAnswer) {
-	if a.pinned != nil {
-		h.unpin(a.pinned)
-		a.pinned = nil
+// ReleaseHit ends what an answer held: call it once its writes are done.
+// An entry evicted while its body is sent stays charged to the buffer
+// budget until then, and the client's in-flight slot is held as long, as
+// on ServeHTTP's path.
+func (h *Handler) ReleaseHit(pinned *Entry, clientIP string) {
+	if pinned != nil {
+		h.unpin(pinned)
+	}
+	if clientIP != "" {
+		h.clients.release(clientIP)
 	}
 }
 
@@ -91,14 +100,13 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if !b.usable {
 		return false
 	}
+	var ip string
 	if h.clients.limit > 0 && req.Remote != nil {
-		// Held while the response is built; it is written right after,
-		// without waiting for anything.
-		ip := clientIP(&http.Request{RemoteAddr: req.Remote.String()})
+		// Held until ReleaseHit, after the write.
+		ip = clientIP(&http.Request{RemoteAddr: req.Remote.String()})
 		if !h.clients.acquire(ip) {
 			return false
 		}
-		defer h.clients.release(ip)
 	}
 	dst = append(dst, b.statusLine...)
 	dst = append(dst, b.fields...)
@@ -112,19 +120,17 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		dst = append(dst, "Connection: close\r\n"...)
 	}
 	dst = append(dst, "\r\n"...)
-	*a = HitAnswer{Status: d.Status}
+	*a = HitAnswer{Status: d.Status, ClientIP: ip}
 	switch {
 	case req.Head:
-	case len(d.Body) <= writeChunk:
+	case len(d.Body) <= copyBodyBytes:
 		dst = append(dst, d.Body...)
 		a.BodyBytes = int64(len(d.Body))
 	default:
-		// The first chunk goes with the head; the rest is written from
-		// the entry itself, which is pinned meanwhile, as writeEntry
-		// pins it.
-		dst = append(dst, d.Body[:writeChunk]...)
+		// Written from the entry itself, which is pinned meanwhile, as
+		// writeEntry pins it.
 		e.users.Add(1)
-		a.Body, a.BodyBytes, a.pinned = d.Body[writeChunk:], int64(len(d.Body)), e
+		a.Body, a.BodyBytes, a.Pinned = d.Body, int64(len(d.Body)), e
 	}
 	a.Head = dst
 	if e.offers != 0 {
@@ -183,3 +189,7 @@ func (s *Store) lookupPlain(key string) *Entry {
 
 // HitStatus is the Cache-Status of a fresh hit from this node.
 func (h *Handler) HitStatus() string { return h.hitStatus[0] }
+
+// ForwardedQuery is a query as the cache forwards and logs it (sorted
+// with cache.sort_query).
+func (h *Handler) ForwardedQuery(q string) string { return h.keyQuery(q) }
