@@ -464,7 +464,7 @@ func (c *Conn) answer() (bool, error) {
 	op := l.outPool.Get().(*[]byte)
 	defer l.outPool.Put(op)
 	var a Answer
-	if !l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.Conn.RemoteAddr(), &a) {
+	if !l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.RemoteAddr(), &a) {
 		return false, nil
 	}
 	if a.Release != nil {
@@ -496,10 +496,10 @@ func (c *Conn) answer() (bool, error) {
 // write sends a's head with the first chunk of its body in one vectored
 // write, then the rest chunk by chunk, each within the write timeout.
 func (c *Conn) write(a *Answer) error {
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
+	_ = c.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
 	body := a.Body
 	if len(body) == 0 {
-		_, err := c.Conn.Write(a.Head)
+		_, err := c.Write(a.Head)
 		return err
 	}
 	n := min(len(body), ChunkBytes)
@@ -512,8 +512,8 @@ func (c *Conn) write(a *Answer) error {
 	}
 	for body = body[n:]; err == nil && len(body) > 0; body = body[n:] {
 		n = min(len(body), ChunkBytes)
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
-		_, err = c.Conn.Write(body[:n])
+		_ = c.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
+		_, err = c.Write(body[:n])
 	}
 	return err
 }

@@ -31,7 +31,7 @@ func reviewServer(t *testing.T, withLoop bool, cfg Config, srvHeaderTimeout time
 		}
 		_, _ = io.WriteString(w, "net:"+r.URL.Path)
 	}), ReadHeaderTimeout: srvHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
-	var serveLn net.Listener = ln
+	serveLn := net.Listener(ln)
 	if withLoop {
 		l := NewListener(ln, cfg, cacheOfOne{}, nil)
 		srv.ConnState = l.ConnState
