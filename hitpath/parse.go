@@ -222,12 +222,18 @@ func plainTarget(t []byte) bool {
 // plainHost accepts a reg-name or IPv4 host with an optional port, or a
 // bracketed IPv6 literal with one: what every site table and cache key
 // reads the same way.
-func plainHost(h []byte) bool {
-	if len(h) == 0 {
+func plainHost(h []byte) bool { return allIn(h, &hostChar) }
+
+// isToken reports whether b is a non-empty RFC 9110 token (a field name).
+func isToken(b []byte) bool { return allIn(b, &tokenChar) }
+
+// allIn reports whether b is non-empty and every byte is in class.
+func allIn(b []byte, class *[256]bool) bool {
+	if len(b) == 0 {
 		return false
 	}
-	for _, c := range h {
-		if !hostChar[c] {
+	for _, c := range b {
+		if !class[c] {
 			return false
 		}
 	}
@@ -236,19 +242,6 @@ func plainHost(h []byte) bool {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// isToken reports whether b is a non-empty RFC 9110 token (a field name).
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if !tokenChar[c] {
-			return false
-		}
-	}
-	return true
 }
 
 // Byte classes, as tables: the parser looks at every byte of a head.

@@ -1,17 +1,13 @@
 package node
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/edgecache/edge/config"
 )
 
 // TestHitPathNeverLeaksBetweenUsers runs a node with the HTTP/1.1 hit path
@@ -49,21 +45,10 @@ func TestHitPathNeverLeaksBetweenUsers(t *testing.T) {
 		_, _ = io.WriteString(w, "page for "+who)
 	}))
 	defer origin.Close()
-	cfg, err := config.LoadBytes([]byte("origin: {url: '" + origin.URL + "'}\nlisten: '" + freeAddr(t) + "'\nadmin: {listen: '" + freeAddr(t) + "'}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cfg.Tuning.HitPath {
+	n := startNode(t, origin.URL, "")
+	if !n.cfg.Tuning.HitPath {
 		t.Fatal("tuning.hit_path is off by default")
 	}
-	n, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 10 * time.Second}
 	get := func(path string, hdr ...string) (string, http.Header) {

@@ -15,8 +15,8 @@ import (
 	"github.com/edgecache/edge/config"
 )
 
-// reviewNode runs a node in front of origin with extra YAML config.
-func reviewNode(t *testing.T, origin, extra string) *Node {
+// startNode runs a node in front of origin with extra YAML config.
+func startNode(t *testing.T, origin, extra string) *Node {
 	t.Helper()
 	cfg, err := config.LoadBytes([]byte("origin: {url: '" + origin + "'}\nlisten: '" + freeAddr(t) + "'\nadmin: {listen: '" + freeAddr(t) + "'}\n" + extra))
 	if err != nil {
@@ -93,7 +93,7 @@ func hitPathYAML(on bool) string {
 // without the hit path.
 func TestReviewPipelinedMissThenHitWithHalfClose(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
-		n := reviewNode(t, reviewOrigin(t).URL, hitPathYAML(on))
+		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on))
 		reviewGet(t, n.PublicAddr(), "/public")
 		reviewGet(t, n.PublicAddr(), "/public")
 		c, err := net.Dial("tcp", n.PublicAddr())
@@ -134,7 +134,7 @@ func TestReviewPipelinedMissThenHitWithHalfClose(t *testing.T) {
 // of the body held per connection, outside the buffer budget.
 func TestReviewPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
-		n := reviewNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"limits: {max_inflight_per_client: 1}\n")
+		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"limits: {max_inflight_per_client: 1}\n")
 		reviewGet(t, n.PublicAddr(), "/big")
 		if r := reviewGet(t, n.PublicAddr(), "/big"); r.StatusCode != 200 {
 			t.Fatalf("warm-up %d", r.StatusCode)
@@ -171,7 +171,7 @@ func TestReviewPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
 // ignores strip_headers and serves the compressed form.
 func TestReviewStripHeadersAcceptEncoding(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
-		n := reviewNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"forwarding: {strip_headers: 'X-Original-Url,X-Rewrite-Url,Accept-Encoding'}\n")
+		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"forwarding: {strip_headers: 'X-Original-Url,X-Rewrite-Url,Accept-Encoding'}\n")
 		reviewGet(t, n.PublicAddr(), "/html")
 		reviewGet(t, n.PublicAddr(), "/html")
 		r := reviewGet(t, n.PublicAddr(), "/html", "Accept-Encoding", "gzip")
