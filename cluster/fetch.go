@@ -319,6 +319,7 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 	}
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
+	c.withResume(ctx, key, req, win)
 	go func() {
 		// Drain and close the other answers as they come: each comes
 		// within its own header timer, and an unclosed one would keep its
@@ -364,6 +365,7 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
 		if ok {
 			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
+			c.withResume(ctx, key, req, resp)
 			return resp, false, nil
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
@@ -381,6 +383,7 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 			if p := c.peer(next); p != nil {
 				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
 					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
+					c.withResume(ctx, key, req, resp)
 					return resp, false, nil
 				}
 				c.metrics.ClimbHops.WithLabelValues("next_home_failed").Inc()
@@ -533,7 +536,11 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		done()
 		return nil, err
 	}
-	resp.Body = origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
+	idle := c.peerBodyIdle()
+	if resumable(resp) {
+		idle = c.resumeAfter() // a stall is resumed from the origin (resume.go)
+	}
+	resp.Body = origin.WithIdleTimeout(resp.Body, idle, done)
 	return resp, nil
 }
 

@@ -34,6 +34,7 @@ type Metrics struct {
 	TreeHops           prometheus.Histogram   // caches on a planned path
 	PeerRequests       *prometheus.CounterVec // signed data requests served, by mode
 	PeerRejected       *prometheus.CounterVec // peer requests refused, by reason
+	Resumes            *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
 	IndicatorEstimates *prometheus.GaugeVec   // fpr, fnr, pi, nu, q per peer
 	ReplicaEpoch       *prometheus.GaugeVec   // epoch of the replica held for each peer
 	ReplicaAge         *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
@@ -82,6 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TreeHops:           prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
 		PeerRequests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
 		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
+		Resumes:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers that broke mid-body (suspicion, stall) and were resumed from the origin by Range and If-Range: ok, or failed (the body failed as before)."}, []string{"outcome"}),
 		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q)."}, []string{"peer", "estimate"}),
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
@@ -106,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset, m.Rumors, m.Refutations)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
+		m.Probes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))
@@ -115,6 +117,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, o := range []string{"hit", "miss", "error", "lost"} {
 			m.Probes.WithLabelValues(ind, o)
 		}
+	}
+	for _, o := range []string{"ok", "failed"} {
+		m.Resumes.WithLabelValues(o)
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -299,6 +300,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			}
 		case !res.Keep:
 			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+		case resumed(resp.Body):
+			h.metrics.NotStored.WithLabelValues("resumed").Inc()
 		case h.purges.Load() != purges:
 			h.metrics.NotStored.WithLabelValues("purged").Inc()
 		default:
@@ -609,4 +612,12 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		n += h.removeKey(h.key(h.scheme(r), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
+}
+
+// resumed reports whether a fetcher spliced the body from two sources (a
+// cluster peer's answer that broke, finished by the origin): it is served
+// but not stored, since the first part was never authenticated.
+func resumed(body io.Reader) bool {
+	r, ok := body.(interface{ Resumed() bool })
+	return ok && r.Resumed()
 }

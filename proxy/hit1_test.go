@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rawExchange sends raw to a real net/http server and reads one response.
@@ -207,5 +210,34 @@ func TestAppendHitPinsALargeBody(t *testing.T) {
 	p.h.ReleaseHit(a.Pinned, a.ClientIP)
 	if p.h.Buffered() != 0 {
 		t.Fatalf("%d bytes still charged after the write", p.h.Buffered())
+	}
+}
+
+// splicedBody is a body a fetcher finished from a second source.
+type splicedBody struct{ io.Reader }
+
+func (splicedBody) Close() error  { return nil }
+func (splicedBody) Resumed() bool { return true }
+
+// TestResumedBodyIsServedNotStored: a body the cluster finished from the
+// origin after a peer's answer broke is served whole but never stored
+// (its first part was never authenticated).
+func TestResumedBodyIsServedNotStored(t *testing.T) {
+	store := NewStore(1<<20, 4)
+	f := FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Cache-Control": {"max-age=60"}, "Etag": {`"v1"`}},
+			Body: splicedBody{strings.NewReader("whole page")}, ContentLength: -1}, nil
+	})
+	h := New(DefaultConfig(), store, f, NewMetrics(prometheus.NewRegistry(), store), nil)
+	for range 2 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "http://example.com/r", nil))
+		h.Wait()
+		if w.Body.String() != "whole page" || !strings.Contains(w.Header().Get("Cache-Status"), "fwd=") {
+			t.Fatalf("answer %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
+		}
+	}
+	if st := store.Stats(); st.Objects != 0 {
+		t.Fatalf("a resumed body was stored (%d objects)", st.Objects)
 	}
 }

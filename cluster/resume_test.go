@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+)
+
+var resumePage = bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
+
+// resumeOrigin serves resumePage with etag, Range and If-Range, as an
+// origin does (http.ServeContent), and counts the requests with a Range.
+func resumeOrigin(t *testing.T, etag string, ranged *int) proxy.Fetcher {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			*ranged++
+		}
+		w.Header().Set("Etag", etag)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(resumePage))
+	}))
+	t.Cleanup(srv.Close)
+	return proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		out := req.Clone(ctx)
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = "http", strings.TrimPrefix(srv.URL, "http://")
+		return http.DefaultTransport.RoundTrip(out)
+	})
+}
+
+// brokenPeer is a peer (a real peer handler, signing its answers) that
+// sends the first half of resumePage and then breaks: it aborts the
+// connection, or stalls.
+func brokenPeer(t *testing.T, etag string, stall bool) *Peer {
+	t.Helper()
+	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	stop := make(chan struct{})
+	h := peer.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Etag", etag)
+		w.Header().Set("Content-Length", "262144")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(resumePage[:len(resumePage)/2])
+		_ = http.NewResponseController(w).Flush()
+		if stall {
+			<-stop // silent, the connection open, until the test ends
+			return
+		}
+		panic(http.ErrAbortHandler)
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: the handler returns, then the server closes
+	return &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}
+}
+
+func resumeCluster(t *testing.T, origin proxy.Fetcher) (*Cluster, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{
+		NodeID: "n0", Listen: "127.0.0.1:0", Peers: map[string]string{"n1": "127.0.0.1:1"}, Secret: []byte("cluster-test-secret"),
+		Period: 100 * time.Millisecond, Detector: "ml", Selection: SelectionFNA, Mode: mustMode("hybrid"), Arity: 4, Q: 2,
+		HotThreshold: 3, PeerTimeout: 200 * time.Millisecond, Indicator: indicators.DefaultFilterConfig(1000),
+	}, origin, proxy.NewStore(1<<20, 4), NewMetrics(reg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, reg
+}
+
+// fetchFromPeer asks p as the climb does and reads the whole answer.
+func fetchFromPeer(t *testing.T, c *Cluster, p *Peer) ([]byte, bool, error) {
+	t.Helper()
+	req := httptest.NewRequest("GET", "http://h/p/1", nil)
+	req.RequestURI = ""
+	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0)
+	if !ok {
+		t.Fatal("the peer did not answer")
+	}
+	c.withResume(context.Background(), "http://h/p/1", req, resp)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return b, resumed(resp.Body), err
+}
+
+func resumed(b io.Reader) bool {
+	r, ok := b.(interface{ Resumed() bool })
+	return ok && r.Resumed()
+}
+
+func TestPeerBodyCutMidwayIsResumedFromTheOrigin(t *testing.T) {
+	for _, stall := range []bool{false, true} {
+		ranged := 0
+		c, reg := resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged))
+		body, wasResumed, err := fetchFromPeer(t, c, brokenPeer(t, `"v1"`, stall))
+		if err != nil || !bytes.Equal(body, resumePage) {
+			t.Fatalf("stall %v: %d bytes, err %v; want the whole page", stall, len(body), err)
+		}
+		if !wasResumed || ranged != 1 {
+			t.Errorf("stall %v: resumed %v, origin Range requests %d", stall, wasResumed, ranged)
+		}
+		if n := testutil.ToFloat64(c.metrics.Resumes.WithLabelValues("ok")); n != 1 {
+			t.Errorf("stall %v: edge_peer_body_resumes_total{outcome=ok} %v", stall, n)
+		}
+		_ = reg
+	}
+}
+
+// TestResumeNeedsTheSameRepresentation: when the origin's copy has changed
+// (another entity tag), If-Range makes it send the whole new page, which
+// must not be spliced onto the old bytes: the body fails as before.
+func TestResumeNeedsTheSameRepresentation(t *testing.T) {
+	ranged := 0
+	c, _ := resumeCluster(t, resumeOrigin(t, `"v2"`, &ranged))
+	body, wasResumed, err := fetchFromPeer(t, c, brokenPeer(t, `"v1"`, false))
+	if err == nil || wasResumed || len(body) >= len(resumePage) {
+		t.Fatalf("spliced across representations: %d bytes, resumed %v, err %v", len(body), wasResumed, err)
+	}
+	if n := testutil.ToFloat64(c.metrics.Resumes.WithLabelValues("failed")); n != 1 {
+		t.Errorf("edge_peer_body_resumes_total{outcome=failed} %v", n)
+	}
+}
+
+// TestWeakOrMissingValidatorIsNotResumed: without a strong entity tag the
+// bytes cannot be named, so nothing is resumed.
+func TestWeakOrMissingValidatorIsNotResumed(t *testing.T) {
+	for _, etag := range []string{`W/"v1"`, ""} {
+		ranged := 0
+		c, _ := resumeCluster(t, resumeOrigin(t, etag, &ranged))
+		_, wasResumed, err := fetchFromPeer(t, c, brokenPeer(t, etag, false))
+		if err == nil || wasResumed || ranged != 0 {
+			t.Fatalf("etag %q: resumed %v, Range requests %d, err %v", etag, wasResumed, ranged, err)
+		}
+	}
+}
+
+func TestParseContentRange(t *testing.T) {
+	for _, c := range []struct {
+		in                string
+		start, end, total int64
+		ok                bool
+	}{
+		{"bytes 10-19/20", 10, 19, 20, true},
+		{"bytes 0-0/*", 0, 0, -1, true},
+		{"bytes 10-19/15", 0, 0, 0, false},
+		{"bytes 19-10/20", 0, 0, 0, false},
+		{"bytes -1-10/20", 0, 0, 0, false},
+		{"items 0-1/2", 0, 0, 0, false},
+		{"bytes 0-1", 0, 0, 0, false},
+		{"bytes a-b/c", 0, 0, 0, false},
+		{"", 0, 0, 0, false},
+	} {
+		s, e, total, ok := parseContentRange(c.in)
+		if ok != c.ok || (ok && (s != c.start || e != c.end || total != c.total)) {
+			t.Errorf("%q: %d %d %d %v", c.in, s, e, total, ok)
+		}
+	}
+}
