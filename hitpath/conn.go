@@ -123,7 +123,11 @@ type dateLine struct {
 	line []byte
 }
 
-// NewListener returns ln with the hit path on its connections.
+// NewListener returns ln with the hit path on its connections. The
+// http.Server that serves it must call ConnState from its hook and must
+// not set ReadTimeout: net/http starts that clock when it begins waiting
+// for a request, which includes the hits the loop answers meanwhile
+// (ReadHeaderTimeout, IdleTimeout and WriteTimeout are fine).
 func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listener {
 	for _, d := range []*time.Duration{&cfg.IdleTimeout, &cfg.ReadHeaderTimeout, &cfg.WriteTimeout} {
 		if *d <= 0 {
@@ -141,6 +145,23 @@ func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listene
 	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{})}
 	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return l
+}
+
+// errReadTimeout refuses a server the loop cannot serve correctly.
+var errReadTimeout = errors.New("hitpath: the http.Server must not set ReadTimeout (its clock would include the hits the loop answers); use ReadHeaderTimeout")
+
+// Serve serves l with srv: it hooks ConnState (keeping srv's own hook)
+// and refuses a server with ReadTimeout.
+func (l *Listener) Serve(srv *http.Server) error {
+	if srv.ReadTimeout > 0 {
+		return errReadTimeout
+	}
+	if prev := srv.ConnState; prev != nil {
+		srv.ConnState = func(c net.Conn, st http.ConnState) { l.ConnState(c, st); prev(c, st) }
+	} else {
+		srv.ConnState = l.ConnState
+	}
+	return srv.Serve(l)
 }
 
 // Accept implements net.Listener.
@@ -168,7 +189,13 @@ func (l *Listener) ConnState(c net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateIdle:
 		hc.state.CompareAndSwap(stateHanded, stateLoop)
-	case http.StateClosed, http.StateHijacked:
+	case http.StateHijacked:
+		// The handler owns the connection now (net/http ended its
+		// background read first): it reads what the loop holds, then
+		// the socket.
+		hc.state.Store(stateForeign)
+		fallthrough
+	case http.StateClosed:
 		if hc.counted.CompareAndSwap(false, true) {
 			l.metrics.open.Add(-1)
 			l.mu.Lock()
@@ -212,6 +239,9 @@ func (l *Listener) WaitWrites(ctx context.Context) error {
 	return nil
 }
 
+// abortBefore: a read deadline before it is net/http ending a read.
+var abortBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // The owner of a connection's next bytes.
 const (
 	stateLoop    int32 = iota // the loop reads the next request
@@ -237,10 +267,10 @@ type Conn struct {
 	aborted    atomic.Bool   // net/http ended its background read (a past read deadline)
 	abort      chan struct{} // wakes hold when net/http ends its background read
 
-	wmu      sync.Mutex // guards writing and closeLater
+	wmu      sync.Mutex // guards writing and closed
 	writing  bool
 	closed   bool
-	closeLat bool
+	closeLat atomic.Bool // closed during a write: the write stops after its chunk
 }
 
 // Read implements net.Conn: it is where net/http waits for requests.
@@ -334,7 +364,9 @@ func (c *Conn) serve(p []byte) (int, error) {
 		case answerable:
 			answered, err := c.answer()
 			if err != nil {
-				return 0, err
+				// A failed write: net/http only needs to close (an EOF
+				// makes it close without writing an error response).
+				return 0, io.EOF
 			}
 			if answered {
 				c.start += headLen
@@ -441,8 +473,13 @@ func (c *Conn) hold(p []byte) (int, error) {
 // SetReadDeadline implements net.Conn. A deadline in the past while
 // net/http serves a handed request is net/http ending its background read
 // (abortPendingRead): hold must return then.
+//
+// net/http's abort uses a deadline long past (time.Unix(1, 0)); only such a
+// deadline counts, so that another past deadline (an http.Server
+// ReadTimeout, which this listener does not support: see NewListener) is
+// not taken for it.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.state.Load() == stateHanded && !t.IsZero() && !t.After(time.Now()) {
+	if c.state.Load() == stateHanded && !t.IsZero() && t.Before(abortBefore) {
 		// Before the deadline itself: hold, woken by it, must find
 		// that it was net/http's.
 		c.aborted.Store(true)
@@ -484,7 +521,7 @@ func (c *Conn) answer() (bool, error) {
 	l.writing.Add(-1)
 	c.wmu.Lock()
 	c.writing = false
-	closeNow := c.closeLat
+	closeNow := c.closeLat.Load()
 	c.wmu.Unlock()
 	if closeNow {
 		_ = c.Conn.Close()
@@ -510,7 +547,9 @@ func (c *Conn) write(a *Answer) error {
 	} else {
 		_, err = bufs.WriteTo(c.Conn) // one writev on a *net.TCPConn
 	}
-	for body = body[n:]; err == nil && len(body) > 0; body = body[n:] {
+	// A Close during the write (shutdown) stops it after the chunk in
+	// flight: a slow reader must not keep the connection past it.
+	for body = body[n:]; err == nil && len(body) > 0 && !c.closeLat.Load(); body = body[n:] {
 		n = min(len(body), ChunkBytes)
 		_ = c.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
 		_, err = c.Write(body[:n])
@@ -524,7 +563,7 @@ func (c *Conn) write(a *Answer) error {
 func (c *Conn) Close() error {
 	c.wmu.Lock()
 	if c.writing {
-		c.closeLat = true
+		c.closeLat.Store(true)
 		c.wmu.Unlock()
 		return nil
 	}

@@ -63,8 +63,8 @@ func startLoopListener(t *testing.T, cfg Config) (*http.Server, string, *Metrics
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Path", "net/http")
 		_, _ = io.WriteString(w, "net:"+r.URL.Path+string(body))
-	}), ReadHeaderTimeout: 5 * time.Second, ConnState: l.ConnState}
-	go func() { _ = srv.Serve(l) }()
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = l.Serve(srv) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -69,11 +69,9 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	a.Head, a.Body = ans.Head, ans.Body
-	if ans.Pinned != nil || ans.ClientIP != "" {
-		a.Release, a.RefKey = f.release, ans.ClientIP
-		if ans.Pinned != nil {
-			a.Ref = ans.Pinned
-		}
+	a.Release, a.RefKey = f.release, ans.ClientIP // always: the request is in flight until then
+	if ans.Pinned != nil {
+		a.Ref = ans.Pinned
 	}
 	s.requests.Inc()
 	if f.h1 != nil {

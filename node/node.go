@@ -200,7 +200,6 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.hits = hitpath.NewListener(pub, hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
 			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
 			StripFields: pc.StripRequestHeaders}, hf, n.hitM)
-		n.public.ConnState = n.hits.ConnState
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -390,16 +389,14 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 6)
-	var pub net.Listener
 	switch {
 	case n.hits != nil:
-		pub = n.hits
+		go func() { errc <- n.hits.Serve(n.public) }()
 	case n.cfg.Tuning.WriteBatching:
-		pub = batchListener{Listener: n.pubLn, stats: n.batch}
+		go func() { errc <- n.public.Serve(batchListener{Listener: n.pubLn, stats: n.batch}) }()
 	default:
-		pub = n.pubLn
+		go func() { errc <- n.public.Serve(n.pubLn) }()
 	}
-	go func() { errc <- n.public.Serve(pub) }()
 	go func() { errc <- n.admin.Serve(n.admLn) }()
 	clusterCtx, stopCluster := context.WithCancel(context.Background())
 	defer stopCluster()

@@ -57,11 +57,13 @@ type HitAnswer struct {
 // then holds no copy.
 const copyBodyBytes = 4 << 10
 
-// ReleaseHit ends what an answer held: call it once its writes are done.
-// An entry evicted while its body is sent stays charged to the buffer
-// budget until then, and the client's in-flight slot is held as long, as
-// on ServeHTTP's path.
+// ReleaseHit ends what an answer held: call it once for every answer,
+// when its writes are done. The request counts as in flight until then;
+// an entry evicted while its body is sent stays charged to the buffer
+// budget, and the client's in-flight slot is held as long, as on
+// ServeHTTP's path.
 func (h *Handler) ReleaseHit(pinned *Entry, clientIP string) {
+	h.metrics.InFlight.Dec()
 	if pinned != nil {
 		h.unpin(pinned)
 	}
@@ -120,6 +122,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		dst = append(dst, "Connection: close\r\n"...)
 	}
 	dst = append(dst, "\r\n"...)
+	h.metrics.InFlight.Inc() // until ReleaseHit
 	*a = HitAnswer{Status: d.Status, ClientIP: ip}
 	switch {
 	case req.Head:

@@ -163,6 +163,7 @@ func TestAppendHitDeclinesSoftPurged(t *testing.T) {
 	if !p.h.AppendHit(nil, &hr, nil, &a) {
 		t.Fatal("fresh hit declined")
 	}
+	p.h.ReleaseHit(a.Pinned, a.ClientIP)
 	e, _ := p.h.store.LookupFunc(p.h.key("http", "example.com", "/p", ""), func([]string) string { return "" })
 	e.MarkStale()
 	if p.h.AppendHit(nil, &hr, nil, &a) {
@@ -185,6 +186,7 @@ func BenchmarkAppendHit(b *testing.B) {
 		if !p.h.AppendHit(buf[:0], &hr, date, &a) {
 			b.Fatal("not a hit")
 		}
+		p.h.ReleaseHit(a.Pinned, a.ClientIP)
 		buf = a.Head
 	}
 }
