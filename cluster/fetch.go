@@ -536,11 +536,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		done()
 		return nil, err
 	}
-	idle := c.peerBodyIdle()
-	if resumable(resp) {
-		idle = c.resumeAfter() // a stall is resumed from the origin (resume.go)
-	}
-	resp.Body = origin.WithIdleTimeout(resp.Body, idle, done)
+	resp.Body = origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
 	return resp, nil
 }
 

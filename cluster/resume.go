@@ -7,25 +7,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // A peer's answer can break mid-body after its header has gone to the
-// client: the peer is suspected (its streams end), or a lossy link stalls
-// TCP for seconds. The client then has part of a response it cannot use.
+// client: the peer is suspected (its streams end), it dies, or a lossy link
+// stalls TCP past the peer body's idle limit. The client then has part of
+// a response it cannot use.
 // When the answer names its bytes by a strong entity tag, the rest is
 // asked of the origin with Range and If-Range (RFC 9110 §14.2, §13.1.5):
 // the origin sends exactly the missing bytes of the same representation,
 // or the body fails as before. A resumed body is never stored: its first
 // part came from a peer whose body MAC, sent at the end, never arrived.
-
-// resumeAfter is how long a resumable peer answer may go silent before
-// the rest is asked of the origin: 4 × cluster.peer_timeout, at least a
-// second. TCP's retransmission timeouts double from 200 ms, so this is
-// three or four losses in a row; the origin is a round trip away.
-func (c *Cluster) resumeAfter() time.Duration {
-	return max(4*c.cfg.PeerTimeout, time.Second)
-}
 
 // resumable reports whether a peer's answer can be resumed from the origin:
 // a whole 200 with a strong validator and a known coding.

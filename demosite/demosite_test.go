@@ -125,3 +125,31 @@ func TestStatsByRemote(t *testing.T) {
 		t.Fatalf("by_remote %v", s.ByRemote)
 	}
 }
+
+// TestRangeWithIfRange: the origin answers Range as static servers do (an
+// edge cluster resumes a broken peer answer with it): 206 for the current
+// entity tag, the whole page for another.
+func TestRangeWithIfRange(t *testing.T) {
+	d := New(Config{})
+	get := func(hdr map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/p/7", nil)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, r)
+		return w
+	}
+	whole := get(nil)
+	etag := whole.Header().Get("ETag")
+	part := get(map[string]string{"Range": "bytes=100-", "If-Range": etag})
+	if part.Code != http.StatusPartialContent || part.Body.String() != whole.Body.String()[100:] || part.Header().Get("ETag") != etag {
+		t.Fatalf("Range with the current tag: %d, %d bytes, ETag %q", part.Code, part.Body.Len(), part.Header().Get("ETag"))
+	}
+	if ct := part.Header().Get("Content-Type"); ct != whole.Header().Get("Content-Type") {
+		t.Errorf("Content-Type %q, want %q", ct, whole.Header().Get("Content-Type"))
+	}
+	if other := get(map[string]string{"Range": "bytes=100-", "If-Range": `"p-7-0"`}); other.Code != http.StatusOK || other.Body.Len() != whole.Body.Len() {
+		t.Fatalf("Range with another tag: %d, %d bytes", other.Code, other.Body.Len())
+	}
+}
