@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/edgecache/edge/proxy"
 )
 
 // A peer's answer can break mid-body after its header has gone to the
@@ -92,7 +94,7 @@ func (b *resumeBody) resume() error {
 		return err
 	}
 	resp := res.Resp
-	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	start, end, total, ok := proxy.ParseContentRange(resp.Header.Get("Content-Range"))
 	if resp.StatusCode != http.StatusPartialContent || !ok || start != b.got ||
 		(b.total >= 0 && (total != b.total || end != b.total-1)) ||
 		resp.Header.Get("Etag") != b.etag || resp.Header.Get("Content-Encoding") != b.coding {
@@ -105,30 +107,3 @@ func (b *resumeBody) resume() error {
 }
 
 func (b *resumeBody) Close() error { return b.body.Close() }
-
-// parseContentRange reads "bytes START-END/TOTAL" (TOTAL may be "*": -1).
-func parseContentRange(v string) (start, end, total int64, ok bool) {
-	rest, found := strings.CutPrefix(v, "bytes ")
-	if !found {
-		return 0, 0, 0, false
-	}
-	span, size, found := strings.Cut(rest, "/")
-	if !found {
-		return 0, 0, 0, false
-	}
-	a, z, found := strings.Cut(span, "-")
-	if !found {
-		return 0, 0, 0, false
-	}
-	var err1, err2, err3 error
-	start, err1 = strconv.ParseInt(a, 10, 64)
-	end, err2 = strconv.ParseInt(z, 10, 64)
-	total = -1
-	if size != "*" {
-		total, err3 = strconv.ParseInt(size, 10, 64)
-	}
-	if err1 != nil || err2 != nil || err3 != nil || start < 0 || end < start || (total >= 0 && end >= total) {
-		return 0, 0, 0, false
-	}
-	return start, end, total, true
-}

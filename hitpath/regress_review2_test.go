@@ -2,7 +2,6 @@ package hitpath
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -16,10 +15,6 @@ import (
 // it answers the head, then echoes one line the client sends afterwards.
 func hijackServer(t *testing.T, withLoop bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/hijack" {
 			_, _ = io.WriteString(w, "net:"+r.URL.Path)
@@ -40,19 +35,7 @@ func hijackServer(t *testing.T, withLoop bool) string {
 		}
 		_, _ = io.WriteString(c, "echo: "+line)
 	}), ReadHeaderTimeout: 5 * time.Second}
-	serveLn := net.Listener(ln)
-	if withLoop {
-		l := NewListener(ln, Config{}, cacheOfOne{}, nil)
-		srv.ConnState = l.ConnState
-		serveLn = l
-	}
-	go func() { _ = srv.Serve(serveLn) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return ln.Addr().String()
+	return serveWithOrWithoutLoop(t, srv, withLoop, Config{})
 }
 
 // TestReview2HijackedConnectionReadsGoToHold: a bodyless GET the loop hands

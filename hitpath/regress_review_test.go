@@ -14,10 +14,6 @@ import (
 // that, for /slow, waits 300 ms unless its context ends first and says which.
 func reviewServer(t *testing.T, withLoop bool, cfg Config, srvHeaderTimeout time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Path", "net/http")
 		if r.URL.Path == "/slow" {
@@ -31,13 +27,23 @@ func reviewServer(t *testing.T, withLoop bool, cfg Config, srvHeaderTimeout time
 		}
 		_, _ = io.WriteString(w, "net:"+r.URL.Path)
 	}), ReadHeaderTimeout: srvHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
-	serveLn := net.Listener(ln)
+	return serveWithOrWithoutLoop(t, srv, withLoop, cfg)
+}
+
+// serveWithOrWithoutLoop serves srv on a new loopback listener, through
+// the loop when withLoop (with cfg), until the test ends.
+func serveWithOrWithoutLoop(t *testing.T, srv *http.Server, withLoop bool, cfg Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if withLoop {
 		l := NewListener(ln, cfg, cacheOfOne{}, nil)
-		srv.ConnState = l.ConnState
-		serveLn = l
+		go func() { _ = l.Serve(srv) }()
+	} else {
+		go func() { _ = srv.Serve(ln) }()
 	}
-	go func() { _ = srv.Serve(serveLn) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

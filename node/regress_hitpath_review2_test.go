@@ -1,8 +1,6 @@
 package node
 
 import (
-	"io"
-	"net"
 	"testing"
 	"time"
 )
@@ -33,20 +31,7 @@ func TestReview2InflightCountsAHitBeingWritten(t *testing.T) {
 		if r := reviewGet(t, n.PublicAddr(), "/big"); r.StatusCode != 200 {
 			t.Fatalf("warm-up %d", r.StatusCode)
 		}
-		a, err := net.Dial("tcp", n.PublicAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-		_ = a.(*net.TCPConn).SetReadBuffer(4096)
-		go func() {
-			req := "GET /big HTTP/1.1\r\nHost: " + n.PublicAddr() + "\r\n\r\n"
-			for range 2000 { // 60 MB of answers, never read
-				if _, err := io.WriteString(a, req); err != nil {
-					return
-				}
-			}
-		}()
+		stuckClient(t, n.PublicAddr())
 		for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if inflightGauge(t, n) >= 1 {
 				return

@@ -139,20 +139,7 @@ func TestReviewPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
 		if r := reviewGet(t, n.PublicAddr(), "/big"); r.StatusCode != 200 {
 			t.Fatalf("warm-up %d", r.StatusCode)
 		}
-		a, err := net.Dial("tcp", n.PublicAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-		_ = a.(*net.TCPConn).SetReadBuffer(4096)
-		go func() {
-			req := "GET /big HTTP/1.1\r\nHost: " + n.PublicAddr() + "\r\n\r\n"
-			for range 2000 { // 60 MB of answers, never read
-				if _, err := io.WriteString(a, req); err != nil {
-					return
-				}
-			}
-		}()
+		stuckClient(t, n.PublicAddr())
 		for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); {
 			// Let A's answers fill the socket buffers first: only a write
 			// that is stuck is asked about, not one being built.
@@ -179,4 +166,24 @@ func TestReviewStripHeadersAcceptEncoding(t *testing.T) {
 			t.Fatalf("Content-Encoding %q for a request whose Accept-Encoding the operator strips (Cache-Status %q)", ce, r.Header.Get("Cache-Status"))
 		}
 	})
+}
+
+// stuckClient pipelines requests for /big on one connection and never
+// reads the answers: the node's write to it blocks.
+func stuckClient(t *testing.T, addr string) {
+	t.Helper()
+	a, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	_ = a.(*net.TCPConn).SetReadBuffer(4096)
+	go func() {
+		req := "GET /big HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
+		for range 2000 { // 60 MB of answers, never read
+			if _, err := io.WriteString(a, req); err != nil {
+				return
+			}
+		}
+	}()
 }

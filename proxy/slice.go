@@ -360,7 +360,7 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	if resp.StatusCode != http.StatusPartialContent {
 		return nil, fmt.Errorf("proxy: slice %s: origin answered %d", skey, resp.StatusCode)
 	}
-	ra, rb, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	ra, rb, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || ra != a || rb != b || total != m.sliceSize() {
 		return nil, fmt.Errorf("%w: asked %d-%d/%d, got %q", errChanged, a, b, m.sliceSize(), resp.Header.Get("Content-Range"))
 	}
@@ -387,8 +387,8 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	return e, nil
 }
 
-// parseContentRange parses "bytes a-b/total".
-func parseContentRange(v string) (a, b, total int64, ok bool) {
+// ParseContentRange parses "bytes a-b/total" (a known total; a ≤ b < total).
+func ParseContentRange(v string) (a, b, total int64, ok bool) {
 	rest, found := strings.CutPrefix(v, "bytes ")
 	if !found {
 		return 0, 0, 0, false
@@ -478,7 +478,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	if resp.StatusCode != http.StatusPartialContent {
 		return probed{}, nil // no ranges here, or not a plain object: an ordinary miss
 	}
-	a, b, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	a, b, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || a != 0 || b != min(h.cfg.SliceBytes, total)-1 {
 		return probed{}, nil // not the first slice as asked
 	}

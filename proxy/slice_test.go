@@ -195,3 +195,27 @@ func TestForgedManifestFieldIsIgnored(t *testing.T) {
 		}
 	}
 }
+
+func TestParseContentRange(t *testing.T) {
+	for _, c := range []struct {
+		in                string
+		start, end, total int64
+		ok                bool
+	}{
+		{"bytes 10-19/20", 10, 19, 20, true},
+		{"bytes 0-0/1", 0, 0, 1, true},
+		{"bytes 0-0/*", 0, 0, 0, false},
+		{"bytes 10-19/15", 0, 0, 0, false},
+		{"bytes 19-10/20", 0, 0, 0, false},
+		{"bytes -1-10/20", 0, 0, 0, false},
+		{"items 0-1/2", 0, 0, 0, false},
+		{"bytes 0-1", 0, 0, 0, false},
+		{"bytes a-b/c", 0, 0, 0, false},
+		{"", 0, 0, 0, false},
+	} {
+		s, e, total, ok := ParseContentRange(c.in)
+		if ok != c.ok || (ok && (s != c.start || e != c.end || total != c.total)) {
+			t.Errorf("%q: %d %d %d %v", c.in, s, e, total, ok)
+		}
+	}
+}
