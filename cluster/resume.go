@@ -7,14 +7,16 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/edgecache/edge/proxy"
 )
 
 // A peer's answer can break mid-body after its header has gone to the
 // client: the peer is suspected (its streams end), it dies, or a lossy link
-// stalls TCP past the peer body's idle limit. The client then has part of
-// a response it cannot use.
+// stalls TCP for seconds. The client then has part of a response it cannot
+// use, or waits.
 // When the answer names its bytes by a strong entity tag, the rest is
 // asked of the origin with Range and If-Range (RFC 9110 §14.2, §13.1.5):
 // the origin sends exactly the missing bytes of the same representation,
@@ -28,19 +30,36 @@ func resumable(resp *http.Response) bool {
 	return resp.StatusCode == http.StatusOK && strings.HasPrefix(etag, `"`) && len(resp.Header["Content-Range"]) == 0
 }
 
-// resumeBody reads a peer's answer and, when it breaks, the rest from the
-// origin.
+// resumeAfter is how long a resumable peer answer may go silent before
+// the rest is also asked of the origin: 4 × cluster.peer_timeout, at least
+// a second. TCP's retransmission timeouts double from 200 ms, so this is
+// three or four losses in a row. The stalled stream keeps its chance: the
+// origin's answer takes over only if the stream is still silent when it
+// comes, and the stream is cut only then.
+func (c *Cluster) resumeAfter() time.Duration {
+	return max(4*c.cfg.PeerTimeout, time.Second)
+}
+
+// resumeBody reads a peer's answer and, when it breaks or stalls, the rest
+// from the origin.
 type resumeBody struct {
-	c       *Cluster
-	ctx     context.Context // the request's: when it ends, nothing is resumed
-	key     string
-	req     *http.Request // the request as the fetcher got it
-	body    io.ReadCloser
-	etag    string
-	coding  string
-	total   int64 // the peer's Content-Length; -1 unknown
-	got     int64
-	resumed bool
+	c      *Cluster
+	ctx    context.Context // the request's: when it ends, nothing is resumed
+	key    string
+	req    *http.Request // the request as the fetcher got it
+	etag   string
+	coding string
+	total  int64 // the peer's Content-Length; -1 unknown
+	stall  *time.Timer
+
+	mu      sync.Mutex
+	body    io.ReadCloser // the source being read
+	got     int64         // bytes read so far
+	resumed bool          // body is the origin's
+	raced   bool          // a stall has asked the origin once (at most one race per answer)
+	closed  bool
+	next    io.ReadCloser // the origin's answer from nextAt, won a stall race: it takes over
+	nextAt  int64
 }
 
 // withResume wraps a peer's answer to req so that a break mid-body is
@@ -49,61 +68,157 @@ func (c *Cluster) withResume(ctx context.Context, key string, req *http.Request,
 	if !resumable(resp) {
 		return
 	}
-	resp.Body = &resumeBody{c: c, ctx: ctx, key: key, req: req, body: resp.Body, etag: resp.Header.Get("Etag"),
+	b := &resumeBody{c: c, ctx: ctx, key: key, req: req, body: resp.Body, etag: resp.Header.Get("Etag"),
 		coding: resp.Header.Get("Content-Encoding"), total: resp.ContentLength}
+	b.stall = time.AfterFunc(time.Hour, b.race)
+	b.stall.Stop()
+	resp.Body = b
 }
 
 // Resumed reports whether part of the body came from the origin; the proxy
 // does not store such a body.
-func (b *resumeBody) Resumed() bool { return b.resumed }
+func (b *resumeBody) Resumed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.resumed || b.next != nil
+}
 
 func (b *resumeBody) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	b.got += int64(n)
-	if err == nil || errors.Is(err, io.EOF) || b.resumed || errors.Is(err, errBadPeerResponse) || b.ctx.Err() != nil {
-		// A tampered body, a client that left, or a second break: as
-		// before, the body fails.
-		return n, err
+	for {
+		b.mu.Lock()
+		if err := b.takeNextLocked(); err != nil {
+			b.mu.Unlock()
+			return 0, err
+		}
+		body, resumed := b.body, b.resumed
+		b.mu.Unlock()
+		if !resumed {
+			b.stall.Reset(b.c.resumeAfter())
+		}
+		n, err := body.Read(p)
+		b.stall.Stop()
+		b.mu.Lock()
+		b.got += int64(n)
+		switched := b.next != nil
+		b.mu.Unlock()
+		if switched {
+			// The origin won a stall race and cut this stream: its
+			// error is not the client's; the rest comes from the origin.
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err == nil || errors.Is(err, io.EOF) || resumed || errors.Is(err, errBadPeerResponse) || b.ctx.Err() != nil {
+			// A tampered body, a client that left, or a second break: as
+			// before, the body fails.
+			return n, err
+		}
+		rest, rerr := b.fetchRest(b.gotNow())
+		if rerr != nil {
+			b.c.metrics.Resumes.WithLabelValues("failed").Inc()
+			b.c.log.Debug("resuming a peer body from the origin", "key", b.key, "at", b.gotNow(), "peer_err", err, "err", rerr)
+			return n, err
+		}
+		b.c.metrics.Resumes.WithLabelValues("ok").Inc()
+		b.mu.Lock()
+		_ = b.body.Close()
+		b.body, b.resumed = rest, true
+		b.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
 	}
-	if rerr := b.resume(); rerr != nil {
-		b.c.metrics.Resumes.WithLabelValues("failed").Inc()
-		b.c.log.Debug("resuming a peer body from the origin", "key", b.key, "at", b.got, "peer_err", err, "err", rerr)
-		return n, err
+}
+
+func (b *resumeBody) gotNow() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.got
+}
+
+// takeNextLocked switches to the origin's answer that won a stall race,
+// skipping the bytes the stream still delivered after the race began.
+func (b *resumeBody) takeNextLocked() error {
+	if b.next == nil {
+		return nil
 	}
-	b.c.metrics.Resumes.WithLabelValues("ok").Inc()
-	if n > 0 {
-		return n, nil
+	if skip := b.got - b.nextAt; skip > 0 {
+		if _, err := io.CopyN(io.Discard, b.next, skip); err != nil {
+			return err
+		}
 	}
-	return b.Read(p)
+	b.body, b.next, b.resumed = b.next, nil, true
+	return nil
+}
+
+// race runs when the stream has been silent for resumeAfter: it asks the
+// origin for the rest, and if the stream is still silent when the answer
+// comes, the origin takes over and the stream is cut.
+func (b *resumeBody) race() {
+	b.mu.Lock()
+	if b.resumed || b.raced || b.closed || b.ctx.Err() != nil {
+		b.mu.Unlock()
+		return
+	}
+	b.raced = true
+	at := b.got
+	b.mu.Unlock()
+	rest, err := b.fetchRest(at)
+	b.mu.Lock()
+	if err != nil || b.resumed || b.closed || b.got != at {
+		b.mu.Unlock()
+		if err == nil {
+			_ = rest.Close()
+			b.c.metrics.Resumes.WithLabelValues("stall_recovered").Inc()
+		} else {
+			b.c.metrics.Resumes.WithLabelValues("failed").Inc()
+		}
+		return
+	}
+	b.next, b.nextAt = rest, at
+	stalled := b.body
+	b.mu.Unlock()
+	b.c.metrics.Resumes.WithLabelValues("raced").Inc()
+	_ = stalled.Close() // the blocked read returns, and finds next
 }
 
 // errNotResumed is an origin answer that is not the rest of the same bytes.
 var errNotResumed = errors.New("cluster: the origin did not send the rest of the same representation")
 
-// resume asks the origin for the bytes after those received.
-func (b *resumeBody) resume() error {
+// fetchRest asks the origin for the bytes from at on, and returns them if
+// the origin sends exactly those bytes of the same representation.
+func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, error) {
 	out := b.req.Clone(b.ctx)
 	out.Header = b.req.Header.Clone()
 	for _, h := range []string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "Range", "If-Range"} {
 		out.Header.Del(h)
 	}
-	out.Header.Set("Range", "bytes="+strconv.FormatInt(b.got, 10)+"-")
+	out.Header.Set("Range", "bytes="+strconv.FormatInt(at, 10)+"-")
 	out.Header.Set("If-Range", b.etag)
 	res, err := b.c.origin.Fetch(b.ctx, b.key, out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := res.Resp
 	start, end, total, ok := proxy.ParseContentRange(resp.Header.Get("Content-Range"))
-	if resp.StatusCode != http.StatusPartialContent || !ok || start != b.got ||
+	if resp.StatusCode != http.StatusPartialContent || !ok || start != at ||
 		(b.total >= 0 && (total != b.total || end != b.total-1)) ||
 		resp.Header.Get("Etag") != b.etag || resp.Header.Get("Content-Encoding") != b.coding {
 		resp.Body.Close()
-		return errNotResumed
+		return nil, errNotResumed
 	}
-	_ = b.body.Close()
-	b.body, b.resumed = resp.Body, true
-	return nil
+	return resp.Body, nil
 }
 
-func (b *resumeBody) Close() error { return b.body.Close() }
+func (b *resumeBody) Close() error {
+	b.stall.Stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	if b.next != nil {
+		_ = b.next.Close()
+		b.next = nil
+	}
+	return b.body.Close()
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +43,12 @@ func resumeOrigin(t *testing.T, etag string, ranged *int) proxy.Fetcher {
 // brokenPeer is a peer (a real peer handler, signing its answers) that
 // sends the first half of resumePage and then aborts the connection (as a
 // suspicion, a crash or the idle limit ends the stream).
-func brokenPeer(t *testing.T, etag string) *Peer {
+func brokenPeer(t *testing.T, etag string) *Peer { return peerThat(t, etag, nil) }
+
+// peerThat is a peer that sends the first half of resumePage, then runs
+// then (nil: aborts the connection; else whatever then does, e.g. stall
+// and send the rest).
+func peerThat(t *testing.T, etag string, then func(w http.ResponseWriter)) *Peer {
 	t.Helper()
 	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
 	h := peer.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,6 +57,10 @@ func brokenPeer(t *testing.T, etag string) *Peer {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(resumePage[:len(resumePage)/2])
 		_ = http.NewResponseController(w).Flush()
+		if then != nil {
+			then(w)
+			return
+		}
 		panic(http.ErrAbortHandler)
 	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	srv := httptest.NewServer(h)
@@ -132,5 +142,52 @@ func TestWeakOrMissingValidatorIsNotResumed(t *testing.T) {
 		if err == nil || wasResumed || ranged != 0 {
 			t.Fatalf("etag %q: resumed %v, Range requests %d, err %v", etag, wasResumed, ranged, err)
 		}
+	}
+}
+
+// TestStalledPeerBodyIsRacedAgainstTheOrigin: a peer stream that goes
+// silent (a lossy link's retransmissions) is raced against the origin
+// after resumeAfter; the origin's rest takes over while the stream is
+// still silent, long before the stream's own idle limit.
+func TestStalledPeerBodyIsRacedAgainstTheOrigin(t *testing.T) {
+	ranged := 0
+	c := resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged))
+	stop := make(chan struct{})
+	defer close(stop)
+	start := time.Now()
+	body, wasResumed, err := fetchFromPeer(t, c, peerThat(t, `"v1"`, func(http.ResponseWriter) { <-stop }))
+	if err != nil || !bytes.Equal(body, resumePage) || !wasResumed || ranged != 1 {
+		t.Fatalf("%d bytes, resumed %v, Range requests %d, err %v", len(body), wasResumed, ranged, err)
+	}
+	if n := testutil.ToFloat64(c.metrics.Resumes.WithLabelValues("raced")); n != 1 {
+		t.Errorf("edge_peer_body_resumes_total{outcome=raced} %v", n)
+	}
+	if d := time.Since(start); d >= c.peerBodyIdle() {
+		t.Errorf("the stall was waited out (%v), not raced", d)
+	}
+}
+
+// TestStreamThatRecoversKeepsItsBytes: a stream that stalls and then
+// sends the rest itself, before the origin answers, is not switched.
+func TestStreamThatRecoversKeepsItsBytes(t *testing.T) {
+	var ranged atomic.Int32
+	slowOrigin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		ranged.Add(1)
+		select {
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+		}
+		return nil, context.Canceled
+	})
+	c := resumeCluster(t, slowOrigin)
+	body, wasResumed, err := fetchFromPeer(t, c, peerThat(t, `"v1"`, func(w http.ResponseWriter) {
+		time.Sleep(c.resumeAfter() + 300*time.Millisecond)
+		_, _ = w.Write(resumePage[len(resumePage)/2:])
+	}))
+	if err != nil || !bytes.Equal(body, resumePage) || wasResumed {
+		t.Fatalf("%d bytes, resumed %v, err %v", len(body), wasResumed, err)
+	}
+	if n := ranged.Load(); n != 1 {
+		t.Errorf("origin asked %d times, want one race", n)
 	}
 }
