@@ -58,14 +58,20 @@ type resumeBody struct {
 	resumed bool          // body is the origin's
 	raced   bool          // a stall has asked the origin once (at most one race per answer)
 	closed  bool
+	size    int64         // the representation's length, from the origin's Content-Range once resumed
 	next    io.ReadCloser // the origin's answer from nextAt, won a stall race: it takes over
 	nextAt  int64
 }
 
 // withResume wraps a peer's answer to req so that a break mid-body is
 // resumed from the origin.
+//
+// Only the node the client asked resumes. A node in the middle of a climb
+// relays the answer under its own body MAC, which would vouch for the
+// peer's unauthenticated part: there the break goes downstream, and the
+// node below resumes (and does not store).
 func (c *Cluster) withResume(ctx context.Context, key string, req *http.Request, resp *http.Response) {
-	if !resumable(resp) {
+	if !resumable(resp) || routeFrom(ctx) != nil {
 		return
 	}
 	b := &resumeBody{c: c, ctx: ctx, key: key, req: req, body: resp.Body, etag: resp.Header.Get("Etag"),
@@ -109,12 +115,15 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 			}
 			continue
 		}
+		if resumed && errors.Is(err, io.EOF) && b.gotNow() != b.size {
+			return n, io.ErrUnexpectedEOF // the origin's rest ended short of its own length
+		}
 		if err == nil || errors.Is(err, io.EOF) || resumed || errors.Is(err, errBadPeerResponse) || b.ctx.Err() != nil {
 			// A tampered body, a client that left, or a second break: as
 			// before, the body fails.
 			return n, err
 		}
-		rest, rerr := b.fetchRest(b.gotNow())
+		rest, size, rerr := b.fetchRest(b.gotNow())
 		if rerr != nil {
 			b.c.metrics.Resumes.WithLabelValues("failed").Inc()
 			b.c.log.Debug("resuming a peer body from the origin", "key", b.key, "at", b.gotNow(), "peer_err", err, "err", rerr)
@@ -123,7 +132,7 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		b.c.metrics.Resumes.WithLabelValues("ok").Inc()
 		b.mu.Lock()
 		_ = b.body.Close()
-		b.body, b.resumed = rest, true
+		b.body, b.resumed, b.size = rest, true, size
 		b.mu.Unlock()
 		if n > 0 {
 			return n, nil
@@ -164,7 +173,7 @@ func (b *resumeBody) race() {
 	b.raced = true
 	at := b.got
 	b.mu.Unlock()
-	rest, err := b.fetchRest(at)
+	rest, size, err := b.fetchRest(at)
 	b.mu.Lock()
 	if err != nil || b.resumed || b.closed || b.got != at {
 		b.mu.Unlock()
@@ -176,7 +185,7 @@ func (b *resumeBody) race() {
 		}
 		return
 	}
-	b.next, b.nextAt = rest, at
+	b.next, b.nextAt, b.size = rest, at, size
 	stalled := b.body
 	b.mu.Unlock()
 	b.c.metrics.Resumes.WithLabelValues("raced").Inc()
@@ -188,7 +197,7 @@ var errNotResumed = errors.New("cluster: the origin did not send the rest of the
 
 // fetchRest asks the origin for the bytes from at on, and returns them if
 // the origin sends exactly those bytes of the same representation.
-func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, error) {
+func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, int64, error) {
 	out := b.req.Clone(b.ctx)
 	out.Header = b.req.Header.Clone()
 	for _, h := range []string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "Range", "If-Range"} {
@@ -198,17 +207,20 @@ func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, error) {
 	out.Header.Set("If-Range", b.etag)
 	res, err := b.c.origin.Fetch(b.ctx, b.key, out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	resp := res.Resp
+	// All the rest, to the representation's end: a peer's answer has no
+	// length (its body MAC rides in a chunked trailer), so the origin's
+	// total is the length, and the body is checked against it at its end.
 	start, end, total, ok := proxy.ParseContentRange(resp.Header.Get("Content-Range"))
-	if resp.StatusCode != http.StatusPartialContent || !ok || start != at ||
-		(b.total >= 0 && (total != b.total || end != b.total-1)) ||
+	if resp.StatusCode != http.StatusPartialContent || !ok || start != at || end != total-1 ||
+		(b.total >= 0 && total != b.total) ||
 		resp.Header.Get("Etag") != b.etag || resp.Header.Get("Content-Encoding") != b.coding {
 		resp.Body.Close()
-		return nil, errNotResumed
+		return nil, 0, errNotResumed
 	}
-	return resp.Body, nil
+	return resp.Body, total, nil
 }
 
 func (b *resumeBody) Close() error {
