@@ -139,6 +139,7 @@ type Cluster struct {
 	siteName    atomic.Pointer[func(host string) string] // the proxy's SiteOf, for M per site
 	cfg         Config
 	log         *slog.Logger
+	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)
 	incarnation uint64
 	router      *routing.Router
 	origin      proxy.Fetcher

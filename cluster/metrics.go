@@ -118,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Probes.WithLabelValues(ind, o)
 		}
 	}
-	for _, o := range []string{"ok", "raced", "stall_recovered", "failed"} {
+	for _, o := range resumeOutcomes {
 		m.Resumes.WithLabelValues(o)
 	}
 	return m

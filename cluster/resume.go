@@ -125,11 +125,11 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		}
 		rest, size, rerr := b.fetchRest(b.gotNow())
 		if rerr != nil {
-			b.c.metrics.Resumes.WithLabelValues("failed").Inc()
+			b.c.countResume(resumeFailed)
 			b.c.log.Debug("resuming a peer body from the origin", "key", b.key, "at", b.gotNow(), "peer_err", err, "err", rerr)
 			return n, err
 		}
-		b.c.metrics.Resumes.WithLabelValues("ok").Inc()
+		b.c.countResume(resumeOK)
 		b.mu.Lock()
 		_ = b.body.Close()
 		b.body, b.resumed, b.size = rest, true, size
@@ -179,16 +179,16 @@ func (b *resumeBody) race() {
 		b.mu.Unlock()
 		if err == nil {
 			_ = rest.Close()
-			b.c.metrics.Resumes.WithLabelValues("stall_recovered").Inc()
+			b.c.countResume(resumeRecovered)
 		} else {
-			b.c.metrics.Resumes.WithLabelValues("failed").Inc()
+			b.c.countResume(resumeFailed)
 		}
 		return
 	}
 	b.next, b.nextAt, b.size = rest, at, size
 	stalled := b.body
 	b.mu.Unlock()
-	b.c.metrics.Resumes.WithLabelValues("raced").Inc()
+	b.c.countResume(resumeRaced)
 	_ = stalled.Close() // the blocked read returns, and finds next
 }
 
@@ -233,4 +233,29 @@ func (b *resumeBody) Close() error {
 		b.next = nil
 	}
 	return b.body.Close()
+}
+
+// The outcomes of resumes, as metric labels and status-page keys.
+const (
+	resumeOK        = iota // resumed after a break
+	resumeRaced            // the origin took over a stall
+	resumeRecovered        // the stalled stream came back first
+	resumeFailed           // the body failed as before
+)
+
+var resumeOutcomes = [...]string{"ok", "raced", "stall_recovered", "failed"}
+
+func (c *Cluster) countResume(outcome int) {
+	c.resumes[outcome].Add(1)
+	c.metrics.Resumes.WithLabelValues(resumeOutcomes[outcome]).Inc()
+}
+
+// Resumes counts the peer answers resumed from the origin, by outcome
+// (for the status page).
+func (c *Cluster) Resumes() map[string]int64 {
+	out := make(map[string]int64, len(resumeOutcomes))
+	for i, o := range resumeOutcomes {
+		out[o] = c.resumes[i].Load()
+	}
+	return out
 }

@@ -36,6 +36,7 @@ type Status struct {
 	Peers         []cluster.PeerState      `json:"peers,omitempty"`
 	LocalDelayMs  float64                  `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
 	Monitoring    *cluster.MonitoringState `json:"monitoring,omitempty"`
+	PeerResumes   map[string]int64         `json:"peer_body_resumes,omitempty"` // peer answers resumed from the origin, by outcome
 	HotKeys       []proxy.HotKey           `json:"hottest_pages,omitempty"`
 	HotHidden     bool                     `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
 	Route         *cluster.Explanation     `json:"route,omitempty"`
@@ -98,6 +99,7 @@ func (n *Node) Snapshot() Status {
 		s.Peers = n.cluster.Peers()
 		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
 		m := n.cluster.Monitoring()
+		s.PeerResumes = n.cluster.Resumes()
 		s.Monitoring = &m
 	}
 	s.HotKeys = n.proxy.HotKeys(15)
@@ -165,6 +167,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
+{{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>heartbeat loss</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
