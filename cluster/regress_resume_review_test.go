@@ -68,7 +68,7 @@ func TestReviewIntermediateLaunderesResumedBody(t *testing.T) {
 		out.RequestURI = ""
 		resp, ok, _ := b.climbTo(r.Context(), out, c, 2, nil, 1)
 		if !ok {
-			http.Error(w, "x", 502)
+			http.Error(w, "x", http.StatusBadGateway)
 			return
 		}
 		b.withResume(r.Context(), "http://h/p/1", out, resp)
