@@ -74,7 +74,8 @@ func resumeCluster(t *testing.T, origin proxy.Fetcher) *Cluster {
 	c, err := New(Config{
 		NodeID: "n0", Listen: "127.0.0.1:0", Peers: map[string]string{"n1": "127.0.0.1:1"}, Secret: []byte("cluster-test-secret"),
 		Period: 100 * time.Millisecond, Detector: "ml", Selection: SelectionFNA, Mode: mustMode("hybrid"), Arity: 4, Q: 2,
-		HotThreshold: 3, PeerTimeout: 200 * time.Millisecond, Indicator: indicators.DefaultFilterConfig(1000),
+		// A second: a loaded CI machine must not lose the peer's header.
+		HotThreshold: 3, PeerTimeout: time.Second, Indicator: indicators.DefaultFilterConfig(1000),
 	}, origin, proxy.NewStore(1<<20, 4), NewMetrics(reg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -56,19 +56,22 @@ type Summary struct {
 	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
 	// ErrorTimes is when errors happened, in seconds since the start (the
 	// first maxErrorTimes), so a lab can tell which fault caused them.
-	ErrorTimes []float64        `json:"error_times_s,omitempty"`
-	Dropped    int64            `json:"dropped"` // not sent: too many in flight
-	ByResult   map[string]int64 `json:"by_result"`
-	ByStatus   map[int]int64    `json:"by_status"`
-	Elapsed    float64          `json:"elapsed_s"`
-	RateAch    float64          `json:"rate_achieved"`
-	P50ms      float64          `json:"p50_ms"`
-	P90ms      float64          `json:"p90_ms"`
-	P99ms      float64          `json:"p99_ms"`
-	P999ms     float64          `json:"p999_ms"`
-	MaxMs      float64          `json:"max_ms"`
-	HitRatio   float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
-	Collapsed  int64            `json:"collapsed"`
+	ErrorTimes []float64 `json:"error_times_s,omitempty"`
+	// ErrorStarts is when each of those requests was sent: a request in
+	// flight during a fault that fails after it (a timeout) is the fault's.
+	ErrorStarts []float64        `json:"error_starts_s,omitempty"`
+	Dropped     int64            `json:"dropped"` // not sent: too many in flight
+	ByResult    map[string]int64 `json:"by_result"`
+	ByStatus    map[int]int64    `json:"by_status"`
+	Elapsed     float64          `json:"elapsed_s"`
+	RateAch     float64          `json:"rate_achieved"`
+	P50ms       float64          `json:"p50_ms"`
+	P90ms       float64          `json:"p90_ms"`
+	P99ms       float64          `json:"p99_ms"`
+	P999ms      float64          `json:"p999_ms"`
+	MaxMs       float64          `json:"max_ms"`
+	HitRatio    float64          `json:"hit_ratio"` // responses whose Cache-Status says hit
+	Collapsed   int64            `json:"collapsed"`
 	// ByResultLatency is the latency of each result class (Result): a
 	// "miss" is every request the ingress did not answer from its own store.
 	ByResultLatency map[string]Latency `json:"latency_by_result"`
@@ -144,6 +147,7 @@ func Run(ctx context.Context, c Config) Summary {
 		wrong     atomic.Int64
 		maxAge    atomic.Int64
 		errTimes  []float64
+		errStarts []float64
 		errKinds  = map[string]int64{}
 	)
 	interval := time.Duration(float64(time.Second) / c.Rate)
@@ -156,15 +160,17 @@ func Run(ctx context.Context, c Config) Summary {
 		s.Wrong = wrong.Load()
 		s.MaxAgeS = maxAge.Load()
 		s.ErrorTimes = slices.Clone(errTimes)
+		s.ErrorStarts = slices.Clone(errStarts)
 		s.ErrorKinds = maps.Clone(errKinds)
 		return s
 	}
-	failed := func(at time.Time, kind string) {
+	failed := func(sent, at time.Time, kind string) {
 		errs.Add(1)
 		mu.Lock()
 		errKinds[kind]++
 		if len(errTimes) < maxErrorTimes {
 			errTimes = append(errTimes, at.Sub(start).Seconds())
+			errStarts = append(errStarts, sent.Sub(start).Seconds())
 		}
 		mu.Unlock()
 	}
@@ -202,7 +208,7 @@ func Run(ctx context.Context, c Config) Summary {
 			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {
 				requests.Add(1)
-				failed(time.Now(), "request")
+				failed(t, time.Now(), "request")
 				return
 			}
 			if c.Host != "" {
@@ -212,7 +218,7 @@ func Run(ctx context.Context, c Config) Summary {
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
 			if err != nil {
-				failed(time.Now(), errKind("transport", err))
+				failed(t, time.Now(), errKind("transport", err))
 				mu.Lock()
 				byStatus[0]++
 				mu.Unlock()
@@ -222,9 +228,9 @@ func Run(ctx context.Context, c Config) Summary {
 			resp.Body.Close()
 			switch {
 			case err != nil: // a cut body is an error too
-				failed(time.Now(), errKind("body", err))
+				failed(t, time.Now(), errKind("body", err))
 			case resp.StatusCode >= 500:
-				failed(time.Now(), "5xx")
+				failed(t, time.Now(), "5xx")
 			case c.Verify != nil && resp.StatusCode < 300 && !c.Verify(path, resp.Header, n):
 				wrong.Add(1)
 			}

@@ -432,12 +432,18 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 			}
 		}
 	}
-	// Client errors by step.
-	for _, e := range res.Load.ErrorTimes {
+	// Client errors by step: a request in flight during a fault's window
+	// (sent before its end, failed after its start) is the fault's, so a
+	// request cut at once and one that times out 10 s later count alike.
+	for i, e := range res.Load.ErrorTimes {
 		t := loadStart.Add(time.Duration(e * float64(time.Second)))
+		sent := t
+		if i < len(res.Load.ErrorStarts) {
+			sent = loadStart.Add(time.Duration(res.Load.ErrorStarts[i] * float64(time.Second)))
+		}
 		for k := range sc.Steps {
 			for _, iv := range ivs[k] {
-				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
+				if !t.Before(iv[0]) && sent.Before(iv[1].Add(grace)) {
 					res.Steps[k].Errors++
 					break // once per step, though flapping onsets' windows overlap
 				}
