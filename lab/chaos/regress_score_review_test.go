@@ -120,3 +120,25 @@ func TestReviewHealAfterRestartIgnoresRestartedNodesUntrust(t *testing.T) {
 		t.Errorf("heal %v ms; the restarted n3 distrusted its peers until 600 ms after the restart", st.HealMs)
 	}
 }
+
+// A request in flight during a fault that fails after its window (a
+// timeout of a request the fault stalled) is the fault's; one sent and
+// failed outside every window is not; one in flight across two steps
+// counts once against the scenario.
+func TestErrorsPlacedByTheirWholeSpan(t *testing.T) {
+	l := reviewLab(2)
+	start := time.Unix(1_700_000_000, 0)
+	sc := Scenario{Name: "s", Duration: 30 * time.Second, Steps: []Step{
+		{Fault: Partition{Group: []int{1}}, At: 2 * time.Second, For: 3 * time.Second},
+		{Fault: Loss{Share: 0.2}, At: 13 * time.Second, For: 3 * time.Second},
+	}}
+	ivs := [][][2]time.Time{{{at(start, 2000), at(start, 5000)}}, {{at(start, 13000), at(start, 16000)}}}
+	res := &Result{}
+	res.Load.Errors = 3
+	res.Load.ErrorTimes = []float64{12.5, 18.0, 25.0}
+	res.Load.ErrorStarts = []float64{2.5, 8.0, 24.0}
+	l.score(res, sc, ivs, start, start, at(start, 30000), newHistories(), nil)
+	if res.Steps[0].Errors != 1 || res.Steps[1].Errors != 1 || res.ErrorsOutside != 1 {
+		t.Errorf("partition %d, loss %d, outside %d; want 1, 1 and 1", res.Steps[0].Errors, res.Steps[1].Errors, res.ErrorsOutside)
+	}
+}

@@ -84,6 +84,9 @@ type Result struct {
 	// count, over LinkSeconds of monitored links.
 	BaselineSuspicions int
 	LinkSeconds        float64
+	// ErrorsOutside are client errors whose requests were in flight during
+	// no step's window.
+	ErrorsOutside int
 }
 
 // grace is how long after a fault ends its after-effects count as its own
@@ -441,13 +444,18 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 		if i < len(res.Load.ErrorStarts) {
 			sent = loadStart.Add(time.Duration(res.Load.ErrorStarts[i] * float64(time.Second)))
 		}
+		inSome := false
 		for k := range sc.Steps {
 			for _, iv := range ivs[k] {
 				if !t.Before(iv[0]) && sent.Before(iv[1].Add(grace)) {
 					res.Steps[k].Errors++
+					inSome = true
 					break // once per step, though flapping onsets' windows overlap
 				}
 			}
+		}
+		if !inSome {
+			res.ErrorsOutside++
 		}
 	}
 	// Origin requests per page per side, for partitions.

@@ -60,13 +60,9 @@ func TestChaosShort(t *testing.T) {
 	// a suspicion is resumed from the origin; on a loaded CI machine some
 	// resumes came too late for the client's 10 s (8 in 3,400 once), make
 	// chaos had none.
-	inFaults := int64(0)
-	for _, st := range res.Steps {
-		inFaults += int64(st.Errors)
-	}
-	if l.Errors != inFaults || l.Errors*200 > l.Requests {
-		t.Errorf("load: %d errors (%v at %v s), %d of them during faults; want none outside the faults and under 0.5 %%",
-			l.Errors, l.ErrorKinds, l.ErrorTimes, inFaults)
+	if res.ErrorsOutside != 0 || l.Errors*200 > l.Requests {
+		t.Errorf("load: %d errors (%v at %v s, sent at %v s), %d of them outside every fault; want none outside the faults and under 0.5 %%",
+			l.Errors, l.ErrorKinds, l.ErrorTimes, l.ErrorStarts, res.ErrorsOutside)
 	}
 	p, ow := res.Steps[0], res.Steps[1]
 	// 4 observers lose n5 and n5 loses 4; one-way: n1 loses n5.

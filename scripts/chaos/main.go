@@ -221,9 +221,9 @@ func print(w io.Writer, order []string, results map[string][]row) {
 					n1False += st.FalseByObserver[0]
 				}
 				perPair = max(perPair, st.PerPairOnsetMax)
-				errs += st.Errors
 				perSide = max(perSide, st.OriginPerPageSideMax)
 			}
+			errs = int(res.Load.Errors) - res.ErrorsOutside // an error in flight across two faults counts once
 			stale := "no"
 			if res.Load.MaxAgeS > 60 {
 				stale = fmt.Sprintf("Age %d s", res.Load.MaxAgeS)
