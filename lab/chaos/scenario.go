@@ -42,6 +42,9 @@ type Scenario struct {
 	Duration time.Duration // of the load; faults must end before it does
 	Steps    []Step
 	Rate     float64 // requests per second over all clients (default 200)
+	// Timeout is each client request's limit, header and body (default
+	// 10 s): a request that has not finished by then is a client error.
+	Timeout time.Duration
 }
 
 // StepResult scores one step.
@@ -101,6 +104,9 @@ type pairKey struct{ o, p int }
 func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	if sc.Rate == 0 {
 		sc.Rate = 200
+	}
+	if sc.Timeout == 0 {
+		sc.Timeout = 10 * time.Second
 	}
 	var targets []string
 	for i := range l.nodes {
@@ -208,7 +214,7 @@ func (l *Lab) runLoad(ctx context.Context, targets []string, sc Scenario) loadRe
 	cmd := l.client.Command(ctx, l.opts.Bin, "load", "--target", strings.Join(targets, ","),
 		"--zipf", "0.9", "--pages", "2000", "--hot-share", "0.1", "--hot-path", "/p/0",
 		"--rate", strconv.FormatFloat(sc.Rate, 'f', -1, 64), "--duration", sc.Duration.String(),
-		"--timeout", "10s", "--verify-pages", "--json", "--host", "www.chaos.test")
+		"--timeout", sc.Timeout.String(), "--verify-pages", "--json", "--host", "www.chaos.test")
 	cmd.Env = l.nodeEnv()
 	start := time.Now()
 	out, err := cmd.Output()

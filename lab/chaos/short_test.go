@@ -37,13 +37,15 @@ func TestChaosShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin})
+	// EDGE_CHAOS_LOGS=dir keeps every node's access log and debug log
+	// there, for a diagnosis of a failure.
+	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin, AccessLogDir: os.Getenv("EDGE_CHAOS_LOGS")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lab.Close()
 	const s = time.Second
-	res, err := lab.Run(ctx, chaos.Scenario{Name: "short", Duration: 17 * s, Steps: []chaos.Step{
+	res, err := lab.Run(ctx, chaos.Scenario{Name: "short", Duration: 17 * s, Timeout: 30 * s, Steps: []chaos.Step{
 		{Fault: chaos.Partition{Group: []int{4}}, At: 2 * s, For: 3 * s},
 		{Fault: chaos.OneWay{From: 4, To: 0}, At: 8 * s, For: 2 * s},
 		{Fault: chaos.Loss{Share: 0.2}, At: 13 * s, For: 3 * s},
@@ -56,10 +58,13 @@ func TestChaosShort(t *testing.T) {
 		t.Errorf("load: %d requests, %d wrong, largest Age %d s; want no wrong or stale content", l.Requests, l.Wrong, l.MaxAgeS)
 	}
 	// Errors: none outside the faults, and few inside (a request counts
-	// for a fault when it was in flight during it). A peer's stream cut by
-	// a suspicion is resumed from the origin; on a loaded CI machine some
-	// resumes came too late for the client's 10 s (8 in 3,400 once), make
-	// chaos had none.
+	// for a fault when it was in flight during it). The client waits 30 s,
+	// not make chaos's 10 s: with the whole suite on two loaded cores,
+	// every process here is starved, and 8–27 requests in 3,400 once
+	// timed out at 10 s although every node had written its whole answer
+	// within 7.1 s (their access logs, EDGE_CHAOS_LOGS); with 30 s, eight
+	// busy loops gave 0 errors, the slowest request 4–6.5 s. A hung body
+	// still fails: a peer's stream is cut after 10 s of silence.
 	if res.ErrorsOutside != 0 || l.Errors*200 > l.Requests {
 		t.Errorf("load: %d errors (%v at %v s, sent at %v s), %d of them outside every fault; want none outside the faults and under 0.5 %%",
 			l.Errors, l.ErrorKinds, l.ErrorTimes, l.ErrorStarts, res.ErrorsOutside)
@@ -82,7 +87,7 @@ func TestChaosShort(t *testing.T) {
 	if p.OriginPerPageSideMax > 2 {
 		t.Errorf("partition: a page reached the origin %d times from one side; want at most 2", p.OriginPerPageSideMax)
 	}
-	t.Logf("partition detect %v ms heal %v ms; one-way detect %v ms; loss 20%%: %d false suspicions; %d requests, p99 %.1f ms",
-		p.DetectMs, p.HealMs, ow.DetectMs, res.Steps[2].FalseSuspicions, l.Requests, l.P99ms)
+	t.Logf("partition detect %v ms heal %v ms; one-way detect %v ms; loss 20%%: %d false suspicions; %d requests, %d errors, p99 %.1f ms, slowest %.1f ms",
+		p.DetectMs, p.HealMs, ow.DetectMs, res.Steps[2].FalseSuspicions, l.Requests, l.Errors, l.P99ms, l.MaxMs)
 	_ = os.Remove(bin)
 }
