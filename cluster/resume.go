@@ -36,9 +36,17 @@ func resumable(resp *http.Response) bool {
 // three or four losses in a row. The stalled stream keeps its chance: the
 // origin's answer takes over only if the stream is still silent when it
 // comes, and the stream is cut only then.
+//
+// A stream that came back during a race may stall again (a loss burst
+// outlasts one retransmission); each new stall races again, up to
+// maxStallRaces per answer, so that a flapping link costs the origin a
+// few range requests, not one per stall.
 func (c *Cluster) resumeAfter() time.Duration {
 	return max(4*c.cfg.PeerTimeout, time.Second)
 }
+
+// maxStallRaces bounds the origin range requests one stalling answer makes.
+const maxStallRaces = 3
 
 // resumeBody reads a peer's answer and, when it breaks or stalls, the rest
 // from the origin.
@@ -56,7 +64,7 @@ type resumeBody struct {
 	body    io.ReadCloser // the source being read
 	got     int64         // bytes read so far
 	resumed bool          // body is the origin's
-	raced   bool          // a stall has asked the origin once (at most one race per answer)
+	races   int           // stalls that asked the origin (at most maxStallRaces per answer)
 	closed  bool
 	size    int64         // the representation's length, from the origin's Content-Range once resumed
 	next    io.ReadCloser // the origin's answer from nextAt, won a stall race: it takes over
@@ -166,11 +174,11 @@ func (b *resumeBody) takeNextLocked() error {
 // comes, the origin takes over and the stream is cut.
 func (b *resumeBody) race() {
 	b.mu.Lock()
-	if b.resumed || b.raced || b.closed || b.ctx.Err() != nil {
+	if b.resumed || b.races >= maxStallRaces || b.closed || b.ctx.Err() != nil {
 		b.mu.Unlock()
 		return
 	}
-	b.raced = true
+	b.races++
 	at := b.got
 	b.mu.Unlock()
 	rest, size, err := b.fetchRest(at)

@@ -192,3 +192,37 @@ func TestStreamThatRecoversKeepsItsBytes(t *testing.T) {
 		t.Errorf("origin asked %d times, want one race", n)
 	}
 }
+
+// TestStreamThatStallsAgainIsRacedAgain: a stream that comes back during
+// a race (the origin slow) and then stalls again is raced again; with one
+// race per answer it waited out the idle limit and only then resumed.
+func TestStreamThatStallsAgainIsRacedAgain(t *testing.T) {
+	var ranged atomic.Int32
+	fast := resumeOrigin(t, `"v1"`, new(int)).(proxy.FetcherFunc)
+	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		if ranged.Add(1) == 1 {
+			select { // the first race: slower than the stream's return
+			case <-time.After(1500 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		return fast(ctx, req)
+	})
+	c := resumeCluster(t, origin)
+	stop := make(chan struct{})
+	defer close(stop)
+	body, wasResumed, err := fetchFromPeer(t, c, peerThat(t, `"v1"`, func(w http.ResponseWriter) {
+		time.Sleep(c.resumeAfter() + 300*time.Millisecond)
+		_, _ = w.Write(resumePage[len(resumePage)/2 : len(resumePage)/2+1000])
+		_ = http.NewResponseController(w).Flush()
+		<-stop // and silent again
+	}))
+	if err != nil || !bytes.Equal(body, resumePage) || !wasResumed || ranged.Load() != 2 {
+		t.Fatalf("%d bytes, resumed %v, Range requests %d, err %v", len(body), wasResumed, ranged.Load(), err)
+	}
+	for outcome, want := range map[string]float64{"stall_recovered": 1, "raced": 1, "ok": 0} {
+		if n := testutil.ToFloat64(c.metrics.Resumes.WithLabelValues(outcome)); n != want {
+			t.Errorf("edge_peer_body_resumes_total{outcome=%s} %v, want %v", outcome, n, want)
+		}
+	}
+}
