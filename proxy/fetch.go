@@ -286,6 +286,25 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		// wakes (they may need the slot at once).
 		f.bodyEnd = h.releaseUpstream
 	}
+	// Stored as the body ends whole, before its last bytes reach a reader
+	// (under the fill's lock; nothing the store calls takes a fill's).
+	f.commit = func(whole *Entry) {
+		switch {
+		case !res.Keep:
+			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+		case resumed(resp.Body):
+			h.metrics.NotStored.WithLabelValues("resumed").Inc()
+		case h.purges.Load() != purges:
+			h.metrics.NotStored.WithLabelValues("purged").Inc()
+		default:
+			if h.store.Put(whole) {
+				h.passes.Remove(m.key)
+			}
+			if h.purges.Load() != purges {
+				h.store.Remove(m.key) // a purge came between the check and the Put
+			}
+		}
+	}
 	h.bg.Go(func() {
 		defer resp.Body.Close()
 		err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
@@ -297,19 +316,6 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			h.metrics.NotStored.WithLabelValues(f.trimReason()).Inc()
 			if f.trimReason() == "too-large" {
 				h.large.Add(m.key, struct{}{})
-			}
-		case !res.Keep:
-			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
-		case resumed(resp.Body):
-			h.metrics.NotStored.WithLabelValues("resumed").Inc()
-		case h.purges.Load() != purges:
-			h.metrics.NotStored.WithLabelValues("purged").Inc()
-		default:
-			if h.store.Put(f.final()) {
-				h.passes.Remove(m.key)
-			}
-			if h.purges.Load() != purges {
-				h.store.Remove(m.key) // a purge came between the check and the Put
 			}
 		}
 		unregister() // after the Put: a request arriving now finds the entry

@@ -41,6 +41,11 @@ type fill struct {
 	charged int64 // bytes charged to the buffer budget
 	budget  budget
 	bodyEnd func() // called once when the body ends, before waiters wake
+	// commit is called with the whole entry (under mu) when the body ends
+	// whole, before any reader sees the last bytes: a client that has
+	// read a whole answer and asks again finds what the fill stored, not
+	// a fill still in flight.
+	commit func(whole *Entry)
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -118,6 +123,13 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 		if n > 0 {
 			f.mu.Lock()
 			f.appendLocked(chunk[:n], limit)
+			if err == io.EOF {
+				// The last bytes and the end in one step (a body of
+				// known length ends with its last read): no reader
+				// sees them before the entry is committed.
+				defer f.mu.Unlock()
+				return f.finishLocked(nil)
+			}
 			f.notifyLocked()
 			f.mu.Unlock()
 		}
@@ -274,6 +286,10 @@ func (f *fill) makeRoom() error {
 func (f *fill) finish(err error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.finishLocked(err)
+}
+
+func (f *fill) finishLocked(err error) error {
 	if f.bodyEnd != nil {
 		f.bodyEnd()
 		f.bodyEnd = nil
@@ -283,6 +299,9 @@ func (f *fill) finish(err error) error {
 	defer f.notifyLocked()
 	if err == nil && !f.trim {
 		f.whole = f.entry.withBody(f.buf)
+		if f.commit != nil {
+			f.commit(f.whole)
+		}
 	}
 	return err
 }
