@@ -308,3 +308,36 @@ func TestNewLossBudgetParam(t *testing.T) {
 		t.Error("an unknown parameter next to loss_budget was accepted")
 	}
 }
+
+// TestMLAfterASenderStall: a sender that was stopped for 2 s skips its
+// ticks, so its heartbeats come 2 s later than their sequence numbers say
+// from then on. The detector must take that as the link's new phase: with
+// the baseline left 2 s behind, the learned reversion pulled the
+// prediction early, and a peer was suspected 94 ms after a heartbeat
+// (an end-to-end test, after SIGSTOP and SIGCONT).
+func TestMLAfterASenderStall(t *testing.T) {
+	for _, name := range []string{"ml", "ml-time"} {
+		cfg := DefaultMLConfig()
+		cfg.TimeObjective = name == "ml-time"
+		m := NewML(100*ms, cfg)
+		rng := rand.New(rand.NewPCG(1, 2))
+		seq, shift := uint64(0), int64(0)
+		worst := int64(math.MaxInt64)
+		for i := range 3000 {
+			if i == 1500 {
+				shift += 2000 * ms // stopped: ticks skipped, seq goes on by one
+			}
+			arrival := int64(seq)*100*ms + shift + 20*ms + rng.Int64N(10*ms)
+			m.Observe(seq, arrival)
+			if i > 1500 {
+				worst = min(worst, m.Freshness()-arrival)
+			}
+			seq++
+		}
+		// The next heartbeat is due a period (± 10 ms of jitter) after
+		// the last: half a period is far below any learned point.
+		if worst < 50*ms {
+			t.Errorf("%s: after the stall a heartbeat was given %v before suspicion, want at least half a period", name, time.Duration(worst))
+		}
+	}
+}

@@ -209,7 +209,12 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 		} else {
 			m.skip--
 		}
-		m.last, m.pred = r, r
+		// The baseline follows too: a stopped sender skips its ticks, so
+		// its residual stays that much higher from now on (a new phase,
+		// not a delay to revert from). Left behind, the baseline pulled
+		// every prediction early once learning resumed, and a peer was
+		// suspected 94 ms after a heartbeat (TestMLAfterASenderStall).
+		m.last, m.pred, m.base = r, r, r
 		m.expect = m.period*float64(seq+1) + m.pred
 		return
 	}
