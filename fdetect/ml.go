@@ -79,6 +79,8 @@ type ML struct {
 	cfg     MLConfig
 	period  float64
 	base    float64   // slow baseline of the residual (ns)
+	before  float64   // the residual before the last sender stall (ns)
+	probe   bool      // the next heartbeat decides whether the stall shifted the phase
 	last    float64   // last residual (ns)
 	x       []float64 // inputs: (base − r)/Δ, then the last Order increments /Δ
 	w       []float64 // weights
@@ -192,7 +194,8 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 		return
 	}
 	silence := float64(arrival-m.lastArr) / m.period
-	outage := float64(seq-m.lastSeq) > m.cfg.OutagePeriods || silence > m.cfg.OutagePeriods
+	lost := float64(seq-m.lastSeq) > m.cfg.OutagePeriods
+	outage := lost || silence > m.cfg.OutagePeriods
 	if m.cfg.TimeObjective {
 		m.observeLateness(arrival)
 		m.updateMargin()
@@ -205,16 +208,32 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 		// Predict by persistence meanwhile: the queued heartbeats arrive
 		// together, so the next is expected as late as this one.
 		if outage {
+			// A sender stall (no sequence numbers lost): its next
+			// heartbeat tells a queued burst from skipped ticks.
+			m.probe, m.before = !lost, m.last
 			m.skip = int(silence)
 		} else {
 			m.skip--
+			if m.probe {
+				m.probe = false
+				if silence > 0.5 {
+					// No burst behind the stall: the sender skipped its
+					// ticks (a stopped Go ticker drops them), so its
+					// residual stays that much higher from now on, a new
+					// phase, not a delay to revert from. The baseline
+					// moves with it and learning resumes. Left behind,
+					// it pulled every prediction early, and a peer was
+					// suspected 94 ms after a heartbeat
+					// (TestMLAfterASenderStall). After a burst or losses
+					// the residual comes back by itself: shifting there
+					// made the baseline wander (seed-metric T_D on the
+					// tuning traces 62 → 90 ms).
+					m.base += r - m.before
+					m.skip = 0
+				}
+			}
 		}
-		// The baseline follows too: a stopped sender skips its ticks, so
-		// its residual stays that much higher from now on (a new phase,
-		// not a delay to revert from). Left behind, the baseline pulled
-		// every prediction early once learning resumed, and a peer was
-		// suspected 94 ms after a heartbeat (TestMLAfterASenderStall).
-		m.last, m.pred, m.base = r, r, r
+		m.last, m.pred = r, r
 		m.expect = m.period*float64(seq+1) + m.pred
 		return
 	}
