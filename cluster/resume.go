@@ -137,11 +137,21 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 			b.c.log.Debug("resuming a peer body from the origin", "key", b.key, "at", b.gotNow(), "peer_err", err, "err", rerr)
 			return n, err
 		}
-		b.c.countResume(resumeOK)
 		b.mu.Lock()
+		if b.next != nil {
+			// A stall race's answer came first (the stream broke while
+			// it was asked): it takes over, this one is not needed.
+			b.mu.Unlock()
+			_ = rest.Close()
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
 		_ = b.body.Close()
 		b.body, b.resumed, b.size = rest, true, size
 		b.mu.Unlock()
+		b.c.countResume(resumeOK)
 		if n > 0 {
 			return n, nil
 		}
@@ -174,7 +184,7 @@ func (b *resumeBody) takeNextLocked() error {
 // comes, the origin takes over and the stream is cut.
 func (b *resumeBody) race() {
 	b.mu.Lock()
-	if b.resumed || b.races >= maxStallRaces || b.closed || b.ctx.Err() != nil {
+	if b.resumed || b.next != nil || b.races >= maxStallRaces || b.closed || b.ctx.Err() != nil {
 		b.mu.Unlock()
 		return
 	}
@@ -183,7 +193,7 @@ func (b *resumeBody) race() {
 	b.mu.Unlock()
 	rest, size, err := b.fetchRest(at)
 	b.mu.Lock()
-	if err != nil || b.resumed || b.closed || b.got != at {
+	if err != nil || b.resumed || b.next != nil || b.closed || b.got != at {
 		b.mu.Unlock()
 		if err == nil {
 			_ = rest.Close()

@@ -172,6 +172,8 @@ func TestStalledPeerBodyIsRacedAgainstTheOrigin(t *testing.T) {
 // sends the rest itself, before the origin answers, is not switched. The
 // peer sends the rest once the race has asked the origin, and the origin
 // answers (with an error) only after that: no clock decides the order.
+// TestReviewRecoveredStreamIsNotSwitchedToAValidRest has the origin send a
+// valid rest after the stream came back.
 func TestStreamThatRecoversKeepsItsBytes(t *testing.T) {
 	var ranged atomic.Int32
 	asked, sent := make(chan struct{}), make(chan struct{})
@@ -181,7 +183,6 @@ func TestStreamThatRecoversKeepsItsBytes(t *testing.T) {
 		}
 		select {
 		case <-sent:
-			time.Sleep(200 * time.Millisecond) // the rest is on its way to the reader
 		case <-ctx.Done():
 		}
 		return nil, context.Canceled

@@ -287,8 +287,9 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		f.bodyEnd = h.releaseUpstream
 	}
 	// Stored as the body ends whole, before its last bytes reach a reader
-	// (under the fill's lock; nothing the store calls takes a fill's).
-	f.commit = func(whole *Entry) {
+	// (under the fill's lock; nothing the store calls takes a fill's). The
+	// insert hook (the cluster's indicator) runs after the lock.
+	f.commit = func(whole *Entry) (after func()) {
 		switch {
 		case !res.Keep:
 			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
@@ -297,13 +298,16 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		case h.purges.Load() != purges:
 			h.metrics.NotStored.WithLabelValues("purged").Inc()
 		default:
-			if h.store.Put(whole) {
+			ok, inserted := h.store.putQuiet(whole)
+			if ok {
 				h.passes.Remove(m.key)
 			}
 			if h.purges.Load() != purges {
 				h.store.Remove(m.key) // a purge came between the check and the Put
 			}
+			return inserted
 		}
+		return nil
 	}
 	h.bg.Go(func() {
 		defer resp.Body.Close()

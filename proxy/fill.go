@@ -44,8 +44,10 @@ type fill struct {
 	// commit is called with the whole entry (under mu) when the body ends
 	// whole, before any reader sees the last bytes: a client that has
 	// read a whole answer and asks again finds what the fill stored, not
-	// a fill still in flight.
-	commit func(whole *Entry)
+	// a fill still in flight. What it returns (if not nil) runs once mu is
+	// released: slow work that must not hold this fill's readers.
+	commit func(whole *Entry) (after func())
+	after  func()
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -115,20 +117,27 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 	}
 	f.mu.Unlock()
 	var chunk [32 << 10]byte
+	got := int64(0)
 	for {
 		if err := f.makeRoom(); err != nil {
 			return f.finish(err)
 		}
 		n, err := body.Read(chunk[:])
+		got += int64(n)
 		if n > 0 {
 			f.mu.Lock()
 			f.appendLocked(chunk[:n], limit)
-			if err == io.EOF {
-				// The last bytes and the end in one step (a body of
-				// known length ends with its last read): no reader
-				// sees them before the entry is committed.
-				defer f.mu.Unlock()
-				return f.finishLocked(nil)
+			if err == io.EOF || (err == nil && got == sizeHint) {
+				// The last bytes and the end in one step, so that no
+				// reader sees them before the entry is committed. A
+				// body of known length ends with its last read over
+				// HTTP/1.1; over HTTP/2 the end of the stream can come
+				// later, but every declared byte is in (the transport
+				// enforces the length).
+				err = f.finishLocked(nil)
+				f.mu.Unlock()
+				f.runAfter()
+				return err
 			}
 			f.notifyLocked()
 			f.mu.Unlock()
@@ -285,8 +294,19 @@ func (f *fill) makeRoom() error {
 // finish marks the fill done, with the whole entry when it may be stored.
 func (f *fill) finish(err error) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.finishLocked(err)
+	err = f.finishLocked(err)
+	f.mu.Unlock()
+	f.runAfter()
+	return err
+}
+
+// runAfter runs what the commit left for after the lock (the pump's
+// goroutine, once).
+func (f *fill) runAfter() {
+	if a := f.after; a != nil {
+		f.after = nil
+		a()
+	}
 }
 
 func (f *fill) finishLocked(err error) error {
@@ -300,7 +320,7 @@ func (f *fill) finishLocked(err error) error {
 	if err == nil && !f.trim {
 		f.whole = f.entry.withBody(f.buf)
 		if f.commit != nil {
-			f.commit(f.whole)
+			f.after = f.commit(f.whole)
 		}
 	}
 	return err

@@ -32,7 +32,7 @@ func TestFillCommitsBeforeTheLastByteIsRead(t *testing.T) {
 		f.entry = &Entry{Status: 200, Header: http.Header{}}
 		rd, _ := f.reader()
 		committed, late := false, false
-		f.commit = func(*Entry) { committed, late = true, rd.off == size } // under f.mu, as next moves off
+		f.commit = func(*Entry) func() { committed, late = true, rd.off == size; return nil } // under f.mu, as next moves off
 		go func() { _ = f.pump(&lastWithEOF{left: size}, size, 1<<20, p.h) }()
 		n := 0
 		for {

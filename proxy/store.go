@@ -165,26 +165,38 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 // (the newest response defines how the URL varies). Put refuses an entry
 // larger than the whole budget.
 func (s *Store) Put(e *Entry) bool {
+	ok, inserted := s.putQuiet(e)
+	if inserted != nil {
+		inserted()
+	}
+	return ok
+}
+
+// putQuiet is Put without telling the insert hook (the cluster's
+// indicator, which may rebuild its filter from every key): it returns the
+// call to make, or nil, so that a caller holding a lock makes it after.
+func (s *Store) putQuiet(e *Entry) (ok bool, inserted func()) {
+	notify := func() {
+		if s.onInsert != nil {
+			s.onInsert(e.Key)
+		}
+	}
 	if s.disk != nil {
 		s.disk.Write(record(e))
 		if e.size >= s.tierOpts.DiskOnlyBytes {
 			// Too large for RAM to hold usefully: disk only. What it
 			// replaces in RAM must go, as a Put would replace it.
 			s.dropSuperseded(e)
-			if s.onInsert != nil {
-				s.onInsert(e.Key)
-			}
-			return true
+			return true, notify
 		}
 	}
 	if e.size > s.budget {
-		return false
+		return false, nil
 	}
-	inserted := s.put(e)
-	if inserted && s.onInsert != nil {
-		s.onInsert(e.Key)
+	if s.put(e) {
+		return true, notify
 	}
-	return true
+	return true, nil
 }
 
 // put stores e under the lock and reports whether its URL key is new.

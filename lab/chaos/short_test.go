@@ -63,8 +63,10 @@ func TestChaosShort(t *testing.T) {
 	// every process here is starved, and 8–27 requests in 3,400 once
 	// timed out at 10 s although every node had written its whole answer
 	// within 7.1 s (their access logs, EDGE_CHAOS_LOGS); with 30 s, eight
-	// busy loops gave 0 errors, the slowest request 4.2–6.5 s. A hung body
-	// still fails: a peer's stream is cut after 10 s of silence.
+	// busy loops gave 0 errors, the slowest request 4.2–6.5 s. What this
+	// gives up: a peer stream that waits out its 10 s idle limit and is
+	// then resumed passes here (cluster/resume_test.go holds the stall
+	// races); a hung answer still fails at 30 s.
 	if res.ErrorsOutside != 0 || l.Errors*200 > l.Requests {
 		t.Errorf("load: %d errors (%v at %v s, sent at %v s), %d of them outside every fault; want none outside the faults and under 0.5 %%",
 			l.Errors, l.ErrorKinds, l.ErrorTimes, l.ErrorStarts, res.ErrorsOutside)
