@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,13 +65,7 @@ func TestReviewBreakDuringRaceLeaksAnOriginBody(t *testing.T) {
 		<-raceAsked
 		panic(http.ErrAbortHandler) // the stalled stream breaks
 	})
-	req := httptest.NewRequest("GET", "http://h/p/1", nil)
-	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, peer, 2, nil, 0)
-	if !ok {
-		t.Fatal("the peer did not answer")
-	}
-	c.withResume(context.Background(), "http://h/p/1", req, resp)
+	resp := askPeer(t, c, peer)
 	rb.Store(resp.Body.(*resumeBody))
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,13 +50,7 @@ func TestReviewRecoveredStreamIsNotSwitchedToAValidRest(t *testing.T) {
 		}
 		_, _ = w.Write(resumePage[half+1000:])
 	})
-	req := httptest.NewRequest("GET", "http://h/p/1", nil)
-	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, peer, 2, nil, 0)
-	if !ok {
-		t.Fatal("the peer did not answer")
-	}
-	c.withResume(context.Background(), "http://h/p/1", req, resp)
+	resp := askPeer(t, c, peer)
 	rb.Store(resp.Body.(*resumeBody))
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

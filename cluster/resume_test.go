@@ -83,8 +83,8 @@ func resumeCluster(t *testing.T, origin proxy.Fetcher) *Cluster {
 	return c
 }
 
-// fetchFromPeer asks p as the climb does and reads the whole answer.
-func fetchFromPeer(t *testing.T, c *Cluster, p *Peer) ([]byte, bool, error) {
+// askPeer asks p as the climb does; the answer's body resumes.
+func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://h/p/1", nil)
 	req.RequestURI = ""
@@ -93,6 +93,13 @@ func fetchFromPeer(t *testing.T, c *Cluster, p *Peer) ([]byte, bool, error) {
 		t.Fatal("the peer did not answer")
 	}
 	c.withResume(context.Background(), "http://h/p/1", req, resp)
+	return resp
+}
+
+// fetchFromPeer asks p as the climb does and reads the whole answer.
+func fetchFromPeer(t *testing.T, c *Cluster, p *Peer) ([]byte, bool, error) {
+	t.Helper()
+	resp := askPeer(t, c, p)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return b, resumed(resp.Body), err
