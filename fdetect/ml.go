@@ -79,8 +79,7 @@ type ML struct {
 	cfg     MLConfig
 	period  float64
 	base    float64   // slow baseline of the residual (ns)
-	before  float64   // the residual before the last sender stall (ns)
-	probe   bool      // the next heartbeat decides whether the stall shifted the phase
+	before  float64   // the residual before the outage being skipped (ns)
 	last    float64   // last residual (ns)
 	x       []float64 // inputs: (base − r)/Δ, then the last Order increments /Δ
 	w       []float64 // weights
@@ -208,30 +207,22 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 		// Predict by persistence meanwhile: the queued heartbeats arrive
 		// together, so the next is expected as late as this one.
 		if outage {
-			// A sender stall (no sequence numbers lost): its next
-			// heartbeat tells a queued burst from skipped ticks.
-			m.probe, m.before = !lost, m.last
-			m.skip = int(silence)
-		} else {
-			m.skip--
-			if m.probe {
-				m.probe = false
-				if silence > 0.5 {
-					// No burst behind the stall: the sender skipped its
-					// ticks (a stopped Go ticker drops them), so its
-					// residual stays that much higher from now on, a new
-					// phase, not a delay to revert from. The baseline
-					// moves with it and learning resumes. Left behind,
-					// it pulled every prediction early, and a peer was
-					// suspected 94 ms after a heartbeat
-					// (TestMLAfterASenderStall). After a burst or losses
-					// the residual comes back by itself: shifting there
-					// made the baseline wander (seed-metric T_D on the
-					// tuning traces 62 → 90 ms).
-					m.base += r - m.before
-					m.skip = 0
-				}
+			if m.skip == 0 {
+				m.before = m.last
 			}
+			m.skip = int(silence)
+		} else if m.skip--; m.skip == 0 && r-m.before > phaseShift*m.period {
+			// The skip ends with the residual still far above where it
+			// was: the sender skipped its ticks (a stopped Go ticker
+			// drops them), so its heartbeats come that much later than
+			// their numbers say from now on, a new phase, not a delay to
+			// revert from. The baseline moves with it. Left behind, it
+			// pulled every prediction early, and a peer was suspected
+			// 5–94 ms after a heartbeat (TestMLAfterASenderStall). A
+			// queued burst has drained by now, to within a period: moving
+			// the baseline by that remainder made it wander (seed-metric
+			// T_D on the tuning traces 62 → 90 ms).
+			m.base += r - m.before
 		}
 		m.last, m.pred = r, r
 		m.expect = m.period*float64(seq+1) + m.pred
@@ -277,6 +268,13 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	m.pred = r + inc*m.period
 	m.expect = m.period*float64(m.lastSeq+1) + m.pred
 }
+
+// phaseShift is how far (in periods) the residual must stay above its
+// pre-outage level when a skip ends for the baseline to follow it: more
+// than what a drained burst leaves (under a period) plus the generated
+// traces' delay regime shifts (up to 1.2 periods held out); a sender
+// stall long enough to be skipped shifts it by at least OutagePeriods − 1.
+const phaseShift = 2
 
 func clampW(w float64) float64 { return math.Max(-2, math.Min(2, w)) }
 
