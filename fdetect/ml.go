@@ -193,8 +193,7 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 		return
 	}
 	silence := float64(arrival-m.lastArr) / m.period
-	lost := float64(seq-m.lastSeq) > m.cfg.OutagePeriods
-	outage := lost || silence > m.cfg.OutagePeriods
+	outage := float64(seq-m.lastSeq) > m.cfg.OutagePeriods || silence > m.cfg.OutagePeriods
 	if m.cfg.TimeObjective {
 		m.observeLateness(arrival)
 		m.updateMargin()

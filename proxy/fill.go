@@ -47,7 +47,6 @@ type fill struct {
 	// a fill still in flight. What it returns (if not nil) runs once mu is
 	// released: slow work that must not hold this fill's readers.
 	commit func(whole *Entry) (after func())
-	after  func()
 }
 
 // errFillAbandoned ends a trimming fill that every reader has left.
@@ -134,10 +133,12 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 				// HTTP/1.1; over HTTP/2 the end of the stream can come
 				// later, but every declared byte is in (the transport
 				// enforces the length).
-				err = f.finishLocked(nil)
+				after := f.finishLocked(nil)
 				f.mu.Unlock()
-				f.runAfter()
-				return err
+				if after != nil {
+					after()
+				}
+				return nil
 			}
 			f.notifyLocked()
 			f.mu.Unlock()
@@ -294,22 +295,17 @@ func (f *fill) makeRoom() error {
 // finish marks the fill done, with the whole entry when it may be stored.
 func (f *fill) finish(err error) error {
 	f.mu.Lock()
-	err = f.finishLocked(err)
+	after := f.finishLocked(err)
 	f.mu.Unlock()
-	f.runAfter()
+	if after != nil {
+		after()
+	}
 	return err
 }
 
-// runAfter runs what the commit left for after the lock (the pump's
-// goroutine, once).
-func (f *fill) runAfter() {
-	if a := f.after; a != nil {
-		f.after = nil
-		a()
-	}
-}
-
-func (f *fill) finishLocked(err error) error {
+// finishLocked marks the fill done (ended by err) and returns what the
+// commit left to run once mu is released.
+func (f *fill) finishLocked(err error) (after func()) {
 	if f.bodyEnd != nil {
 		f.bodyEnd()
 		f.bodyEnd = nil
@@ -320,10 +316,10 @@ func (f *fill) finishLocked(err error) error {
 	if err == nil && !f.trim {
 		f.whole = f.entry.withBody(f.buf)
 		if f.commit != nil {
-			f.after = f.commit(f.whole)
+			after = f.commit(f.whole)
 		}
 	}
-	return err
+	return after
 }
 
 // completeWith makes f a finished fill holding e (a response that needed
