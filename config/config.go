@@ -141,8 +141,9 @@ func Keys() []Key {
 		{"limits.max_buffered_bytes", Size, size(pd.MaxBufferedBytes), "Bytes held by fills in progress plus stored responses evicted while still being sent. Memory stays within cache.max_bytes + this + a per-connection constant (docs/operations.md)."},
 		{"limits.max_ranges", Int, strconv.Itoa(pd.MaxRanges), "Ranges honoured in one request after merging overlapping and nearby ones; more get the whole response (RFC 9110 §14.2)."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
-		{"forwarding.trusted_proxies", List, "", "CIDRs of proxies in front of the edge whose X-Forwarded-For/-Host/-Proto and Forwarded fields are kept; everyone else's are replaced by the edge's own."},
-		{"forwarding.strip_headers", List, strings.Join(pd.StripRequestHeaders, ","), "Request fields never forwarded: URL-rewrite fields some frameworks obey would let a client pick the page cached under another URL."},
+		{"forwarding.trusted_proxies", List, "", "CIDRs of proxies in front of the edge whose forwarding fields (X-Forwarded-*, Forwarded, X-Real-IP and relatives) are kept; everyone else's are dropped and the edge writes its own X-Forwarded-For/-Host/-Proto, Forwarded and X-Real-IP."},
+		{"forwarding.strip_headers", List, strings.Join(pd.StripRequestHeaders, ","), "Request fields never forwarded, besides those the edge always drops (names with '_', method overrides, URL rewrites, Edge-*)."},
+		{"forwarding.unkeyed_headers", List, "", "Non-standard request fields you know your origin never renders into a cacheable page: forwarded without splitting the cache. Any other field the edge does not know is forwarded and made part of the cache key (docs/operations.md, \"What reaches the origin\")."},
 		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP) and heartbeats (UDP) on the same port."},
 		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped). Empty with an empty cluster.dns: a single node."},
 		{"cluster.dns", String, "", "A DNS name whose addresses are the peers (a Kubernetes headless service), re-resolved every cluster.dns_interval."},
@@ -262,6 +263,7 @@ type Config struct {
 	Forwarding struct {
 		TrustedProxies []netip.Prefix
 		StripHeaders   []string
+		UnkeyedHeaders []string
 	}
 	Tuning struct {
 		WriteBatching bool
@@ -452,6 +454,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxRanges = p.int("limits.max_ranges", 1, 1000)
 	c.Forwarding.TrustedProxies = p.prefixes("forwarding.trusted_proxies")
 	c.Forwarding.StripHeaders = p.list("forwarding.strip_headers")
+	c.Forwarding.UnkeyedHeaders = p.fieldNames("forwarding.unkeyed_headers")
 	c.Tuning.WriteBatching = p.bool("tuning.write_batching")
 	c.Tuning.HitPath = p.bool("tuning.hit_path")
 	c.Cluster.Listen = p.addr("cluster.listen")
@@ -763,6 +766,28 @@ func (p *parser) size(key string, min int64) int64 {
 }
 
 // list parses a comma-separated list (a YAML list is accepted too).
+// fieldNames is list for HTTP field names: each must be a token, and one
+// with an underscore is refused (the edge drops those whatever the list
+// says, as nginx does).
+func (p *parser) fieldNames(key string) []string {
+	names := p.list(key)
+	for _, n := range names {
+		for i := 0; i < len(n); i++ {
+			c := n[i]
+			if c == '_' {
+				p.fail(key, n, "names a field with '_': the edge never forwards those (CGI origins read them as '-')")
+				return nil
+			}
+			if !(c == '-' || c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' || c == '+' ||
+				c == '.' || c == '^' || c == '`' || c == '|' || c == '~' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')) {
+				p.fail(key, n, "is not an HTTP field name")
+				return nil
+			}
+		}
+	}
+	return names
+}
+
 func (p *parser) list(key string) []string {
 	raw := p.v.Get(key)
 	var parts []string

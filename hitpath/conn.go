@@ -93,6 +93,10 @@ type Config struct {
 	// StripFields are request fields the cache deletes before it looks
 	// at a request (forwarding.strip_headers): the loop ignores them too.
 	StripFields []string
+	// UnkeyedFields are fields the operator declares do not change the
+	// representation (forwarding.unkeyed_headers): the loop answers
+	// requests carrying them, as the cache does not key them.
+	UnkeyedFields []string
 }
 
 // readBufferBytes holds the request heads the loop reads. A larger head
@@ -105,6 +109,7 @@ const readBufferBytes = 4 << 10
 type Listener struct {
 	net.Listener
 	cfg      Config
+	rules    *fieldRules // cfg's field lists, lower-case
 	ans      Answerer
 	metrics  *Metrics
 	draining atomic.Bool
@@ -137,12 +142,15 @@ func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listene
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	strip := make([]string, len(cfg.StripFields))
-	for i, f := range cfg.StripFields {
-		strip[i] = strings.ToLower(f)
+	lower := func(fields []string) []string {
+		out := make([]string, len(fields))
+		for i, f := range fields {
+			out[i] = strings.ToLower(f)
+		}
+		return out
 	}
-	cfg.StripFields = strip
-	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{})}
+	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{}),
+		rules: &fieldRules{strip: lower(cfg.StripFields), unkeyed: lower(cfg.UnkeyedFields)}}
 	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return l
 }
@@ -327,7 +335,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			}
 			c.end = n // an error that came with bytes returns on the next read
 		}
-		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req, l.cfg.StripFields)
+		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req, l.rules)
 		if l.draining.Load() && res != foreign {
 			res, reason = foreign, "" // net/http closes it as it shuts down
 		}

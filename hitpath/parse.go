@@ -1,6 +1,10 @@
 package hitpath
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/edgecache/edge/internal/reqfield"
+)
 
 // Request is a plain GET or HEAD read from a connection. Its byte slices
 // point into the connection's read buffer and are valid only until the
@@ -60,10 +64,14 @@ const (
 // checks this); everything unusual is left to net/http, which answers or
 // rejects it as it always has.
 //
-// strip names fields the cache deletes before it reads a request
-// (forwarding.strip_headers); of those the loop reads, a stripped one is
-// ignored as the cache would ignore it.
-func parse(b []byte, r *Request, strip []string) (n int, res parseResult, reason string) {
+// rules name the fields the operator configured (nil: none): of those the
+// loop reads, a stripped one is ignored as the cache would ignore it, and
+// an unknown field the operator declared unkeyed does not stop a hit.
+func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, reason string) {
+	var strip, unkeyed []string
+	if rules != nil {
+		strip, unkeyed = rules.strip, rules.unkeyed
+	}
 	*r = Request{}
 	line, rest, ls := cutLine(b)
 	switch ls {
@@ -150,6 +158,12 @@ func parse(b []byte, r *Request, strip []string) (n int, res parseResult, reason
 			if reason == "" {
 				reason = reasonField
 			}
+		case fieldKeyed:
+			// A field the cache keys (package reqfield): the request has a
+			// variant of its own, which ServeHTTP looks up.
+			if reason == "" && !isStripped(name, unkeyed) && !isStripped(name, strip) {
+				reason = reasonField
+			}
 		}
 	}
 	if hosts != 1 {
@@ -160,6 +174,12 @@ func parse(b []byte, r *Request, strip []string) (n int, res parseResult, reason
 		return len(b) - len(rest), handable, reason
 	}
 	return len(b) - len(rest), answerable, ""
+}
+
+// fieldRules are the operator's field lists, lower-case.
+type fieldRules struct {
+	strip   []string // forwarding.strip_headers
+	unkeyed []string // forwarding.unkeyed_headers
 }
 
 func isStripped(name []byte, strip []string) bool {
@@ -309,6 +329,7 @@ const (
 	fieldUserAgent                   // access log
 	fieldDecline                     // changes the answer: ServeHTTP's
 	fieldFraming                     // a body, an interim response or another protocol: net/http's for good
+	fieldKeyed                       // unknown to the cache, so part of the key (reqfield.Keyed)
 )
 
 // declinedFields can change what a hit's answer is: conditionals, ranges,
@@ -331,8 +352,11 @@ var framingFields = []string{
 // array so that one switch on it finds the class (no allocation: the
 // compiler compares string(bytes) in place).
 func fieldOf(name []byte) field {
-	var buf [24]byte
+	var buf [64]byte
 	if len(name) > len(buf) {
+		if reqfield.Classify(string(name)) == reqfield.Keyed {
+			return fieldKeyed
+		}
 		return fieldOther // longer than any name below
 	}
 	for i, c := range name {
@@ -358,6 +382,12 @@ func fieldOf(name []byte) field {
 	case "content-length", "transfer-encoding", "expect", "upgrade", "te", "trailer", "http2-settings",
 		"keep-alive", "proxy-connection":
 		return fieldFraming
+	}
+	// Dropped and forwarding fields have no bearing on a hit (the cache
+	// deletes or replaces them before it looks the request up); a field
+	// the cache keys selects another variant.
+	if reqfield.ClassifyLower(buf[:len(name)]) == reqfield.Keyed {
+		return fieldKeyed
 	}
 	return fieldOther
 }

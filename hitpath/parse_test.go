@@ -208,15 +208,29 @@ func TestFieldTablesAgree(t *testing.T) {
 			t.Errorf("%s is not framing", name)
 		}
 	}
-	if fieldOf([]byte("X-Very-Long-Field-Name-Beyond-The-Buffer")) != fieldOther {
-		t.Error("a long name is classified")
+	// Fields the cache keys (package reqfield) send the request to
+	// ServeHTTP, whatever their length; standard ones do not.
+	for name, want := range map[string]field{
+		"X-Very-Long-Field-Name-Beyond-The-Buffer": fieldKeyed,
+		"X-Forwarded-Prefix":                       fieldOther, // dropped or replaced first
+		"X_Forwarded_Prefix":                       fieldOther, // dropped
+		"Sec-Fetch-Mode":                           fieldOther,
+		"Accept-Language":                          fieldOther,
+		"X-Requested-With":                         fieldKeyed,
+		strings.Repeat("x-", 40) + "a":             fieldKeyed,
+		strings.Repeat("x_", 40) + "a":             fieldOther,
+		"Sec-Ch-Ua-Platform-Version-Which-Is-Long-Enough-To-Pass-The-Buffer": fieldOther,
+	} {
+		if got := fieldOf([]byte(name)); got != want {
+			t.Errorf("fieldOf(%q) = %d, want %d", name, got, want)
+		}
 	}
 }
 
 func TestStrippedFieldsAreIgnored(t *testing.T) {
 	var r Request
 	raw := []byte("GET / HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\nUser-Agent: u\r\n\r\n")
-	if _, res, _ := parse(raw, &r, []string{"accept-encoding"}); res != answerable || len(r.AcceptEncoding) != 0 || string(r.UserAgent) != "u" {
+	if _, res, _ := parse(raw, &r, &fieldRules{strip: []string{"accept-encoding"}}); res != answerable || len(r.AcceptEncoding) != 0 || string(r.UserAgent) != "u" {
 		t.Fatalf("stripped Accept-Encoding read: %v %q", res, r.AcceptEncoding)
 	}
 }

@@ -50,7 +50,10 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	start := time.Now()
-	host := string(r.Host)
+	host, ok := proxy.CanonicalHost(string(r.Host))
+	if !ok {
+		return false // net/http answers 400
+	}
 	s := n.sites.Load().lookup(host)
 	if s == nil {
 		return false // net/http answers 421

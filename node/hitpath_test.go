@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -97,4 +98,50 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestHitPathNeverServesAKeyedOrForwardedVariant: through a real node with
+// the hit path on, a client's forwarding fields and unknown fields never
+// shape what plain visitors get, whichever path (the hit loop or net/http)
+// reads their requests.
+func TestHitPathNeverServesAKeyedOrForwardedVariant(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		prefix := r.Header.Get("X-Forwarded-Prefix") + r.Header.Get("X-Asset-Base") + r.Header.Get("X-Forwarded-Port")
+		_, _ = io.WriteString(w, `<script src="`+prefix+`/app.js"></script>`)
+	}))
+	defer origin.Close()
+	n := startNode(t, origin.URL, "")
+	raw := func(head string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", n.PublicAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Header.Get("Cache-Status") + "\n" + string(b)
+	}
+	for _, path := range []string{"/a", "/b", "/c"} {
+		raw("GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Forwarded-Prefix: //evil.example\r\nX-Forwarded-Port: 6666\r\n" +
+			"X_Forwarded_Prefix: //evil2.example\r\nX-Asset-Base: //evil3.example\r\nConnection: close\r\n\r\n")
+		for range 3 {
+			got := raw("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			if strings.Contains(got, "evil") || strings.Contains(got, "6666") {
+				t.Fatalf("%s: a plain visitor got a poisoned page:\n%s", path, got)
+			}
+		}
+	}
+	if st := n.hitM.Stats(); st.Answered < 3 {
+		t.Fatalf("the hit path answered %d requests; the plain visitors' repeats should have gone through it", st.Answered)
+	}
 }

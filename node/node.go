@@ -199,7 +199,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		n.hits = hitpath.NewListener(pub, hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
 			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
-			StripFields: pc.StripRequestHeaders}, hf, n.hitM)
+			StripFields: pc.StripRequestHeaders, UnkeyedFields: pc.UnkeyedRequestHeaders}, hf, n.hitM)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -255,6 +255,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	for _, name := range cfg.Forwarding.StripHeaders {
 		pc.StripRequestHeaders = append(pc.StripRequestHeaders, http.CanonicalHeaderKey(name))
 	}
+	pc.UnkeyedRequestHeaders = cfg.Forwarding.UnkeyedHeaders
 	if cc := cfg.Compression; cc.Enabled {
 		codec, err := coding.NewCodec(cc.Levels)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/origin"
+	"github.com/edgecache/edge/proxy"
 )
 
 // Sites: the Host of a request picks a site (exact name, then a one-label
@@ -38,15 +38,17 @@ type siteTable struct {
 	sites []*site
 }
 
-// lookup returns the site of a Host field (case-insensitive, port and a
-// trailing dot ignored), or nil.
+// lookup returns the site of a Host field, or nil: by its canonical form
+// (proxy.CanonicalHost), the one the cache key and purge use. What is not
+// a host has no site.
 func (t *siteTable) lookup(host string) *site {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1] // an IPv6 literal without a port, as with one
+	host, ok := proxy.CanonicalHost(host)
+	if !ok {
+		return nil
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if strings.HasPrefix(host, "[") {
+		host = host[1 : len(host)-1] // sites name IPv6 literals without brackets
+	}
 	if s := t.exact[host]; s != nil {
 		return s
 	}
@@ -65,6 +67,7 @@ func (t *siteTable) lookup(host string) *site {
 type siteMetrics struct {
 	requests   *prometheus.CounterVec
 	misdirects prometheus.Counter
+	badHosts   prometheus.Counter
 	pools      *origin.PoolMetrics
 	originErrs *prometheus.CounterVec // edge_origin_errors_total
 }
@@ -77,9 +80,12 @@ func newSiteMetrics(reg prometheus.Registerer) *siteMetrics {
 		misdirects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_misdirected_requests_total", Help: "Requests for a host no site serves (421).",
 		}),
+		badHosts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_bad_host_requests_total", Help: "Requests whose Host is not a valid host (400): a non-numeric port, brackets around a name, bytes a name cannot hold.",
+		}),
 		pools: origin.NewPoolMetrics(reg),
 	}
-	reg.MustRegister(m.requests, m.misdirects)
+	reg.MustRegister(m.requests, m.misdirects, m.badHosts)
 	return m
 }
 
@@ -144,7 +150,21 @@ func (n *Node) siteName(host string) string {
 // and counts the others per site.
 func (n *Node) siteFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := n.sites.Load().lookup(r.Host)
+		host, ok := proxy.CanonicalHost(r.Host)
+		if !ok {
+			// Not a host (a non-numeric port, brackets around a name…):
+			// no spelling of a host may reach a site under a key that a
+			// purge of the plain spelling would miss.
+			n.siteM.badHosts.Inc()
+			if n.access != nil {
+				n.access.logged("-", http.HandlerFunc(badHost), r, w)
+				return
+			}
+			badHost(w, r)
+			return
+		}
+		r.Host = host // the one spelling every later step sees
+		s := n.sites.Load().lookup(host)
 		if s == nil {
 			n.siteM.misdirects.Inc()
 			if n.access != nil {
@@ -161,6 +181,11 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func badHost(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "400 the Host field is not a valid host", http.StatusBadRequest)
 }
 
 func misdirected(w http.ResponseWriter, _ *http.Request) {

@@ -55,7 +55,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				break
 			}
 			e := f.entry
-			if len(e.VaryNames) > 0 && h.varyKey(e.VaryNames, r) != e.VaryKey {
+			if h.varyKey(e.VaryNames, r) != e.VaryKey {
 				vary = e.VaryNames
 				continue
 			}

@@ -2,11 +2,16 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/edgecache/edge/internal/reqfield"
 )
 
 // This file owns what the origin sees of a client request. The rule that
@@ -15,16 +20,18 @@ import (
 // tell apart never share an entry, and a field the edge removes or replaces
 // cannot select a variant the origin never saw.
 
-// forwardingFields are the request fields that describe the path a request
-// took. A client may not set them (it could make the origin embed any host
-// in a page that is then cached for everyone); the edge writes them itself
-// from what it knows, keeping the prior values only from trusted proxies.
-var forwardingFields = [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded", "X-Real-Ip"}
+// What each client field may do is reqfield's table, shared with the
+// HTTP/1.1 hit path. The labels of edge_request_fields_total:
+const (
+	fieldDropped  = "dropped"  // never forwarded
+	fieldReplaced = "replaced" // an untrusted client's forwarding field: the edge writes its own
+	fieldKeyed    = "keyed"    // forwarded and part of the variant key
+)
 
 // edgeSetFields are the lower-case names of the fields the edge writes on
 // every forwarded request; a Vary on one of them is keyed on the value the
 // edge sends.
-var edgeSetFields = [...]string{"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded", "via", "surrogate-capability"}
+var edgeSetFields = [...]string{"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded", "x-real-ip", "via", "surrogate-capability"}
 
 // trustedKey marks a request context whose forwarding fields come from a
 // trusted party (an authenticated peer of the cluster).
@@ -61,31 +68,96 @@ func (h *Handler) trusted(r *http.Request) bool {
 // sanitize rewrites a client request in place into the request the cache
 // reasons about: hop-by-hop fields and the fields Connection names are gone
 // (they are never forwarded, so they must not select a variant), the
-// peer-protocol and rewrite fields are gone, untrusted forwarding fields
-// are gone, and the query is normalised only when the operator opted in.
-// It only deletes, so the hit path stays free of allocations.
+// peer-protocol, rewrite, method-override and underscore fields are gone,
+// an untrusted client's forwarding fields are gone (the edge writes its
+// own), and the query is normalised only when the operator opted in. What
+// is left reaches the origin; of it, what reqfield does not know is keyed
+// (fieldKey). It only deletes, so the hit path stays free of allocations.
 func (h *Handler) sanitize(r *http.Request) {
 	hd := r.Header
 	if len(hd["Connection"]) > 0 || len(hd["Te"]) > 0 || len(hd["Upgrade"]) > 0 || len(hd["Keep-Alive"]) > 0 ||
 		len(hd["Proxy-Connection"]) > 0 || len(hd["Proxy-Authorization"]) > 0 || len(hd["Trailer"]) > 0 {
 		removeHopByHop(hd)
 	}
-	removeEdgeHeaders(hd)
 	for _, name := range h.cfg.StripRequestHeaders {
 		delete(hd, name)
 	}
-	for _, name := range forwardingFields {
-		if _, ok := hd[name]; ok && !h.trusted(r) { // trust is looked up only when it matters
-			for _, name := range forwardingFields {
-				delete(hd, name)
+	trust := 0 // looked up only when a forwarding field is there: 1 yes, -1 no
+	for name := range hd {
+		switch reqfield.Classify(name) {
+		case reqfield.Dropped:
+			delete(hd, name)
+			h.metrics.fieldDropped.Inc()
+		case reqfield.Forwarding:
+			if trust == 0 {
+				trust = -1
+				if h.trusted(r) {
+					trust = 1
+				}
 			}
-			break
+			if trust < 0 {
+				delete(hd, name)
+				h.metrics.fieldReplaced.Inc()
+			}
+		case reqfield.Keyed:
+			if _, ok := h.unkeyed[name]; !ok {
+				h.metrics.fieldKeyed.Inc()
+			}
 		}
 	}
 	if h.cfg.SortQuery && r.URL.RawQuery != "" {
 		r.URL.RawQuery = h.keyQuery(r.URL.RawQuery)
 		r.RequestURI = r.URL.RequestURI()
 	}
+}
+
+// fieldKeySep starts the keyed-field part of a variant key: a NUL, which
+// no field value or Vary key can hold.
+const fieldKeySep = "\x00fields "
+
+// fieldKey returns the part of r's variant key made of the fields reqfield
+// does not know (and the operator did not declare unkeyed in
+// forwarding.unkeyed_headers): "" for a request without any, which is
+// every browser's. A request that carries X-Forwarded-Prefix-like fields
+// the table misses gets a variant of its own: the origin still sees the
+// field, and no one else is served what it made of it.
+func (h *Handler) fieldKey(hd http.Header) string {
+	var stack [8]string
+	names := stack[:0]
+	for name := range hd {
+		if reqfield.Classify(name) != reqfield.Keyed {
+			continue
+		}
+		if _, ok := h.unkeyed[name]; ok {
+			continue
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	// The values are hashed: a custom field may hold a credential, and the
+	// variant key is written to disk with the entry.
+	sum := sha256.New()
+	var b strings.Builder
+	b.WriteString(fieldKeySep)
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strings.ToLower(name))
+		for _, v := range hd[name] {
+			_, _ = io.WriteString(sum, name)
+			sum.Write([]byte{0})
+			_, _ = io.WriteString(sum, v)
+			sum.Write([]byte{0})
+		}
+	}
+	b.WriteByte(' ')
+	var digest [sha256.Size]byte
+	b.WriteString(hex.EncodeToString(sum.Sum(digest[:0])[:16]))
+	return b.String()
 }
 
 // forwardHeader returns the header fields the upstream receives for r (a
@@ -123,6 +195,9 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 	if out.Get("X-Forwarded-Proto") == "" {
 		out.Set("X-Forwarded-Proto", proto)
 	}
+	if out.Get("X-Real-Ip") == "" && ip != "" {
+		out.Set("X-Real-Ip", ip)
+	}
 	elem := "for=" + forwardedNode(ip) + ";host=" + quoteForwarded(stripPort(r.Host)) + ";proto=" + proto
 	if prior := out.Get("Forwarded"); prior != "" {
 		out.Set("Forwarded", prior+", "+elem)
@@ -154,16 +229,23 @@ func quoteForwarded(v string) string {
 	return v
 }
 
-// varyKey computes the Vary key of r for names from the fields as
-// forwarded. Only a Vary on a field the edge writes itself needs the full
-// forwarded header; every other name reads the sanitized request.
+// varyKey computes the variant key of r for names from the fields as
+// forwarded, followed by the fields the cache keys because it does not know
+// them (fieldKey). Only a Vary on a field the edge writes itself needs the
+// full forwarded header; every other name reads the sanitized request.
 func (h *Handler) varyKey(names []string, r *http.Request) string {
-	for _, n := range names {
-		if slices.Contains(edgeSetFields[:], n) {
-			return VaryKey(names, h.forwardHeader(r))
+	vk := ""
+	if len(names) > 0 {
+		hd := r.Header
+		for _, n := range names {
+			if slices.Contains(edgeSetFields[:], n) {
+				hd = h.forwardHeader(r)
+				break
+			}
 		}
+		vk = VaryKey(names, hd)
 	}
-	return VaryKey(names, r.Header)
+	return vk + h.fieldKey(r.Header)
 }
 
 // outboundRequest copies a sanitized r for the upstream. With forFill the

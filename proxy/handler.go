@@ -77,6 +77,10 @@ type Config struct {
 	// origin frameworks obey, which would let a client pick the page
 	// cached under another URL).
 	StripRequestHeaders []string
+	// UnkeyedRequestHeaders are fields the operator declares do not change
+	// the representation (forwarding.unkeyed_headers), in canonical form:
+	// forwarded without being keyed, though reqfield does not know them.
+	UnkeyedRequestHeaders []string
 	// SortQuery sorts query parameters in both the cache key and the
 	// forwarded request. Off: the key keeps the order the client sent.
 	SortQuery bool
@@ -131,6 +135,7 @@ type Handler struct {
 	large   *expirable.LRU[string, struct{}] // URLs whose responses exceed MaxObjectBytes
 	metrics *Metrics
 	log     *slog.Logger
+	unkeyed map[string]struct{} // cfg.UnkeyedRequestHeaders
 	sem     chan struct{}
 	clients clientLimiter
 	now     func() time.Time
@@ -178,6 +183,10 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
 	h.SetPolicy(cfg.Policy)
+	h.unkeyed = make(map[string]struct{}, len(cfg.UnkeyedRequestHeaders))
+	for _, name := range cfg.UnkeyedRequestHeaders {
+		h.unkeyed[http.CanonicalHeaderKey(name)] = struct{}{}
+	}
 	h.clients.limit = cfg.MaxInflightPerClient
 	h.hot = newHotKeys(64)
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }

@@ -178,16 +178,24 @@ func (h *Handler) hitBlockOf(e *Entry) *hitBlock {
 	return e.hit1.Load()
 }
 
-// lookupPlain returns the entry of key when the URL has exactly one stored
-// variant, without Vary, in RAM; otherwise nil (ask LookupFunc).
+// lookupPlain returns the entry of key that answers a request with no
+// Vary-selected or keyed fields: the URL's variant with an empty variant
+// key when the URL has no Vary, in RAM; otherwise nil (ask LookupFunc).
+// Variants made for requests with keyed fields (proxy.fieldKey) sit beside
+// it and are never it.
 func (s *Store) lookupPlain(key string) *Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.lru.Get(key)
-	if !ok || len(o.variants) != 1 || len(o.vary) != 0 {
+	if !ok || len(o.vary) != 0 {
 		return nil
 	}
-	return o.variants[0]
+	for _, e := range o.variants {
+		if e.VaryKey == "" {
+			return e
+		}
+	}
+	return nil
 }
 
 // HitStatus is the Cache-Status of a fresh hit from this node.

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// CacheKey builds the URL part of a cache key: scheme, lower-case host
-// without its port, path and the query exactly as it will be forwarded
+// CacheKey builds the URL part of a cache key: scheme, the canonical host
+// (CanonicalHost: lower case, no port, no trailing dot), path and the query exactly as it will be forwarded
 // (the origin may answer ?id=a&id=b and ?id=b&id=a differently, so they
 // must not share an entry; sorting is the per-deployment opt-in
 // cache.sort_query, which rewrites the forwarded query too). The port a
@@ -16,7 +16,13 @@ import (
 // compute the same key. GET and HEAD share keys. It allocates only the
 // returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
-	host = stripPort(host)
+	if c, ok := CanonicalHost(host); ok {
+		host = c
+	} else {
+		// Not a host: the front refused it (400) and purge refuses it, so
+		// only a direct caller gets here; keep its bytes apart.
+		host = stripPort(host)
+	}
 	var b strings.Builder
 	if path == "" {
 		path = "/"

@@ -32,6 +32,11 @@ func handlerProxy(t *testing.T, fn http.HandlerFunc, mod func(*Config)) (*Handle
 	}))
 	t.Cleanup(srv.Close)
 	cfg := DefaultConfig()
+	// X-User stands for whatever the origin personalises on. Declared
+	// unkeyed, it reaches the origin without splitting the cache, so these
+	// tests hold the cache's own isolation rules to account (a keyed
+	// field would give each user an entry of its own and hide a leak).
+	cfg.UnkeyedRequestHeaders = []string{"X-User"}
 	if mod != nil {
 		mod(&cfg)
 	}

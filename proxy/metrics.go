@@ -40,6 +40,14 @@ type Metrics struct {
 	SliceFetches    *prometheus.CounterVec   // slices of large objects fetched, by source (stream, range)
 	SlicedResponses prometheus.Counter       // responses served from sliced objects
 	SliceFailures   *prometheus.CounterVec   // sliced objects given up, by reason
+	// RequestFields counts client request fields the cache did not
+	// forward as sent, by action: dropped (underscore names, method
+	// overrides, rewrites), replaced (an untrusted client's forwarding
+	// fields) and keyed (a field the cache does not know, forwarded and
+	// made part of the key).
+	RequestFields *prometheus.CounterVec
+
+	fieldDropped, fieldReplaced, fieldKeyed prometheus.Counter // RequestFields' children
 
 	buffered func() float64 // bytes charged to the buffer budget; set by the handler
 
@@ -136,6 +144,12 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	m.SliceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_slice_failures_total", Help: "Sliced objects given up: origin without Range support, object changed between slices, fetch error.",
 	}, []string{"reason"})
+	m.RequestFields = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_request_fields_total", Help: "Client request fields not forwarded as sent, by action: dropped (underscore names, method overrides, URL rewrites), replaced (an untrusted client's forwarding fields), keyed (unknown fields, forwarded and made part of the cache key).",
+	}, []string{"action"})
+	m.fieldDropped = m.RequestFields.WithLabelValues(fieldDropped)
+	m.fieldReplaced = m.RequestFields.WithLabelValues(fieldReplaced)
+	m.fieldKeyed = m.RequestFields.WithLabelValues(fieldKeyed)
 	for _, s := range []string{"stream", "range"} {
 		m.SliceFetches.WithLabelValues(s)
 	}
@@ -144,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced,
 		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes,
-		m.SliceFetches, m.SlicedResponses, m.SliceFailures)
+		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_bytes", Help: "Bytes held by the store."},
 			func() float64 { return float64(s.Stats().Bytes) }),

@@ -51,6 +51,9 @@ func (p PurgeRequest) Validate() error {
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return fmt.Errorf("purge: url %q is not an absolute http(s) URL", p.URL)
 		}
+		if _, ok := CanonicalHost(u.Host); !ok {
+			return fmt.Errorf("purge: url %q: %q is not a host", p.URL, u.Host)
+		}
 	}
 	return nil
 }

@@ -121,8 +121,8 @@ func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
 	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) })
 }
 
-// LookupFunc is Lookup with the request's Vary key computed by varyKey for
-// the URL's Vary names; it is called only for a URL that varies.
+// LookupFunc is Lookup with the request's variant key computed by varyKey
+// for the URL's Vary names (none for a URL that does not vary).
 func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*Entry, []string) {
 	s.mu.Lock()
 	o, ok := s.lru.Get(key)
@@ -136,12 +136,13 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 		return nil, nil
 	}
 	vary := o.vary
-	if len(o.variants) == 1 && len(vary) == 0 {
-		e := o.variants[0]
-		s.mu.Unlock()
-		return e, nil
+	if len(vary) == 0 {
+		vary = nil
 	}
 	s.mu.Unlock()
+	// Even without Vary the request's variant key is asked for: a request
+	// carrying fields the cache keys (proxy.fieldKey) selects a variant of
+	// its own.
 	vk := varyKey(vary)
 	s.mu.Lock()
 	for _, e := range o.variants {
