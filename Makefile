@@ -94,8 +94,11 @@ bench-tls: build
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
-FUZZ_TARGETS := proxy:FuzzCacheControl proxy:FuzzHTTPDate proxy:FuzzTargeted coding:FuzzNegotiate coding:FuzzDecode proxy:FuzzCacheKeyAndVary proxy:FuzzLimitRanges proxy:FuzzIsolation config:FuzzLoadBytes cluster:FuzzVerifyRequest \
-	indicators:FuzzDecode cluster/wire:FuzzDecodeHeartbeat lab/fdlab:FuzzReadTrace trace:FuzzReader internal/promtext:FuzzParse hitpath:FuzzParseAgreesWithNetHTTP
+# Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
+FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeRumors cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzNegotiate \
+	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode internal/promtext:FuzzParse \
+	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
+	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted trace:FuzzReader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \

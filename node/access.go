@@ -202,15 +202,49 @@ func (a *accessLog) format(b []byte, e accessEntry) []byte {
 	b = append(b, " - - ["...)
 	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
 	b = append(b, "] \""...)
-	b = append(b, e.Method+" "+e.URI+" "+e.Proto...)
+	b = appendEscaped(b, e.Method)
+	b = append(b, ' ')
+	b = appendEscaped(b, e.URI)
+	b = append(b, ' ')
+	b = appendEscaped(b, e.Proto)
 	b = append(b, "\" "...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, e.Bytes, 10)
-	b = append(b, " "+strconv.Quote(e.Referer)+" "+strconv.Quote(e.UserAgent)+" "...)
+	b = append(b, " \""...)
+	b = appendEscapedOrDash(b, e.Referer)
+	b = append(b, "\" \""...)
+	b = appendEscapedOrDash(b, e.UserAgent)
+	b = append(b, "\" "...)
 	b = append(b, e.Site+" "+cacheResult(e.CacheStatus)+" "...)
 	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
 	return append(b, '\n')
+}
+
+// appendEscaped appends s as nginx's log_format escape=default writes a
+// variable: '"', '\\', control bytes and bytes above 0x7e as \xHH, so that
+// no field can end its quotes early, forge the fields after it, or put raw
+// bytes in the file.
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' || c < 0x20 || c > 0x7e {
+			b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// appendEscapedOrDash is appendEscaped, with "-" for an empty value (as
+// nginx writes an absent Referer or User-Agent).
+func appendEscapedOrDash(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, '-')
+	}
+	return appendEscaped(b, s)
 }
 
 // cacheResult shortens a Cache-Status to what the cache did: hit, stale,

@@ -58,6 +58,10 @@ var acceptIdentity = []string{"identity"}
 type formSet struct {
 	mu    [coding.Count]sync.Mutex // serialises making one form, so a crowd compresses once
 	forms [coding.Count]atomic.Pointer[Entry]
+	// larger marks codings whose encoding of the identity body came out no
+	// smaller than it (random or already-compressed bytes): identity is
+	// served instead, with the entry's Vary: Accept-Encoding kept.
+	larger [coding.Count]atomic.Bool
 }
 
 // classify decides in which codings e may be served: e.offers stays 0 for
@@ -161,14 +165,27 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 	if d := fs.forms[enc].Load(); d != nil {
 		return d, nil
 	}
+	if fs.larger[enc].Load() {
+		return e, nil
+	}
 	fs.mu[enc].Lock()
 	defer fs.mu[enc].Unlock()
 	if d := fs.forms[enc].Load(); d != nil {
 		return d, nil
 	}
+	if fs.larger[enc].Load() {
+		return e, nil
+	}
 	body, err := h.transcode(e.coding, enc, e.Body)
 	if err != nil {
 		return nil, err
+	}
+	if e.coding == coding.Identity && len(body) >= len(e.Body) {
+		// Encoding saved nothing: every client that accepts identity gets
+		// it, and no one pays for a form that is larger.
+		fs.larger[enc].Store(true)
+		h.metrics.compression.larger[enc].Inc()
+		return e, nil
 	}
 	d := e.derive(enc, body)
 	if d.size > h.cfg.MaxObjectBytes {

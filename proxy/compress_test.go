@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	cryptorand "crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -347,5 +348,31 @@ func TestCompressionCrowdCompressesOnce(t *testing.T) {
 	in := testutil.ToFloat64(p.h.metrics.compression.in[opEncode][coding.Br])
 	if in > 2*float64(len(body)) {
 		t.Errorf("brotli encoded %.0f bytes for a %d-byte page: more than the leader's stream and one stored form", in, len(body))
+	}
+}
+
+// TestCompressionNeverServesALargerForm: a stored body that does not
+// compress (random bytes labelled text) is served as identity to clients
+// that accept a coding, with Vary: Accept-Encoding kept, and the useless
+// form is neither stored nor charged. (The miss that fetched it was
+// encoded as it streamed, before its size could be judged: the coders
+// store incompressible blocks raw, a few bytes larger.)
+func TestCompressionNeverServesALargerForm(t *testing.T) {
+	p := newTestProxy(t, withCompression)
+	rnd := make([]byte, 20000)
+	_, _ = cryptorand.Read(rnd)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/plain"}, body: string(rnd)})
+	p.do("GET", "/random", nil) // the miss, stored as identity
+	for _, ae := range []string{"zstd", "br", "gzip", "zstd", "br, gzip"} {
+		w := p.do("GET", "/random", map[string]string{"Accept-Encoding": ae})
+		if w.Code != 200 || w.Header().Get("Content-Encoding") != "" || w.Body.Len() != len(rnd) {
+			t.Fatalf("AE %q: %d, Content-Encoding %q, %d bytes; want identity, %d bytes", ae, w.Code, w.Header().Get("Content-Encoding"), w.Body.Len(), len(rnd))
+		}
+		if !strings.Contains(strings.Join(w.Header().Values("Vary"), ","), "Accept-Encoding") {
+			t.Fatalf("AE %q: Vary %q lost Accept-Encoding", ae, w.Header().Values("Vary"))
+		}
+	}
+	if st := p.h.store.Stats(); st.Bytes > int64(len(rnd))+8<<10 {
+		t.Fatalf("the store holds %d bytes for a %d-byte body: a larger form was kept", st.Bytes, len(rnd))
 	}
 }

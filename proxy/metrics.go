@@ -202,6 +202,7 @@ const (
 type compressionMetrics struct {
 	in, out, seconds [2][coding.Count]prometheus.Counter
 	served           [coding.Count]prometheus.Counter
+	larger           [coding.Count]prometheus.Counter // forms not kept: no smaller than identity
 	bombs, errors    prometheus.Counter
 }
 
@@ -226,7 +227,10 @@ func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 			Name: "edge_compression_errors_total", Help: "Bodies that failed to encode or decode (corrupt origin data).",
 		}),
 	}
-	reg.MustRegister(in, out, secs, served, cm.bombs, cm.errors)
+	larger := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_larger_forms_total", Help: "Stored forms not kept because their encoding was no smaller than the identity body (identity is served), by coding.",
+	}, []string{"encoding"})
+	reg.MustRegister(in, out, secs, served, larger, cm.bombs, cm.errors)
 	for op, name := range [2]string{"encode", "decode"} {
 		for e := range coding.Count {
 			if (op == opEncode && (e == coding.Identity || e == coding.Deflate)) || (op == opDecode && e == coding.Identity) {
@@ -242,6 +246,11 @@ func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 	}
 	for e := range coding.Count {
 		cm.served[e] = served.WithLabelValues(e.String())
+		if e == coding.Identity || e == coding.Deflate {
+			cm.larger[e] = discard{}
+		} else {
+			cm.larger[e] = larger.WithLabelValues(e.String())
+		}
 	}
 	return cm
 }
