@@ -52,13 +52,15 @@ func (l Levels) Validate() error {
 }
 
 // maxZstdWindow bounds the memory a zstd frame can make a decoder
-// allocate; level 19 output uses 8 MiB windows.
-const maxZstdWindow = 16 << 20
+// allocate: RFC 9659 §3 limits a zstd content coding's window to 8 MB
+// (level 19 output uses 8 MiB windows).
+const maxZstdWindow = 8 << 20
 
 // Codec encodes and decodes with pooled coder state. It is safe for
 // concurrent use.
 type Codec struct {
 	levels Levels
+	stream bool // small windows: a coder per client (NewStreamCodec)
 	br     sync.Pool // *brotli.Writer
 	gz     sync.Pool // *gzip.Writer
 	zw     sync.Pool // *zstd.Encoder (streams)
@@ -80,6 +82,19 @@ func NewCodec(l Levels) (*Codec, error) {
 	return &Codec{levels: l, zall: zall}, nil
 }
 
+// NewStreamCodec returns a codec for responses encoded as they stream, one
+// coder per client: its brotli and zstd encoders keep a 256 KiB window
+// (StreamEncoderBytes bounds each), where the libraries' defaults hold
+// 4–8 MiB.
+func NewStreamCodec(l Levels) (*Codec, error) {
+	c, err := NewCodec(l)
+	if err != nil {
+		return nil, err
+	}
+	c.stream = true
+	return c, nil
+}
+
 // Writer is a streaming encoder. Flush emits everything written so far as
 // a decodable prefix; Close ends the stream and returns the coder to its
 // pool (the Writer must not be used after).
@@ -97,7 +112,11 @@ func (c *Codec) NewWriter(e Encoding, w io.Writer) (Writer, error) {
 			bw.Reset(w)
 			return &pooled{Writer: bw, put: func() { c.br.Put(bw) }}, nil
 		}
-		bw := brotli.NewWriterLevel(w, c.levels.Br)
+		opts := brotli.WriterOptions{Quality: c.levels.Br}
+		if c.stream {
+			opts.LGWin = streamBrLgWin
+		}
+		bw := brotli.NewWriterOptions(w, opts)
 		return &pooled{Writer: bw, put: func() { c.br.Put(bw) }}, nil
 	case Gzip:
 		if gw, ok := c.gz.Get().(*gzip.Writer); ok {
@@ -114,7 +133,11 @@ func (c *Codec) NewWriter(e Encoding, w io.Writer) (Writer, error) {
 			zw.Reset(w)
 			return &pooled{Writer: zw, put: func() { c.zw.Put(zw) }}, nil
 		}
-		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.levels.Zstd)), zstd.WithEncoderConcurrency(1))
+		opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.levels.Zstd)), zstd.WithEncoderConcurrency(1)}
+		if c.stream {
+			opts = append(opts, zstd.WithWindowSize(streamZstdWin), zstd.WithLowerEncoderMem(true))
+		}
+		zw, err := zstd.NewWriter(w, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("coding: zstd: %w", err)
 		}
@@ -142,22 +165,7 @@ func (p *pooled) Close() error {
 
 // Encode returns body encoded with e.
 func (c *Codec) Encode(e Encoding, body []byte) ([]byte, error) {
-	if e == Zstd {
-		return c.zall.EncodeAll(body, make([]byte, 0, len(body)/3+64)), nil
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, len(body)/3+64))
-	w, err := c.NewWriter(e, buf)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(body); err != nil {
-		_ = w.Close()
-		return nil, fmt.Errorf("coding: %s: %w", e, err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("coding: %s: %w", e, err)
-	}
-	return buf.Bytes(), nil
+	return c.encodeInto(e, body, make([]byte, 0, len(body)/3+64))
 }
 
 // NewReader returns a decoder of e reading from r that fails with

@@ -255,7 +255,8 @@ func fileName(key, varyKey string) string {
 
 func (t *Tier) path(name string) string { return filepath.Join(t.root, name[:2], name) }
 
-// Lookup returns the stored variant of key that varyKey selects, with the
+// Lookup returns the stored variant of key that varyKey selects (it is
+// asked for every key, with the key's Vary names, none included), with the
 // number of times it has been read from disk (for promotion), or nil. It
 // returns nil, not an error, for a missing or corrupt file: the caller
 // fetches from the origin, and the bad file is gone.
@@ -269,9 +270,10 @@ func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record,
 	var v *variant
 	vk := ""
 	if ok {
-		if len(o.vary) > 0 {
-			vk = varyKey(o.vary) // pure and cheap: fine under the lock
-		}
+		// Asked even without Vary: the caller's variant key may hold more
+		// than Vary (the proxy keys fields it does not know). Pure and
+		// cheap: fine under the lock.
+		vk = varyKey(o.vary)
 		for _, c := range o.variants {
 			if c.varyKey == vk {
 				v = c
@@ -283,11 +285,7 @@ func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record,
 		// A write still in the queue is served from memory, so that a
 		// disk-only object is not fetched again before it lands.
 		for _, w := range t.pending[key] {
-			wk := ""
-			if len(w.rec.VaryNames) > 0 {
-				wk = varyKey(w.rec.VaryNames)
-			}
-			if wk == w.rec.VaryKey {
+			if varyKey(w.rec.VaryNames) == w.rec.VaryKey {
 				r := *w.rec
 				r.Stale = r.Stale || w.stale.Load()
 				t.mu.Unlock()

@@ -152,7 +152,37 @@ func (h *Handler) chooseForm(accept []string, e *Entry) (*Entry, error) {
 	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
 		return e, nil
 	}
-	return h.form(e, enc)
+	d, err := h.form(e, enc)
+	if errors.Is(err, coding.ErrBudget) && e.coding == coding.Identity {
+		// No memory to encode now: identity, which RFC 9110 §12.5.3 lets a
+		// server send whatever the client asked, with Vary kept.
+		return e, nil
+	}
+	return d, err
+}
+
+// madeForm is chooseForm for the HTTP/1.1 hit path: it never encodes or
+// decodes (that work, and its memory, is ServeHTTP's), so ok is false when
+// the form r needs is not made yet or would be made per response.
+func (h *Handler) madeForm(accept []string, e *Entry) (d *Entry, ok bool) {
+	if e.offers == 0 {
+		return e, true
+	}
+	enc := coding.Negotiate(accept, e.offers)
+	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
+		return e, true
+	}
+	fs := e.forms.Load()
+	if fs == nil {
+		return nil, false
+	}
+	if d := fs.forms[enc].Load(); d != nil {
+		return d, true
+	}
+	if fs.larger[enc].Load() {
+		return e, true
+	}
+	return nil, false
 }
 
 // form returns e's representation in enc, making it on first use.
@@ -176,6 +206,8 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 	if fs.larger[enc].Load() {
 		return e, nil
 	}
+	// The body is charged to the buffer budget before it is allocated, and
+	// stays charged (len(body)) until it is kept or written.
 	body, err := h.transcode(e.coding, enc, e.Body)
 	if err != nil {
 		return nil, err
@@ -183,6 +215,7 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 	if e.coding == coding.Identity && len(body) >= len(e.Body) {
 		// Encoding saved nothing: every client that accepts identity gets
 		// it, and no one pays for a form that is larger.
+		h.release(int64(len(body)))
 		fs.larger[enc].Store(true)
 		h.metrics.compression.larger[enc].Inc()
 		return e, nil
@@ -190,11 +223,13 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 	d := e.derive(enc, body)
 	if d.size > h.cfg.MaxObjectBytes {
 		// Larger than we keep (a big body the origin encoded, decoded for
-		// a client that does not accept its coding): made per request and
-		// charged to the buffer budget while it is written.
+		// a client that does not accept its coding): made per request, its
+		// body charged to the buffer budget until releaseTransient after
+		// it is written.
 		d.transient = true
 		return d, nil
 	}
+	h.release(int64(len(body))) // from the buffer budget to the store's
 	fs.forms[enc].Store(d)
 	e.formBytes.Add(d.size)
 	h.store.chargeForm(e, d.size)
@@ -202,19 +237,26 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 }
 
 // transcode turns a whole body from one coding into another: encode an
-// identity body, or decode an encoded one (bounded).
+// identity body, or decode an encoded one (bounded). Coder state and
+// output are charged to the buffer budget before they are allocated; the
+// returned body stays charged (its length), and over the budget it
+// returns coding.ErrBudget with nothing allocated or charged.
 func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, error) {
 	c := h.cfg.Compression
 	m := &h.metrics.compression
+	budget := bufferBudget{h}
 	start := time.Now()
 	if from != coding.Identity {
-		out, err := c.Codec.Decode(from, body, c.MaxDecodedBytes)
+		out, err := c.Codec.DecodeCharged(from, body, c.MaxDecodedBytes, budget)
 		m.seconds[opDecode][from].Add(time.Since(start).Seconds())
-		if errors.Is(err, coding.ErrTooLarge) {
+		switch {
+		case errors.Is(err, coding.ErrTooLarge):
 			m.bombs.Inc()
 			return nil, errBomb
-		}
-		if err != nil {
+		case errors.Is(err, coding.ErrBudget):
+			m.overBudget[opDecode].Inc()
+			return nil, err
+		case err != nil:
 			m.errors.Inc()
 			return nil, err
 		}
@@ -223,9 +265,14 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 		if to == coding.Identity {
 			return out, nil
 		}
-		body, start = out, time.Now() // now encode the identity body
+		defer h.release(int64(len(out))) // the identity body, once encoded
+		body, start = out, time.Now()
 	}
-	out, err := c.Codec.Encode(to, body)
+	out, err := c.Codec.EncodeCharged(to, body, budget)
+	if errors.Is(err, coding.ErrBudget) {
+		m.overBudget[opEncode].Inc()
+		return nil, err
+	}
 	if err != nil {
 		m.errors.Inc()
 		return nil, err
@@ -235,6 +282,16 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 	m.out[opEncode][to].Add(float64(len(out)))
 	return out, nil
 }
+
+// bufferBudget is limits.max_buffered_bytes as a coding.Budget.
+type bufferBudget struct{ h *Handler }
+
+func (b bufferBudget) Charge(n int64) bool { return b.h.charge(n) }
+func (b bufferBudget) Release(n int64)     { b.h.release(n) }
+
+// releaseTransient gives back the charge a transient form's body holds
+// (form), once it is written.
+func (h *Handler) releaseTransient(d *Entry) { h.release(int64(len(d.Body))) }
 
 // derive returns e in coding enc with body: same freshness, its own
 // framing fields and validator.
@@ -311,9 +368,7 @@ func (h *Handler) streamCoding(r *http.Request, status int, hdr http.Header) (fr
 	if compress {
 		offers = h.cfg.Compression.Offer
 	}
-	to = coding.Negotiate(r.Header["Accept-Encoding"], offers)
-	h.metrics.compression.served[to].Inc()
-	return enc, to, true
+	return enc, coding.Negotiate(r.Header["Accept-Encoding"], offers), true
 }
 
 // encodingWriter compresses a stream to a client. The encoder writes into
@@ -325,18 +380,29 @@ type encodingWriter struct {
 	enc    coding.Encoding
 	cw     coding.Writer
 	buf    bytes.Buffer
-	err    error
-	closed bool
+	err     error
+	closed  bool
+	charged int64 // the encoder's state, held on the buffer budget until Close
 }
 
+// newEncodingWriter returns an encoder of enc writing to w, its state
+// charged to the buffer budget until Close. Over the budget it returns
+// coding.ErrBudget: the caller sends identity instead, having allocated
+// nothing.
 func (h *Handler) newEncodingWriter(w io.Writer, enc coding.Encoding) (*encodingWriter, error) {
-	ew := &encodingWriter{h: h, w: w, enc: enc}
 	codec := h.cfg.Compression.Stream
 	if codec == nil {
 		codec = h.cfg.Compression.Codec
 	}
+	state := codec.EncoderBytes(enc)
+	if !h.charge(state) {
+		h.metrics.compression.overBudget[opEncode].Inc()
+		return nil, coding.ErrBudget
+	}
+	ew := &encodingWriter{h: h, w: w, enc: enc, charged: state}
 	cw, err := codec.NewWriter(enc, &ew.buf)
 	if err != nil {
+		h.release(state)
 		return nil, err
 	}
 	ew.cw = cw
@@ -390,6 +456,7 @@ func (ew *encodingWriter) Close() error {
 		return ew.err
 	}
 	ew.closed = true
+	defer ew.h.release(ew.charged)
 	if ew.err != nil {
 		_ = ew.cw.Close()
 		return ew.err

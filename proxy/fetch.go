@@ -15,6 +15,11 @@ import (
 // the store.
 type miss struct {
 	key     string
+	// passKey names this request's variant in hit-for-pass and too-large
+	// memories: the URL key, plus the request's keyed fields (fieldKey),
+	// so that a request with fields of its own cannot make everyone else
+	// bypass the cache.
+	passKey string
 	vary    []string // the URL's current Vary names (nil: none known)
 	stale   *Entry   // the stored variant to validate, if any
 	reqCC   CacheControl
@@ -225,13 +230,16 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 
 	cc, targeted := h.policy().effectiveCC(resp.Header)
 	ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
-	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes {
+	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes && m.passKey == m.key {
+		// Sliced only for a request without keyed fields: slices are
+		// shared by URL, so one made from a request's own fields would
+		// reach everyone.
 		if man := h.manifestFor(r, m, resp, reqTime, respTime); man != nil {
 			if res.Keep && h.purges.Load() == purges {
 				h.store.Put(man)
 			}
-			h.passes.Remove(m.key)
-			h.large.Remove(m.key)
+			h.passes.Remove(m.passKey)
+			h.large.Remove(m.passKey)
 			f.completeWith(man)
 			f.publish(man, true, nil)
 			unregister()
@@ -300,7 +308,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		default:
 			ok, inserted := h.store.putQuiet(whole)
 			if ok {
-				h.passes.Remove(m.key)
+				h.passes.Remove(m.passKey)
 			}
 			if h.purges.Load() != purges {
 				h.store.Remove(m.key) // a purge came between the check and the Put
@@ -319,7 +327,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		case f.final() == nil: // an empty body is whole too: ask the fill, not the slice
 			h.metrics.NotStored.WithLabelValues(f.trimReason()).Inc()
 			if f.trimReason() == "too-large" {
-				h.large.Add(m.key, struct{}{})
+				h.large.Add(m.passKey, struct{}{})
 			}
 		}
 		unregister() // after the Put: a request arriving now finds the entry
@@ -369,11 +377,11 @@ func (h *Handler) notStored(m miss, why string) {
 	h.metrics.NotStored.WithLabelValues(why).Inc()
 	switch why {
 	case "too-large":
-		h.large.Add(m.key, struct{}{})
+		h.large.Add(m.passKey, struct{}{})
 	case "authorization", "request-no-store", "status", "buffer-full", "personal-heuristic":
 		// about this request or this status, not the URL
 	default:
-		h.passes.Add(m.key, struct{}{})
+		h.passes.Add(m.passKey, struct{}{})
 	}
 }
 
@@ -545,7 +553,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		defer cancel()
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
-		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
+		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, passKey: key + h.fieldKey(r.Header), stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
 		switch o.kind {
 		case outEntry:
 			h.metrics.Refreshes.WithLabelValues("ok").Inc()

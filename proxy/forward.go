@@ -115,6 +115,10 @@ func (h *Handler) sanitize(r *http.Request) {
 // no field value or Vary key can hold.
 const fieldKeySep = "\x00fields "
 
+// madeForKeyedFields reports whether a variant key was made for a request
+// with keyed fields.
+func madeForKeyedFields(varyKey string) bool { return strings.Contains(varyKey, fieldKeySep) }
+
 // fieldKey returns the part of r's variant key made of the fields reqfield
 // does not know (and the operator did not declare unkeyed in
 // forwarding.unkeyed_headers): "" for a request without any, which is

@@ -353,12 +353,13 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
 		return ResultOnlyIfCached
 	}
+	passKey := key + h.fieldKey(r.Header)
 	if e == nil {
-		if _, large := h.large.Get(key); large {
+		if _, large := h.large.Get(passKey); large {
 			// Known to be larger than we store: forward as is, Range included.
 			return h.servePass(w, r, "too-large")
 		}
-		if _, pass := h.passes.Get(key); pass {
+		if _, pass := h.passes.Get(passKey); pass {
 			return h.servePass(w, r, "uncacheable")
 		}
 	}
@@ -371,8 +372,8 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	if reqCC.NoCache {
 		fwd = "request"
 	}
-	m := miss{key: key, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
-	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet {
+	m := miss{key: key, passKey: passKey, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
+	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet && passKey == key {
 		if result, ok := h.probeSliced(w, r, m); ok {
 			return result
 		}

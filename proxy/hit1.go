@@ -94,9 +94,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
 		return false
 	}
-	d, err := h.chooseForm(req.Accept, e)
-	if err != nil || d.transient {
-		return false
+	d, ok := h.madeForm(req.Accept, e)
+	if !ok {
+		return false // ServeHTTP makes the form, charged to the buffer budget
 	}
 	b := h.hitBlockOf(d)
 	if !b.usable {

@@ -116,6 +116,13 @@ func TestAppendHitMatchesServeHTTP(t *testing.T) {
 				}
 				return
 			}
+			if !ok && !c.decline {
+				// A coded form is made by ServeHTTP (charged to the buffer
+				// budget), never by the hit path: the first request for it
+				// goes there, and the hit path serves it from then on.
+				rawExchange(t, addr, raw, method)
+				ok = p.h.AppendHit([]byte("prefix"), &hr, []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n"), &a)
+			}
 			if !ok {
 				t.Fatal("AppendHit declined a fresh hit")
 			}

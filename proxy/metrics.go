@@ -203,6 +203,7 @@ type compressionMetrics struct {
 	in, out, seconds [2][coding.Count]prometheus.Counter
 	served           [coding.Count]prometheus.Counter
 	larger           [coding.Count]prometheus.Counter // forms not kept: no smaller than identity
+	overBudget       [2]prometheus.Counter            // by op: coding work refused by the buffer budget
 	bombs, errors    prometheus.Counter
 }
 
@@ -230,7 +231,11 @@ func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 	larger := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_compression_larger_forms_total", Help: "Stored forms not kept because their encoding was no smaller than the identity body (identity is served), by coding.",
 	}, []string{"encoding"})
-	reg.MustRegister(in, out, secs, served, larger, cm.bombs, cm.errors)
+	over := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_compression_over_budget_total", Help: "Coding work refused because its memory (coder state, output) did not fit limits.max_buffered_bytes, by op: an encode falls back to identity, a decode answers 503.",
+	}, []string{"op"})
+	cm.overBudget[opEncode], cm.overBudget[opDecode] = over.WithLabelValues("encode"), over.WithLabelValues("decode")
+	reg.MustRegister(in, out, secs, served, larger, over, cm.bombs, cm.errors)
 	for op, name := range [2]string{"encode", "decode"} {
 		for e := range coding.Count {
 			if (op == opEncode && (e == coding.Identity || e == coding.Deflate)) || (op == opDecode && e == coding.Identity) {

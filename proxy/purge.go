@@ -55,6 +55,12 @@ func (p PurgeRequest) Validate() error {
 			return fmt.Errorf("purge: url %q: %q is not a host", p.URL, u.Host)
 		}
 	}
+	if _, rest, ok := strings.Cut(p.Prefix, "://"); ok {
+		host, _, _ := strings.Cut(rest, "/")
+		if _, ok := CanonicalHost(host); !ok && strings.Contains(rest, "/") {
+			return fmt.Errorf("purge: prefix %q: %q is not a host", p.Prefix, host)
+		}
+	}
 	return nil
 }
 
@@ -147,5 +153,9 @@ func normalizePrefix(p string) string {
 	if j := strings.IndexByte(p[i+3:], '/'); j >= 0 {
 		end = i + 3 + j
 	}
-	return strings.ToLower(p[:end]) + p[end:]
+	host := p[i+3 : end]
+	if c, ok := CanonicalHost(host); ok {
+		host = c // the spelling keys hold: no port, no trailing dot
+	}
+	return strings.ToLower(p[:i]) + "://" + strings.ToLower(host) + p[end:]
 }

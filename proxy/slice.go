@@ -443,9 +443,17 @@ type probed struct {
 // false when the probe did not give a servable answer (no range support,
 // not storable, an error); the caller then fetches as for any miss.
 func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (string, bool) {
+	if m.hasAuth {
+		return "", false // a request with credentials shares no fetch
+	}
 	v, err, _ := h.slices.Do(m.key+"\x00probe", func() (any, error) { return h.probe(r, m) })
 	p, _ := v.(probed)
 	if err != nil || p.e == nil {
+		return "", false
+	}
+	if h.varyKey(p.e.VaryNames, r) != p.e.VaryKey {
+		// The probe was another request's and selected another variant
+		// (Vary): this one fetches for itself.
 		return "", false
 	}
 	status := "fwd=" + m.fwd + "; fwd-status=206; detail=sliced"

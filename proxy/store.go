@@ -233,9 +233,20 @@ func (s *Store) putLocked(e *Entry) (inserted bool) {
 	}
 	if !replaced {
 		if len(o.variants) >= s.maxVariants {
-			// Drop the oldest variant to stay within the cap.
-			s.dropEntry(o.variants[0])
-			o.variants = append(o.variants[:0], o.variants[1:]...)
+			// Drop a variant to stay within the cap: the oldest one made
+			// for a request with keyed fields (proxy.fieldKey) first, so
+			// that requests with junk fields cannot push out the variants
+			// everyone else is served; such a request never displaces one
+			// of those.
+			victim := slices.IndexFunc(o.variants, func(v *Entry) bool { return madeForKeyedFields(v.VaryKey) })
+			if victim < 0 {
+				if madeForKeyedFields(e.VaryKey) {
+					return inserted // not kept: served to its requester alone
+				}
+				victim = 0
+			}
+			s.dropEntry(o.variants[victim])
+			o.variants = slices.Delete(o.variants, victim, victim+1)
 		}
 		o.variants = append(o.variants, e)
 	}

@@ -60,19 +60,22 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 	base := e // the stored entry: pinned while any of its forms is written
 	if e.offers != 0 {
 		d, err := h.represent(r, e)
+		if errors.Is(err, coding.ErrBudget) {
+			// The coding work would spend memory the buffer budget does
+			// not have: refused before anything was allocated.
+			w.Header().Set("Retry-After", "1")
+			h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+			return
+		}
 		if err != nil {
 			h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded within limits")
 			return
 		}
 		if d.transient {
-			// A form too large to keep with its entry: its bytes are
-			// charged to the buffer budget while this client reads them.
-			if !h.charge(d.size) {
-				w.Header().Set("Retry-After", "1")
-				h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
-				return
-			}
-			defer h.release(d.size)
+			// A form too large to keep with its entry: its bytes were
+			// charged to the buffer budget before they were made, and
+			// stay charged while this client reads them.
+			defer h.releaseTransient(d)
 		}
 		e = d
 	}
@@ -160,19 +163,23 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	flush := func() { _ = http.NewResponseController(w).Flush() }
 	if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
 		to := coding.Negotiate(r.Header["Accept-Encoding"], e.offers)
-		h.metrics.compression.served[to].Inc()
-		if to != e.coding {
-			setCodingFields(w.Header(), to, -1, true)
-			if r.Method != http.MethodHead {
-				ew, err := h.newEncodingWriter(w, to)
-				if err != nil {
-					panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
-				}
+		if to != e.coding && r.Method != http.MethodHead {
+			ew, err := h.newEncodingWriter(w, to)
+			switch {
+			case errors.Is(err, coding.ErrBudget):
+				to = e.coding // no memory for an encoder: identity, Vary kept
+			case err != nil:
+				panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
+			default:
 				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
 				out = ew
 				flush = func() { _ = ew.Flush(); _ = http.NewResponseController(w).Flush() }
 			}
 		}
+		if to != e.coding {
+			setCodingFields(w.Header(), to, -1, true)
+		}
+		h.metrics.compression.served[to].Inc()
 	}
 	h.extendWrite(w)
 	w.WriteHeader(e.Status)
@@ -284,27 +291,39 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	var ew *encodingWriter
 	if from, to, ok := h.streamCoding(r, resp.StatusCode, resp.Header); ok {
 		addVaryAcceptEncoding(hdr)
-		if to != from {
-			setCodingFields(hdr, to, -1, true)
-			if r.Method != http.MethodHead {
-				var err error
-				if from != coding.Identity {
-					dec, derr := h.cfg.Compression.Codec.NewReader(from, resp.Body, h.cfg.Compression.MaxDecodedBytes)
-					if derr != nil {
-						h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded")
-						return
-					}
-					defer dec.Close()
-					body = &countingReader{r: dec, n: h.metrics.compression.out[opDecode][from]}
-				} else if ew, err = h.newEncodingWriter(w, to); err != nil {
-					h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
+		if to != from && r.Method != http.MethodHead {
+			var err error
+			if from != coding.Identity {
+				// A decoder's window is charged before it is allocated.
+				state := coding.DecoderBytes(from)
+				if !h.charge(state) {
+					h.metrics.compression.overBudget[opDecode].Inc()
+					w.Header().Set("Retry-After", "1")
+					h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
 					return
-				} else {
-					defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
-					out = ew
 				}
+				defer h.release(state)
+				dec, derr := h.cfg.Compression.Codec.NewReader(from, resp.Body, h.cfg.Compression.MaxDecodedBytes)
+				if derr != nil {
+					h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded")
+					return
+				}
+				defer dec.Close()
+				body = &countingReader{r: dec, n: h.metrics.compression.out[opDecode][from]}
+			} else if ew, err = h.newEncodingWriter(w, to); errors.Is(err, coding.ErrBudget) {
+				to = from // no memory for an encoder: identity, Vary kept
+			} else if err != nil {
+				h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
+				return
+			} else {
+				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
+				out = ew
 			}
 		}
+		if to != from {
+			setCodingFields(hdr, to, -1, true)
+		}
+		h.metrics.compression.served[to].Inc()
 	}
 	h.extendWrite(w)
 	w.WriteHeader(resp.StatusCode)
