@@ -140,7 +140,10 @@ func TestCoderStateWithinItsCharge(t *testing.T) {
 			}
 		}
 		// A large window: brotli's default (lgwin 22), zstd level 19 (8 MiB).
-		enc, _ := func() ([]byte, error) { c, _ := NewCodec(Levels{Br: 4, Zstd: 19, Gzip: 9}); return c.Encode(e, textBody(10<<20)) }()
+		enc, _ := func() ([]byte, error) {
+			c, _ := NewCodec(Levels{Br: 4, Zstd: 19, Gzip: 9})
+			return c.Encode(e, textBody(10<<20))
+		}()
 		before := heapInUse()
 		rs := make([]io.ReadCloser, n)
 		var sink [4096]byte

@@ -60,7 +60,7 @@ const maxZstdWindow = 8 << 20
 // concurrent use.
 type Codec struct {
 	levels Levels
-	stream bool // small windows: a coder per client (NewStreamCodec)
+	stream bool      // small windows: a coder per client (NewStreamCodec)
 	br     sync.Pool // *brotli.Writer
 	gz     sync.Pool // *gzip.Writer
 	zw     sync.Pool // *zstd.Encoder (streams)

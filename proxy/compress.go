@@ -375,11 +375,11 @@ func (h *Handler) streamCoding(r *http.Request, status int, hdr http.Header) (fr
 // a buffer that is passed on after each step, so the time it records is
 // the encoder's, not the client's.
 type encodingWriter struct {
-	h      *Handler
-	w      io.Writer
-	enc    coding.Encoding
-	cw     coding.Writer
-	buf    bytes.Buffer
+	h       *Handler
+	w       io.Writer
+	enc     coding.Encoding
+	cw      coding.Writer
+	buf     bytes.Buffer
 	err     error
 	closed  bool
 	charged int64 // the encoder's state, held on the buffer budget until Close

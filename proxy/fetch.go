@@ -14,7 +14,7 @@ import (
 // miss is what serveCacheable knows about a request it cannot answer from
 // the store.
 type miss struct {
-	key     string
+	key string
 	// passKey names this request's variant in hit-for-pass and too-large
 	// memories: the URL key, plus the request's keyed fields (fieldKey),
 	// so that a request with fields of its own cannot make everyone else
