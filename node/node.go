@@ -263,7 +263,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 		}
 		streamLevels := cc.Levels
 		streamLevels.Br = cc.StreamBrLevel
-		stream, err := coding.NewCodec(streamLevels)
+		stream, err := coding.NewStreamCodec(streamLevels)
 		if err != nil {
 			return pc, fmt.Errorf("compression: %w", err)
 		}
