@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/hitpath"
 	"github.com/edgecache/edge/internal/ranking"
@@ -30,6 +33,8 @@ type Status struct {
 	Requests      map[string]float64       `json:"requests_by_result"`
 	Disk          *DiskStatus              `json:"disk,omitempty"`
 	Coding        proxy.CodingStats        `json:"compression"`
+	Fields        map[string]float64       `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts      float64                  `json:"bad_host_requests"`
 	HitPath       *hitpath.Stats           `json:"hit_path,omitempty"` // nil with tuning.hit_path off
 	TLS           *TLSStatus               `json:"tls,omitempty"`
 	HitRatio      float64                  `json:"hit_ratio"`
@@ -69,6 +74,8 @@ func (n *Node) Snapshot() Status {
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
+	s.Fields = n.proxy.FieldStats()
+	s.BadHosts = counterOf(n.siteM.badHosts)
 	if n.hits != nil {
 		hs := n.hitM.Stats()
 		s.HitPath = &hs
@@ -163,8 +170,10 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Compression</h2>
 {{with .Coding}}{{if .Enabled}}<table><tr><th>coding</th><th>responses</th><th>encoded in</th><th>encoded out</th><th>ratio</th><th>encode time</th></tr>
 {{range $name, $n := .Responses}}<tr><td>{{$name}}</td><td>{{printf "%.0f" $n}}</td>{{with index $.Coding.EncodedIn $name}}<td>{{printf "%.0f" .}} B</td><td>{{printf "%.0f" (index $.Coding.EncodedOut $name)}} B</td><td>{{ratio (index $.Coding.EncodedOut $name) .}}</td><td>{{printf "%.3f" (index $.Coding.EncodeSecs $name)}} s</td>{{else}}<td colspan="4">sent as stored</td>{{end}}</tr>{{else}}<tr><td colspan="6">no compressible responses yet</td></tr>{{end}}</table>
-<p class="note">Forms are made once per stored response and kept with it. Decoded for clients that do not accept the origin's coding: {{printf "%.0f" .DecodedOut}} B. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}.</p>
+<p class="note">Forms are made once per stored response and kept with it. Decoded for clients that do not accept the origin's coding: {{printf "%.0f" .DecodedOut}} B. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}. Over the buffer budget (coder memory is charged before it is spent): encodes sent as identity {{printf "%.0f" (index .OverBudget "encode")}}, decodes refused (503) {{printf "%.0f" (index .OverBudget "decode")}}. Forms no smaller than identity, not kept: {{printf "%.0f" .LargerForms}}.</p>
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
+<h2>What reaches the origin</h2>
+<p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400): {{printf "%.0f" .BadHosts}}.</p>
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
@@ -244,4 +253,13 @@ func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
 		Status
 		Rows []row
 	}{s, rows})
+}
+
+// counterOf reads a counter's value for the status page.
+func counterOf(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil || m.Counter == nil {
+		return 0
+	}
+	return m.Counter.GetValue()
 }

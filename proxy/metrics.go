@@ -276,6 +276,8 @@ type CodingStats struct {
 	DecodedOut  float64            `json:"decoded_output_bytes"`        // bytes produced decoding origin-encoded bodies
 	Bombs       float64            `json:"decompression_bombs_refused"` // bodies refused for decoding past the limit
 	CodingError float64            `json:"coding_errors"`               // corrupt bodies
+	OverBudget  map[string]float64 `json:"over_budget"`                 // coding work refused by the buffer budget, by op
+	LargerForms float64            `json:"larger_forms_not_kept"`       // forms no smaller than identity
 }
 
 // CodingStats returns the content-coding counters.
@@ -295,7 +297,18 @@ func (h *Handler) CodingStats() CodingStats {
 		s.DecodedOut += counterValue(m.out[opDecode][e])
 	}
 	s.Bombs, s.CodingError = counterValue(m.bombs), counterValue(m.errors)
+	s.OverBudget = map[string]float64{"encode": counterValue(m.overBudget[opEncode]), "decode": counterValue(m.overBudget[opDecode])}
+	for e := range coding.Count {
+		s.LargerForms += counterValue(m.larger[e])
+	}
 	return s
+}
+
+// FieldStats counts client request fields not forwarded as sent, by
+// action (dropped, replaced, keyed), for the status page.
+func (h *Handler) FieldStats() map[string]float64 {
+	m := h.metrics
+	return map[string]float64{fieldDropped: counterValue(m.fieldDropped), fieldReplaced: counterValue(m.fieldReplaced), fieldKeyed: counterValue(m.fieldKeyed)}
 }
 
 // counterValue reads a counter (0 for the discard counters).
