@@ -24,10 +24,11 @@ run: build
 	./$(BIN) demo
 
 ## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes),
-## then the HTTP cache conformance suite against the committed baseline.
+## then the HTTP cache conformance suite against the committed baseline. With EDGE_REQUIRE_PREREQS a
+## missing prerequisite (chromium, root for namespaces and tmpfs, the shared traces) fails instead of skipping.
 test: vet
 	bash scripts/test-deps.sh
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	EDGE_REQUIRE_PREREQS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory conformance
 
 ## conformance: http-cache-tests (npm) against an edge node; fails below docs/conformance/baseline.json.

@@ -2,6 +2,10 @@ module github.com/edgecache/edge
 
 go 1.26.0
 
+// The hit path (package hitpath) leans on net/http behaviour that a patch
+// release may change; the toolchain its tests passed with is pinned.
+toolchain go1.26.8
+
 require (
 	github.com/andybalholm/brotli v1.3.0
 	github.com/bits-and-blooms/bitset v1.24.2

@@ -38,7 +38,17 @@ func TestRegress2TrimTransitionQuadraticCopy(t *testing.T) {
 	}
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
-	t.Logf("read %d MiB in %v; allocated %.0f MiB while draining; Buffered now %d", n>>20, time.Since(start), float64(m1.TotalAlloc-m0.TotalAlloc)/(1<<20), h.Buffered())
+	allocated := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("read %d MiB in %v; allocated %.0f MiB while draining; Buffered now %d", n>>20, time.Since(start), float64(allocated)/(1<<20), h.Buffered())
+	if n != 16<<20 {
+		t.Errorf("read %d bytes, want all %d", n, 16<<20)
+	}
+	// Each advance copying the remainder (the quadratic copy this guards
+	// against) allocated hundreds of MiB; blocks dropped as read cost
+	// about the body once.
+	if allocated > 32<<20 {
+		t.Errorf("draining a 16 MiB trimming fill allocated %d MiB", allocated>>20)
+	}
 	rd.Close()
 }
 
@@ -82,7 +92,16 @@ func TestRegress2TrimGenerationsPinned(t *testing.T) {
 	runtime.GC()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
-	t.Logf("%d readers each holding one 32 KiB slice: heap +%.0f MiB; Buffered %.1f MiB (budget %d MiB)", n, float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(h.Buffered())/(1<<20), h.cfg.MaxBufferedBytes>>20)
+	grown := int64(m1.HeapInuse) - int64(m0.HeapInuse)
+	t.Logf("%d readers each holding one 32 KiB slice: heap +%.0f MiB; Buffered %.1f MiB (budget %d MiB)", n, float64(grown)/(1<<20), float64(h.Buffered())/(1<<20), h.cfg.MaxBufferedBytes>>20)
+	// Pinned slices of one array of blocks, not one ~8 MiB generation per
+	// reader (40 × 8 MiB before the fix).
+	if grown > 16<<20 {
+		t.Errorf("%d readers pinning a slice each grew the heap by %d MiB", n, grown>>20)
+	}
+	if h.Buffered() > h.cfg.MaxBufferedBytes {
+		t.Errorf("Buffered %d exceeds the budget", h.Buffered())
+	}
 	runtime.KeepAlive(pinned)
 	slow.Close()
 	for _, r := range ahead {

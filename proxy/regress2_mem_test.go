@@ -66,8 +66,17 @@ func TestRegress2TrimTransitionPinsGenerations(t *testing.T) {
 	}
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
+	grown := int64(peak) - int64(m0.HeapInuse)
 	t.Logf("%d slow readers of one too-large fill: peak heap growth %.0f MiB after GC; Buffered peak %.1f MiB; total allocated %.0f MiB",
-		n, float64(peak-m0.HeapInuse)/(1<<20), float64(peakBuf)/(1<<20), float64(m1.TotalAlloc-m0.TotalAlloc)/(1<<20))
+		n, float64(grown)/(1<<20), float64(peakBuf)/(1<<20), float64(m1.TotalAlloc-m0.TotalAlloc)/(1<<20))
+	// One trimmed window shared by every reader (8 MiB, charged), not a
+	// generation of the buffer per reader (20 × 8 MiB before the fix).
+	if peakBuf > 16<<20 {
+		t.Errorf("Buffered peaked at %d MiB for one too-large fill", peakBuf>>20)
+	}
+	if grown > 48<<20 {
+		t.Errorf("%d slow readers of one too-large fill grew the heap by %d MiB", n, grown>>20)
+	}
 	close(stop)
 	wg.Wait()
 	h.Wait()

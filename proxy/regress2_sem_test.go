@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-// A cookie-bearing revalidation of a heuristic entry (304) evicts it for everyone.
+// A cookie-bearing revalidation of a heuristic entry (304) must not evict
+// it for everyone: the next plain request revalidates the stored entry,
+// not a fresh miss.
 func TestRegress2CookieEvictsHeuristic(t *testing.T) {
 	clk := &clock{now: t0}
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
@@ -27,10 +29,13 @@ func TestRegress2CookieEvictsHeuristic(t *testing.T) {
 	clk.Set(t0.Add(2 * time.Hour)) // past the 1 h heuristic lifetime
 	serve(h, "GET", "/logo.png", "Cookie", "sid=1")
 	w := serve(h, "GET", "/logo.png")
-	t.Logf("after a cookie revalidation: %q (origin calls %d)", w.Header().Get("Cache-Status"), calls.Load())
+	if cs := w.Header().Get("Cache-Status"); !strings.Contains(cs, "fwd=stale") || w.Body.String() != "logo" {
+		t.Fatalf("after a cookie revalidation: %q %q (origin calls %d): the shared entry was evicted", cs, w.Body.String(), calls.Load())
+	}
 }
 
-// SWR: a trigger with Cache-Control: no-store evicts the entry.
+// SWR: a trigger with Cache-Control: no-store must not evict the entry:
+// the next request is still served from it.
 func TestRegress2SWRNoStoreEvicts(t *testing.T) {
 	clk := &clock{now: t0}
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +47,9 @@ func TestRegress2SWRNoStoreEvicts(t *testing.T) {
 	clk.Set(t0.Add(20 * time.Second))
 	serve(h, "GET", "/p", "Cache-Control", "no-store")
 	w := serve(h, "GET", "/p")
-	t.Logf("after an SWR trigger with no-store: %q", w.Header().Get("Cache-Status"))
+	if cs := w.Header().Get("Cache-Status"); !strings.Contains(cs, "hit") {
+		t.Fatalf("after an SWR trigger with no-store: %q: the entry was evicted", cs)
+	}
 }
 
 // HTTP semantics during a trimming fill and on stored entries.
@@ -71,20 +78,38 @@ func TestRegress2Semantics(t *testing.T) {
 	}()
 	time.Sleep(150 * time.Millisecond)
 	for _, c := range []struct {
-		m   string
-		hdr []string
-	}{{"HEAD", nil}, {"GET", []string{"If-None-Match", `"e"`}}, {"HEAD", []string{"If-None-Match", `"e"`}}} {
+		m    string
+		hdr  []string
+		code int
+	}{{"HEAD", nil, 200}, {"GET", []string{"If-None-Match", `"e"`}, 304}, {"HEAD", []string{"If-None-Match", `"e"`}, 304}} {
 		w := serve(h, c.m, "/big", c.hdr...)
-		t.Logf("during trim: %s %v -> %d len %d %q", c.m, c.hdr, w.Code, w.Body.Len(), w.Header().Get("Cache-Status"))
+		if w.Code != c.code || w.Body.Len() != 0 {
+			t.Errorf("during trim: %s %v -> %d, %d body bytes (%q); want %d, none", c.m, c.hdr, w.Code, w.Body.Len(), w.Header().Get("Cache-Status"), c.code)
+		}
 	}
 	wg.Wait()
 	h.Wait()
 	serve(h, "GET", "/small")
-	for _, hdr := range [][]string{{"Range", "bytes=0-1"}, {"Range", "bytes=0-1", "Range", "bytes=2-3"}, {"If-None-Match", `"e"`}, {"Range", "bytes=0-1", "If-Range", `"e"`}} {
-		w := serve(h, "GET", "/small", hdr...)
-		t.Logf("stored: %v -> %d %q %q", hdr, w.Code, w.Body.String(), w.Header().Get("Cache-Status"))
+	for _, c := range []struct {
+		hdr  []string
+		code int
+		body string
+	}{
+		{[]string{"Range", "bytes=0-1"}, 206, "01"},
+		{[]string{"Range", "bytes=0-1", "Range", "bytes=2-3"}, 200, "0123456789"}, // two Range fields: ignored (RFC 9110 §14.2)
+		{[]string{"If-None-Match", `"e"`}, 304, ""},
+		{[]string{"Range", "bytes=0-1", "If-Range", `"e"`}, 206, "01"},
+	} {
+		w := serve(h, "GET", "/small", c.hdr...)
+		if w.Code != c.code || w.Body.String() != c.body || !strings.Contains(w.Header().Get("Cache-Status"), "hit") {
+			t.Errorf("stored: %v -> %d %q %q; want %d %q from the store", c.hdr, w.Code, w.Body.String(), w.Header().Get("Cache-Status"), c.code, c.body)
+		}
 	}
 	w := serve(h, "HEAD", "/small")
-	t.Logf("stored HEAD -> %d len %d CL %q", w.Code, w.Body.Len(), w.Header().Get("Content-Length"))
-	t.Logf("Buffered %d", h.Buffered())
+	if w.Code != 200 || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "10" {
+		t.Errorf("stored HEAD -> %d, %d body bytes, Content-Length %q", w.Code, w.Body.Len(), w.Header().Get("Content-Length"))
+	}
+	if b := h.Buffered(); b != 0 {
+		t.Errorf("%d bytes still charged to the buffer budget", b)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/edgecache/edge/internal/prereq"
 )
 
 func readAll(t *testing.T, data []byte, f Format) ([]Request, error) {
@@ -97,7 +99,7 @@ func TestSharedTraces(t *testing.T) {
 	} {
 		path := "../../shared/traces/cache/" + tc.file
 		if _, err := os.Stat(path); err != nil {
-			t.Skipf("shared traces not present: %v", err)
+			prereq.Missing(t, "the shared traces", err)
 		}
 		reqs, err := ReadAll(path, tc.f, 1000)
 		if err != nil || len(reqs) != 1000 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/prereq"
 )
 
 // chromium returns the headless browser, or skips the test when none is
@@ -20,7 +23,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("chromium is not installed (make test installs it)")
+	prereq.Missing(t, "chromium", errors.New("neither chromium nor chromium-browser is on PATH (make test installs Debian's chromium)"))
 	return ""
 }
 

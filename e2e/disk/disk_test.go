@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/internal/e2e"
+	"github.com/edgecache/edge/internal/prereq"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }
@@ -213,7 +214,7 @@ func TestDiskCorruptFileRefetched(t *testing.T) {
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).Run(); err != nil {
-		t.Skipf("cannot mount a small tmpfs here (%v): the injected-error unit tests in package disk cover the logic", err)
+		prereq.Missing(t, "a small tmpfs mount (root)", err)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
 	origin := freeAddr(t)

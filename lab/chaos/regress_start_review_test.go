@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecache/edge/internal/prereq"
 	"github.com/edgecache/edge/lab/netns"
 )
 
@@ -13,7 +14,7 @@ import (
 // of returning the error and removing the namespaces and processes.
 func TestReviewStartErrorPanicsInsteadOfCleaningUp(t *testing.T) {
 	if err := netns.Check(); err != nil {
-		t.Skip(err)
+		prereq.Missing(t, "network namespaces and nftables (root)", err)
 	}
 	const prefix = "rv19t"
 	t.Cleanup(func() { netns.Sweep(prefix) })

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecache/edge/internal/prereq"
 	"github.com/edgecache/edge/lab/chaos"
 	"github.com/edgecache/edge/lab/netns"
 )
@@ -28,7 +29,7 @@ func TestChaosShort(t *testing.T) {
 		t.Skip("starts seven namespaces and six processes")
 	}
 	if err := netns.Check(); err != nil {
-		t.Skipf("the fault lab cannot run here: %v", err)
+		prereq.Missing(t, "network namespaces and nftables (root)", err)
 	}
 	bin := filepath.Join(t.TempDir(), "edge")
 	// Without the race detector: the nodes are measured, not checked.

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgecache/edge/internal/prereq"
 	"github.com/edgecache/edge/lab/netrelay"
 )
 
 func newLab(t *testing.T, names ...string) *Lab {
 	t.Helper()
 	if err := Check(); err != nil {
-		t.Skip(err)
+		prereq.Missing(t, "network namespaces and nftables (root)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
