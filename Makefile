@@ -96,7 +96,7 @@ bench-tls: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
-FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeRumors cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzNegotiate \
+FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeRumors cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
 	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode internal/promtext:FuzzParse \
 	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
 	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted trace:FuzzReader

@@ -46,7 +46,7 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	c.recordClimb(c.siteOf(req.Host), time.Since(start))
+	c.recordClimb(c.siteOfRequest(req), time.Since(start))
 	// The home always keeps its pages: it stands in front of the origin.
 	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh)}, nil
 }
@@ -238,7 +238,7 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
 func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh uint64, path []hop) *http.Response {
-	cs := c.candidates(key, c.siteOf(req.Host), path, true)
+	cs := c.candidates(key, c.siteOfRequest(req), path, true)
 	cands, peers, missPenalty := cs.cands, cs.peers, cs.missPenalty
 	indicated := cs.indicated
 	if len(cands) == 0 {

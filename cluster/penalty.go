@@ -1,5 +1,11 @@
 package cluster
 
+import (
+	"net/http"
+
+	"github.com/edgecache/edge/proxy"
+)
+
 // climbCosts measures M, the miss penalty of the selection rule: how long a
 // climb takes (the cluster's path and, behind it, the origin), as an
 // exponential moving average per site. Sites differ because their origins
@@ -62,6 +68,15 @@ func (c *Cluster) siteOf(host string) string {
 		return (*f)(host)
 	}
 	return ""
+}
+
+// siteOfRequest is siteOf for a request: the site its front resolved
+// (carried in its context), or its Host's without one.
+func (c *Cluster) siteOfRequest(req *http.Request) string {
+	if s := proxy.SiteFrom(req.Context()); s != nil {
+		return s.Name
+	}
+	return c.siteOf(req.Host)
 }
 
 // SetSiteFunc sets how a request's Host maps to its configured site (the

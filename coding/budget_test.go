@@ -59,7 +59,7 @@ func TestDecodeChargedChargesWhatItKeeps(t *testing.T) {
 		}
 		// With too little budget it stops before allocating the rest, and
 		// keeps nothing charged.
-		small := newBudget(DecoderBytes(e) + 1<<20)
+		small := newBudget(DecoderBytesFor(e, enc) + 1<<20)
 		if _, err := c.DecodeCharged(e, enc, 32<<20, small); !errors.Is(err, ErrBudget) {
 			t.Errorf("%s: over the budget: %v, want ErrBudget", e, err)
 		}
@@ -159,4 +159,95 @@ func TestCoderStateWithinItsCharge(t *testing.T) {
 		}
 		t.Logf("%s: decoder %d KiB (charged %d)", e, per>>10, DecoderBytes(e)>>10)
 	}
+}
+
+// TestStoredCodersWithinTheirCharge: a stored-form codec's coders (the
+// library's default windows) at the sizes a stored form reaches
+// (cache.max_object_bytes, 8 MiB); from the second hostile review, which
+// found brotli's state growing with its input and zstd's charged at the
+// stream codec's constant.
+func TestStoredCodersWithinTheirCharge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures heap growth of many coders")
+	}
+	body := textBody(8 << 20)
+	for _, lv := range []Levels{DefaultLevels, {Br: 9, Zstd: 1, Gzip: 6}, {Br: 1, Zstd: 7, Gzip: 6}} {
+		c, _ := NewCodec(lv)
+		for _, e := range []Encoding{Br, Zstd} {
+			const n = 3
+			before := heapInUse()
+			ws := make([]Writer, n)
+			for i := range ws {
+				ws[i], _ = c.NewWriter(e, io.Discard)
+				_, _ = ws[i].Write(body)
+				_ = ws[i].Flush()
+			}
+			per := int64(heapInUse()-before) / n
+			runtime.KeepAlive(ws)
+			charge := c.EncoderBytes(e)
+			if e == Br {
+				charge = c.wholeBodyEncoderBytes(e, len(body))
+			}
+			t.Logf("stored %s at %+v after 8 MiB: %d KiB held, %d KiB charged", e, lv, per>>10, charge>>10)
+			if per > charge {
+				t.Errorf("stored %s at %+v holds %d KiB after 8 MiB; charged %d KiB", e, lv, per>>10, charge>>10)
+			}
+			for _, w := range ws {
+				_ = w.Close()
+			}
+		}
+	}
+}
+
+// TestDecoderWindowIsWhatTheStreamDeclares: the decoder is charged the
+// window its stream declares, so a small brotli or zstd body decodes under
+// a small budget (the review found every brotli decode charged 16 MiB, so
+// an 8 MiB budget refused them all, forever).
+func TestDecoderWindowIsWhatTheStreamDeclares(t *testing.T) {
+	for _, lv := range []Levels{DefaultLevels, {Br: 1, Zstd: 1, Gzip: 1}, {Br: 9, Zstd: 7, Gzip: 9}} {
+		c, _ := NewCodec(lv)
+		for _, size := range []int{100, 100 << 10, 3 << 20} {
+			body := textBody(size)
+			for _, e := range []Encoding{Br, Zstd} {
+				enc, _ := c.Encode(e, body)
+				got := DecoderBytesFor(e, enc)
+				if got > DecoderBytes(e) || got < decoderTables {
+					t.Errorf("%s level %+v, %d bytes: charged %d", e, lv, size, got)
+				}
+				// It must decode under that charge plus the body.
+				b := newBudget(got + int64(size))
+				out, err := c.DecodeCharged(e, enc, 64<<20, b)
+				if err != nil || len(out) != size {
+					t.Errorf("%s level %+v, %d bytes: %v under a budget of window + body", e, lv, size, err)
+				}
+			}
+		}
+	}
+	// Bad heads are charged the most.
+	for _, head := range [][]byte{nil, {0x21}, {0xff, 0xff}} {
+		if DecoderBytesFor(Br, head) != DecoderBytes(Br) && len(head) == 0 {
+			t.Errorf("an empty brotli head charged %d", DecoderBytesFor(Br, head))
+		}
+	}
+	if DecoderBytesFor(Zstd, []byte("not zstd at all")) != DecoderBytes(Zstd) {
+		t.Error("a body that is not zstd is not charged the most")
+	}
+}
+
+// FuzzDecoderBytesFor: whatever the head, the charge is within the
+// decoder's bounds and the parser does not panic.
+func FuzzDecoderBytesFor(f *testing.F) {
+	c, _ := NewCodec(DefaultLevels)
+	for _, e := range []Encoding{Br, Zstd} {
+		enc, _ := c.Encode(e, textBody(5000))
+		f.Add(byte(e), enc)
+	}
+	f.Add(byte(Zstd), []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, e byte, head []byte) {
+		enc := []Encoding{Br, Zstd, Gzip}[int(e)%3]
+		got := DecoderBytesFor(enc, head)
+		if got <= 0 || got > DecoderBytes(enc) {
+			t.Fatalf("%s: %d for %x", enc, got, head)
+		}
+	})
 }

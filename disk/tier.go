@@ -706,6 +706,45 @@ func (t *Tier) Remove(key string) int {
 	return n
 }
 
+// RemoveVariant deletes the variant of key whose Vary key is varyKey,
+// stored or queued, and reports how many were stored: a response that
+// made one variant unusable removes that one, not the URL's others.
+func (t *Tier) RemoveVariant(key, varyKey string) int {
+	t.commitMu.Lock()
+	t.mu.Lock()
+	t.invalidateSnapshot()
+	for name, pw := range t.pending[key] {
+		if pw.rec.VaryKey == varyKey {
+			delete(t.pending[key], name)
+		}
+	}
+	if len(t.pending[key]) == 0 {
+		delete(t.pending, key)
+	}
+	n := 0
+	if o, ok := t.lru.Peek(key); ok {
+		keep := o.variants[:0]
+		for _, v := range o.variants {
+			if v.varyKey == varyKey {
+				t.dropVariant(key, v)
+				n++
+				continue
+			}
+			keep = append(keep, v)
+		}
+		clear(o.variants[len(keep):])
+		o.variants = keep
+		if len(keep) == 0 {
+			t.lru.Remove(key)
+		}
+		t.purged.Add(uint64(n))
+	}
+	t.mu.Unlock()
+	t.commitMu.Unlock()
+	t.removeDropped()
+	return n
+}
+
 // MarkStale soft-purges every variant of key, stored or queued, and
 // reports how many were stored.
 func (t *Tier) MarkStale(key string) int {

@@ -60,7 +60,7 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	}
 	target := string(r.Target)
 	path, query, _ := strings.Cut(target, "?")
-	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close}
+	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved}
 	if len(r.AcceptEncoding) > 0 {
 		hr.Accept = make([]string, len(r.AcceptEncoding))
 		for i, v := range r.AcceptEncoding {

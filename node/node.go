@@ -165,7 +165,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
-		n.peerSrv = &http.Server{Handler: cl.PeerHandler(h, h.Purge), ReadHeaderTimeout: 10 * time.Second,
+		n.peerSrv = &http.Server{Handler: cl.PeerHandler(n.resolveSite(h), h.Purge), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
 	front := n.siteFront(h)

@@ -27,6 +27,7 @@ type site struct {
 	shortcut bool // the origin.url shortcut: keys carry no site name
 	pool     *origin.Pool
 	requests prometheus.Counter
+	resolved *proxy.Site // what requests of this site carry in their context
 }
 
 // siteTable maps hosts to sites.
@@ -120,6 +121,7 @@ func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTa
 		if sc.Default {
 			t.def = s
 		}
+		s.resolved = proxy.NewSite(s.name, s.shortcut, s)
 	}
 	return t, nil
 }
@@ -165,6 +167,11 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 		}
 		r.Host = host // the one spelling every later step sees
 		s := n.sites.Load().lookup(host)
+		if s != nil {
+			// Resolved once: the key, the origin fetch and the cluster
+			// read the site from the request from here on.
+			r = r.WithContext(proxy.WithSite(r.Context(), s.resolved))
+		}
 		if s == nil {
 			n.siteM.misdirects.Inc()
 			if n.access != nil {
@@ -197,13 +204,34 @@ func misdirected(w http.ResponseWriter, _ *http.Request) {
 // reload that dropped the site).
 var errNoSite = errors.New("node: no site is configured for this host")
 
-// fetchOrigin sends a miss to its site's origin pool.
+// fetchOrigin sends a miss to its site's origin pool: the site the front
+// resolved (a reload since then keeps the request on the pool it started
+// with), or, for a request that came without one, its Host's.
 func (n *Node) fetchOrigin(ctx context.Context, req *http.Request) (*http.Response, error) {
+	if ps := proxy.SiteFrom(req.Context()); ps != nil {
+		if s, ok := ps.Node.(*site); ok {
+			return s.pool.Fetch(ctx, req)
+		}
+	}
 	s := n.sites.Load().lookup(req.Host)
 	if s == nil {
 		return nil, errNoSite
 	}
 	return s.pool.Fetch(ctx, req)
+}
+
+// resolveSite is the front of the peer listener: a peer's request carries
+// a canonical host (its ingress's front made it so), and its site is
+// resolved once here as on the client listeners. A host no site serves
+// any more (a reload in between) goes on without one: its fetch fails
+// with errNoSite.
+func (n *Node) resolveSite(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := n.sites.Load().lookup(r.Host); s != nil {
+			r = r.WithContext(proxy.WithSite(r.Context(), s.resolved))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // SiteStatus is one site on the status page.

@@ -229,10 +229,15 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 		d.transient = true
 		return d, nil
 	}
-	h.release(int64(len(body))) // from the buffer budget to the store's
+	if !h.store.chargeForm(e, d.size) {
+		// e is not in the store: the form is made for this response
+		// alone and stays on the buffer budget until it is written.
+		d.transient = true
+		return d, nil
+	}
+	h.release(int64(len(body))) // now on the store's budget
 	fs.forms[enc].Store(d)
 	e.formBytes.Add(d.size)
-	h.store.chargeForm(e, d.size)
 	return d, nil
 }
 

@@ -15,16 +15,21 @@ import (
 // the store.
 type miss struct {
 	key string
-	// passKey names this request's variant in hit-for-pass and too-large
-	// memories: the URL key, plus the request's keyed fields (fieldKey),
-	// so that a request with fields of its own cannot make everyone else
-	// bypass the cache.
+	// passKey names the requests this one stands for in the hit-for-pass
+	// and too-large memories: the URL key, plus the request's keyed fields
+	// (fieldKey), plus a mark when it carried a Cookie, so that a request
+	// with fields of its own, or a logged-in user's private answer, cannot
+	// make everyone else bypass the cache.
 	passKey string
-	vary    []string // the URL's current Vary names (nil: none known)
-	stale   *Entry   // the stored variant to validate, if any
-	reqCC   CacheControl
-	hasAuth bool
-	fwd     string // Cache-Status fwd parameter
+	keyed   bool // the request carries keyed fields: never sliced, never probed
+	// hasCookie: the request carried a Cookie, so a response that may not
+	// be stored may be its user's own (aboutTheURL).
+	hasCookie bool
+	vary      []string // the URL's current Vary names (nil: none known)
+	stale     *Entry   // the stored variant to validate, if any
+	reqCC     CacheControl
+	hasAuth   bool
+	fwd       string // Cache-Status fwd parameter
 	// background: no client reads the body (a stale-while-revalidate
 	// refresh), so a body that cannot be kept is abandoned.
 	background bool
@@ -204,8 +209,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			// stored (private, no-store, …), or this request may not
 			// share it: it is this requester's alone.
 			h.notStored(m, why)
-			if responseSide(why) {
-				h.store.Remove(m.key)
+			if m.aboutTheURL(why) {
+				h.store.RemoveVariant(m.stale)
 			}
 			f.publish(nil, false, nil)
 			unregister()
@@ -230,7 +235,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 
 	cc, targeted := h.policy().effectiveCC(resp.Header)
 	ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
-	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes && m.passKey == m.key {
+	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes && !m.keyed {
 		// Sliced only for a request without keyed fields: slices are
 		// shared by URL, so one made from a request's own fields would
 		// reach everyone.
@@ -263,8 +268,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	}
 	if !ok {
 		h.notStored(m, why)
-		if m.stale != nil && why != "status" && responseSide(why) {
-			h.store.Remove(m.key)
+		if m.stale != nil && why != "status" && m.aboutTheURL(why) {
+			h.store.RemoveVariant(m.stale)
 		}
 		f.publish(nil, false, nil)
 		unregister()
@@ -369,6 +374,18 @@ func responseSide(why string) bool {
 		return false
 	}
 	return true
+}
+
+// aboutTheURL reports whether a reason not to store what a request
+// fetched says something about the URL for everyone (the origin made it
+// private, uncacheable), so that the stale variant goes. A response to a
+// request that carried a Cookie may be that user's own (an origin that
+// answers logged-in users `private` without `Vary: Cookie`): it says
+// nothing about what anonymous visitors get, and one such request must not
+// evict what they share. (Its hit-for-pass memory is kept apart too: see
+// passKey.)
+func (m miss) aboutTheURL(why string) bool {
+	return responseSide(why) && !m.hasCookie
 }
 
 // notStored counts a response that was not stored and remembers what the
@@ -553,7 +570,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		defer cancel()
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
-		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, passKey: key + h.fieldKey(r.Header), stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
+		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, passKey: h.passKey(key, r), keyed: h.fieldKey(r.Header) != "", hasCookie: len(r.Header["Cookie"]) > 0, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
 		switch o.kind {
 		case outEntry:
 			h.metrics.Refreshes.WithLabelValues("ok").Inc()
@@ -627,7 +644,7 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		if u.Host != "" && !strings.EqualFold(u.Host, r.Host) {
 			continue // another origin's URI: RFC 9111 §4.4 forbids invalidating it
 		}
-		n += h.removeKey(h.key(h.scheme(r), r.Host, u.EscapedPath(), h.keyQuery(u.RawQuery)))
+		n += h.removeKey(h.requestKeyFor(r, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
 }

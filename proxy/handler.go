@@ -353,7 +353,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
 		return ResultOnlyIfCached
 	}
-	passKey := key + h.fieldKey(r.Header)
+	passKey := h.passKey(key, r)
 	if e == nil {
 		if _, large := h.large.Get(passKey); large {
 			// Known to be larger than we store: forward as is, Range included.
@@ -372,13 +372,23 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	if reqCC.NoCache {
 		fwd = "request"
 	}
-	m := miss{key: key, passKey: passKey, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
-	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet && passKey == key {
+	keyed := h.fieldKey(r.Header) != ""
+	m := miss{key: key, passKey: passKey, keyed: keyed, hasCookie: len(r.Header["Cookie"]) > 0, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
+	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet && !keyed {
 		if result, ok := h.probeSliced(w, r, m); ok {
 			return result
 		}
 	}
 	return h.fetchAndServe(w, r, m)
+}
+
+// passKey is miss.passKey for a request with key.
+func (h *Handler) passKey(key string, r *http.Request) string {
+	k := key + h.fieldKey(r.Header)
+	if len(r.Header["Cookie"]) > 0 {
+		k += "\x00cookie"
+	}
+	return k
 }
 
 // coalesceKey names one variant of a URL for request merging.

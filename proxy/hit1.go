@@ -22,6 +22,7 @@ type HitRequest struct {
 	Accept   []string // the Accept-Encoding field values, nil when absent
 	Remote   net.Addr // the client, for limits.max_inflight_per_client
 	Close    bool     // the client sent Connection: close
+	Site     *Site    // the site the front resolved Host to (nil: look it up)
 }
 
 // noDirectives is what a request without Cache-Control or Pragma asks.
@@ -89,7 +90,12 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
 		return false
 	}
-	key := h.key("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
+	var key string
+	if req.Site != nil {
+		key = req.Site.KeyPrefix + CacheKey("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
+	} else {
+		key = h.key("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
+	}
 	e := h.store.lookupPlain(key)
 	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
 		return false

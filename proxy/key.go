@@ -109,7 +109,17 @@ func KeyScheme(scheme string, keep bool) string {
 // requestKey builds the cache key of r. Requests reach us in origin form, so
 // the scheme comes from whether the connection was TLS.
 func (h *Handler) requestKey(r *http.Request) string {
-	return h.key(h.scheme(r), r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+	return h.requestKeyFor(r, r.URL.EscapedPath(), r.URL.RawQuery)
+}
+
+// requestKeyFor is the key of another path and query on r's host and
+// site (invalidation of Location URIs).
+func (h *Handler) requestKeyFor(r *http.Request, escapedPath, rawQuery string) string {
+	if s := SiteFrom(r.Context()); s != nil {
+		// Resolved once at the front: no second look-up of the Host.
+		return s.KeyPrefix + CacheKey(KeyScheme(h.scheme(r), h.cfg.KeyScheme), r.Host, escapedPath, rawQuery)
+	}
+	return h.key(h.scheme(r), r.Host, escapedPath, rawQuery)
 }
 
 // scheme is the scheme the client used: https on a TLS connection, or

@@ -177,6 +177,9 @@ func (s *Store) Put(e *Entry) bool {
 // indicator, which may rebuild its filter from every key): it returns the
 // call to make, or nil, so that a caller holding a lock makes it after.
 func (s *Store) putQuiet(e *Entry) (ok bool, inserted func()) {
+	if s.keyedSupersedes(e) {
+		return false, nil
+	}
 	notify := func() {
 		if s.onInsert != nil {
 			s.onInsert(e.Key)
@@ -268,19 +271,22 @@ func (s *Store) evictToBudget() {
 	s.stats.Evictions += uint64(n)
 }
 
-// chargeForm charges n more bytes (a derived form, already counted in
-// e.formBytes) to e if e is stored, evicting to stay within the budget. A
-// form attached while e is being stored may be charged twice until e
-// leaves: the error is on the safe side.
-func (s *Store) chargeForm(e *Entry, n int64) {
+// chargeForm charges n more bytes (a derived form about to be attached to
+// e) to e if e is stored, evicting to stay within the budget, and reports
+// whether it did. The form is attached (e.formBytes) only after a true.
+func (s *Store) chargeForm(e *Entry, n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !e.inStore {
-		return // charged by addEntry if e is stored later
+		// Not stored (a disk hit's entry, a q-rule or unshareable answer,
+		// an evicted one): the store charges nothing for it, so the form
+		// stays on the caller's budget.
+		return false
 	}
 	e.charged += n
 	s.bytes += n
 	s.evictToBudget()
+	return true
 }
 
 // dropSuperseded removes from RAM what e replaces: every variant of its
@@ -327,6 +333,52 @@ func (s *Store) Remove(key string) int {
 	}
 	s.lru.Remove(key)
 	return max(n, len(o.variants))
+}
+
+// RemoveVariant deletes e's variant of its URL (the one with e's Vary
+// key), from both tiers, and reports how many stored responses it
+// removed. The URL's other variants stay.
+func (s *Store) RemoveVariant(e *Entry) int {
+	s.changes(e.Key).Add(1)
+	n := 0
+	if s.disk != nil {
+		n = s.disk.RemoveVariant(e.Key, e.VaryKey)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes(e.Key).Add(1)
+	o, ok := s.lru.Peek(e.Key)
+	if !ok {
+		return n
+	}
+	for i, v := range o.variants {
+		if v.VaryKey == e.VaryKey {
+			s.dropEntry(v)
+			o.variants = slices.Delete(o.variants, i, i+1)
+			n = max(n, 1)
+			break
+		}
+	}
+	if len(o.variants) == 0 {
+		s.lru.Remove(e.Key)
+	}
+	return n
+}
+
+// keyedSupersedes reports whether e, made for a request with keyed fields,
+// would redefine how its URL varies and so drop the variants everyone else
+// is served: such an entry is not kept (it is served to its requester).
+func (s *Store) keyedSupersedes(e *Entry) bool {
+	if !madeForKeyedFields(e.VaryKey) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.lru.Peek(e.Key)
+	if !ok || slices.Equal(o.vary, e.VaryNames) {
+		return false
+	}
+	return slices.ContainsFunc(o.variants, func(v *Entry) bool { return !madeForKeyedFields(v.VaryKey) })
 }
 
 // MarkStale soft-purges every variant of key, in both tiers, and reports

@@ -294,17 +294,23 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 		if to != from && r.Method != http.MethodHead {
 			var err error
 			if from != coding.Identity {
-				// A decoder's window is charged before it is allocated.
-				state := coding.DecoderBytes(from)
+				// A decoder's window, as the stream declares it in its
+				// first bytes, is charged before it is allocated.
+				head := make([]byte, 32)
+				n, _ := io.ReadFull(resp.Body, head)
+				head = head[:n]
+				state := coding.DecoderBytesFor(from, head)
 				if !h.charge(state) {
 					h.metrics.compression.overBudget[opDecode].Inc()
+					clear(hdr) // the origin's fields describe a body this answer does not carry
 					w.Header().Set("Retry-After", "1")
 					h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
 					return
 				}
 				defer h.release(state)
-				dec, derr := h.cfg.Compression.Codec.NewReader(from, resp.Body, h.cfg.Compression.MaxDecodedBytes)
+				dec, derr := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), resp.Body), h.cfg.Compression.MaxDecodedBytes)
 				if derr != nil {
+					clear(hdr)
 					h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded")
 					return
 				}
@@ -313,6 +319,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 			} else if ew, err = h.newEncodingWriter(w, to); errors.Is(err, coding.ErrBudget) {
 				to = from // no memory for an encoder: identity, Vary kept
 			} else if err != nil {
+				clear(hdr)
 				h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
 				return
 			} else {
