@@ -132,7 +132,6 @@ func TestStreamRefusalCarriesNoOriginCoding(t *testing.T) {
 	}
 }
 
-
 // The same for a disk-tier hit: the entry read back from disk is not in
 // the store, so its decoded form is released from the buffer budget and
 // charged nowhere while a stalled client reads it.
