@@ -76,7 +76,11 @@ func (o *propertyOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h["Content-Type"] = nil // keep net/http from sniffing one in
 	}
 	personal := "personal for " + u
-	shared := fmt.Sprintf("shared %s v%d", r.URL.Path, ver)
+	// A shared page renders what an origin that trusts its proxy renders:
+	// forwarding fields, and a custom field (keyed by the edge). A client
+	// that sends them with its own name must never reach another user.
+	shared := fmt.Sprintf("shared %s v%d base=%s%s%s", r.URL.Path, ver,
+		r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Asset-Base"), r.Header.Get("X-Original-Host"))
 	setCookie := func() { h.Add("Set-Cookie", "session="+u+"; Path=/") }
 	etagMatch := func(etag string) bool { return r.Header.Get("If-None-Match") == etag }
 	switch kind {
@@ -164,6 +168,7 @@ func runIsolation(t *testing.T, seed uint64, rounds, users, urls int, storeSetCo
 		auth, dropCookie, noCache bool
 		lang                      string
 		dropLang                  bool
+		fields                    int // 0: none; 1: forwarding fields; 2: a keyed field; 3: underscore spellings
 	}
 	for round := range rounds {
 		// The world moves: time passes, pages change, the origin fails.
@@ -179,7 +184,7 @@ func runIsolation(t *testing.T, seed uint64, rounds, users, urls int, storeSetCo
 		for i := range reqs {
 			reqs[i] = req{user: fmt.Sprintf("user-%d", rng.IntN(users)), path: fmt.Sprintf("/u%d", rng.IntN(urls)),
 				auth: rng.IntN(5) == 0, dropCookie: rng.IntN(8) == 0, noCache: rng.IntN(10) == 0,
-				lang: []string{"de", "en", "fr"}[rng.IntN(3)], dropLang: rng.IntN(6) == 0}
+				lang: []string{"de", "en", "fr"}[rng.IntN(3)], dropLang: rng.IntN(6) == 0, fields: max(0, rng.IntN(8)-4)}
 		}
 		var wg sync.WaitGroup
 		for _, rq := range reqs {
@@ -200,6 +205,15 @@ func runIsolation(t *testing.T, seed uint64, rounds, users, urls int, storeSetCo
 				}
 				if rq.noCache {
 					r.Header.Set("Cache-Control", "no-cache")
+				}
+				switch rq.fields {
+				case 1:
+					r.Header.Set("X-Forwarded-Prefix", "//"+rq.user+".example")
+					r.Header.Set("X-Original-Host", rq.user+".example")
+				case 2:
+					r.Header.Set("X-Asset-Base", "//"+rq.user+".example")
+				case 3:
+					r.Header["X_Forwarded_Prefix"] = []string{"//" + rq.user + ".example"}
 				}
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
