@@ -98,7 +98,7 @@ FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
 FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeRumors cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
 	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode internal/promtext:FuzzParse \
-	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
+	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
 	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted trace:FuzzReader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

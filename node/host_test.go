@@ -17,7 +17,7 @@ import (
 )
 
 // startNodeYAML runs a node from a whole config file.
-func startNodeYAML(t *testing.T, yaml string) *Node {
+func startNodeYAML(t testing.TB, yaml string) *Node {
 	t.Helper()
 	cfg, err := config.LoadBytes([]byte(yaml))
 	if err != nil {
