@@ -778,8 +778,7 @@ func (p *parser) fieldNames(key string) []string {
 				p.fail(key, n, "names a field with '_': the edge never forwards those (CGI origins read them as '-')")
 				return nil
 			}
-			if !(c == '-' || c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' || c == '+' ||
-				c == '.' || c == '^' || c == '`' || c == '|' || c == '~' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')) {
+			if !strings.ContainsRune("-!#$%&'*+.^`|~", rune(c)) && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
 				p.fail(key, n, "is not an HTTP field name")
 				return nil
 			}

@@ -21,7 +21,6 @@ type stalledWriter struct {
 	code    int
 	n       int
 	release chan struct{}
-	once    sync.Once
 }
 
 func (w *stalledWriter) Header() http.Header { return w.hdr }

@@ -34,13 +34,13 @@ func FuzzClassify(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		c := Classify(name)
-		if lc := ClassifyLower([]byte(strings.ToLower(name))); lc != c && strings.ToLower(name) == strings.ToLower(strings.ToUpper(name)) {
+		if lc := ClassifyLower([]byte(strings.ToLower(name))); lc != c && strings.EqualFold(name, strings.ToUpper(name)) {
 			t.Fatalf("Classify(%q) = %s but ClassifyLower = %s", name, c, lc)
 		}
 		if strings.Contains(name, "_") && c != Dropped {
 			t.Fatalf("%q has an underscore but is %s", name, c)
 		}
-		if strings.ToUpper(name) != name && Classify(strings.ToUpper(name)) != c && strings.ToLower(strings.ToUpper(name)) == strings.ToLower(name) {
+		if strings.ToUpper(name) != name && Classify(strings.ToUpper(name)) != c && strings.EqualFold(strings.ToUpper(name), name) {
 			t.Fatalf("%q: class depends on case", name)
 		}
 	})
