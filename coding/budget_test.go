@@ -87,6 +87,24 @@ func TestEncodeChargedChargesWhatItKeeps(t *testing.T) {
 	}
 }
 
+// heldPerCoder opens n coders of e from c, writes body to each and
+// flushes, and returns the heap each holds (then closes them).
+func heldPerCoder(c *Codec, e Encoding, body []byte, n int) int64 {
+	before := heapInUse()
+	ws := make([]Writer, n)
+	for i := range ws {
+		ws[i], _ = c.NewWriter(e, io.Discard)
+		_, _ = ws[i].Write(body)
+		_ = ws[i].Flush()
+	}
+	per := int64(heapInUse()-before) / int64(n)
+	runtime.KeepAlive(ws)
+	for _, w := range ws {
+		_ = w.Close()
+	}
+	return per
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -110,33 +128,12 @@ func TestCoderStateWithinItsCharge(t *testing.T) {
 			if e == Br {
 				// The stored forms' coders too, at the same level.
 				sc, _ := NewCodec(lv)
-				before := heapInUse()
-				ws := make([]Writer, n)
-				for i := range ws {
-					ws[i], _ = sc.NewWriter(e, io.Discard)
-					_, _ = ws[i].Write(body)
-					_ = ws[i].Flush()
-				}
-				per := int64(heapInUse()-before) / n
-				runtime.KeepAlive(ws)
-				if per > sc.EncoderBytes(e) {
+				if per := heldPerCoder(sc, e, body, n); per > sc.EncoderBytes(e) {
 					t.Errorf("stored %s at %+v holds %d KiB per coder; EncoderBytes charges %d KiB", e, lv, per>>10, sc.EncoderBytes(e)>>10)
 				}
 			}
-			before := heapInUse()
-			ws := make([]Writer, n)
-			for i := range ws {
-				ws[i], _ = c.NewWriter(e, io.Discard)
-				_, _ = ws[i].Write(body)
-				_ = ws[i].Flush()
-			}
-			per := int64(heapInUse()-before) / n
-			runtime.KeepAlive(ws)
-			if per > c.EncoderBytes(e) {
+			if per := heldPerCoder(c, e, body, n); per > c.EncoderBytes(e) {
 				t.Errorf("stream %s at %+v holds %d KiB per open coder; EncoderBytes charges %d KiB", e, lv, per>>10, c.EncoderBytes(e)>>10)
-			}
-			for _, w := range ws {
-				_ = w.Close()
 			}
 		}
 		// A large window: brotli's default (lgwin 22), zstd level 19 (8 MiB).
@@ -174,16 +171,7 @@ func TestStoredCodersWithinTheirCharge(t *testing.T) {
 	for _, lv := range []Levels{DefaultLevels, {Br: 9, Zstd: 1, Gzip: 6}, {Br: 1, Zstd: 7, Gzip: 6}} {
 		c, _ := NewCodec(lv)
 		for _, e := range []Encoding{Br, Zstd} {
-			const n = 3
-			before := heapInUse()
-			ws := make([]Writer, n)
-			for i := range ws {
-				ws[i], _ = c.NewWriter(e, io.Discard)
-				_, _ = ws[i].Write(body)
-				_ = ws[i].Flush()
-			}
-			per := int64(heapInUse()-before) / n
-			runtime.KeepAlive(ws)
+			per := heldPerCoder(c, e, body, 3)
 			charge := c.EncoderBytes(e)
 			if e == Br {
 				charge = c.wholeBodyEncoderBytes(e, len(body))
@@ -191,9 +179,6 @@ func TestStoredCodersWithinTheirCharge(t *testing.T) {
 			t.Logf("stored %s at %+v after 8 MiB: %d KiB held, %d KiB charged", e, lv, per>>10, charge>>10)
 			if per > charge {
 				t.Errorf("stored %s at %+v holds %d KiB after 8 MiB; charged %d KiB", e, lv, per>>10, charge>>10)
-			}
-			for _, w := range ws {
-				_ = w.Close()
 			}
 		}
 	}

@@ -406,15 +406,24 @@ func (t *Tier) supersede(key, varyKey string, vary []string) {
 	if len(t.pending[key]) == 0 {
 		delete(t.pending, key)
 	}
+	differ := func(o *object) bool { return !slices.Equal(o.vary, vary) }
+	n := t.dropVariants(key, func(o *object, v *variant) bool { return v.varyKey == varyKey || differ(o) })
+	t.removedOnWrite.Add(uint64(n))
+}
+
+// dropVariants drops the variants of key that drop selects, and the key
+// once it has none. It reports how many it dropped. Under t.mu.
+func (t *Tier) dropVariants(key string, drop func(*object, *variant) bool) int {
 	o, ok := t.lru.Peek(key)
 	if !ok {
-		return
+		return 0
 	}
 	keep := o.variants[:0]
+	n := 0
 	for _, v := range o.variants {
-		if v.varyKey == varyKey || !slices.Equal(o.vary, vary) {
+		if drop(o, v) {
 			t.dropVariant(key, v)
-			t.removedOnWrite.Add(1)
+			n++
 			continue
 		}
 		keep = append(keep, v)
@@ -424,6 +433,7 @@ func (t *Tier) supersede(key, varyKey string, vary []string) {
 	if len(keep) == 0 {
 		t.lru.Remove(key)
 	}
+	return n
 }
 
 func (t *Tier) unpend(key string, w *write) {
@@ -721,24 +731,8 @@ func (t *Tier) RemoveVariant(key, varyKey string) int {
 	if len(t.pending[key]) == 0 {
 		delete(t.pending, key)
 	}
-	n := 0
-	if o, ok := t.lru.Peek(key); ok {
-		keep := o.variants[:0]
-		for _, v := range o.variants {
-			if v.varyKey == varyKey {
-				t.dropVariant(key, v)
-				n++
-				continue
-			}
-			keep = append(keep, v)
-		}
-		clear(o.variants[len(keep):])
-		o.variants = keep
-		if len(keep) == 0 {
-			t.lru.Remove(key)
-		}
-		t.purged.Add(uint64(n))
-	}
+	n := t.dropVariants(key, func(_ *object, v *variant) bool { return v.varyKey == varyKey })
+	t.purged.Add(uint64(n))
 	t.mu.Unlock()
 	t.commitMu.Unlock()
 	t.removeDropped()

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -114,22 +113,8 @@ func TestHitPathNeverServesAKeyedOrForwardedVariant(t *testing.T) {
 	n := startNode(t, origin.URL, "")
 	raw := func(head string) string {
 		t.Helper()
-		c, err := net.Dial("tcp", n.PublicAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, head); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.Header.Get("Cache-Status") + "\n" + string(b)
+		resp, body := rawAsk(t, n.PublicAddr(), head)
+		return resp.Header.Get("Cache-Status") + "\n" + body
 	}
 	for _, path := range []string{"/a", "/b", "/c"} {
 		raw("GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Forwarded-Prefix: //evil.example\r\nX-Forwarded-Port: 6666\r\n" +

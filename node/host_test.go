@@ -16,6 +16,28 @@ import (
 	"github.com/edgecache/edge/config"
 )
 
+// rawAsk writes head on a new connection and reads one response: requests
+// that a Go client would not send as written.
+func rawAsk(t testing.TB, addr, head string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
 // startNodeYAML runs a node from a whole config file.
 func startNodeYAML(t testing.TB, yaml string) *Node {
 	t.Helper()
@@ -51,20 +73,8 @@ func TestEverySpellingOfAHostIsOneKey(t *testing.T) {
 		"sites:\n  - name: shop\n    hosts: [shop.test]\n    origins: ['"+origin.URL+"']\n")
 	ask := func(host string) (int, string) {
 		t.Helper()
-		c, err := net.Dial("tcp", n.PublicAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		_, _ = io.WriteString(c, "GET /p HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := rawAsk(t, n.PublicAddr(), "GET /p HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		return resp.StatusCode, body
 	}
 	spellings := []string{"shop.test", "SHOP.test", "shop.test.", "shop.test:8080", "Shop.Test.:80"}
 	for _, h := range spellings {

@@ -2,35 +2,19 @@ package node
 
 import (
 	"bufio"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/edgecache/edge/config"
 )
 
 // startNode runs a node in front of origin with extra YAML config.
 func startNode(t *testing.T, origin, extra string) *Node {
 	t.Helper()
-	cfg, err := config.LoadBytes([]byte("origin: {url: '" + origin + "'}\nlisten: '" + freeAddr(t) + "'\nadmin: {listen: '" + freeAddr(t) + "'}\n" + extra))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return n
+	return startNodeYAML(t, "origin: {url: '"+origin+"'}\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+extra)
 }
 
 func reviewGet(t *testing.T, addr, path string, hdr ...string) *http.Response {
