@@ -12,7 +12,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # e2e/acme and lab/chaos so that each takes a few minutes under a loaded -race run; the limit leaves room.
 TEST_TIMEOUT    ?= 12m
 
-.PHONY: all build run test conformance two-region chaos bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test coding-memory conformance two-region chaos bench-cluster bench-cluster-trace bench-storage bench-tls dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -29,7 +29,13 @@ run: build
 test: vet
 	bash scripts/test-deps.sh
 	EDGE_REQUIRE_PREREQS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory coding-memory
 	$(MAKE) --no-print-directory conformance
+
+## coding-memory: the coders' memory held to what the edge charges for it (heap measurements, so
+## without the race detector, which slows the coders tenfold).
+coding-memory:
+	$(GO) test -count=1 -run 'TestCoderStateWithinItsCharge|TestStoredCodersWithinTheirCharge' ./coding
 
 ## conformance: http-cache-tests (npm) against an edge node; fails below docs/conformance/baseline.json.
 conformance: build
