@@ -20,33 +20,42 @@ import (
 //
 // A host already in canonical form is returned as is, without allocating.
 func CanonicalHost(hostport string) (host string, ok bool) {
+	host, upper, ok := canonicalHost(hostport)
+	if upper {
+		host = strings.ToLower(host)
+	}
+	return host, ok
+}
+
+// canonicalHost is CanonicalHost without the lower-casing, which it
+// reports instead (CacheKey lower-cases as it copies, without a second
+// allocation).
+func canonicalHost(hostport string) (host string, upper, ok bool) {
 	if hostport == "" {
-		return "", true
+		return "", false, true
 	}
 	if hostport[0] == '[' {
 		end := strings.IndexByte(hostport, ']')
 		if end < 0 || !validPort(hostport[end+1:]) {
-			return "", false
+			return "", false, false
 		}
 		addr, err := netip.ParseAddr(hostport[1:end])
 		if err != nil || !addr.Is6() || addr.Zone() != "" {
-			return "", false
+			return "", false, false
 		}
-		s := "[" + addr.String() + "]"
-		if s == hostport {
-			return hostport, true
+		if s := "[" + addr.String() + "]"; s != hostport[:end+1] {
+			return s, false, true
 		}
-		return s, true
+		return hostport[:end+1], false, true
 	}
 	host = hostport
 	if i := strings.IndexByte(hostport, ':'); i >= 0 {
 		if !validPort(hostport[i:]) {
-			return "", false // also a bare IPv6 literal: a second colon is no port
+			return "", false, false // also a bare IPv6 literal: a second colon is no port
 		}
 		host = hostport[:i]
 	}
 	host = strings.TrimSuffix(host, ".")
-	upper := false
 	prev := byte('.')
 	for i := 0; i < len(host); i++ {
 		c := host[i]
@@ -56,20 +65,17 @@ func CanonicalHost(hostport string) (host string, ok bool) {
 			upper = true
 		case c == '.':
 			if prev == '.' {
-				return "", false // an empty label (or a leading dot)
+				return "", false, false // an empty label (or a leading dot)
 			}
 		default:
-			return "", false
+			return "", false, false
 		}
 		prev = c
 	}
 	if host == "" || prev == '.' {
-		return "", false // no name, or a second trailing dot
+		return "", false, false // no name, or a second trailing dot
 	}
-	if upper {
-		host = strings.ToLower(host)
-	}
-	return host, true
+	return host, upper, true
 }
 
 // validPort reports whether s is "" or ":" followed by a port number (RFC

@@ -16,8 +16,8 @@ import (
 // compute the same key. GET and HEAD share keys. It allocates only the
 // returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
-	if c, ok := CanonicalHost(host); ok {
-		host = c
+	if c, _, ok := canonicalHost(host); ok {
+		host = c // lower-cased below, as it is copied
 	} else {
 		// Not a host: the front refused it (400) and purge refuses it, so
 		// only a direct caller gets here; keep its bytes apart.
