@@ -28,6 +28,7 @@ import (
 
 	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/coding"
+	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -153,7 +154,7 @@ func Keys() []Key {
 		{"cluster.tls.key_file", String, "", "PEM private key for cluster.tls.cert_file."},
 		{"cluster.tls.ca_file", String, "", "PEM CA bundle that signs the peers' certificates (client and server side)."},
 		{"cluster.heartbeat_period", Duration, "100ms", "Heartbeat period Δ; detection takes a few periods."},
-		{"cluster.detector", String, "ml", "Failure detector per peer: ml, chen, bertier, phi, twowindows (docs/failure-detection.md)."},
+		{"cluster.detector", String, "ml", "Failure detector per peer: " + strings.Join(fdetect.Names, ", ") + " (docs/failure-detection.md)."},
 		{"cluster.loss_budget", Float, "1e-07", "Loss-aware margin, for every detector: the chance per heartbeat that random heartbeat loss may cause a false suspicion. The detector waits for as many extra periods as the link's measured loss needs (none on a clean link; 5 at 5 % loss, at most 9). 0 turns it off (the published detectors as they are). docs/failure-detection.md."},
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
 		{"cluster.peer_timeout", Duration, "500ms", "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
@@ -463,7 +464,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.DNSInterval = p.dur("cluster.dns_interval", true)
 	c.Cluster.Secret = p.str("cluster.secret")
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
-	c.Cluster.Detector = p.oneOf("cluster.detector", "ml", "chen", "bertier", "phi", "twowindows")
+	c.Cluster.Detector = p.oneOf("cluster.detector", fdetect.Names...)
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)

@@ -12,6 +12,7 @@ package fdetect
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -58,11 +59,62 @@ func ParseParams(kv []string) (Params, error) {
 	return p, nil
 }
 
-// Names lists the detectors New builds.
-var Names = []string{"chen", "bertier", "phi", "twowindows", "ml"}
+// kind is one detector New builds: its name, the parameters it takes,
+// the one a sweep searches, and how to build it. kinds is the one table of
+// detectors: Names, MainKnob, the config's choices and New read it.
+type kind struct {
+	name     string
+	params   []string
+	mainKnob string
+	build    func(period int64, p Params) Detector
+}
+
+// nsOfMs converts a parameter in milliseconds to nanoseconds.
+func nsOfMs(v float64) int64 { return int64(v * 1e6) }
+
+var kinds = []kind{
+	{"chen", []string{"window", "alpha_ms"}, "alpha_ms", func(period int64, p Params) Detector {
+		return NewChen(period, int(p.Get("window", 1000)), nsOfMs(p.Get("alpha_ms", 200)))
+	}},
+	{"bertier", []string{"window", "beta", "phi", "gamma"}, "phi", func(period int64, p Params) Detector {
+		return NewBertier(period, int(p.Get("window", 1000)), p.Get("beta", 1), p.Get("phi", 4), p.Get("gamma", 0.1))
+	}},
+	{"phi", []string{"window", "threshold", "min_std_ms", "pause_ms"}, "threshold", func(period int64, p Params) Detector {
+		return NewPhi(period, int(p.Get("window", 1000)), p.Get("threshold", 8), nsOfMs(p.Get("min_std_ms", 10)), nsOfMs(p.Get("pause_ms", 0)))
+	}},
+	{"twowindows", []string{"long", "short", "alpha_ms"}, "alpha_ms", func(period int64, p Params) Detector {
+		return NewTwoWindows(period, int(p.Get("long", 1000)), int(p.Get("short", 10)), nsOfMs(p.Get("alpha_ms", 200)))
+	}},
+	{"ml", []string{"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty", "time_objective", "time_window", "pause_ms"}, "quantile",
+		func(period int64, p Params) Detector {
+			d := DefaultMLConfig()
+			return NewML(period, MLConfig{
+				Quantile: p.Get("quantile", d.Quantile), Window: int(p.Get("window", float64(d.Window))), Order: int(p.Get("order", float64(d.Order))),
+				LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
+				OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
+				TimeObjective: p.Get("time_objective", 0) != 0, TimeWindow: int(p.Get("time_window", float64(d.TimeWindow))),
+				Pause: float64(nsOfMs(p.Get("pause_ms", 0))),
+			})
+		}},
+}
+
+// Names lists the detectors New builds, in kinds' order.
+var Names = func() []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.name
+	}
+	return out
+}()
 
 // MainKnob is the parameter each detector's sweep searches.
-var MainKnob = map[string]string{"chen": "alpha_ms", "twowindows": "alpha_ms", "phi": "threshold", "bertier": "phi", "ml": "quantile"}
+var MainKnob = func() map[string]string {
+	out := make(map[string]string, len(kinds))
+	for _, k := range kinds {
+		out[k.name] = k.mainKnob
+	}
+	return out
+}()
 
 // LossBudgetParam is the parameter, valid for every detector, that wraps it
 // in LossAware with that budget (0: off).
@@ -88,49 +140,20 @@ func New(name string, period int64, p Params) (Detector, error) {
 		}
 		return NewLossAware(d, period, budget), nil
 	}
-	known := map[string][]string{
-		"chen":       {"window", "alpha_ms"},
-		"bertier":    {"window", "beta", "phi", "gamma"},
-		"phi":        {"window", "threshold", "min_std_ms", "pause_ms"},
-		"twowindows": {"long", "short", "alpha_ms"},
-		"ml":         {"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty", "time_objective", "time_window", "pause_ms"},
-	}
-	keys, ok := known[name]
-	if !ok {
+	i := slices.IndexFunc(kinds, func(k kind) bool { return k.name == name })
+	if i < 0 {
 		return nil, fmt.Errorf("fdetect: detector %q, want one of %s", name, strings.Join(Names, ", "))
 	}
-	for k := range p {
-		found := false
-		for _, kk := range keys {
-			found = found || k == kk
-		}
-		if !found {
-			return nil, fmt.Errorf("fdetect: %s has no parameter %q (it has %s)", name, k, strings.Join(keys, ", "))
+	k := kinds[i]
+	for param := range p {
+		if !slices.Contains(k.params, param) {
+			return nil, fmt.Errorf("fdetect: %s has no parameter %q (it has %s)", name, param, strings.Join(k.params, ", "))
 		}
 	}
 	if period <= 0 {
 		return nil, fmt.Errorf("fdetect: period must be positive")
 	}
-	ms := func(v float64) int64 { return int64(v * 1e6) }
-	switch name {
-	case "chen":
-		return NewChen(period, int(p.Get("window", 1000)), ms(p.Get("alpha_ms", 200))), nil
-	case "bertier":
-		return NewBertier(period, int(p.Get("window", 1000)), p.Get("beta", 1), p.Get("phi", 4), p.Get("gamma", 0.1)), nil
-	case "phi":
-		return NewPhi(period, int(p.Get("window", 1000)), p.Get("threshold", 8), ms(p.Get("min_std_ms", 10)), ms(p.Get("pause_ms", 0))), nil
-	case "twowindows":
-		return NewTwoWindows(period, int(p.Get("long", 1000)), int(p.Get("short", 10)), ms(p.Get("alpha_ms", 200))), nil
-	default:
-		d := DefaultMLConfig()
-		return NewML(period, MLConfig{
-			Quantile: p.Get("quantile", d.Quantile), Window: int(p.Get("window", float64(d.Window))), Order: int(p.Get("order", float64(d.Order))),
-			LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
-			OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
-			TimeObjective: p.Get("time_objective", 0) != 0, TimeWindow: int(p.Get("time_window", float64(d.TimeWindow))),
-			Pause: float64(ms(p.Get("pause_ms", 0))),
-		}), nil
-	}
+	return k.build(period, p), nil
 }
 
 // window keeps the last n residuals r = A − Δ·s and their sum, for O(1)
