@@ -75,6 +75,66 @@ type Config struct {
 	TLS *tls.Config
 }
 
+// The cluster's own fixed sizes, each with its reason.
+const (
+	// counterCapacity is how many pages the q-rule and hotness counters
+	// remember (an LRU): the working set of one node's ingress traffic;
+	// a page forgotten is counted from zero again, which only delays its
+	// copy by q requests.
+	counterCapacity = 100000
+	// peerIdleConns is the idle connections kept per peer: about the
+	// concurrent misses one node sends another at a few thousand
+	// requests per second, so a burst does not pay new handshakes.
+	peerIdleConns = 64
+	// peerIdleTimeout closes an idle peer connection after this, as
+	// net/http's DefaultTransport does.
+	peerIdleTimeout = 90 * time.Second
+)
+
+// DefaultConfig returns the defaults config.yaml documents, with their
+// reasons there (config/config.go reads them from here). NodeID, Listen,
+// Peers or DNS, and Secret have none: a cluster needs them named.
+func DefaultConfig() Config {
+	return Config{
+		DNSInterval:  10 * time.Second,       // new pods join within this
+		Period:       100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
+		Detector:     "ml",                   // the learned detector (docs/failure-detection.md)
+		Selection:    SelectionFNA,           // asks negatively indicated peers when the miss penalty pays (docs/indicators.md)
+		Mode:         routing.ModeHybrid,     // a home while cold, a random tree once hot
+		Placement:    routing.PlacementDistinct,
+		Arity:        4,                      // the origin sees at most d·q fetches per page
+		Q:            2,                      // the paper: a larger q only lowers the supported rate
+		HotThreshold: 64,                     // measured best in docs/routing.md
+		PeerTimeout:  500 * time.Millisecond, // a slow peer costs at most this before failover
+		Indicator:    indicators.DefaultFilterConfig(100000),
+		AdvertiseMax: 10 * time.Second, // T: a changed store is advertised at least this often
+		Monitoring:   MonitorAuto,
+		MonitorPeers: DefaultMonitorPeers,
+	}
+}
+
+// Validate reports the first setting New cannot run with, naming it.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("cluster: NodeID is required")
+	case len(c.Secret) == 0:
+		return errors.New("cluster: Secret is required")
+	case c.Period <= 0:
+		return fmt.Errorf("cluster: Period %v: want a positive heartbeat period", c.Period)
+	case c.PeerTimeout <= 0:
+		return fmt.Errorf("cluster: PeerTimeout %v: want a positive timeout", c.PeerTimeout)
+	case c.Arity < 2:
+		return fmt.Errorf("cluster: Arity %d: want d ≥ 2", c.Arity)
+	case c.Q < 1:
+		return fmt.Errorf("cluster: Q %d: want q ≥ 1", c.Q)
+	}
+	if _, err := fdetect.New(c.Detector, int64(c.Period), c.DetectorArgs); err != nil {
+		return fmt.Errorf("cluster: Detector: %w", err)
+	}
+	return nil
+}
+
 // Peer is the state of one other node.
 type Peer struct {
 	ID          string
@@ -180,14 +240,8 @@ type Cluster struct {
 
 // New validates cfg and returns a cluster member; Run starts it.
 func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *slog.Logger) (*Cluster, error) {
-	if cfg.NodeID == "" || len(cfg.Secret) == 0 {
-		return nil, errors.New("cluster: node id and secret are required")
-	}
-	if cfg.Period <= 0 || cfg.PeerTimeout <= 0 || cfg.Arity < 2 || cfg.Q < 1 {
-		return nil, fmt.Errorf("cluster: period, peer timeout, d ≥ 2 and q ≥ 1 are required")
-	}
-	if _, err := fdetect.New(cfg.Detector, int64(cfg.Period), cfg.DetectorArgs); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	f, err := indicators.NewFilter(cfg.Indicator)
 	if err != nil {
@@ -197,16 +251,16 @@ func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *
 		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(),
 		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
 		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
-		counters: routing.NewCounters(100000, cfg.Q),
-		hot:      routing.NewCounters(100000, max(cfg.HotThreshold, 1)),
-		ingressQ: routing.NewCounters(100000, cfg.Q),
+		counters: routing.NewCounters(counterCapacity, cfg.Q),
+		hot:      routing.NewCounters(counterCapacity, max(cfg.HotThreshold, 1)),
+		ingressQ: routing.NewCounters(counterCapacity, cfg.Q),
 		peers:    map[string]*Peer{},
 		client: &http.Client{
 			// A peer's 3xx is a stored response for the client, never a
 			// hop for the ingress to follow.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			Transport: &http.Transport{
-				Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+				Proxy: nil, MaxIdleConnsPerHost: peerIdleConns, IdleConnTimeout: peerIdleTimeout,
 				DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
 				// The client's own Accept-Encoding goes through signed; the
 				// transport must not add one.
