@@ -135,6 +135,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Store is what the cluster needs of the node's cache (a *proxy.Store): to
+// hear of each insertion (the indicator counts it) and to list the keys
+// held (the indicator is rebuilt from them, and a warm restart advertises
+// them at once).
+type Store interface {
+	OnInsert(f func(key string))
+	Keys(match func(key string) bool) []string
+}
+
 // Peer is the state of one other node.
 type Peer struct {
 	ID          string
@@ -209,7 +218,7 @@ type Cluster struct {
 	metrics     *Metrics
 	verifier    *wire.Verifier
 	filter      *indicators.Filter
-	store       *proxy.Store
+	store       Store
 	counters    *routing.Counters // Karger step: (page, rank) at this cache
 	hot         *routing.Counters // ingress: requests per page (hybrid's hot test)
 	ingressQ    *routing.Counters // ingress: the q-rule for keeping a copy here
@@ -239,7 +248,7 @@ type Cluster struct {
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
-func New(cfg Config, origin proxy.Fetcher, store *proxy.Store, m *Metrics, log *slog.Logger) (*Cluster, error) {
+func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Logger) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

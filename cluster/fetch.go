@@ -39,7 +39,7 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
 		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
-			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh)}, nil
+			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp)}, nil
 		}
 	}
 	resp, becameHome, err := c.climb(ctx, key, req, kh, path, 0, !tree)
@@ -48,7 +48,7 @@ func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (pro
 	}
 	c.recordClimb(c.siteOfRequest(req), time.Since(start))
 	// The home always keeps its pages: it stands in front of the origin.
-	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh)}, nil
+	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh), Resumed: resumedOf(resp)}, nil
 }
 
 // candidateSet is the peers worth considering for a probe, with the
@@ -463,7 +463,7 @@ func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Reque
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	return proxy.Result{Resp: resp, Keep: keep || becameHome}, nil
+	return proxy.Result{Resp: resp, Keep: keep || becameHome, Resumed: resumedOf(resp)}, nil
 }
 
 // keepAtIngress applies the ingress's own q-rule: a page fetched through the

@@ -103,7 +103,7 @@ func TestReview20WaitingMapDrains(t *testing.T) {
 	key := proxy.CacheKey("http", "site.example", path, "")
 	adv := newPlanCluster(t, "p1", routing.ModeRing, SelectionOff, origin)
 	adv.filter.Insert([]byte(key))
-	adv.store.Put(testEntry(key))
+	adv.store.(*proxy.Store).Put(testEntry(key))
 	adv.advertise()
 	if err := c.peers["p1"].replica.Apply(adv.advFull); err != nil {
 		t.Fatal(err)

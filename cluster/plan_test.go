@@ -195,7 +195,7 @@ func TestProbeHitAndMiss(t *testing.T) {
 	// p1 advertises the key: it becomes a positively indicated candidate.
 	adv := newPlanCluster(t, "p1", routing.ModeRing, SelectionOff, origin)
 	adv.filter.Insert([]byte(key))
-	adv.store.Put(testEntry(key))
+	adv.store.(*proxy.Store).Put(testEntry(key))
 	adv.advertise()
 	if err := c.peers["p1"].replica.Apply(adv.advFull); err != nil {
 		t.Fatal(err)

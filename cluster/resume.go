@@ -89,6 +89,15 @@ func (c *Cluster) withResume(ctx context.Context, key string, req *http.Request,
 	resp.Body = b
 }
 
+// resumedOf is proxy.Result.Resumed for a response whose body withResume
+// wrapped (nil for any other: an origin's answer is never spliced).
+func resumedOf(resp *http.Response) func() bool {
+	if b, ok := resp.Body.(interface{ Resumed() bool }); ok {
+		return b.Resumed
+	}
+	return nil
+}
+
 // Resumed reports whether part of the body came from the origin; the proxy
 // does not store such a body.
 func (b *resumeBody) Resumed() bool {

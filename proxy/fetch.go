@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -306,7 +305,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		switch {
 		case !res.Keep:
 			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
-		case resumed(resp.Body):
+		case res.Resumed != nil && res.Resumed():
 			h.metrics.NotStored.WithLabelValues("resumed").Inc()
 		case h.purges.Load() != purges:
 			h.metrics.NotStored.WithLabelValues("purged").Inc()
@@ -647,12 +646,4 @@ func (h *Handler) invalidate(r *http.Request, resp *http.Response) {
 		n += h.removeKey(h.requestKeyFor(r, u.EscapedPath(), h.keyQuery(u.RawQuery)))
 	}
 	h.metrics.Invalidations.Add(float64(n))
-}
-
-// resumed reports whether a fetcher spliced the body from two sources (a
-// cluster peer's answer that broke, finished by the origin): it is served
-// but not stored, since the first part was never authenticated.
-func resumed(body io.Reader) bool {
-	r, ok := body.(interface{ Resumed() bool })
-	return ok && r.Resumed()
 }

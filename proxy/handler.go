@@ -38,6 +38,11 @@ type Result struct {
 	// storable. False (the cluster's q-rule) still lets the response be
 	// shared with requests waiting for the same fetch.
 	Keep bool
+	// Resumed reports, once the body has ended, whether it was spliced
+	// from two sources (a cluster peer's answer that broke, finished by
+	// the origin): such a body is served but never stored, since its first
+	// part was never authenticated as a whole. Nil: never.
+	Resumed func() bool
 }
 
 // FetcherFunc adapts a function that returns a response the node always

@@ -222,21 +222,22 @@ func TestAppendHitPinsALargeBody(t *testing.T) {
 	}
 }
 
-// splicedBody is a body a fetcher finished from a second source.
-type splicedBody struct{ io.Reader }
+// splicingFetcher answers as the cluster does when it finished a peer's
+// broken answer from the origin: Result.Resumed says so.
+type splicingFetcher struct{}
 
-func (splicedBody) Close() error  { return nil }
-func (splicedBody) Resumed() bool { return true }
+func (splicingFetcher) Fetch(ctx context.Context, _ string, req *http.Request) (Result, error) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Cache-Control": {"max-age=60"}, "Etag": {`"v1"`}},
+		Body: io.NopCloser(strings.NewReader("whole page")), ContentLength: -1}
+	return Result{Resp: resp, Keep: true, Resumed: func() bool { return true }}, nil
+}
 
 // TestResumedBodyIsServedNotStored: a body the cluster finished from the
 // origin after a peer's answer broke is served whole but never stored
 // (its first part was never authenticated).
 func TestResumedBodyIsServedNotStored(t *testing.T) {
 	store := NewStore(1<<20, 4)
-	f := FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 200, Header: http.Header{"Cache-Control": {"max-age=60"}, "Etag": {`"v1"`}},
-			Body: splicedBody{strings.NewReader("whole page")}, ContentLength: -1}, nil
-	})
+	f := splicingFetcher{}
 	h := New(DefaultConfig(), store, f, NewMetrics(prometheus.NewRegistry(), store), nil)
 	for range 2 {
 		w := httptest.NewRecorder()
