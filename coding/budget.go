@@ -32,7 +32,7 @@ var ErrBudget = errors.New("coding: over the memory budget")
 // client, so its coder keeps a small window: on this repository's pages a
 // 256 KiB window compresses as well as the libraries' 4–8 MiB defaults
 // (brotli 4: ratio 0.020 at lgwin 18, 20 and 22), for a tenth of the
-// memory (BenchmarkStreamCoderMemory).
+// memory (TestCoderStateWithinItsCharge holds the charge).
 const (
 	streamBrLgWin = 18
 	streamZstdWin = 256 << 10
@@ -47,18 +47,22 @@ var (
 	brStoredMiB = [12]int64{2, 4, 11, 11, 12, 13, 14, 22, 32, 54, 55, 55}
 )
 
-// zstdStreamBytes is one open zstd stream encoder (256 KiB window, lower
-// memory) by the library's four speeds: 0.8, 1.9, 4.7 and 35 MiB measured.
-func zstdStreamBytes(level int) int64 {
+// zstdBytes is one open zstd encoder by the library's four speeds, with
+// the stream codec's 256 KiB window and lower memory (0.8, 1.9, 4.7 and
+// 35 MiB measured) and with the library's default 8 MiB window (stored:
+// 8.6, 17.7 and 20.5 MiB measured; the best speed not measured, charged
+// generously). A switch, not a table: the library says its levels' values
+// may change.
+func zstdBytes(level int) (stream, stored int64) {
 	switch zstd.EncoderLevelFromZstd(level) {
 	case zstd.SpeedFastest:
-		return 1 << 20
+		return 1 << 20, 10 << 20
 	case zstd.SpeedDefault:
-		return 5 << 19
+		return 5 << 19, 20 << 20
 	case zstd.SpeedBetterCompression:
-		return 6 << 20
+		return 6 << 20, 24 << 20
 	}
-	return 42 << 20
+	return 42 << 20, 72 << 20
 }
 
 // EncoderBytes is the most memory one open streaming encoder of e from
@@ -74,10 +78,11 @@ func (c *Codec) EncoderBytes(e Encoding) int64 {
 		}
 		return brStoredMiB[q]<<20 + 2*streamInputBytes
 	case Zstd:
+		stream, stored := zstdBytes(c.levels.Zstd)
 		if c.stream {
-			return zstdStreamBytes(c.levels.Zstd)
+			return stream
 		}
-		return zstdStoredBytes(c.levels.Zstd)
+		return stored
 	case Gzip:
 		return 3 << 19 // 0.8 MiB at level 1, 1.05 at 6, 1.4 at 9
 	}
@@ -106,21 +111,6 @@ func (c *Codec) wholeBodyEncoderBytes(e Encoding, n int) int64 {
 		return 0
 	}
 	return c.EncoderBytes(e)
-}
-
-// zstdStoredBytes is one open zstd encoder with the library's default
-// window (8 MiB) by speed: 8.6, 17.7 and 20.5 MiB measured for the first
-// three; the best speed is not measured and charged generously.
-func zstdStoredBytes(level int) int64 {
-	switch zstd.EncoderLevelFromZstd(level) {
-	case zstd.SpeedFastest:
-		return 10 << 20
-	case zstd.SpeedDefault:
-		return 20 << 20
-	case zstd.SpeedBetterCompression:
-		return 24 << 20
-	}
-	return 72 << 20
 }
 
 // DecoderBytes is the most memory one open decoder of e holds: its window

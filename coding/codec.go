@@ -84,7 +84,7 @@ func NewCodec(l Levels) (*Codec, error) {
 
 // NewStreamCodec returns a codec for responses encoded as they stream, one
 // coder per client: its brotli and zstd encoders keep a 256 KiB window
-// (StreamEncoderBytes bounds each), where the libraries' defaults hold
+// (EncoderBytes bounds each), where the libraries' defaults hold
 // 4–8 MiB.
 func NewStreamCodec(l Levels) (*Codec, error) {
 	c, err := NewCodec(l)

@@ -398,17 +398,22 @@ func (t *Tier) Write(r *Record) {
 func (t *Tier) supersede(key, varyKey string, vary []string) {
 	// Queued writes of the key with other Vary names are older responses:
 	// they must not land after this one (four writers do not keep order).
-	for name, pw := range t.pending[key] {
-		if !slices.Equal(pw.rec.VaryNames, vary) {
+	t.dropPending(key, func(w *write) bool { return !slices.Equal(w.rec.VaryNames, vary) })
+	n := t.dropVariants(key, func(o *object, v *variant) bool { return v.varyKey == varyKey || !slices.Equal(o.vary, vary) })
+	t.removedOnWrite.Add(uint64(n))
+}
+
+// dropPending drops the queued writes of key that drop selects: the
+// writer finds them no longer current. Under t.mu.
+func (t *Tier) dropPending(key string, drop func(*write) bool) {
+	for name, w := range t.pending[key] {
+		if drop(w) {
 			delete(t.pending[key], name)
 		}
 	}
 	if len(t.pending[key]) == 0 {
 		delete(t.pending, key)
 	}
-	differ := func(o *object) bool { return !slices.Equal(o.vary, vary) }
-	n := t.dropVariants(key, func(o *object, v *variant) bool { return v.varyKey == varyKey || differ(o) })
-	t.removedOnWrite.Add(uint64(n))
 }
 
 // dropVariants drops the variants of key that drop selects, and the key
@@ -723,14 +728,7 @@ func (t *Tier) RemoveVariant(key, varyKey string) int {
 	t.commitMu.Lock()
 	t.mu.Lock()
 	t.invalidateSnapshot()
-	for name, pw := range t.pending[key] {
-		if pw.rec.VaryKey == varyKey {
-			delete(t.pending[key], name)
-		}
-	}
-	if len(t.pending[key]) == 0 {
-		delete(t.pending, key)
-	}
+	t.dropPending(key, func(w *write) bool { return w.rec.VaryKey == varyKey })
 	n := t.dropVariants(key, func(_ *object, v *variant) bool { return v.varyKey == varyKey })
 	t.purged.Add(uint64(n))
 	t.mu.Unlock()

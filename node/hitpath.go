@@ -54,7 +54,7 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if !ok {
 		return false // net/http answers 400
 	}
-	s := n.sites.Load().lookup(host)
+	s := n.sites.Load().lookupCanonical(host)
 	if s == nil {
 		return false // net/http answers 421
 	}

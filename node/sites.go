@@ -47,6 +47,12 @@ func (t *siteTable) lookup(host string) *site {
 	if !ok {
 		return nil
 	}
+	return t.lookupCanonical(host)
+}
+
+// lookupCanonical is lookup for a host already in canonical form (the
+// fronts canonicalise it once, for every later step).
+func (t *siteTable) lookupCanonical(host string) *site {
 	if strings.HasPrefix(host, "[") {
 		host = host[1 : len(host)-1] // sites name IPv6 literals without brackets
 	}
@@ -166,7 +172,7 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 			return
 		}
 		r.Host = host // the one spelling every later step sees
-		s := n.sites.Load().lookup(host)
+		s := n.sites.Load().lookupCanonical(host)
 		if s != nil {
 			// Resolved once: the key, the origin fetch and the cluster
 			// read the site from the request from here on.

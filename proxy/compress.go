@@ -145,11 +145,8 @@ func (h *Handler) represent(r *http.Request, e *Entry) (*Entry, error) {
 // Accept-Encoding values, without counting what was served (the HTTP/1.1
 // hit path counts only what it then writes).
 func (h *Handler) chooseForm(accept []string, e *Entry) (*Entry, error) {
-	if e.offers == 0 {
-		return e, nil
-	}
-	enc := coding.Negotiate(accept, e.offers)
-	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
+	enc, transcode := h.codingFor(accept, e)
+	if !transcode {
 		return e, nil
 	}
 	d, err := h.form(e, enc)
@@ -161,28 +158,46 @@ func (h *Handler) chooseForm(accept []string, e *Entry) (*Entry, error) {
 	return d, err
 }
 
+// codingFor is the coding accept selects for e, and whether sending it
+// takes a form other than e (not for an entry served as stored, the
+// coding e already has, or an identity body too small to compress).
+func (h *Handler) codingFor(accept []string, e *Entry) (enc coding.Encoding, transcode bool) {
+	if e.offers == 0 {
+		return e.coding, false
+	}
+	enc = coding.Negotiate(accept, e.offers)
+	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
+		return enc, false
+	}
+	return enc, true
+}
+
 // madeForm is chooseForm for the HTTP/1.1 hit path: it never encodes or
 // decodes (that work, and its memory, is ServeHTTP's), so ok is false when
 // the form r needs is not made yet or would be made per response.
 func (h *Handler) madeForm(accept []string, e *Entry) (d *Entry, ok bool) {
-	if e.offers == 0 {
+	enc, transcode := h.codingFor(accept, e)
+	if !transcode {
 		return e, true
 	}
-	enc := coding.Negotiate(accept, e.offers)
-	if enc == e.coding || (e.coding == coding.Identity && int64(len(e.Body)) < h.cfg.Compression.MinBytes) {
-		return e, true
-	}
-	fs := e.forms.Load()
-	if fs == nil {
-		return nil, false
-	}
-	if d := fs.forms[enc].Load(); d != nil {
-		return d, true
-	}
-	if fs.larger[enc].Load() {
-		return e, true
+	if fs := e.forms.Load(); fs != nil {
+		if d := fs.made(e, enc); d != nil {
+			return d, true
+		}
 	}
 	return nil, false
+}
+
+// made returns e's form in enc if it is made (e itself when encoding in
+// enc saved nothing), else nil.
+func (fs *formSet) made(e *Entry, enc coding.Encoding) *Entry {
+	if d := fs.forms[enc].Load(); d != nil {
+		return d
+	}
+	if fs.larger[enc].Load() {
+		return e
+	}
+	return nil
 }
 
 // form returns e's representation in enc, making it on first use.
@@ -192,19 +207,13 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 		e.forms.CompareAndSwap(nil, &formSet{})
 		fs = e.forms.Load()
 	}
-	if d := fs.forms[enc].Load(); d != nil {
+	if d := fs.made(e, enc); d != nil {
 		return d, nil
-	}
-	if fs.larger[enc].Load() {
-		return e, nil
 	}
 	fs.mu[enc].Lock()
 	defer fs.mu[enc].Unlock()
-	if d := fs.forms[enc].Load(); d != nil {
+	if d := fs.made(e, enc); d != nil {
 		return d, nil
-	}
-	if fs.larger[enc].Load() {
-		return e, nil
 	}
 	// The body is charged to the buffer budget before it is allocated, and
 	// stays charged (len(body)) until it is kept or written.

@@ -569,7 +569,9 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		defer cancel()
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
-		o := h.fillFrom(ctx, f, ckey, rr, miss{key: key, passKey: h.passKey(key, r), keyed: h.fieldKey(r.Header) != "", hasCookie: len(r.Header["Cookie"]) > 0, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: "stale", background: true})
+		m := h.missFor(key, r)
+		m.stale, m.reqCC, m.hasAuth, m.fwd, m.background = e, reqCC, hasAuth, "stale", true
+		o := h.fillFrom(ctx, f, ckey, rr, m)
 		switch o.kind {
 		case outEntry:
 			h.metrics.Refreshes.WithLabelValues("ok").Inc()

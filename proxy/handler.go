@@ -358,13 +358,13 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
 		return ResultOnlyIfCached
 	}
-	passKey := h.passKey(key, r)
+	m := h.missFor(key, r)
 	if e == nil {
-		if _, large := h.large.Get(passKey); large {
+		if _, large := h.large.Get(m.passKey); large {
 			// Known to be larger than we store: forward as is, Range included.
 			return h.servePass(w, r, "too-large")
 		}
-		if _, pass := h.passes.Get(passKey); pass {
+		if _, pass := h.passes.Get(m.passKey); pass {
 			return h.servePass(w, r, "uncacheable")
 		}
 	}
@@ -377,9 +377,8 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	if reqCC.NoCache {
 		fwd = "request"
 	}
-	keyed := h.fieldKey(r.Header) != ""
-	m := miss{key: key, passKey: passKey, keyed: keyed, hasCookie: len(r.Header["Cookie"]) > 0, vary: vary, stale: e, reqCC: reqCC, hasAuth: hasAuth, fwd: fwd}
-	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet && !keyed {
+	m.vary, m.stale, m.reqCC, m.hasAuth, m.fwd = vary, e, reqCC, hasAuth, fwd
+	if e == nil && h.cfg.SliceBytes > 0 && len(r.Header["Range"]) == 1 && r.Method == http.MethodGet && !m.keyed {
 		if result, ok := h.probeSliced(w, r, m); ok {
 			return result
 		}
@@ -387,13 +386,16 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	return h.fetchAndServe(w, r, m)
 }
 
-// passKey is miss.passKey for a request with key.
-func (h *Handler) passKey(key string, r *http.Request) string {
-	k := key + h.fieldKey(r.Header)
-	if len(r.Header["Cookie"]) > 0 {
-		k += "\x00cookie"
+// missFor starts the miss of r under key with what the request itself
+// decides: its keyed fields (computed once), its Cookie, and from them the
+// passKey.
+func (h *Handler) missFor(key string, r *http.Request) miss {
+	fk := h.fieldKey(r.Header)
+	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0}
+	if m.hasCookie {
+		m.passKey += "\x00cookie"
 	}
-	return k
+	return m
 }
 
 // coalesceKey names one variant of a URL for request merging.

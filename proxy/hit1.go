@@ -90,12 +90,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
 		return false
 	}
-	var key string
-	if req.Site != nil {
-		key = req.Site.KeyPrefix + CacheKey("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
-	} else {
-		key = h.key("http", req.Host, req.Path, h.keyQuery(req.RawQuery))
-	}
+	key := h.keyOn(req.Site, "http", req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
 	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
 		return false

@@ -115,11 +115,17 @@ func (h *Handler) requestKey(r *http.Request) string {
 // requestKeyFor is the key of another path and query on r's host and
 // site (invalidation of Location URIs).
 func (h *Handler) requestKeyFor(r *http.Request, escapedPath, rawQuery string) string {
-	if s := SiteFrom(r.Context()); s != nil {
-		// Resolved once at the front: no second look-up of the Host.
-		return s.KeyPrefix + CacheKey(KeyScheme(h.scheme(r), h.cfg.KeyScheme), r.Host, escapedPath, rawQuery)
+	return h.keyOn(SiteFrom(r.Context()), h.scheme(r), r.Host, escapedPath, rawQuery)
+}
+
+// keyOn is key for a request whose site the front resolved (site nil: none
+// was, look the host up).
+func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string {
+	if site == nil {
+		return h.key(scheme, host, path, rawQuery)
 	}
-	return h.key(h.scheme(r), r.Host, escapedPath, rawQuery)
+	// Resolved once at the front: no second look-up of the Host.
+	return site.KeyPrefix + CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
 }
 
 // scheme is the scheme the client used: https on a TLS connection, or

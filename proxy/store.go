@@ -303,16 +303,26 @@ func (s *Store) dropSuperseded(e *Entry) {
 		s.lru.Remove(e.Key)
 		return
 	}
+	s.dropVariantLocked(e.Key, o, e.VaryKey)
+}
+
+// dropVariantLocked drops the variant of key's object o whose Vary key is
+// varyKey, and the object once it holds none; it reports whether it found
+// one. Under s.mu.
+func (s *Store) dropVariantLocked(key string, o *object, varyKey string) bool {
+	found := false
 	for i, v := range o.variants {
-		if v.VaryKey == e.VaryKey {
+		if v.VaryKey == varyKey {
 			s.dropEntry(v)
 			o.variants = slices.Delete(o.variants, i, i+1)
+			found = true
 			break
 		}
 	}
 	if len(o.variants) == 0 {
-		s.lru.Remove(e.Key)
+		s.lru.Remove(key)
 	}
+	return found
 }
 
 // Remove deletes every variant of key, from both tiers, and reports how
@@ -347,20 +357,8 @@ func (s *Store) RemoveVariant(e *Entry) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changes(e.Key).Add(1)
-	o, ok := s.lru.Peek(e.Key)
-	if !ok {
-		return n
-	}
-	for i, v := range o.variants {
-		if v.VaryKey == e.VaryKey {
-			s.dropEntry(v)
-			o.variants = slices.Delete(o.variants, i, i+1)
-			n = max(n, 1)
-			break
-		}
-	}
-	if len(o.variants) == 0 {
-		s.lru.Remove(e.Key)
+	if o, ok := s.lru.Peek(e.Key); ok && s.dropVariantLocked(e.Key, o, e.VaryKey) {
+		n = max(n, 1)
 	}
 	return n
 }
