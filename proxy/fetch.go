@@ -53,7 +53,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 			}
 			if err := f.wait(r.Context(), h.cfg.CoalesceTimeout); err != nil {
 				if errors.Is(err, errCoalesceTimeout) {
-					h.writeError(w, http.StatusGatewayTimeout, "fwd="+m.fwd+"; detail=coalesce-timeout", "timed out waiting for the origin")
+					h.writeError(w, http.StatusGatewayTimeout, refused(m.fwd, "coalesce-timeout"), "timed out waiting for the origin")
 				}
 				return ResultError
 			}
@@ -72,7 +72,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				break
 			}
 			h.metrics.Coalesced.Inc()
-			h.serveFill(w, r, f, nil, "fwd="+m.fwd+"; collapsed", nil)
+			h.serveFill(w, r, f, nil, forwarded(m.fwd).markCollapsed(), nil)
 			return ResultCollapsed
 		}
 	}
@@ -83,7 +83,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 func (h *Handler) answerFetchError(w http.ResponseWriter, r *http.Request, m miss, err error) string {
 	now := h.now()
 	if m.stale != nil && h.staleOnErrorOK(m.stale, m.reqCC, now) {
-		h.writeEntry(w, r, m.stale, now, "fwd=stale; detail=origin-error", nil)
+		h.writeEntry(w, r, m.stale, now, staleOnError(0), nil)
 		return ResultStaleError
 	}
 	h.writeUpstreamError(w, err)
@@ -96,11 +96,12 @@ type outcome struct {
 	err    error          // outError
 	entry  *Entry         // outEntry: a complete response (304 update)
 	resp   *http.Response // outStream: a response for this request alone
-	status string         // Cache-Status after the node name
-	own    http.Header    // per-user fields for this requester only
-	result string         // edge_requests_total label
-	reader *fillReader    // outFill: the requester's reader, registered before the body
-	keep   bool           // outSliced: the cluster lets this node keep what it fetched
+	status cacheStatus
+	why    reason      // outStream: why it was not stored
+	own    http.Header // per-user fields for this requester only
+	result string      // edge_requests_total label
+	reader *fillReader // outFill: the requester's reader, registered before the body
+	keep   bool        // outSliced: the cluster lets this node keep what it fetched
 }
 
 type outcomeKind int
@@ -140,17 +141,17 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	case outEntry:
 		h.writeEntry(w, r, o.entry, h.now(), o.status, o.own)
 	case outStream:
-		if o.status == "too-large" && len(r.Header["Range"]) > 0 {
+		if o.why == whyTooLarge && len(r.Header["Range"]) > 0 {
 			// The client wanted a part of an object we do not store:
 			// ask the origin for that part instead of sending it all,
 			// with the slot of this fetch given back first.
 			o.resp.Body.Close()
 			h.releaseUpstream()
-			return h.servePass(w, r, "too-large")
+			return h.servePass(w, r, whyTooLarge)
 		}
 		defer h.releaseUpstream() // the upstream connection stays in use while we stream
 		defer o.resp.Body.Close()
-		h.stream(w, r, o.resp, h.statusPrefix+o.status)
+		h.stream(w, r, o.resp, o.status)
 	case outSliced:
 		// The leading stream is read outside the upstream slots (the
 		// slot went back above): one per sliced object being revealed.
@@ -168,120 +169,175 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 
 var errOverload = errors.New("proxy: too many upstream requests in flight")
 
-// fillFrom is the one fill path, used by client misses and by background
-// refresh: fetch (validating m.stale if set), apply a 304, decide whether
-// the response may be stored and shared, publish the outcome to f's
-// waiters and, for a storable response, start pumping its body into f
-// and the store. ckey is f's coalescing key ("" if f is not registered).
-func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Request, m miss) outcome {
-	registered := ckey != ""
-	unregister := func() {
-		if registered {
-			h.co.done(ckey, f)
-		}
+// filling is one fill under way: the fill, its registration, and the
+// upstream answer it is acting on.
+type filling struct {
+	f        *fill
+	ckey     string // f's coalescing key ("" if f is not registered)
+	m        miss
+	res      Result
+	reqTime  time.Time
+	respTime time.Time
+	purges   uint64      // the handler's purge count when the fill started
+	own      http.Header // the response's per-user fields
+}
+
+// done unregisters the fill: later requests no longer join it.
+func (h *Handler) done(fl *filling) {
+	if fl.ckey != "" {
+		h.co.done(fl.ckey, fl.f)
 	}
+}
+
+// stillCurrent reports whether no purge came since the fill started, so
+// that what it stores does not undo one.
+func (h *Handler) stillCurrent(fl *filling) bool { return h.purges.Load() == fl.purges }
+
+// fillFrom is the one fill path, used by client misses and by background
+// refresh: fetch (validating m.stale if set) and act on the answer, which
+// storageFor and shareable judge: apply a 304, serve stale on a server
+// error, or publish the outcome to f's waiters and, for a storable
+// response, pump its body into f and the store. ckey is f's coalescing
+// key ("" if f is not registered).
+func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Request, m miss) outcome {
+	fl := &filling{f: f, ckey: ckey, m: m, purges: f.purges}
 	out := h.outboundRequest(r, ctx, true)
 	if m.stale != nil {
 		setValidators(out.Header, m.stale)
 	}
-	purges := f.purges // a purge after the fill started must not be undone by it
-	reqTime := h.now()
+	fl.reqTime = h.now()
 	res, err := h.fetch(ctx, m.key, out)
 	if err != nil {
 		f.publish(nil, false, err)
-		unregister()
+		h.done(fl)
 		if m.stale != nil && h.staleOnErrorOK(m.stale, m.reqCC, h.now()) {
-			return outcome{kind: outStale, status: "fwd=stale; detail=origin-error", result: ResultStaleError}
+			return outcome{kind: outStale, status: staleOnError(0), result: ResultStaleError}
 		}
 		return outcome{kind: outError, err: err, result: ResultError}
 	}
+	fl.res, fl.respTime, fl.own = res, h.now(), perUserFields(res.Resp.Header)
 	resp := res.Resp
-	respTime := h.now()
-	code := strconv.Itoa(resp.StatusCode)
-	own := perUserFields(resp.Header)
 
-	if m.stale != nil && resp.StatusCode == http.StatusNotModified {
+	switch {
+	case m.stale != nil && resp.StatusCode == http.StatusNotModified:
 		resp.Body.Close()
-		e := h.updateFrom304(m.stale, resp, reqTime, respTime)
-		if ok, why := h.shareable(e, r, m); !ok {
-			// The 304 changed the response into one that may not be
-			// stored (private, no-store, …), or this request may not
-			// share it: it is this requester's alone.
-			h.notStored(m, why)
-			if m.aboutTheURL(why) {
-				h.store.RemoveVariant(m.stale)
-			}
-			f.publish(nil, false, nil)
-			unregister()
-			return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304; detail=" + why, result: ResultRevalidated}
-		}
-		if res.Keep && h.purges.Load() == purges {
-			h.store.Put(e)
-		}
-		f.completeWith(e)
-		f.publish(e, true, nil)
-		unregister()
-		return outcome{kind: outEntry, entry: e, own: own, status: "fwd=" + m.fwd + "; fwd-status=304", result: ResultRevalidated}
-	}
-	if m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, respTime) {
+		return h.revalidated(fl, r)
+	case m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, fl.respTime):
 		resp.Body.Close()
 		// Waiters serve their own stale copy (or an error) rather than each
 		// asking a failing origin again.
 		f.publish(nil, false, errOriginFailed)
-		unregister()
-		return outcome{kind: outStale, status: "fwd=stale; fwd-status=" + code + "; detail=origin-error", result: ResultStaleError}
+		h.done(fl)
+		return outcome{kind: outStale, status: staleOnError(resp.StatusCode), result: ResultStaleError}
 	}
 
-	cc, targeted := h.policy().effectiveCC(resp.Header)
-	ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted)
-	if ok && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes && !m.keyed {
-		// Sliced only for a request without keyed fields: slices are
-		// shared by URL, so one made from a request's own fields would
-		// reach everyone.
-		if man := h.manifestFor(r, m, resp, reqTime, respTime); man != nil {
-			if res.Keep && h.purges.Load() == purges {
-				h.store.Put(man)
-			}
-			h.passes.Remove(m.passKey)
-			h.large.Remove(m.passKey)
-			f.completeWith(man)
-			f.publish(man, true, nil)
-			unregister()
-			return outcome{kind: outSliced, entry: man, resp: resp, own: own, keep: res.Keep,
-				status: "fwd=" + m.fwd + "; fwd-status=" + code + "; stored; detail=sliced", result: ResultMiss}
+	how, why := h.storageFor(resp, m, true)
+	if how == storeSliced {
+		if man := h.manifestFor(r, m, resp, fl.reqTime, fl.respTime); man != nil {
+			return h.fillSliced(fl, man)
 		}
-	}
-	if ok && resp.ContentLength > h.cfg.MaxObjectBytes {
-		ok, why = false, "too-large"
-	}
-	if ok && resp.ContentLength > h.cfg.MaxBufferedBytes-h.buffered.Load() {
-		// No budget to buffer it: stream it to this request alone, with the
-		// client's pace holding back the origin.
-		ok, why = false, "buffer-full"
+		how, why = h.storageFor(resp, m, false)
 	}
 	var e *Entry
-	if ok {
-		e = h.newEntry(m.key, resp, reqTime, respTime)
+	if how == storeWhole {
+		e = h.newEntry(m.key, resp, fl.reqTime, fl.respTime)
 		e.VaryKey = h.varyKey(e.VaryNames, r)
-		ok, why = h.shareable(e, r, m)
+		why = h.shareable(e, r, m)
 	}
-	if !ok {
+	if why != "" {
 		h.notStored(m, why)
-		if m.stale != nil && why != "status" && m.aboutTheURL(why) {
+		if m.stale != nil && m.aboutTheURL(why) {
 			h.store.RemoveVariant(m.stale)
 		}
 		f.publish(nil, false, nil)
-		unregister()
-		status := "fwd=" + m.fwd + "; fwd-status=" + code + "; detail=" + why
-		if why == "too-large" {
-			status = why // lead re-reads it to forward a Range
-		}
-		return outcome{kind: outStream, resp: resp, status: status, own: own, result: ResultMiss}
+		h.done(fl)
+		return outcome{kind: outStream, resp: resp, why: why, own: fl.own, result: ResultMiss,
+			status: forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(why))}
 	}
+	return h.fillWhole(fl, e)
+}
 
-	status := "fwd=" + m.fwd + "; fwd-status=" + code + "; stored"
+// storage is what a response fetched for a miss becomes.
+type storage int
+
+const (
+	storeNothing storage = iota // streamed to its requester alone
+	storeWhole                  // stored as its body arrives, shared with waiters
+	storeSliced                 // stored as a manifest of slices fetched apart
+)
+
+// storageFor decides whether the response to m may be stored and how, by
+// RFC 9111's rules and this cache's limits: the why of storeNothing says
+// why not. Slices are made only if slices allows and never for a request
+// with keyed fields: slices are shared by URL, so one made from a
+// request's own fields would reach everyone. Whether the stored response
+// may then be shared is shareable's to say, once it is an entry.
+func (h *Handler) storageFor(resp *http.Response, m miss, slices bool) (storage, reason) {
+	cc, targeted := h.policy().effectiveCC(resp.Header)
+	if ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted); !ok {
+		return storeNothing, why
+	}
+	switch {
+	case slices && h.cfg.SliceBytes > 0 && resp.ContentLength > h.cfg.SliceBytes && !m.keyed:
+		return storeSliced, ""
+	case resp.ContentLength > h.cfg.MaxObjectBytes:
+		return storeNothing, whyTooLarge
+	case resp.ContentLength > h.cfg.MaxBufferedBytes-h.buffered.Load():
+		// No budget to buffer it: stream it to this request alone, with the
+		// client's pace holding back the origin.
+		return storeNothing, whyBufferFull
+	}
+	return storeWhole, ""
+}
+
+// revalidated applies a 304 to the stale entry: the updated entry is
+// stored and shared, or, when the 304 made it one that may not be stored
+// (private, no-store, …) or this request may not share, it is this
+// requester's alone.
+func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
+	m, resp := fl.m, fl.res.Resp
+	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
+	status := forwarded(m.fwd).withStatus(http.StatusNotModified)
+	if why := h.shareable(e, r, m); why != "" {
+		h.notStored(m, why)
+		if m.aboutTheURL(why) {
+			h.store.RemoveVariant(m.stale)
+		}
+		fl.f.publish(nil, false, nil)
+		h.done(fl)
+		return outcome{kind: outEntry, entry: e, own: fl.own, status: status.withDetail(string(why)), result: ResultRevalidated}
+	}
+	if fl.res.Keep && h.stillCurrent(fl) {
+		h.store.Put(e)
+	}
+	fl.f.completeWith(e)
+	fl.f.publish(e, true, nil)
+	h.done(fl)
+	return outcome{kind: outEntry, entry: e, own: fl.own, status: status, result: ResultRevalidated}
+}
+
+// fillSliced stores a sliced object's manifest; the response's body holds
+// its first slices, which the leader reveals.
+func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
+	if fl.res.Keep && h.stillCurrent(fl) {
+		h.store.Put(man)
+	}
+	h.passes.Remove(fl.m.passKey)
+	h.large.Remove(fl.m.passKey)
+	fl.f.completeWith(man)
+	fl.f.publish(man, true, nil)
+	h.done(fl)
+	return outcome{kind: outSliced, entry: man, resp: fl.res.Resp, own: fl.own, keep: fl.res.Keep, result: ResultMiss,
+		status: forwarded(fl.m.fwd).withStatus(fl.res.Resp.StatusCode).markStored().withDetail("sliced")}
+}
+
+// fillWhole publishes e to the fill's waiters and pumps the body into the
+// fill in the background, storing it when it ends whole.
+func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
+	f, m, res, resp := fl.f, fl.m, fl.res, fl.res.Resp
+	status := forwarded(m.fwd).withStatus(resp.StatusCode).markStored()
 	if !res.Keep {
-		status = "fwd=" + m.fwd + "; fwd-status=" + code + "; detail=q-rule"
+		status = forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(whyQRule))
 	}
 	if resp.ContentLength >= 0 {
 		e.Header["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
@@ -304,17 +360,17 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	f.commit = func(whole *Entry) (after func()) {
 		switch {
 		case !res.Keep:
-			h.metrics.NotStored.WithLabelValues("q-rule").Inc()
+			h.countNotStored(whyQRule)
 		case res.Resumed != nil && res.Resumed():
-			h.metrics.NotStored.WithLabelValues("resumed").Inc()
-		case h.purges.Load() != purges:
-			h.metrics.NotStored.WithLabelValues("purged").Inc()
+			h.countNotStored(whyResumed)
+		case !h.stillCurrent(fl):
+			h.countNotStored(whyPurged)
 		default:
 			ok, inserted := h.store.putQuiet(whole)
 			if ok {
 				h.passes.Remove(m.passKey)
 			}
-			if h.purges.Load() != purges {
+			if !h.stillCurrent(fl) {
 				h.store.Remove(m.key) // a purge came between the check and the Put
 			}
 			return inserted
@@ -327,16 +383,13 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		switch {
 		case err != nil:
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
-			h.metrics.NotStored.WithLabelValues("body-error").Inc()
+			h.countNotStored(whyBodyError)
 		case f.final() == nil: // an empty body is whole too: ask the fill, not the slice
-			h.metrics.NotStored.WithLabelValues(f.trimReason()).Inc()
-			if f.trimReason() == "too-large" {
-				h.large.Add(m.passKey, struct{}{})
-			}
+			h.notStored(m, f.trimReason())
 		}
-		unregister() // after the Put: a request arriving now finds the entry
+		h.done(fl) // after the Put: a request arriving now finds the entry
 	})
-	return outcome{kind: outFill, own: own, status: status, result: ResultMiss, reader: rd}
+	return outcome{kind: outFill, own: fl.own, status: status, result: ResultMiss, reader: rd}
 }
 
 // errOriginFailed tells waiters that the origin answered with a server
@@ -344,61 +397,41 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 var errOriginFailed = errors.New("proxy: the origin answered with a server error")
 
 // shareable applies the rules beyond RFC 9111's storability that decide
-// whether a response may be stored and handed to other users: it must
-// have been fresh at some point or be validatable, and a freshness that
-// is only heuristic is not a declaration that a response to a request
-// with credentials or cookies is the same for everyone.
-func (h *Handler) shareable(e *Entry, r *http.Request, m miss) (bool, string) {
+// whether a response may be stored and handed to other users, and says
+// why not ("" when it may): it must have been fresh at some point or be
+// validatable, and a freshness that is only heuristic is not a
+// declaration that a response to a request with credentials or cookies
+// is the same for everyone.
+func (h *Handler) shareable(e *Entry, r *http.Request, m miss) reason {
 	cc, targeted := h.policy().effectiveCC(e.Header)
 	if ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, e.Status, e.Header, cc, targeted); !ok {
-		return false, why
+		return why
 	}
 	if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
 		// Never fresh and never validatable: storing it could only ever
 		// serve it to someone it was not meant for.
-		return false, "no-freshness"
+		return whyNoFreshness
 	}
 	if e.heuristic && (len(r.Header["Cookie"]) > 0 || m.hasAuth) {
-		return false, "personal-heuristic"
+		return whyPersonalHeuristic
 	}
-	return true, ""
-}
-
-// responseSide reports whether a reason not to store is about the
-// response (so the stored copy is outdated) rather than about this
-// request, which must not let one client evict what others share.
-func responseSide(why string) bool {
-	switch why {
-	case "request-no-store", "authorization", "personal-heuristic", "buffer-full":
-		return false
-	}
-	return true
-}
-
-// aboutTheURL reports whether a reason not to store what a request
-// fetched says something about the URL for everyone (the origin made it
-// private, uncacheable), so that the stale variant goes. A response to a
-// request that carried a Cookie may be that user's own (an origin that
-// answers logged-in users `private` without `Vary: Cookie`): it says
-// nothing about what anonymous visitors get, and one such request must not
-// evict what they share. (Its hit-for-pass memory is kept apart too: see
-// passKey.)
-func (m miss) aboutTheURL(why string) bool {
-	return responseSide(why) && !m.hasCookie
+	return ""
 }
 
 // notStored counts a response that was not stored and remembers what the
 // reason says about the URL.
-func (h *Handler) notStored(m miss, why string) {
-	h.metrics.NotStored.WithLabelValues(why).Inc()
-	switch why {
-	case "too-large":
+func (h *Handler) notStored(m miss, why reason) {
+	h.countNotStored(why)
+	switch why.remembered() {
+	case rememberLarge:
 		h.large.Add(m.passKey, struct{}{})
-	case "authorization", "request-no-store", "status", "buffer-full", "personal-heuristic":
-		// about this request or this status, not the URL
-	default:
+	case rememberPass:
 		h.passes.Add(m.passKey, struct{}{})
 	}
+}
+
+func (h *Handler) countNotStored(why reason) {
+	h.metrics.NotStored.WithLabelValues(string(why)).Inc()
 }
 
 // fetch sends req upstream and counts the outcome.
@@ -591,7 +624,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 
 // servePass forwards r without using or filling the store. Unsafe methods
 // invalidate what they may have changed (RFC 9111 §4.4).
-func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) string {
+func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) string {
 	if !h.acquireUpstream() {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
@@ -605,7 +638,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) 
 		dropUnreadBody(w, r)
 		if timedOut {
 			h.metrics.Rejected.WithLabelValues("slow_body").Inc()
-			h.writeError(w, http.StatusRequestTimeout, "fwd=request; detail=slow-body", "request body too slow")
+			h.writeError(w, http.StatusRequestTimeout, refused("request", "slow-body"), "request body too slow")
 			return ResultRejected
 		}
 		h.writeUpstreamError(w, err)
@@ -617,7 +650,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why string) 
 	if !isSafe(r.Method) && resp.StatusCode < 400 {
 		h.invalidate(r, resp)
 	}
-	h.stream(w, r, resp, h.statusPrefix+"fwd=bypass; fwd-status="+strconv.Itoa(resp.StatusCode)+"; detail="+why)
+	h.stream(w, r, resp, forwarded("bypass").withStatus(resp.StatusCode).withDetail(string(why)))
 	return ResultPass
 }
 

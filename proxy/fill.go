@@ -33,7 +33,7 @@ type fill struct {
 	blocks  [][]byte      // a trimming fill's unread bytes, in blocks that are never rewritten
 	base    int64         // stream offset of blocks[0][0]; 0 until trimming
 	trim    bool          // not storable: drop what every reader has read
-	why     string        // why trimming: too-large or buffer-full
+	why     reason        // why trimming: too-large or buffer-full
 	whole   *Entry        // entry with its complete body, once done
 	done    bool
 	bodyErr error
@@ -111,7 +111,7 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 			f.charged = sizeHint
 			f.buf = make([]byte, 0, sizeHint)
 		} else {
-			f.trim, f.why = true, "buffer-full"
+			f.trim, f.why = true, whyBufferFull
 		}
 	}
 	f.mu.Unlock()
@@ -156,7 +156,7 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 // outgrows the storable limit or the budget.
 func (f *fill) appendLocked(p []byte, limit int64) {
 	if !f.trim && int64(len(f.buf))+int64(len(p)) > limit {
-		f.startTrimLocked("too-large")
+		f.startTrimLocked(whyTooLarge)
 	}
 	if !f.trim && len(f.buf)+len(p) > cap(f.buf) {
 		grow := int64(max(2*cap(f.buf), len(f.buf)+len(p), 4096)) - int64(cap(f.buf))
@@ -166,7 +166,7 @@ func (f *fill) appendLocked(p []byte, limit int64) {
 			copy(nb, f.buf)
 			f.buf = nb
 		} else {
-			f.startTrimLocked("buffer-full")
+			f.startTrimLocked(whyBufferFull)
 		}
 	}
 	if !f.trim {
@@ -187,7 +187,7 @@ func (f *fill) appendLocked(p []byte, limit int64) {
 
 // startTrimLocked switches to trimming: the bytes not yet read by every
 // reader move, once, into blocks, and the contiguous buffer is let go.
-func (f *fill) startTrimLocked(why string) {
+func (f *fill) startTrimLocked(why reason) {
 	f.trim, f.why = true, why
 	low := f.lowLocked()
 	unread := f.buf[low:]
@@ -351,7 +351,7 @@ func (f *fill) final() *Entry {
 }
 
 // trimReason says why a fill could not keep its whole body.
-func (f *fill) trimReason() string {
+func (f *fill) trimReason() reason {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.why

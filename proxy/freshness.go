@@ -92,37 +92,37 @@ func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
 
 // storable decides whether a response may be stored (RFC 9111 §3) and says
 // why not. reqHasAuth is whether the request carried Authorization.
-func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, status int, h http.Header, cc CacheControl, targeted bool) (bool, string) {
+func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, status int, h http.Header, cc CacheControl, targeted bool) (bool, reason) {
 	if method != http.MethodGet {
-		return false, "method"
+		return false, whyMethod
 	}
 	if !understoodStatus(status) {
-		return false, "status"
+		return false, whyStatus
 	}
 	if reqCC.NoStore {
-		return false, "request-no-store"
+		return false, whyRequestNoStore
 	}
 	if cc.MustUnderstand {
 		// RFC 9111 §5.2.2.3: store only what we understand; then no-store
 		// may be ignored, since it is there for caches that do not.
 		if !knownStatus(status) {
-			return false, "must-understand"
+			return false, whyMustUnderstand
 		}
 	} else if cc.NoStore {
-		return false, "no-store"
+		return false, whyNoStore
 	}
 	if cc.Private || cc.PrivateFields {
-		return false, "private"
+		return false, whyPrivate
 	}
 	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
-		return false, "authorization"
+		return false, whyAuthorization
 	}
 	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 {
-		return false, "set-cookie"
+		return false, whySetCookie
 	}
 	for _, v := range h.Values("Vary") {
 		if containsToken(v, "*") {
-			return false, "vary-star"
+			return false, whyVaryStar
 		}
 	}
 	// Explicit freshness, public, no-cache (stored but always revalidated),
@@ -136,7 +136,7 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if heuristicStatus(status) {
 		return true, ""
 	}
-	return false, "no-freshness"
+	return false, whyNoFreshness
 }
 
 // freshness computes the lifetime of a stored response (RFC 9111 §4.2.1)

@@ -248,7 +248,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dropUnreadBody(w, r) // the cache never forwards a GET's body
 		result = h.serveCacheable(w, r)
 	default:
-		result = h.servePass(w, r, "method")
+		result = h.servePass(w, r, whyMethod)
 	}
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
 }
@@ -257,7 +257,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reaso
 	dropUnreadBody(w, r) // a refused upload is not read at the client's pace
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
 	h.metrics.countOnly(ResultRejected)
-	h.writeError(w, code, "fwd=request; detail="+reason, msg)
+	h.writeError(w, code, refused("request", reason), msg)
 }
 
 // requestDirectives parses the request's Cache-Control, honouring
@@ -332,40 +332,40 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		// readers of many disk hits cannot hold more than the budget.
 		if !h.charge(e.size) {
 			w.Header().Set("Retry-After", "1")
-			h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+			h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
 			return ResultRejected
 		}
 		defer h.release(e.size)
 	}
 	if e != nil && hasAuth && !authAllowsShared(e) {
-		return h.servePass(w, r, "authorization")
+		return h.servePass(w, r, whyAuthorization)
 	}
 	if e != nil {
 		switch h.usable(e, reqCC, now) {
 		case useFresh:
-			h.writeEntry(w, r, e, now, "hit", nil)
+			h.writeEntry(w, r, e, now, statusHit, nil)
 			return ResultHit
 		case useStale:
-			h.writeEntry(w, r, e, now, "hit; detail=stale", nil)
+			h.writeEntry(w, r, e, now, statusHitStale, nil)
 			return ResultStale
 		case useSWR:
-			h.writeEntry(w, r, e, now, "hit; detail=stale-while-revalidate", nil)
+			h.writeEntry(w, r, e, now, statusHitSWR, nil)
 			h.refreshInBackground(r, key, e, reqCC, hasAuth)
 			return ResultStale
 		}
 	}
 	if reqCC.OnlyIfCached {
-		h.writeError(w, http.StatusGatewayTimeout, "fwd=miss; detail=only-if-cached", "not in cache")
+		h.writeError(w, http.StatusGatewayTimeout, refused("miss", "only-if-cached"), "not in cache")
 		return ResultOnlyIfCached
 	}
 	m := h.missFor(key, r)
 	if e == nil {
 		if _, large := h.large.Get(m.passKey); large {
 			// Known to be larger than we store: forward as is, Range included.
-			return h.servePass(w, r, "too-large")
+			return h.servePass(w, r, whyTooLarge)
 		}
 		if _, pass := h.passes.Get(m.passKey); pass {
-			return h.servePass(w, r, "uncacheable")
+			return h.servePass(w, r, whyUncacheable)
 		}
 	}
 	fwd := "uri-miss"

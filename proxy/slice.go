@@ -65,7 +65,7 @@ func (e *Entry) sliceSize() int64 { return e.sliceTotal }
 func (h *Handler) manifestFor(r *http.Request, m miss, resp *http.Response, reqTime, respTime time.Time) *Entry {
 	e := h.newEntry(m.key, resp, reqTime, respTime)
 	e.VaryKey = h.varyKey(e.VaryNames, r)
-	if ok, _ := h.shareable(e, r, m); !ok || !h.sliceable(resp, e) {
+	if h.shareable(e, r, m) != "" || !h.sliceable(resp, e) {
 		return nil
 	}
 	return manifestOf(e, resp.ContentLength, h.cfg.SliceBytes)
@@ -456,7 +456,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		// (Vary): this one fetches for itself.
 		return "", false
 	}
-	status := "fwd=" + m.fwd + "; fwd-status=206; detail=sliced"
+	status := forwarded(m.fwd).withStatus(http.StatusPartialContent).withDetail("sliced")
 	if p.e.sliceTotal > 0 {
 		h.serveSliced(w, r, p.e, status, nil, nil, p.keep)
 	} else {
@@ -521,7 +521,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	// The first slice was the whole object: store it as any response.
 	e := h.newEntry(m.key, &whole, reqTime, respTime)
 	e.VaryKey = h.varyKey(e.VaryNames, r)
-	if ok, _ := h.shareable(e, r, m); !ok {
+	if h.shareable(e, r, m) != "" {
 		return probed{}, nil
 	}
 	e = e.withBody(body)
@@ -534,7 +534,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 // serveSliced answers r from the sliced object manifest m describes.
 // stream, if not nil, is the body of the upstream 200 that revealed the
 // object, positioned at its start.
-func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status string, own http.Header, stream io.ReadCloser, keep bool) {
+func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status cacheStatus, own http.Header, stream io.ReadCloser, keep bool) {
 	// The slices are read in the size the manifest was cut in, whatever
 	// cache.slice_bytes is now.
 	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: h.purges.Load()}
@@ -588,13 +588,13 @@ func (h *Handler) sliceFailed(w http.ResponseWriter, r *http.Request, m *Entry, 
 	h.dropSliced(m, err)
 	switch {
 	case errors.Is(err, errNoRanges), errors.Is(err, errChanged):
-		h.servePass(w, r, "sliced-fallback")
+		h.servePass(w, r, whySlicedFallback)
 	case errors.Is(err, errOverload):
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 	case errors.Is(err, errBufferFull):
 		w.Header().Set("Retry-After", "1")
-		h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+		h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
 	default:
 		h.writeUpstreamError(w, err)
 	}

@@ -30,7 +30,7 @@ func (h *Handler) extendWrite(w http.ResponseWriter) {
 
 // setEntryHeader fills w's header from a stored entry, with our Age,
 // Cache-Status and Via, and the requester's own per-user fields.
-func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time, status string, own http.Header) {
+func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	hdr := w.Header()
 	for k, v := range e.Header {
 		hdr[k] = v
@@ -42,17 +42,13 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 		hdr["Content-Type"] = nil // never sniff: serve what the origin said
 	}
 	hdr["Age"] = ageValue(e.Age(now))
-	if status == "hit" {
-		hdr["Cache-Status"] = h.hitStatus
-	} else {
-		hdr["Cache-Status"] = []string{h.statusPrefix + status}
-	}
+	hdr["Cache-Status"] = h.field(status)
 	hdr["Via"] = h.viaFor(e)
 }
 
 // writeEntry answers r from a complete entry. own holds per-user fields
 // for this requester alone (nil for anyone else).
-func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status string, own http.Header) {
+func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	if e.sliceTotal > 0 {
 		h.serveSliced(w, r, e, status, own, nil, true)
 		return
@@ -64,11 +60,11 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 			// The coding work would spend memory the buffer budget does
 			// not have: refused before anything was allocated.
 			w.Header().Set("Retry-After", "1")
-			h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+			h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
 			return
 		}
 		if err != nil {
-			h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded within limits")
+			h.writeError(w, http.StatusBadGateway, refused("miss", "undecodable"), "the origin sent a body that cannot be decoded within limits")
 			return
 		}
 		if d.transient {
@@ -80,7 +76,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 		e = d
 	}
 	h.setEntryHeader(w, e, now, status, own)
-	if status != "hit" {
+	if !status.plainHit() {
 		// A fresh hit is written at once, within the deadline net/http set
 		// when the request arrived; other answers may follow a wait.
 		h.extendWrite(w)
@@ -105,7 +101,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 // serveFill answers r from a fill, writing its body as it arrives. rd is
 // the request's reader if it registered one already (the leader does, so
 // that a fill that cannot be kept waits for it), else nil.
-func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
+func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status cacheStatus, own http.Header) {
 	if whole := f.final(); whole != nil && rd == nil {
 		// The body is in: serve it as a stored entry, which also keeps
 		// its memory accounted while this client reads it.
@@ -134,7 +130,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 				f.waitDone(ctx)
 				cancel()
 			}
-			h.servePass(w, r, "too-large")
+			h.servePass(w, r, whyTooLarge)
 			return
 		}
 		return // the client left
@@ -148,7 +144,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	if rd == nil {
 		// A body too large to keep, already past its first bytes: this
 		// client gets its own fetch.
-		h.servePass(w, r, "too-large")
+		h.servePass(w, r, whyTooLarge)
 		return
 	}
 	defer rd.Close()
@@ -156,7 +152,7 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 }
 
 // serveFrom writes f's response with the body read through rd.
-func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status string, own http.Header) {
+func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status cacheStatus, own http.Header) {
 	e := f.entry
 	h.setEntryHeader(w, e, h.now(), status, own)
 	var out io.Writer = w
@@ -274,7 +270,7 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // stream copies an upstream response to the client without storing it.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, cacheStatus string) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus) {
 	hdr := w.Header()
 	for k, v := range resp.Header {
 		hdr[k] = v
@@ -285,7 +281,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 		hdr["Content-Type"] = nil // never sniff: serve what the origin said
 	}
 	hdr.Add("Via", h.via)
-	hdr.Set("Cache-Status", cacheStatus)
+	hdr["Cache-Status"] = h.field(status)
 	var body io.Reader = resp.Body
 	var out io.Writer = w
 	var ew *encodingWriter
@@ -304,14 +300,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 					h.metrics.compression.overBudget[opDecode].Inc()
 					clear(hdr) // the origin's fields describe a body this answer does not carry
 					w.Header().Set("Retry-After", "1")
-					h.writeError(w, http.StatusServiceUnavailable, "fwd=miss; detail=buffer-full", "too much in flight")
+					h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
 					return
 				}
 				defer h.release(state)
 				dec, derr := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), resp.Body), h.cfg.Compression.MaxDecodedBytes)
 				if derr != nil {
 					clear(hdr)
-					h.writeError(w, http.StatusBadGateway, "fwd=miss; detail=undecodable", "the origin sent a body that cannot be decoded")
+					h.writeError(w, http.StatusBadGateway, refused("miss", "undecodable"), "the origin sent a body that cannot be decoded")
 					return
 				}
 				defer dec.Close()
@@ -320,7 +316,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 				to = from // no memory for an encoder: identity, Vary kept
 			} else if err != nil {
 				clear(hdr)
-				h.writeError(w, http.StatusInternalServerError, "fwd=miss; detail=encoder", "encoder unavailable")
+				h.writeError(w, http.StatusInternalServerError, refused("miss", "encoder"), "encoder unavailable")
 				return
 			} else {
 				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
@@ -405,13 +401,13 @@ func (h *Handler) writeUpstreamError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errOverload) {
 		code, detail = http.StatusServiceUnavailable, "overload"
 	}
-	h.writeError(w, code, "fwd=miss; detail="+detail, fmt.Sprintf("%d %s", code, http.StatusText(code)))
+	h.writeError(w, code, refused("miss", detail), fmt.Sprintf("%d %s", code, http.StatusText(code)))
 }
 
 // writeError answers with a short text error that still carries our
 // Cache-Status and Via, so a client can tell which node refused it and why.
-func (h *Handler) writeError(w http.ResponseWriter, code int, cacheStatus, msg string) {
-	w.Header().Set("Cache-Status", h.statusPrefix+cacheStatus)
+func (h *Handler) writeError(w http.ResponseWriter, code int, status cacheStatus, msg string) {
+	w.Header()["Cache-Status"] = h.field(status)
 	w.Header().Set("Via", h.via)
 	w.Header().Set("Cache-Control", "no-store")
 	h.extendWrite(w)

@@ -1,0 +1,112 @@
+package proxy
+
+// reason says why a response was not stored, or why a request passed the
+// cache by. It is the edge_not_stored_total label and the Cache-Status
+// detail, and one table (reasonScopes) says what each reason tells the
+// cache about the URL, so that what is forgotten, remembered and evicted
+// follows from the reason and is written once.
+type reason string
+
+// Reasons from RFC 9111's storability (Policy.storable).
+const (
+	whyMethod         reason = "method"           // not a GET
+	whyStatus         reason = "status"           // a status this cache does not understand
+	whyRequestNoStore reason = "request-no-store" // the request said no-store
+	whyMustUnderstand reason = "must-understand"  // must-understand on a status we do not know
+	whyNoStore        reason = "no-store"
+	whyPrivate        reason = "private"
+	whyAuthorization  reason = "authorization" // a request with credentials, a response not marked shareable
+	whySetCookie      reason = "set-cookie"
+	whyVaryStar       reason = "vary-star"
+	whyNoFreshness    reason = "no-freshness" // never fresh and never validatable
+)
+
+// Reasons of this cache's own beyond RFC 9111.
+const (
+	whyPersonalHeuristic reason = "personal-heuristic" // heuristic freshness for a request with a Cookie or credentials
+	whyTooLarge          reason = "too-large"          // larger than cache.max_object_bytes
+	whyBufferFull        reason = "buffer-full"        // no room in limits.max_buffered_bytes now
+	whyUncacheable       reason = "uncacheable"        // hit-for-pass: the URL was found uncacheable lately
+	whySlicedFallback    reason = "sliced-fallback"    // a sliced object's part could not be had: forwarded whole
+	whyQRule             reason = "q-rule"             // the cluster's placement keeps it elsewhere
+	whyResumed           reason = "resumed"            // its body was pieced together after a failure
+	whyPurged            reason = "purged"             // a purge came while it was fetched
+	whyBodyError         reason = "body-error"         // the body did not arrive whole
+)
+
+// scope is what a reason is about.
+type scope int
+
+const (
+	// aboutURL: the origin's answer for the URL (private, no-store, too
+	// large): the stale copy is outdated and the URL is remembered as one
+	// to pass by, or as too large.
+	aboutURL scope = iota
+	// aboutRequest: this request or this moment (its credentials, its
+	// no-store, a full buffer): others' copies stay and nothing is
+	// remembered.
+	aboutRequest
+	// aboutStatus: a status this cache does not store; it says nothing
+	// about the URL's other answers.
+	aboutStatus
+	// aboutFill: a body that was fetched but not kept (placement, a
+	// purge, a failure): counted, nothing else.
+	aboutFill
+)
+
+// reasonScopes is the one table of reasons. A reason missing from it is
+// about the URL, the safe default: the stale copy goes and the URL is
+// passed by for a while.
+var reasonScopes = map[reason]scope{
+	whyRequestNoStore:    aboutRequest,
+	whyAuthorization:     aboutRequest,
+	whyPersonalHeuristic: aboutRequest,
+	whyBufferFull:        aboutRequest,
+	whyStatus:            aboutStatus,
+	whyQRule:             aboutFill,
+	whyResumed:           aboutFill,
+	whyPurged:            aboutFill,
+	whyBodyError:         aboutFill,
+}
+
+func (why reason) scope() scope {
+	if s, ok := reasonScopes[why]; ok {
+		return s
+	}
+	return aboutURL
+}
+
+// memory is where the cache remembers a URL it did not store.
+type memory int
+
+const (
+	rememberNothing memory = iota
+	rememberPass           // hit-for-pass: forward without coalescing until cache.pass_ttl
+	rememberLarge          // too large: forward as is, Range included
+)
+
+// remembered says which memory a response not stored for why goes to.
+func (why reason) remembered() memory {
+	switch {
+	case why == whyTooLarge:
+		return rememberLarge
+	case why.scope() == aboutURL:
+		return rememberPass
+	}
+	return rememberNothing
+}
+
+// outdatesStale reports whether a fresh answer not stored for why makes
+// the stored copy it was validating outdated for everyone.
+func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
+
+// aboutTheURL reports whether a reason not to store what this request
+// fetched says something about the URL for everyone, so that the stale
+// variant goes. A response to a request that carried a Cookie may be that
+// user's own (an origin that answers logged-in users `private` without
+// `Vary: Cookie`): it says nothing about what anonymous visitors get, and
+// one such request must not evict what they share. (Its hit-for-pass
+// memory is kept apart too: see passKey.)
+func (m miss) aboutTheURL(why reason) bool {
+	return why.outdatesStale() && !m.hasCookie
+}
