@@ -172,11 +172,11 @@ func (h *Handler) codingFor(accept []string, e *Entry) (enc coding.Encoding, tra
 	return enc, true
 }
 
-// madeForm is chooseForm for the HTTP/1.1 hit path: it never encodes or
-// decodes (that work, and its memory, is ServeHTTP's), so ok is false when
-// the form r needs is not made yet or would be made per response.
-func (h *Handler) madeForm(accept []string, e *Entry) (d *Entry, ok bool) {
-	enc, transcode := h.codingFor(accept, e)
+// madeForm is chooseForm for the HTTP/1.1 hit path, given the coding
+// decideHit chose: it never encodes or decodes (that work, and its memory,
+// is ServeHTTP's), so ok is false when the form is not made yet or would
+// be made per response.
+func (h *Handler) madeForm(e *Entry, enc coding.Encoding, transcode bool) (d *Entry, ok bool) {
 	if !transcode {
 		return e, true
 	}

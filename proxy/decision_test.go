@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -144,5 +145,53 @@ func TestCacheStatusBuilder(t *testing.T) {
 	}
 	if !statusHit.plainHit() || statusHitStale.plainHit() || forwarded("miss").plainHit() {
 		t.Fatal("plainHit is true for a fresh hit only")
+	}
+}
+
+// TestDecideHitIsTheOneHitDecision table-tests the decision both fronts
+// use: which stored entries answer which requests, with what status.
+func TestDecideHitIsTheOneHitDecision(t *testing.T) {
+	store := NewStore(64<<20, 8)
+	h := New(DefaultConfig(), store, nil, NewMetrics(prometheus.NewRegistry(), store), nil)
+	entry := func(cc string, age time.Duration) *Entry {
+		hdr := http.Header{"Cache-Control": {cc}, "Date": {t0.Add(-age).Format(http.TimeFormat)}, "Content-Type": {"text/plain"}}
+		return h.newEntry("k", &http.Response{StatusCode: 200, Header: hdr, ContentLength: 0}, t0.Add(-age), t0.Add(-age))
+	}
+	none := ParseCacheControl(nil, "Cache-Control")
+	reqCC := func(v string) CacheControl { return ParseCacheControl(http.Header{"Cache-Control": {v}}, "Cache-Control") }
+	for _, tc := range []struct {
+		name    string
+		e       *Entry
+		q       hitQuery
+		answers bool
+		refresh bool
+		pass    reason
+		status  string
+		plain   bool
+	}{
+		{"fresh", entry("max-age=60", 10*time.Second), hitQuery{cc: none}, true, false, "", "hit", true},
+		{"fresh, but a range", entry("max-age=60", 10*time.Second), hitQuery{cc: none, partial: true}, true, false, "", "hit", false},
+		{"expired", entry("max-age=60", 2*time.Minute), hitQuery{cc: none}, false, false, "", "", false},
+		{"stale-while-revalidate", entry("max-age=60, stale-while-revalidate=120", 2*time.Minute), hitQuery{cc: none}, true, true, "", "hit; detail=stale-while-revalidate", false},
+		{"client max-stale", entry("max-age=60", 2*time.Minute), hitQuery{cc: reqCC("max-stale=120")}, true, false, "", "hit; detail=stale", false},
+		{"client no-cache", entry("max-age=60", 10*time.Second), hitQuery{cc: reqCC("no-cache")}, false, false, "", "", false},
+		{"client max-age below the age", entry("max-age=60", 10*time.Second), hitQuery{cc: reqCC("max-age=5")}, false, false, "", "", false},
+		{"credentials, not shareable", entry("max-age=60", 10*time.Second), hitQuery{cc: none, hasAuth: true}, false, false, whyAuthorization, "", false},
+		{"credentials, public", entry("public, max-age=60", 10*time.Second), hitQuery{cc: none, hasAuth: true}, true, false, "", "hit", true},
+		{"no entry", nil, hitQuery{cc: none}, false, false, "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.q.now = t0
+			d := h.decideHit(tc.e, tc.q)
+			if d.answers != tc.answers || d.refresh != tc.refresh || d.pass != tc.pass {
+				t.Fatalf("decideHit = %+v, want answers=%v refresh=%v pass=%q", d, tc.answers, tc.refresh, tc.pass)
+			}
+			if d.answers && d.status.String() != tc.status {
+				t.Fatalf("status %q, want %q", d.status.String(), tc.status)
+			}
+			if tc.e != nil && d.plainHit(tc.e, tc.q) != tc.plain {
+				t.Fatalf("plainHit %v, want %v", !tc.plain, tc.plain)
+			}
+		})
 	}
 }

@@ -321,9 +321,8 @@ func authAllowsShared(e *Entry) bool {
 func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string {
 	key := h.requestKey(r)
 	h.hot.observe(key)
-	reqCC := requestDirectives(r)
-	hasAuth := len(r.Header["Authorization"]) > 0
-	now := h.now()
+	q := queryOf(r, h.now())
+	reqCC, hasAuth := q.cc, q.hasAuth
 
 	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) })
 	if e != nil && e.fromDisk {
@@ -337,22 +336,15 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		}
 		defer h.release(e.size)
 	}
-	if e != nil && hasAuth && !authAllowsShared(e) {
-		return h.servePass(w, r, whyAuthorization)
-	}
-	if e != nil {
-		switch h.usable(e, reqCC, now) {
-		case useFresh:
-			h.writeEntry(w, r, e, now, statusHit, nil)
-			return ResultHit
-		case useStale:
-			h.writeEntry(w, r, e, now, statusHitStale, nil)
-			return ResultStale
-		case useSWR:
-			h.writeEntry(w, r, e, now, statusHitSWR, nil)
+	switch d := h.decideHit(e, q); {
+	case d.pass != "":
+		return h.servePass(w, r, d.pass)
+	case d.answers:
+		h.writeEntry(w, r, e, q.now, d.status, nil)
+		if d.refresh {
 			h.refreshInBackground(r, key, e, reqCC, hasAuth)
-			return ResultStale
 		}
+		return d.result
 	}
 	if reqCC.OnlyIfCached {
 		h.writeError(w, http.StatusGatewayTimeout, refused("miss", "only-if-cached"), "not in cache")

@@ -92,10 +92,12 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	key := h.keyOn(req.Site, "http", req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
-	if e == nil || e.sliceTotal > 0 || e.fromDisk || h.usable(e, noDirectives, start) != useFresh {
+	q := hitQuery{cc: noDirectives, accept: req.Accept, now: start}
+	hd := h.decideHit(e, q)
+	if !hd.plainHit(e, q) {
 		return false
 	}
-	d, ok := h.madeForm(req.Accept, e)
+	d, ok := h.madeForm(e, hd.enc, hd.transcode)
 	if !ok {
 		return false // ServeHTTP makes the form, charged to the buffer budget
 	}
