@@ -158,7 +158,9 @@ func TestDecideHitIsTheOneHitDecision(t *testing.T) {
 		return h.newEntry("k", &http.Response{StatusCode: 200, Header: hdr, ContentLength: 0}, t0.Add(-age), t0.Add(-age))
 	}
 	none := ParseCacheControl(nil, "Cache-Control")
-	reqCC := func(v string) CacheControl { return ParseCacheControl(http.Header{"Cache-Control": {v}}, "Cache-Control") }
+	reqCC := func(v string) CacheControl {
+		return ParseCacheControl(http.Header{"Cache-Control": {v}}, "Cache-Control")
+	}
 	for _, tc := range []struct {
 		name    string
 		e       *Entry
