@@ -72,7 +72,7 @@ func TestSignAndVerify(t *testing.T) {
 func peerPair(t *testing.T, body string, relay func(http.Header, []byte) []byte) (*Cluster, *Peer) {
 	t.Helper()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := c.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Cache-Control", "max-age=60")
 		_, _ = io.WriteString(w, body)
@@ -148,7 +148,7 @@ func TestPeerMutualTLS(t *testing.T) {
 	pool.AddCert(ca)
 
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "over tls") }),
+	h := c.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "over tls") }),
 		func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = ServerTLS(serverCert, pool)

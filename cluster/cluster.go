@@ -16,7 +16,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -73,6 +72,10 @@ type Config struct {
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config
+	// SiteOf names the configured site that serves a host, for the miss
+	// penalty M per site, when a fetch's front resolved none (the route
+	// explorer); "" is the one-site shortcut. Nil: every host shares one M.
+	SiteOf func(host string) string
 }
 
 // The cluster's own fixed sizes, each with its reason.
@@ -204,8 +207,6 @@ type Transition struct {
 
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
-	keyOf       atomic.Pointer[func(*url.URL) string]    // the proxy's key rules, for Explain
-	siteName    atomic.Pointer[func(host string) string] // the proxy's SiteOf, for M per site
 	cfg         Config
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)

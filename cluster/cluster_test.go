@@ -20,7 +20,7 @@ import (
 
 type nopFetcher struct{}
 
-func (nopFetcher) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+func (nopFetcher) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, Keep: true}, nil
 }
 
@@ -111,12 +111,12 @@ func TestPlanShapes(t *testing.T) {
 
 func TestPeerHandlerGuards(t *testing.T) {
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	h := c.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if routeFrom(r.Context()) == nil {
-			t.Error("no route in the context")
+	h := c.PeerHandler(func(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
+		if rt, ok := in.Route.(*route); !ok || rt == nil || !in.Relayed {
+			t.Errorf("inbound %+v: want a relayed request with its route", in)
 		}
 		w.WriteHeader(204)
-	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	}, func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	send := func(hop string) int {
 		r := httptest.NewRequest("GET", "http://h/p/1", nil)
 		r.Header.Set(hdrMode, "climb")
@@ -162,4 +162,10 @@ func TestDNSPeersAdoptTheirNodeIDs(t *testing.T) {
 	if len(c.peers) != 1 || !c.selfAddr["10.0.0.1:7946"] {
 		t.Errorf("peers %v, self %v", c.peers, c.selfAddr)
 	}
+}
+
+// ignoreInbound serves peer data requests with a plain handler, for tests
+// that look only at the request.
+func ignoreInbound(f http.HandlerFunc) func(http.ResponseWriter, *http.Request, proxy.Inbound) {
+	return func(w http.ResponseWriter, r *http.Request, _ proxy.Inbound) { f(w, r) }
 }

@@ -44,19 +44,17 @@ type CandidateInfo struct {
 	Chosen    bool    `json:"chosen"`
 }
 
-// SetKeyFunc sets how Explain computes a URL's cache key (the proxy's
-// rules: scheme, query order, site), once the proxy exists.
-func (c *Cluster) SetKeyFunc(f func(*url.URL) string) { c.keyOf.Store(&f) }
-
-// Explain describes the route of rawURL without sending anything.
-func (c *Cluster) Explain(rawURL string) (Explanation, error) {
+// Explain describes the route of rawURL without sending anything. keyOf
+// is the proxy's key rule (scheme, query order, site: proxy.URLKey); nil
+// is the bare proxy.CacheKey.
+func (c *Cluster) Explain(rawURL string, keyOf func(*url.URL) string) (Explanation, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return Explanation{}, fmt.Errorf("cluster: %q is not an absolute URL", rawURL)
 	}
 	key := proxy.CacheKey(proxy.KeyScheme(u.Scheme, c.cfg.KeyScheme), u.Host, u.EscapedPath(), u.RawQuery)
-	if f := c.keyOf.Load(); f != nil {
-		key = (*f)(u)
+	if keyOf != nil {
+		key = keyOf(u)
 	}
 	kh := routing.KeyHash(key)
 	ring := c.router.Ring()

@@ -24,31 +24,33 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 // plans: probe the peers worth asking, then climb the page's path. At a
 // peer (a climb that reached us and missed) it continues the climb with the
 // path it was given, never re-planning. Every cache applies the q-rule to
-// decide whether to keep a copy (Result.Keep). key is the cache key the
-// proxy computed for req.
-func (c *Cluster) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
-	kh := routing.KeyHash(key)
-	if rt := routeFrom(ctx); rt != nil {
-		return c.continueClimb(ctx, key, req, kh, rt)
+// decide whether to keep a copy (Result.Keep). fr.Key is the cache key the
+// proxy computed for fr.Req; fr.Route, the route the peer handler read, is
+// set at a peer and nil at the ingress.
+func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	kh := routing.KeyHash(fr.Key)
+	if rt, ok := fr.Route.(*route); ok && rt != nil {
+		return c.continueClimb(ctx, fr, kh, rt)
 	}
 	if c.cfg.Mode == routing.ModeNone {
-		return c.origin.Fetch(ctx, key, req)
+		return c.origin.Fetch(ctx, fr)
 	}
 	start := time.Now()
 	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
-		if resp := c.probe(ctx, req, key, kh, path); resp != nil {
-			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp)}, nil
+		if resp := c.probe(ctx, fr, kh, path); resp != nil {
+			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp), From: proxy.UpstreamPeer}, nil
 		}
 	}
-	resp, becameHome, err := c.climb(ctx, key, req, kh, path, 0, !tree)
+	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	c.recordClimb(c.siteOfRequest(req), time.Since(start))
+	c.recordClimb(siteName(fr, c.siteOf), time.Since(start))
 	// The home always keeps its pages: it stands in front of the origin.
-	return proxy.Result{Resp: resp, Keep: isHome || becameHome || c.keepAtIngress(kh), Resumed: resumedOf(resp)}, nil
+	res.Keep = isHome || becameHome || c.keepAtIngress(kh)
+	return res, nil
 }
 
 // candidateSet is the peers worth considering for a probe, with the
@@ -237,8 +239,9 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
-func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh uint64, path []hop) *http.Response {
-	cs := c.candidates(key, c.siteOfRequest(req), path, true)
+func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) *http.Response {
+	req := fr.Req
+	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
 	cands, peers, missPenalty := cs.cands, cs.peers, cs.missPenalty
 	indicated := cs.indicated
 	if len(cands) == 0 {
@@ -319,7 +322,7 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 	}
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
-	c.withResume(ctx, key, req, win)
+	c.withResume(ctx, fr, win)
 	go func() {
 		// Drain and close the other answers as they come: each comes
 		// within its own header timer, and an unclosed one would keep its
@@ -347,7 +350,14 @@ func (c *Cluster) probe(ctx context.Context, req *http.Request, key string, kh u
 // error: asking again would only load a failing origin), and not along a
 // tree or mid-climb, where the next home may be a cache whose own fill for
 // the page waits on this one (a wait cycle until the header timeout).
-func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh uint64, path []hop, hopCount int, cold bool) (resp *http.Response, becameHome bool, err error) {
+//
+// res says who answered (Resp, From, Resumed); its Keep is the caller's.
+func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, hopCount int, cold bool) (res proxy.Result, becameHome bool, err error) {
+	req := fr.Req
+	fromPeer := func(resp *http.Response) proxy.Result {
+		c.withResume(ctx, fr, resp)
+		return proxy.Result{Resp: resp, Resumed: resumedOf(resp), From: proxy.UpstreamPeer}
+	}
 	var failed []string
 	homeFailed := false
 	nextHomeAllowed := cold && hopCount == 0 && len(path) == 1 && path[0].rank == 2
@@ -365,14 +375,13 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
 		if ok {
 			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
-			c.withResume(ctx, key, req, resp)
-			return resp, false, nil
+			return fromPeer(resp), false, nil
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
 		failed = append(failed, h.id)
 		homeFailed = homeFailed || (h.rank == 2 && unreachable)
 		if ctx.Err() != nil {
-			return nil, false, ctx.Err()
+			return proxy.Result{}, false, ctx.Err()
 		}
 	}
 	if homeFailed && nextHomeAllowed {
@@ -383,15 +392,15 @@ func (c *Cluster) climb(ctx context.Context, key string, req *http.Request, kh u
 			if p := c.peer(next); p != nil {
 				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
 					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
-					c.withResume(ctx, key, req, resp)
-					return resp, false, nil
+					return fromPeer(resp), false, nil
 				}
 				c.metrics.ClimbHops.WithLabelValues("next_home_failed").Inc()
 			}
 		}
 	}
-	res, err := c.origin.Fetch(ctx, key, req)
-	return res.Resp, becameHome, err
+	res, err = c.origin.Fetch(ctx, fr)
+	res.Keep = false
+	return res, becameHome, err
 }
 
 // climbTo asks peer p, as the page's rank-rank cache with rest of the path
@@ -442,7 +451,7 @@ func (c *Cluster) nextHome(kh uint64, failed []string) string {
 // request for (page, rank), forward it along the rest of the path, and keep
 // a copy when it returns if the count reached q. The home (rank 2) always
 // keeps one: it stands in front of the origin.
-func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Request, kh uint64, rt *route) (proxy.Result, error) {
+func (c *Cluster) continueClimb(ctx context.Context, fr proxy.FetchRequest, kh uint64, rt *route) (proxy.Result, error) {
 	if rt.mode == "probe" {
 		// only-if-cached already answered a probe miss; never fetch for one.
 		return proxy.Result{}, errors.New("cluster: probe reached the fetcher")
@@ -459,11 +468,12 @@ func (c *Cluster) continueClimb(ctx context.Context, key string, req *http.Reque
 			path = append(path, hop{id, r})
 		}
 	}
-	resp, becameHome, err := c.climb(ctx, key, req, kh, path, rt.hop, false)
+	res, becameHome, err := c.climb(ctx, fr, kh, path, rt.hop, false)
 	if err != nil {
 		return proxy.Result{}, err
 	}
-	return proxy.Result{Resp: resp, Keep: keep || becameHome, Resumed: resumedOf(resp)}, nil
+	res.Keep = keep || becameHome
+	return res, nil
 }
 
 // keepAtIngress applies the ingress's own q-rule: a page fetched through the

@@ -21,20 +21,16 @@ type route struct {
 	hop       int
 }
 
-type routeKey struct{}
-
-func routeFrom(ctx context.Context) *route {
-	r, _ := ctx.Value(routeKey{}).(*route)
-	return r
-}
-
 // maxHops bounds a climb whatever the headers say (loop guard).
 const maxHops = 16
 
 // PeerHandler serves the cluster listener: signed data requests (probes and
 // climbs, answered by the same caching handler as clients), indicator
 // pulls and purge fan-out. Unsigned or badly signed requests get 403.
-func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) (int, error)) http.Handler {
+// serve answers a data request with what the cluster read of it (relayed
+// by a peer, its route), which the proxy hands back to Fetch
+// (proxy.FetchRequest.Route).
+func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, proxy.Inbound), purge func(proxy.PurgeRequest) (int, error)) http.Handler {
 	r := chi.NewRouter()
 	r.Use(c.authenticate)
 	r.Get("/_edge/indicator", c.serveIndicator)
@@ -60,13 +56,10 @@ func (c *Cluster) PeerHandler(data http.Handler, purge func(proxy.PurgeRequest) 
 		}
 		c.metrics.PeerRequests.WithLabelValues(rt.mode).Inc()
 		// An authenticated peer is a trusted proxy: the forwarding fields it
-		// wrote for its client are kept.
-		ctx := proxy.WithTrustedForwarding(context.WithValue(req.Context(), routeKey{}, rt))
-		req = req.WithContext(ctx)
-		// TLS on the peer hop (cluster.tls) is not the client's: the cache
-		// key's scheme must be the one every node computes for the page.
-		req.TLS = nil
-		data.ServeHTTP(w, req)
+		// wrote for its client are kept, and TLS on the peer hop
+		// (cluster.tls) is not the client's, so the cache key's scheme is
+		// the one every node computes for the page.
+		serve(w, req, proxy.Inbound{Relayed: true, Route: rt})
 	}))
 	return r
 }

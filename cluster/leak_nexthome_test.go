@@ -20,7 +20,8 @@ import (
 // it (cookie or credentials), under the headers the path names.
 type userOrigin struct{}
 
-func (userOrigin) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+func (userOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	req := fr.Req
 	user := req.Header.Get("Cookie") + req.Header.Get("Authorization")
 	h := http.Header{"Content-Type": {"text/plain"}}
 	switch {

@@ -47,7 +47,7 @@ func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt
 		pc := proxy.DefaultConfig()
 		pc.NodeID = id
 		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-		srv := httptest.NewServer(c.PeerHandler(ph, ph.Purge))
+		srv := httptest.NewServer(c.PeerHandler(ph.ServeInbound, ph.Purge))
 		t.Cleanup(srv.Close)
 		nodes[id] = &realNode{id: id, c: c, ph: ph, srv: srv}
 	}
@@ -77,7 +77,7 @@ func rankingOf(n *realNode, path string) []string {
 
 type slowOrigin struct{ n atomic.Int64 }
 
-func (o *slowOrigin) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+func (o *slowOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	o.n.Add(1)
 	h := http.Header{"Cache-Control": {"max-age=600"}, "Content-Type": {"text/plain"}}
 	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader("page")), ContentLength: 4}, Keep: true}, nil

@@ -43,7 +43,7 @@ func peerWith(t *testing.T, fn http.HandlerFunc) (*Cluster, *Peer) {
 	t.Helper()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
 	patient(c)
-	srv := httptest.NewServer(c.PeerHandler(fn, func(proxy.PurgeRequest) (int, error) { return 0, nil }))
+	srv := httptest.NewServer(c.PeerHandler(ignoreInbound(fn), func(proxy.PurgeRequest) (int, error) { return 0, nil }))
 	t.Cleanup(srv.Close)
 	return c, &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}
 }
@@ -146,7 +146,7 @@ func TestHostilePeerTLSKeyScheme(t *testing.T) {
 	of := originAt(originSrv.URL)
 	peerCl := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
 	ph := proxy.New(proxy.DefaultConfig(), store, of, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-	srv := httptest.NewTLSServer(peerCl.PeerHandler(ph, ph.Purge))
+	srv := httptest.NewTLSServer(peerCl.PeerHandler(ph.ServeInbound, ph.Purge))
 	defer srv.Close()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
 	c.scheme = "https"

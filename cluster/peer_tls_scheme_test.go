@@ -27,7 +27,7 @@ func TestRegressTLSPeerKeySchemeHTTPS(t *testing.T) {
 	pc := proxy.DefaultConfig()
 	pc.KeyScheme = true
 	ph := proxy.New(pc, store, of, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-	srv := httptest.NewServer(peerCl.PeerHandler(ph, ph.Purge))
+	srv := httptest.NewServer(peerCl.PeerHandler(ph.ServeInbound, ph.Purge))
 	defer srv.Close()
 	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
 	patient(c)

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"net/http"
-
 	"github.com/edgecache/edge/proxy"
 )
 
@@ -13,7 +11,7 @@ import (
 // the ingress probe too eagerly for the first site and too timidly for the
 // second. A site not yet measured uses the average over every site.
 //
-// Sites are the configured ones (Cluster.SetSiteFunc: the name the proxy
+// Sites are the configured ones (Config.SiteOf: the name the proxy
 // puts in cache keys), never a client's raw Host: a client choosing Hosts
 // must not be able to take the table's slots or set another site's M. The
 // table is still bounded (maxPenaltySites) as a second line of defence.
@@ -61,24 +59,20 @@ func (cc *climbCosts) forSite(site string) (float64, bool) {
 }
 
 // siteOf names host's site for M: the configured site that serves it
-// ("" for the one-site shortcut and before SetSiteFunc, when every
+// ("" for the one-site shortcut and without Config.SiteOf, when every
 // request shares the cluster-wide M).
 func (c *Cluster) siteOf(host string) string {
-	if f := c.siteName.Load(); f != nil {
-		return (*f)(host)
+	if c.cfg.SiteOf != nil {
+		return c.cfg.SiteOf(host)
 	}
 	return ""
 }
 
-// siteOfRequest is siteOf for a request: the site its front resolved
-// (carried in its context), or its Host's without one.
-func (c *Cluster) siteOfRequest(req *http.Request) string {
-	if s := proxy.SiteFrom(req.Context()); s != nil {
-		return s.Name
+// siteName is the site of a fetch: the one its front resolved, or
+// siteOf its Host's without one.
+func siteName(fr proxy.FetchRequest, siteOf func(host string) string) string {
+	if fr.Site != nil {
+		return fr.Site.Name
 	}
-	return c.siteOf(req.Host)
+	return siteOf(fr.Req.Host)
 }
-
-// SetSiteFunc sets how a request's Host maps to its configured site (the
-// proxy's SiteOf), so that M is measured per site.
-func (c *Cluster) SetSiteFunc(f func(host string) string) { c.siteName.Store(&f) }

@@ -51,9 +51,9 @@ func TestMissPenaltyPerSite(t *testing.T) {
 func TestMissPenaltyKeyedByConfiguredSite(t *testing.T) {
 	c := newTestCluster(t, "hybrid", map[string]string{"p": "127.0.0.1:1"})
 	if got := c.siteOf("shop.example"); got != "" {
-		t.Fatalf("site before SetSiteFunc %q, want the shared \"\"", got)
+		t.Fatalf("site without Config.SiteOf %q, want the shared \"\"", got)
 	}
-	c.SetSiteFunc(func(host string) string {
+	c.cfg.SiteOf = (func(host string) string {
 		if strings.HasPrefix(strings.ToLower(host), "shop.example") {
 			return "shop"
 		}
@@ -102,15 +102,15 @@ func TestExplainShowsSitePenalty(t *testing.T) {
 	c.climbs.record("slow.example", 0.150)
 	c.climbs.record("fast.example", 0.010)
 	c.mu.Unlock()
-	c.SetSiteFunc(func(host string) string { return strings.TrimSuffix(strings.ToLower(host), ":8080") })
-	e, err := c.Explain("http://Slow.Example:8080/page")
+	c.cfg.SiteOf = func(host string) string { return strings.TrimSuffix(strings.ToLower(host), ":8080") }
+	e, err := c.Explain("http://Slow.Example:8080/page", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Site != "slow.example" || e.ClimbMs != 150 {
 		t.Fatalf("explain site %q climb %v ms, want slow.example and 150", e.Site, e.ClimbMs)
 	}
-	e, _ = c.Explain("http://unseen.example/page")
+	e, _ = c.Explain("http://unseen.example/page", nil)
 	if want := 150 + penaltyWeight*(10-150); math.Abs(e.ClimbMs-want) > 1e-9 {
 		t.Fatalf("unmeasured site's climb %v ms, want the cluster-wide average %v", e.ClimbMs, want)
 	}

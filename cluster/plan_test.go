@@ -51,7 +51,7 @@ func (f *fakePeer) routes() []seenRoute {
 // countingOrigin is the ingress's origin fetcher.
 type countingOrigin struct{ n atomic.Int64 }
 
-func (o *countingOrigin) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+func (o *countingOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	o.n.Add(1)
 	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("from origin"))}, Keep: true}, nil
 }
@@ -74,8 +74,8 @@ func startFakePeer(t *testing.T, id string) *fakePeer {
 	t.Helper()
 	f := &fakePeer{id: id}
 	pc := newPlanCluster(t, id, routing.ModeRing, SelectionOff, &countingOrigin{})
-	h := pc.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := routeFrom(r.Context())
+	h := pc.PeerHandler(func(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
+		rt := in.Route.(*route)
 		f.mu.Lock()
 		f.seen = append(f.seen, seenRoute{rt.mode, rt.rank, rt.hop, strings.Join(rt.remaining, ",")})
 		answer := f.answer
@@ -85,7 +85,7 @@ func startFakePeer(t *testing.T, id string) *fakePeer {
 			return
 		}
 		_, _ = io.WriteString(w, "from "+id)
-	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	}, func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -112,7 +112,7 @@ func fetchBody(t *testing.T, c *Cluster, path string) (string, bool, error) {
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
 	req.RequestURI = ""
-	res, err := c.Fetch(context.Background(), proxy.CacheKey("http", "site.example", path, ""), req)
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
 	if err != nil {
 		return "", false, err
 	}
@@ -260,9 +260,8 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 	// This cache plays rank 3 and must forward to p2 (rank 2), skipping a
 	// path entry that names itself (a loop).
 	rt := &route{mode: "climb", rank: 3, hop: 1, remaining: []string{"n0:4", "p2:2"}}
-	ctx := context.WithValue(context.Background(), routeKey{}, rt)
 	for i, wantKeep := range []bool{false, true} { // q = 2
-		res, err := c.Fetch(ctx, key, req)
+		res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: key, Req: req, Route: rt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,13 +279,13 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 	}
 	// The home (rank 2) always keeps its copy.
 	rt2 := &route{mode: "climb", rank: 2, hop: 1}
-	res, err := c.Fetch(context.WithValue(context.Background(), routeKey{}, rt2), proxy.CacheKey("http", "site.example", "/b", ""), req)
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", "/b", ""), Req: req, Route: rt2})
 	if err != nil || !res.Keep {
 		t.Fatalf("the home did not keep the page: %v, %v", res.Keep, err)
 	}
 	res.Resp.Body.Close()
 	// A probe that reaches the fetcher is refused: probes never fetch.
-	if _, err := c.Fetch(context.WithValue(context.Background(), routeKey{}, &route{mode: "probe"}), key, req); err == nil {
+	if _, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: key, Req: req, Route: &route{mode: "probe"}}); err == nil {
 		t.Fatal("a probe reached the origin")
 	}
 }
@@ -356,7 +355,7 @@ func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
 	path := keyHomedAt(t, c, "p1")
 	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
 	req.RequestURI = ""
-	res, err := c.Fetch(context.Background(), proxy.CacheKey("http", "site.example", path, ""), req)
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
 	if err != nil {
 		t.Fatal(err)
 	}

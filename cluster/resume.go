@@ -53,6 +53,7 @@ const maxStallRaces = 3
 type resumeBody struct {
 	c      *Cluster
 	ctx    context.Context // the request's: when it ends, nothing is resumed
+	fr     proxy.FetchRequest
 	key    string
 	req    *http.Request // the request as the fetcher got it
 	etag   string
@@ -78,11 +79,11 @@ type resumeBody struct {
 // relays the answer under its own body MAC, which would vouch for the
 // peer's unauthenticated part: there the break goes downstream, and the
 // node below resumes (and does not store).
-func (c *Cluster) withResume(ctx context.Context, key string, req *http.Request, resp *http.Response) {
-	if !resumable(resp) || routeFrom(ctx) != nil {
+func (c *Cluster) withResume(ctx context.Context, fr proxy.FetchRequest, resp *http.Response) {
+	if !resumable(resp) || fr.Route != nil {
 		return
 	}
-	b := &resumeBody{c: c, ctx: ctx, key: key, req: req, body: resp.Body, etag: resp.Header.Get("Etag"),
+	b := &resumeBody{c: c, ctx: ctx, fr: fr, key: fr.Key, req: fr.Req, body: resp.Body, etag: resp.Header.Get("Etag"),
 		coding: resp.Header.Get("Content-Encoding"), total: resp.ContentLength}
 	b.stall = time.AfterFunc(time.Hour, b.race)
 	b.stall.Stop()
@@ -232,7 +233,9 @@ func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, int64, error) {
 	}
 	out.Header.Set("Range", "bytes="+strconv.FormatInt(at, 10)+"-")
 	out.Header.Set("If-Range", b.etag)
-	res, err := b.c.origin.Fetch(b.ctx, b.key, out)
+	fr := b.fr
+	fr.Req = out
+	res, err := b.c.origin.Fetch(b.ctx, fr)
 	if err != nil {
 		return nil, 0, err
 	}

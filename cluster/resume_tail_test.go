@@ -38,7 +38,7 @@ func TestReviewResumeAcceptsShortTail(t *testing.T) {
 func corruptBrokenPeer(t *testing.T) *Peer {
 	t.Helper()
 	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
-	h := peer.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Etag", `"v1"`)
 		w.WriteHeader(http.StatusOK)
 		bad := bytes.Repeat([]byte("X"), len(resumePage)/2)
@@ -63,7 +63,7 @@ func TestReviewIntermediateLaunderesResumedBody(t *testing.T) {
 	c := corruptBrokenPeer(t)
 	// B's data handler: what its proxy does with a fill (stream the
 	// fetcher's body to the requester).
-	bh := b.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	bh := b.PeerHandler(func(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
 		out := httptest.NewRequest("GET", "http://h/p/1", nil)
 		out.RequestURI = ""
 		resp, ok, _ := b.climbTo(r.Context(), out, c, 2, nil, 1)
@@ -71,7 +71,7 @@ func TestReviewIntermediateLaunderesResumedBody(t *testing.T) {
 			http.Error(w, "x", http.StatusBadGateway)
 			return
 		}
-		b.withResume(r.Context(), "http://h/p/1", out, resp)
+		b.withResume(r.Context(), proxy.FetchRequest{Key: "http://h/p/1", Req: out, Route: in.Route}, resp)
 		defer resp.Body.Close()
 		for k, v := range resp.Header {
 			if k != hdrRespAuth && k != hdrBodyAuth && k != "Trailer" {
@@ -82,7 +82,7 @@ func TestReviewIntermediateLaunderesResumedBody(t *testing.T) {
 		if _, err := io.Copy(w, resp.Body); err != nil {
 			panic(http.ErrAbortHandler) // as the proxy ends a response whose upstream failed (serveFrom)
 		}
-	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	}, func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	srv := httptest.NewServer(bh)
 	t.Cleanup(srv.Close)
 	a := resumeCluster(t, resumeOrigin(t, `"v1"`, new(int)))

@@ -51,7 +51,7 @@ func brokenPeer(t *testing.T, etag string) *Peer { return peerThat(t, etag, nil)
 func peerThat(t *testing.T, etag string, then func(w http.ResponseWriter)) *Peer {
 	t.Helper()
 	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
-	h := peer.PeerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Etag", etag)
 		w.Header().Set("Content-Length", "262144")
 		w.WriteHeader(http.StatusOK)
@@ -92,7 +92,7 @@ func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}
-	c.withResume(context.Background(), "http://h/p/1", req, resp)
+	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp)
 	return resp
 }
 

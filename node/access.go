@@ -298,11 +298,11 @@ func (w *accessWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection (deadlines, flushes).
 func (w *accessWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// logged wraps a handler with the access log.
-func (a *accessLog) logged(site string, next http.Handler, r *http.Request, w http.ResponseWriter) {
+// logged answers r with serve and logs the answer; serve fills info with
+// who answered a miss.
+func (a *accessLog) logged(site string, r *http.Request, w http.ResponseWriter, serve func(http.ResponseWriter, *http.Request, *proxy.UpstreamInfo)) {
 	start := time.Now()
 	info := &proxy.UpstreamInfo{}
-	r = r.WithContext(proxy.WithUpstreamInfo(r.Context(), info))
 	aw := &accessWriter{ResponseWriter: w}
 	defer func() {
 		if aw.status == 0 {
@@ -312,7 +312,7 @@ func (a *accessLog) logged(site string, next http.Handler, r *http.Request, w ht
 			Proto: r.Proto, Status: aw.status, Bytes: aw.bytes, Duration: time.Since(start), CacheStatus: aw.Header().Get("Cache-Status"),
 			Upstream: info.From(), UpstreamDur: info.Duration(), Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent")})
 	}()
-	next.ServeHTTP(aw, r)
+	serve(aw, r, info)
 }
 
 func clientAddr(remote string) string {

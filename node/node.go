@@ -95,7 +95,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	counted := newCountingFetcher(reg, proxy.FetcherFunc(n.fetchOrigin))
+	counted := newCountingFetcher(reg, originFetcher{n})
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
 	var peerTLS *tls.Config // mutual TLS on the peer listener (cluster.tls)
@@ -104,6 +104,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
+		cc.SiteOf = n.siteName
 		if cl, err = cluster.New(cc, counted, store, cluster.NewMetrics(reg), log); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
@@ -116,10 +117,6 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	pc.SiteOf = n.siteName
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
 	n.proxy, n.cluster = h, cl
-	if cl != nil {
-		cl.SetKeyFunc(h.URLKey)
-		cl.SetSiteFunc(n.siteName)
-	}
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.
 	defer func() {
@@ -165,7 +162,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
-		n.peerSrv = &http.Server{Handler: cl.PeerHandler(n.resolveSite(h), h.Purge), ReadHeaderTimeout: 10 * time.Second,
+		n.peerSrv = &http.Server{Handler: cl.PeerHandler(n.servePeer, h.Purge), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
 	front := n.siteFront(h)
@@ -600,10 +597,9 @@ type countingFetcher struct {
 	pages   *routing.Counters
 }
 
-func (c countingFetcher) Fetch(ctx context.Context, key string, req *http.Request) (proxy.Result, error) {
+func (c countingFetcher) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	c.n.Inc()
-	proxy.UpstreamInfoFrom(ctx).SetFrom("origin")
-	nth, _ := c.pages.Observe(routing.KeyHash(key), 0)
+	nth, _ := c.pages.Observe(routing.KeyHash(fr.Key), 0)
 	c.perPage.Observe(float64(nth))
-	return c.f.Fetch(ctx, key, req)
+	return c.f.Fetch(ctx, fr)
 }

@@ -156,7 +156,7 @@ func (n *Node) siteName(host string) string {
 // siteFront answers requests for hosts no site serves with 421 (RFC 9110
 // §15.5.20: this server is not configured to answer for that authority)
 // and counts the others per site.
-func (n *Node) siteFront(next http.Handler) http.Handler {
+func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, ok := proxy.CanonicalHost(r.Host)
 		if !ok {
@@ -165,7 +165,7 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 			// purge of the plain spelling would miss.
 			n.siteM.badHosts.Inc()
 			if n.access != nil {
-				n.access.logged("-", http.HandlerFunc(badHost), r, w)
+				n.access.logged("-", r, w, unproxied(badHost))
 				return
 			}
 			badHost(w, r)
@@ -173,27 +173,34 @@ func (n *Node) siteFront(next http.Handler) http.Handler {
 		}
 		r.Host = host // the one spelling every later step sees
 		s := n.sites.Load().lookupCanonical(host)
-		if s != nil {
-			// Resolved once: the key, the origin fetch and the cluster
-			// read the site from the request from here on.
-			r = r.WithContext(proxy.WithSite(r.Context(), s.resolved))
-		}
 		if s == nil {
 			n.siteM.misdirects.Inc()
 			if n.access != nil {
-				n.access.logged("-", http.HandlerFunc(misdirected), r, w)
+				n.access.logged("-", r, w, unproxied(misdirected))
 				return
 			}
 			misdirected(w, r)
 			return
 		}
 		s.requests.Inc()
+		// Resolved once: the key, the origin fetch and the cluster are
+		// handed the site from here on (proxy.Inbound, FetchRequest).
+		in := proxy.Inbound{Site: s.resolved}
 		if n.access != nil {
-			n.access.logged(s.name, next, r, w)
+			n.access.logged(s.name, r, w, func(w http.ResponseWriter, r *http.Request, info *proxy.UpstreamInfo) {
+				in.Upstream = info
+				next.ServeInbound(w, r, in)
+			})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeInbound(w, r, in)
 	})
+}
+
+// unproxied is an answer the front makes itself, for accessLog.logged:
+// nothing went upstream.
+func unproxied(f http.HandlerFunc) func(http.ResponseWriter, *http.Request, *proxy.UpstreamInfo) {
+	return func(w http.ResponseWriter, r *http.Request, _ *proxy.UpstreamInfo) { f(w, r) }
 }
 
 func badHost(w http.ResponseWriter, _ *http.Request) {
@@ -210,34 +217,39 @@ func misdirected(w http.ResponseWriter, _ *http.Request) {
 // reload that dropped the site).
 var errNoSite = errors.New("node: no site is configured for this host")
 
-// fetchOrigin sends a miss to its site's origin pool: the site the front
-// resolved (a reload since then keeps the request on the pool it started
-// with), or, for a request that came without one, its Host's.
-func (n *Node) fetchOrigin(ctx context.Context, req *http.Request) (*http.Response, error) {
-	if ps := proxy.SiteFrom(req.Context()); ps != nil {
-		if s, ok := ps.Node.(*site); ok {
-			return s.pool.Fetch(ctx, req)
+// originFetcher sends a miss to its site's origin pool: the site the
+// front resolved (a reload since then keeps the request on the pool it
+// started with), or, for a request that came without one, its Host's.
+type originFetcher struct{ n *Node }
+
+func (o originFetcher) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	var pool *origin.Pool
+	if fr.Site != nil {
+		if s, ok := fr.Site.Node.(*site); ok {
+			pool = s.pool
 		}
 	}
-	s := n.sites.Load().lookup(req.Host)
-	if s == nil {
-		return nil, errNoSite
+	if pool == nil {
+		s := o.n.sites.Load().lookup(fr.Req.Host)
+		if s == nil {
+			return proxy.Result{}, errNoSite
+		}
+		pool = s.pool
 	}
-	return s.pool.Fetch(ctx, req)
+	resp, err := pool.Fetch(ctx, fr.Req)
+	return proxy.Result{Resp: resp, Keep: true, From: proxy.UpstreamOrigin}, err
 }
 
-// resolveSite is the front of the peer listener: a peer's request carries
-// a canonical host (its ingress's front made it so), and its site is
-// resolved once here as on the client listeners. A host no site serves
-// any more (a reload in between) goes on without one: its fetch fails
-// with errNoSite.
-func (n *Node) resolveSite(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s := n.sites.Load().lookup(r.Host); s != nil {
-			r = r.WithContext(proxy.WithSite(r.Context(), s.resolved))
-		}
-		next.ServeHTTP(w, r)
-	})
+// servePeer is the front of the peer listener's data requests: a peer's
+// request carries a canonical host (its ingress's front made it so), and
+// its site is resolved once here as on the client listeners. A host no
+// site serves any more (a reload in between) goes on without one: its
+// fetch fails with errNoSite.
+func (n *Node) servePeer(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
+	if s := n.sites.Load().lookup(r.Host); s != nil {
+		in.Site = s.resolved
+	}
+	n.proxy.ServeInbound(w, r, in)
 }
 
 // SiteStatus is one site on the status page.

@@ -213,7 +213,7 @@ func (n *Node) explain(s *Status, u string) {
 		s.RouteError = "single node: every miss goes to the origin"
 		return
 	}
-	e, err := n.cluster.Explain(u)
+	e, err := n.cluster.Explain(u, n.proxy.URLKey)
 	if err != nil {
 		s.RouteError = err.Error()
 		return

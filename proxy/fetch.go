@@ -434,17 +434,21 @@ func (h *Handler) countNotStored(why reason) {
 	h.metrics.NotStored.WithLabelValues(string(why)).Inc()
 }
 
-// fetch sends req upstream and counts the outcome.
+// fetch sends req upstream and counts the outcome. req was made from the
+// client's request (outboundRequest), whose Inbound it still carries.
 func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+	in := inboundOf(req)
 	t := h.now()
-	res, err := h.fetcher.Fetch(ctx, key, req)
+	res, err := h.fetcher.Fetch(ctx, FetchRequest{Key: key, Req: req, Site: in.Site, Route: in.Route})
 	d := h.now().Sub(t)
 	h.metrics.OriginDuration.Observe(d.Seconds())
-	if info := UpstreamInfoFrom(ctx); info != nil {
+	if info := in.Upstream; info != nil {
 		info.dur.Store(int64(d))
-		if info.From() == "" {
-			info.SetFrom("peer") // the origin fetcher names itself; anything else came from the cluster
+		from := res.From
+		if from == "" {
+			from = UpstreamOrigin
 		}
+		info.SetFrom(from)
 	}
 	if err != nil {
 		h.metrics.OriginRequests.WithLabelValues("error").Inc()

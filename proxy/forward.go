@@ -33,20 +33,11 @@ const (
 // edge sends.
 var edgeSetFields = [...]string{"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded", "x-real-ip", "via", "surrogate-capability"}
 
-// trustedKey marks a request context whose forwarding fields come from a
-// trusted party (an authenticated peer of the cluster).
-type trustedKey struct{}
-
-// WithTrustedForwarding marks ctx as carrying a request from a trusted
-// proxy: its X-Forwarded-* and Forwarded fields are kept and extended. The
-// cluster uses it for authenticated peer requests.
-func WithTrustedForwarding(ctx context.Context) context.Context {
-	return context.WithValue(ctx, trustedKey{}, true)
-}
-
-// trusted reports whether r's forwarding fields may be believed.
+// trusted reports whether r's forwarding fields may be believed: an
+// authenticated cluster peer relayed it (Inbound.Relayed), or it came from
+// an address in forwarding.trusted_proxies.
 func (h *Handler) trusted(r *http.Request) bool {
-	if v, _ := r.Context().Value(trustedKey{}).(bool); v {
+	if inboundOf(r).Relayed {
 		return true
 	}
 	if len(h.cfg.TrustedProxies) == 0 {
@@ -182,7 +173,7 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 		out.Set("Surrogate-Capability", d+`="Surrogate/1.0"`)
 	}
 	proto := "http"
-	if r.TLS != nil {
+	if clientTLS(r) {
 		proto = "https"
 	}
 	ip := clientIP(r)

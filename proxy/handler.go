@@ -24,11 +24,22 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// Fetcher gets a response for a request the local store cannot answer. The
-// request carries a path-relative URL; key is its cache key, computed once
-// by the handler. The fetcher decides where the request goes.
+// Fetcher gets a response for a request the local store cannot answer.
+// The fetcher decides where the request goes.
 type Fetcher interface {
-	Fetch(ctx context.Context, key string, req *http.Request) (Result, error)
+	Fetch(ctx context.Context, req FetchRequest) (Result, error)
+}
+
+// FetchRequest is one upstream fetch: the request to send, and what the
+// handler knows of it that the request does not say.
+type FetchRequest struct {
+	Key  string        // the cache key, computed once by the handler
+	Req  *http.Request // the request to send; its URL is path-relative
+	Site *Site         // the site the front resolved (nil: none did; look Req.Host up)
+	// Route is Inbound.Route of the request that caused the fetch, as the
+	// front gave it (nil for a client's request): the cluster's state of
+	// a climb that reached this node.
+	Route any
 }
 
 // Result is a fetcher's answer.
@@ -43,6 +54,9 @@ type Result struct {
 	// the origin): such a body is served but never stored, since its first
 	// part was never authenticated as a whole. Nil: never.
 	Resumed func() bool
+	// From names who answered, for the access log: "origin" or "peer"
+	// ("" is "origin").
+	From string
 }
 
 // FetcherFunc adapts a function that returns a response the node always
@@ -50,10 +64,16 @@ type Result struct {
 type FetcherFunc func(ctx context.Context, req *http.Request) (*http.Response, error)
 
 // Fetch implements Fetcher.
-func (f FetcherFunc) Fetch(ctx context.Context, _ string, req *http.Request) (Result, error) {
-	resp, err := f(ctx, req)
-	return Result{Resp: resp, Keep: true}, err
+func (f FetcherFunc) Fetch(ctx context.Context, fr FetchRequest) (Result, error) {
+	resp, err := f(ctx, fr.Req)
+	return Result{Resp: resp, Keep: true, From: UpstreamOrigin}, err
 }
+
+// The names Result.From gives.
+const (
+	UpstreamOrigin = "origin"
+	UpstreamPeer   = "peer"
+)
 
 // Config are the handler's settings. DefaultConfig gives working values.
 type Config struct {
@@ -217,8 +237,12 @@ func (h *Handler) WaitContext(ctx context.Context) error { return h.bg.WaitConte
 // Buffered returns the bytes currently charged to the buffer budget.
 func (h *Handler) Buffered() int64 { return h.buffered.Load() }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements http.Handler for a request no front resolved
+// (ServeInbound with the zero Inbound).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
+
+// serve answers r, whose Inbound (if any) its context carries.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	if len(r.RequestURI) > h.cfg.MaxURLBytes {
 		h.reject(w, r, http.StatusRequestURITooLong, "url_too_long", "request target too long")
@@ -445,24 +469,11 @@ func (c *clientLimiter) release(ip string) {
 }
 
 // UpstreamInfo says where a request's response came from and how long the
-// upstream took, for the access log. The node puts one in the request's
-// context; the proxy and the origin fetcher fill it.
+// upstream took, for the access log. The front hands one to ServeInbound;
+// the proxy fills it from what the fetcher's Result says.
 type UpstreamInfo struct {
 	from atomic.Pointer[string]
 	dur  atomic.Int64
-}
-
-type upstreamKey struct{}
-
-// WithUpstreamInfo returns ctx carrying info.
-func WithUpstreamInfo(ctx context.Context, info *UpstreamInfo) context.Context {
-	return context.WithValue(ctx, upstreamKey{}, info)
-}
-
-// UpstreamInfoFrom returns the info in ctx, or nil.
-func UpstreamInfoFrom(ctx context.Context) *UpstreamInfo {
-	u, _ := ctx.Value(upstreamKey{}).(*UpstreamInfo)
-	return u
 }
 
 // SetFrom names the upstream (origin, peer).

@@ -90,7 +90,8 @@ type originFetcher struct {
 	client *http.Client
 }
 
-func (f *originFetcher) Fetch(ctx context.Context, _ string, req *http.Request) (Result, error) {
+func (f *originFetcher) Fetch(ctx context.Context, fr FetchRequest) (Result, error) {
+	req := fr.Req
 	out := req.Clone(ctx)
 	u := *req.URL
 	u.Scheme = "http"

@@ -226,7 +226,7 @@ func TestAppendHitPinsALargeBody(t *testing.T) {
 // broken answer from the origin: Result.Resumed says so.
 type splicingFetcher struct{}
 
-func (splicingFetcher) Fetch(ctx context.Context, _ string, req *http.Request) (Result, error) {
+func (splicingFetcher) Fetch(ctx context.Context, fr FetchRequest) (Result, error) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Cache-Control": {"max-age=60"}, "Etag": {`"v1"`}},
 		Body: io.NopCloser(strings.NewReader("whole page")), ContentLength: -1}
 	return Result{Resp: resp, Keep: true, Resumed: func() bool { return true }}, nil

@@ -115,7 +115,7 @@ func (h *Handler) requestKey(r *http.Request) string {
 // requestKeyFor is the key of another path and query on r's host and
 // site (invalidation of Location URIs).
 func (h *Handler) requestKeyFor(r *http.Request, escapedPath, rawQuery string) string {
-	return h.keyOn(SiteFrom(r.Context()), h.scheme(r), r.Host, escapedPath, rawQuery)
+	return h.keyOn(inboundOf(r).Site, h.scheme(r), r.Host, escapedPath, rawQuery)
 }
 
 // keyOn is key for a request whose site the front resolved (site nil: none
@@ -133,7 +133,7 @@ func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string 
 // request, a proxy in forwarding.trusted_proxies) says so in
 // X-Forwarded-Proto; otherwise http.
 func (h *Handler) scheme(r *http.Request) string {
-	if r.TLS != nil {
+	if clientTLS(r) {
 		return "https"
 	}
 	if len(r.Header["X-Forwarded-Proto"]) > 0 && h.trusted(r) && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {

@@ -22,7 +22,7 @@ func (errEOFBody) Close() error { return nil }
 // what the cluster fetcher hands the proxy for a peer's 204
 type peer204 struct{}
 
-func (peer204) Fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+func (peer204) Fetch(ctx context.Context, fr FetchRequest) (Result, error) {
 	return Result{Resp: &http.Response{StatusCode: 204, Header: http.Header{"Cache-Control": {"max-age=60"}}, Body: io.NopCloser(errEOFBody{}), ContentLength: -1}, Keep: true}, nil
 }
 

@@ -1,10 +1,8 @@
 package proxy
 
-import "context"
-
-// Site is what the front resolved a request's Host to, carried in the
-// request's context from then on, so that nothing downstream looks the
-// Host up again: the cache key's site prefix, the site's name (the
+// Site is what the front resolved a request's Host to, handed to the
+// proxy with the request (Inbound.Site), so that nothing downstream looks
+// the Host up again: the cache key's site prefix, the site's name (the
 // cluster prices misses per site) and the node's own record of the site
 // (its origin pool), which the proxy does not look into.
 type Site struct {
@@ -20,19 +18,5 @@ func NewSite(name string, shortcut bool, node any) *Site {
 	if !shortcut && name != "" {
 		s.KeyPrefix = name + " "
 	}
-	return s
-}
-
-type siteKey struct{}
-
-// WithSite returns ctx carrying s.
-func WithSite(ctx context.Context, s *Site) context.Context {
-	return context.WithValue(ctx, siteKey{}, s)
-}
-
-// SiteFrom returns the site the front resolved for the request of ctx, or
-// nil (a request that did not pass a front: purge, tests).
-func SiteFrom(ctx context.Context) *Site {
-	s, _ := ctx.Value(siteKey{}).(*Site)
 	return s
 }

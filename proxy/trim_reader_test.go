@@ -19,9 +19,9 @@ type idleFetcher struct {
 	idle time.Duration
 }
 
-func (f *idleFetcher) Fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+func (f *idleFetcher) Fetch(ctx context.Context, fr FetchRequest) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	res, err := f.originFetcher.Fetch(ctx, key, req)
+	res, err := f.originFetcher.Fetch(ctx, fr)
 	if err != nil {
 		cancel()
 		return res, err
