@@ -176,7 +176,7 @@ func Keys() []Key {
 		{"indicators.advertise_max", Duration, dur(cd.AdvertiseMax), "Advertise at least this often when the store changed (T)."},
 		{"indicators.fnr_estimator", String, fd.FNREstimator, "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
-		{"tuning.hit_path", Bool, "true", "The plain listener answers fresh RAM hits (no Vary) of plain GET and HEAD itself, the head serialised once per entry and written with the body, without net/http's per-request work; every other request is net/http's as before (docs/benchmarks.md, package hitpath). Off with tls.redirect_to_https, where every plain request is redirected."},
+		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request, and every HTTP/2 connection, is net/http's as before (docs/benchmarks.md, package hitpath). Off on the plain listener with tls.redirect_to_https, where every plain request is redirected."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
 		{"log.format", String, "text", "text or json."},

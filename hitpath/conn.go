@@ -1,5 +1,6 @@
-// Package hitpath answers the plain HTTP listener's fresh cache hits
-// without net/http's per-request machinery (a header map, a URL, a
+// Package hitpath answers the fresh cache hits of HTTP/1.1 connections
+// (the plain listener's, and the TLS listener's that negotiated HTTP/1.1:
+// node/tlshit.go) without net/http's per-request machinery (a header map, a URL, a
 // context, a background-read goroutine, a cloned and sorted response
 // header), each in one write from a head serialised once per entry.
 // docs/benchmarks.md has the profile that justified it: with edge's own
@@ -97,6 +98,10 @@ type Config struct {
 	// representation (forwarding.unkeyed_headers): the loop answers
 	// requests carrying them, as the cache does not key them.
 	UnkeyedFields []string
+	// Skip, if set, names connections the loop leaves to net/http from
+	// the start: on a TLS listener, those that negotiated HTTP/2 (net/http
+	// must see their *tls.Conn to serve HTTP/2).
+	Skip func(net.Conn) bool
 }
 
 // readBufferBytes holds the request heads the loop reads. A larger head
@@ -177,6 +182,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if l.cfg.Skip != nil && l.cfg.Skip(c) {
+		return c, nil
 	}
 	l.metrics.open.Add(1)
 	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes), abort: make(chan struct{}, 1)}

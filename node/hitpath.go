@@ -12,14 +12,17 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
-// hitFront answers the plain listener's HTTP/1.1 hit path (tuning.hit_path)
-// the way the net/http front would: the site table, the TLS front's
-// plain-listener rules and the access log first, then the proxy. Whatever
-// it declines goes to net/http with the connection.
+// hitFront answers a listener's HTTP/1.1 hit path (tuning.hit_path) the
+// way the net/http front would: the site table, the TLS front's rules
+// (ACME paths on the plain listener; Alt-Svc and HSTS on the TLS one) and
+// the access log first, then the proxy. Whatever it declines goes to
+// net/http with the connection.
 type hitFront struct {
 	n       *Node
-	acme    bool               // ACME HTTP-01 answers live on the plain listener
-	h1      prometheus.Counter // the TLS front's count of plain HTTP/1.1 requests (nil without TLS)
+	acme    bool               // ACME HTTP-01 answers live on this (plain) listener
+	h1      prometheus.Counter // the TLS front's count of this listener's HTTP/1.1 requests (nil without TLS)
+	tls     bool               // the TLS listener: the key's scheme is https
+	front   *proxy.FrontFields // fields the TLS front adds to every answer (nil: none)
 	release func(*hitpath.Answer)
 }
 
@@ -60,7 +63,8 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	}
 	target := string(r.Target)
 	path, query, _ := strings.Cut(target, "?")
-	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved}
+	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved,
+		TLS: f.tls, Front: f.front}
 	if len(r.AcceptEncoding) > 0 {
 		hr.Accept = make([]string, len(r.AcceptEncoding))
 		for i, v := range r.AcceptEncoding {

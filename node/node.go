@@ -183,6 +183,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.public.Handler = n.tls.wrapPlain(front)
 	}
 	n.hitM = hitpath.NewMetrics(reg)
+	hitCfg := hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
+		StripFields: pc.StripRequestHeaders, UnkeyedFields: pc.UnkeyedRequestHeaders}
 	if cfg.Tuning.HitPath && (n.tls == nil || !cfg.TLS.RedirectToHTTPS) {
 		hf := newHitFront(n)
 		if n.tls != nil {
@@ -194,9 +197,17 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			// hit's one write goes through the same connection in order.
 			pub = batchListener{Listener: pub, stats: n.batch}
 		}
-		n.hits = hitpath.NewListener(pub, hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
-			StripFields: pc.StripRequestHeaders, UnkeyedFields: pc.UnkeyedRequestHeaders}, hf, n.hitM)
+		n.hits = hitpath.NewListener(pub, hitCfg, hf, n.hitM)
+	}
+	if cfg.Tuning.HitPath && n.tls != nil {
+		hf := newHitFront(n)
+		hf.tls, hf.h1 = true, n.tls.proto.WithLabelValues("https/1.1")
+		if fields := n.tls.responseFields(); len(fields) > 0 {
+			hf.front = proxy.NewFrontFields(fields)
+		}
+		// The HTTP/1.1 connections of the TLS listener get the hit path
+		// too (node/tlshit.go); HTTP/2 ones stay net/http's.
+		n.tls.hitAns, n.tls.hitM, n.tls.hitCfg = hf, n.hitM, hitCfg
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/hitpath"
 )
 
 // This file is the node's HTTPS side (tls.* in the config): a TLS listener
@@ -57,6 +58,12 @@ type tlsFront struct {
 	proto *prometheus.CounterVec
 	acmeE *prometheus.CounterVec
 	batch *batchStats // write batching on the TLS listener (tuning.write_batching)
+	// The HTTP/1.1 hit path on this listener (tuning.hit_path; nil: off):
+	// what run builds it from, and the listener once it does.
+	hitCfg hitpath.Config
+	hitAns hitpath.Answerer
+	hitM   *hitpath.Metrics
+	hits   *hitpath.Listener
 }
 
 // The HTTP/2 and HTTP/3 limits, with their reasons.
@@ -249,11 +256,24 @@ func (t *tlsFront) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 	return nil, errNoCertificate
 }
 
+// responseFields are the fields wrap adds to every HTTPS response.
+func (t *tlsFront) responseFields() http.Header {
+	h := http.Header{}
+	if t.alt != nil {
+		h["Alt-Svc"] = t.alt
+	}
+	if t.hsts != nil {
+		h["Strict-Transport-Security"] = t.hsts
+	}
+	return h
+}
+
 // wrap adds the HTTPS response fields (Alt-Svc for HTTP/3, HSTS) and counts
 // the protocol.
 func (t *tlsFront) wrap(next http.Handler) http.Handler {
 	h1, h2, h3 := t.proto.WithLabelValues("https/1.1"), t.proto.WithLabelValues("h2"), t.proto.WithLabelValues("h3")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = withTLSState(r)
 		hdr := w.Header()
 		if t.alt != nil {
 			hdr["Alt-Svc"] = t.alt
@@ -316,7 +336,16 @@ func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
 	if t.cfg.Tuning.WriteBatching {
 		ln = batchListener{Listener: t.ln, stats: t.batch, full: tlsFullRecords}
 	}
-	go func() { errc <- t.srv.ServeTLS(ln, "", "") }()
+	if t.hitAns != nil {
+		hs := newHandshakeListener(ln, t.conf, t.cfg.Limits.ReadHeaderTimeout, t.log)
+		cfg := t.hitCfg
+		cfg.Skip = notHTTP1
+		t.hits = hitpath.NewListener(hs, cfg, t.hitAns, t.hitM)
+		t.srv.ConnContext = tlsConnContext
+		go func() { errc <- t.hits.Serve(t.srv) }()
+	} else {
+		go func() { errc <- t.srv.ServeTLS(ln, "", "") }()
+	}
 	if t.h3 != nil {
 		go func() {
 			if err := t.h3.Serve(t.udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
@@ -336,7 +365,13 @@ func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
 
 // shutdown drains the HTTPS servers.
 func (t *tlsFront) shutdown(ctx context.Context) {
+	if t.hits != nil {
+		t.hits.Drain()
+	}
 	_ = t.srv.Shutdown(ctx)
+	if t.hits != nil {
+		_ = t.hits.WaitWrites(ctx)
+	}
 	if t.h3 != nil {
 		_ = t.h3.Shutdown(ctx)
 		_ = t.udp.Close()

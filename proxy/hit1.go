@@ -23,6 +23,42 @@ type HitRequest struct {
 	Remote   net.Addr // the client, for limits.max_inflight_per_client
 	Close    bool     // the client sent Connection: close
 	Site     *Site    // the site the front resolved Host to (nil: look it up)
+	TLS      bool     // the connection is TLS: the key's scheme is https
+	// Front holds the fields the listener's front adds to every response
+	// (the TLS front's Alt-Svc and Strict-Transport-Security); nil: none.
+	Front *FrontFields
+}
+
+// FrontFields are response fields a front adds to every answer before
+// the proxy writes it, serialised once. As on ServeHTTP's path, a stored
+// response's own field of the same name replaces the front's: AppendHit
+// leaves such entries to ServeHTTP.
+type FrontFields struct {
+	names []string
+	block []byte // "Name: value\r\n" lines
+}
+
+// NewFrontFields serialises h (net/http's own serialiser, as for the
+// entry's fields).
+func NewFrontFields(h http.Header) *FrontFields {
+	f := &FrontFields{}
+	for name := range h {
+		f.names = append(f.names, http.CanonicalHeaderKey(name))
+	}
+	var buf bytes.Buffer
+	_ = h.Write(&buf)
+	f.block = buf.Bytes()
+	return f
+}
+
+// replacedBy reports whether e carries one of the fields itself.
+func (f *FrontFields) replacedBy(e *Entry) bool {
+	for _, name := range f.names {
+		if _, ok := e.Header[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // noDirectives is what a request without Cache-Control or Pragma asks.
@@ -90,11 +126,15 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
 		return false
 	}
-	key := h.keyOn(req.Site, "http", req.Host, req.Path, h.keyQuery(req.RawQuery))
+	scheme := "http"
+	if req.TLS {
+		scheme = "https"
+	}
+	key := h.keyOn(req.Site, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
 	q := hitQuery{cc: noDirectives, accept: req.Accept, now: start}
 	hd := h.decideHit(e, q)
-	if !hd.plainHit(e, q) {
+	if !hd.plainHit(e, q) || (req.Front != nil && req.Front.replacedBy(e)) {
 		return false
 	}
 	d, ok := h.madeForm(e, hd.enc, hd.transcode)
@@ -115,6 +155,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	dst = append(dst, b.statusLine...)
 	dst = append(dst, b.fields...)
+	if req.Front != nil {
+		dst = append(dst, req.Front.block...)
+	}
 	dst = append(dst, "Age: "...)
 	dst = append(dst, ageValue(d.Age(start))[0]...)
 	dst = append(dst, "\r\n"...)

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/edgecache/edge/hitpath"
+)
+
+// The HTTP/1.1 hit path on the TLS listener. net/http serves HTTP/2 only
+// on connections it sees as *tls.Conn, and the hit path must sit under
+// net/http's reads, so the handshake moves in front of both: the
+// handshake listener hands net/http connections whose handshake is done,
+// those that negotiated HTTP/2 (or an ACME challenge) as the *tls.Conn
+// itself (hitpath's Config.Skip), the HTTP/1.1 ones inside the hit path.
+// net/http then does not know those are TLS, so the front gives their
+// requests the connection state back (tlsStateOf, in tlsFront.wrap).
+
+// handshakeListener accepts TCP connections and returns them as *tls.Conn
+// once their handshake is done; each handshake runs in its own goroutine,
+// bounded by timeout, as net/http's own runs in the connection's.
+type handshakeListener struct {
+	net.Listener
+	conf    *tls.Config
+	timeout time.Duration
+	log     *slog.Logger
+
+	ready chan net.Conn
+	done  chan struct{} // closed by Close
+	once  sync.Once
+
+	mu  sync.Mutex
+	err error // the accept error that ended the loop
+}
+
+func newHandshakeListener(ln net.Listener, conf *tls.Config, timeout time.Duration, log *slog.Logger) *handshakeListener {
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, ready: make(chan net.Conn), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+func (l *handshakeListener) acceptLoop() {
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // as net/http retries a temporary accept error
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-l.done:
+				}
+			}
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+			_ = l.Close()
+			return
+		}
+		backoff = 0
+		go l.handshake(c)
+	}
+}
+
+func (l *handshakeListener) handshake(c net.Conn) {
+	tc := tls.Server(c, l.conf)
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		l.log.Debug("TLS handshake", "remote", c.RemoteAddr().String(), "err", err)
+		_ = c.Close()
+		return
+	}
+	select {
+	case l.ready <- tc:
+	case <-l.done:
+		_ = tc.Close()
+	}
+}
+
+// Accept returns the next connection whose handshake is done.
+func (l *handshakeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case <-l.done:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			return nil, l.err
+		}
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting; handshakes under way are abandoned.
+func (l *handshakeListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+	})
+	return err
+}
+
+// notHTTP1 is hitpath's Config.Skip on the TLS listener: a connection
+// that negotiated another protocol (h2, acme-tls/1) is net/http's alone.
+func notHTTP1(c net.Conn) bool {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return false
+	}
+	p := tc.ConnectionState().NegotiatedProtocol
+	return p != "" && p != "http/1.1"
+}
+
+type tlsStateKey struct{}
+
+// tlsConnContext is the TLS server's ConnContext: a connection inside the
+// hit path carries its TLS state for its requests.
+func tlsConnContext(ctx context.Context, c net.Conn) context.Context {
+	if hc, ok := c.(*hitpath.Conn); ok {
+		if tc, ok := hc.Conn.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			return context.WithValue(ctx, tlsStateKey{}, &st)
+		}
+	}
+	return ctx
+}
+
+// withTLSState returns r with the TLS state of its connection when
+// net/http could not see it (a connection inside the hit path), so that
+// everything after the front sees the request as HTTPS.
+func withTLSState(r *http.Request) *http.Request {
+	if r.TLS != nil {
+		return r
+	}
+	if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+		r = r.WithContext(r.Context()) // a shallow copy: a handler must not change the request it was given
+		r.TLS = st
+	}
+	return r
+}
