@@ -240,14 +240,11 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
 func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) *http.Response {
-	req := fr.Req
 	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
-	cands, peers, missPenalty := cs.cands, cs.peers, cs.missPenalty
-	indicated := cs.indicated
-	if len(cands) == 0 {
+	if len(cs.cands) == 0 {
 		return nil
 	}
-	mask := indicators.Select(cands, missPenalty)
+	mask := indicators.Select(cs.cands, cs.missPenalty)
 	if mask == 0 {
 		return nil
 	}
@@ -257,65 +254,8 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	// the peer being suspected. A deadline on the whole context cut such
 	// bodies short, mid-response to the client.
 	pctx, cancel := context.WithCancel(ctx)
-	type answer struct {
-		resp *http.Response
-		i    int
-	}
-	answers := make(chan answer, bits.OnesCount64(mask))
-	sent := 0
-	for m := mask; m != 0; m &= m - 1 {
-		i := bits.TrailingZeros64(m)
-		sent++
-		go func() {
-			rctx, rcancel := context.WithCancel(pctx)
-			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
-			out := peerRequest(rctx, req)
-			out.Header.Set("Cache-Control", "only-if-cached")
-			out.Header.Set(hdrMode, "probe")
-			out.Header.Set(hdrHop, "1")
-			resp, err := c.send(out, peers[i])
-			if !late.Stop() || err != nil { // no headers in time: lost
-				if resp != nil {
-					resp.Body.Close()
-				}
-				rcancel()
-				answers <- answer{nil, i}
-				return
-			}
-			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: rcancel}
-			answers <- answer{resp, i}
-		}()
-	}
-	var win *http.Response
-	got := 0
-	for range sent {
-		a := <-answers
-		got++
-		outcome := "miss"
-		switch {
-		case a.resp == nil:
-			outcome = "error"
-		case a.resp.StatusCode == http.StatusGatewayTimeout:
-			a.resp.Body.Close()
-		case win == nil && a.resp.StatusCode < 500:
-			outcome = "hit"
-			win = a.resp
-		default:
-			outcome = "lost"
-			a.resp.Body.Close()
-		}
-		ind := "negative"
-		if indicated[a.i] {
-			ind = "positive"
-		}
-		c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
-		if !indicated[a.i] && (outcome == "hit" || outcome == "miss") {
-			peers[a.i].replica.ObserveNegativeProbe(outcome == "miss")
-		}
-		if win != nil {
-			break
-		}
-	}
+	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, mask)
+	win, got := c.firstHit(answers, sent, &cs)
 	if win == nil {
 		cancel()
 		return nil
@@ -334,6 +274,79 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		}
 	}()
 	return win
+}
+
+// probeAnswer is one peer's answer to a probe (resp nil: none in time).
+type probeAnswer struct {
+	resp *http.Response
+	i    int // the peer's index in the candidate set
+}
+
+// sendProbes asks the peers of mask, in parallel, whether they hold req's
+// page (only-if-cached); each answer's headers must come within the peer
+// timeout. It returns where the sent answers arrive.
+func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Peer, mask uint64) (<-chan probeAnswer, int) {
+	answers := make(chan probeAnswer, bits.OnesCount64(mask))
+	sent := 0
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		sent++
+		go func() {
+			rctx, rcancel := context.WithCancel(ctx)
+			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
+			out := peerRequest(rctx, req)
+			out.Header.Set("Cache-Control", "only-if-cached")
+			out.Header.Set(hdrMode, "probe")
+			out.Header.Set(hdrHop, "1")
+			resp, err := c.send(out, peers[i])
+			if !late.Stop() || err != nil { // no headers in time: lost
+				if resp != nil {
+					resp.Body.Close()
+				}
+				rcancel()
+				answers <- probeAnswer{nil, i}
+				return
+			}
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: rcancel}
+			answers <- probeAnswer{resp, i}
+		}()
+	}
+	return answers, sent
+}
+
+// firstHit reads the answers until one is usable (the winner, nil if
+// none is), counting each and telling a negatively indicated peer's
+// replica what its answer showed; got is how many were read.
+func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSet) (win *http.Response, got int) {
+	for range sent {
+		a := <-answers
+		got++
+		outcome := "miss"
+		switch {
+		case a.resp == nil:
+			outcome = "error"
+		case a.resp.StatusCode == http.StatusGatewayTimeout:
+			a.resp.Body.Close()
+		case win == nil && a.resp.StatusCode < 500:
+			outcome = "hit"
+			win = a.resp
+		default:
+			outcome = "lost"
+			a.resp.Body.Close()
+		}
+		ind := "negative"
+		if cs.indicated[a.i] {
+			ind = "positive"
+		}
+		c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
+		if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss") {
+			cs.peers[a.i].replica.ObserveNegativeProbe(outcome == "miss")
+		}
+		if win != nil {
+			break
+		}
+	}
+	return win, got
 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,

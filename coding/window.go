@@ -78,64 +78,18 @@ func zstdWindow(b []byte) (int64, bool) {
 			b = b[8+n:]
 			continue
 		}
-		if magic != 0xFD2FB528 || len(b) < 5 {
+		if magic != 0xFD2FB528 {
 			return 0, false
 		}
-		fhd := b[4]
-		single := fhd&0x20 != 0
-		checksum := fhd&0x04 != 0
-		didSize := [4]int{0, 1, 2, 4}[fhd&3]
-		fcsSize := [4]int{0, 2, 4, 8}[fhd>>6]
-		if single && fhd>>6 == 0 {
-			fcsSize = 1
-		}
-		p := 5
-		var window int64
-		if !single {
-			if len(b) < p+1 {
-				return 0, false
-			}
-			wd := b[p]
-			p++
-			base := int64(1) << (10 + wd>>3)
-			window = base + base/8*int64(wd&7)
-		}
-		p += didSize
-		if len(b) < p+fcsSize {
+		window, p, checksum, ok := zstdFrameHeader(b)
+		if !ok {
 			return 0, false
 		}
-		if single {
-			var fcs uint64
-			switch fcsSize {
-			case 1:
-				fcs = uint64(b[p])
-			case 2:
-				fcs = uint64(binary.LittleEndian.Uint16(b[p:])) + 256
-			case 4:
-				fcs = uint64(binary.LittleEndian.Uint32(b[p:]))
-			case 8:
-				fcs = binary.LittleEndian.Uint64(b[p:])
-			}
-			window = int64(min(fcs, 1<<40))
-		}
-		p += fcsSize
 		largest = max(largest, window)
 		frames++
-		// Skip the frame's blocks to reach the next frame.
-		for {
-			if len(b) < p+3 {
-				return largest, frames > 0
-			}
-			h := uint32(b[p]) | uint32(b[p+1])<<8 | uint32(b[p+2])<<16
-			p += 3
-			size := int(h >> 3)
-			if (h>>1)&3 == 1 { // RLE: one byte
-				size = 1
-			}
-			p += size
-			if h&1 != 0 {
-				break
-			}
+		p, whole := zstdSkipBlocks(b, p)
+		if !whole {
+			return largest, true
 		}
 		if checksum {
 			p += 4
@@ -146,4 +100,71 @@ func zstdWindow(b []byte) (int64, bool) {
 		b = b[p:]
 	}
 	return largest, frames > 0
+}
+
+// zstdFrameHeader reads the header of the frame b starts with (its magic
+// number checked): the window it declares, where its blocks start, and
+// whether a checksum follows them. ok is false for a header cut short.
+func zstdFrameHeader(b []byte) (window int64, p int, checksum, ok bool) {
+	if len(b) < 5 {
+		return 0, 0, false, false
+	}
+	fhd := b[4]
+	single := fhd&0x20 != 0
+	checksum = fhd&0x04 != 0
+	didSize := [4]int{0, 1, 2, 4}[fhd&3]
+	fcsSize := [4]int{0, 2, 4, 8}[fhd>>6]
+	if single && fhd>>6 == 0 {
+		fcsSize = 1
+	}
+	p = 5
+	if !single {
+		if len(b) < p+1 {
+			return 0, 0, false, false
+		}
+		wd := b[p]
+		p++
+		base := int64(1) << (10 + wd>>3)
+		window = base + base/8*int64(wd&7)
+	}
+	p += didSize
+	if len(b) < p+fcsSize {
+		return 0, 0, false, false
+	}
+	if single {
+		// A single-segment frame's window is its content size.
+		var fcs uint64
+		switch fcsSize {
+		case 1:
+			fcs = uint64(b[p])
+		case 2:
+			fcs = uint64(binary.LittleEndian.Uint16(b[p:])) + 256
+		case 4:
+			fcs = uint64(binary.LittleEndian.Uint32(b[p:]))
+		case 8:
+			fcs = binary.LittleEndian.Uint64(b[p:])
+		}
+		window = int64(min(fcs, 1<<40))
+	}
+	return window, p + fcsSize, checksum, true
+}
+
+// zstdSkipBlocks skips the blocks of a frame from b[p:] to reach what
+// follows them; whole is false when b ends first.
+func zstdSkipBlocks(b []byte, p int) (int, bool) {
+	for {
+		if len(b) < p+3 {
+			return p, false
+		}
+		h := uint32(b[p]) | uint32(b[p+1])<<8 | uint32(b[p+2])<<16
+		p += 3
+		size := int(h >> 3)
+		if (h>>1)&3 == 1 { // RLE: one byte
+			size = 1
+		}
+		p += size
+		if h&1 != 0 { // the last block
+			return p, true
+		}
+	}
 }

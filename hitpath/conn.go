@@ -325,23 +325,9 @@ func (c *Conn) serve(p []byte) (int, error) {
 	l := c.l
 	for {
 		if c.start == c.end {
-			c.start, c.end = 0, 0
-			if l.draining.Load() {
-				return 0, io.EOF // net/http closes the connection
-			}
-			if c.readErr != nil {
-				err := c.readErr
-				c.readErr = nil
+			if err := c.readHead(); err != nil {
 				return 0, err
 			}
-			n, err := c.Conn.Read(c.rb)
-			if n == 0 {
-				if err == nil {
-					err = io.ErrNoProgress
-				}
-				return 0, err
-			}
-			c.end = n // an error that came with bytes returns on the next read
 		}
 		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req, l.rules)
 		if l.draining.Load() && res != foreign {
@@ -349,33 +335,9 @@ func (c *Conn) serve(p []byte) (int, error) {
 		}
 		switch res {
 		case incomplete:
-			if c.start > 0 {
-				c.end = copy(c.rb, c.rb[c.start:c.end])
-				c.start = 0
+			if n, err, done := c.readRest(p); done {
+				return n, err
 			}
-			if c.end == len(c.rb) {
-				l.metrics.passed(reasonTooLarge, true)
-				return c.giveForGood(p), nil
-			}
-			if !c.partial {
-				// The rest of this head must come within the header
-				// timeout, however it trickles in.
-				c.partial = true
-				_ = c.Conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
-			}
-			if l.draining.Load() {
-				return 0, io.EOF
-			}
-			if c.readErr != nil {
-				err := c.readErr
-				c.readErr = nil
-				return 0, err
-			}
-			n, err := c.Conn.Read(c.rb[c.end:])
-			if n == 0 {
-				return 0, err
-			}
-			c.end += n
 			continue
 		case answerable:
 			answered, err := c.answer()
@@ -398,24 +360,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			reason = reasonNotHit
 			fallthrough
 		case handable:
-			// net/http gets this head alone; the bytes after it wait for
-			// the loop, which gets the connection back once net/http has
-			// answered (ConnState reports StateIdle).
-			l.metrics.passed(reason, false)
-			c.partial = false
-			// net/http may end its background read before that read's
-			// goroutine even starts: the abort is armed here, once per
-			// handed request, never in hold.
-			c.aborted.Store(false)
-			select {
-			case <-c.abort:
-			default:
-			}
-			c.state.Store(stateHanded)
-			c.owed = headLen
-			n := c.give(p, c.start+c.owed)
-			c.owed -= n
-			return n, nil
+			return c.hand(p, headLen, reason), nil
 		default:
 			if reason != "" {
 				l.metrics.passed(reason, true)
@@ -423,6 +368,85 @@ func (c *Conn) serve(p []byte) (int, error) {
 			return c.giveForGood(p), nil
 		}
 	}
+}
+
+// readHead reads the start of the next request into the empty buffer.
+// An error is what net/http's read gets: the connection ends.
+func (c *Conn) readHead() error {
+	c.start, c.end = 0, 0
+	if c.l.draining.Load() {
+		return io.EOF // net/http closes the connection
+	}
+	if c.readErr != nil {
+		err := c.readErr
+		c.readErr = nil
+		return err
+	}
+	n, err := c.Conn.Read(c.rb)
+	if n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return err
+	}
+	c.end = n // an error that came with bytes returns on the next read
+	return nil
+}
+
+// readRest reads more of a head that is not whole yet. done says the
+// read is over for net/http: n bytes of p (a head too large for the loop,
+// given to net/http for good) or err.
+func (c *Conn) readRest(p []byte) (n int, err error, done bool) {
+	l := c.l
+	if c.start > 0 {
+		c.end = copy(c.rb, c.rb[c.start:c.end])
+		c.start = 0
+	}
+	if c.end == len(c.rb) {
+		l.metrics.passed(reasonTooLarge, true)
+		return c.giveForGood(p), nil, true
+	}
+	if !c.partial {
+		// The rest of this head must come within the header timeout,
+		// however it trickles in.
+		c.partial = true
+		_ = c.Conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
+	}
+	if l.draining.Load() {
+		return 0, io.EOF, true
+	}
+	if c.readErr != nil {
+		err := c.readErr
+		c.readErr = nil
+		return 0, err, true
+	}
+	n, err = c.Conn.Read(c.rb[c.end:])
+	if n == 0 {
+		return 0, err, true
+	}
+	c.end += n
+	return 0, nil, false
+}
+
+// hand gives net/http the head of headLen bytes alone; the bytes after
+// it wait for the loop, which gets the connection back once net/http has
+// answered (ConnState reports StateIdle).
+func (c *Conn) hand(p []byte, headLen int, reason string) int {
+	c.l.metrics.passed(reason, false)
+	c.partial = false
+	// net/http may end its background read before that read's goroutine
+	// even starts: the abort is armed here, once per handed request,
+	// never in hold.
+	c.aborted.Store(false)
+	select {
+	case <-c.abort:
+	default:
+	}
+	c.state.Store(stateHanded)
+	c.owed = headLen
+	n := c.give(p, c.start+c.owed)
+	c.owed -= n
+	return n
 }
 
 // giveForGood leaves the connection to net/http with the bytes read so

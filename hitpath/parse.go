@@ -68,10 +68,6 @@ const (
 // loop reads, a stripped one is ignored as the cache would ignore it, and
 // an unknown field the operator declared unkeyed does not stop a hit.
 func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, reason string) {
-	var strip, unkeyed []string
-	if rules != nil {
-		strip, unkeyed = rules.strip, rules.unkeyed
-	}
 	*r = Request{}
 	line, rest, ls := cutLine(b)
 	switch ls {
@@ -80,25 +76,9 @@ func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, rea
 	case lineBad:
 		return 0, foreign, reasonSyntax // a bare LF
 	}
-	switch {
-	case bytes.HasPrefix(line, []byte("GET ")):
-		line = line[4:]
-	case bytes.HasPrefix(line, []byte("HEAD ")):
-		r.Head = true
-		line = line[5:]
-	default:
-		return 0, foreign, reasonMethod
+	if res, reason = r.requestLine(line); res == foreign {
+		return 0, foreign, reason
 	}
-	target, version, ok := bytes.Cut(line, []byte(" "))
-	if !ok || !bytes.Equal(version, []byte("HTTP/1.1")) || !plainValue(target) || len(target) == 0 || target[0] != '/' {
-		// Also a target with spaces or control bytes, or not in origin
-		// form: net/http's own URL rules decide those.
-		return 0, foreign, reasonVersion
-	}
-	if !plainTarget(target) {
-		reason = reasonTarget
-	}
-	r.Target = target
 	hosts := 0
 	for {
 		line, rest, ls = cutLine(rest)
@@ -111,59 +91,8 @@ func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, rea
 		if len(line) == 0 {
 			break
 		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !isToken(name) || !plainValue(value) {
-			return 0, foreign, reasonSyntax // includes obs-fold: a line starting with SP or HTAB
-		}
-		value = trimOWS(value)
-		f := fieldOf(name)
-		if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
-			f = fieldOther
-		}
-		switch f {
-		case fieldHost:
-			hosts++
-			if !plainHost(value) && reason == "" {
-				reason = reasonHost
-			}
-			r.Host = value
-		case fieldConnection:
-			switch {
-			case asciiEqualFold(value, "close"):
-				r.Close = true
-			case asciiEqualFold(value, "keep-alive"):
-			default:
-				return 0, foreign, reasonFraming
-			}
-		case fieldAcceptEncoding:
-			if r.nAccept == len(r.acceptStore) {
-				if reason == "" {
-					reason = reasonField
-				}
-				continue
-			}
-			r.acceptStore[r.nAccept] = value
-			r.nAccept++
-		case fieldReferer:
-			if r.Referer == nil {
-				r.Referer = value // the first, as Header.Get gives the access log
-			}
-		case fieldUserAgent:
-			if r.UserAgent == nil {
-				r.UserAgent = value
-			}
-		case fieldFraming:
-			return 0, foreign, reasonFraming
-		case fieldDecline:
-			if reason == "" {
-				reason = reasonField
-			}
-		case fieldKeyed:
-			// A field the cache keys (package reqfield): the request has a
-			// variant of its own, which ServeHTTP looks up.
-			if reason == "" && !isStripped(name, unkeyed) && !isStripped(name, strip) {
-				reason = reasonField
-			}
+		if why := r.field(line, rules, &hosts, &reason); why != "" {
+			return 0, foreign, why
 		}
 	}
 	if hosts != 1 {
@@ -174,6 +103,98 @@ func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, rea
 		return len(b) - len(rest), handable, reason
 	}
 	return len(b) - len(rest), answerable, ""
+}
+
+// requestLine reads a request line: foreign for what the loop does not
+// frame itself, else the reason to hand the request over ("" if none).
+func (r *Request) requestLine(line []byte) (parseResult, string) {
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		line = line[4:]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		r.Head = true
+		line = line[5:]
+	default:
+		return foreign, reasonMethod
+	}
+	target, version, ok := bytes.Cut(line, []byte(" "))
+	if !ok || !bytes.Equal(version, []byte("HTTP/1.1")) || !plainValue(target) || len(target) == 0 || target[0] != '/' {
+		// Also a target with spaces or control bytes, or not in origin
+		// form: net/http's own URL rules decide those.
+		return foreign, reasonVersion
+	}
+	r.Target = target
+	if !plainTarget(target) {
+		return handable, reasonTarget
+	}
+	return answerable, ""
+}
+
+// field reads one header field line into r. It returns the reason the
+// connection is net/http's from here on ("" if it is not); a reason to
+// hand this request over goes into *reason (the first one counts), a Host
+// into *hosts.
+func (r *Request) field(line []byte, rules *fieldRules, hosts *int, reason *string) string {
+	var strip, unkeyed []string
+	if rules != nil {
+		strip, unkeyed = rules.strip, rules.unkeyed
+	}
+	hand := func(why string) {
+		if *reason == "" {
+			*reason = why
+		}
+	}
+	name, value, ok := bytes.Cut(line, []byte(":"))
+	if !ok || !isToken(name) || !plainValue(value) {
+		return reasonSyntax // includes obs-fold: a line starting with SP or HTAB
+	}
+	value = trimOWS(value)
+	f := fieldOf(name)
+	if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
+		f = fieldOther
+	}
+	switch f {
+	case fieldHost:
+		*hosts++
+		if !plainHost(value) {
+			hand(reasonHost)
+		}
+		r.Host = value
+	case fieldConnection:
+		switch {
+		case asciiEqualFold(value, "close"):
+			r.Close = true
+		case asciiEqualFold(value, "keep-alive"):
+		default:
+			return reasonFraming
+		}
+	case fieldAcceptEncoding:
+		if r.nAccept == len(r.acceptStore) {
+			hand(reasonField)
+			return ""
+		}
+		r.acceptStore[r.nAccept] = value
+		r.nAccept++
+	case fieldReferer:
+		if r.Referer == nil {
+			r.Referer = value // the first, as Header.Get gives the access log
+		}
+	case fieldUserAgent:
+		if r.UserAgent == nil {
+			r.UserAgent = value
+		}
+	case fieldFraming:
+		return reasonFraming
+	case fieldDecline:
+		hand(reasonField)
+	case fieldKeyed:
+		// A field the cache keys (package reqfield): the request has a
+		// variant of its own, which ServeHTTP looks up.
+		if !isStripped(name, unkeyed) && !isStripped(name, strip) {
+			hand(reasonField)
+		}
+	}
+	return ""
 }
 
 // fieldRules are the operator's field lists, lower-case.

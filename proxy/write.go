@@ -282,77 +282,111 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 	hdr.Add("Via", h.via)
 	hdr["Cache-Status"] = h.field(status)
-	var body io.Reader = resp.Body
-	var out io.Writer = w
-	var ew *encodingWriter
-	if from, to, ok := h.streamCoding(r, resp.StatusCode, resp.Header); ok {
-		addVaryAcceptEncoding(hdr)
-		if to != from && r.Method != http.MethodHead {
-			var err error
-			if from != coding.Identity {
-				// A decoder's window, as the stream declares it in its
-				// first bytes, is charged before it is allocated.
-				head := make([]byte, 32)
-				n, _ := io.ReadFull(resp.Body, head)
-				head = head[:n]
-				state := coding.DecoderBytesFor(from, head)
-				if !h.charge(state) {
-					h.metrics.compression.overBudget[opDecode].Inc()
-					clear(hdr) // the origin's fields describe a body this answer does not carry
-					w.Header().Set("Retry-After", "1")
-					h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
-					return
-				}
-				defer h.release(state)
-				dec, derr := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), resp.Body), h.cfg.Compression.MaxDecodedBytes)
-				if derr != nil {
-					clear(hdr)
-					h.writeError(w, http.StatusBadGateway, refused("miss", "undecodable"), "the origin sent a body that cannot be decoded")
-					return
-				}
-				defer dec.Close()
-				body = &countingReader{r: dec, n: h.metrics.compression.out[opDecode][from]}
-			} else if ew, err = h.newEncodingWriter(w, to); errors.Is(err, coding.ErrBudget) {
-				to = from // no memory for an encoder: identity, Vary kept
-			} else if err != nil {
-				clear(hdr)
-				h.writeError(w, http.StatusInternalServerError, refused("miss", "encoder"), "encoder unavailable")
-				return
-			} else {
-				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
-				out = ew
-			}
-		}
-		if to != from {
-			setCodingFields(hdr, to, -1, true)
-		}
-		h.metrics.compression.served[to].Inc()
+	c := streamCoder{body: resp.Body, out: w}
+	defer c.end()
+	if !h.codeStream(w, r, resp, &c) {
+		return
 	}
 	h.extendWrite(w)
 	w.WriteHeader(resp.StatusCode)
 	if r.Method == http.MethodHead {
 		return
 	}
+	h.copyStream(w, r, &c)
+}
+
+// streamCoder is how a streamed body is read and written: decoded from
+// body, encoded into out by ew (nil: as it comes), with what must be
+// released when the stream ends.
+type streamCoder struct {
+	body  io.Reader
+	out   io.Writer
+	ew    *encodingWriter
+	after []func() // run by end, last first
+}
+
+func (c *streamCoder) end() {
+	for i := len(c.after) - 1; i >= 0; i-- {
+		c.after[i]()
+	}
+}
+
+// codeStream sets up the coding the client gets for resp's body, with the
+// memory it takes charged first. It reports false when it answered the
+// request itself (an error: no budget, a body it cannot decode).
+func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.Response, c *streamCoder) bool {
+	hdr := w.Header()
+	from, to, ok := h.streamCoding(r, resp.StatusCode, resp.Header)
+	if !ok {
+		return true
+	}
+	addVaryAcceptEncoding(hdr)
+	if to != from && r.Method != http.MethodHead {
+		if from != coding.Identity {
+			// A decoder's window, as the stream declares it in its first
+			// bytes, is charged before it is allocated.
+			head := make([]byte, 32)
+			n, _ := io.ReadFull(resp.Body, head)
+			head = head[:n]
+			state := coding.DecoderBytesFor(from, head)
+			if !h.charge(state) {
+				h.metrics.compression.overBudget[opDecode].Inc()
+				clear(hdr) // the origin's fields describe a body this answer does not carry
+				w.Header().Set("Retry-After", "1")
+				h.writeError(w, http.StatusServiceUnavailable, refused("miss", string(whyBufferFull)), "too much in flight")
+				return false
+			}
+			c.after = append(c.after, func() { h.release(state) })
+			dec, err := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), resp.Body), h.cfg.Compression.MaxDecodedBytes)
+			if err != nil {
+				clear(hdr)
+				h.writeError(w, http.StatusBadGateway, refused("miss", "undecodable"), "the origin sent a body that cannot be decoded")
+				return false
+			}
+			c.after = append(c.after, func() { dec.Close() })
+			c.body = &countingReader{r: dec, n: h.metrics.compression.out[opDecode][from]}
+		} else if ew, err := h.newEncodingWriter(w, to); errors.Is(err, coding.ErrBudget) {
+			to = from // no memory for an encoder: identity, Vary kept
+		} else if err != nil {
+			clear(hdr)
+			h.writeError(w, http.StatusInternalServerError, refused("miss", "encoder"), "encoder unavailable")
+			return false
+		} else {
+			c.after = append(c.after, func() { _ = ew.Close() }) // idempotent; gives the encoder back on every path
+			c.out, c.ew = ew, ew
+		}
+	}
+	if to != from {
+		setCodingFields(hdr, to, -1, true)
+	}
+	h.metrics.compression.served[to].Inc()
+	return true
+}
+
+// copyStream copies a streamed body to the client as it comes, flushing
+// whenever the upstream pauses. A body that breaks ends the connection,
+// so that the client cannot take a truncated body for a whole one.
+func (h *Handler) copyStream(w http.ResponseWriter, r *http.Request, c *streamCoder) {
 	bp := h.bufPool.Get().(*[]byte)
 	defer h.bufPool.Put(bp)
 	rc := http.NewResponseController(w)
 	buf := *bp
 	for {
-		n, err := body.Read(buf)
+		n, err := c.body.Read(buf)
 		if n > 0 {
 			h.extendWrite(w)
-			if _, werr := out.Write(buf[:n]); werr != nil {
+			if _, werr := c.out.Write(buf[:n]); werr != nil {
 				return
 			}
 			if n < len(buf) {
-				if ew != nil {
-					_ = ew.Flush()
+				if c.ew != nil {
+					_ = c.ew.Flush()
 				}
 				_ = rc.Flush() // the upstream paused: pass on what we have
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			if ew != nil && ew.Close() != nil {
+			if c.ew != nil && c.ew.Close() != nil {
 				panic(http.ErrAbortHandler)
 			}
 			return
@@ -362,12 +396,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 				h.metrics.compression.bombs.Inc()
 			}
 			h.log.Debug("streaming response", "err", err)
-			if ew != nil {
-				ew.abort() // no end-of-stream block: the body must not decode as whole
+			if c.ew != nil {
+				c.ew.abort() // no end-of-stream block: the body must not decode as whole
 			}
 			if r.Context().Err() == nil {
-				// End the connection so the client cannot take a
-				// truncated body for a whole one.
 				panic(http.ErrAbortHandler)
 			}
 			return
