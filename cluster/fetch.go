@@ -296,7 +296,7 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
 			out := peerRequest(rctx, req)
 			out.Header.Set("Cache-Control", "only-if-cached")
-			out.Header.Set(hdrMode, "probe")
+			out.Header.Set(hdrMode, hopProbe.String())
 			out.Header.Set(hdrHop, "1")
 			resp, err := c.send(out, peers[i])
 			if !late.Stop() || err != nil { // no headers in time: lost
@@ -421,7 +421,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 // unreachable says it did not answer at all (a 5xx is an answer).
 func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int) (resp *http.Response, ok, unreachable bool) {
 	out := peerRequest(ctx, req)
-	out.Header.Set(hdrMode, "climb")
+	out.Header.Set(hdrMode, hopClimb.String())
 	out.Header.Set(hdrRank, strconv.Itoa(rank))
 	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
 	out.Header.Set(hdrPath, strings.Join(rest, ","))
@@ -465,7 +465,7 @@ func (c *Cluster) nextHome(kh uint64, failed []string) string {
 // a copy when it returns if the count reached q. The home (rank 2) always
 // keeps one: it stands in front of the origin.
 func (c *Cluster) continueClimb(ctx context.Context, fr proxy.FetchRequest, kh uint64, rt *route) (proxy.Result, error) {
-	if rt.mode == "probe" {
+	if rt.mode == hopProbe {
 		// only-if-cached already answered a probe miss; never fetch for one.
 		return proxy.Result{}, errors.New("cluster: probe reached the fetcher")
 	}

@@ -13,9 +13,31 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
+// hopMode is what a peer request asks of the peer.
+type hopMode int
+
+const (
+	hopProbe hopMode = iota + 1 // only-if-cached: answer from the store or 504
+	hopClimb                    // a miss climbing the page's path: fetch on up the path
+)
+
+// hopModes are the modes' names on the wire (Edge-Mode) and in
+// edge_peer_requests_total.
+var hopModes = map[string]hopMode{"probe": hopProbe, "climb": hopClimb}
+
+func (m hopMode) String() string {
+	switch m {
+	case hopProbe:
+		return "probe"
+	case hopClimb:
+		return "climb"
+	}
+	return "unknown"
+}
+
 // route is what a peer request says about its place in a climb.
 type route struct {
-	mode      string   // "probe" or "climb"
+	mode      hopMode
 	remaining []string // caches after this one, towards the origin
 	rank      int      // tree rank this cache plays
 	hop       int
@@ -43,18 +65,18 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		_, _ = w.Write([]byte(strconv.Itoa(n)))
 	})
 	r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rt := &route{mode: req.Header.Get(hdrMode)}
+		rt := &route{mode: hopModes[req.Header.Get(hdrMode)]}
 		rt.rank, _ = strconv.Atoi(req.Header.Get(hdrRank))
 		rt.hop, _ = strconv.Atoi(req.Header.Get(hdrHop))
 		if p := req.Header.Get(hdrPath); p != "" {
 			rt.remaining = strings.Split(p, ",")
 		}
-		if rt.hop > maxHops || (rt.mode != "probe" && rt.mode != "climb") {
+		if rt.hop > maxHops || rt.mode == 0 {
 			c.metrics.PeerRejected.WithLabelValues("loop").Inc()
 			http.Error(w, "bad route", http.StatusLoopDetected)
 			return
 		}
-		c.metrics.PeerRequests.WithLabelValues(rt.mode).Inc()
+		c.metrics.PeerRequests.WithLabelValues(rt.mode.String()).Inc()
 		// An authenticated peer is a trusted proxy: the forwarding fields it
 		// wrote for its client are kept, and TLS on the peer hop
 		// (cluster.tls) is not the client's, so the cache key's scheme is

@@ -77,7 +77,7 @@ func startFakePeer(t *testing.T, id string) *fakePeer {
 	h := pc.PeerHandler(func(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
 		rt := in.Route.(*route)
 		f.mu.Lock()
-		f.seen = append(f.seen, seenRoute{rt.mode, rt.rank, rt.hop, strings.Join(rt.remaining, ",")})
+		f.seen = append(f.seen, seenRoute{rt.mode.String(), rt.rank, rt.hop, strings.Join(rt.remaining, ",")})
 		answer := f.answer
 		f.mu.Unlock()
 		if answer != nil {
@@ -259,7 +259,7 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 	key := proxy.CacheKey("http", "site.example", "/a", "")
 	// This cache plays rank 3 and must forward to p2 (rank 2), skipping a
 	// path entry that names itself (a loop).
-	rt := &route{mode: "climb", rank: 3, hop: 1, remaining: []string{"n0:4", "p2:2"}}
+	rt := &route{mode: hopClimb, rank: 3, hop: 1, remaining: []string{"n0:4", "p2:2"}}
 	for i, wantKeep := range []bool{false, true} { // q = 2
 		res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: key, Req: req, Route: rt})
 		if err != nil {
@@ -278,14 +278,14 @@ func TestContinueClimbFollowsTheGivenPathAndAppliesQ(t *testing.T) {
 		t.Fatalf("p1 is not on the given path but saw %+v", p1.routes())
 	}
 	// The home (rank 2) always keeps its copy.
-	rt2 := &route{mode: "climb", rank: 2, hop: 1}
+	rt2 := &route{mode: hopClimb, rank: 2, hop: 1}
 	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", "/b", ""), Req: req, Route: rt2})
 	if err != nil || !res.Keep {
 		t.Fatalf("the home did not keep the page: %v, %v", res.Keep, err)
 	}
 	res.Resp.Body.Close()
 	// A probe that reaches the fetcher is refused: probes never fetch.
-	if _, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: key, Req: req, Route: &route{mode: "probe"}}); err == nil {
+	if _, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: key, Req: req, Route: &route{mode: hopProbe}}); err == nil {
 		t.Fatal("a probe reached the origin")
 	}
 }

@@ -166,7 +166,7 @@ func Keys() []Key {
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
-		{"routing.home", String, "global", "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct, and keeps heartbeats all-to-all (cluster.monitoring subset is refused; auto does not switch to subset), since a peer's region travels only in its own heartbeats."},
+		{"routing.home", String, routing.HomeGlobal.String(), "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct, and keeps heartbeats all-to-all (cluster.monitoring subset is refused; auto does not switch to subset), since a peer's region travels only in its own heartbeats."},
 		{"routing.d", Int, strconv.Itoa(cd.Arity), "Tree arity d: the origin sees at most d·q fetches per page."},
 		{"routing.q", Int, strconv.Itoa(cd.Q), "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, strconv.Itoa(cd.HotThreshold), "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
@@ -174,7 +174,7 @@ func Keys() []Key {
 		{"indicators.bpe", Float, float(fd.BitsPerElement), "Bits per element of the indicator (fpr ≈ 0.1 % fresh)."},
 		{"indicators.update_interval", Int, strconv.Itoa(fd.UpdateInterval), "Insertions between advertisements (U)."},
 		{"indicators.advertise_max", Duration, dur(cd.AdvertiseMax), "Advertise at least this often when the store changed (T)."},
-		{"indicators.fnr_estimator", String, fd.FNREstimator, "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
+		{"indicators.fnr_estimator", String, fd.FNREstimator.String(), "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
 		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request, and every HTTP/2 connection, is net/http's as before (docs/benchmarks.md, package hitpath). Off on the plain listener with tls.redirect_to_https, where every plain request is redirected."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
@@ -294,7 +294,7 @@ type Config struct {
 	Routing struct {
 		Mode         routing.Mode
 		Placement    routing.Placement
-		Home         string // global or region
+		Home         routing.Home
 		D, Q         int
 		HotThreshold int
 	}
@@ -303,7 +303,7 @@ type Config struct {
 		BPE            float64
 		UpdateInterval int
 		AdvertiseMax   time.Duration
-		FNREstimator   string
+		FNREstimator   indicators.FNREstimator
 	}
 	ShutdownTimeout time.Duration
 	Log             struct {
@@ -482,14 +482,14 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.TLS.CAFile = p.str("cluster.tls.ca_file")
 	c.Routing.Mode = parseEnum(&p, "routing.mode", routing.ParseMode)
 	c.Routing.Placement = parseEnum(&p, "routing.placement", routing.ParsePlacement)
-	c.Routing.Home = p.oneOf("routing.home", "global", "region")
-	if c.Routing.Home == "region" && c.Cluster.Region == "" {
+	c.Routing.Home = parseEnum(&p, "routing.home", routing.ParseHome)
+	if c.Routing.Home == routing.HomeRegion && c.Cluster.Region == "" {
 		p.fail("routing.home", c.Routing.Home, "needs cluster.region: a node must know its region to have homes in it")
 	}
-	if c.Routing.Home == "region" && c.Cluster.Monitoring == cluster.MonitorSubset {
+	if c.Routing.Home == routing.HomeRegion && c.Cluster.Monitoring == cluster.MonitorSubset {
 		p.fail("routing.home", c.Routing.Home, "needs cluster.monitoring all or auto (which stays all-to-all with regional homes): a peer's region travels only in its own heartbeats, so with subset monitoring nodes would not know every peer's region")
 	}
-	if c.Routing.Home == "region" && c.Routing.Placement != routing.PlacementDistinct {
+	if c.Routing.Home == routing.HomeRegion && c.Routing.Placement != routing.PlacementDistinct {
 		p.fail("routing.home", c.Routing.Home, "needs routing.placement distinct: the next home in a region comes from the page's rendezvous ranking")
 	}
 	c.Routing.D = p.int("routing.d", 2, 64)
@@ -499,7 +499,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Indicators.BPE = p.float("indicators.bpe", 1, 64)
 	c.Indicators.UpdateInterval = p.int("indicators.update_interval", 1, 1<<30)
 	c.Indicators.AdvertiseMax = p.dur("indicators.advertise_max", true)
-	c.Indicators.FNREstimator = p.oneOf("indicators.fnr_estimator", "bits", "count", "exact")
+	c.Indicators.FNREstimator = parseEnum(&p, "indicators.fnr_estimator", indicators.ParseFNREstimator)
 	c.ShutdownTimeout = p.dur("shutdown_timeout", true)
 	c.Log.Level = p.oneOf("log.level", "debug", "info", "warn", "error")
 	c.Log.Format = p.oneOf("log.format", "text", "json")

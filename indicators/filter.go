@@ -15,21 +15,18 @@ type FilterConfig struct {
 	BitsPerElement float64 // bpe: m = bpe·C bits, k = ⌊bpe·ln 2⌋ hash functions
 	UpdateInterval int     // U: advertise after this many insertions
 	EstimateEvery  int     // recompute fpr and fnr after this many insertions
-	// FNREstimator is "bits" (the paper: from bit counts), "count" (from
-	// the number of keys inserted since the advertisement) or "exact" (each
-	// key entering or leaving the cache is tested against the advertised
-	// snapshot, so the count of held keys the replica misses is exact).
-	FNREstimator string
+	// FNREstimator is how fnr is estimated (the zero value: the paper's).
+	FNREstimator FNREstimator
 }
 
 // DefaultFilterConfig matches the paper's main setting.
 func DefaultFilterConfig(capacity int) FilterConfig {
 	return FilterConfig{
 		Capacity:       capacity,
-		BitsPerElement: 14,     // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
-		UpdateInterval: 1000,   // U: the paper's headline interval
-		EstimateEvery:  50,     // cheap enough to piggyback on every heartbeat
-		FNREstimator:   "bits", // the paper's estimate: measured best with fna-home (docs/indicators.md); "count" helps plain fna at large U
+		BitsPerElement: 14,      // the paper's bpe: fpr ≈ 0.1 % on a fresh filter
+		UpdateInterval: 1000,    // U: the paper's headline interval
+		EstimateEvery:  50,      // cheap enough to piggyback on every heartbeat
+		FNREstimator:   FNRBits, // the paper's estimate: measured best with fna-home (docs/indicators.md); count helps plain fna at large U
 	}
 }
 
@@ -67,12 +64,8 @@ func NewFilter(cfg FilterConfig) (*Filter, error) {
 	if cfg.Capacity < 1 || cfg.BitsPerElement <= 0 || cfg.UpdateInterval < 1 || cfg.EstimateEvery < 1 {
 		return nil, fmt.Errorf("indicators: filter config %+v: capacity, bpe, update interval and estimate interval must be positive", cfg)
 	}
-	switch cfg.FNREstimator {
-	case "":
-		cfg.FNREstimator = "bits"
-	case "bits", "count", "exact":
-	default:
-		return nil, fmt.Errorf("indicators: fnr estimator %q, want bits, count or exact", cfg.FNREstimator)
+	if cfg.FNREstimator < 0 || int(cfg.FNREstimator) >= len(fnrEstimatorNames) {
+		return nil, fmt.Errorf("indicators: %v is not an fnr estimator", cfg.FNREstimator)
 	}
 	m, k := cfg.Params()
 	f := &Filter{cfg: cfg, m: m, k: k, up: bloom.New(m, k), adv: bloom.New(m, k)}
@@ -148,7 +141,7 @@ func (f *Filter) estimateLocked() {
 	switch {
 	case b1up == 0:
 		f.fnr = 0
-	case f.cfg.FNREstimator == "count":
+	case f.cfg.FNREstimator == FNRCount:
 		// The keys inserted since the advertisement are the only ones the
 		// replica can miss; each tests positive anyway with probability fpr.
 		// LRU evicts old keys first, so new keys are still held.
@@ -156,7 +149,7 @@ func (f *Filter) estimateLocked() {
 		if held > 0 {
 			f.fnr = float64(min(f.sinceAdv, held)) / float64(held) * (1 - f.fpr)
 		}
-	case f.cfg.FNREstimator == "exact":
+	case f.cfg.FNREstimator == FNRExact:
 		// Caches that do not report evictions (the node's store) are
 		// bounded by capacity: an LRU evicts old, advertised keys first.
 		held := min(f.held, f.cfg.Capacity)

@@ -60,7 +60,7 @@ func TestExclusionsHandComputed(t *testing.T) {
 // the "exact" fnr is the share of held keys the advertised snapshot tests
 // negative for, counted here on a replica.
 func TestExactEstimatorIsExact(t *testing.T) {
-	f, err := NewFilter(FilterConfig{Capacity: 1000, BitsPerElement: 10, UpdateInterval: 100000, EstimateEvery: 1, FNREstimator: "exact"})
+	f, err := NewFilter(FilterConfig{Capacity: 1000, BitsPerElement: 10, UpdateInterval: 100000, EstimateEvery: 1, FNREstimator: FNRExact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +107,16 @@ func TestExactEstimatorIsExact(t *testing.T) {
 	if want := float64(negatives) / float64(len(held)); !near(fnr, want) {
 		t.Errorf("exact fnr %v, true %v (%d of %d held keys negative)", fnr, want, negatives, len(held))
 	}
-	if _, err := NewFilter(FilterConfig{Capacity: 1, BitsPerElement: 1, UpdateInterval: 1, EstimateEvery: 1, FNREstimator: "guess"}); err == nil {
+	if _, err := NewFilter(FilterConfig{Capacity: 1, BitsPerElement: 1, UpdateInterval: 1, EstimateEvery: 1, FNREstimator: FNREstimator(7)}); err == nil {
 		t.Error("accepted an unknown fnr estimator")
+	}
+	if _, err := ParseFNREstimator("guess"); err == nil {
+		t.Error("parsed an unknown fnr estimator name")
+	}
+	for _, e := range []FNREstimator{FNRBits, FNRCount, FNRExact} {
+		if got, err := ParseFNREstimator(e.String()); err != nil || got != e {
+			t.Errorf("%v does not parse back: %v, %v", e, got, err)
+		}
 	}
 }
 

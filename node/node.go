@@ -311,7 +311,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
 		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, Mode: cfg.Routing.Mode,
-		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == "region", Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
+		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == routing.HomeRegion, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
 		PeerTimeout:  cfg.Cluster.PeerTimeout,
 		Indicator:    indicatorConfig(cfg),
 		AdvertiseMax: cfg.Indicators.AdvertiseMax,

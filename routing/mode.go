@@ -39,3 +39,35 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return 0, fmt.Errorf("routing: mode %q, want one of %s", s, strings.Join(modeNames[:], ", "))
 }
+
+// Home is where a page's home cache is.
+type Home int
+
+// The home placements.
+const (
+	// HomeGlobal gives a page one home in the cluster.
+	HomeGlobal Home = iota
+	// HomeRegion gives a page a home in each region: the first member of
+	// its rendezvous ranking in the region, so that a miss's first hop
+	// stays in the region.
+	HomeRegion
+)
+
+var homeNames = [...]string{"global", "region"}
+
+func (h Home) String() string {
+	if h < 0 || int(h) >= len(homeNames) {
+		return fmt.Sprintf("Home(%d)", int(h))
+	}
+	return homeNames[h]
+}
+
+// ParseHome parses a home placement name (global or region).
+func ParseHome(s string) (Home, error) {
+	for i, n := range homeNames {
+		if s == n {
+			return Home(i), nil
+		}
+	}
+	return 0, fmt.Errorf("routing: home %q, want one of %s", s, strings.Join(homeNames[:], ", "))
+}

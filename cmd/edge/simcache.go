@@ -82,7 +82,7 @@ func simCacheCmd() *cobra.Command {
 	fl.Float64Var(&c.MissPenalty, "miss-penalty", 100, "miss penalty M")
 	fl.IntVar(&c.Replicas, "replicas", 1, "home caches per key")
 	fl.Float64Var(&c.Explore, "explore", 0.01, "fna-hist: chance per request of probing the cheapest negative cache")
-	fl.StringVar(&c.FNREstimator, "fnr-estimator", "bits", "how caches estimate fnr: bits (the paper), count (keys inserted since the advertisement) or exact (held keys the snapshot misses)")
+	fl.Var(&c.FNREstimator, "fnr-estimator", "how caches estimate fnr: bits (the paper), count (keys inserted since the advertisement) or exact (held keys the snapshot misses)")
 	fl.IntVar(&c.Clients, "clients", 1, "ingress nodes sharing the caches, each with its own replicas and estimates")
 	fl.BoolVar(&c.Faithful, "faithful", false, "the authors' simulator rules: home = key mod n, and a re-insertion after a false-negative miss counts towards U")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")

@@ -31,9 +31,9 @@ type Config struct {
 	UpdateInterval int
 	Costs          []float64 // one per cache; the cheapest should be 1
 	MissPenalty    float64
-	Replicas       int     // homes per key
-	Explore        float64 // fna-hist: chance of probing the cheapest negative cache to learn ν
-	FNREstimator   string  // "bits" (paper), "count" or "exact"
+	Replicas       int                     // homes per key
+	Explore        float64                 // fna-hist: chance of probing the cheapest negative cache to learn ν
+	FNREstimator   indicators.FNREstimator // bits (the paper), count or exact
 	Seed           uint64
 	// Clients is how many ingress nodes share the caches, as in a cluster:
 	// request i goes to client i mod Clients, and each client keeps its own

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/edgecache/edge/indicators"
 )
 
 // TestSimulateSmall runs the simulator on a synthetic Zipf trace and checks
@@ -41,7 +43,7 @@ func TestFNANeverLosesWhenCachesNeverFill(t *testing.T) {
 	for i := range keys {
 		keys[i] = uint64(math.Floor(math.Pow(rng.Float64(), 2) * 5000)) // 5000 distinct < 3 × 10 000
 	}
-	for _, est := range []string{"bits", "count", "exact"} {
+	for _, est := range []indicators.FNREstimator{indicators.FNRBits, indicators.FNRCount, indicators.FNRExact} {
 		for _, faithful := range []bool{false, true} {
 			for _, clients := range []int{1, 3} {
 				c := Config{Caches: 3, CacheSize: 10000, BPE: 14, UpdateInterval: 1000, Costs: []float64{1, 2, 3}, MissPenalty: 100,
