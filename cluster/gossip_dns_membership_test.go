@@ -116,13 +116,13 @@ func (n *gossipNode) trustedIDs() map[string]bool {
 	return out
 }
 
-// TestReviewDNSSubsetRestartIdentifiesEveryone: with DNS membership and
+// TestDNSSubsetRestartIdentifiesEveryone: with DNS membership and
 // subset monitoring, a node that restarts knows its peers only by address
 // until their heartbeats name them. But the others already know it by its
 // id, and an identified non-neighbour is never sent a heartbeat (targets),
 // so the restarted node only ever identifies (and trusts) its neighbours:
 // its ring is itself plus k peers, permanently.
-func TestReviewDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
+func TestDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
 	const n, k = 10, 2
 	ids, addrs, byID := dnsMembers(t, n, "d", "127.0.0")
 	conns := map[string]*net.UDPConn{}
@@ -164,7 +164,7 @@ func TestReviewDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
 		victim, len(nodes[victim].trustedIDs()), n-1, st.Members, nodes[victim].trustedIDs())
 }
 
-// TestReviewDNSAutoGrowthPast24: nodes with DNS and monitoring auto
+// TestDNSAutoGrowthPast24: nodes with DNS and monitoring auto
 // (all-to-all) up to the threshold (24 in production, 6 here), then one
 // more starts. DNS lists it to all but one node at once, but
 // one node (lagger) re-resolves later (cluster.dns_interval is 10 s by
@@ -173,7 +173,7 @@ func TestReviewDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
 // suspects them; when its DNS catches up it switches to subset too, and
 // (the switch keeping its detector's verdicts as trust, gossip changing
 // trust only on newer points) it never trusts those live peers again.
-func TestReviewDNSAutoGrowthPast24(t *testing.T) {
+func TestDNSAutoGrowthPast24(t *testing.T) {
 	if testing.Short() {
 		t.Skip("7 nodes")
 	}
@@ -226,13 +226,13 @@ func TestReviewDNSAutoGrowthPast24(t *testing.T) {
 	t.Fatalf("%s (mode %s, %d members) trusts %d of %d live peers 60 s after its DNS caught up", lagger, st.Mode, st.Members, len(nodes[lagger].trustedIDs()), n-1)
 }
 
-// TestReviewDNSScaleDownHidesFailure: DNS membership only grows
+// TestDNSScaleDownHidesFailure: DNS membership only grows
 // (resolveLoop adds, nothing removes), and subset monitoring counts every
 // identified peer as a member "trusted or not". After a scale-down the
 // departed pods keep their places on the rings for ever; a survivor whose
 // neighbours all departed is heartbeated by nobody, and when it then dies
 // no survivor ever suspects it.
-func TestReviewDNSScaleDownHidesFailure(t *testing.T) {
+func TestDNSScaleDownHidesFailure(t *testing.T) {
 	const n, k = 8, 2
 	ids, _, byID := dnsMembers(t, n, "s", "127.0.2")
 	// The scale-down removes the two ring neighbours of x.
@@ -298,14 +298,14 @@ func TestReviewDNSScaleDownHidesFailure(t *testing.T) {
 	t.Fatalf("%s is dead for 40 s and still trusted by %v", x, still)
 }
 
-// TestReviewDNSSubsetStaggeredStart: ten pods of a DNS cluster with
+// TestDNSSubsetStaggeredStart: ten pods of a DNS cluster with
 // cluster.monitoring subset start 60 ms apart (one heartbeat period is
 // 50 ms), each knowing every address. A node hears an earlier node's
 // heartbeat before its own first send, identifies it, and sends only to
 // its neighbours among those it identified; the earlier node, which knows
 // the later one only by address until a heartbeat names it, never gets
 // one and never trusts it.
-func TestReviewDNSSubsetStaggeredStart(t *testing.T) {
+func TestDNSSubsetStaggeredStart(t *testing.T) {
 	const n, k = 10, 2
 	ids, addrs, byID := dnsMembers(t, n, "t", "127.0.4")
 	nodes := map[string]*gossipNode{}

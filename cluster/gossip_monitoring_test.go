@@ -74,7 +74,7 @@ func addHBPeers(c *Cluster, n int) []*hbPeer {
 	return fakes
 }
 
-// TestReviewAutoSwitchKeepsSuspectedPeerOut: with cluster.monitoring auto
+// TestAutoSwitchKeepsSuspectedPeerOut: with cluster.monitoring auto
 // and DNS membership, the mode switches from all to subset when the 25th
 // member is identified. A peer that the all-to-all detector had suspected
 // just before (a short network blip) keeps the liveness point it had,
@@ -82,7 +82,7 @@ func addHBPeers(c *Cluster, n int) []*hbPeer {
 // point; nobody gossips a suspicion of it (the others trust it), so it never
 // refutes, its heartbeats carry the same point, and this node never trusts
 // it again although it heartbeats normally.
-func TestReviewAutoSwitchKeepsSuspectedPeerOut(t *testing.T) {
+func TestAutoSwitchKeepsSuspectedPeerOut(t *testing.T) {
 	c := newReviewCluster(t, "self", nil, "edge-review.invalid", MonitorAuto, 8)
 	fakes := addHBPeers(c, AutoSubsetAbove) // 24 peers: 25 members once all are identified
 	t0 := time.Now()
@@ -143,10 +143,10 @@ func (f *hbPeer) rumorAlive() wire.Rumor {
 	return wire.Rumor{Node: f.id, Incarnation: f.inc, Ver: f.ver}
 }
 
-// TestReviewOddKBound: the docs promise "at most k neighbours". With an
+// TestOddKBound: the docs promise "at most k neighbours". With an
 // odd k the graph had ⌈k/2⌉ rings of two links each: up to k+1 (fixed:
 // ⌊k/2⌋ rings, and cluster.monitor_peers must be even).
-func TestReviewOddKBound(t *testing.T) {
+func TestOddKBound(t *testing.T) {
 	var members []string
 	for i := range 50 {
 		members = append(members, fmt.Sprintf("node-%02d", i))
@@ -162,12 +162,12 @@ func TestReviewOddKBound(t *testing.T) {
 	}
 }
 
-// TestReviewAllModeRumorMetric: with all-to-all monitoring no rumor is
+// TestAllModeRumorMetric: with all-to-all monitoring no rumor is
 // sent or received, yet edge_gossip_rumors_total{kind="alive",
 // direction="applied"} counts every peer's first heartbeat and restart
 // (learn runs on every direct heartbeat), so the dashboard's gossip panel
 // shows gossip activity in a cluster that does not gossip.
-func TestReviewAllModeRumorMetric(t *testing.T) {
+func TestAllModeRumorMetric(t *testing.T) {
 	peers := map[string]string{"p1": "127.0.7.1:7000", "p2": "127.0.7.2:7000"}
 	c := newReviewCluster(t, "self", peers, "", MonitorAll, 0)
 	now := time.Now()
@@ -185,12 +185,12 @@ func testutilCounter(c *Cluster, kind, dir string) float64 {
 	return testutil.ToFloat64(c.metrics.Rumors.WithLabelValues(kind, dir))
 }
 
-// TestReviewRefutationVersionOverflow: a suspicion at version 2^64-1 (a
+// TestRefutationVersionOverflow: a suspicion at version 2^64-1 (a
 // buggy or compromised member: the wire accepts any version) made the
 // refutation wrap selfVer to 0, so the node's own point was older than the
 // suspicion for everyone who applied it, until it restarted. Fixed: a
 // rumor at the last version is refused, by the node itself and by others.
-func TestReviewRefutationVersionOverflow(t *testing.T) {
+func TestRefutationVersionOverflow(t *testing.T) {
 	c := newReviewCluster(t, "self", map[string]string{"p1": "127.0.7.1:7000"}, "", MonitorSubset, 2)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 // duplicate: the home gets rank r > 2, applies the q-rule (does not keep
 // the first fetch) and counts (page, r) apart from (page, 2). In global
 // mode (distinct placement) the home is always the path's last hop at rank 2.
-func TestReview20RegionalHomeAlwaysRank2(t *testing.T) {
+func TestRegionalHomeAlwaysRank2(t *testing.T) {
 	peers := map[string]string{}
 	members := []routing.Member{{ID: "n0"}}
 	for i := 1; i < 12; i++ {
@@ -67,7 +67,7 @@ func TestReview20RegionalHomeAlwaysRank2(t *testing.T) {
 // (ranking[0], which decides Keep = isHome) is not the ring owner the path
 // climbs to, so the ingress keeps unconditionally pages it does not own
 // (pre-existing; routing.home=region changed the branch next to it).
-func TestReview20RingHomeIsThePathsOwner(t *testing.T) {
+func TestRingHomeIsThePathsOwner(t *testing.T) {
 	peers := map[string]string{}
 	members := []routing.Member{{ID: "n0"}}
 	for i := 1; i < 8; i++ {
@@ -94,7 +94,7 @@ func TestReview20RingHomeIsThePathsOwner(t *testing.T) {
 
 // Sanity: after probe hits, probe misses, probes that time out on headers
 // and climbs, every request has left its peer's waiting map.
-func TestReview20WaitingMapDrains(t *testing.T) {
+func TestWaitingMapDrains(t *testing.T) {
 	origin := &countingOrigin{}
 	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionFNA, origin)
 	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")

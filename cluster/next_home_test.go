@@ -91,7 +91,7 @@ func (o *slowOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Re
 // for M: a wait cycle A→M→A broken only by the peer transport's
 // ResponseHeaderTimeout (4 × peer_timeout, 2 s by default). Before the
 // change, M went straight to the origin and the client waited milliseconds.
-func TestReviewNextHomeWaitCycleThroughIngress(t *testing.T) {
+func TestNextHomeWaitCycleThroughIngress(t *testing.T) {
 	const pt = 200 * time.Millisecond
 	origin := &slowOrigin{}
 	nodes := startRealNodes(t, []string{"A", "M", "H", "X"}, routing.ModeTree, 2, pt, origin)
@@ -130,7 +130,7 @@ func TestReviewNextHomeWaitCycleThroughIngress(t *testing.T) {
 // treated as a failed home: the ingress now also asks the next home, which
 // asks the origin again, before asking the origin itself. One client miss
 // costs the failing origin 3 requests instead of 2.
-func TestReviewHealthyHome5xxAsksNextHome(t *testing.T) {
+func TestHealthyHome5xxAsksNextHome(t *testing.T) {
 	origin := &countingOrigin{}
 	c := newPlanCluster(t, "n0", routing.ModeHybrid, SelectionOff, origin)
 	p1, p2 := startFakePeer(t, "p1"), startFakePeer(t, "p2")

@@ -15,7 +15,7 @@ import (
 // cache.key_scheme on: an https client's request climbing to a peer must be
 // stored under the https key there, not the http one (else a plain-http
 // client of the peer gets the page the origin made for https).
-func TestRegressTLSPeerKeySchemeHTTPS(t *testing.T) {
+func TestTLSPeerKeySchemeHTTPS(t *testing.T) {
 	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "max-age=600")
 		_, _ = io.WriteString(w, "made for "+r.Header.Get("X-Forwarded-Proto"))

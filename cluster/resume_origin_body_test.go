@@ -21,13 +21,13 @@ type closeTracked struct {
 
 func (c *closeTracked) Close() error { c.closed.Store(true); return c.ReadCloser.Close() }
 
-// TestReviewBreakDuringRaceLeaksAnOriginBody: a stall starts a race; the
+// TestBreakDuringRaceLeaksAnOriginBody: a stall starts a race; the
 // stream then breaks while the race's origin request is in flight, so
 // Read resumes from the origin too. The race wins first and sets next;
 // Read then installs its own origin body; takeNextLocked replaces that
 // body with next without closing it: an origin connection (and its
 // goroutines) is held for ever, and the answer counts both ok and raced.
-func TestReviewBreakDuringRaceLeaksAnOriginBody(t *testing.T) {
+func TestBreakDuringRaceLeaksAnOriginBody(t *testing.T) {
 	var calls atomic.Int32
 	var rb atomic.Pointer[resumeBody]
 	raceAsked, readFetching := make(chan struct{}), make(chan struct{})

@@ -14,11 +14,11 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
-// TestReviewRecoveredStreamIsNotSwitchedToAValidRest: what
+// TestRecoveredStreamIsNotSwitchedToAValidRest: what
 // TestStreamThatRecoversKeepsItsBytes claims, with an origin that does
 // send a valid rest (206), only after the reader has taken bytes of the
 // stream's own: the race must see the recovery and not switch.
-func TestReviewRecoveredStreamIsNotSwitchedToAValidRest(t *testing.T) {
+func TestRecoveredStreamIsNotSwitchedToAValidRest(t *testing.T) {
 	var rb atomic.Pointer[resumeBody]
 	asked := make(chan struct{})
 	var calls atomic.Int32

@@ -17,7 +17,7 @@ import (
 // resumeBody.total is always -1 and the "same total / end == total-1" check
 // never runs: an origin 206 that covers only part of the missing bytes is
 // spliced in and the body ends with a clean EOF, short.
-func TestReviewResumeAcceptsShortTail(t *testing.T) {
+func TestResumeAcceptsShortTail(t *testing.T) {
 	half := len(resumePage) / 2
 	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		tail := resumePage[half : half+100]
@@ -57,7 +57,7 @@ func corruptBrokenPeer(t *testing.T) *Peer {
 // Resumed() and (q-rule permitting) stored them. Now only the node the
 // client asked resumes: B passes the break down (its proxy aborts the
 // response), and A resumes and does not store.
-func TestReviewIntermediateLaunderesResumedBody(t *testing.T) {
+func TestIntermediateLaunderesResumedBody(t *testing.T) {
 	ranged := 0
 	b := resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged))
 	c := corruptBrokenPeer(t)

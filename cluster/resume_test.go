@@ -179,7 +179,7 @@ func TestStalledPeerBodyIsRacedAgainstTheOrigin(t *testing.T) {
 // sends the rest itself, before the origin answers, is not switched. The
 // peer sends the rest once the race has asked the origin, and the origin
 // answers (with an error) only after that: no clock decides the order.
-// TestReviewRecoveredStreamIsNotSwitchedToAValidRest has the origin send a
+// TestRecoveredStreamIsNotSwitchedToAValidRest has the origin send a
 // valid rest after the stream came back.
 func TestStreamThatRecoversKeepsItsBytes(t *testing.T) {
 	var ranged atomic.Int32

@@ -15,7 +15,7 @@ import (
 )
 
 // Regression (review R1): Write racing Close sent on the closed queue and panicked.
-func TestReviewWriteDuringClosePanics(t *testing.T) {
+func TestWriteDuringClosePanics(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		tier, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 30})
 		if err != nil {
@@ -59,7 +59,7 @@ func (s slowStageFS) Stage(dir string, b []byte) (Staged, error) {
 
 // R2: four writers each reserve bytes; with nothing indexed yet to evict
 // they all write anyway, and nothing brings the tier back under budget.
-func TestReviewBudgetExceededByParallelWriters(t *testing.T) {
+func TestBudgetExceededByParallelWriters(t *testing.T) {
 	dir := t.TempDir()
 	const max = 10000
 	tier := open(t, dir, max, slowStageFS{osFS{tmp: filepath.Join(dir, "v1", "tmp")}})
@@ -133,7 +133,7 @@ func copyTree(t *testing.T, src, dst string) {
 // a write being committed when the purge comes is linked after Remove
 // returned and only queued for the async remover: a crash brings the
 // purged object back.
-func TestReviewPurgeDuringCommitResurrectsAfterCrash(t *testing.T) {
+func TestPurgeDuringCommitResurrectsAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	g := &commitGateFS{osFS: osFS{tmp: filepath.Join(dir, "v1", "tmp")}, atCommit: make(chan struct{}), release: make(chan struct{})}
 	tier, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, FS: g})
@@ -170,7 +170,7 @@ func (s slowRemoveFS) Remove(n string) error {
 
 // R4: the remover goroutine can take Remove's batch; Remove then returns
 // with the purged file still on disk.
-func TestReviewRemoveReturnsBeforeFileGone(t *testing.T) {
+func TestRemoveReturnsBeforeFileGone(t *testing.T) {
 	dir := t.TempDir()
 	tier := open(t, dir, 1<<30, slowRemoveFS{osFS{tmp: filepath.Join(dir, "v1", "tmp")}})
 	for i := 0; i < 300; i++ {
@@ -205,7 +205,7 @@ func (d delayOldFS) Stage(dir string, b []byte) (Staged, error) {
 
 // R5: supersede drops only indexed variants; a pending write with other
 // Vary names stays pending, lands after the newer one and replaces it.
-func TestReviewOlderPendingWriteWithOtherVaryWins(t *testing.T) {
+func TestOlderPendingWriteWithOtherVaryWins(t *testing.T) {
 	dir := t.TempDir()
 	tier := open(t, dir, 1<<20, delayOldFS{osFS{tmp: filepath.Join(dir, "v1", "tmp")}})
 	old := rec("https://a/v", "old-body") // no Vary
@@ -234,7 +234,7 @@ func body(r *Record) string {
 // R2b: the queue admits a record by an estimate (body + 512); a record
 // with large header fields is larger than the whole budget once encoded,
 // evicts everything and is written anyway.
-func TestReviewRecordLargerThanBudgetWritten(t *testing.T) {
+func TestRecordLargerThanBudgetWritten(t *testing.T) {
 	dir := t.TempDir()
 	const max = 10000
 	tier := open(t, dir, max, nil)

@@ -12,7 +12,7 @@ const revPeriod = int64(100 * time.Millisecond)
 // as 1000 random losses, the slow average jumps to 0.63 and the margin sits
 // at the cap (+900 ms) for minutes after the heal, on a link that has no
 // loss at all. The comment says "Silence … does not change p".
-func TestReviewLossAwarePartitionIsNotLoss(t *testing.T) {
+func TestLossAwarePartitionIsNotLoss(t *testing.T) {
 	d := NewLossAware(NewML(revPeriod, MLConfig{}), revPeriod, DefaultLossBudget)
 	s := uint64(0)
 	for ; s < 3000; s++ {
@@ -38,7 +38,7 @@ func TestReviewLossAwarePartitionIsNotLoss(t *testing.T) {
 // Reordering without loss (every 20th pair swapped: 5 % of heartbeats come
 // one period late, none is lost) is counted as 5 % loss: the late one was
 // counted lost when its successor arrived, and its arrival is ignored.
-func TestReviewLossAwareReorderIsNotLoss(t *testing.T) {
+func TestLossAwareReorderIsNotLoss(t *testing.T) {
 	d := NewLossAware(NewChen(revPeriod, 100, 50e6), revPeriod, DefaultLossBudget)
 	for s := uint64(0); s < 20000; s++ {
 		seq := s
@@ -56,7 +56,7 @@ func TestReviewLossAwareReorderIsNotLoss(t *testing.T) {
 }
 
 // Sanity (logs): detection delay past the last heartbeat, ML + LossAware.
-func TestReviewLossAwareDetectionDelay(t *testing.T) {
+func TestLossAwareDetectionDelay(t *testing.T) {
 	for _, loss := range []float64{0, 0.05, 0.3} {
 		d := NewLossAware(NewML(revPeriod, MLConfig{}), revPeriod, DefaultLossBudget)
 		var last int64

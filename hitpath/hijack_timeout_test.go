@@ -38,7 +38,7 @@ func hijackServer(t *testing.T, withLoop bool) string {
 	return serveWithOrWithoutLoop(t, srv, withLoop, Config{})
 }
 
-// TestReview2HijackedConnectionReadsGoToHold: a bodyless GET the loop hands
+// TestHijackedConnectionReadsGoToHold: a bodyless GET the loop hands
 // to net/http is hijacked by its handler. The connection stays in
 // stateHanded (ConnState's StateHijacked does not end it), so every Read of
 // the hijacker goes to hold(), which buffers the client's bytes for a loop
@@ -46,7 +46,7 @@ func hijackServer(t *testing.T, withLoop bool) string {
 // deaf (here until the handler's own 20 s deadline; without one, for ever,
 // a goroutine and a connection leaked per request). Bytes the client
 // pipelined right behind the head are lost the same way.
-func TestReview2HijackedConnectionReadsGoToHold(t *testing.T) {
+func TestHijackedConnectionReadsGoToHold(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		withLoop  bool
@@ -93,12 +93,12 @@ func TestReview2HijackedConnectionReadsGoToHold(t *testing.T) {
 	}
 }
 
-// TestReview2ReadTimeoutIsRefused: net/http starts ReadTimeout's clock when
+// TestReadTimeoutIsRefused: net/http starts ReadTimeout's clock when
 // it begins waiting for a request, so the hits the loop answers meanwhile
 // would count against the next request's body (the review's test lost a
 // POST body after 1.5 s of hits and idleness). The listener does not
 // support it: Serve refuses such a server.
-func TestReview2ReadTimeoutIsRefused(t *testing.T) {
+func TestReadTimeoutIsRefused(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

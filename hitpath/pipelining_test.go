@@ -52,13 +52,13 @@ func serveWithOrWithoutLoop(t *testing.T, srv *http.Server, withLoop bool, cfg C
 	return ln.Addr().String()
 }
 
-// TestReviewPipelinedHalfCloseCancelsHandedRequest: a client pipelines a
+// TestPipelinedHalfCloseCancelsHandedRequest: a client pipelines a
 // request net/http must serve and a hit, then half-closes (shutdown(SHUT_WR),
 // as `nc -N` or a one-shot pipelining client does). net/http's background
 // read stops at the first pipelined byte, so the handler's context stays
 // alive; the loop's hold() keeps reading, sees EOF and returns it to
 // backgroundRead, which cancels the in-flight handler's context.
-func TestReviewPipelinedHalfCloseCancelsHandedRequest(t *testing.T) {
+func TestPipelinedHalfCloseCancelsHandedRequest(t *testing.T) {
 	for _, withLoop := range []bool{false, true} {
 		name := "net/http alone"
 		if withLoop {
@@ -99,12 +99,12 @@ func TestReviewPipelinedHalfCloseCancelsHandedRequest(t *testing.T) {
 	}
 }
 
-// TestReviewSlowForeignHeadAfterHitIsCut: after a hit the loop leaves the
+// TestSlowForeignHeadAfterHitIsCut: after a hit the loop leaves the
 // idle deadline on the socket. A head the loop passes to net/http before it
 // is complete (HTTP/1.0, another method, a framing field) is then read by
 // net/http under that idle deadline: limits.read_header_timeout no longer
 // bounds it (net/http alone resets it once the first byte arrives).
-func TestReviewSlowForeignHeadAfterHitIsCut(t *testing.T) {
+func TestSlowForeignHeadAfterHitIsCut(t *testing.T) {
 	for _, withLoop := range []bool{false, true} {
 		name := "net/http alone"
 		if withLoop {

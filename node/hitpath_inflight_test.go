@@ -20,11 +20,11 @@ func inflightGauge(t *testing.T, n *Node) float64 {
 	return 0
 }
 
-// TestReview2InflightCountsAHitBeingWritten: edge_inflight_requests ("client
+// TestInflightCountsAHitBeingWritten: edge_inflight_requests ("client
 // requests being served") counts a ServeHTTP hit for as long as its write
 // is blocked by a client that stopped reading. A hit the loop writes is
 // never counted: a node full of slow readers of hits shows 0 in flight.
-func TestReview2InflightCountsAHitBeingWritten(t *testing.T) {
+func TestInflightCountsAHitBeingWritten(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
 		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on))
 		reviewGet(t, n.PublicAddr(), "/big")

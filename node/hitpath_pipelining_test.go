@@ -72,10 +72,10 @@ func hitPathYAML(on bool) string {
 	return "tuning: {hit_path: false}\n"
 }
 
-// TestReviewPipelinedMissThenHitWithHalfClose: a miss and a hit pipelined,
+// TestPipelinedMissThenHitWithHalfClose: a miss and a hit pipelined,
 // then the client half-closes. The miss's answer must be whole, as it is
 // without the hit path.
-func TestReviewPipelinedMissThenHitWithHalfClose(t *testing.T) {
+func TestPipelinedMissThenHitWithHalfClose(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
 		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on))
 		reviewGet(t, n.PublicAddr(), "/public")
@@ -110,13 +110,13 @@ func TestReviewPipelinedMissThenHitWithHalfClose(t *testing.T) {
 	})
 }
 
-// TestReviewPerClientLimitHoldsDuringBlockedWrite: with
+// TestPerClientLimitHoldsDuringBlockedWrite: with
 // limits.max_inflight_per_client 1, a client whose connection is stuck
 // writing a hit (it never reads) holds its one slot under ServeHTTP, so
 // its next request elsewhere gets 429. The hit path releases the slot
 // before its write, which can block for write_timeout with a 30 KiB copy
 // of the body held per connection, outside the buffer budget.
-func TestReviewPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
+func TestPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
 		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"limits: {max_inflight_per_client: 1}\n")
 		reviewGet(t, n.PublicAddr(), "/big")
@@ -136,11 +136,11 @@ func TestReviewPerClientLimitHoldsDuringBlockedWrite(t *testing.T) {
 	})
 }
 
-// TestReviewStripHeadersAcceptEncoding: forwarding.strip_headers removes a
+// TestStripHeadersAcceptEncoding: forwarding.strip_headers removes a
 // field from the request before the cache reasons about it (sanitize), so
 // ServeHTTP serves identity when Accept-Encoding is stripped; the hit path
 // ignores strip_headers and serves the compressed form.
-func TestReviewStripHeadersAcceptEncoding(t *testing.T) {
+func TestStripHeadersAcceptEncoding(t *testing.T) {
 	hitPathModes(t, func(t *testing.T, on bool) {
 		n := startNode(t, reviewOrigin(t).URL, hitPathYAML(on)+"forwarding: {strip_headers: 'X-Original-Url,X-Rewrite-Url,Accept-Encoding'}\n")
 		reviewGet(t, n.PublicAddr(), "/html")

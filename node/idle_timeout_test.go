@@ -49,7 +49,7 @@ type pipeAddr struct{}
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "pipe" }
 
-// TestReviewIdleTimeoutReapsStalledClient: a client sends a request, reads
+// TestIdleTimeoutReapsStalledClient: a client sends a request, reads
 // the response header and then stops reading (gone silent: a dead mobile
 // path, a slowloris). The handler's last write is exactly one buffer (the
 // header flushed first, then a 4 KiB body, the shape the Read flush was
@@ -59,7 +59,7 @@ func (pipeAddr) String() string  { return "pipe" }
 // Close breaks the stuck hold-timer flush; with the change the Read itself
 // is stuck in a write with no deadline, so IdleTimeout never fires and the
 // connection and its goroutines are held until the process shuts down.
-func TestReviewIdleTimeoutReapsStalledClient(t *testing.T) {
+func TestIdleTimeoutReapsStalledClient(t *testing.T) {
 	body := strings.Repeat("z", 4096)
 	ln := newPipeListener()
 	closed := make(chan struct{})

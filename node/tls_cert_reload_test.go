@@ -38,7 +38,7 @@ func writePair(t *testing.T, dir, name string, names []string, serial int64) (st
 	return cp, kp
 }
 
-func TestRegressTLSCertReloadUnderHandshakes(t *testing.T) {
+func TestTLSCertReloadUnderHandshakes(t *testing.T) {
 	dir := t.TempDir()
 	cp, kp := writePair(t, dir, "a", []string{"a.test", "*.w.test"}, 1)
 	cp2, kp2 := writePair(t, dir, "b", []string{"B.test"}, 2)

@@ -22,7 +22,7 @@ func newBC(c net.Conn, full []int) *batchConn {
 // A write blocked on a peer that does not read holds c.mu; Close must still
 // be able to break it (what net/http, http2's shutdown timer and tls.Conn.Close
 // rely on).
-func TestRegressTLSCloseBreaksBlockedWrite(t *testing.T) {
+func TestTLSCloseBreaksBlockedWrite(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	bc := newBC(a, plainFull)
@@ -40,7 +40,7 @@ func TestRegressTLSCloseBreaksBlockedWrite(t *testing.T) {
 // Same through TLS over loopback TCP: the server writes to a client that
 // does not read; tls.Conn.Close (which calls the inner Close at once when a
 // Write is in flight) must return.
-func TestRegressTLSTLSCloseBreaksBlockedWrite(t *testing.T) {
+func TestTLSTLSCloseBreaksBlockedWrite(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer ln.Close()
 	cert := selfSigned(t)
@@ -73,7 +73,7 @@ func TestRegressTLSTLSCloseBreaksBlockedWrite(t *testing.T) {
 }
 
 // Held record then close_notify: the client must see all bytes then EOF.
-func TestRegressTLSHeldThenCloseNotify(t *testing.T) {
+func TestTLSHeldThenCloseNotify(t *testing.T) {
 	for _, size := range []int{netHTTPBufferSize, 2 * netHTTPBufferSize, 3*netHTTPBufferSize + 7} {
 		a, b := net.Pipe()
 		cert := selfSigned(t)
@@ -105,7 +105,7 @@ func TestRegressTLSHeldThenCloseNotify(t *testing.T) {
 }
 
 // A held record with an idle client must arrive (timer flush).
-func TestRegressTLSHeldArrivesWhenIdle(t *testing.T) {
+func TestTLSHeldArrivesWhenIdle(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
@@ -131,9 +131,9 @@ func TestRegressTLSHeldArrivesWhenIdle(t *testing.T) {
 }
 
 // Write/timer/Close/CloseWrite/Read concurrency under -race.
-// TestRegressTLSBatchRace races writes, the hold timer, CloseWrite and
+// TestTLSBatchRace races writes, the hold timer, CloseWrite and
 // Close (the race detector of make test is the main check).
-func TestRegressTLSBatchRace(t *testing.T) {
+func TestTLSBatchRace(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		a, b := net.Pipe()
 		bc := &batchConn{Conn: a, stats: new(batchStats), hold: 50 * time.Microsecond, full: []int{16}}
@@ -166,7 +166,7 @@ func TestRegressTLSBatchRace(t *testing.T) {
 }
 
 // HTTP/2 with many concurrent streams over batched TLS: every body intact.
-func TestRegressTLSH2ConcurrentStreamsIntact(t *testing.T) {
+func TestTLSH2ConcurrentStreamsIntact(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	body := func(n int) []byte {
 		b := make([]byte, n)

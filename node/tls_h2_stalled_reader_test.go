@@ -16,7 +16,7 @@ import (
 // An HTTP/2 client opens big responses, stops reading (TCP window fills,
 // the server's frame writer blocks), then half-closes its side. The server
 // sees EOF, its serve loop ends and closes the connection: that must free it.
-func TestRegressTLSH2StalledReaderConnFreed(t *testing.T) {
+func TestTLSH2StalledReaderConnFreed(t *testing.T) {
 	for _, batching := range []bool{false, true} {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		var closed atomic.Int32

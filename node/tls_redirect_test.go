@@ -11,9 +11,9 @@ import (
 	"github.com/edgecache/edge/config"
 )
 
-// TestRegressTLSRedirect: the redirect's Location parses, keeps the TLS
+// TestTLSRedirect: the redirect's Location parses, keeps the TLS
 // port (IPv6 literals bracketed once), and a Host with userinfo is refused.
-func TestRegressTLSRedirect(t *testing.T) {
+func TestTLSRedirect(t *testing.T) {
 	for _, port := range []string{"443", "8443"} {
 		cfg := &config.Config{}
 		cfg.TLS.RedirectToHTTPS = true

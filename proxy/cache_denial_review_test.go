@@ -17,7 +17,7 @@ import (
 // every anonymous visitor: notStored adds m.passKey, which for a request
 // without keyed fields is the bare URL key. With Cache-Control: no-cache
 // the stored shared entry is removed first (fillFrom: responseSide).
-func TestReview3OneCookieRequestDisablesCacheForEveryone(t *testing.T) {
+func TestOneCookieRequestDisablesCacheForEveryone(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("Cookie"), "session=") {
 			w.Header().Set("Cache-Control", "private, max-age=0")
@@ -54,7 +54,7 @@ func TestReview3OneCookieRequestDisablesCacheForEveryone(t *testing.T) {
 // The cold case: the first request for a page after it expired (or was
 // purged) comes from a logged-in visitor; the URL is then hit-for-pass
 // for every anonymous visitor for cache.pass_ttl.
-func TestReview3ColdCookieRequestDisablesCacheForEveryone(t *testing.T) {
+func TestColdCookieRequestDisablesCacheForEveryone(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("Cookie"), "session=") {
 			w.Header().Set("Cache-Control", "private")
@@ -82,7 +82,7 @@ func TestReview3ColdCookieRequestDisablesCacheForEveryone(t *testing.T) {
 // madeForKeyedFields rule that a keyed request never displaces a shared
 // variant. Origin: a page that varies on Accept-Language and, when it
 // renders X-Asset-Base, says so with Vary.
-func TestReview3KeyedVaryChangeWipesPlainVariants(t *testing.T) {
+func TestKeyedVaryChangeWipesPlainVariants(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		if b := r.Header.Get("X-Asset-Base"); b != "" {

@@ -39,7 +39,7 @@ func decodeAs(t *testing.T, enc string, b []byte) ([]byte, error) {
 // weak on the stream, which If-Range cannot use) must not splice the
 // streamed miss's br bytes with the stored br form's: the resume is either
 // the whole response or bytes that continue the same encoding.
-func TestRegressCompressIfRangeDateSplicesForms(t *testing.T) {
+func TestCompressIfRangeDateSplicesForms(t *testing.T) {
 	for _, etag := range []string{"", `"x"`} {
 		p := newTestProxy(t, withProdCompression)
 		body := page(300000)
@@ -76,7 +76,7 @@ func TestRegressCompressIfRangeDateSplicesForms(t *testing.T) {
 
 // an upstream body that fails mid-stream must not reach the client as
 // a complete encoded stream (the deferred Close writes the trailer).
-func TestRegressCompressTruncatedPassLooksComplete(t *testing.T) {
+func TestCompressTruncatedPassLooksComplete(t *testing.T) {
 	for _, cc := range []string{"no-store", "max-age=60"} {
 		t.Run(cc, func(t *testing.T) {
 			p := newTestProxy(t, withProdCompression)
@@ -122,7 +122,7 @@ func (b *hBlockWriter) Write(p []byte) (int, error) {
 
 // a derived form evicted while it is being written must stay charged
 // to the buffer budget, as the stored representation is.
-func TestRegressCompressEvictedFormNotPinned(t *testing.T) {
+func TestCompressEvictedFormNotPinned(t *testing.T) {
 	for _, ae := range []string{"", "br"} {
 		t.Run("ae="+ae, func(t *testing.T) {
 			p := newTestProxy(t, withCompression)
@@ -155,7 +155,7 @@ func TestRegressCompressEvictedFormNotPinned(t *testing.T) {
 }
 
 // concurrency between form creation, eviction, purge; the store returns to 0.
-func TestRegressCompressFormsEvictionRace(t *testing.T) {
+func TestCompressFormsEvictionRace(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	p.origin.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -211,7 +211,7 @@ func TestRegressCompressFormsEvictionRace(t *testing.T) {
 }
 
 // a 304 with new Cache-Control and a new field updates the br form.
-func TestRegressCompress304UpdatesForms(t *testing.T) {
+func TestCompress304UpdatesForms(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	hdr := map[string]string{"Cache-Control": "max-age=10", "Content-Type": "text/html", "ETag": `"e1"`, "X-Ver": "1"}
 	p.origin.set(originResp{header: hdr, body: page(20000)})
@@ -232,7 +232,7 @@ func TestRegressCompress304UpdatesForms(t *testing.T) {
 }
 
 // HEAD and GET hits carry the same header.
-func TestRegressCompressHeadMatchesGet(t *testing.T) {
+func TestCompressHeadMatchesGet(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	gz, _ := p.h.cfg.Compression.Codec.Encode(coding.Gzip, []byte(page(30000)))
 	for path, h := range map[string]map[string]string{
@@ -261,7 +261,7 @@ func TestRegressCompressHeadMatchesGet(t *testing.T) {
 }
 
 // fields that describe the encoded bytes must not survive re-encoding.
-func TestRegressCompressDigestFieldsOnForms(t *testing.T) {
+func TestCompressDigestFieldsOnForms(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/html",
 		"Content-Digest": "sha-256=:AAAA:", "Repr-Digest": "sha-256=:AAAA:", "Digest": "SHA-256=AAAA"}, body: page(20000)})
@@ -276,7 +276,7 @@ func TestRegressCompressDigestFieldsOnForms(t *testing.T) {
 }
 
 // origin-forced gzip to a client without gzip, first request (leader), Range, HEAD.
-func TestRegressCompressForcedGzipLeader(t *testing.T) {
+func TestCompressForcedGzipLeader(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	body := page(40000)
 	gz, _ := p.h.cfg.Compression.Codec.Encode(coding.Gzip, []byte(body))
@@ -305,7 +305,7 @@ func TestRegressCompressForcedGzipLeader(t *testing.T) {
 // a decoded form above MaxObjectBytes is not kept with its entry (the
 // store stays within its object limit) but is charged to the buffer budget
 // while it is written, and given back after.
-func TestRegressCompressOversizeDecodedForm(t *testing.T) {
+func TestCompressOversizeDecodedForm(t *testing.T) {
 	p := newTestProxy(t, func(c *Config) { withCompression(c); c.MaxObjectBytes = 1 << 20 })
 	body := page(6 << 20)
 	gz, _ := p.h.cfg.Compression.Codec.Encode(coding.Gzip, []byte(body))

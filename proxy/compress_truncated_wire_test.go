@@ -11,7 +11,7 @@ import (
 )
 
 // On the wire: an HTTP/1.0 client (close-delimited body).
-func TestRegressCompressTruncatedWire10(t *testing.T) {
+func TestCompressTruncatedWire10(t *testing.T) {
 	for _, cc := range []string{"no-store", "max-age=60"} {
 		for _, ae := range []string{"gzip", "br"} {
 			p := newTestProxy(t, withProdCompression)

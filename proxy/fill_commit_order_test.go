@@ -32,11 +32,11 @@ func (b *lastThenEOF) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestReviewLastByteBeforeCommitWhenEOFComesLater: the fill's guarantee
+// TestLastByteBeforeCommitWhenEOFComesLater: the fill's guarantee
 // ("no reader sees the last bytes before the entry is committed") holds
 // only when the last Read carries io.EOF. With an HTTP/2 origin it does
 // not: a reader has every byte while nothing is stored.
-func TestReviewLastByteBeforeCommitWhenEOFComesLater(t *testing.T) {
+func TestLastByteBeforeCommitWhenEOFComesLater(t *testing.T) {
 	p := newTestProxy(t, nil)
 	const size = 10_000
 	f := newFill(0)
@@ -63,12 +63,12 @@ func TestReviewLastByteBeforeCommitWhenEOFComesLater(t *testing.T) {
 	rd.Close()
 }
 
-// TestReviewH2OriginReadAgainIsCollapsed: end to end, an HTTPS origin
+// TestH2OriginReadAgainIsCollapsed: end to end, an HTTPS origin
 // speaking HTTP/2 (origin.Client sets ForceAttemptHTTP2) that sends
 // END_STREAM a little after its last DATA frame: a client that has read
 // the whole answer (Content-Length) and asks again is 'collapsed' onto the
 // fill in flight, not a hit.
-func TestReviewH2OriginReadAgainIsCollapsed(t *testing.T) {
+func TestH2OriginReadAgainIsCollapsed(t *testing.T) {
 	body := strings.Repeat("x", 100_000)
 	release := make(chan struct{})
 	origin := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

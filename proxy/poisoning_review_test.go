@@ -16,12 +16,12 @@ import (
 // objects, Range probes, the disk tier, prefix purge, variant eviction),
 // kept as regressions: each failed before its fix.
 
-// TestReviewDiskTierIgnoresKeyedFields: for a URL without Vary the disk
+// TestDiskTierIgnoresKeyedFields: for a URL without Vary the disk
 // tier never asks for the variant key (disk/tier.go Lookup computes vk only
 // when len(o.vary) > 0), so a request carrying a keyed field is answered
 // with the plain variant from disk and its field never reaches the origin.
 // In RAM the same request selects a variant of its own.
-func TestReviewDiskTierIgnoresKeyedFields(t *testing.T) {
+func TestDiskTierIgnoresKeyedFields(t *testing.T) {
 	h, calls, tier, _ := diskProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
 		_, _ = io.WriteString(w, "base="+r.Header.Get("X-Asset-Base"))
@@ -34,12 +34,12 @@ func TestReviewDiskTierIgnoresKeyedFields(t *testing.T) {
 	}
 }
 
-// TestReviewDiskKeyedRevalidationRewritesPlainVariant: a keyed request
+// TestDiskKeyedRevalidationRewritesPlainVariant: a keyed request
 // whose lookup fell to the disk tier validates the *plain* stale variant
 // with its own field; the origin's 304, made for that field, is merged
 // into the plain variant (updateFrom304 keeps stale.VaryKey == "") and
 // served to every plain visitor.
-func TestReviewDiskKeyedRevalidationRewritesPlainVariant(t *testing.T) {
+func TestDiskKeyedRevalidationRewritesPlainVariant(t *testing.T) {
 	clk := &clock{now: t0}
 	h, _, tier, _ := diskProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", clk.Now().Format(http.TimeFormat))
@@ -63,12 +63,12 @@ func TestReviewDiskKeyedRevalidationRewritesPlainVariant(t *testing.T) {
 	}
 }
 
-// TestReviewKeyedFieldCollapsesIntoPlainProbe: Range requests for a URL
+// TestKeyedFieldCollapsesIntoPlainProbe: Range requests for a URL
 // not in the store share one slice probe per URL key (slice.go
 // probeSliced: m.key+"\x00probe"), whatever their keyed fields; a plain
 // Range request that arrives during a keyed request's probe is given the
 // keyed request's answer.
-func TestReviewKeyedFieldCollapsesIntoPlainProbe(t *testing.T) {
+func TestKeyedFieldCollapsesIntoPlainProbe(t *testing.T) {
 	release := make(chan struct{})
 	var started atomic.Int32
 	lm := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -110,11 +110,11 @@ func TestReviewKeyedFieldCollapsesIntoPlainProbe(t *testing.T) {
 	}
 }
 
-// TestReviewPrefixPurgeIgnoresCanonicalHost: a URL purge canonicalises its
+// TestPrefixPurgeIgnoresCanonicalHost: a URL purge canonicalises its
 // host (URLKey -> CacheKey -> CanonicalHost) but a prefix purge only
 // lower-cases it (purge.go normalizePrefix): the same host spelled with its
 // port or a trailing dot purges nothing.
-func TestReviewPrefixPurgeIgnoresCanonicalHost(t *testing.T) {
+func TestPrefixPurgeIgnoresCanonicalHost(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		_, _ = io.WriteString(w, "page")
@@ -146,10 +146,10 @@ func shapedSliceOrigin(size int) http.HandlerFunc {
 	}
 }
 
-// TestReviewKeyedFieldPoisonsSharedSlices: slices fetched by Range for a
+// TestKeyedFieldPoisonsSharedSlices: slices fetched by Range for a
 // keyed request's manifest are stored under the URL's slice keys with an
 // empty variant key, and a plain request's manifest then reads them.
-func TestReviewKeyedFieldPoisonsSharedSlices(t *testing.T) {
+func TestKeyedFieldPoisonsSharedSlices(t *testing.T) {
 	const slice = 1 << 20
 	h, _ := handlerProxy(t, shapedSliceOrigin(3*slice), func(c *Config) { c.SliceBytes = slice; c.MaxObjectBytes = slice })
 	// Attacker: a range inside slice 1, with a keyed field.
@@ -163,10 +163,10 @@ func TestReviewKeyedFieldPoisonsSharedSlices(t *testing.T) {
 	}
 }
 
-// TestReviewKeyedJunkEvictsPlainVariant: any URL, Vary or not, can now be
+// TestKeyedJunkEvictsPlainVariant: any URL, Vary or not, can now be
 // given up to max_variants entries by unknown fields; the store drops the
 // oldest (store.go putLocked), which is the shared plain variant.
-func TestReviewKeyedJunkEvictsPlainVariant(t *testing.T) {
+func TestKeyedJunkEvictsPlainVariant(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		_, _ = io.WriteString(w, "page")

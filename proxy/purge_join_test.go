@@ -10,7 +10,7 @@ import (
 
 // A request that arrives after a purge, while a fill started before it is
 // still running, joins that fill and is served the purged content.
-func TestRegress2JoinAfterPurge(t *testing.T) {
+func TestJoinAfterPurge(t *testing.T) {
 	var version atomic.Int32
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		v := version.Load()

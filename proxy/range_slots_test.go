@@ -14,7 +14,7 @@ import (
 // Regression test for a bug found in the second review: a GET with a body to a URL that is passed (uncacheable/too-large/authorization)
 // now fails with 502: dropUnreadBody makes the body return errBodyDropped, but
 // servePass still forwards it.
-func TestRegress2GetWithBodyPass(t *testing.T) {
+func TestGetWithBodyPass(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		io.WriteString(w, "ok")
@@ -31,7 +31,7 @@ func TestRegress2GetWithBodyPass(t *testing.T) {
 }
 
 // Regression test for a bug found in the second review: Range on an object known too large (Content-Length) needs two upstream slots.
-func TestRegress2RangeTooLargeTwoSlots(t *testing.T) {
+func TestRangeTooLargeTwoSlots(t *testing.T) {
 	body := strings.Repeat("x", 200<<10)
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
@@ -45,7 +45,7 @@ func TestRegress2RangeTooLargeTwoSlots(t *testing.T) {
 }
 
 // Regression test for a bug found in the second review: same with a chunked (trimming) body: the leader's own pump holds the slot.
-func TestRegress2RangeTrimLeaderTwoSlots(t *testing.T) {
+func TestRangeTrimLeaderTwoSlots(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
 		if r.Header.Get("Range") != "" {
@@ -64,7 +64,7 @@ func TestRegress2RangeTrimLeaderTwoSlots(t *testing.T) {
 }
 
 // Regression test for a bug found in the second review: an anonymous request with no-cache,no-store evicts a shared entry (all variants) via a 304.
-func TestRegress2NoStoreRequestEvicts(t *testing.T) {
+func TestNoStoreRequestEvicts(t *testing.T) {
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "max-age=600")
 		w.Header().Set("ETag", `"v1"`)
@@ -85,7 +85,7 @@ func TestRegress2NoStoreRequestEvicts(t *testing.T) {
 }
 
 // Buffered drift over mixed trim workloads.
-func TestRegress2BufferedDrift(t *testing.T) {
+func TestBufferedDrift(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
 		n := 40

@@ -46,7 +46,7 @@ func get(h http.Handler, https bool, hdr map[string]string) string {
 	return w.Body.String()
 }
 
-func TestRegressTLSVaryProto(t *testing.T) {
+func TestTLSVaryProto(t *testing.T) {
 	h, _ := hostileHandler(t, false, true)
 	a := get(h, true, nil)
 	h.Wait()
@@ -57,7 +57,7 @@ func TestRegressTLSVaryProto(t *testing.T) {
 	}
 }
 
-func TestRegressTLSPurgePrefixHTTPS(t *testing.T) {
+func TestTLSPurgePrefixHTTPS(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		h, _ := hostileHandler(t, keep, false)
 		get(h, true, nil)

@@ -13,7 +13,7 @@ import (
 // A cookie-bearing revalidation of a heuristic entry (304) must not evict
 // it for everyone: the next plain request revalidates the stored entry,
 // not a fresh miss.
-func TestRegress2CookieEvictsHeuristic(t *testing.T) {
+func TestCookieEvictsHeuristic(t *testing.T) {
 	clk := &clock{now: t0}
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", clk.Now().Format(http.TimeFormat))
@@ -36,7 +36,7 @@ func TestRegress2CookieEvictsHeuristic(t *testing.T) {
 
 // SWR: a trigger with Cache-Control: no-store must not evict the entry:
 // the next request is still served from it.
-func TestRegress2SWRNoStoreEvicts(t *testing.T) {
+func TestSWRNoStoreEvicts(t *testing.T) {
 	clk := &clock{now: t0}
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", clk.Now().Format(http.TimeFormat))
@@ -53,7 +53,7 @@ func TestRegress2SWRNoStoreEvicts(t *testing.T) {
 }
 
 // HTTP semantics during a trimming fill and on stored entries.
-func TestRegress2Semantics(t *testing.T) {
+func TestSharedEntrySemantics(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
 		w.Header().Set("ETag", `"e"`)

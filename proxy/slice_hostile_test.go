@@ -34,7 +34,7 @@ func tierAt(t *testing.T, dir string, fsys disk.FS) *disk.Tier {
 // P1: a manifest read from disk is promoted to RAM with Entry.sibling, which
 // does not copy sliceTotal: the RAM copy is an ordinary entry with no body,
 // and the next request gets "200 OK" with an empty body.
-func TestReviewPromotedManifestServesEmptyBody(t *testing.T) {
+func TestPromotedManifestServesEmptyBody(t *testing.T) {
 	o := newSliceOrigin(3 << 20)
 	dir := t.TempDir()
 	mod := func(c *Config) { c.SliceBytes = 1 << 20; c.MaxObjectBytes = 1 << 20 }
@@ -68,7 +68,7 @@ func TestReviewPromotedManifestServesEmptyBody(t *testing.T) {
 // P2: slice_bytes changed across a restart (the disk keeps slices): the
 // manifest does not record the slice size, and an old slice whose length
 // happens to equal a new slice's length is spliced in at the wrong offset.
-func TestReviewSliceSizeChangeServesWrongBytes(t *testing.T) {
+func TestSliceSizeChangeServesWrongBytes(t *testing.T) {
 	o := newSliceOrigin(2500)
 	dir := t.TempDir()
 	h1, _ := handlerProxy(t, o.serve, func(c *Config) { c.SliceBytes = 1000; c.MaxObjectBytes = 1000 })
@@ -145,7 +145,7 @@ func (g *gateReadFS) SetStale(n string) error {
 // P3: a disk hit is promoted to RAM with no check for a purge that came
 // while the file was being read: the purged response is put back into RAM
 // and served to everyone afterwards.
-func TestReviewPromotionUndoesPurge(t *testing.T) {
+func TestPromotionUndoesPurge(t *testing.T) {
 	var mu sync.Mutex
 	version := "v1-old-content"
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
@@ -189,11 +189,11 @@ func TestReviewPromotionUndoesPurge(t *testing.T) {
 // key alone, so a reader of the new version that joined a fetch made for
 // the old version's manifest was handed the old bytes: two versions
 // spliced (same sizes), or a response that never ended (sizes differ).
-func TestReviewSliceSingleflightSplicesVersions(t *testing.T) {
+func TestSliceSingleflightSplicesVersions(t *testing.T) {
 	sliceJoinScenario(t, 3000, 3000)
 }
 
-func TestReviewSliceSingleflightSizeChangeHangs(t *testing.T) {
+func TestSliceSingleflightSizeChangeHangs(t *testing.T) {
 	sliceJoinScenario(t, 2500, 3000)
 }
 
@@ -271,7 +271,7 @@ func sliceJoinScenario(t *testing.T, size1, size2 int) {
 // P5: Put of a disk-only response drops from RAM only the variant with the
 // same Vary key; when the new response changes the Vary names, the older
 // RAM variant stays and is served after the newer response was stored.
-func TestReviewDiskOnlyPutLeavesOlderRAMVariant(t *testing.T) {
+func TestDiskOnlyPutLeavesOlderRAMVariant(t *testing.T) {
 	var mu sync.Mutex
 	big := false
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {

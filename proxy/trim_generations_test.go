@@ -28,7 +28,7 @@ func (s *sleepWriter) Write(p []byte) (int, error) {
 // After a fill turns "too-large" at MaxObjectBytes, slow readers each pin a
 // different ~8 MiB generation of the buffer (compactLocked copies the whole
 // remainder on every advance of the slowest reader), while Buffered() shows one.
-func TestRegress2TrimTransitionPinsGenerations(t *testing.T) {
+func TestTrimTransitionPinsGenerations(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=60")
 		chunk := strings.Repeat("x", 64<<10)

@@ -11,7 +11,7 @@ import (
 // Regression test for a bug found in the second review: one reader
 // draining a fill that switched to trimming made the pump copy the whole
 // remaining buffer every 32 KiB (now blocks are dropped, never copied).
-func TestRegress2TrimTransitionQuadraticCopy(t *testing.T) {
+func TestTrimTransitionQuadraticCopy(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
 	f := newFill(0)
@@ -54,7 +54,7 @@ func TestRegress2TrimTransitionQuadraticCopy(t *testing.T) {
 
 // Readers ahead of the slowest one each keep a slice (a Write blocked on a
 // client that stopped reading) of a different buffer generation.
-func TestRegress2TrimGenerationsPinned(t *testing.T) {
+func TestTrimGenerationsPinned(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
 	f := newFill(0)
@@ -113,7 +113,7 @@ func TestRegress2TrimGenerationsPinned(t *testing.T) {
 // readers: a waiter that registers after the last reader left gets the
 // prefix and then errFillAbandoned (serveFrom: aborted connection) instead
 // of its own fetch.
-func TestRegress2ReaderOnAbandonedFill(t *testing.T) {
+func TestReaderOnAbandonedFill(t *testing.T) {
 	p := newTestProxy(t, nil)
 	f := newFill(0)
 	f.entry = &Entry{Status: 200}

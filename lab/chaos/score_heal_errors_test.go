@@ -26,7 +26,7 @@ func at(start time.Time, ms int) time.Time { return start.Add(time.Duration(ms) 
 // grace window) splits the views again, but allTrusted takes the FIRST
 // moment every pair is trusted, before the split: healing is reported
 // 200 ms while the views were split until 3.1 s, 1.1 s after the heal.
-func TestReviewHealIgnoresLateSuspicionInGrace(t *testing.T) {
+func TestHealIgnoresLateSuspicionInGrace(t *testing.T) {
 	l := reviewLab(2)
 	start := time.Unix(1_700_000_000, 0)
 	h := newHistories()
@@ -50,7 +50,7 @@ func TestReviewHealIgnoresLateSuspicionInGrace(t *testing.T) {
 // A short partition that ends before anybody detects it: the suspicion
 // comes 300 ms after the end, the views stay split for 700 ms more, and the
 // step reports healing in 0 ms.
-func TestReviewHealZeroWhenDetectionAfterEnd(t *testing.T) {
+func TestHealZeroWhenDetectionAfterEnd(t *testing.T) {
 	l := reviewLab(2)
 	start := time.Unix(1_700_000_000, 0)
 	h := newHistories()
@@ -69,7 +69,7 @@ func TestReviewHealZeroWhenDetectionAfterEnd(t *testing.T) {
 
 // Flapping: onsets [1,2] and [3,4] s, grace 2 s: their windows [1,4) and
 // [3,6) overlap, so one client error at 3.5 s is counted twice for the step.
-func TestReviewErrorsDoubleCountedAcrossOnsets(t *testing.T) {
+func TestErrorsDoubleCountedAcrossOnsets(t *testing.T) {
 	l := reviewLab(2)
 	start := time.Unix(1_700_000_000, 0)
 	sc := Scenario{Name: "f", Duration: 6 * time.Second, Steps: []Step{{Fault: Loss{Share: 0.5}, At: time.Second, For: 4 * time.Second, Every: 2 * time.Second, On: time.Second}}}
@@ -89,7 +89,7 @@ func TestReviewErrorsDoubleCountedAcrossOnsets(t *testing.T) {
 // still ends, for the restarted observer, with the OLD process's "trusted",
 // so allTrusted declares the cluster healed while n3 still distrusts n1 and
 // n2 (until 3.6 s): 100 ms reported, 600 ms true.
-func TestReviewHealAfterRestartIgnoresRestartedNodesUntrust(t *testing.T) {
+func TestHealAfterRestartIgnoresRestartedNodesUntrust(t *testing.T) {
 	l := reviewLab(3)
 	start := time.Unix(1_700_000_000, 0)
 	h := newHistories()

@@ -12,7 +12,7 @@ import (
 // Start's cleanup on error reads the named result l after `return nil,
 // err` has set it to nil: l.Close() on a nil *Lab panics (l.mu), instead
 // of returning the error and removing the namespaces and processes.
-func TestReviewStartErrorPanicsInsteadOfCleaningUp(t *testing.T) {
+func TestStartErrorPanicsInsteadOfCleaningUp(t *testing.T) {
 	if err := netns.Check(); err != nil {
 		prereq.Missing(t, "network namespaces and nftables (root)", err)
 	}

@@ -12,7 +12,7 @@ import (
 // fn panics and a caller up the stack recovers, the goroutine goes on,
 // still locked to a thread that is still inside the host's namespace, and
 // every socket it opens from then on is opened there.
-func TestReviewDoPanicLeavesThreadInHost(t *testing.T) {
+func TestDoPanicLeavesThreadInHost(t *testing.T) {
 	l := newLab(t, "a")
 	h := l.Host("a")
 	root, err := os.Readlink("/proc/self/ns/net")
