@@ -203,7 +203,7 @@ func (l *Listener) ConnState(c net.Conn, st http.ConnState) {
 		return
 	}
 	switch st {
-	case http.StateIdle:
+	case answeredState:
 		hc.state.CompareAndSwap(stateHanded, stateLoop)
 	case http.StateHijacked:
 		// The handler owns the connection now (net/http ended its
@@ -255,8 +255,6 @@ func (l *Listener) WaitWrites(ctx context.Context) error {
 	return nil
 }
 
-// abortBefore: a read deadline before it is net/http ending a read.
-var abortBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // The owner of a connection's next bytes.
 const (
@@ -519,7 +517,7 @@ func (c *Conn) hold(p []byte) (int, error) {
 // ReadTimeout, which this listener does not support: see NewListener) is
 // not taken for it.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.state.Load() == stateHanded && !t.IsZero() && t.Before(abortBefore) {
+	if c.state.Load() == stateHanded && isNetHTTPAbort(t) {
 		// Before the deadline itself: hold, woken by it, must find
 		// that it was net/http's.
 		c.aborted.Store(true)
