@@ -335,7 +335,7 @@ func (c *Cluster) setView() {
 
 // Run serves heartbeats until ctx ends: send every period, receive, and
 // check every peer's freshness point each half period.
-func (c *Cluster) Run(ctx context.Context, conn *net.UDPConn) error {
+func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	sentP, sentB := c.metrics.HeartbeatPackets.WithLabelValues("sent"), c.metrics.HeartbeatBytes.WithLabelValues("sent")
 	recvP, recvB := c.metrics.HeartbeatPackets.WithLabelValues("received"), c.metrics.HeartbeatBytes.WithLabelValues("received")
 	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat,

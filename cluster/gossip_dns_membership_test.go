@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -21,11 +22,11 @@ import (
 // (.invalid), so the test plays resolveLoop itself: it adds every listed
 // address exactly as resolveLoop does (addPeer(addr, addr), skipping its
 // own host).
-func startDNSNode(t *testing.T, id, self string, addrs []string, conn *net.UDPConn, mode Monitoring, k int) *gossipNode {
+func startDNSNode(t *testing.T, id, self string, addrs []string, conn wire.PacketConn, mode Monitoring, k int) *gossipNode {
 	return startDNSNodePeriod(t, id, self, addrs, conn, mode, k, 50*time.Millisecond)
 }
 
-func startDNSNodePeriod(t *testing.T, id, self string, addrs []string, conn *net.UDPConn, mode Monitoring, k int, period time.Duration, autoAbove ...int) *gossipNode {
+func startDNSNodePeriod(t *testing.T, id, self string, addrs []string, conn wire.PacketConn, mode Monitoring, k int, period time.Duration, autoAbove ...int) *gossipNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	_, port, _ := net.SplitHostPort(self)
@@ -62,7 +63,7 @@ func startDNSNodePeriod(t *testing.T, id, self string, addrs []string, conn *net
 // node outlives any reasonable wait.
 const scaleDownPeriod = 200 * time.Millisecond
 
-func startDNSNodeIdentifiedPeriod(t *testing.T, id string, byID map[string]string, conn *net.UDPConn, mode Monitoring, k int, period time.Duration) *gossipNode {
+func startDNSNodeIdentifiedPeriod(t *testing.T, id string, byID map[string]string, conn wire.PacketConn, mode Monitoring, k int, period time.Duration) *gossipNode {
 	t.Helper()
 	nd := startDNSNodePeriod(t, id, byID[id], nil, conn, mode, k, period)
 	c := nd.c
@@ -81,7 +82,7 @@ func startDNSNodeIdentifiedPeriod(t *testing.T, id string, byID map[string]strin
 // identification leaves: every peer keyed by its node id (what
 // adoptByAddress does on its first heartbeat). It makes the phases before
 // the one under test independent of the identification races.
-func startDNSNodeIdentified(t *testing.T, id string, byID map[string]string, conn *net.UDPConn, mode Monitoring, k int) *gossipNode {
+func startDNSNodeIdentified(t *testing.T, id string, byID map[string]string, conn wire.PacketConn, mode Monitoring, k int) *gossipNode {
 	return startDNSNodeIdentifiedPeriod(t, id, byID, conn, mode, k, 50*time.Millisecond)
 }
 
@@ -125,7 +126,7 @@ func (n *gossipNode) trustedIDs() map[string]bool {
 func TestDNSSubsetRestartIdentifiesEveryone(t *testing.T) {
 	const n, k = 10, 2
 	ids, addrs, byID := dnsMembers(t, n, "d", "127.0.0")
-	conns := map[string]*net.UDPConn{}
+	conns := map[string]wire.PacketConn{}
 	for _, id := range ids {
 		conns[id] = listenUDP(t, byID[id])
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -91,16 +91,17 @@ func TestNeighbourGraph(t *testing.T) {
 	}
 }
 
-// gossipNode is one in-process cluster member on a real loopback UDP socket.
+// gossipNode is one in-process cluster member, its heartbeats on the
+// tests' in-memory network (testNetwork).
 type gossipNode struct {
 	c      *Cluster
-	conn   *net.UDPConn
+	conn   wire.PacketConn
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startGossipNode(t *testing.T, id string, addrs map[string]string, conn *net.UDPConn, k int) *gossipNode {
+func startGossipNode(t *testing.T, id string, addrs map[string]string, conn wire.PacketConn, k int) *gossipNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
@@ -144,21 +145,21 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	return 0
 }
 
-func listenUDP(t *testing.T, addr string) *net.UDPConn {
+// testNetwork carries the heartbeats of the membership and detector tests
+// in memory (as memberlist's tests use its MockNetwork): no ports to race
+// other processes for, no packets lost to a busy kernel, links cut
+// exactly. Addresses are unique across the package's tests.
+var testNetwork = wire.NewMemNetwork()
+
+// listenUDP binds addr on testNetwork ("127.0.0.1:0": a new address; a
+// stopped node's address: the node restarting).
+func listenUDP(t *testing.T, addr string) wire.PacketConn {
 	t.Helper()
-	ua, err := net.ResolveUDPAddr("udp", addr)
+	conn, err := testNetwork.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conn *net.UDPConn
-	for range 50 { // a restarted node takes its old port back
-		if conn, err = net.ListenUDP("udp", ua); err == nil {
-			return conn
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal(err)
-	return nil
+	return conn
 }
 
 // TestSubsetMonitoring runs 12 nodes that each heartbeat only k = 4
@@ -170,7 +171,7 @@ func listenUDP(t *testing.T, addr string) *net.UDPConn {
 func TestSubsetMonitoring(t *testing.T) {
 	const n, k = 12, 4
 	addrs := map[string]string{}
-	conns := map[string]*net.UDPConn{}
+	conns := map[string]wire.PacketConn{}
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("g%02d", i)
@@ -274,4 +275,66 @@ func TestSubsetMonitoring(t *testing.T) {
 	})
 	took = eventually(t, 15*time.Second, target+" trusted again everywhere after refuting", allTrust(target, true))
 	t.Logf("false suspicion of %s refuted and trusted by all in %v", target, took.Round(time.Millisecond))
+}
+
+// TestPartitionIsSuspectedAndHealed cuts one node off the in-memory
+// network, both ways, while it keeps running: every other node suspects
+// it, it suspects every other node, and when the links heal everyone
+// trusts everyone again (its refutation outranks the suspicion).
+func TestPartitionIsSuspectedAndHealed(t *testing.T) {
+	const n, k = 6, 4
+	addrs := map[string]string{}
+	conns := map[string]wire.PacketConn{}
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("q%02d", i)
+		conn := listenUDP(t, "127.0.0.1:0")
+		ids, addrs[id], conns[id] = append(ids, id), conn.LocalAddr().String(), conn
+	}
+	nodes := map[string]*gossipNode{}
+	for _, id := range ids {
+		nodes[id] = startGossipNode(t, id, addrs, conns[id], k)
+	}
+	defer func() {
+		for _, nd := range nodes {
+			nd.stop()
+		}
+	}()
+	trustAll := func(want bool, pairs func(a, b string) bool) func() bool {
+		return func() bool {
+			for a, nd := range nodes {
+				for _, b := range ids {
+					if a != b && pairs(a, b) && nd.trusts(b) != want {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	every := func(a, b string) bool { return true }
+	eventually(t, 15*time.Second, "every node trusts every other", trustAll(true, every))
+
+	island := "q03"
+	across := func(a, b string) bool { return (a == island) != (b == island) }
+	for _, id := range ids {
+		if id != island {
+			testNetwork.Cut(addrs[id], addrs[island])
+			testNetwork.Cut(addrs[island], addrs[id])
+		}
+	}
+	took := eventually(t, 15*time.Second, "both sides of the partition suspect each other", trustAll(false, across))
+	t.Logf("partition of %s suspected both ways in %v", island, took.Round(time.Millisecond))
+	same := func(a, b string) bool { return a != island && b != island }
+	if !trustAll(true, same)() {
+		t.Fatal("a node outside the partition lost trust in another outside it")
+	}
+	for _, id := range ids {
+		if id != island {
+			testNetwork.Heal(addrs[id], addrs[island])
+			testNetwork.Heal(addrs[island], addrs[id])
+		}
+	}
+	took = eventually(t, 15*time.Second, "every node trusts every other after the heal", trustAll(true, every))
+	t.Logf("healed and trusted again in %v", took.Round(time.Millisecond))
 }

@@ -19,7 +19,7 @@ type Received struct {
 // Receive reads heartbeats from conn until ctx ends, verifies each, and
 // calls deliver for the accepted ones. Rejections are counted by v; seen,
 // if set, is told the size of every packet read (for traffic metrics).
-func Receive(ctx context.Context, conn *net.UDPConn, v *Verifier, deliver func(Received), seen func(bytes int)) error {
+func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Received), seen func(bytes int)) error {
 	go func() {
 		<-ctx.Done()
 		_ = conn.SetReadDeadline(time.Unix(1, 0)) // unblock ReadFromUDP
@@ -64,7 +64,7 @@ type Sender struct {
 }
 
 // Run sends until ctx ends. targets maps a peer id to its UDP address.
-func (s *Sender) Run(ctx context.Context, conn *net.UDPConn, targets func() map[string]*net.UDPAddr) error {
+func (s *Sender) Run(ctx context.Context, conn PacketConn, targets func() map[string]*net.UDPAddr) error {
 	t := time.NewTicker(s.Period)
 	defer t.Stop()
 	for {

@@ -1,0 +1,193 @@
+package wire
+
+import (
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// PacketConn is what the heartbeat transport needs of a socket: a
+// *net.UDPConn, or a MemConn of an in-memory network.
+type PacketConn interface {
+	ReadFromUDP(b []byte) (int, *net.UDPAddr, error)
+	WriteToUDP(b []byte, addr *net.UDPAddr) (int, error)
+	SetReadDeadline(t time.Time) error
+	LocalAddr() net.Addr
+	Close() error
+}
+
+var _ PacketConn = (*net.UDPConn)(nil)
+
+// MemNetwork is an in-memory datagram network for tests, as memberlist's
+// MockNetwork is: nodes in one process exchange heartbeats without
+// sockets, so a test neither races other processes for ports nor loses
+// packets to a busy kernel, and it can cut links exactly (Cut). Like UDP,
+// a packet to an address nobody listens on, over a cut link, or to a full
+// queue is dropped without an error.
+type MemNetwork struct {
+	mu       sync.Mutex
+	conns    map[string]*MemConn
+	cut      map[[2]string]bool // from → to links that drop every packet
+	nextPort int                // the port given to the next ":0"
+}
+
+// NewMemNetwork returns an empty network.
+func NewMemNetwork() *MemNetwork {
+	return &MemNetwork{conns: map[string]*MemConn{}, cut: map[[2]string]bool{}, nextPort: 20000}
+}
+
+// memQueue is how many packets wait for a reader before more are dropped
+// (a socket's receive buffer).
+const memQueue = 1024
+
+// Listen binds addr ("127.0.0.1:7001"; any host:port names it; port 0
+// takes one not used yet). A closed address may be bound again (a node
+// that restarts).
+func (n *MemNetwork) Listen(addr string) (*MemConn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ua.Port == 0 {
+		for {
+			n.nextPort++
+			ua.Port = n.nextPort
+			if _, taken := n.conns[ua.String()]; !taken {
+				break
+			}
+		}
+	}
+	if _, taken := n.conns[ua.String()]; taken {
+		return nil, &net.OpError{Op: "listen", Net: "mem", Addr: ua, Err: os.ErrExist}
+	}
+	c := &MemConn{n: n, addr: ua, in: make(chan memPacket, memQueue), closed: make(chan struct{}), wake: make(chan struct{})}
+	n.conns[ua.String()] = c
+	return c, nil
+}
+
+// Cut drops every packet from one address to another (both "host:port")
+// until Heal; cut both ways for a partition.
+func (n *MemNetwork) Cut(from, to string) { n.setCut(from, to, true) }
+
+// Heal undoes Cut.
+func (n *MemNetwork) Heal(from, to string) { n.setCut(from, to, false) }
+
+func (n *MemNetwork) setCut(from, to string, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cut {
+		n.cut[[2]string{from, to}] = true
+	} else {
+		delete(n.cut, [2]string{from, to})
+	}
+}
+
+type memPacket struct {
+	b    []byte
+	from *net.UDPAddr
+}
+
+// MemConn is one bound address of a MemNetwork.
+type MemConn struct {
+	n      *MemNetwork
+	addr   *net.UDPAddr
+	in     chan memPacket
+	closed chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
+	deadline time.Time
+	wake     chan struct{} // closed and replaced when the deadline changes
+}
+
+// ReadFromUDP waits for the next packet, the read deadline, or Close.
+func (c *MemConn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
+	for {
+		c.mu.Lock()
+		deadline, wake := c.deadline, c.wake
+		c.mu.Unlock()
+		var timer *time.Timer
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return 0, nil, os.ErrDeadlineExceeded
+			}
+			timer = time.NewTimer(d)
+			expired = timer.C
+		}
+		var p memPacket
+		var err error
+		got := false
+		select {
+		case p = <-c.in:
+			got = true
+		case <-c.closed:
+			err = net.ErrClosed
+		case <-expired:
+			err = os.ErrDeadlineExceeded
+		case <-wake: // the deadline moved: wait again under the new one
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if got {
+			return copy(b, p.b), p.from, nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// WriteToUDP sends b to addr.
+func (c *MemConn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
+	select {
+	case <-c.closed:
+		return 0, net.ErrClosed
+	default:
+	}
+	n := c.n
+	n.mu.Lock()
+	to := n.conns[addr.String()]
+	cut := n.cut[[2]string{c.addr.String(), addr.String()}]
+	n.mu.Unlock()
+	if to == nil || cut {
+		return len(b), nil
+	}
+	p := memPacket{b: append([]byte(nil), b...), from: c.addr}
+	select {
+	case to.in <- p:
+	default: // a full receive queue drops, as a socket buffer does
+	}
+	return len(b), nil
+}
+
+// SetReadDeadline implements PacketConn.
+func (c *MemConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	close(c.wake)
+	c.wake = make(chan struct{})
+	c.mu.Unlock()
+	return nil
+}
+
+// LocalAddr is the bound address.
+func (c *MemConn) LocalAddr() net.Addr { return c.addr }
+
+// Close unbinds the address; later packets to it are dropped.
+func (c *MemConn) Close() error {
+	c.once.Do(func() {
+		close(c.closed)
+		c.n.mu.Lock()
+		if c.n.conns[c.addr.String()] == c {
+			delete(c.n.conns, c.addr.String())
+		}
+		c.n.mu.Unlock()
+	})
+	return nil
+}
