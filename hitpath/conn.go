@@ -255,7 +255,6 @@ func (l *Listener) WaitWrites(ctx context.Context) error {
 	return nil
 }
 
-
 // The owner of a connection's next bytes.
 const (
 	stateLoop    int32 = iota // the loop reads the next request
