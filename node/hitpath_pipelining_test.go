@@ -90,7 +90,11 @@ func TestPipelinedMissThenHitWithHalfClose(t *testing.T) {
 		if _, err := io.WriteString(c, req("/slow")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // the miss is in flight
+		for end := time.Now().Add(10 * time.Second); inflightGauge(t, n) < 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the miss never went in flight")
+			}
+		}
 		if _, err := io.WriteString(c, req("/public")); err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func TestDecodedFormOfAnUnstoredEntryStaysCharged(t *testing.T) {
 		r.Header.Set("Accept-Encoding", "identity")
 		p.h.ServeHTTP(sw, r)
 	}()
-	time.Sleep(500 * time.Millisecond) // the client is stalled on the decoded body
+	waitUntil(t, "the client stalled on the decoded body", sw.stalled.Load)
 	buffered, stored := p.h.Buffered(), p.h.store.Stats().Bytes
 	close(sw.release)
 	<-done
@@ -156,7 +156,7 @@ func TestDecodedFormOfADiskHitStaysCharged(t *testing.T) {
 		r.Header.Set("Accept-Encoding", "identity")
 		h.ServeHTTP(sw, r)
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "the client stalled on the decoded body", sw.stalled.Load)
 	buffered, stored := h.Buffered(), h.store.Stats().Bytes
 	close(sw.release)
 	<-done

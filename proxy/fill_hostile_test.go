@@ -55,7 +55,7 @@ func TestHostileRangeOnLargeChunkedFill(t *testing.T) {
 		defer wg.Done()
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "http://example.com/video", nil))
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitUntil(t, "the fill of /video outgrew what it may keep", func() bool { _, trimming := h.fillOf("http://example.com/video"); return trimming })
 	start := time.Now()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "http://example.com/video", nil)
@@ -88,7 +88,7 @@ func TestHostilePurgeDuringFill(t *testing.T) {
 		defer close(first)
 		serve(h, "GET", "/doc")
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitUntil(t, "the origin answered the first request", func() bool { streaming, _ := h.fillOf("http://example.com/doc"); return streaming })
 	version.Store(1) // deploy, then purge
 	n, _ := h.Purge(PurgeRequest{URL: "http://example.com/doc"})
 	<-first // the request that started before the purge is answered

@@ -161,3 +161,37 @@ func streamChunks(w http.ResponseWriter, n int, pause time.Duration) {
 		}
 	}
 }
+
+// waitUntil polls cond until it holds: a test waits for the event it
+// needs (a fill under way, a slot taken), not for a time that a busy
+// machine may not keep. It fails after 10 s.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("not within 10s: %s", what)
+}
+
+// fillOf returns the fill under way for the URL of a plain GET of target
+// ("http://example.com/x"): streaming once its response is published,
+// trimming once its body outgrew what it may keep.
+func (h *Handler) fillOf(target string) (streaming, trimming bool) {
+	key := h.requestKey(httptest.NewRequest("GET", target, nil))
+	h.co.mu.Lock()
+	f := h.co.fills[key]
+	h.co.mu.Unlock()
+	if f == nil {
+		return false, false
+	}
+	select {
+	case <-f.ready:
+	default:
+		return false, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return true, f.trim
+}

@@ -485,7 +485,7 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 			statuses <- line
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // both uploads hold their slots now
+	waitUntil(t, "both uploads hold their upstream slots", func() bool { return len(h.sem) == 2 })
 	resp, err := http.Get(srv.URL + "/cached")
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ type stalledWriter struct {
 	code    int
 	n       int
 	release chan struct{}
+	stalled atomic.Bool // a Write is waiting for release
 }
 
 func (w *stalledWriter) Header() http.Header { return w.hdr }
@@ -33,6 +34,7 @@ func (w *stalledWriter) Write(p []byte) (int, error) {
 	if w.code == 0 {
 		w.code = 200
 	}
+	w.stalled.Store(true)
 	<-w.release
 	w.n += len(p)
 	return len(p), nil
@@ -103,7 +105,14 @@ func TestDecodedFormsAreChargedBeforeTheyExist(t *testing.T) {
 			p.h.ServeHTTP(ws[i], r)
 		}()
 	}
-	time.Sleep(2 * time.Second) // every client is stalled or refused by now
+	waitUntil(t, "every client stalled on its body or its refusal", func() bool {
+		for _, w := range ws {
+			if !w.stalled.Load() {
+				return false
+			}
+		}
+		return true
+	})
 	close(release)
 	wg.Wait()
 	close(stop)

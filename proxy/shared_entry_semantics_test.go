@@ -76,7 +76,7 @@ func TestSharedEntrySemantics(t *testing.T) {
 		defer wg.Done()
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "http://example.com/big", nil))
 	}()
-	time.Sleep(150 * time.Millisecond)
+	waitUntil(t, "the fill of /big trims", func() bool { _, trimming := h.fillOf("http://example.com/big"); return trimming })
 	for _, c := range []struct {
 		m    string
 		hdr  []string

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -42,13 +41,12 @@ func TestHostileTrimFillOvercharge(t *testing.T) {
 			defer wg.Done()
 			h.ServeHTTP(&stallWriter{ResponseRecorder: httptest.NewRecorder(), release: release}, httptest.NewRequest("GET", fmt.Sprintf("http://example.com/big?%d", i), nil))
 		}()
-		time.Sleep(100 * time.Millisecond)
+		target := fmt.Sprintf("http://example.com/big?%d", i)
+		waitUntil(t, target+" trims behind its stalled reader", func() bool { _, trimming := h.fillOf(target); return trimming })
 	}
-	time.Sleep(500 * time.Millisecond)
 	t.Logf("4 stalled clients: Buffered()=%d of %d", h.Buffered(), cfg.MaxBufferedBytes)
 	w1 := httptest.NewRecorder()
 	h.ServeHTTP(w1, httptest.NewRequest("GET", "http://example.com/small", nil))
-	time.Sleep(50 * time.Millisecond)
 	w2 := httptest.NewRecorder()
 	h.ServeHTTP(w2, httptest.NewRequest("GET", "http://example.com/small", nil))
 	t.Logf("small page while stalled: %q then %q", w1.Header().Get("Cache-Status"), w2.Header().Get("Cache-Status"))
