@@ -30,6 +30,7 @@ import (
 	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
@@ -74,7 +75,7 @@ func (k Key) Env() string {
 func Keys() []Key {
 	// Defaults the runtime packages own are read from them, so that each
 	// default has one source; the reasons are given here and there.
-	pd, fd, cd := proxy.DefaultConfig(), indicators.DefaultFilterConfig(0), cluster.DefaultConfig()
+	pd, fd, cd, od := proxy.DefaultConfig(), indicators.DefaultFilterConfig(0), cluster.DefaultConfig(), origin.DefaultClientConfig()
 	size := formatSize
 	dur := formatDuration
 	float := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
@@ -84,10 +85,10 @@ func Keys() []Key {
 		{"admin.listen", String, "127.0.0.1:9180", "Admin listener: /metrics, /healthz, /readyz, /status, /purge, /debug/pprof. Keep it off the public network."},
 		{"admin.token", String, "", "Bearer token for /purge and /debug/pprof. Empty: those endpoints answer 403 (purge is never open)."},
 		{"origin.url", String, "", "Origin base URL (http or https): the one-site shortcut, a site answering every host. Required unless sites is set."},
-		{"origin.connect_timeout", Duration, "3s", "TCP connect budget; a dead origin is reported in seconds, not minutes."},
-		{"origin.response_timeout", Duration, "30s", "Wait for response headers once the request is sent; long enough for slow dynamic pages."},
-		{"origin.idle_timeout", Duration, "90s", "Idle keep-alive connections to the origin are closed after this; below typical origin keep-alive limits."},
-		{"origin.max_idle_conns", Int, "256", "Idle keep-alive connections kept to the origin; enough for a busy node without hoarding sockets."},
+		{"origin.connect_timeout", Duration, dur(od.ConnectTimeout), "TCP connect budget; a dead origin is reported in seconds, not minutes."},
+		{"origin.response_timeout", Duration, dur(od.ResponseTimeout), "Wait for response headers once the request is sent; long enough for slow dynamic pages."},
+		{"origin.idle_timeout", Duration, dur(od.IdleConnTimeout), "Idle keep-alive connections to the origin are closed after this; below typical origin keep-alive limits."},
+		{"origin.max_idle_conns", Int, strconv.Itoa(od.MaxIdleConns), "Idle keep-alive connections kept to the origin; enough for a busy node without hoarding sockets."},
 		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
 		{"origin.ca_file", String, "", "PEM CA bundle that signs an https origin's certificate, instead of the system roots (a private CA)."},
 		{"origin.server_name", String, "", "Server name (SNI and certificate check) for an https origin, when it differs from the origin URL's host (an IP address, say)."},
@@ -522,7 +523,7 @@ func Load(v *viper.Viper) (*Config, error) {
 		if !httpURL(c.Origin.URL) {
 			return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
 		}
-		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: "least", Default: true, PreserveHost: c.Origin.PreserveHost}}
+		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost}}
 	} else if c.Origin.URL != "" {
 		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
 	}
@@ -897,7 +898,7 @@ func (p *parser) sites(key string) []Site {
 			p.fail(at, e, "is not a site ({name, hosts, origins, …})")
 			return nil
 		}
-		s := Site{Balance: "least"}
+		s := Site{Balance: origin.DefaultPoolConfig().Balance}
 		for k, v := range m {
 			switch k {
 			case "name":

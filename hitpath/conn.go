@@ -80,8 +80,8 @@ type VectorWriter interface {
 // take this much per write timeout.
 const ChunkBytes = 32 << 10
 
-// Config are the loop's timeouts, the http.Server's own; a zero value is
-// a minute (never none).
+// Config are the loop's timeouts, the http.Server's own; a zero one takes
+// DefaultConfig's (never none).
 type Config struct {
 	// IdleTimeout bounds the wait for the next request after a hit
 	// (limits.idle_timeout).
@@ -102,6 +102,13 @@ type Config struct {
 	// the start: on a TLS listener, those that negotiated HTTP/2 (net/http
 	// must see their *tls.Conn to serve HTTP/2).
 	Skip func(net.Conn) bool
+}
+
+// DefaultConfig returns the loop's timeouts when the server gives none.
+// A zero timeout is net/http's "no limit", which the loop never runs with:
+// a client could then hold a connection and its buffer forever.
+func DefaultConfig() Config {
+	return Config{IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, WriteTimeout: time.Minute}
 }
 
 // readBufferBytes holds the request heads the loop reads. A larger head
@@ -139,9 +146,11 @@ type dateLine struct {
 // for a request, which includes the hits the loop answers meanwhile
 // (ReadHeaderTimeout, IdleTimeout and WriteTimeout are fine).
 func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listener {
-	for _, d := range []*time.Duration{&cfg.IdleTimeout, &cfg.ReadHeaderTimeout, &cfg.WriteTimeout} {
-		if *d <= 0 {
-			*d = time.Minute
+	def := DefaultConfig()
+	for _, d := range []struct{ v, def *time.Duration }{{&cfg.IdleTimeout, &def.IdleTimeout},
+		{&cfg.ReadHeaderTimeout, &def.ReadHeaderTimeout}, {&cfg.WriteTimeout, &def.WriteTimeout}} {
+		if *d.v <= 0 {
+			*d.v = *d.def
 		}
 	}
 	if m == nil {

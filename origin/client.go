@@ -35,6 +35,36 @@ type ClientConfig struct {
 	OnError         func(cause string)
 }
 
+// DefaultClientConfig returns the client defaults config.yaml documents
+// (config reads them from here), each with its reason. URL has none.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{
+		ConnectTimeout:  3 * time.Second,  // a dead origin is reported in seconds, not minutes
+		ResponseTimeout: 30 * time.Second, // long enough for slow dynamic pages
+		MaxIdleConns:    256,              // enough for a busy node without hoarding sockets
+		IdleConnTimeout: 90 * time.Second, // below typical origin keep-alive limits
+	}
+}
+
+// withDefaults fills c's zero durations and sizes from
+// DefaultClientConfig: a zero is "not set", never "no limit".
+func (c ClientConfig) withDefaults() ClientConfig {
+	d := DefaultClientConfig()
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.ResponseTimeout <= 0 {
+		c.ResponseTimeout = d.ResponseTimeout
+	}
+	if c.MaxIdleConns <= 0 {
+		c.MaxIdleConns = d.MaxIdleConns
+	}
+	if c.IdleConnTimeout <= 0 {
+		c.IdleConnTimeout = d.IdleConnTimeout
+	}
+	return c
+}
+
 // Client forwards requests to one origin over a keep-alive pool. It retries
 // an idempotent request once when the connection failed before any response
 // byte arrived (a stale pooled connection, a refused connect).
@@ -47,8 +77,10 @@ type Client struct {
 	onError   func(cause string)
 }
 
-// NewClient validates cfg and returns a client.
+// NewClient validates cfg and returns a client; its zero fields take
+// DefaultClientConfig's values.
 func NewClient(cfg ClientConfig) (*Client, error) {
+	cfg = cfg.withDefaults()
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("origin url %q: %w", cfg.URL, err)
@@ -85,11 +117,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		t.TLSClientConfig = tc
 	}
-	idle := cfg.ResponseTimeout
-	if idle <= 0 {
-		idle = 30 * time.Second
-	}
-	return &Client{base: u, transport: t, preserve: cfg.PreserveHost, idle: idle, errs: newErrorLog(cfg.Log, time.Second), onError: cfg.OnError}, nil
+	// A body that sends nothing for the response timeout has stalled.
+	return &Client{base: u, transport: t, preserve: cfg.PreserveHost, idle: cfg.ResponseTimeout, errs: newErrorLog(cfg.Log, time.Second), onError: cfg.OnError}, nil
 }
 
 // URL returns the origin base URL.

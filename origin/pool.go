@@ -46,9 +46,9 @@ type PoolConfig struct {
 	Origins    []ClientConfig // one per origin server (URL set in each)
 	Balance    string         // "least" (default) or "hash"
 	Health     HealthCheck
-	EjectAfter int           // consecutive failures before an ejection (default 3)
-	BaseEject  time.Duration // first ejection's length (default 1 s)
-	MaxEject   time.Duration // longest ejection (default 30 s)
+	EjectAfter int           // consecutive failures before an ejection
+	BaseEject  time.Duration // first ejection's length
+	MaxEject   time.Duration // longest ejection (ejections double up to it)
 	Metrics    *PoolMetrics
 	Log        *slog.Logger
 }
@@ -98,19 +98,34 @@ type member struct {
 	inflight    prometheus.Gauge
 }
 
-// NewPool builds a pool; call Start to run its health checks.
+// DefaultPoolConfig returns a pool's defaults, each with its reason.
+func DefaultPoolConfig() PoolConfig {
+	return PoolConfig{
+		Balance:    "least",          // the least loaded origin: a slow one gets less
+		EjectAfter: 3,                // one failure is noise; three in a row is a pattern
+		BaseEject:  time.Second,      // a restart-length outage costs one short ejection
+		MaxEject:   30 * time.Second, // a dead origin is tried again at least this often
+	}
+}
+
+// NewPool builds a pool; call Start to run its health checks. Its zero
+// fields take DefaultPoolConfig's values.
 func NewPool(cfg PoolConfig) (*Pool, error) {
 	if len(cfg.Origins) == 0 {
 		return nil, errors.New("origin pool: no origins")
 	}
+	d := DefaultPoolConfig()
+	if cfg.Balance == "" {
+		cfg.Balance = d.Balance
+	}
 	if cfg.EjectAfter <= 0 {
-		cfg.EjectAfter = 3 // one failure is noise; three in a row is a pattern
+		cfg.EjectAfter = d.EjectAfter
 	}
 	if cfg.BaseEject <= 0 {
-		cfg.BaseEject = time.Second
+		cfg.BaseEject = d.BaseEject
 	}
 	if cfg.MaxEject <= 0 {
-		cfg.MaxEject = 30 * time.Second
+		cfg.MaxEject = d.MaxEject
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
