@@ -91,8 +91,15 @@ func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, rea
 		if len(line) == 0 {
 			break
 		}
-		if why := r.field(line, rules, &hosts, &reason); why != "" {
-			return 0, foreign, why
+		stop, hand, host := r.field(line, rules)
+		if stop != "" {
+			return 0, foreign, stop
+		}
+		if host {
+			hosts++
+		}
+		if reason == "" {
+			reason = hand // the first reason to hand the request over counts
 		}
 	}
 	if hosts != 1 {
@@ -130,23 +137,17 @@ func (r *Request) requestLine(line []byte) (parseResult, string) {
 	return answerable, ""
 }
 
-// field reads one header field line into r. It returns the reason the
-// connection is net/http's from here on ("" if it is not); a reason to
-// hand this request over goes into *reason (the first one counts), a Host
-// into *hosts.
-func (r *Request) field(line []byte, rules *fieldRules, hosts *int, reason *string) string {
+// field reads one header field line into r. stop is the reason the
+// connection is net/http's from here on, hand a reason to hand this
+// request over ("" for none of either); host reports a Host field.
+func (r *Request) field(line []byte, rules *fieldRules) (stop, hand string, host bool) {
 	var strip, unkeyed []string
 	if rules != nil {
 		strip, unkeyed = rules.strip, rules.unkeyed
 	}
-	hand := func(why string) {
-		if *reason == "" {
-			*reason = why
-		}
-	}
 	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok || !isToken(name) || !plainValue(value) {
-		return reasonSyntax // includes obs-fold: a line starting with SP or HTAB
+		return reasonSyntax, "", false // includes obs-fold: a line starting with SP or HTAB
 	}
 	value = trimOWS(value)
 	f := fieldOf(name)
@@ -155,23 +156,22 @@ func (r *Request) field(line []byte, rules *fieldRules, hosts *int, reason *stri
 	}
 	switch f {
 	case fieldHost:
-		*hosts++
-		if !plainHost(value) {
-			hand(reasonHost)
-		}
 		r.Host = value
+		if !plainHost(value) {
+			return "", reasonHost, true
+		}
+		return "", "", true
 	case fieldConnection:
 		switch {
 		case asciiEqualFold(value, "close"):
 			r.Close = true
 		case asciiEqualFold(value, "keep-alive"):
 		default:
-			return reasonFraming
+			return reasonFraming, "", false
 		}
 	case fieldAcceptEncoding:
 		if r.nAccept == len(r.acceptStore) {
-			hand(reasonField)
-			return ""
+			return "", reasonField, false
 		}
 		r.acceptStore[r.nAccept] = value
 		r.nAccept++
@@ -184,17 +184,17 @@ func (r *Request) field(line []byte, rules *fieldRules, hosts *int, reason *stri
 			r.UserAgent = value
 		}
 	case fieldFraming:
-		return reasonFraming
+		return reasonFraming, "", false
 	case fieldDecline:
-		hand(reasonField)
+		return "", reasonField, false
 	case fieldKeyed:
 		// A field the cache keys (package reqfield): the request has a
 		// variant of its own, which ServeHTTP looks up.
 		if !isStripped(name, unkeyed) && !isStripped(name, strip) {
-			hand(reasonField)
+			return "", reasonField, false
 		}
 	}
-	return ""
+	return "", "", false
 }
 
 // fieldRules are the operator's field lists, lower-case.

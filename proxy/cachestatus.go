@@ -36,7 +36,9 @@ func (s cacheStatus) markStored() cacheStatus         { s.stored = true; return 
 func (s cacheStatus) markCollapsed() cacheStatus      { s.collapsed = true; return s }
 
 // plainHit reports whether s is a fresh hit's, whose field is shared.
-func (s cacheStatus) plainHit() bool { return s == statusHit }
+func (s cacheStatus) plainHit() bool {
+	return s.hit && s.detail == "" && !s.stored && !s.collapsed && s.fwdStatus == 0
+}
 
 // String is the value after "<node>; ".
 func (s cacheStatus) String() string {

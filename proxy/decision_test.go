@@ -185,11 +185,11 @@ func TestDecideHitIsTheOneHitDecision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.q.now = t0
 			d := h.decideHit(tc.e, tc.q)
-			if d.answers != tc.answers || d.refresh != tc.refresh || d.pass != tc.pass {
+			if d.answers() != tc.answers || d.refresh() != tc.refresh || d.pass != tc.pass {
 				t.Fatalf("decideHit = %+v, want answers=%v refresh=%v pass=%q", d, tc.answers, tc.refresh, tc.pass)
 			}
-			if d.answers && d.status.String() != tc.status {
-				t.Fatalf("status %q, want %q", d.status.String(), tc.status)
+			if d.answers() && d.status().String() != tc.status {
+				t.Fatalf("status %q, want %q", d.status().String(), tc.status)
 			}
 			if tc.e != nil && d.plainHit(tc.e, tc.q) != tc.plain {
 				t.Fatalf("plainHit %v, want %v", !tc.plain, tc.plain)

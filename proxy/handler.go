@@ -363,12 +363,12 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	switch d := h.decideHit(e, q); {
 	case d.pass != "":
 		return h.servePass(w, r, d.pass)
-	case d.answers:
-		h.writeEntry(w, r, e, q.now, d.status, nil)
-		if d.refresh {
+	case d.answers():
+		h.writeEntry(w, r, e, q.now, d.status(), nil)
+		if d.refresh() {
 			h.refreshInBackground(r, key, e, reqCC, hasAuth)
 		}
-		return d.result
+		return d.result()
 	}
 	if reqCC.OnlyIfCached {
 		h.writeError(w, http.StatusGatewayTimeout, refused("miss", "only-if-cached"), "not in cache")

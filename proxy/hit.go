@@ -33,15 +33,38 @@ func queryOf(r *http.Request, now time.Time) hitQuery {
 
 // hitDecision is how a stored entry answers a request.
 type hitDecision struct {
-	answers bool   // the entry answers: write it with status, count result
-	refresh bool   // … and revalidate it in the background (stale-while-revalidate)
-	pass    reason // the request must bypass the store ("": it need not)
-	status  cacheStatus
-	result  string
+	use  usability // how the entry answers: useValidate means it does not
+	pass reason    // the request must bypass the store ("": it need not)
 	// The form the body is sent in: enc, and whether that takes a form
 	// other than the entry (encoded or decoded from it).
 	enc       coding.Encoding
 	transcode bool
+}
+
+// answers reports whether the entry answers the request.
+func (d hitDecision) answers() bool { return d.pass == "" && d.use != useValidate }
+
+// refresh reports whether the entry is revalidated in the background
+// after it answers (stale-while-revalidate).
+func (d hitDecision) refresh() bool { return d.use == useSWR }
+
+// status is the answer's Cache-Status.
+func (d hitDecision) status() cacheStatus {
+	switch d.use {
+	case useStale:
+		return statusHitStale
+	case useSWR:
+		return statusHitSWR
+	}
+	return statusHit
+}
+
+// result is the answer's edge_requests_total label.
+func (d hitDecision) result() string {
+	if d.use == useFresh {
+		return ResultHit
+	}
+	return ResultStale
 }
 
 // decideHit is the one decision of whether and how a stored entry e
@@ -51,23 +74,15 @@ type hitDecision struct {
 // nothing (a miss).
 func (h *Handler) decideHit(e *Entry, q hitQuery) hitDecision {
 	if e == nil {
-		return hitDecision{}
+		return hitDecision{use: useValidate}
 	}
 	if q.hasAuth && !authAllowsShared(e) {
-		return hitDecision{pass: whyAuthorization}
+		return hitDecision{use: useValidate, pass: whyAuthorization}
 	}
-	var d hitDecision
-	switch h.usable(e, q.cc, q.now) {
-	case useFresh:
-		d = hitDecision{answers: true, status: statusHit, result: ResultHit}
-	case useStale:
-		d = hitDecision{answers: true, status: statusHitStale, result: ResultStale}
-	case useSWR:
-		d = hitDecision{answers: true, refresh: true, status: statusHitSWR, result: ResultStale}
-	default:
-		return hitDecision{}
+	d := hitDecision{use: h.usable(e, q.cc, q.now)}
+	if d.use != useValidate {
+		d.enc, d.transcode = h.codingFor(q.accept, e)
 	}
-	d.enc, d.transcode = h.codingFor(q.accept, e)
 	return d
 }
 
@@ -77,5 +92,5 @@ func (h *Handler) decideHit(e *Entry, q hitQuery) hitDecision {
 // stale answer, a sliced or disk-resident entry, a form to make, which is
 // charged to the buffer budget) is ServeHTTP's.
 func (d hitDecision) plainHit(e *Entry, q hitQuery) bool {
-	return d.answers && d.status.plainHit() && !q.partial && e.sliceTotal == 0 && !e.fromDisk
+	return d.use == useFresh && d.pass == "" && !q.partial && e.sliceTotal == 0 && !e.fromDisk
 }
