@@ -32,11 +32,15 @@ type Levels struct {
 // (14 ms/MiB) and gzip 6 zlib's.
 var DefaultLevels = Levels{Br: 5, Zstd: 3, Gzip: 6}
 
-// DefaultStreamBrLevel is the brotli level of responses encoded as they
-// stream (a leader's miss, uncacheable responses), paid per request: 4 is
-// the lowest level whose output is smaller than gzip 6's (0.30 vs 0.31 of
-// the input) at 50 ms/MiB; level 1 is as fast as gzip 6 but 9 % larger.
-const DefaultStreamBrLevel = 4
+// DefaultStreamLevels are for responses encoded as they stream (the
+// leader of a miss, uncacheable responses, a hit whose stored form is not
+// made yet): paid per request, so each coding's fastest level
+// (docs/benchmarks.md, "Compression": gzip 1 costs half of gzip 6's CPU
+// for 17 % more bytes; zstd 1 and brotli 1 likewise). A miss must not be
+// CPU-bound on compression (issue 36: flate at level 6 took 75 % of a
+// node's CPU under a miss-heavy replay); stored forms, made once, use
+// DefaultLevels.
+var DefaultStreamLevels = Levels{Br: 1, Zstd: 1, Gzip: 1}
 
 // Validate reports a level out of range.
 func (l Levels) Validate() error {

@@ -127,7 +127,9 @@ func Keys() []Key {
 		{"compression.types", List, strings.Join(coding.DefaultTypes, ","), "Media types compressed: exact (text/html), type/* or a +suffix. Images, video, archives and woff2 are compressed already."},
 		{"compression.min_bytes", Size, "1KiB", "Smallest body compressed; below about a packet the saving is lost in framing."},
 		{"compression.brotli_level", Int, strconv.Itoa(coding.DefaultLevels.Br), "brotli level 0–11; a cached body is compressed once, so a middle level pays (docs/benchmarks.md has the cost per MiB)."},
-		{"compression.stream_brotli_level", Int, strconv.Itoa(coding.DefaultStreamBrLevel), "brotli level of responses encoded as they stream (the first reader of a miss, uncacheable responses): paid per request, so lower than the stored forms' level."},
+		{"compression.stream_brotli_level", Int, strconv.Itoa(coding.DefaultStreamLevels.Br), "brotli level of responses encoded as they stream (the first reader of a miss, uncacheable responses, a hit whose stored form is not made yet): paid per request, so the fastest level (docs/benchmarks.md)."},
+		{"compression.stream_zstd_level", Int, strconv.Itoa(coding.DefaultStreamLevels.Zstd), "zstd level of responses encoded as they stream; the fastest, as for brotli."},
+		{"compression.stream_gzip_level", Int, strconv.Itoa(coding.DefaultStreamLevels.Gzip), "gzip level of responses encoded as they stream: 1 costs half of level 6's CPU for 17 % more bytes, so misses are not CPU-bound on compression."},
 		{"compression.zstd_level", Int, strconv.Itoa(coding.DefaultLevels.Zstd), "zstd level 1–22 (the library maps it to four speeds); 3 is zstd's default."},
 		{"compression.gzip_level", Int, strconv.Itoa(coding.DefaultLevels.Gzip), "gzip level 1–9; 6 is zlib's default balance."},
 		{"compression.max_decoded_bytes", Size, "32MiB", "Largest body the edge decodes when the origin sent a coding the client does not accept; more is a decompression bomb (502)."},
@@ -245,7 +247,7 @@ type Config struct {
 		Types           coding.Types
 		MinBytes        int64
 		Levels          coding.Levels
-		StreamBrLevel   int
+		StreamLevels    coding.Levels
 		MaxDecodedBytes int64
 	}
 	Limits struct {
@@ -440,7 +442,11 @@ func Load(v *viper.Viper) (*Config, error) {
 		Zstd: p.int("compression.zstd_level", 1, 22),
 		Gzip: p.int("compression.gzip_level", 1, 9),
 	}
-	c.Compression.StreamBrLevel = p.int("compression.stream_brotli_level", 0, 11)
+	c.Compression.StreamLevels = coding.Levels{
+		Br:   p.int("compression.stream_brotli_level", 0, 11),
+		Zstd: p.int("compression.stream_zstd_level", 1, 22),
+		Gzip: p.int("compression.stream_gzip_level", 1, 9),
+	}
 	c.Compression.MaxDecodedBytes = p.size("compression.max_decoded_bytes", 1<<10)
 	c.Limits.MaxHeaderBytes = p.size("limits.max_header_bytes", 1024)
 	c.Limits.MaxURLBytes = p.int("limits.max_url_bytes", 64, 1<<20)

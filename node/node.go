@@ -269,9 +269,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 		if err != nil {
 			return pc, fmt.Errorf("compression: %w", err)
 		}
-		streamLevels := cc.Levels
-		streamLevels.Br = cc.StreamBrLevel
-		stream, err := coding.NewStreamCodec(streamLevels)
+		stream, err := coding.NewStreamCodec(cc.StreamLevels)
 		if err != nil {
 			return pc, fmt.Errorf("compression: %w", err)
 		}

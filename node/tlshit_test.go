@@ -92,8 +92,13 @@ func TestTLSHitPathAnswersAsNetHTTPDoes(t *testing.T) {
 		{"/a", "Cookie", "c=1"}, {"/a", "Range", "bytes=0-2"}, {"/a", "Cache-Control", "no-cache"},
 	}
 	for _, n := range []*Node{with, without} {
-		for _, rq := range requests { // fill
-			get(h1, n, rq[0], rq[1:]...)
+		for _, rq := range requests { // fill, and wait for the stored forms (made in the background)
+			for range 100 {
+				if _, resp := get(h1, n, rq[0], rq[1:]...); resp.ContentLength >= 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	}
 	before := with.hitM.Stats().Answered

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,34 @@ type Compression struct {
 	MinBytes int64
 	// MaxDecodedBytes bounds decoding of a body the origin encoded.
 	MaxDecodedBytes int64
+	// FormWorkers is how many stored forms are made at once, in the
+	// background (0: FormWorkersDefault).
+	FormWorkers int
+	// LiveEncoders is how many responses are encoded live at once
+	// (stored entries whose form is not made yet); past it they go in
+	// identity (0: LiveEncodersDefault).
+	LiveEncoders int
+}
+
+// FormWorkersDefault is half the cores (at least one): stored forms, at
+// the stored levels' cost, never take more than that from the requests.
+func FormWorkersDefault() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// LiveEncodersDefault is four per core: enough to keep every core
+// encoding while some of the writes wait on slow clients; more would only
+// queue CPU work behind the requests.
+func LiveEncodersDefault() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// slots returns how many form workers and live encoders c allows.
+func (c *Compression) slots() (forms, live int) {
+	forms, live = FormWorkersDefault(), LiveEncodersDefault()
+	if c != nil && c.FormWorkers > 0 {
+		forms = c.FormWorkers
+	}
+	if c != nil && c.LiveEncoders > 0 {
+		live = c.LiveEncoders
+	}
+	return forms, live
 }
 
 // acceptIdentity is the Accept-Encoding the edge forwards with compression on.
@@ -62,6 +91,8 @@ type formSet struct {
 	// smaller than it (random or already-compressed bytes): identity is
 	// served instead, with the entry's Vary: Accept-Encoding kept.
 	larger [coding.Count]atomic.Bool
+	// pending marks codings whose form is being made in the background.
+	pending [coding.Count]atomic.Bool
 }
 
 // classify decides in which codings e may be served: e.offers stays 0 for
@@ -132,31 +163,117 @@ func addVaryAcceptEncoding(hdr http.Header) {
 var errBomb = errors.New("proxy: decoded body exceeds compression.max_decoded_bytes")
 
 // represent returns the representation of e to send for r: e itself, or a
-// derived form in the coding r's Accept-Encoding prefers.
-func (h *Handler) represent(r *http.Request, e *Entry) (*Entry, error) {
-	d, err := h.chooseForm(r.Header["Accept-Encoding"], e)
+// derived form in the coding r's Accept-Encoding prefers; or, when that
+// form is an encoding not made yet, e with live set to the coding to
+// encode it in as it is written, at the stream level (encodeLive), while
+// the stored form is made in the background (makeFormLater).
+func (h *Handler) represent(r *http.Request, e *Entry) (d *Entry, live coding.Encoding, err error) {
+	d, live, err = h.chooseForm(r.Header["Accept-Encoding"], e, needsServeContent(r))
 	if err == nil && e.offers != 0 {
-		h.metrics.compression.served[d.coding].Inc()
+		sent := d.coding
+		if live != coding.Identity {
+			sent = live
+		}
+		h.metrics.compression.served[sent].Inc()
 	}
-	return d, err
+	return d, live, err
 }
 
 // chooseForm is represent for a client that sent accept as its
-// Accept-Encoding values, without counting what was served (the HTTP/1.1
-// hit path counts only what it then writes).
-func (h *Handler) chooseForm(accept []string, e *Entry) (*Entry, error) {
+// Accept-Encoding values, without counting what was served. partial says
+// the request has a Range or a conditional, answered from a whole body.
+//
+// Stored forms are made at the stored levels, which cost several times
+// the stream levels' CPU (docs/benchmarks.md), and only for entries read
+// again: the first reader of a miss gets the leader's stream, and the
+// first hit that wants a form asks for it in the background, bounded by
+// compression's form slots, and is answered live at the stream level, or
+// in identity (RFC 9110 §12.5.3 lets a server send it whatever was asked)
+// when too many live encodings run already. A partial request needs the
+// stored form's exact bytes (a range of a live encoding would not continue
+// any other response), so it waits for the form, as does decoding an
+// origin-encoded body, which is cheap.
+func (h *Handler) chooseForm(accept []string, e *Entry, partial bool) (d *Entry, live coding.Encoding, err error) {
 	enc, transcode := h.codingFor(accept, e)
 	if !transcode {
-		return e, nil
+		return e, coding.Identity, nil
 	}
-	d, err := h.form(e, enc)
+	if e.coding == coding.Identity {
+		if fs := e.forms.Load(); fs != nil {
+			if d := fs.made(e, enc); d != nil {
+				return d, coding.Identity, nil
+			}
+		}
+		if !partial {
+			h.makeFormLater(e, enc)
+			if h.takeLiveSlot() {
+				return e, enc, nil
+			}
+			h.metrics.compression.identityNow.Inc()
+			return e, coding.Identity, nil
+		}
+	}
+	d, err = h.form(e, enc)
 	if errors.Is(err, coding.ErrBudget) && e.coding == coding.Identity {
 		// No memory to encode now: identity, which RFC 9110 §12.5.3 lets a
 		// server send whatever the client asked, with Vary kept.
-		return e, nil
+		return e, coding.Identity, nil
 	}
-	return d, err
+	return d, coding.Identity, err
 }
+
+// formsOf returns e's form set, made on first use.
+func (e *Entry) formsOf() *formSet {
+	fs := e.forms.Load()
+	if fs == nil {
+		e.forms.CompareAndSwap(nil, &formSet{})
+		fs = e.forms.Load()
+	}
+	return fs
+}
+
+// makeFormLater makes e's stored form in enc in the background, unless
+// one is being made or every form slot is busy (then a later hit asks
+// again): at most cap(formSlots) stored forms are made at once, so making
+// them never takes more than that many cores from the requests.
+func (h *Handler) makeFormLater(e *Entry, enc coding.Encoding) {
+	fs := e.formsOf()
+	if !fs.pending[enc].CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case h.formSlots <- struct{}{}:
+	default:
+		fs.pending[enc].Store(false)
+		h.metrics.compression.formsDeferred.Inc()
+		return
+	}
+	h.bg.Go(func() {
+		defer func() {
+			<-h.formSlots
+			fs.pending[enc].Store(false)
+		}()
+		d, err := h.form(e, enc)
+		if err == nil && d.transient {
+			// e left the store meanwhile: the form is nobody's.
+			h.releaseTransient(d)
+		}
+	})
+}
+
+// takeLiveSlot reserves one of the live encodings a node runs at once
+// (giveLiveSlot returns it); false when all are in use: the CPU is busy
+// enough, and the response goes in identity rather than queueing.
+func (h *Handler) takeLiveSlot() bool {
+	select {
+	case h.liveSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *Handler) giveLiveSlot() { <-h.liveSlots }
 
 // codingFor is the coding accept selects for e, and whether sending it
 // takes a form other than e (not for an entry served as stored, the
@@ -202,11 +319,7 @@ func (fs *formSet) made(e *Entry, enc coding.Encoding) *Entry {
 
 // form returns e's representation in enc, making it on first use.
 func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
-	fs := e.forms.Load()
-	if fs == nil {
-		e.forms.CompareAndSwap(nil, &formSet{})
-		fs = e.forms.Load()
-	}
+	fs := e.formsOf()
 	if d := fs.made(e, enc); d != nil {
 		return d, nil
 	}
@@ -431,10 +544,10 @@ func (ew *encodingWriter) step(in int, f func() error) error {
 	m := &ew.h.metrics.compression
 	start := time.Now()
 	err := f()
-	m.seconds[opEncode][ew.enc].Add(time.Since(start).Seconds())
-	m.in[opEncode][ew.enc].Add(float64(in))
+	m.seconds[opStream][ew.enc].Add(time.Since(start).Seconds())
+	m.in[opStream][ew.enc].Add(float64(in))
 	if err == nil && ew.buf.Len() > 0 {
-		m.out[opEncode][ew.enc].Add(float64(ew.buf.Len()))
+		m.out[opStream][ew.enc].Add(float64(ew.buf.Len()))
 		_, err = ew.w.Write(ew.buf.Bytes())
 		ew.buf.Reset()
 	}

@@ -16,12 +16,10 @@ import (
 )
 
 // withProdCompression is withCompression plus the stream codec production
-// uses (brotli 4 for streams, as node/node.go configures).
+// uses (coding.DefaultStreamLevels, as node/node.go configures).
 func withProdCompression(c *Config) {
 	withCompression(c)
-	l := coding.DefaultLevels
-	l.Br = coding.DefaultStreamBrLevel
-	s, err := coding.NewCodec(l)
+	s, err := coding.NewStreamCodec(coding.DefaultStreamLevels)
 	if err != nil {
 		panic(err)
 	}
@@ -210,7 +208,9 @@ func TestCompressFormsEvictionRace(t *testing.T) {
 	}
 }
 
-// a 304 with new Cache-Control and a new field updates the br form.
+// a 304 with new Cache-Control and a new field updates the br form: the
+// first answer after it is encoded live from the updated entry (its ETag
+// weak), and the form made meanwhile answers from then on.
 func TestCompress304UpdatesForms(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	hdr := map[string]string{"Cache-Control": "max-age=10", "Content-Type": "text/html", "ETag": `"e1"`, "X-Ver": "1"}
@@ -222,7 +222,11 @@ func TestCompress304UpdatesForms(t *testing.T) {
 	p.origin.set(originResp{header: hdr2, body: page(20000)})
 	for i := range 2 {
 		w := p.do("GET", "/r", map[string]string{"Accept-Encoding": "br"})
-		if w.Header().Get("Cache-Control") != "max-age=300, public" || w.Header().Get("X-Ver") != "2" || w.Header().Get("Etag") != `"e1-br"` || w.Header().Get("Content-Encoding") != "br" {
+		etag := w.Header().Get("Etag")
+		if i == 0 {
+			etag = strings.TrimPrefix(etag, "W/")
+		}
+		if w.Header().Get("Cache-Control") != "max-age=300, public" || w.Header().Get("X-Ver") != "2" || etag != `"e1-br"` || w.Header().Get("Content-Encoding") != "br" {
 			t.Errorf("#%d after 304: CC %q X-Ver %q ETag %q CE %q", i, w.Header().Get("Cache-Control"), w.Header().Get("X-Ver"), w.Header().Get("Etag"), w.Header().Get("Content-Encoding"))
 		}
 	}
@@ -231,7 +235,8 @@ func TestCompress304UpdatesForms(t *testing.T) {
 	}
 }
 
-// HEAD and GET hits carry the same header.
+// HEAD and GET hits carry the same header (once the stored form is made:
+// before, a GET is encoded live and a HEAD says what that sends).
 func TestCompressHeadMatchesGet(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	gz, _ := p.h.cfg.Compression.Codec.Encode(coding.Gzip, []byte(page(30000)))
@@ -246,6 +251,7 @@ func TestCompressHeadMatchesGet(t *testing.T) {
 		p.origin.set(originResp{header: h, body: b})
 		p.do("GET", path, nil)
 		for _, ae := range []string{"br", "gzip", "", "zstd"} {
+			p.do("GET", path, map[string]string{"Accept-Encoding": ae}) // the form is made after it
 			g := p.do("GET", path, map[string]string{"Accept-Encoding": ae})
 			hd := p.do("HEAD", path, map[string]string{"Accept-Encoding": ae})
 			for _, k := range []string{"Content-Encoding", "Content-Length", "Etag", "Vary", "Cache-Control"} {

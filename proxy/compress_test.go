@@ -57,7 +57,8 @@ func TestCompressionOneOriginFetchServesEveryCoding(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	body := page(20000)
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/html; charset=utf-8", "ETag": `"v1"`}, body: body})
-	for _, tc := range []struct{ ae, want, etag string }{
+	formed := map[string]bool{"": true}
+	for i, tc := range []struct{ ae, want, etag string }{
 		{"gzip, deflate, br, zstd", "br", `"v1-br"`}, // Chromium
 		{"br", "br", `"v1-br"`},
 		{"BR ,gzip", "br", `"v1-br"`}, // another spelling: the same form
@@ -79,7 +80,13 @@ func TestCompressionOneOriginFetchServesEveryCoding(t *testing.T) {
 		if got := decoded(t, w); got != body {
 			t.Fatalf("AE %q: body differs after decoding", tc.ae)
 		}
-		if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(w.Body.Len()) && tc.ae != "gzip, deflate, br, zstd" { // the first is a streamed miss
+		// The first response in each coding is the streamed miss or a hit
+		// encoded live while its stored form is made; then the form.
+		live := !formed[tc.want]
+		if i > 0 { // the miss makes no form; the first hit asks for one
+			formed[tc.want] = true
+		}
+		if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(w.Body.Len()) && !live {
 			t.Errorf("AE %q: Content-Length %s for %d bytes", tc.ae, cl, w.Body.Len())
 		}
 		if !containsToken(strings.Join(w.Header()["Vary"], ","), "Accept-Encoding") {
@@ -319,8 +326,11 @@ func TestCompressionNeverLeaksAcrossUsers(t *testing.T) {
 }
 
 // TestCompressionCrowdCompressesOnce sends a crowd of requests for one
-// page while its fill is under way: the leader encodes its stream, every
-// collapsed request gets the stored form, made once.
+// page while its fill is under way: the leader encodes its stream, the
+// collapsed requests are encoded live at the stream level while the live
+// encoders last and get identity past them (the CPU is busy: no client
+// queues behind compression), and the stored form is made once, in the
+// background, for the requests after them.
 func TestCompressionCrowdCompressesOnce(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	body := page(100000)
@@ -335,8 +345,8 @@ func TestCompressionCrowdCompressesOnce(t *testing.T) {
 			req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
 			w := httptest.NewRecorder()
 			p.h.ServeHTTP(w, req)
-			if w.Header().Get("Content-Encoding") != "br" || decoded(t, w) != body {
-				t.Errorf("a request of the crowd got %q", w.Header().Get("Content-Encoding"))
+			if ce := w.Header().Get("Content-Encoding"); (ce != "br" && ce != "") || decoded(t, w) != body {
+				t.Errorf("a request of the crowd got %q", ce)
 			}
 		}()
 	}
@@ -345,18 +355,29 @@ func TestCompressionCrowdCompressesOnce(t *testing.T) {
 	if n := p.origin.calls.Load(); n != 1 {
 		t.Errorf("origin requests: %d", n)
 	}
-	in := testutil.ToFloat64(p.h.metrics.compression.in[opEncode][coding.Br])
-	if in > 2*float64(len(body)) {
-		t.Errorf("brotli encoded %.0f bytes for a %d-byte page: more than the leader's stream and one stored form", in, len(body))
+	if live := testutil.ToFloat64(p.h.metrics.compression.in[opStream][coding.Br]); live > float64(20*len(body)) {
+		t.Errorf("live encodings took %.0f bytes for a %d-byte page: more than one per request", live, len(body))
+	}
+	// Requests that read along the fill are encoded live; one that came
+	// after the body was whole asked for the form. One more request makes
+	// sure it is asked for; the next gets it.
+	p.do("GET", "/crowd", map[string]string{"Accept-Encoding": "br"})
+	if in := testutil.ToFloat64(p.h.metrics.compression.in[opEncode][coding.Br]); in != float64(len(body)) {
+		t.Errorf("stored forms encoded %.0f bytes for a %d-byte page: want one form", in, len(body))
+	}
+	w := p.do("GET", "/crowd", map[string]string{"Accept-Encoding": "br"})
+	if w.Header().Get("Content-Encoding") != "br" || w.Header().Get("Content-Length") == "" {
+		t.Errorf("after the crowd: Content-Encoding %q, Content-Length %q; want the stored br form", w.Header().Get("Content-Encoding"), w.Header().Get("Content-Length"))
 	}
 }
 
 // TestCompressionNeverServesALargerForm: a stored body that does not
 // compress (random bytes labelled text) is served as identity to clients
 // that accept a coding, with Vary: Accept-Encoding kept, and the useless
-// form is neither stored nor charged. (The miss that fetched it was
-// encoded as it streamed, before its size could be judged: the coders
-// store incompressible blocks raw, a few bytes larger.)
+// form is neither stored nor charged. (The miss that fetched it, and the
+// first hit in each coding while the form is made, were encoded as they
+// were written, before the size could be judged: the coders store
+// incompressible blocks raw, a few bytes larger.)
 func TestCompressionNeverServesALargerForm(t *testing.T) {
 	p := newTestProxy(t, withCompression)
 	rnd := make([]byte, 20000)
@@ -364,6 +385,7 @@ func TestCompressionNeverServesALargerForm(t *testing.T) {
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/plain"}, body: string(rnd)})
 	p.do("GET", "/random", nil) // the miss, stored as identity
 	for _, ae := range []string{"zstd", "br", "gzip", "zstd", "br, gzip"} {
+		p.do("GET", "/random", map[string]string{"Accept-Encoding": ae}) // encoded live; the form is judged after it
 		w := p.do("GET", "/random", map[string]string{"Accept-Encoding": ae})
 		if w.Code != 200 || w.Header().Get("Content-Encoding") != "" || w.Body.Len() != len(rnd) {
 			t.Fatalf("AE %q: %d, Content-Encoding %q, %d bytes; want identity, %d bytes", ae, w.Code, w.Header().Get("Content-Encoding"), w.Body.Len(), len(rnd))
@@ -374,5 +396,48 @@ func TestCompressionNeverServesALargerForm(t *testing.T) {
 	}
 	if st := p.h.store.Stats(); st.Bytes > int64(len(rnd))+8<<10 {
 		t.Fatalf("the store holds %d bytes for a %d-byte body: a larger form was kept", st.Bytes, len(rnd))
+	}
+}
+
+// TestCompressionUnderCPUPressureServesIdentity: with every live encoder
+// busy, a hit whose stored form is not made yet goes in identity at once
+// (no client queues behind compression), Vary kept; the form is still made
+// in the background, and answers the next request. With every form worker
+// busy too, the form is deferred to a later hit, which then makes it.
+func TestCompressionUnderCPUPressureServesIdentity(t *testing.T) {
+	p := newTestProxy(t, withCompression)
+	body := page(50000)
+	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=60", "Content-Type": "text/html"}, body: body})
+	p.do("GET", "/busy", nil) // the miss, in identity
+	for range cap(p.h.liveSlots) {
+		p.h.liveSlots <- struct{}{} // every live encoder busy
+	}
+	for range cap(p.h.formSlots) {
+		p.h.formSlots <- struct{}{} // every form worker busy
+	}
+	br := map[string]string{"Accept-Encoding": "br"}
+	w := p.do("GET", "/busy", br)
+	if w.Header().Get("Content-Encoding") != "" || w.Body.String() != body || !containsToken(strings.Join(w.Header()["Vary"], ","), "Accept-Encoding") {
+		t.Fatalf("under pressure: Content-Encoding %q, %d bytes, Vary %q; want identity with Vary", w.Header().Get("Content-Encoding"), w.Body.Len(), w.Header()["Vary"])
+	}
+	if n := testutil.ToFloat64(p.h.metrics.compression.identityNow); n != 1 {
+		t.Errorf("edge_compression_identity_while_forming_total %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(p.h.metrics.compression.formsDeferred); n != 1 {
+		t.Errorf("edge_compression_forms_deferred_total %v, want 1", n)
+	}
+	for range cap(p.h.formSlots) {
+		<-p.h.formSlots // the workers are free again
+	}
+	p.do("GET", "/busy", br) // still identity (no live encoder), but it starts the form
+	w = p.do("GET", "/busy", br)
+	if w.Header().Get("Content-Encoding") != "br" || w.Header().Get("Content-Length") == "" || decoded(t, w) != body {
+		t.Fatalf("after the form was made: Content-Encoding %q, Content-Length %q", w.Header().Get("Content-Encoding"), w.Header().Get("Content-Length"))
+	}
+	for range cap(p.h.liveSlots) {
+		<-p.h.liveSlots
+	}
+	if b := p.h.Buffered(); b != 0 {
+		t.Errorf("Buffered() = %d after the requests, want 0", b)
 	}
 }

@@ -162,8 +162,11 @@ type Handler struct {
 	log     *slog.Logger
 	unkeyed map[string]struct{} // cfg.UnkeyedRequestHeaders
 	sem     chan struct{}
-	clients clientLimiter
-	now     func() time.Time
+	// formSlots and liveSlots bound the compression work done at once:
+	// stored forms made in the background, responses encoded live.
+	formSlots, liveSlots chan struct{}
+	clients              clientLimiter
+	now                  func() time.Time
 
 	buffered atomic.Int64  // bytes charged to MaxBufferedBytes
 	purges   atomic.Uint64 // purges so far: a fill started before one does not store
@@ -207,6 +210,8 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		hitStatus:    []string{cfg.NodeID + "; hit"},
 		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
+	forms, live := cfg.Compression.slots()
+	h.formSlots, h.liveSlots = make(chan struct{}, forms), make(chan struct{}, live)
 	h.SetPolicy(cfg.Policy)
 	h.unkeyed = make(map[string]struct{}, len(cfg.UnkeyedRequestHeaders))
 	for _, name := range cfg.UnkeyedRequestHeaders {

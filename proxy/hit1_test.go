@@ -117,10 +117,12 @@ func TestAppendHitMatchesServeHTTP(t *testing.T) {
 				return
 			}
 			if !ok && !c.decline {
-				// A coded form is made by ServeHTTP (charged to the buffer
-				// budget), never by the hit path: the first request for it
-				// goes there, and the hit path serves it from then on.
+				// A coded form is made for ServeHTTP (charged to the buffer
+				// budget, in the background), never by the hit path: the
+				// first request for it goes there, and the hit path serves
+				// it once it is made.
 				rawExchange(t, addr, raw, method)
+				p.h.Wait() // the form is made in the background
 				ok = p.h.AppendHit([]byte("prefix"), &hr, []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n"), &a)
 			}
 			if !ok {

@@ -190,32 +190,43 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	return m
 }
 
-// The op label of the compression metrics.
+// The op label of the compression metrics: encode is the stored forms'
+// work (at the stored levels), stream the encoding of responses as they
+// are written (at the stream levels), decode the decoding of origin-encoded
+// bodies.
 const (
 	opEncode = iota
 	opDecode
+	opStream
+	opCount
 )
+
+var opNames = [opCount]string{"encode", "decode", "stream"}
 
 // compressionMetrics count content-coding work, with every child resolved
 // up front (arrays indexed by op and coding) so the data path does not hash
 // label values.
 type compressionMetrics struct {
-	in, out, seconds [2][coding.Count]prometheus.Counter
+	in, out, seconds [opCount][coding.Count]prometheus.Counter
 	served           [coding.Count]prometheus.Counter
 	larger           [coding.Count]prometheus.Counter // forms not kept: no smaller than identity
 	overBudget       [2]prometheus.Counter            // by op: coding work refused by the buffer budget
 	bombs, errors    prometheus.Counter
+	// identityNow counts hits sent in identity while their form is made
+	// (every live slot busy, or a partial request); formsDeferred the
+	// forms not started because every form slot was busy.
+	identityNow, formsDeferred prometheus.Counter
 }
 
 func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 	in := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_compression_input_bytes_total", Help: "Bytes fed to content-coding work, by op (encode, decode) and coding.",
+		Name: "edge_compression_input_bytes_total", Help: "Bytes fed to content-coding work, by op (encode: stored forms at the stored levels; stream: encoded as written, at the stream levels; decode) and coding.",
 	}, []string{"op", "encoding"})
 	out := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_compression_output_bytes_total", Help: "Bytes produced by content-coding work, by op (encode, decode) and coding.",
+		Name: "edge_compression_output_bytes_total", Help: "Bytes produced by content-coding work, by op (encode, stream, decode) and coding.",
 	}, []string{"op", "encoding"})
 	secs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_compression_seconds_total", Help: "Time spent encoding and decoding bodies, by op and coding.",
+		Name: "edge_compression_seconds_total", Help: "Time spent encoding and decoding bodies, by op (encode, stream, decode) and coding: about the CPU seconds, since coders do not wait.",
 	}, []string{"op", "encoding"})
 	served := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_compression_responses_total", Help: "Responses that could be sent in more than one coding, by the coding sent.",
@@ -227,6 +238,12 @@ func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_compression_errors_total", Help: "Bodies that failed to encode or decode (corrupt origin data).",
 		}),
+		identityNow: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_compression_identity_while_forming_total", Help: "Hits sent in identity while their compressed form is made in the background: every live encoder busy (CPU pressure) or a range or conditional request.",
+		}),
+		formsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_compression_forms_deferred_total", Help: "Stored forms not started because every form worker was busy; a later hit asks again.",
+		}),
 	}
 	larger := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_compression_larger_forms_total", Help: "Stored forms not kept because their encoding was no smaller than the identity body (identity is served), by coding.",
@@ -235,10 +252,10 @@ func newCompressionMetrics(reg prometheus.Registerer) compressionMetrics {
 		Name: "edge_compression_over_budget_total", Help: "Coding work refused because its memory (coder state, output) did not fit limits.max_buffered_bytes, by op: an encode falls back to identity, a decode answers 503.",
 	}, []string{"op"})
 	cm.overBudget[opEncode], cm.overBudget[opDecode] = over.WithLabelValues("encode"), over.WithLabelValues("decode")
-	reg.MustRegister(in, out, secs, served, larger, over, cm.bombs, cm.errors)
-	for op, name := range [2]string{"encode", "decode"} {
+	reg.MustRegister(in, out, secs, served, larger, over, cm.bombs, cm.errors, cm.identityNow, cm.formsDeferred)
+	for op, name := range opNames {
 		for e := range coding.Count {
-			if (op == opEncode && (e == coding.Identity || e == coding.Deflate)) || (op == opDecode && e == coding.Identity) {
+			if (op != opDecode && (e == coding.Identity || e == coding.Deflate)) || (op == opDecode && e == coding.Identity) {
 				// Never counted: leave them out of the exposition,
 				// but keep the arrays total.
 				cm.in[op][e], cm.out[op][e], cm.seconds[op][e] = discard{}, discard{}, discard{}
@@ -273,6 +290,11 @@ type CodingStats struct {
 	EncodedIn   map[string]float64 `json:"encoded_input_bytes"`         // identity bytes fed to each encoder
 	EncodedOut  map[string]float64 `json:"encoded_output_bytes"`        // bytes each encoder produced
 	EncodeSecs  map[string]float64 `json:"encode_seconds"`              // time spent encoding
+	StreamIn    map[string]float64 `json:"stream_input_bytes"`          // identity bytes encoded live (misses, forms not made yet)
+	StreamOut   map[string]float64 `json:"stream_output_bytes"`         // bytes those live encodings produced
+	StreamSecs  map[string]float64 `json:"stream_seconds"`              // time spent encoding live
+	Deferred    float64            `json:"forms_deferred"`              // forms not started: every worker busy
+	IdentityNow float64            `json:"identity_while_forming"`      // hits sent in identity while their form is made
 	DecodedOut  float64            `json:"decoded_output_bytes"`        // bytes produced decoding origin-encoded bodies
 	Bombs       float64            `json:"decompression_bombs_refused"` // bodies refused for decoding past the limit
 	CodingError float64            `json:"coding_errors"`               // corrupt bodies
@@ -284,7 +306,8 @@ type CodingStats struct {
 func (h *Handler) CodingStats() CodingStats {
 	m := &h.metrics.compression
 	s := CodingStats{Enabled: h.cfg.Compression != nil, Responses: map[string]float64{},
-		EncodedIn: map[string]float64{}, EncodedOut: map[string]float64{}, EncodeSecs: map[string]float64{}}
+		EncodedIn: map[string]float64{}, EncodedOut: map[string]float64{}, EncodeSecs: map[string]float64{},
+		StreamIn: map[string]float64{}, StreamOut: map[string]float64{}, StreamSecs: map[string]float64{}}
 	for e := range coding.Count {
 		if v := counterValue(m.served[e]); v > 0 {
 			s.Responses[e.String()] = v
@@ -293,10 +316,14 @@ func (h *Handler) CodingStats() CodingStats {
 			s.EncodedIn[e.String()] = counterValue(m.in[opEncode][e])
 			s.EncodedOut[e.String()] = counterValue(m.out[opEncode][e])
 			s.EncodeSecs[e.String()] = counterValue(m.seconds[opEncode][e])
+			s.StreamIn[e.String()] = counterValue(m.in[opStream][e])
+			s.StreamOut[e.String()] = counterValue(m.out[opStream][e])
+			s.StreamSecs[e.String()] = counterValue(m.seconds[opStream][e])
 		}
 		s.DecodedOut += counterValue(m.out[opDecode][e])
 	}
 	s.Bombs, s.CodingError = counterValue(m.bombs), counterValue(m.errors)
+	s.Deferred, s.IdentityNow = counterValue(m.formsDeferred), counterValue(m.identityNow)
 	s.OverBudget = map[string]float64{"encode": counterValue(m.overBudget[opEncode]), "decode": counterValue(m.overBudget[opDecode])}
 	for e := range coding.Count {
 		s.LargerForms += counterValue(m.larger[e])

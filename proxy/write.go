@@ -55,7 +55,11 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 	}
 	base := e // the stored entry: pinned while any of its forms is written
 	if e.offers != 0 {
-		d, err := h.represent(r, e)
+		d, live, err := h.represent(r, e)
+		if live != coding.Identity {
+			h.encodeLive(w, r, e, now, status, own, live)
+			return
+		}
 		if errors.Is(err, coding.ErrBudget) {
 			// The coding work would spend memory the buffer budget does
 			// not have: refused before anything was allocated.
@@ -96,6 +100,50 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 	base.users.Add(1)
 	defer h.unpin(base)
 	_, _ = (&deadlineWriter{ResponseWriter: w, h: h}).Write(e.Body)
+}
+
+// encodeLive answers r from the identity entry e encoded in enc as it is
+// written, at the stream level, holding one of the live slots (taken by
+// chooseForm) until the write ends. Without memory for an encoder it
+// answers in identity.
+func (h *Handler) encodeLive(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header, enc coding.Encoding) {
+	defer h.giveLiveSlot()
+	h.setEntryHeader(w, e, now, status, own)
+	var out io.Writer = w
+	if r.Method != http.MethodHead {
+		ew, err := h.newEncodingWriter(w, enc)
+		switch {
+		case errors.Is(err, coding.ErrBudget):
+			enc = coding.Identity // no memory for an encoder: identity, Vary kept
+		case err != nil:
+			h.writeError(w, http.StatusInternalServerError, refused("miss", "encoder"), "encoder unavailable")
+			return
+		default:
+			defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
+			out = ew
+		}
+	}
+	if enc != coding.Identity {
+		setCodingFields(w.Header(), enc, -1, true)
+	}
+	h.extendWrite(w)
+	w.WriteHeader(e.Status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	e.users.Add(1) // pinned while it is written, as writeEntry pins
+	defer h.unpin(e)
+	for body := e.Body; len(body) > 0; {
+		n := min(len(body), writeChunk)
+		h.extendWrite(w)
+		if _, err := out.Write(body[:n]); err != nil {
+			return
+		}
+		body = body[n:]
+	}
+	if ew, ok := out.(*encodingWriter); ok && ew.Close() != nil {
+		panic(http.ErrAbortHandler) // the end of the stream did not reach the client
+	}
 }
 
 // serveFill answers r from a fill, writing its body as it arrives. rd is
