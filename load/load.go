@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/edgecache/edge/coding"
 )
 
 // Config configures a run.
@@ -37,9 +39,18 @@ type Config struct {
 	// Progress, if set, is called about once a second with the running totals.
 	Progress func(Summary)
 	// Verify, if set, checks each 2xx answer (its request path, header and
-	// body length); a false counts the answer as wrong content.
+	// decoded body length); a false counts the answer as wrong content.
 	Verify func(path string, h http.Header, bodyLen int64) bool
+	// AcceptEncoding is every request's Accept-Encoding ("": none, which a
+	// cache answers in identity). The answers are read as sent, encoded,
+	// and decoded only to verify them.
+	AcceptEncoding string
 }
+
+// BrowserAcceptEncoding is what Chromium and Firefox send over HTTPS:
+// the default of `edge load`, so that the edge compresses as it would for
+// real visitors.
+const BrowserAcceptEncoding = "gzip, deflate, br, zstd"
 
 // maxErrorTimes bounds Summary.ErrorTimes: enough to place the errors of a
 // fault on a timeline, never a run's worth of memory.
@@ -131,7 +142,10 @@ func Result(cacheStatus string) string {
 
 // Run sends requests until the duration ends or ctx is cancelled.
 func Run(ctx context.Context, c Config) Summary {
-	client := &http.Client{Timeout: c.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, Proxy: nil}}
+	// DisableCompression: the client sends c.AcceptEncoding itself and
+	// reads what the server sent, not a body Go decoded behind its back.
+	client := &http.Client{Timeout: c.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, Proxy: nil, DisableCompression: true}}
+	decoder, _ := coding.NewCodec(coding.DefaultLevels) // the default levels are valid
 	var (
 		mu        sync.Mutex
 		lat       []float64
@@ -214,6 +228,9 @@ func Run(ctx context.Context, c Config) Summary {
 			if c.Host != "" {
 				req.Host = c.Host
 			}
+			if c.AcceptEncoding != "" {
+				req.Header.Set("Accept-Encoding", c.AcceptEncoding)
+			}
 			resp, err := client.Do(req)
 			ms := float64(time.Since(t).Microseconds()) / 1000
 			requests.Add(1)
@@ -224,7 +241,7 @@ func Run(ctx context.Context, c Config) Summary {
 				mu.Unlock()
 				return
 			}
-			n, err := io.Copy(io.Discard, resp.Body)
+			n, err := readBody(resp, c.Verify != nil, decoder)
 			resp.Body.Close()
 			switch {
 			case err != nil: // a cut body is an error too
@@ -278,6 +295,31 @@ func summarize(req, errs, dropped, collapsed int64, byResult map[string]int64, b
 	}
 	return s
 }
+
+// readBody reads resp's body to its end and returns its length: decoded
+// when decode is set (to verify it), else as sent. A body in a coding it
+// cannot decode is an error ("body").
+func readBody(resp *http.Response, decode bool, codec *coding.Codec) (int64, error) {
+	if !decode {
+		return io.Copy(io.Discard, resp.Body)
+	}
+	enc, ok := coding.OfBody(resp.Header.Values("Content-Encoding"))
+	if !ok {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return 0, errUnknownCoding
+	}
+	if enc == coding.Identity {
+		return io.Copy(io.Discard, resp.Body)
+	}
+	dec, err := codec.NewReader(enc, resp.Body, 1<<30)
+	if err != nil {
+		return 0, err
+	}
+	defer dec.Close()
+	return io.Copy(io.Discard, dec)
+}
+
+var errUnknownCoding = errors.New("load: a body in a coding this client does not decode")
 
 // errKind names an error for Summary.ErrorKinds (a bounded set).
 func errKind(where string, err error) string {

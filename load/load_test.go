@@ -5,8 +5,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/coding"
 )
 
 func TestResult(t *testing.T) {
@@ -84,5 +89,45 @@ func TestRunCountsCutBodiesAndWrongContent(t *testing.T) {
 		if at < 0 || at > 1 {
 			t.Errorf("error at %.3f s, outside the run", at)
 		}
+	}
+}
+
+// TestRunSendsAcceptEncodingAndVerifiesDecoded: the requests carry the
+// configured Accept-Encoding (a browser's by default in `edge load`), the
+// answers are read as sent, and Verify sees the decoded length; a body in
+// a coding the client cannot decode is an error of kind body.
+func TestRunSendsAcceptEncodingAndVerifiesDecoded(t *testing.T) {
+	const page = "<p>a page that compresses well</p>"
+	codec, err := coding.NewCodec(coding.DefaultLevels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, _ := codec.Encode(coding.Gzip, []byte(strings.Repeat(page, 100)))
+	var sawAE atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawAE.Store(r.Header.Get("Accept-Encoding"))
+		if r.URL.Path == "/odd" {
+			w.Header().Set("Content-Encoding", "x-unknown")
+			_, _ = w.Write([]byte("??"))
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(gz)
+	}))
+	defer srv.Close()
+	var lengths sync.Map
+	s := Run(context.Background(), Config{Targets: []string{srv.URL}, Rate: 200, Duration: 100 * time.Millisecond, Timeout: 5 * time.Second,
+		AcceptEncoding: BrowserAcceptEncoding,
+		Path:           func(i int, _ *rand.Rand) string { return map[bool]string{true: "/odd", false: "/page"}[i == 3] },
+		Verify:         func(_ string, _ http.Header, n int64) bool { lengths.Store(n, true); return n == int64(100*len(page)) }})
+	if got := sawAE.Load(); got != BrowserAcceptEncoding {
+		t.Fatalf("Accept-Encoding sent %q, want %q", got, BrowserAcceptEncoding)
+	}
+	if s.Wrong != 0 {
+		lengths.Range(func(k, _ any) bool { t.Logf("length seen: %v", k); return true })
+		t.Fatalf("%d answers failed verification: the decoded length was not what Verify saw", s.Wrong)
+	}
+	if s.ErrorKinds["body other"] != 1 || s.Errors != 1 {
+		t.Fatalf("the unknown coding: errors %d, kinds %v; want one body error", s.Errors, s.ErrorKinds)
 	}
 }

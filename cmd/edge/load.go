@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +95,14 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 			fmt.Fprint(cmd.ErrOrStderr(), load.Line(s)+"\n")
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "requests %d in %.1f s (%.0f/s), errors %d, dropped %d\n", s.Requests, s.Elapsed, s.RateAch, s.Errors, s.Dropped)
+			if len(s.ErrorKinds) > 0 {
+				kinds := slices.Sorted(maps.Keys(s.ErrorKinds))
+				fmt.Fprint(w, "errors by kind:")
+				for _, k := range kinds {
+					fmt.Fprintf(w, "  %s %d", k, s.ErrorKinds[k])
+				}
+				fmt.Fprintln(w)
+			}
 			if verify {
 				fmt.Fprintf(w, "wrong content %d, largest Age %d s\n", s.Wrong, s.MaxAgeS)
 			}
@@ -130,6 +140,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 	f.StringVar(&originStats, "origin-stats", "", "demo origin /_stats URL, for the origin offload")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	f.StringVar(&c.Host, "host", "", "Host header of every request (a site name shared by all targets); default each target's host")
+	f.StringVar(&c.AcceptEncoding, "accept-encoding", load.BrowserAcceptEncoding, "Accept-Encoding of every request, a browser's by default; identity (or an empty value) asks for uncompressed bodies")
 	f.BoolVar(&verify, "verify-pages", false, "check that each /p/{n} answer is the demo origin's page n (entity tag and length); mismatches count as wrong content")
 	return cmd
 }
