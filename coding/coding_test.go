@@ -262,3 +262,35 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestNegotiateStreamPrefersTheCheapestCoder: the same q-values decide as
+// for Negotiate; only ties go to zstd, gzip, br (the cheapest output per
+// CPU at the stream levels) instead of br, zstd, gzip.
+func TestNegotiateStreamPrefersTheCheapestCoder(t *testing.T) {
+	all := Set(0).With(Br).With(Zstd).With(Gzip).With(Identity)
+	for _, tc := range []struct {
+		ae             string
+		stored, stream Encoding
+	}{
+		{"gzip, deflate, br, zstd", Br, Zstd}, // Chromium, Firefox
+		{"gzip, deflate, br", Br, Gzip},       // Safari
+		{"br", Br, Br},
+		{"br;q=1, zstd;q=0.5", Br, Br}, // q decides
+		{"zstd;q=0.1, gzip;q=0.1, br;q=0.1", Br, Zstd},
+		{"identity", Identity, Identity},
+		{"", Identity, Identity},
+		{"*", Br, Zstd},
+		{"br;q=0, gzip;q=0, zstd;q=0", Identity, Identity},
+	} {
+		var ae []string
+		if tc.ae != "" {
+			ae = []string{tc.ae}
+		}
+		if got := Negotiate(ae, all); got != tc.stored {
+			t.Errorf("Negotiate(%q) = %v, want %v", tc.ae, got, tc.stored)
+		}
+		if got := NegotiateStream(ae, all); got != tc.stream {
+			t.Errorf("NegotiateStream(%q) = %v, want %v", tc.ae, got, tc.stream)
+		}
+	}
+}

@@ -207,7 +207,9 @@ func (h *Handler) chooseForm(accept []string, e *Entry, partial bool) (d *Entry,
 		if !partial {
 			h.makeFormLater(e, enc)
 			if h.takeLiveSlot() {
-				return e, enc, nil
+				// Live, in the cheapest coding the client takes (the
+				// stored form is in the smallest).
+				return e, coding.NegotiateStream(accept, e.offers), nil
 			}
 			h.metrics.compression.identityNow.Inc()
 			return e, coding.Identity, nil
@@ -491,11 +493,11 @@ func (h *Handler) streamCoding(r *http.Request, status int, hdr http.Header) (fr
 	if !ok {
 		return enc, enc, false
 	}
-	offers := coding.Set(0).With(coding.Identity).With(enc)
 	if compress {
-		offers = h.cfg.Compression.Offer
+		// Encoded as it is sent: the cheapest coder the client takes.
+		return enc, coding.NegotiateStream(r.Header["Accept-Encoding"], h.cfg.Compression.Offer), true
 	}
-	return enc, coding.Negotiate(r.Header["Accept-Encoding"], offers), true
+	return enc, coding.Negotiate(r.Header["Accept-Encoding"], coding.Set(0).With(coding.Identity).With(enc)), true
 }
 
 // encodingWriter compresses a stream to a client. The encoder writes into

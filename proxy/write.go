@@ -206,7 +206,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	var out io.Writer = w
 	flush := func() { _ = http.NewResponseController(w).Flush() }
 	if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
-		to := coding.Negotiate(r.Header["Accept-Encoding"], e.offers)
+		to := coding.NegotiateStream(r.Header["Accept-Encoding"], e.offers) // encoded as it is sent: the cheapest coder
 		if to != e.coding && r.Method != http.MethodHead {
 			ew, err := h.newEncodingWriter(w, to)
 			switch {
