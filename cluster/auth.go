@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Peer requests and responses are authenticated with HMAC-SHA256 under the
@@ -117,13 +117,20 @@ func sign(secret []byte, node string, r *http.Request) {
 type verifier struct {
 	secret []byte
 	mu     sync.Mutex // makes check-and-record of a nonce one step
-	seen   *expirable.LRU[string, struct{}]
+	// seen maps a node's nonce to when it may be forgotten. A plain LRU
+	// with the expiry in the value, not an expiring one: that library's
+	// cleaner is a goroutine that never ends.
+	seen *lru.Cache[string, time.Time]
 }
 
+// nonceMemory is how long a nonce is remembered: past both sides of the
+// skew window, a request carrying it is refused as skewed anyway.
+const nonceMemory = 2*maxSkew + time.Second
+
 func newVerifier(secret []byte) *verifier {
-	// Entries outlive the skew window on both sides; the size bounds
-	// memory at a rate far above what a cluster sends.
-	return &verifier{secret: secret, seen: expirable.NewLRU[string, struct{}](1<<18, nil, 2*maxSkew+time.Second)}
+	// The size bounds memory at a rate far above what a cluster sends.
+	seen, _ := lru.New[string, time.Time](1 << 18) // a positive size never fails
+	return &verifier{secret: secret, seen: seen}
 }
 
 // verify checks an incoming peer request; reason is "" when it is valid.
@@ -145,10 +152,10 @@ func (v *verifier) verify(r *http.Request, now time.Time) (reason string) {
 	id := r.Header.Get(hdrNode) + "/" + nonce
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.seen.Contains(id) {
+	if until, ok := v.seen.Get(id); ok && now.Before(until) {
 		return "replay"
 	}
-	v.seen.Add(id, struct{}{})
+	v.seen.Add(id, now.Add(nonceMemory))
 	return ""
 }
 

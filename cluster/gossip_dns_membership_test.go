@@ -18,6 +18,10 @@ import (
 	"github.com/edgecache/edge/routing"
 )
 
+// These tests run in real time, not on synctest's fake clock as the other
+// membership tests do: the cluster's DNS loop asks the system resolver,
+// which is shared by the whole process.
+//
 // startDNSNode starts a node in DNS mode. The DNS name does not resolve
 // (.invalid), so the test plays resolveLoop itself: it adds every listed
 // address exactly as resolveLoop does (addPeer(addr, addr), skipping its
