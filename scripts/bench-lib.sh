@@ -39,6 +39,8 @@ wait_http() {
 
 # start_nginx ORIGIN LISTEN_BLOCK starts nginx with proxy_cache in front of
 # ORIGIN; LISTEN_BLOCK holds the server's listen (and TLS) directives.
+# NGINX_CACHE_LOCK (on) is proxy_cache_lock: on collapses concurrent misses
+# as edge does, but its waiters poll every 500 ms; off is nginx's default.
 start_nginx() {
   mkdir -p "$work/nginx-cache"
   local user=""
@@ -62,7 +64,7 @@ $2
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_cache edge;
-      proxy_cache_lock on;
+      proxy_cache_lock ${NGINX_CACHE_LOCK:-on};
       add_header Cache-Status \$upstream_cache_status;
     }
   }

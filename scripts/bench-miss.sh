@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Capacity on misses, side by side: a real trace (web07, the demo origin's
 # pages, mean about 44 KB) replayed through edge and through nginx
-# (proxy_cache with the same cache budget, `gzip on` at its defaults:
-# level 1, text/html) in front of the same demo origin, at rising rates,
+# (proxy_cache with the same cache budget, `gzip on`, both at nginx's
+# defaults: gzip level 1 for text/html, proxy_cache_lock off, whose waiters
+# would poll every 500 ms; NGINX_CACHE_LOCK=on to compare with it) in
+# front of the same demo origin, at rising rates,
 # with the Accept-Encoding a browser sends. Each step starts both servers
 # cold and reports, per server and rate: failed (errors + dropped) share,
 # p50/p99, the CPU the server used per request, and the origin requests.
@@ -58,7 +60,7 @@ step() {
     wait_http "$target/p/1"
     procs=$edge_pid
   else
-    NGINX_CACHE_MAX=${cache_mib}m start_nginx "$ORIGIN" "    listen $NGINX;
+    NGINX_CACHE_LOCK=${NGINX_CACHE_LOCK:-off} NGINX_CACHE_MAX=${cache_mib}m start_nginx "$ORIGIN" "    listen $NGINX;
     gzip on;"
     target=http://$NGINX
     wait_http "$target/p/1"
