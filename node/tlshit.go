@@ -34,6 +34,11 @@ type handshakeListener struct {
 	ready chan net.Conn
 	done  chan struct{} // closed by Close
 	once  sync.Once
+	// ctx ends with Close: handshakes under way are abandoned then (their
+	// connections were never accepted, so the server's Shutdown cannot
+	// see them).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu  sync.Mutex
 	err error // the accept error that ended the loop
@@ -44,6 +49,7 @@ func newHandshakeListener(ln net.Listener, conf *tls.Config, timeout time.Durati
 		timeout = time.Minute
 	}
 	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, ready: make(chan net.Conn), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.acceptLoop()
 	return l
 }
@@ -53,8 +59,7 @@ func (l *handshakeListener) acceptLoop() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // as net/http retries a temporary accept error
+			if retryable(err) { // as net/http's Serve retries a temporary accept error
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				select {
 				case <-time.After(backoff):
@@ -75,7 +80,7 @@ func (l *handshakeListener) acceptLoop() {
 
 func (l *handshakeListener) handshake(c net.Conn) {
 	tc := tls.Server(c, l.conf)
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
@@ -110,9 +115,22 @@ func (l *handshakeListener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.done)
+		l.cancel()
 		err = l.Listener.Close()
 	})
 	return err
+}
+
+// retryable reports whether an accept error passes (a timeout, or running
+// out of file descriptors for a moment: EMFILE, ENFILE), as net/http's
+// Serve judges it: the listener must not die of a connection flood.
+func retryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var temp interface{ Temporary() bool }
+	return errors.As(err, &temp) && temp.Temporary()
 }
 
 // notHTTP1 is hitpath's Config.Skip on the TLS listener: a connection

@@ -205,7 +205,12 @@ func (h *Handler) chooseForm(accept []string, e *Entry, partial bool) (d *Entry,
 			}
 		}
 		if !partial {
-			h.makeFormLater(e, enc)
+			if !e.fromDisk && h.store.holds(e) {
+				// A form of an entry the store does not hold (a disk hit,
+				// an unshared or evicted answer) would be made and thrown
+				// away, again on every hit.
+				h.makeFormLater(e, enc)
+			}
 			if h.takeLiveSlot() {
 				// Live, in the cheapest coding the client takes (the
 				// stored form is in the smallest).

@@ -274,6 +274,13 @@ func (s *Store) evictToBudget() {
 // chargeForm charges n more bytes (a derived form about to be attached to
 // e) to e if e is stored, evicting to stay within the budget, and reports
 // whether it did. The form is attached (e.formBytes) only after a true.
+// holds reports whether e is the store's (in RAM, not evicted).
+func (s *Store) holds(e *Entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.inStore
+}
+
 func (s *Store) chargeForm(e *Entry, n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

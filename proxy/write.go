@@ -116,6 +116,7 @@ func (h *Handler) encodeLive(w http.ResponseWriter, r *http.Request, e *Entry, n
 		case errors.Is(err, coding.ErrBudget):
 			enc = coding.Identity // no memory for an encoder: identity, Vary kept
 		case err != nil:
+			clear(w.Header()) // the entry's fields describe a body this answer does not carry
 			h.writeError(w, http.StatusInternalServerError, refused("miss", "encoder"), "encoder unavailable")
 			return
 		default:
