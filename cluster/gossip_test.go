@@ -180,20 +180,27 @@ func TestSubsetMonitoring(t *testing.T) {
 	synctest.Test(t, subsetMonitoring) // virtual time: see TestPartitionInVirtualTime
 }
 
-func subsetMonitoring(t *testing.T) {
-	const n, k = 12, 4
-	addrs := map[string]string{}
+// startGossipNodes starts n nodes (prefix00, prefix01, …) monitoring k
+// neighbours each on the test's network; the caller stops them.
+func startGossipNodes(t *testing.T, prefix string, n, k int) (ids []string, addrs map[string]string, nodes map[string]*gossipNode) {
+	t.Helper()
+	addrs = map[string]string{}
 	conns := map[string]wire.PacketConn{}
-	var ids []string
 	for i := range n {
-		id := fmt.Sprintf("g%02d", i)
+		id := fmt.Sprintf("%s%02d", prefix, i)
 		conn := listenUDP(t, "127.0.0.1:0")
 		ids, addrs[id], conns[id] = append(ids, id), conn.LocalAddr().String(), conn
 	}
-	nodes := map[string]*gossipNode{}
+	nodes = map[string]*gossipNode{}
 	for _, id := range ids {
 		nodes[id] = startGossipNode(t, id, addrs, conns[id], k)
 	}
+	return ids, addrs, nodes
+}
+
+func subsetMonitoring(t *testing.T) {
+	const n, k = 12, 4
+	ids, addrs, nodes := startGossipNodes(t, "g", n, k)
 	defer func() {
 		for _, nd := range nodes {
 			nd.stop()
@@ -300,22 +307,7 @@ func subsetMonitoring(t *testing.T) {
 func TestPartitionInVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		network := networkOf(t)
-		const n, k = 6, 4
-		addrs := map[string]string{}
-		conns := map[string]wire.PacketConn{}
-		var ids []string
-		for i := range n {
-			id := fmt.Sprintf("v%02d", i)
-			conn, err := network.Listen("127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids, addrs[id], conns[id] = append(ids, id), conn.LocalAddr().String(), conn
-		}
-		nodes := map[string]*gossipNode{}
-		for _, id := range ids {
-			nodes[id] = startGossipNode(t, id, addrs, conns[id], k)
-		}
+		ids, addrs, nodes := startGossipNodes(t, "v", 6, 4)
 		defer func() {
 			for _, nd := range nodes {
 				nd.stop()
