@@ -169,12 +169,8 @@ var errBomb = errors.New("proxy: decoded body exceeds compression.max_decoded_by
 // the stored form is made in the background (makeFormLater).
 func (h *Handler) represent(r *http.Request, e *Entry) (d *Entry, live coding.Encoding, err error) {
 	d, live, err = h.chooseForm(r.Header["Accept-Encoding"], e, needsServeContent(r))
-	if err == nil && e.offers != 0 {
-		sent := d.coding
-		if live != coding.Identity {
-			sent = live
-		}
-		h.metrics.compression.served[sent].Inc()
+	if err == nil && e.offers != 0 && live == coding.Identity {
+		h.metrics.compression.served[d.coding].Inc() // a live answer is counted by encodeLive, which may fall back
 	}
 	return d, live, err
 }

@@ -127,6 +127,7 @@ func (h *Handler) encodeLive(w http.ResponseWriter, r *http.Request, e *Entry, n
 	if enc != coding.Identity {
 		setCodingFields(w.Header(), enc, -1, true)
 	}
+	h.metrics.compression.served[enc].Inc()
 	h.extendWrite(w)
 	w.WriteHeader(e.Status)
 	if r.Method == http.MethodHead {
