@@ -33,6 +33,7 @@ import (
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
+	"github.com/edgecache/edge/rules"
 )
 
 // Kind is the type of a configuration value.
@@ -52,10 +53,12 @@ const (
 	CertList
 	// SiteList is the sites list (YAML only; see Site).
 	SiteList
+	// RuleList is a list of cache rules (YAML only; see package rules).
+	RuleList
 )
 
 func (k Kind) String() string {
-	return [...]string{"string", "int", "float", "bool", "duration", "size", "list", "list of cert:key", "list of sites"}[k]
+	return [...]string{"string", "int", "float", "bool", "duration", "size", "list", "list of cert:key", "list of sites", "list of rules"}[k]
 }
 
 // Key documents one configuration key.
@@ -92,7 +95,7 @@ func Keys() []Key {
 		{"origin.preserve_host", Bool, "false", "Send the client's Host to the origin instead of the origin URL's host."},
 		{"origin.ca_file", String, "", "PEM CA bundle that signs an https origin's certificate, instead of the system roots (a private CA)."},
 		{"origin.server_name", String, "", "Server name (SNI and certificate check) for an https origin, when it differs from the origin URL's host (an IP address, say)."},
-		{"sites", SiteList, "", "Sites, each {name, hosts: [exact or *.one-label wildcard], origins: [URLs], balance: least|hash, default: bool, preserve_host: bool, health: {path, interval, timeout, expect_status}}. The Host picks the site; no match answers 421 unless a site is default (docs/operations.md, \"Sites and origins\")."},
+		{"sites", SiteList, "", "Sites, each {name, hosts: [exact or *.one-label wildcard], origins: [URLs], balance: least|hash, default: bool, preserve_host: bool, health: {path, interval, timeout, expect_status}, rules: [cache rules], rate_limit: {rate, burst, key}}. The Host picks the site; no match answers 421 unless a site is default (docs/operations.md, \"Sites and origins\")."},
 		{"tls.listen", String, "", "Public HTTPS listener (TLS 1.2+, HTTP/2 by ALPN; HTTP/3 on the same port over UDP with tls.http3). Empty: no TLS listener."},
 		{"tls.cert_file", String, "", "PEM certificate chain for tls.listen; re-read when the file changes on disk."},
 		{"tls.key_file", String, "", "PEM private key for tls.cert_file."},
@@ -122,6 +125,9 @@ func Keys() []Key {
 		{"cache.coalesce_timeout", Duration, dur(pd.CoalesceTimeout), "Longest a request waits for the response headers of an identical fetch under way (504 beyond); it never starts a second origin fetch. As long as origin.response_timeout."},
 		{"cache.sort_query", Bool, strconv.FormatBool(pd.SortQuery), "Sort query parameters in the cache key and in the forwarded request alike. Off: ?a=1&b=2 and ?b=2&a=1 are different URLs, as the origin may treat them."},
 		{"cache.pass_ttl", Duration, dur(pd.PassTTL), "How long a URL that answered uncacheable skips request coalescing (hit-for-pass)."},
+		{"cache.client_no_cache", String, "ignore", "How a client's Cache-Control: no-cache or max-age=0 (a browser's hard reload), Pragma: no-cache or min-fresh is treated: ignore (answer from the cache, as nginx and Varnish do; RFC 9111 lets a shared cache), coalesce (at most one revalidation per URL per cache.revalidate_interval) or honour (every such request revalidates). A rule's client_no_cache overrides it per path (docs/rules.md)."},
+		{"cache.revalidate_interval", Duration, "10s", "With client_no_cache: coalesce, the least time between two revalidations of one URL that clients asked for."},
+		{"rules", RuleList, "", "Cache rules of the one-site shortcut (origin.url), matched in order by path, method and status: TTLs, bypass, cache-key shaping, header edits, cookie stripping, client no-cache handling. With sites, each site has its own (sites[i].rules). docs/rules.md."},
 		{"compression.enabled", Bool, "true", "Compress responses at the edge for clients that accept it (br, zstd, gzip), storing the identity body once; the origin is asked for identity. Off: bodies pass as the origin sent them."},
 		{"compression.encodings", List, "br,zstd,gzip", "Codings produced, any of br, zstd, gzip. At equal q-values in Accept-Encoding the order is br, zstd, gzip: the smallest output first."},
 		{"compression.types", List, strings.Join(coding.DefaultTypes, ","), "Media types compressed: exact (text/html), type/* or a +suffix. Images, video, archives and woff2 are compressed already."},
@@ -138,6 +144,9 @@ func Keys() []Key {
 		{"limits.max_body_bytes", Size, size(pd.MaxBodyBytes), "Request body limit (413 beyond)."},
 		{"limits.max_inflight", Int, strconv.Itoa(pd.MaxInflight), "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them."},
 		{"limits.max_inflight_per_client", Int, strconv.Itoa(pd.MaxInflightPerClient), "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
+		{"limits.rate", Float, "0", "Requests per second each client may make to a site, on average (429 with Retry-After beyond the burst); 0 turns it off. A site's rate_limit overrides it."},
+		{"limits.rate_burst", Int, "100", "Requests a client may make at once above limits.rate: a page load fetches tens of assets together."},
+		{"limits.rate_key", String, "address", "What a client is for limits.rate: address (the client address, after forwarding.trusted_proxies) or header:NAME (e.g. header:X-Api-Key; requests without it share one bucket per address)."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
 		{"limits.body_timeout", Duration, dur(pd.BodyTimeout), "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
 		{"limits.min_body_rate", Size, size(pd.MinBodyRate), "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
@@ -237,9 +246,13 @@ type Config struct {
 		StaleCeiling      time.Duration
 		StoreSetCookie    bool
 		CoalesceTimeout   time.Duration
-		SortQuery         bool
-		KeyScheme         bool
-		PassTTL           time.Duration
+		// ClientNoCache is how a client's request to skip the cache is
+		// treated where no rule says; RevalidateInterval is coalesce's.
+		ClientNoCache      rules.ClientNoCache
+		RevalidateInterval time.Duration
+		SortQuery          bool
+		KeyScheme          bool
+		PassTTL            time.Duration
 	}
 	Compression struct {
 		Enabled         bool
@@ -256,13 +269,16 @@ type Config struct {
 		MaxBodyBytes         int64
 		MaxInflight          int
 		MaxInflightPerClient int
-		ReadHeaderTimeout    time.Duration
-		IdleTimeout          time.Duration
-		BodyTimeout          time.Duration
-		MinBodyRate          int64
-		WriteTimeout         time.Duration
-		MaxBufferedBytes     int64
-		MaxRanges            int
+		// RateLimit is every site's per-client request rate unless the
+		// site sets its own.
+		RateLimit         RateLimit
+		ReadHeaderTimeout time.Duration
+		IdleTimeout       time.Duration
+		BodyTimeout       time.Duration
+		MinBodyRate       int64
+		WriteTimeout      time.Duration
+		MaxBufferedBytes  int64
+		MaxRanges         int
 	}
 	Forwarding struct {
 		TrustedProxies []netip.Prefix
@@ -433,6 +449,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cache.CoalesceTimeout = p.dur("cache.coalesce_timeout", true)
 	c.Cache.SortQuery = p.bool("cache.sort_query")
 	c.Cache.PassTTL = p.dur("cache.pass_ttl", true)
+	c.Cache.ClientNoCache = parseEnum(&p, "cache.client_no_cache", rules.ParseClientNoCache)
+	c.Cache.RevalidateInterval = p.dur("cache.revalidate_interval", true)
 	c.Compression.Enabled = p.bool("compression.enabled")
 	c.Compression.Encodings = p.codings("compression.encodings")
 	c.Compression.Types = p.mediaTypes("compression.types")
@@ -453,6 +471,10 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxBodyBytes = p.size("limits.max_body_bytes", 0)
 	c.Limits.MaxInflight = p.int("limits.max_inflight", 1, 1<<24)
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
+	c.Limits.RateLimit = RateLimit{Rate: p.float("limits.rate", 0, 1e9), Burst: p.int("limits.rate_burst", 1, 1<<30), Key: p.str("limits.rate_key")}
+	if err := c.Limits.RateLimit.validKey(); err != "" {
+		p.fail("limits.rate_key", c.Limits.RateLimit.Key, err)
+	}
 	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
 	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
 	c.Limits.BodyTimeout = p.dur("limits.body_timeout", true)
@@ -518,6 +540,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	p.siteRate = c.Limits.RateLimit
 	c.Sites = p.sites("sites")
 	if p.err != nil {
 		return nil, p.err
@@ -529,9 +552,18 @@ func Load(v *viper.Viper) (*Config, error) {
 		if !httpURL(c.Origin.URL) {
 			return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
 		}
-		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost}}
+		rs, err := rules.Parse("rules", v.Get("rules"))
+		if err != nil {
+			return nil, ruleError(err)
+		}
+		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost,
+			Rules: rs, RateLimit: c.Limits.RateLimit}}
 	} else if c.Origin.URL != "" {
 		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
+	} else if rs := v.Get("rules"); rs != nil && rs != "" {
+		if l, ok := rs.([]any); !ok || len(l) > 0 {
+			return nil, &Error{Key: "rules", Reason: "is the one-site shortcut's; with sites, give each site its rules (sites[i].rules)"}
+		}
 	}
 	if c.Cache.SliceBytes != 0 && (c.Cache.SliceBytes < 64<<10 || c.Cache.SliceBytes > 64<<20) {
 		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "must be 0 (off) or between 64KiB and 64MiB"}
@@ -610,6 +642,87 @@ const MinSecretBytes = 16
 type parser struct {
 	v   *viper.Viper
 	err error
+	// siteRate is limits.rate's value, each site's rate_limit unless it
+	// sets its own.
+	siteRate RateLimit
+}
+
+// RateLimit is a per-client request rate: Rate requests per second on
+// average (0: no limit) with bursts of Burst, per client address or per
+// value of a header (Key "header:NAME").
+type RateLimit struct {
+	Rate  float64
+	Burst int
+	Key   string
+}
+
+// validKey returns why the key is not one ("" when it is).
+func (r RateLimit) validKey() string {
+	if r.Key == "address" {
+		return ""
+	}
+	if name, ok := strings.CutPrefix(r.Key, "header:"); ok && name != "" && !strings.ContainsAny(name, " :\t") {
+		return ""
+	}
+	return "is not address or header:NAME"
+}
+
+// rateLimit parses a site's rate_limit: {rate, burst, key}; what it
+// leaves out is limits.rate's.
+func (p *parser) rateLimit(at string, v any) (RateLimit, bool) {
+	rl := p.siteRate
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail(at, v, "is not {rate, burst, key}")
+		return rl, false
+	}
+	for k, x := range m {
+		switch k {
+		case "rate":
+			f, ok := toFloat(x)
+			if !ok || f < 0 || f > 1e9 {
+				p.fail(at+".rate", x, "is not a number of requests per second (0: off)")
+				return rl, false
+			}
+			rl.Rate = f
+		case "burst":
+			n, ok := x.(int)
+			if !ok || n < 1 || n > 1<<30 {
+				p.fail(at+".burst", x, "is not a whole number of requests of at least 1")
+				return rl, false
+			}
+			rl.Burst = n
+		case "key":
+			rl.Key, _ = x.(string)
+			if why := rl.validKey(); why != "" {
+				p.fail(at+".key", x, why)
+				return rl, false
+			}
+		default:
+			p.fail(at+"."+k, nil, "is not rate, burst or key")
+			return rl, false
+		}
+	}
+	return rl, true
+}
+
+func toFloat(x any) (float64, bool) {
+	switch n := x.(type) {
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// ruleError turns a rule's error into the config's, key and all.
+func ruleError(err error) error {
+	var re *rules.Error
+	if errors.As(err, &re) {
+		return &Error{Key: re.Key, Value: re.Value, Reason: re.Reason}
+	}
+	return err
 }
 
 func (p *parser) fail(key string, val any, reason string) {
@@ -861,7 +974,12 @@ type Site struct {
 	Balance      string // least or hash
 	Default      bool   // answers hosts no site names
 	PreserveHost bool
-	Health       struct {
+	// Rules are the site's cache rules, in order (nil: none).
+	Rules *rules.Set
+	// RateLimit is the per-client request rate (limits.rate unless the
+	// site sets its own).
+	RateLimit RateLimit
+	Health    struct {
 		Path         string
 		Interval     time.Duration
 		Timeout      time.Duration
@@ -904,7 +1022,7 @@ func (p *parser) sites(key string) []Site {
 			p.fail(at, e, "is not a site ({name, hosts, origins, …})")
 			return nil
 		}
-		s := Site{Balance: origin.DefaultPoolConfig().Balance}
+		s := Site{Balance: origin.DefaultPoolConfig().Balance, RateLimit: p.siteRate}
 		for k, v := range m {
 			switch k {
 			case "name":
@@ -953,8 +1071,21 @@ func (p *parser) sites(key string) []Site {
 				if !p.health(at+".health", hm, &s) {
 					return nil
 				}
+			case "rules":
+				rs, err := rules.Parse(at+".rules", v)
+				if err != nil {
+					p.err = ruleError(err)
+					return nil
+				}
+				s.Rules = rs
+			case "rate_limit":
+				rl, ok := p.rateLimit(at+".rate_limit", v)
+				if !ok {
+					return nil
+				}
+				s.RateLimit = rl
 			default:
-				p.fail(at+"."+k, nil, "is not a known key of a site (name, hosts, origins, balance, default, preserve_host, health)")
+				p.fail(at+"."+k, nil, "is not a known key of a site (name, hosts, origins, balance, default, preserve_host, health, rules, rate_limit)")
 				return nil
 			}
 		}
@@ -1079,6 +1210,7 @@ var LiveKeys = []string{
 	"sites", "origin.url", "origin.preserve_host", "origin.ca_file", "origin.server_name",
 	"origin.connect_timeout", "origin.response_timeout", "origin.idle_timeout", "origin.max_idle_conns",
 	"cache.heuristic_fraction", "cache.heuristic_max", "cache.stale_if_error", "cache.stale_ceiling", "cache.store_set_cookie",
+	"cache.client_no_cache", "cache.revalidate_interval", "rules", "limits.rate", "limits.rate_burst", "limits.rate_key",
 	"log.level",
 }
 

@@ -46,7 +46,7 @@ func yamlValue(kind Kind, v string) string {
 	switch kind {
 	case Int, Float, Bool:
 		return v
-	case CertList, SiteList:
+	case CertList, SiteList, RuleList:
 		if v == "" {
 			return "[]"
 		}

@@ -61,6 +61,18 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if s == nil {
 		return false // net/http answers 421
 	}
+	var client string
+	if s.limiter != nil {
+		// The request is answered here only with a token to spare; one
+		// without goes to the net/http front, which refuses it (429).
+		if s.limiter.header != "" {
+			return false // keyed on a header this path does not keep
+		}
+		client = s.limiter.clientKey(remote.String(), nil)
+		if !s.limiter.has(client, start) {
+			return false
+		}
+	}
 	target := string(r.Target)
 	path, query, _ := strings.Cut(target, "?")
 	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved,
@@ -74,6 +86,9 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	var ans proxy.HitAnswer
 	if !n.proxy.AppendHit(dst, &hr, date, &ans) {
 		return false
+	}
+	if s.limiter != nil {
+		s.limiter.allow(client, start) // the token has() saw
 	}
 	a.Head, a.Body = ans.Head, ans.Body
 	a.Release, a.RefKey = f.release, ans.ClientIP // always: the request is in flight until then

@@ -236,6 +236,8 @@ func cachePolicy(cfg *config.Config) proxy.Policy {
 	p.StaleIfErrorDefault = cfg.Cache.StaleIfError
 	p.StaleCeiling = cfg.Cache.StaleCeiling
 	p.StoreSetCookie = cfg.Cache.StoreSetCookie
+	p.ClientNoCache = cfg.Cache.ClientNoCache
+	p.RevalidateInterval = cfg.Cache.RevalidateInterval
 	return p
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,7 +28,10 @@ type site struct {
 	shortcut bool // the origin.url shortcut: keys carry no site name
 	pool     *origin.Pool
 	requests prometheus.Counter
-	resolved *proxy.Site // what requests of this site carry in their context
+	resolved *proxy.Site        // what requests of this site carry in their context
+	limiter  *rateLimiter       // per-client request rate (nil: none)
+	limited  prometheus.Counter // requests refused by limiter
+	rate     config.RateLimit   // limiter's settings, for the status page
 }
 
 // siteTable maps hosts to sites.
@@ -75,6 +79,7 @@ type siteMetrics struct {
 	requests   *prometheus.CounterVec
 	misdirects prometheus.Counter
 	badHosts   prometheus.Counter
+	limited    *prometheus.CounterVec // edge_rate_limited_total
 	pools      *origin.PoolMetrics
 	originErrs *prometheus.CounterVec // edge_origin_errors_total
 }
@@ -92,7 +97,10 @@ func newSiteMetrics(reg prometheus.Registerer) *siteMetrics {
 		}),
 		pools: origin.NewPoolMetrics(reg),
 	}
-	reg.MustRegister(m.requests, m.misdirects, m.badHosts)
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_rate_limited_total", Help: "Requests refused (429) by a site's per-client rate limit (limits.rate, a site's rate_limit).",
+	}, []string{"site"})
+	reg.MustRegister(m.requests, m.misdirects, m.badHosts, m.limited)
 	return m
 }
 
@@ -112,7 +120,8 @@ func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTa
 			t.stop()
 			return nil, &config.Error{Key: fmt.Sprintf("sites[%d].origins", i), Reason: err.Error()}
 		}
-		s := &site{name: sc.Name, pool: pool, requests: m.requests.WithLabelValues(sc.Name)}
+		s := &site{name: sc.Name, pool: pool, requests: m.requests.WithLabelValues(sc.Name),
+			limiter: newRateLimiter(sc.RateLimit), limited: m.limited.WithLabelValues(sc.Name), rate: sc.RateLimit}
 		t.sites = append(t.sites, s)
 		for _, h := range sc.Hosts {
 			switch {
@@ -128,6 +137,7 @@ func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTa
 			t.def = s
 		}
 		s.resolved = proxy.NewSite(s.name, s.shortcut, s)
+		s.resolved.Rules = sc.Rules
 	}
 	return t, nil
 }
@@ -183,6 +193,15 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 			return
 		}
 		s.requests.Inc()
+		if s.limiter != nil && !s.limiter.allow(s.limiter.clientKey(r.RemoteAddr, r.Header), time.Now()) {
+			s.limited.Inc()
+			if n.access != nil {
+				n.access.logged(s.name, r, w, unproxied(s.limiter.tooMany))
+				return
+			}
+			s.limiter.tooMany(w, r)
+			return
+		}
 		// Resolved once: the key, the origin fetch and the cluster are
 		// handed the site from here on (proxy.Inbound, FetchRequest).
 		in := proxy.Inbound{Site: s.resolved}

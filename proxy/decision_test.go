@@ -155,7 +155,7 @@ func TestDecideHitIsTheOneHitDecision(t *testing.T) {
 	h := New(DefaultConfig(), store, nil, NewMetrics(prometheus.NewRegistry(), store), nil)
 	entry := func(cc string, age time.Duration) *Entry {
 		hdr := http.Header{"Cache-Control": {cc}, "Date": {t0.Add(-age).Format(http.TimeFormat)}, "Content-Type": {"text/plain"}}
-		return h.newEntry("k", &http.Response{StatusCode: 200, Header: hdr, ContentLength: 0}, t0.Add(-age), t0.Add(-age))
+		return h.newEntry("k", &http.Response{StatusCode: 200, Header: hdr, ContentLength: 0}, t0.Add(-age), t0.Add(-age), nil)
 	}
 	none := ParseCacheControl(nil, "Cache-Control")
 	reqCC := func(v string) CacheControl {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/coding"
+	"github.com/edgecache/edge/rules"
 )
 
 // Entry is one stored response (one variant of one URL). An Entry is
@@ -30,8 +31,9 @@ type Entry struct {
 	etag       string
 	lastMod    time.Time
 	hasLastMod bool
-	surrogates []string // Surrogate-Key / Cache-Tag values, for purge
-	size       int64    // bytes of this representation (header, key, body)
+	surrogates []string        // Surrogate-Key / Cache-Tag values, for purge
+	life       *rules.Lifetime // nil, or what the site's rules say of its lifetime (finishEntry)
+	size       int64           // bytes of this representation (header, key, body)
 
 	// Content codings (compress.go): the body's coding, the codings e may
 	// be served in (0: only as stored), and the derived forms made so far.
@@ -138,7 +140,7 @@ func (e *Entry) sibling(hdr http.Header, body []byte) *Entry {
 	return &Entry{
 		Key: e.Key, VaryKey: e.VaryKey, VaryNames: e.VaryNames, Status: e.Status, Header: hdr, Body: body,
 		RequestTime: e.RequestTime, ResponseTime: e.ResponseTime,
-		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic,
+		cc: e.cc, lifetime: e.lifetime, initialAge: e.initialAge, heuristic: e.heuristic, life: e.life,
 		lastMod: e.lastMod, hasLastMod: e.hasLastMod, surrogates: e.surrogates,
 	}
 }

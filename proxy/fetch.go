@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgecache/edge/rules"
 )
 
 // miss is what serveCacheable knows about a request it cannot answer from
@@ -35,6 +37,7 @@ type miss struct {
 	// holdsSlot: the fetch holds an upstream slot, which the body pump
 	// gives back.
 	holdsSlot bool
+	ruling    *ruling // the request's cache rules (nil: none)
 }
 
 // fetchAndServe answers a miss: it joins the fill of the same variant if
@@ -68,7 +71,9 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				vary = e.VaryNames
 				continue
 			}
-			if h.usable(e, m.reqCC, h.now()) != useFresh {
+			// A fetch just made for another request is what a client's
+			// no-cache asks for, where the rules coalesce such requests.
+			if h.usable(e, h.clientDirectives(m.reqCC, m.ruling, e, h.now()), h.now()) != useFresh {
 				break
 			}
 			h.metrics.Coalesced.Inc()
@@ -240,7 +245,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	}
 	var e *Entry
 	if how == storeWhole {
-		e = h.newEntry(m.key, resp, fl.reqTime, fl.respTime)
+		e = h.newEntry(m.key, resp, fl.reqTime, fl.respTime, m.ruling.lifetime(resp.StatusCode))
 		e.VaryKey = h.varyKey(e.VaryNames, r)
 		why = h.shareable(e, r, m)
 	}
@@ -273,8 +278,7 @@ const (
 // request's own fields would reach everyone. Whether the stored response
 // may then be shared is shareable's to say, once it is an entry.
 func (h *Handler) storageFor(resp *http.Response, m miss, slices bool) (storage, reason) {
-	cc, targeted := h.policy().effectiveCC(resp.Header)
-	if ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, resp.StatusCode, resp.Header, cc, targeted); !ok {
+	if ok, why := h.policy().storableUnder(m.ruling.lifetime(resp.StatusCode), m.reqCC, m.hasAuth, resp.StatusCode, resp.Header); !ok {
 		return storeNothing, why
 	}
 	switch {
@@ -403,8 +407,7 @@ var errOriginFailed = errors.New("proxy: the origin answered with a server error
 // declaration that a response to a request with credentials or cookies
 // is the same for everyone.
 func (h *Handler) shareable(e *Entry, r *http.Request, m miss) reason {
-	cc, targeted := h.policy().effectiveCC(e.Header)
-	if ok, why := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, e.Status, e.Header, cc, targeted); !ok {
+	if ok, why := h.policy().storableUnder(e.life, m.reqCC, m.hasAuth, e.Status, e.Header); !ok {
 		return why
 	}
 	if e.lifetime <= 0 && e.etag == "" && !e.hasLastMod && !e.cc.NoCache {
@@ -455,6 +458,7 @@ func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Res
 		return res, err
 	}
 	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
+	applyResponseRule(req, res.Resp)
 	if c := res.Resp.StatusCode; (c < 200 || c == http.StatusNoContent || c == http.StatusNotModified) && res.Resp.Body != nil && res.Resp.Body != http.NoBody {
 		// These statuses have no content (RFC 9110 §15.3.5, §15.4.5): the
 		// body is not read, so whatever an upstream put after the header
@@ -538,7 +542,7 @@ func sharedHeader(h http.Header) http.Header {
 }
 
 // newEntry builds an entry (without its body) from an upstream response.
-func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time) *Entry {
+func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time, life *rules.Lifetime) *Entry {
 	hdr := sharedHeader(resp.Header)
 	delete(hdr, sliceSizeField) // only the edge makes manifests (slice.go)
 	names, _ := VaryNames(hdr)
@@ -550,7 +554,7 @@ func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime ti
 	e := &Entry{
 		Key: key, VaryNames: names,
 		Status: resp.StatusCode, Header: hdr,
-		RequestTime: reqTime, ResponseTime: respTime,
+		RequestTime: reqTime, ResponseTime: respTime, life: life,
 	}
 	h.classify(e)
 	h.policy().finishEntry(e)
@@ -575,7 +579,7 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 	e := &Entry{
 		Key: stale.Key, VaryNames: stale.VaryNames, VaryKey: stale.VaryKey,
 		Status: stale.Status, Header: hdr, Body: stale.Body,
-		RequestTime: reqTime, ResponseTime: respTime,
+		RequestTime: reqTime, ResponseTime: respTime, life: stale.life,
 	}
 	h.classify(e)
 	h.policy().finishEntry(e)

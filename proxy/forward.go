@@ -240,7 +240,7 @@ func (h *Handler) varyKey(names []string, r *http.Request) string {
 		}
 		vk = VaryKey(names, hd)
 	}
-	return vk + h.fieldKey(r.Header)
+	return vk + h.fieldKey(r.Header) + rulingOf(r).keyRule().KeyExtra(r.Header)
 }
 
 // outboundRequest copies a sanitized r for the upstream. With forFill the

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+
+	"github.com/edgecache/edge/rules"
 	"strings"
 	"time"
 )
@@ -25,6 +27,11 @@ type Policy struct {
 	// Architecture) may be listed; its directives may carry a ";device"
 	// target, and only those without one or aimed at SurrogateDevice count.
 	TargetedFields []string
+	// ClientNoCache is how a client's no-cache, max-age or min-fresh is
+	// treated where no rule says (Honour: as RFC 9111 writes it);
+	// RevalidateInterval is Coalesce's interval.
+	ClientNoCache      rules.ClientNoCache
+	RevalidateInterval time.Duration
 	// SurrogateDevice is this cache's device token in Surrogate-Capability
 	// and Surrogate-Control targeting. All nodes of a cluster share it.
 	SurrogateDevice string
@@ -186,6 +193,7 @@ func (p *Policy) finishEntry(e *Entry) {
 		date = e.ResponseTime
 	}
 	e.lifetime, e.heuristic = p.freshness(e.Status, e.Header, cc, targeted, date)
+	e.applyLifetime(targeted)
 	// RFC 9111 §4.2.3 age calculation.
 	apparent := e.ResponseTime.Sub(date)
 	if apparent < 0 {

@@ -269,17 +269,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.InFlight.Inc()
 	defer h.metrics.InFlight.Dec()
-	h.sanitize(r)
+	g := rulingOf(r) // before anything reads or changes the request's fields
+	bypass := applyRequestRule(r, g, h.sanitize)
 
 	var result string
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		dropUnreadBody(w, r) // the cache never forwards a GET's body
+		if bypass {
+			result = h.servePass(w, r, whyRule)
+			break
+		}
 		result = h.serveCacheable(w, r)
 	default:
 		result = h.servePass(w, r, whyMethod)
 	}
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
+	h.countRule(g, result)
 }
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
@@ -365,6 +371,8 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		}
 		defer h.release(e.size)
 	}
+	q.cc = h.clientDirectives(q.cc, rulingOf(r), e, q.now)
+	reqCC = q.cc
 	switch d := h.decideHit(e, q); {
 	case d.pass != "":
 		return h.servePass(w, r, d.pass)
@@ -412,7 +420,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 // passKey.
 func (h *Handler) missFor(key string, r *http.Request) miss {
 	fk := h.fieldKey(r.Header)
-	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0}
+	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: rulingOf(r)}
 	if m.hasCookie {
 		m.passKey += "\x00cookie"
 	}

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/edgecache/edge/rules"
 )
 
 // HitRequest is a plain GET or HEAD read by the plain listener's own
@@ -130,6 +132,17 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if req.TLS {
 		scheme = "https"
 	}
+	var rule *rules.Rule
+	if req.Site != nil && req.Site.Rules != nil {
+		if req.Site.Rules.NeedsHeader() {
+			return false // a rule matches on a cookie, which this path does not read
+		}
+		// Without cookie conditions the request's rule is its key rule.
+		rule = req.Site.Rules.ForRequest(http.MethodGet, req.Path, nil)
+		if rule != nil && (rule.Bypass || rule.KeyedOnRequest()) {
+			return false
+		}
+	}
 	key := h.keyOn(req.Site, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
 	q := hitQuery{cc: noDirectives, accept: req.Accept, now: start}
@@ -187,6 +200,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	h.hot.observe(key)
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
+	if rule != nil {
+		h.metrics.rules.hit(req.Site.Name, rule)
+	}
 	return true
 }
 

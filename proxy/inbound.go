@@ -24,6 +24,8 @@ type Inbound struct {
 	// Upstream, if not nil, is filled with who answered a miss and how
 	// long it took, for the access log.
 	Upstream *UpstreamInfo
+
+	ruling *ruling // the request's cache rules, found once (rules.go)
 }
 
 // inboundKey carries a request's Inbound inside the proxy, from

@@ -125,6 +125,9 @@ func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string 
 		return h.key(scheme, host, path, rawQuery)
 	}
 	// Resolved once at the front: no second look-up of the Host.
+	if site.Rules != nil {
+		rawQuery = site.Rules.ForKey(path).KeyQuery(rawQuery)
+	}
 	return site.KeyPrefix + CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
 }
 

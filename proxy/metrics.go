@@ -53,6 +53,11 @@ type Metrics struct {
 
 	compression compressionMetrics
 
+	rules ruleMetrics
+	// clientNoCacheServed counts requests whose no-cache, max-age or
+	// min-fresh was not obeyed (cache.client_no_cache, a rule's).
+	clientNoCacheServed prometheus.Counter
+
 	// Children of Requests and RequestDuration per result, resolved once so
 	// the hit path does not hash label values.
 	byResult map[string]resultMetrics
@@ -177,6 +182,12 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			}),
 	)
 	m.compression = newCompressionMetrics(reg)
+	m.rules = newRuleMetrics(reg)
+	m.clientNoCacheServed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_client_no_cache_served_total",
+		Help: "Requests with Cache-Control: no-cache or max-age (a browser's hard reload) answered from the cache without revalidation, as cache.client_no_cache or a rule says (ignore, or coalesce within its interval).",
+	})
+	reg.MustRegister(m.clientNoCacheServed)
 	// Every refusal reason exists from the start (at 0), so that a
 	// dashboard shows a flat line rather than no data on a quiet node.
 	for _, reason := range []string{"url_too_long", "client_limit", "body_too_large", "overload", "too_many_ranges", "slow_body"} {

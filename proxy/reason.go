@@ -32,6 +32,7 @@ const (
 	whyResumed           reason = "resumed"            // its body was pieced together after a failure
 	whyPurged            reason = "purged"             // a purge came while it was fetched
 	whyBodyError         reason = "body-error"         // the body did not arrive whole
+	whyRule              reason = "rule"               // a cache rule of the site bypasses the store (bypass: true)
 )
 
 // scope is what a reason is about.
@@ -67,6 +68,7 @@ var reasonScopes = map[reason]scope{
 	whyResumed:           aboutFill,
 	whyPurged:            aboutFill,
 	whyBodyError:         aboutFill,
+	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
 }
 
 func (why reason) scope() scope {

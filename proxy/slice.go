@@ -63,7 +63,7 @@ func (e *Entry) sliceSize() int64 { return e.sliceTotal }
 // manifestFor returns the manifest for a response that should be sliced
 // (storable, shareable with r, and sliceable), or nil.
 func (h *Handler) manifestFor(r *http.Request, m miss, resp *http.Response, reqTime, respTime time.Time) *Entry {
-	e := h.newEntry(m.key, resp, reqTime, respTime)
+	e := h.newEntry(m.key, resp, reqTime, respTime, m.ruling.lifetime(resp.StatusCode))
 	e.VaryKey = h.varyKey(e.VaryNames, r)
 	if h.shareable(e, r, m) != "" || !h.sliceable(resp, e) {
 		return nil
@@ -375,7 +375,7 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	whole.StatusCode = http.StatusOK
 	whole.Header = resp.Header.Clone()
 	delete(whole.Header, "Content-Range")
-	e := h.newEntry(skey, &whole, reqTime, respTime)
+	e := h.newEntry(skey, &whole, reqTime, respTime, m.life)
 	if !sameObject(e, m) {
 		return nil, errChanged
 	}
@@ -457,6 +457,9 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		return "", false
 	}
 	status := forwarded(m.fwd).withStatus(http.StatusPartialContent).withDetail("sliced")
+	if p.e.sliceTotal == 0 {
+		status = forwarded(m.fwd).withStatus(http.StatusOK).withDetail("whole") // answered whole: stored whole
+	}
 	if p.e.sliceTotal > 0 {
 		h.serveSliced(w, r, p.e, status, nil, nil, p.keep)
 	} else {
@@ -483,8 +486,14 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	resp := res.Resp
 	defer resp.Body.Close()
 	respTime := h.now()
+	if resp.StatusCode == http.StatusOK {
+		// No ranges at this origin: it sent the whole object. Kept as
+		// any miss keeps it, it answers this range and every later one;
+		// dropped, the ordinary miss would fetch it all again.
+		return h.probeWhole(r, m, res, reqTime, respTime, purges)
+	}
 	if resp.StatusCode != http.StatusPartialContent {
-		return probed{}, nil // no ranges here, or not a plain object: an ordinary miss
+		return probed{}, nil // not a plain object: an ordinary miss
 	}
 	a, b, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || a != 0 || b != min(h.cfg.SliceBytes, total)-1 {
@@ -497,8 +506,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	whole.Header = resp.Header.Clone()
 	delete(whole.Header, "Content-Range")
 	whole.Header["Content-Length"] = []string{strconv.FormatInt(total, 10)}
-	cc, targeted := h.policy().effectiveCC(whole.Header)
-	if ok, _ := h.policy().storable(http.MethodGet, m.reqCC, m.hasAuth, http.StatusOK, whole.Header, cc, targeted); !ok {
+	if ok, _ := h.policy().storableUnder(m.ruling.lifetime(http.StatusOK), m.reqCC, m.hasAuth, http.StatusOK, whole.Header); !ok {
 		return probed{}, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, b+2))
@@ -519,7 +527,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 		return probed{e: man, keep: keep}, nil
 	}
 	// The first slice was the whole object: store it as any response.
-	e := h.newEntry(m.key, &whole, reqTime, respTime)
+	e := h.newEntry(m.key, &whole, reqTime, respTime, m.ruling.lifetime(http.StatusOK))
 	e.VaryKey = h.varyKey(e.VaryNames, r)
 	if h.shareable(e, r, m) != "" {
 		return probed{}, nil
@@ -528,6 +536,56 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	if keep {
 		h.store.Put(e)
 	}
+	return probed{e: e, keep: keep}, nil
+}
+
+// probeWhole keeps the whole object an origin without ranges sent to a
+// probe, when it is storable, shareable with r and no larger than
+// cache.max_object_bytes; its body is charged to the buffer budget while
+// it is read. Otherwise it reports nothing (the caller fetches as for any
+// miss, which passes an object too large to keep).
+func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respTime time.Time, purges uint64) (probed, error) {
+	resp := res.Resp
+	life := m.ruling.lifetime(http.StatusOK)
+	if ok, why := h.policy().storableUnder(life, m.reqCC, m.hasAuth, http.StatusOK, resp.Header); !ok {
+		h.notStored(m, why)
+		return probed{}, nil
+	}
+	limit := h.cfg.MaxObjectBytes
+	if resp.ContentLength > limit {
+		h.notStored(m, whyTooLarge)
+		return probed{}, nil
+	}
+	charge := resp.ContentLength
+	if charge < 0 {
+		charge = limit
+	}
+	if !h.charge(charge) {
+		return probed{}, nil
+	}
+	defer h.release(charge)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return probed{}, nil
+	case int64(len(body)) > limit:
+		h.notStored(m, whyTooLarge)
+		return probed{}, nil
+	case resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength:
+		return probed{}, nil // cut short
+	}
+	e := h.newEntry(m.key, resp, reqTime, respTime, life)
+	e.VaryKey = h.varyKey(e.VaryNames, r)
+	if why := h.shareable(e, r, m); why != "" {
+		h.notStored(m, why)
+		return probed{}, nil
+	}
+	e = e.withBody(body)
+	keep := res.Keep && h.purges.Load() == purges
+	if keep {
+		h.store.Put(e)
+	}
+	h.metrics.SliceFailures.WithLabelValues("no-ranges").Inc()
 	return probed{e: e, keep: keep}, nil
 }
 

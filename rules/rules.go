@@ -1,0 +1,476 @@
+// Package rules is the cache policy an operator sets per site: an ordered
+// list of rules, each matched on the request's path (a prefix, a glob or a
+// regular expression), its method and, for the fields that act on a
+// response, the response's status; the first rule that matches decides,
+// as the first matching location does in nginx.
+//
+// A rule can set the lifetime the cache gives a response (a default when
+// the origin gives none, an override, a floor and a ceiling, stale
+// windows), bypass the cache, shape the cache key (drop, allow-list or
+// sort query parameters; add a header, a cookie or the device class),
+// edit request and response fields, strip cookies, and say how a
+// client's no-cache or max-age=0 is treated.
+//
+// What no rule can do is make a response shared that RFC 9111 keeps
+// private (private, no-store, a response to a request with Authorization
+// not marked shareable): the proxy applies rules after those checks, and
+// response edits may not touch the fields the checks read. The one
+// explicit exception is strip_cookies, which removes Cookie from the
+// request and Set-Cookie from the response for the paths it names.
+//
+// The package is hand-written: matching is a few string operations per
+// rule, and no maintained library offers CDN cache rules as a value the
+// proxy can consult per request.
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClientNoCache is how a client's request to skip the cache
+// (Cache-Control: no-cache or max-age=0, Pragma: no-cache, min-fresh) is
+// treated.
+type ClientNoCache int
+
+const (
+	// Honour revalidates with the origin for every such request (RFC 9111
+	// §5.2.1 as written: the client's preference is followed).
+	Honour ClientNoCache = iota
+	// Coalesce revalidates at most once per URL per interval: every other
+	// such request within it is answered from the entry that was just
+	// validated (or fetched).
+	Coalesce
+	// Ignore answers such requests from the cache as if they had no
+	// directives (nginx's and Varnish's default). max-stale,
+	// only-if-cached and no-store are still obeyed.
+	Ignore
+)
+
+var clientNoCacheNames = [...]string{"honour", "coalesce", "ignore"}
+
+func (c ClientNoCache) String() string {
+	if int(c) < len(clientNoCacheNames) {
+		return clientNoCacheNames[c]
+	}
+	return "ClientNoCache(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ParseClientNoCache reads honour, coalesce or ignore.
+func ParseClientNoCache(s string) (ClientNoCache, error) {
+	if s == "honor" {
+		return Honour, nil
+	}
+	for i, n := range clientNoCacheNames {
+		if s == n {
+			return ClientNoCache(i), nil
+		}
+	}
+	return 0, fmt.Errorf("is not honour, coalesce or ignore")
+}
+
+// Unset marks a duration field a rule does not set.
+const Unset time.Duration = -1
+
+// Lifetime is what a rule says about how long a response stays fresh and
+// may be served stale. Fields are Unset when the rule does not set them.
+type Lifetime struct {
+	Default time.Duration // when the origin gives no explicit freshness
+	TTL     time.Duration // replaces the origin's lifetime
+	Min     time.Duration // floor of the lifetime
+	Max     time.Duration // ceiling of the lifetime
+	SWR     time.Duration // stale-while-revalidate window
+	SIE     time.Duration // stale-if-error window
+	// statuses the rule's lifetime applies to: those the rule matched on,
+	// else the usual successful ones.
+	statuses []int
+}
+
+// NoLifetime is the Lifetime of no rule.
+var NoLifetime = Lifetime{Default: Unset, TTL: Unset, Min: Unset, Max: Unset, SWR: Unset, SIE: Unset}
+
+// defaultStatuses are what a rule's lifetime applies to when the rule
+// does not match on status: successful answers and permanent redirects.
+// An error page or a temporary redirect kept for a default TTL meant for
+// pages would outlive the fault; a rule that means them names them.
+var defaultStatuses = []int{200, 203, 204, 300, 301, 308}
+
+// AppliesTo reports whether the lifetime is for responses of status.
+func (l Lifetime) AppliesTo(status int) bool {
+	if l.statuses != nil {
+		return slices.Contains(l.statuses, status)
+	}
+	return slices.Contains(defaultStatuses, status)
+}
+
+// Sets reports whether the rule sets any lifetime field.
+func (l Lifetime) Sets() bool {
+	return l.Default != Unset || l.TTL != Unset || l.Min != Unset || l.Max != Unset || l.SWR != Unset || l.SIE != Unset
+}
+
+// Gives reports whether the lifetime makes a response of status fresh
+// for a while even when the origin gave no freshness of its own.
+func (l Lifetime) Gives(status int) bool {
+	return l.AppliesTo(status) && (l.Default > 0 || l.TTL > 0 || l.Min > 0)
+}
+
+// Apply returns the lifetime of a response of status given the origin's
+// (lifetime, and whether the origin gave it explicitly), and whether the
+// result still stands only on the operator's word (no explicit freshness
+// from the origin): the proxy treats that as it treats a heuristic one
+// (never shared from a request with credentials or cookies).
+func (l Lifetime) Apply(status int, lifetime time.Duration, explicit bool) (time.Duration, bool) {
+	if !l.AppliesTo(status) {
+		return lifetime, !explicit
+	}
+	switch {
+	case l.TTL != Unset:
+		lifetime = l.TTL
+	case !explicit && l.Default != Unset:
+		lifetime = l.Default
+	}
+	if l.Min != Unset && lifetime < l.Min {
+		lifetime = l.Min
+	}
+	if l.Max != Unset && lifetime > l.Max {
+		lifetime = l.Max
+	}
+	return lifetime, !explicit
+}
+
+// HeaderEdit sets and removes header fields.
+type HeaderEdit struct {
+	Set    [][2]string // canonical name, value
+	Remove []string    // canonical names
+}
+
+// Empty reports whether the edit does nothing.
+func (e HeaderEdit) Empty() bool { return len(e.Set) == 0 && len(e.Remove) == 0 }
+
+// ApplyTo edits h: removals first, then sets.
+func (e HeaderEdit) ApplyTo(h http.Header) {
+	for _, n := range e.Remove {
+		delete(h, n)
+	}
+	for _, kv := range e.Set {
+		h[kv[0]] = []string{kv[1]}
+	}
+}
+
+// Query is how a rule shapes the query in the cache key. The query sent
+// to the origin is the client's: a parameter the key ignores (utm_source)
+// still reaches the origin on a miss.
+type Query struct {
+	Ignore []string // parameter names; a trailing * makes a prefix (utm_*)
+	Allow  []string // only these names stay in the key (same patterns)
+	Sort   bool     // sort the parameters
+}
+
+// Empty reports whether q leaves the query as it is.
+func (q Query) Empty() bool { return len(q.Ignore) == 0 && len(q.Allow) == 0 && !q.Sort }
+
+// Rule is one compiled rule.
+type Rule struct {
+	Name  string
+	Index int
+
+	// match
+	prefix string
+	glob   string
+	re     *regexp.Regexp
+	// reLit is a literal every match of re holds: at the start of the
+	// path when reAnchored, else somewhere in it. Checked first, it
+	// keeps most paths from running the regular expression at all.
+	reLit      string
+	reAnchored bool
+	methods    []string // upper case; HEAD matches where GET does
+	statuses   []int
+	cookie     string // the request carries a cookie of this name (trailing *: prefix)
+
+	Bypass        bool
+	Lifetime      Lifetime
+	Query         Query
+	KeyHeaders    []string // canonical names whose values join the key
+	KeyCookies    []string // cookie names whose values join the key
+	KeyDevice     bool     // the device class (mobile, tablet, desktop) joins the key
+	Request       HeaderEdit
+	Response      HeaderEdit
+	StripCookies  bool
+	ClientNoCache ClientNoCache
+	// ClientNoCacheSet: the rule sets ClientNoCache (else the site's
+	// default stands).
+	ClientNoCacheSet bool
+	// RevalidateInterval is Coalesce's interval (0: the site's default,
+	// cache.revalidate_interval).
+	RevalidateInterval time.Duration
+}
+
+// ResponseOnly reports whether the rule matches on status, so that only
+// its response fields can act (the status is known after the origin
+// answered).
+func (r *Rule) ResponseOnly() bool { return len(r.statuses) > 0 }
+
+// KeyedOnRequest reports whether the cache key takes fields of the
+// request beyond its URL.
+func (r *Rule) KeyedOnRequest() bool {
+	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
+}
+
+// matchPath reports whether the rule's path pattern matches path.
+func (r *Rule) matchPath(path string) bool {
+	switch {
+	case r.re != nil:
+		if r.reAnchored {
+			if !strings.HasPrefix(path, r.reLit) {
+				return false
+			}
+		} else if !strings.Contains(path, r.reLit) {
+			return false
+		}
+		return r.re.MatchString(path)
+	case r.glob != "":
+		return globMatch(r.glob, path)
+	}
+	return strings.HasPrefix(path, r.prefix)
+}
+
+func (r *Rule) matchMethod(method string) bool {
+	if len(r.methods) == 0 {
+		return true
+	}
+	if method == http.MethodHead {
+		method = http.MethodGet // HEAD is GET without a body: they share keys
+	}
+	return slices.Contains(r.methods, method)
+}
+
+func (r *Rule) matchCookie(h http.Header) bool {
+	if r.cookie == "" {
+		return true
+	}
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if nameMatch(r.cookie, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Set is a site's rules, in order.
+type Set struct {
+	Rules []*Rule
+	// needsHeader: some request-side rule matches on a cookie, so that
+	// finding one needs the request's fields.
+	needsHeader bool
+}
+
+// decodedPath is the path rules match on: percent-decoded, so that no
+// spelling of a path (/%61dmin) escapes a rule that names it.
+func decodedPath(path string) string {
+	if strings.IndexByte(path, '%') < 0 {
+		return path
+	}
+	if p, err := url.PathUnescape(path); err == nil {
+		return p
+	}
+	return path
+}
+
+// ForRequest returns the first rule that is not response-only and
+// matches method, the (escaped or decoded) path and the request's fields
+// (h may be nil when no rule matches on them: see NeedsHeader), or nil.
+func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
+	if s == nil || len(s.Rules) == 0 {
+		return nil
+	}
+	path = decodedPath(path)
+	for _, r := range s.Rules {
+		if !r.ResponseOnly() && r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) {
+			return r
+		}
+	}
+	return nil
+}
+
+// ForKey returns the rule that shapes the cache key of path: the first
+// rule that is not response-only, has no cookie condition and matches a
+// GET of path (nil: none). The key of a URL cannot depend on whether a
+// request carries a cookie, or a purge of the URL could not find it.
+func (s *Set) ForKey(path string) *Rule {
+	if s == nil || len(s.Rules) == 0 {
+		return nil
+	}
+	path = decodedPath(path)
+	for _, r := range s.Rules {
+		if !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet) && r.matchPath(path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// NeedsHeader reports whether finding a request's rule reads its fields.
+func (s *Set) NeedsHeader() bool { return s != nil && s.needsHeader }
+
+// ForResponse returns the first rule matching method, path, the
+// request's fields and the response's status, or nil.
+func (s *Set) ForResponse(method, path string, h http.Header, status int) *Rule {
+	if s == nil || len(s.Rules) == 0 {
+		return nil
+	}
+	path = decodedPath(path)
+	for _, r := range s.Rules {
+		if r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) &&
+			(len(r.statuses) == 0 || slices.Contains(r.statuses, status)) {
+			return r
+		}
+	}
+	return nil
+}
+
+// KeyQuery returns the query as the cache key has it under r (r may be
+// nil: the query as sent).
+func (r *Rule) KeyQuery(raw string) string {
+	if r == nil || r.Query.Empty() || raw == "" {
+		return raw
+	}
+	params := strings.Split(raw, "&")
+	kept := params[:0]
+	for _, p := range params {
+		if p == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if len(r.Query.Allow) > 0 && !anyName(r.Query.Allow, name) {
+			continue
+		}
+		if anyName(r.Query.Ignore, name) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if r.Query.Sort {
+		slices.Sort(kept)
+	}
+	return strings.Join(kept, "&")
+}
+
+// KeyExtra returns what of h the rule adds to the cache key ("" when
+// nothing): the values are hashed, since a header or cookie may hold a
+// credential and the key is written to disk with the entry.
+func (r *Rule) KeyExtra(h http.Header) string {
+	if r == nil || !r.KeyedOnRequest() {
+		return ""
+	}
+	sum := sha256.New()
+	for _, name := range r.KeyHeaders {
+		sum.Write([]byte(name))
+		for _, v := range h[name] {
+			sum.Write([]byte{0})
+			sum.Write([]byte(v))
+		}
+		sum.Write([]byte{1})
+	}
+	for _, name := range r.KeyCookies {
+		sum.Write([]byte(name))
+		sum.Write([]byte{0})
+		v, ok := cookieValue(h, name)
+		if ok {
+			sum.Write([]byte{'='})
+			sum.Write([]byte(v))
+		}
+		sum.Write([]byte{1})
+	}
+	if r.KeyDevice {
+		sum.Write([]byte(DeviceClass(h.Get("User-Agent"))))
+	}
+	var d [sha256.Size]byte
+	return " rule=" + r.Name + ":" + hex.EncodeToString(sum.Sum(d[:0])[:12])
+}
+
+// cookieValue returns the value of the first cookie named name.
+func cookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if n == name {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// DeviceClass is mobile, tablet or desktop, from a User-Agent, by the
+// tokens browsers put there (a crude class, as CDNs' device keys are).
+func DeviceClass(ua string) string {
+	switch {
+	case strings.Contains(ua, "iPad") || strings.Contains(ua, "Tablet") ||
+		(strings.Contains(ua, "Android") && !strings.Contains(ua, "Mobile")):
+		return "tablet"
+	case strings.Contains(ua, "Mobi") || strings.Contains(ua, "iPhone"):
+		return "mobile"
+	}
+	return "desktop"
+}
+
+// nameMatch matches a parameter or cookie name against a pattern: exact,
+// or a prefix when the pattern ends in *.
+func nameMatch(pattern, name string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, p)
+	}
+	return pattern == name
+}
+
+func anyName(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if nameMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches path against a glob in which * matches any run of
+// bytes (slashes included: "*.css" is every stylesheet) and ? one byte.
+// Iterative with one backtrack point, so it is linear in practice and
+// never exponential.
+func globMatch(glob, path string) bool {
+	g, p := 0, 0
+	star, mark := -1, 0
+	for p < len(path) {
+		switch {
+		case g < len(glob) && (glob[g] == '?' || glob[g] == path[p]):
+			g++
+			p++
+		case g < len(glob) && glob[g] == '*':
+			star, mark = g, p
+			g++
+		case star >= 0:
+			g = star + 1
+			mark++
+			p = mark
+		default:
+			return false
+		}
+	}
+	for g < len(glob) && glob[g] == '*' {
+		g++
+	}
+	return g == len(glob)
+}
