@@ -987,6 +987,35 @@ type Site struct {
 	}
 }
 
+// SiteFor returns the site that answers host (lower-case, without a
+// port) as the node picks it: an exact name, then a one-label wildcard,
+// then the shortcut or the default site; nil when none does (421).
+func (c *Config) SiteFor(host string) *Site {
+	var wild, def *Site
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		for _, h := range s.Hosts {
+			switch {
+			case h == host:
+				return s
+			case h == "*":
+				def = s
+			case strings.HasPrefix(h, "*.") && wild == nil:
+				if _, parent, ok := strings.Cut(host, "."); ok && parent == h[2:] {
+					wild = s
+				}
+			}
+		}
+		if s.Default && def == nil {
+			def = s
+		}
+	}
+	if wild != nil {
+		return wild
+	}
+	return def
+}
+
 func httpURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""

@@ -275,13 +275,35 @@ func (n *Node) servePeer(w http.ResponseWriter, r *http.Request, in proxy.Inboun
 type SiteStatus struct {
 	Name    string               `json:"name"`
 	Origins []origin.OriginState `json:"origins"`
+	// RateLimit is the per-client limit ("" when off) and RateLimited
+	// the requests it refused.
+	RateLimit   string       `json:"rate_limit,omitempty"`
+	RateLimited uint64       `json:"rate_limited"`
+	Rules       []RuleStatus `json:"rules,omitempty"`
+}
+
+// RuleStatus is one cache rule on the status page: what it matches,
+// what it does, and its requests by result.
+type RuleStatus struct {
+	Name     string            `json:"name"`
+	Does     []string          `json:"does"`
+	Requests map[string]uint64 `json:"requests"`
 }
 
 func (n *Node) siteStatus() []SiteStatus {
 	t := n.sites.Load()
 	out := make([]SiteStatus, 0, len(t.sites))
 	for _, s := range t.sites {
-		out = append(out, SiteStatus{Name: s.name, Origins: s.pool.States()})
+		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterValue(s.limited))}
+		if s.rate.Rate > 0 {
+			st.RateLimit = fmt.Sprintf("%g/s per %s, burst %d", s.rate.Rate, s.rate.Key, s.rate.Burst)
+		}
+		if s.resolved.Rules != nil {
+			for _, r := range s.resolved.Rules.Rules {
+				st.Rules = append(st.Rules, RuleStatus{Name: r.Name, Does: r.Explain(), Requests: n.proxy.RuleRequests(s.name, r.Name)})
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }

@@ -148,7 +148,29 @@ func (o *propertyOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // runIsolation drives one random scenario and fails t on any leak.
+// isolationRules are the rule sets scenarios run under (package rules): each
+// lengthens, forces or shapes what the cache keeps, none says a personal
+// answer may be shared, so none may make one reach another user.
+var isolationRules = []string{
+	"",
+	`[{name: r, default_ttl: 1h}]`,
+	`[{name: r, ttl: 1h, stale_while_revalidate: 1h, stale_if_error: 1h}]`,
+	`[{name: r, min_ttl: 30m, client_no_cache: ignore}]`,
+	`[{name: r, default_ttl: 10m, client_no_cache: coalesce, revalidate_interval: 5s, key: {ignore_params: [x], sort_params: true}}]`,
+	`[{name: e, match: {status: [503, 200]}, ttl: 1h}, {name: r, default_ttl: 1h}]`,
+	`[{name: c, match: {cookie: uid}, ttl: 1h}, {name: r, ttl: 1h, response_headers: {set: {X-R: "1"}}}]`,
+	`[{name: u, match: {path: /u1}, strip_cookies: true, ttl: 1h}, {name: r, default_ttl: 1h, key: {device: true}}]`,
+}
+
 func runIsolation(t *testing.T, seed uint64, rounds, users, urls int, storeSetCookie bool) {
+	runIsolationUnder(t, seed, rounds, users, urls, storeSetCookie, "")
+}
+
+func runIsolationUnder(t *testing.T, seed uint64, rounds, users, urls int, storeSetCookie bool, ruleSrc string) {
+	var site *Site
+	if ruleSrc != "" {
+		site = ruleSite(t, ruleSrc)
+	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	clk := &clock{now: t0}
 	o := &propertyOrigin{kinds: map[string]behaviour{}, version: map[string]int{}, clk: clk}
@@ -216,7 +238,11 @@ func runIsolation(t *testing.T, seed uint64, rounds, users, urls int, storeSetCo
 					r.Header["X_Forwarded_Prefix"] = []string{"//" + rq.user + ".example"}
 				}
 				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
+				if site != nil {
+					h.ServeInbound(w, r, Inbound{Site: site})
+				} else {
+					h.ServeHTTP(w, r)
+				}
 				var all strings.Builder
 				all.WriteString(w.Body.String())
 				for k, vs := range w.Header() {
@@ -275,11 +301,24 @@ func TestIsolationProperty(t *testing.T) {
 	}
 }
 
+// TestIsolationPropertyUnderRules runs scenarios under each rule set.
+func TestIsolationPropertyUnderRules(t *testing.T) {
+	seeds := 3
+	if testing.Short() {
+		seeds = 1
+	}
+	for i, src := range isolationRules[1:] {
+		for seed := range uint64(seeds) {
+			runIsolationUnder(t, 1000*uint64(i+1)+seed, 30, 4, 6, seed%2 == 1, src)
+		}
+	}
+}
+
 // FuzzIsolation explores more scenarios under `make fuzz`.
 func FuzzIsolation(f *testing.F) {
-	f.Add(uint64(1), uint8(20), false)
-	f.Add(uint64(77), uint8(30), true)
-	f.Fuzz(func(t *testing.T, seed uint64, rounds uint8, storeSetCookie bool) {
-		runIsolation(t, seed, int(rounds%40)+1, 3, 4, storeSetCookie)
+	f.Add(uint64(1), uint8(20), false, uint8(0))
+	f.Add(uint64(77), uint8(30), true, uint8(3))
+	f.Fuzz(func(t *testing.T, seed uint64, rounds uint8, storeSetCookie bool, rules uint8) {
+		runIsolationUnder(t, seed, int(rounds%40)+1, 3, 4, storeSetCookie, isolationRules[int(rules)%len(isolationRules)])
 	})
 }

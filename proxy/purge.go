@@ -103,6 +103,14 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 
 // keyQuery returns a query as the cache key holds it (sorted when the
 // operator opted in to cache.sort_query).
+// SortedQuery is q with its parameters sorted, as cache.sort_query keys
+// it.
+func SortedQuery(q string) string {
+	var b strings.Builder
+	writeSortedQuery(&b, q)
+	return b.String()
+}
+
 func (h *Handler) keyQuery(q string) string {
 	if !h.cfg.SortQuery || q == "" {
 		return q

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgecache/edge/rules"
 )
@@ -221,6 +222,30 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 	}, []string{"site", "rule", "result"}), hits: new(sync.Map)}
 	reg.MustRegister(m.requests)
 	return m
+}
+
+// RuleRequests returns the requests counted under a site's rule: hit,
+// miss, pass, and every other result summed as other.
+func (h *Handler) RuleRequests(site, rule string) map[string]uint64 {
+	out := map[string]uint64{"hit": 0, "miss": 0, "pass": 0, "other": 0}
+	for result := range h.metrics.byResult {
+		c, err := h.metrics.rules.requests.GetMetricWithLabelValues(site, rule, result)
+		if err != nil {
+			continue
+		}
+		var m dto.Metric
+		if c.Write(&m) != nil {
+			continue
+		}
+		v := uint64(m.GetCounter().GetValue())
+		switch result {
+		case ResultHit, ResultMiss, ResultPass:
+			out[result] += v
+		default:
+			out["other"] += v
+		}
+	}
+	return out
 }
 
 // countRule counts a request's result under its rule.

@@ -474,3 +474,79 @@ func globMatch(glob, path string) bool {
 	}
 	return g == len(glob)
 }
+
+// Explain describes what r does, one line per field it sets, for `edge
+// config explain`.
+func (r *Rule) Explain() []string {
+	if r == nil {
+		return []string{"no rule matches: the origin's headers and the site's defaults decide"}
+	}
+	var out []string
+	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	if r.Bypass {
+		add("bypass: the request is forwarded, never answered from or stored in the cache")
+	}
+	l := r.Lifetime
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+		what string
+	}{{"default_ttl", l.Default, "lifetime when the origin gives none"}, {"ttl", l.TTL, "lifetime, whatever the origin says"},
+		{"min_ttl", l.Min, "shortest lifetime"}, {"max_ttl", l.Max, "longest lifetime"},
+		{"stale_while_revalidate", l.SWR, "served stale while revalidated in the background"},
+		{"stale_if_error", l.SIE, "served stale when the origin fails"}} {
+		if f.d != Unset {
+			add("%s %v: %s", f.name, f.d, f.what)
+		}
+	}
+	if l.Sets() {
+		st := l.statuses
+		if st == nil {
+			st = defaultStatuses
+		}
+		add("lifetimes apply to status %v", st)
+	}
+	if len(r.Query.Ignore) > 0 {
+		add("key ignores query parameters %v (they still reach the origin)", r.Query.Ignore)
+	}
+	if len(r.Query.Allow) > 0 {
+		add("key keeps only query parameters %v", r.Query.Allow)
+	}
+	if r.Query.Sort {
+		add("key sorts query parameters")
+	}
+	if len(r.KeyHeaders) > 0 {
+		add("key adds header values %v", r.KeyHeaders)
+	}
+	if len(r.KeyCookies) > 0 {
+		add("key adds cookie values %v", r.KeyCookies)
+	}
+	if r.KeyDevice {
+		add("key adds the device class (mobile, tablet, desktop)")
+	}
+	if r.StripCookies {
+		add("strip_cookies: Cookie removed from the request, Set-Cookie from the response (so it may be stored)")
+	}
+	for _, e := range []struct {
+		name string
+		edit HeaderEdit
+	}{{"request", r.Request}, {"response", r.Response}} {
+		for _, kv := range e.edit.Set {
+			add("%s field %s set to %q", e.name, kv[0], kv[1])
+		}
+		for _, n := range e.edit.Remove {
+			add("%s field %s removed", e.name, n)
+		}
+	}
+	if r.ClientNoCacheSet {
+		s := "client no-cache / max-age=0: " + r.ClientNoCache.String()
+		if r.RevalidateInterval > 0 {
+			s += fmt.Sprintf(" (one revalidation per %v)", r.RevalidateInterval)
+		}
+		add("%s", s)
+	}
+	if len(out) == 0 {
+		add("matches, and sets nothing")
+	}
+	return out
+}
