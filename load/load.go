@@ -45,6 +45,9 @@ type Config struct {
 	// cache answers in identity). The answers are read as sent, encoded,
 	// and decoded only to verify them.
 	AcceptEncoding string
+	// NoCacheShare is the fraction of requests that carry Cache-Control:
+	// no-cache and Pragma: no-cache, as a browser's hard reload does.
+	NoCacheShare float64
 }
 
 // BrowserAcceptEncoding is what Chromium and Firefox send over HTTPS:
@@ -212,6 +215,7 @@ func Run(ctx context.Context, c Config) Summary {
 			continue
 		}
 		path := c.Path(i, rng)
+		noCache := c.NoCacheShare > 0 && rng.Float64() < c.NoCacheShare
 		url := strings.TrimSuffix(c.Targets[i%len(c.Targets)], "/") + path
 		inflight.Add(1)
 		wg.Add(1)
@@ -230,6 +234,10 @@ func Run(ctx context.Context, c Config) Summary {
 			}
 			if c.AcceptEncoding != "" {
 				req.Header.Set("Accept-Encoding", c.AcceptEncoding)
+			}
+			if noCache {
+				req.Header.Set("Cache-Control", "no-cache")
+				req.Header.Set("Pragma", "no-cache")
 			}
 			resp, err := client.Do(req)
 			ms := float64(time.Since(t).Microseconds()) / 1000

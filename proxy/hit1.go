@@ -133,6 +133,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		scheme = "https"
 	}
 	var rule *rules.Rule
+	var key string
 	if req.Site != nil && req.Site.Rules != nil {
 		if req.Site.Rules.NeedsHeader() {
 			return false // a rule matches on a cookie, which this path does not read
@@ -142,8 +143,10 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		if rule != nil && (rule.Bypass || rule.KeyedOnRequest()) {
 			return false
 		}
+		key = h.keyUnder(req.Site, rule, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
+	} else {
+		key = h.keyOn(req.Site, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	}
-	key := h.keyOn(req.Site, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	e := h.store.lookupPlain(key)
 	q := hitQuery{cc: noDirectives, accept: req.Accept, now: start}
 	hd := h.decideHit(e, q)

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/edgecache/edge/rules"
 )
 
 // CacheKey builds the URL part of a cache key: scheme, the canonical host
@@ -125,10 +127,16 @@ func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string 
 		return h.key(scheme, host, path, rawQuery)
 	}
 	// Resolved once at the front: no second look-up of the Host.
+	var rule *rules.Rule
 	if site.Rules != nil {
-		rawQuery = site.Rules.ForKey(path).KeyQuery(rawQuery)
+		rule = site.Rules.ForKey(path)
 	}
-	return site.KeyPrefix + CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
+	return h.keyUnder(site, rule, scheme, host, path, rawQuery)
+}
+
+// keyUnder is keyOn with the site's key rule already found (nil: none).
+func (h *Handler) keyUnder(site *Site, rule *rules.Rule, scheme, host, path, rawQuery string) string {
+	return site.KeyPrefix + CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rule.KeyQuery(rawQuery))
 }
 
 // scheme is the scheme the client used: https on a TLS connection, or

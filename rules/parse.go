@@ -298,9 +298,12 @@ func (r *Rule) parseKey(at string, v any) error {
 				return err
 			}
 			for i, n := range l {
-				if n == "" || n == "*" || strings.ContainsAny(n, "&=; ") {
-					return &Error{Key: fmt.Sprintf("%s.%s[%d]", at, k, i), Value: n, Reason: "is not a name (a trailing * makes a prefix)"}
+				if n == "" || strings.ContainsAny(n, "&=; ") {
+					return &Error{Key: fmt.Sprintf("%s.%s[%d]", at, k, i), Value: n, Reason: "is not a name (a trailing * makes a prefix; * alone is every name)"}
 				}
+			}
+			if len(l) == 0 {
+				return &Error{Key: at + "." + k, Reason: `is empty (to keep no query parameter in the key: ignore_params: ["*"])`}
 			}
 			switch k {
 			case "ignore_params":

@@ -54,6 +54,7 @@ func TestParseRefusesMalformedRulesNamingRuleAndField(t *testing.T) {
 		{`[{name: a, bypass: yes please}]`, "rules[0].bypass", "true or false"},
 		{`[{name: a, key: {ignore_params: ["a=b"]}}]`, "rules[0].key.ignore_params[0]", "not a name"},
 		{`[{name: a, key: {headers: ["bad header"]}}]`, "rules[0].key.headers[0]", "header field name"},
+		{`[{name: a, key: {allow_params: []}}]`, "rules[0].key.allow_params", "is empty"},
 		{`[{name: a, key: {colour: true}}]`, "rules[0].key.colour", "not a key of key"},
 		{`[{name: a, response_headers: {remove: [Cache-Control]}}]`, "rules[0].response_headers.remove[0]", "may not be edited"},
 		{`[{name: a, response_headers: {set: {Set-Cookie: x=1}}}]`, "rules[0].response_headers.set.Set-Cookie", "may not be edited"},
@@ -170,8 +171,9 @@ func TestKeyQuery(t *testing.T) {
 	s := mustParse(t, `
 - {name: a, match: {path: /a}, key: {ignore_params: [utm_*, fbclid], sort_params: true}}
 - {name: b, match: {path: /b}, key: {allow_params: [id, page]}}
+- {name: all, match: {path: /c}, key: {ignore_params: ["*"]}}
 `)
-	a, b := s.Rules[0], s.Rules[1]
+	a, b, all := s.Rules[0], s.Rules[1], s.Rules[2]
 	for _, tc := range []struct {
 		r       *Rule
 		in, out string
@@ -180,6 +182,7 @@ func TestKeyQuery(t *testing.T) {
 		{a, "utm%5Fsource=x&a=1", "a=1"}, // an escaped name is the same name
 		{a, "", ""},
 		{a, "&&a=1&", "a=1"},
+		{all, "a=1&b=2", ""},
 		{b, "page=2&id=7&session=abc", "page=2&id=7"},
 		{nil, "z=1&a=2", "z=1&a=2"},
 	} {

@@ -9,7 +9,8 @@
 #
 # e.g. git worktree add /tmp/old <rev> && (cd /tmp/old && make build) &&
 #      make build && scripts/bench-ab.sh /tmp/old/bin/edge bin/edge
-# Knobs: ROUNDS (5), DURATION (8s), CONNS (64), OBJECT (/size/4096).
+# Knobs: ROUNDS (5), DURATION (8s), CONNS (64), OBJECT (/size/4096),
+# NEW_ARGS (more arguments of the new binary's serve, e.g. "-c rules.yaml").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
@@ -22,7 +23,8 @@ bench_install wrk:wrk
 pids+=($!)
 "$old" serve --origin http://127.0.0.1:18290 --listen 127.0.0.1:18291 --admin-listen 127.0.0.1:18293 --cache-size 256MiB --log-level warn 2>/dev/null &
 pids+=($!)
-"$new" serve --origin http://127.0.0.1:18290 --listen 127.0.0.1:18292 --admin-listen 127.0.0.1:18294 --cache-size 256MiB --log-level warn 2>/dev/null &
+# shellcheck disable=SC2086
+"$new" serve ${NEW_ARGS:-} --origin http://127.0.0.1:18290 --listen 127.0.0.1:18292 --admin-listen 127.0.0.1:18294 --cache-size 256MiB --log-level warn 2>/dev/null &
 pids+=($!)
 wait_http "http://127.0.0.1:18291$OBJECT"
 wait_http "http://127.0.0.1:18292$OBJECT"

@@ -141,6 +141,7 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	f.StringVar(&c.Host, "host", "", "Host header of every request (a site name shared by all targets); default each target's host")
 	f.StringVar(&c.AcceptEncoding, "accept-encoding", load.BrowserAcceptEncoding, "Accept-Encoding of every request, a browser's by default; identity (or an empty value) asks for uncompressed bodies")
+	f.Float64Var(&c.NoCacheShare, "no-cache-share", 0, "fraction of requests sent as a browser's hard reload (Cache-Control: no-cache, Pragma: no-cache)")
 	f.BoolVar(&verify, "verify-pages", false, "check that each /p/{n} answer is the demo origin's page n (entity tag and length); mismatches count as wrong content")
 	return cmd
 }

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestRulesDocExamplesLoad loads every YAML example of docs/rules.md that
+// configures sites, so that the worked examples stay valid.
+func TestRulesDocExamplesLoad(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	n := 0
+	for _, b := range blocks {
+		if !strings.Contains(b[1], "sites:") {
+			continue
+		}
+		n++
+		cfg, err := LoadBytes([]byte(b[1]))
+		if err != nil {
+			t.Errorf("example %d does not load: %v\n%s", n, err, b[1])
+			continue
+		}
+		for _, s := range cfg.Sites {
+			if s.Rules == nil || len(s.Rules.Rules) == 0 {
+				t.Errorf("example %d: site %s has no rules", n, s.Name)
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d examples with sites, want the 4 worked examples", n)
+	}
+}
+
+func TestRuleAndRateLimitErrorsNameTheKey(t *testing.T) {
+	site := "sites:\n  - name: s\n    hosts: [a.test]\n    origins: [\"http://127.0.0.1:1\"]\n"
+	for _, tc := range []struct{ yaml, key, reason string }{
+		{site + "    rules:\n      - {name: a}\n      - {name: b, ttl: soon}\n", "sites[0].rules[1].ttl", "not a duration"},
+		{site + "    rules: [{name: a, response_headers: {remove: [Cache-Control]}}]\n", "sites[0].rules[0].response_headers.remove[0]", "may not be edited"},
+		{site + "    rate_limit: {rate: -1}\n", "sites[0].rate_limit.rate", "requests per second"},
+		{site + "    rate_limit: {rate: 5, key: cookie}\n", "sites[0].rate_limit.key", "address or header:NAME"},
+		{site + "    rate_limit: {rate: 5, burts: 3}\n", "sites[0].rate_limit.burts", "rate, burst or key"},
+		{site + "rules: [{name: a}]\n", "rules", "sites[i].rules"},
+		{"origin:\n  url: http://127.0.0.1:1\nrules: [{name: a, match: {status: [404]}, bypass: true}]\n", "rules[0].bypass", "matches on status"},
+		{"origin:\n  url: http://127.0.0.1:1\ncache:\n  client_no_cache: sometimes\n", "cache.client_no_cache", "honour, coalesce or ignore"},
+		{"origin:\n  url: http://127.0.0.1:1\nlimits:\n  rate_key: ip\n", "limits.rate_key", "address or header:NAME"},
+	} {
+		_, err := LoadBytes([]byte(tc.yaml))
+		var ce *Error
+		if err == nil || !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%q: got %v, want key %s and %q", tc.yaml, err, tc.key, tc.reason)
+		}
+	}
+}
+
+func TestSiteRateLimitInheritsLimitsRate(t *testing.T) {
+	cfg, err := LoadBytes([]byte("limits:\n  rate: 7\n  rate_burst: 9\nsites:\n  - {name: a, hosts: [a.test], origins: [\"http://127.0.0.1:1\"]}\n  - {name: b, hosts: [b.test], origins: [\"http://127.0.0.1:1\"], rate_limit: {burst: 3}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Sites[0].RateLimit; a.Rate != 7 || a.Burst != 9 || a.Key != "address" {
+		t.Errorf("site a: %+v", a)
+	}
+	if b := cfg.Sites[1].RateLimit; b.Rate != 7 || b.Burst != 3 {
+		t.Errorf("site b: %+v", b)
+	}
+}
