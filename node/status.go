@@ -147,8 +147,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>site</th><th>origin</th><th>state</th><th>in flight</th><th>failures in a row</th></tr>
 {{range .Sites}}{{$site := .Name}}{{range .Origins}}<tr><td>{{$site}}</td><td><code>{{.URL}}</code></td><td>{{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">ejected</b> until {{.EjectedTill.Format "15:04:05"}}{{end}}</td><td>{{.Outstanding}}</td><td>{{.Failures}}</td></tr>{{end}}{{end}}</table>
 {{range .Sites}}{{if or .Rules .RateLimit}}<h3>Site {{.Name}}: cache rules{{if .RateLimit}} · rate limit {{.RateLimit}} ({{.RateLimited}} refused){{end}}</h3>
-{{if .Rules}}<table><tr><th>rule</th><th>does</th><th>hit</th><th>miss</th><th>pass</th><th>other</th></tr>
-{{range .Rules}}<tr><td><code>{{.Name}}</code></td><td class="note">{{range .Does}}{{.}}<br>{{end}}</td><td>{{index .Requests "hit"}}</td><td>{{index .Requests "miss"}}</td><td>{{index .Requests "pass"}}</td><td>{{index .Requests "other"}}</td></tr>{{end}}</table>{{end}}{{end}}{{end}}
+{{if .Rules}}<table><tr><th>rule</th><th>does</th><th>hit</th><th>miss</th><th>pass</th><th>other</th><th>upstream requests</th></tr>
+{{range .Rules}}<tr><td><code>{{.Name}}</code></td><td class="note">{{range .Does}}{{.}}<br>{{end}}</td><td>{{index .Requests "hit"}}</td><td>{{index .Requests "miss"}}</td><td>{{index .Requests "pass"}}</td><td>{{index .Requests "other"}}</td><td>{{index .Requests "upstream"}}</td></tr>{{end}}</table>{{end}}{{end}}{{end}}
 <h2>Store (RAM tier)</h2>
 <table><tr><th>bytes</th><td>{{.StoreBytes}} of {{.StoreBudget}}</td></tr>
 <tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr>

@@ -459,6 +459,9 @@ func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Res
 	}
 	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
 	applyResponseRule(req, res.Resp)
+	if g := in.ruling; g != nil && g.req != nil {
+		h.metrics.rules.origin.WithLabelValues(g.site, g.req.Name).Inc()
+	}
 	if c := res.Resp.StatusCode; (c < 200 || c == http.StatusNoContent || c == http.StatusNotModified) && res.Resp.Body != nil && res.Resp.Body != http.NoBody {
 		// These statuses have no content (RFC 9110 §15.3.5, §15.4.5): the
 		// body is not read, so whatever an upstream put after the header

@@ -198,6 +198,7 @@ func (h *Handler) clientDirectives(cc CacheControl, g *ruling, e *Entry, now tim
 // ruleMetrics count requests per rule.
 type ruleMetrics struct {
 	requests *prometheus.CounterVec // site, rule, result
+	origin   *prometheus.CounterVec // site, rule: requests sent upstream for the rule's requests
 	// hits holds each rule's hit counter, resolved once, for the HTTP/1.1
 	// hit path (which does not hash label values per request). A reload
 	// makes new rules; the old ones' entries are few and stay.
@@ -220,14 +221,25 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 		Name: "edge_rule_requests_total",
 		Help: "Requests by the cache rule that matched them (configured names only), by site and result (hit, miss, pass, …): a rule's hit ratio and origin load.",
 	}, []string{"site", "rule", "result"}), hits: new(sync.Map)}
-	reg.MustRegister(m.requests)
+	m.origin = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_rule_origin_requests_total",
+		Help: "Requests sent upstream (fills, revalidations, passes, slices) on behalf of requests under each cache rule, by site and rule.",
+	}, []string{"site", "rule"})
+	reg.MustRegister(m.requests, m.origin)
 	return m
 }
 
 // RuleRequests returns the requests counted under a site's rule: hit,
-// miss, pass, and every other result summed as other.
+// miss, pass, every other result summed as other, and the upstream
+// requests made for them (upstream).
 func (h *Handler) RuleRequests(site, rule string) map[string]uint64 {
-	out := map[string]uint64{"hit": 0, "miss": 0, "pass": 0, "other": 0}
+	out := map[string]uint64{"hit": 0, "miss": 0, "pass": 0, "other": 0, "upstream": 0}
+	if c, err := h.metrics.rules.origin.GetMetricWithLabelValues(site, rule); err == nil {
+		var m dto.Metric
+		if c.Write(&m) == nil {
+			out["upstream"] = uint64(m.GetCounter().GetValue())
+		}
+	}
 	for result := range h.metrics.byResult {
 		c, err := h.metrics.rules.requests.GetMetricWithLabelValues(site, rule, result)
 		if err != nil {

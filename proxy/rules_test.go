@@ -433,6 +433,9 @@ func TestRuleCountsPerRule(t *testing.T) {
 	if got := testutil.ToFloat64(p.h.metrics.rules.requests.WithLabelValues("shop", "pages", ResultMiss)); got != 1 {
 		t.Fatalf("misses of rule pages: %v", got)
 	}
+	if got := testutil.ToFloat64(p.h.metrics.rules.origin.WithLabelValues("shop", "pages")); got != 1 {
+		t.Fatalf("origin requests of rule pages: %v", got)
+	}
 }
 
 // BenchmarkAppendHitRules50 is BenchmarkAppendHit for a site with 50

@@ -18,6 +18,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// demoRules are the demo's cache rules: the demo origin's pages carry
+// their own caching headers, so these change what a visitor sees only for
+// URLs with tracking parameters, which share the page's entry.
+const demoRules = `rules:
+  - {name: static, match: {path: /static/}, ttl: 1h, strip_cookies: true}
+  - {name: pages, default_ttl: 1m, key: {ignore_params: [utm_*, fbclid, gclid]}}
+`
+
 func demoCmd() *cobra.Command {
 	var originAddr, token, secret, extra, diskRoot string
 	var nodes int
@@ -49,9 +57,20 @@ Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster)
 				ns = append(ns, a)
 				peerList = append(peerList, a.id+"="+a.peer)
 			}
+			// Every node runs the same cache rules (docs/rules.md), so that the
+			// status page and the dashboard show them at work.
+			rulesFile, err := os.CreateTemp("", "edge-demo-rules-*.yaml")
+			if err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			defer os.Remove(rulesFile.Name())
+			if _, err := rulesFile.WriteString(demoRules); err != nil {
+				return fmt.Errorf("demo: writing %s: %w", rulesFile.Name(), err)
+			}
+			_ = rulesFile.Close()
 			procs := []*exec.Cmd{exec.Command(self, "origin", "--listen", originAddr)}
 			for _, a := range ns {
-				args := []string{"serve", "--origin", "http://" + originAddr, "--listen", a.pub, "--admin-listen", a.adm,
+				args := []string{"serve", "-c", rulesFile.Name(), "--origin", "http://" + originAddr, "--listen", a.pub, "--admin-listen", a.adm,
 					"--admin-token", token, "--node-id", a.id}
 				if nodes > 1 {
 					args = append(args, "--cluster-listen", a.peer, "--peers", strings.Join(peerList, ","), "--secret", secret)

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runConfigCmd runs `edge config ARGS…` in-process and returns its output.
+func runConfigCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := configCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestConfigExplainShowsRuleKeyAndLimit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	conf := `sites:
+  - name: shop
+    hosts: [shop.example, "*.shop.example"]
+    origins: ["http://127.0.0.1:8090"]
+    rate_limit: {rate: 20, burst: 50}
+    rules:
+      - {name: logged-in, match: {cookie: wordpress_logged_in_*}, bypass: true}
+      - {name: e404, match: {status: [404]}, ttl: 30s}
+      - {name: pages, default_ttl: 5m, key: {ignore_params: [utm_*]}, client_no_cache: coalesce, revalidate_interval: 5s}
+`
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runConfigCmd(t, "explain", "-c", file, "https://WWW.Shop.Example:443/blog/?utm_source=x&id=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"site      shop", "rule      pages (rules[2])", "default_ttl 5m0s",
+		"cache key shop http://www.shop.example/blog/?id=7", "coalesce (one revalidation per 5s)", "20 requests/s per client (address), burst 50"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = runConfigCmd(t, "explain", "-c", file, "--cookie", "wordpress_logged_in_x=1", "http://shop.example/")
+	if !strings.Contains(out, "rule      logged-in") || !strings.Contains(out, "bypass") {
+		t.Errorf("explain with a cookie:\n%s", out)
+	}
+	out, _ = runConfigCmd(t, "explain", "-c", file, "http://other.example/")
+	if !strings.Contains(out, "no site answers it (421") {
+		t.Errorf("explain of an unknown host:\n%s", out)
+	}
+	if _, err := runConfigCmd(t, "explain", "-c", file, "not a url"); err == nil {
+		t.Error("explain accepted a non-URL")
+	}
+}
+
+func TestConfigCheckNamesTheRuleField(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://127.0.0.1:1\nrules:\n  - {name: a, tll: 5m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runConfigCmd(t, "check", file)
+	if err == nil || !strings.Contains(err.Error(), "rules[0].tll") || !strings.Contains(err.Error(), `did you mean "ttl"`) {
+		t.Fatalf("check: %v", err)
+	}
+}
