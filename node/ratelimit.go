@@ -8,8 +8,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/time/rate"
 
 	"github.com/edgecache/edge/config"
@@ -99,13 +97,4 @@ func (l *rateLimiter) tooMany(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write([]byte("too many requests from this client\n"))
-}
-
-// counterValue reads a counter for the status page.
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if c.Write(&m) != nil {
-		return 0
-	}
-	return m.GetCounter().GetValue()
 }

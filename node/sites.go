@@ -174,32 +174,35 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 			// no spelling of a host may reach a site under a key that a
 			// purge of the plain spelling would miss.
 			n.siteM.badHosts.Inc()
+			answer := ownAnswer(n.cfg.NodeID, "bad-host", badHost)
 			if n.access != nil {
-				n.access.logged("-", r, w, unproxied(badHost))
+				n.access.logged("-", r, w, unproxied(answer))
 				return
 			}
-			badHost(w, r)
+			answer(w, r)
 			return
 		}
 		r.Host = host // the one spelling every later step sees
 		s := n.sites.Load().lookupCanonical(host)
 		if s == nil {
 			n.siteM.misdirects.Inc()
+			answer := ownAnswer(n.cfg.NodeID, "no-site", misdirected)
 			if n.access != nil {
-				n.access.logged("-", r, w, unproxied(misdirected))
+				n.access.logged("-", r, w, unproxied(answer))
 				return
 			}
-			misdirected(w, r)
+			answer(w, r)
 			return
 		}
 		s.requests.Inc()
 		if s.limiter != nil && !s.limiter.allow(s.limiter.clientKey(r.RemoteAddr, r.Header), time.Now()) {
 			s.limited.Inc()
+			answer := ownAnswer(n.cfg.NodeID, "rate-limited", s.limiter.tooMany)
 			if n.access != nil {
-				n.access.logged(s.name, r, w, unproxied(s.limiter.tooMany))
+				n.access.logged(s.name, r, w, unproxied(answer))
 				return
 			}
-			s.limiter.tooMany(w, r)
+			answer(w, r)
 			return
 		}
 		// Resolved once: the key, the origin fetch and the cluster are
@@ -220,6 +223,19 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 // nothing went upstream.
 func unproxied(f http.HandlerFunc) func(http.ResponseWriter, *http.Request, *proxy.UpstreamInfo) {
 	return func(w http.ResponseWriter, r *http.Request, _ *proxy.UpstreamInfo) { f(w, r) }
+}
+
+// ownAnswer marks an answer the node makes itself, before any cache is
+// consulted, with its Cache-Status (RFC 9211: this cache, and why, in
+// detail) and Via, as the proxy marks its own refusals: a client or an
+// operator can tell which node answered and why.
+func ownAnswer(node, detail string, f http.HandlerFunc) http.HandlerFunc {
+	status, via := []string{node + "; detail=" + detail}, []string{"1.1 " + node}
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["Cache-Status"], h["Via"] = status, via
+		f(w, r)
+	}
 }
 
 func badHost(w http.ResponseWriter, _ *http.Request) {
@@ -294,7 +310,7 @@ func (n *Node) siteStatus() []SiteStatus {
 	t := n.sites.Load()
 	out := make([]SiteStatus, 0, len(t.sites))
 	for _, s := range t.sites {
-		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterValue(s.limited))}
+		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterOf(s.limited))}
 		if s.rate.Rate > 0 {
 			st.RateLimit = fmt.Sprintf("%g/s per %s, burst %d", s.rate.Rate, s.rate.Key, s.rate.Burst)
 		}

@@ -321,8 +321,13 @@ func (t *tlsFront) wrapPlain(next http.Handler) http.Handler {
 			case strings.Contains(host, ":"):
 				host = "[" + host + "]"
 			}
-			w.Header().Set("Connection", "close") // the client is moving to another port anyway
-			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
+			// 308, not 301: a POST stays a POST (RFC 9110 §15.4.9), as Caddy
+			// answers. The connection stays open: the client may have more
+			// requests queued on it, each answered the same way.
+			target := "https://" + host + r.URL.RequestURI()
+			ownAnswer(t.cfg.NodeID, "redirect-https", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target, http.StatusPermanentRedirect)
+			})(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)

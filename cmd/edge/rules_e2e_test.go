@@ -120,8 +120,8 @@ func TestStaticSiteJourneyWithRules(t *testing.T) {
 	for range 60 {
 		if r := get("/index.html"); r.StatusCode == http.StatusTooManyRequests {
 			limited++
-			if r.Header.Get("Retry-After") == "" {
-				t.Error("a 429 without Retry-After")
+			if r.Header.Get("Retry-After") == "" || r.Header.Get("Cache-Status") != "edge-rules; detail=rate-limited" || r.Header.Get("Via") != "1.1 edge-rules" {
+				t.Errorf("a 429 without Retry-After, Cache-Status or Via: %v", r.Header)
 			}
 		}
 	}

@@ -68,8 +68,8 @@ sites:
 		}
 	}
 	for _, host := range []string{"unknown.test", "a.b.shop.test", "shop.test.evil"} {
-		if code, _ := getHost(t, base+"/p/1", host); code != http.StatusMisdirectedRequest {
-			t.Errorf("Host %s: %d, want 421", host, code)
+		if code, cs := getHost(t, base+"/p/1", host); code != http.StatusMisdirectedRequest || cs != "edge-sites; detail=no-site" {
+			t.Errorf("Host %s: %d %q, want 421 with the node's Cache-Status", host, code, cs)
 		}
 	}
 	// Per-site entries: the same path is cached once per site.

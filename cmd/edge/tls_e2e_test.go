@@ -167,7 +167,7 @@ func TestHTTPSEndToEnd(t *testing.T) {
 	}
 }
 
-// TestHTTPSRedirect: the plain listener answers 301 to the https URL.
+// TestHTTPSRedirect: the plain listener answers 308 to the https URL.
 func TestHTTPSRedirect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -182,7 +182,7 @@ func TestHTTPSRedirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 301 || resp.Header.Get("Location") != "https://a.test:"+port+"/p/1?x=1" {
+	if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Cache-Status") == "" || resp.Header.Get("Location") != "https://a.test:"+port+"/p/1?x=1" {
 		t.Errorf("redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
