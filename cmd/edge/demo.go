@@ -33,11 +33,22 @@ func demoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Run the demo origin and a cluster of edge nodes in front of it, as separate processes",
 		Long: `Run the demo origin and N edge nodes as separate processes on 127.0.0.1.
-Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster), and keeps\nits disk tier in --disk-root/edge-i (a restarted demo serves what it had stored).`,
+Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster).
+Each run starts cold, with disk tiers in a fresh temporary directory removed at exit, so that
+the README's walk-through prints what it says every time; --disk-root DIR keeps them in
+DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root "" runs from RAM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 50 {
 				return usageError{fmt.Errorf("--nodes %d: want 1..50", nodes)}
+			}
+			if !cmd.Flags().Changed("disk-root") {
+				fresh, err := os.MkdirTemp("", "edge-demo-disk-*")
+				if err != nil {
+					return fmt.Errorf("demo: %w", err)
+				}
+				defer os.RemoveAll(fresh)
+				diskRoot = fresh
 			}
 			if _, p, err := net.SplitHostPort(originAddr); err == nil {
 				if port, _ := strconv.Atoi(p); port >= 8080 && port < 8080+nodes || port >= 9180 && port < 9180+nodes || port >= 7946 && port < 7946+nodes {
@@ -125,7 +136,7 @@ Ctrl-C stops everything.
 	f.StringVar(&token, "admin-token", "demo-token", "admin bearer token for purge")
 	f.StringVar(&secret, "secret", "demo-cluster-secret", "cluster secret")
 	f.StringVar(&extra, "serve-args", "", "extra arguments for every edge serve, e.g. \"--routing-mode tree\"")
-	f.StringVar(&diskRoot, "disk-root", filepath.Join(os.TempDir(), "edge-demo-disk"), "directory for the nodes' disk tiers (one subdirectory each; \"\" for RAM only)")
+	f.StringVar(&diskRoot, "disk-root", "", "directory that keeps the nodes' disk tiers across runs (one subdirectory each); unset: a fresh one per run, removed at exit; \"\": RAM only")
 	return cmd
 }
 
