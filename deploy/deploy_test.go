@@ -93,6 +93,9 @@ func TestDockerfile(t *testing.T) {
 			exposed = append(exposed, f[1:]...)
 		}
 	}
+	if !bytes.Contains(b, []byte(`HEALTHCHECK`)) || !bytes.Contains(b, []byte(`"health"]`)) {
+		t.Error("no HEALTHCHECK running edge health")
+	}
 	if len(stages) < 2 {
 		t.Errorf("want a multi-stage build, stages %v", stages)
 	}
@@ -113,6 +116,32 @@ type composeFile struct {
 		Volumes     []string          `yaml:"volumes"`
 		DependsOn   []string          `yaml:"depends_on"`
 	} `yaml:"services"`
+}
+
+// TestContainerConfigListensEverywhere: the image's config loads with only
+// EDGE_ORIGIN_URL set and listens on every address of the container.
+func TestContainerConfigListensEverywhere(t *testing.T) {
+	for _, k := range config.Keys() {
+		t.Setenv(k.Env(), "")
+		os.Unsetenv(k.Env())
+	}
+	t.Setenv("EDGE_ORIGIN_URL", "http://origin:8090")
+	v, err := config.NewViper(filepath.Join(root, "deploy/container.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(v)
+	if err != nil {
+		t.Fatalf("deploy/container.yaml with EDGE_ORIGIN_URL: %v", err)
+	}
+	if !strings.HasPrefix(c.Listen, "0.0.0.0:") || !strings.HasPrefix(c.Admin.Listen, "0.0.0.0:") {
+		t.Errorf("listeners %s and %s: not every address of the container", c.Listen, c.Admin.Listen)
+	}
+	t.Setenv("EDGE_ORIGIN_URL", "")
+	os.Unsetenv("EDGE_ORIGIN_URL")
+	if _, err := config.Load(v); err == nil || !strings.Contains(err.Error(), "origin.url") {
+		t.Errorf("without an origin the image must refuse to start, naming origin.url: %v", err)
+	}
 }
 
 func TestDockerCompose(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // runConfigCmd runs `edge config ARGS…` in-process and returns its output.
@@ -66,5 +68,47 @@ func TestConfigCheckNamesTheRuleField(t *testing.T) {
 	_, err := runConfigCmd(t, "check", file)
 	if err == nil || !strings.Contains(err.Error(), "rules[0].tll") || !strings.Contains(err.Error(), `did you mean "ttl"`) {
 		t.Fatalf("check: %v", err)
+	}
+}
+
+// TestHealthAndReloadCommands runs `edge health` and `edge reload`
+// against a real node.
+func TestHealthAndReloadCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	origin, pub, adm := freeAddr(t), freeAddr(t), freeAddr(t)
+	startOrigin(t, origin, "1ms")
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://"+origin+"\nrules: [{name: a, default_ttl: 1m}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startEdge(t, "serve", "-c", file, "--listen", pub, "--admin-listen", adm, "--admin-token", "tok")
+	waitUp(t, "http://"+adm+"/readyz")
+	run := func(c *cobra.Command, args ...string) (string, error) {
+		var out bytes.Buffer
+		c.SetOut(&out)
+		c.SetErr(&out)
+		c.SetArgs(args)
+		err := c.Execute()
+		return out.String(), err
+	}
+	if out, err := run(healthCmd(), "--admin", adm); err != nil || !strings.Contains(out, "ready") {
+		t.Fatalf("health of a ready node: %q %v", out, err)
+	}
+	if _, err := run(healthCmd(), "--admin", freeAddr(t), "--timeout", "500ms"); err == nil {
+		t.Error("health of no node succeeded")
+	}
+	if out, err := run(reloadCmd(), "--admin", adm, "--token", "tok"); err != nil || !strings.Contains(out, "reloaded: config") {
+		t.Fatalf("reload: %q %v", out, err)
+	}
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://"+origin+"\nrules: [{name: a, tll: 1m}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(reloadCmd(), "--admin", adm, "--token", "tok"); err == nil || !strings.Contains(err.Error(), "rules[0].tll") {
+		t.Fatalf("a refused reload must name the key: %v", err)
+	}
+	if _, err := run(reloadCmd(), "--admin", adm, "--token", "wrong"); err == nil {
+		t.Error("reload with a wrong token succeeded")
 	}
 }

@@ -22,7 +22,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), originCmd(), versionCmd(), demoCmd(), configCmd(), simCmd(), fdCmd(), loadCmd())
+	root.AddCommand(serveCmd(), originCmd(), versionCmd(), demoCmd(), configCmd(), simCmd(), fdCmd(), loadCmd(), healthCmd(), reloadCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "edge:", err)
 		var ue usageError
