@@ -29,6 +29,7 @@ run: build
 test: vet
 	bash scripts/test-deps.sh
 	EDGE_REQUIRE_PREREQS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	cd deploy/k8scheck && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory coding-memory
 	$(MAKE) --no-print-directory conformance
 
