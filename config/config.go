@@ -24,12 +24,14 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/internal/didyoumean"
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -146,7 +148,7 @@ func Keys() []Key {
 		{"limits.max_inflight_per_client", Int, strconv.Itoa(pd.MaxInflightPerClient), "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.rate", Float, "0", "Requests per second each client may make to a site, on average (429 with Retry-After beyond the burst); 0 turns it off. A site's rate_limit overrides it."},
 		{"limits.rate_burst", Int, "100", "Requests a client may make at once above limits.rate: a page load fetches tens of assets together."},
-		{"limits.rate_key", String, "address", "What a client is for limits.rate: address (the client address, after forwarding.trusted_proxies) or header:NAME (e.g. header:X-Api-Key; requests without it share one bucket per address)."},
+		{"limits.rate_key", String, "address", "What a client is for limits.rate: address (the connection's address) or header:NAME (e.g. header:X-Api-Key, whose values are only as trustworthy as whoever sets them; requests without it share one bucket per address)."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
 		{"limits.body_timeout", Duration, dur(pd.BodyTimeout), "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
 		{"limits.min_body_rate", Size, size(pd.MinBodyRate), "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
@@ -338,13 +340,20 @@ type Error struct {
 	Key    string
 	Value  any
 	Reason string
+	// Source is where the value came from: an environment variable's
+	// name, "the config file", or "" (a flag or the default).
+	Source string
 }
 
 func (e *Error) Error() string {
-	if e.Value == nil {
-		return fmt.Sprintf("config: %s: %s", e.Key, e.Reason)
+	from := ""
+	if e.Source != "" {
+		from = " (from " + e.Source + ")"
 	}
-	return fmt.Sprintf("config: %s: %q %s", e.Key, fmt.Sprint(e.Value), e.Reason)
+	if e.Value == nil {
+		return fmt.Sprintf("config: %s: %s%s", e.Key, e.Reason, from)
+	}
+	return fmt.Sprintf("config: %s: %q %s%s", e.Key, fmt.Sprint(e.Value), e.Reason, from)
 }
 
 // NewViper returns a viper instance with every key's default, EDGE_*
@@ -380,12 +389,20 @@ func readYAML(v *viper.Viper, data []byte) error {
 	for _, k := range Keys() {
 		known[k.Name] = true
 	}
-	for _, k := range v.AllKeys() {
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var errs []error
+	keys := v.AllKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
 		if !known[k] {
-			return &Error{Key: k, Reason: "is not a known key (see docs/operations.md)"}
+			errs = append(errs, &Error{Key: k, Reason: "is not a known key (see docs/operations.md)" + didyoumean.Suggest(k, names), Source: "the config file"})
 		}
 	}
-	return nil
+	return joinErrors(errs)
 }
 
 // LoadBytes parses YAML config data with defaults and validates it (no
@@ -538,7 +555,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	c.Log.AccessFormat = p.oneOf("log.access_format", "json", "combined")
 	if p.err != nil {
-		return nil, p.err
+		return nil, joinErrors(p.errs)
 	}
 	p.siteRate = c.Limits.RateLimit
 	c.Sites = p.sites("sites")
@@ -552,14 +569,14 @@ func Load(v *viper.Viper) (*Config, error) {
 		if !httpURL(c.Origin.URL) {
 			return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
 		}
-		rs, err := rules.Parse("rules", v.Get("rules"))
+		rs, err := rules.Parse("rules", yamlText(v.Get("rules")))
 		if err != nil {
 			return nil, ruleError(err)
 		}
 		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost,
 			Rules: rs, RateLimit: c.Limits.RateLimit}}
 	} else if c.Origin.URL != "" {
-		return nil, &Error{Key: "origin.url", Reason: "and sites exclude each other: give the origins in sites"}
+		return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "and sites exclude each other: remove origin.url and give each site its origins (sites[i].origins)", Source: p.source("origin.url")}
 	} else if rs := v.Get("rules"); rs != nil && rs != "" {
 		if l, ok := rs.([]any); !ok || len(l) > 0 {
 			return nil, &Error{Key: "rules", Reason: "is the one-site shortcut's; with sites, give each site its rules (sites[i].rules)"}
@@ -640,8 +657,9 @@ const MinSecretBytes = 16
 
 // parser reads typed values and keeps the first error.
 type parser struct {
-	v   *viper.Viper
-	err error
+	v    *viper.Viper
+	err  error
+	errs []error // every error, p.err the first
 	// siteRate is limits.rate's value, each site's rate_limit unless it
 	// sets its own.
 	siteRate RateLimit
@@ -716,6 +734,24 @@ func toFloat(x any) (float64, bool) {
 	return 0, false
 }
 
+// yamlText decodes a list given as text (from the environment:
+// EDGE_RULES='[{name: a, default_ttl: 5m}]') into the value the YAML file
+// would have given; anything else is returned as it is.
+func yamlText(raw any) any {
+	s, ok := raw.(string)
+	if !ok || strings.TrimSpace(s) == "" {
+		return raw
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		return raw // the caller names the key and says what it expects
+	}
+	if _, isList := v.([]any); !isList {
+		return raw
+	}
+	return v
+}
+
 // ruleError turns a rule's error into the config's, key and all.
 func ruleError(err error) error {
 	var re *rules.Error
@@ -725,11 +761,57 @@ func ruleError(err error) error {
 	return err
 }
 
+// fail records an error of key; parsing goes on, so that one run names
+// every wrong key (Load returns them together, the first as p.err).
 func (p *parser) fail(key string, val any, reason string) {
+	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
 	if p.err == nil {
-		p.err = &Error{Key: key, Value: val, Reason: reason}
+		p.err = e
 	}
+	p.errs = append(p.errs, e)
 }
+
+// source says where key's value came from: the environment, the file,
+// or (neither) a flag or the default.
+func (p *parser) source(key string) string {
+	for _, k := range Keys() {
+		if k.Name == key {
+			if _, ok := os.LookupEnv(k.Env()); ok {
+				return k.Env()
+			}
+		}
+	}
+	top, _, _ := strings.Cut(key, "[")
+	if p.v.InConfig(top) {
+		return "the config file"
+	}
+	return ""
+}
+
+// joinErrors is nil, the one error, or all of them, one per line.
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return &Errors{List: errs}
+}
+
+// Errors are several configuration errors, found in one pass.
+type Errors struct{ List []error }
+
+func (e *Errors) Error() string {
+	lines := make([]string, len(e.List))
+	for i, err := range e.List {
+		lines[i] = err.Error()
+	}
+	return fmt.Sprintf("%d errors:\n  %s", len(e.List), strings.Join(lines, "\n  "))
+}
+
+// Unwrap gives errors.As the first error (and the others).
+func (e *Errors) Unwrap() []error { return e.List }
 
 func (p *parser) str(key string) string {
 	switch x := p.v.Get(key).(type) {
@@ -1033,8 +1115,12 @@ func (p *parser) sites(key string) []Site {
 		if strings.TrimSpace(x) == "" {
 			return nil
 		}
-		p.fail(key, x, "is a YAML list of sites, not a string")
-		return nil
+		// From the environment (EDGE_SITES): the same YAML list, in one
+		// line: [{name: shop, hosts: [shop.test], origins: ["http://o:80"]}]
+		if err := yaml.Unmarshal([]byte(x), &list); err != nil {
+			p.fail(key, x, "is not a YAML list of sites ([{name: …, hosts: […], origins: […]}, …]): "+err.Error())
+			return nil
+		}
 	case []any:
 		list = x
 	default:
@@ -1461,4 +1547,29 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: not a whole number of bytes below 4 EiB", s)
 	}
 	return int64(v), nil
+}
+
+// UnknownEnv returns a warning for each EDGE_* environment variable that
+// is not a configuration variable but is within a few edits of one: a
+// misspelt setting that would otherwise be ignored without a word. (Other
+// EDGE_* names are left alone: tools and tests have their own.)
+func UnknownEnv() []string {
+	known := make([]string, 0, len(Keys()))
+	isKnown := map[string]bool{}
+	for _, k := range Keys() {
+		known = append(known, k.Env())
+		isKnown[k.Env()] = true
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "EDGE_") || isKnown[name] {
+			continue
+		}
+		if near := didyoumean.Nearest(name, known); near != "" {
+			out = append(out, fmt.Sprintf("%s is not a configuration variable and is ignored (did you mean %s?)", name, near))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -71,3 +71,72 @@ func TestSiteRateLimitInheritsLimitsRate(t *testing.T) {
 		t.Errorf("site b: %+v", b)
 	}
 }
+
+func TestEveryErrorInOnePassWithItsSource(t *testing.T) {
+	t.Setenv("EDGE_CACHE_MAX_BYTES", "lots")
+	dir := t.TempDir()
+	file := dir + "/edge.yaml"
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://127.0.0.1:1\nlisten: nowhere\nlimits:\n  max_url_bytes: -1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewViper(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(v)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"3 errors", "listen", "(from the config file)", "cache.max_bytes", "(from EDGE_CACHE_MAX_BYTES)", "limits.max_url_bytes"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key == "" {
+		t.Errorf("errors.As finds no *Error in %v", err)
+	}
+}
+
+func TestUnknownKeysAndVariablesGetSuggestions(t *testing.T) {
+	_, err := LoadBytes([]byte("origin:\n  url: http://127.0.0.1:1\ncache:\n  max_byte: 1GiB\n  stale_if_eror: 1m\n"))
+	if err == nil || !strings.Contains(err.Error(), `cache.max_byte: is not a known key (see docs/operations.md) (did you mean "cache.max_bytes"?)`) ||
+		!strings.Contains(err.Error(), "cache.stale_if_eror") {
+		t.Errorf("unknown keys: %v", err)
+	}
+	t.Setenv("EDGE_CACHE_MAXBYTES", "1GiB")
+	t.Setenv("EDGE_SOMETHING_ELSE_ENTIRELY", "1")
+	w := UnknownEnv()
+	if len(w) != 1 || !strings.Contains(w[0], "EDGE_CACHE_MAXBYTES") || !strings.Contains(w[0], "EDGE_CACHE_MAX_BYTES") {
+		t.Errorf("UnknownEnv: %v", w)
+	}
+}
+
+func TestSitesAndRulesFromTheEnvironment(t *testing.T) {
+	for _, k := range Keys() {
+		os.Unsetenv(k.Env())
+	}
+	t.Setenv("EDGE_SITES", `[{name: shop, hosts: [shop.test], origins: ["http://127.0.0.1:1"], rules: [{name: a, default_ttl: 5m}]}]`)
+	v, err := NewViper("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sites) != 1 || c.Sites[0].Name != "shop" || c.Sites[0].Rules == nil {
+		t.Fatalf("EDGE_SITES: %+v", c.Sites)
+	}
+	os.Unsetenv("EDGE_SITES")
+	t.Setenv("EDGE_ORIGIN_URL", "http://127.0.0.1:1")
+	t.Setenv("EDGE_RULES", `[{name: pages, default_ttl: 5m}]`)
+	if c, err = Load(v); err != nil || c.Sites[0].Rules == nil || c.Sites[0].Rules.Rules[0].Name != "pages" {
+		t.Fatalf("EDGE_RULES: %v %+v", err, c)
+	}
+	t.Setenv("EDGE_SITES", `[{name: shop`)
+	if _, err = Load(v); err == nil || !strings.Contains(err.Error(), "(from EDGE_SITES)") {
+		t.Fatalf("a broken EDGE_SITES must name the variable: %v", err)
+	}
+}

@@ -227,6 +227,37 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }
 
 // proxyConfig maps the configuration onto the handler's settings.
+// startupSummary is what the startup line says: the listeners, every
+// site with its hosts, origins and rules, and the cluster's address and
+// peers, so that a misconfiguration shows in the first line of the log.
+func (n *Node) startupSummary() []any {
+	out := []any{"node", n.cfg.NodeID, "listen", n.PublicAddr(), "tls", n.cfg.TLS.Listen, "http3", n.cfg.TLS.HTTP3, "admin", n.AdminAddr()}
+	var sites []string
+	for _, s := range n.cfg.Sites {
+		d := s.Name + " " + strings.Join(s.Hosts, ",") + " -> " + strings.Join(s.Origins, ",")
+		if s.Rules != nil {
+			d += fmt.Sprintf(" (%d rules)", len(s.Rules.Rules))
+		}
+		if s.RateLimit.Rate > 0 {
+			d += fmt.Sprintf(" (rate %g/s)", s.RateLimit.Rate)
+		}
+		sites = append(sites, d)
+	}
+	out = append(out, "sites", strings.Join(sites, "; "))
+	if n.cluster != nil {
+		peers := make([]string, 0, len(n.cfg.Cluster.Peers))
+		for id, addr := range n.cfg.Cluster.Peers {
+			peers = append(peers, id+"="+addr)
+		}
+		slices.Sort(peers)
+		out = append(out, "cluster", n.cfg.Cluster.Listen, "peers", strings.Join(peers, ","))
+		if n.cfg.Cluster.DNS != "" {
+			out = append(out, "cluster_dns", n.cfg.Cluster.DNS)
+		}
+	}
+	return out
+}
+
 // cachePolicy maps the cache.* keys a reload may change onto the proxy's
 // policy.
 func cachePolicy(cfg *config.Config) proxy.Policy {
@@ -426,7 +457,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	n.log.Info("edge serving", "node", n.cfg.NodeID, "listen", n.PublicAddr(), "tls", n.cfg.TLS.Listen, "http3", n.cfg.TLS.HTTP3, "admin", n.AdminAddr(), "origin", n.cfg.Origin.URL)
+	n.log.Info("edge serving", n.startupSummary()...)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("node: serve: %w", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/edgecache/edge/internal/didyoumean"
 )
 
 // Error is a rule that cannot be used: Key names the rule and its field
@@ -105,7 +107,7 @@ func parseRule(at string, m map[string]any) (*Rule, error) {
 	r := &Rule{Lifetime: NoLifetime, prefix: "/"}
 	for k := range m {
 		if !slices.Contains(ruleKeys, k) {
-			return nil, &Error{Key: at + "." + k, Reason: "is not a key of a rule (" + strings.Join(ruleKeys, ", ") + ")" + suggest(k, ruleKeys)}
+			return nil, &Error{Key: at + "." + k, Reason: "is not a key of a rule (" + strings.Join(ruleKeys, ", ") + ")" + didyoumean.Suggest(k, ruleKeys)}
 		}
 	}
 	name, ok := m["name"].(string)
@@ -205,7 +207,7 @@ func (r *Rule) parseMatch(at string, v any) error {
 	}
 	for k := range m {
 		if !slices.Contains(matchKeys, k) {
-			return &Error{Key: at + "." + k, Reason: "is not a key of match (" + strings.Join(matchKeys, ", ") + ")" + suggest(k, matchKeys)}
+			return &Error{Key: at + "." + k, Reason: "is not a key of match (" + strings.Join(matchKeys, ", ") + ")" + didyoumean.Suggest(k, matchKeys)}
 		}
 	}
 	_, hasPath := m["path"]
@@ -334,7 +336,7 @@ func (r *Rule) parseKey(at string, v any) error {
 				return err
 			}
 		default:
-			return &Error{Key: at + "." + k, Reason: "is not a key of key (" + strings.Join(keyKeys, ", ") + ")" + suggest(k, keyKeys)}
+			return &Error{Key: at + "." + k, Reason: "is not a key of key (" + strings.Join(keyKeys, ", ") + ")" + didyoumean.Suggest(k, keyKeys)}
 		}
 	}
 	return nil
@@ -458,39 +460,4 @@ func stringList(key string, v any) ([]string, error) {
 		out = append(out, strings.TrimSpace(s))
 	}
 	return out, nil
-}
-
-// suggest is ` (did you mean "x"?)` for the known key nearest to k, when
-// one is near.
-func suggest(k string, known []string) string {
-	best, bestD := "", 3
-	for _, c := range known {
-		if d := editDistance(k, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

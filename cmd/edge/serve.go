@@ -46,6 +46,9 @@ then flags. Every key is documented in config.yaml.`,
 			}
 			level := new(slog.LevelVar)
 			log := newLogger(cfg.Log.Level, cfg.Log.Format, level)
+			for _, w := range config.UnknownEnv() {
+				log.Warn(w)
+			}
 			n, err := node.New(cfg, log)
 			if err != nil {
 				return err
