@@ -489,6 +489,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxInflight = p.int("limits.max_inflight", 1, 1<<24)
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
 	c.Limits.RateLimit = RateLimit{Rate: p.float("limits.rate", 0, 1e9), Burst: p.int("limits.rate_burst", 1, 1<<30), Key: p.str("limits.rate_key")}
+	if r := c.Limits.RateLimit.Rate; r > 0 && r < minRate {
+		p.fail("limits.rate", r, "is below 0.001 requests per second (0 turns the limit off)")
+	}
 	if err := c.Limits.RateLimit.validKey(); err != "" {
 		p.fail("limits.rate_key", c.Limits.RateLimit.Key, err)
 	}
@@ -665,6 +668,10 @@ type parser struct {
 	siteRate RateLimit
 }
 
+// minRate is the slowest rate a limit may have: one request in about 17
+// minutes; slower is a typo, and 1/rate must stay a sane Retry-After.
+const minRate = 0.001
+
 // RateLimit is a per-client request rate: Rate requests per second on
 // average (0: no limit) with bursts of Burst, per client address or per
 // value of a header (Key "header:NAME").
@@ -698,8 +705,8 @@ func (p *parser) rateLimit(at string, v any) (RateLimit, bool) {
 		switch k {
 		case "rate":
 			f, ok := toFloat(x)
-			if !ok || f < 0 || f > 1e9 {
-				p.fail(at+".rate", x, "is not a number of requests per second (0: off)")
+			if !ok || math.IsNaN(f) || f < 0 || f > 1e9 || (f > 0 && f < minRate) {
+				p.fail(at+".rate", x, "is not a number of requests per second: 0 (off), or from 0.001 to 1e9")
 				return rl, false
 			}
 			rl.Rate = f

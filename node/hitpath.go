@@ -45,7 +45,7 @@ func (f *hitFront) releaseAnswer(a *hitpath.Answer) {
 var acmePrefix = []byte("/.well-known/acme-challenge/")
 
 // AppendHit implements hitpath.Answerer.
-func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr, a *hitpath.Answer) bool {
+func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr, a *hitpath.Answer) (answered bool) {
 	n := f.n
 	if f.acme && (bytes.HasPrefix(r.Target, acmePrefix) || bytes.IndexByte(r.Target, '%') >= 0) {
 		// The challenge handler matches the decoded path: an escaped
@@ -61,17 +61,23 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if s == nil {
 		return false // net/http answers 421
 	}
-	var client string
 	if s.limiter != nil {
-		// The request is answered here only with a token to spare; one
-		// without goes to the net/http front, which refuses it (429).
 		if s.limiter.header != "" {
 			return false // keyed on a header this path does not keep
 		}
-		client = s.limiter.clientKey(remote.String(), nil)
-		if !s.limiter.has(client, start) {
+		// A token is taken before the answer and given back if this path
+		// does not answer: the net/http front then takes its own (or
+		// refuses the request, 429). Taking it first means two hits on
+		// two connections cannot both spend the last one.
+		undo, ok := s.limiter.take(s.limiter.clientOf(remote.String(), nil), start)
+		if !ok {
 			return false
 		}
+		defer func() {
+			if !answered {
+				undo()
+			}
+		}()
 	}
 	target := string(r.Target)
 	path, query, _ := strings.Cut(target, "?")
@@ -87,9 +93,7 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if !n.proxy.AppendHit(dst, &hr, date, &ans) {
 		return false
 	}
-	if s.limiter != nil {
-		s.limiter.allow(client, start) // the token has() saw
-	}
+	answered = true
 	a.Head, a.Body = ans.Head, ans.Body
 	a.Release, a.RefKey = f.release, ans.ClientIP // always: the request is in flight until then
 	if ans.Pinned != nil {

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -13,81 +16,113 @@ import (
 	"github.com/edgecache/edge/config"
 )
 
-// rateBuckets bounds the clients a site's limiter remembers: a token
-// bucket is ~100 bytes, so a flood from many addresses costs at most a
-// few MiB, and a forgotten client starts again with a full burst.
+// rateBuckets bounds the clients a site's limiter remembers: a bucket and
+// its key are about 150 bytes, so a flood of clients costs at most a few
+// tens of MiB, and a forgotten client starts again with a full burst.
 const rateBuckets = 100_000
+
+// addressShare is how much more than the limit one address may send when
+// the limit is keyed on a header: the header's values are whatever the
+// client writes, so a client inventing values gets at most this many
+// times the limit, while many honest users behind one NAT address keep
+// theirs.
+const addressShare = 10
 
 // rateLimiter is a site's per-client request rate (limits.rate, a site's
 // rate_limit): a token bucket per client address, or per value of a
-// header (requests without it share their address's bucket).
+// header (requests without it share their address's bucket), each
+// address also held to addressShare times the limit.
 type rateLimiter struct {
 	limit   rate.Limit
 	burst   int
 	header  string // "" keys on the address
 	retry   string // Retry-After of a refusal: the time one token takes
 	buckets *lru.Cache[string, *rate.Limiter]
+	perAddr *lru.Cache[string, *rate.Limiter] // header mode: each address's share
 }
 
 // newRateLimiter returns the limiter of rl, or nil when rl is off.
 func newRateLimiter(rl config.RateLimit) *rateLimiter {
-	if rl.Rate <= 0 {
+	if !(rl.Rate > 0) || math.IsInf(rl.Rate, 0) {
 		return nil
 	}
 	buckets, _ := lru.New[string, *rate.Limiter](rateBuckets)
-	l := &rateLimiter{limit: rate.Limit(rl.Rate), burst: rl.Burst, buckets: buckets,
-		retry: strconv.Itoa(int(math.Max(1, math.Ceil(1/rl.Rate))))}
-	if name, ok := cutHeaderKey(rl.Key); ok {
+	l := &rateLimiter{limit: rate.Limit(rl.Rate), burst: max(rl.Burst, 1), buckets: buckets,
+		retry: strconv.Itoa(int(math.Min(3600, math.Max(1, math.Ceil(1/rl.Rate)))))}
+	if name, ok := strings.CutPrefix(rl.Key, "header:"); ok && name != "" {
 		l.header = http.CanonicalHeaderKey(name)
+		l.perAddr, _ = lru.New[string, *rate.Limiter](rateBuckets)
 	}
 	return l
 }
 
-func cutHeaderKey(key string) (string, bool) {
-	const p = "header:"
-	if len(key) > len(p) && key[:len(p)] == p {
-		return key[len(p):], true
-	}
-	return "", false
-}
+// client is who a request counts against: its address, and in header
+// mode the header's value (hashed, so that a key's size is bounded
+// whatever the client sends; of X-Forwarded-For, the last hop, the one
+// the balancer in front added).
+type client struct{ addr, key string }
 
-// clientKey names the client of a request: its header value, or its
-// address without the port.
-func (l *rateLimiter) clientKey(remote string, header http.Header) string {
-	if l.header != "" {
-		if v := header.Get(l.header); v != "" {
-			return "h " + v
+func (l *rateLimiter) clientOf(remote string, header http.Header) client {
+	c := client{addr: remote}
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		c.addr = host
+	}
+	c.key = c.addr
+	if l.header != "" && header != nil {
+		v := strings.Join(header[l.header], ",")
+		if l.header == "X-Forwarded-For" {
+			if i := strings.LastIndexByte(v, ','); i >= 0 {
+				v = v[i+1:]
+			}
+			v = strings.TrimSpace(v)
+		}
+		if v != "" {
+			sum := sha256.Sum256([]byte(v))
+			c.key = "h" + hex.EncodeToString(sum[:12])
 		}
 	}
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
-	}
-	return remote
+	return c
 }
 
-func (l *rateLimiter) bucket(client string) *rate.Limiter {
-	if b, ok := l.buckets.Get(client); ok {
+func bucket(cache *lru.Cache[string, *rate.Limiter], key string, limit rate.Limit, burst int) *rate.Limiter {
+	if b, ok := cache.Get(key); ok {
 		return b
 	}
-	b := rate.NewLimiter(l.limit, l.burst)
+	b := rate.NewLimiter(limit, burst)
 	// Two first requests of one client may both make a bucket; one wins,
 	// which at worst grants that client one extra burst.
-	if prev, ok, _ := l.buckets.PeekOrAdd(client, b); ok {
+	if prev, ok, _ := cache.PeekOrAdd(key, b); ok {
 		return prev
 	}
 	return b
 }
 
-// allow takes a token of client's bucket, reporting false when it has
-// none.
-func (l *rateLimiter) allow(client string, now time.Time) bool {
-	return l.bucket(client).AllowN(now, 1)
+// take takes a token for c, reporting false (and taking nothing) when
+// there is none now. undo gives the token back: the hit path takes one
+// before it knows whether it will answer, and gives it back when it
+// hands the request on to the front that takes its own.
+func (l *rateLimiter) take(c client, now time.Time) (undo func(), ok bool) {
+	r := bucket(l.buckets, c.key, l.limit, l.burst).ReserveN(now, 1)
+	if !r.OK() || r.DelayFrom(now) > 0 {
+		r.CancelAt(now)
+		return nil, false
+	}
+	if l.perAddr == nil || c.key == c.addr {
+		return func() { r.CancelAt(now) }, true
+	}
+	a := bucket(l.perAddr, c.addr, l.limit*addressShare, l.burst*addressShare).ReserveN(now, 1)
+	if !a.OK() || a.DelayFrom(now) > 0 {
+		a.CancelAt(now)
+		r.CancelAt(now)
+		return nil, false
+	}
+	return func() { a.CancelAt(now); r.CancelAt(now) }, true
 }
 
-// has reports whether client has a token, without taking it (the hit
-// path checks first and takes one only for a request it answers).
-func (l *rateLimiter) has(client string, now time.Time) bool {
-	return l.bucket(client).TokensAt(now) >= 1
+// allow takes a token for c, reporting whether there was one.
+func (l *rateLimiter) allow(c client, now time.Time) bool {
+	_, ok := l.take(c, now)
+	return ok
 }
 
 // tooMany answers a refused request: 429 with the time one token takes

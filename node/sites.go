@@ -195,7 +195,7 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 			return
 		}
 		s.requests.Inc()
-		if s.limiter != nil && !s.limiter.allow(s.limiter.clientKey(r.RemoteAddr, r.Header), time.Now()) {
+		if s.limiter != nil && !s.limiter.allow(s.limiter.clientOf(r.RemoteAddr, r.Header), time.Now()) {
 			s.limited.Inc()
 			answer := ownAnswer(n.cfg.NodeID, "rate-limited", s.limiter.tooMany)
 			if n.access != nil {

@@ -226,6 +226,9 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 	switch {
 	case m.stale != nil && resp.StatusCode == http.StatusNotModified:
 		resp.Body.Close()
+		if m.ruling != nil {
+			m.ruling.apply304Rule(resp, m.stale.Status)
+		}
 		return h.revalidated(fl, r)
 	case m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, fl.respTime):
 		resp.Body.Close()

@@ -419,8 +419,13 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 // decides: its keyed fields (computed once), its Cookie, and from them the
 // passKey.
 func (h *Handler) missFor(key string, r *http.Request) miss {
-	fk := h.fieldKey(r.Header)
-	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: rulingOf(r)}
+	g := rulingOf(r)
+	// The request's own fields in its key: those the cache does not know
+	// (fieldKey) and those a key rule adds. Either makes the request's
+	// answer a variant of its own: never sliced (slices are shared by
+	// URL), and remembered apart in the hit-for-pass memories.
+	fk := h.fieldKey(r.Header) + g.keyExtra(r.Header)
+	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: g}
 	if m.hasCookie {
 		m.passKey += "\x00cookie"
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +36,7 @@ type ruling struct {
 	site   string
 	method string
 	path   string      // escaped
-	header http.Header // the request's fields, for a rule's cookie condition
+	header http.Header // the request's Cookie as it came, for cookie conditions (nil: none)
 	req    *rules.Rule // the request's rule (nil: none)
 	key    *rules.Rule // the rule that shapes its cache key (nil: none)
 }
@@ -52,7 +51,12 @@ func rulingOf(r *http.Request) *ruling {
 		return in.ruling
 	}
 	path := r.URL.EscapedPath()
-	g := &ruling{set: in.Site.Rules, site: in.Site.Name, method: r.Method, path: path, header: r.Header}
+	g := &ruling{set: in.Site.Rules, site: in.Site.Name, method: r.Method, path: path}
+	if c := r.Header["Cookie"]; len(c) > 0 {
+		// The cookies as the request came, for cookie conditions: a
+		// rule's strip_cookies empties the request's own field later.
+		g.header = http.Header{"Cookie": c}
+	}
 	g.req = g.set.ForRequest(r.Method, path, r.Header)
 	g.key = g.set.ForKey(path)
 	in.ruling = g
@@ -100,6 +104,9 @@ func applyRequestRule(r *http.Request, g *ruling, sanitize func(*http.Request)) 
 		delete(r.Header, "Cookie")
 	}
 	sanitize(r)
+	if g.sortsQuery() && r.URL.RawQuery != "" {
+		r.URL.RawQuery = SortedQuery(r.URL.RawQuery)
+	}
 	if rule == nil {
 		return false
 	}
@@ -124,6 +131,27 @@ func applyResponseRule(req *http.Request, resp *http.Response) {
 	}
 }
 
+// apply304Rule edits a 304's fields as the response rule of the stored
+// entry's status says, before they are merged into the entry: a 304
+// carries fields of the answer it validates, which the rule for that
+// answer must see (a rule matching status 200 would not match the 304).
+func (g *ruling) apply304Rule(resp *http.Response, storedStatus int) {
+	if r := g.response(storedStatus); r != nil {
+		r.Response.ApplyTo(resp.Header)
+	}
+}
+
+// sortsQuery reports whether the key rule sorts the query, which is
+// then forwarded sorted too: an origin that reads the first of two
+// parameters of one name must answer what the shared key stands for.
+func (g *ruling) sortsQuery() bool {
+	r := g.keyRule()
+	return r != nil && r.Query.Sort
+}
+
+// keyExtra is what the key rule adds to r's key ("" when nothing).
+func (g *ruling) keyExtra(h http.Header) string { return g.keyRule().KeyExtra(h) }
+
 // storableUnder is Policy.storable with the rules' lifetime: a response
 // the origin gave no freshness, which the rules give one, may be stored.
 // Every other reason stands.
@@ -142,15 +170,19 @@ func (e *Entry) applyLifetime(targeted bool) {
 	if l == nil {
 		return
 	}
-	if l.AppliesTo(e.Status) {
-		explicit := e.cc.SMaxAge != unset || e.cc.MaxAge != unset || (!targeted && len(e.Header["Expires"]) > 0)
-		var operator bool
-		e.lifetime, operator = l.Apply(e.Status, e.lifetime, explicit)
-		if operator {
-			// The origin said nothing of freshness: the operator's word
-			// is a heuristic as far as sharing goes (shareable).
-			e.heuristic = true
-		}
+	if !l.AppliesTo(e.Status) {
+		return // lifetimes and stale windows alike are for the statuses the rule names
+	}
+	explicit := e.cc.SMaxAge != unset || e.cc.MaxAge != unset || (!targeted && len(e.Header["Expires"]) > 0)
+	var operator bool
+	e.lifetime, operator = l.Apply(e.Status, e.lifetime, explicit)
+	if operator {
+		// The origin said nothing of freshness, or less than the rule
+		// gives: the operator's word is a heuristic as far as sharing
+		// goes (shareable), so that an answer the origin personalised
+		// and kept short-lived is not stored from a request with a
+		// cookie or credentials.
+		e.heuristic = true
 	}
 	if l.SWR != rules.Unset {
 		e.cc.StaleWhile = int(l.SWR / time.Second)
@@ -199,20 +231,19 @@ func (h *Handler) clientDirectives(cc CacheControl, g *ruling, e *Entry, now tim
 type ruleMetrics struct {
 	requests *prometheus.CounterVec // site, rule, result
 	origin   *prometheus.CounterVec // site, rule: requests sent upstream for the rule's requests
-	// hits holds each rule's hit counter, resolved once, for the HTTP/1.1
-	// hit path (which does not hash label values per request). A reload
-	// makes new rules; the old ones' entries are few and stay.
-	hits *sync.Map // *rules.Rule → prometheus.Counter
 }
 
-// hit counts a fresh hit of the hit path under rule.
+// hit counts a fresh hit of the hit path under rule. The child counter
+// is resolved once and kept in the rule's slot (the hit path does not
+// hash label values per request); a reload's new rules start empty and
+// the old ones go with their set.
 func (m ruleMetrics) hit(site string, rule *rules.Rule) {
-	if c, ok := m.hits.Load(rule); ok {
-		c.(prometheus.Counter).Inc()
+	if c, ok := rule.Slot.Load().(prometheus.Counter); ok {
+		c.Inc()
 		return
 	}
 	c := m.requests.WithLabelValues(site, rule.Name, ResultHit)
-	m.hits.Store(rule, c)
+	rule.Slot.Store(c)
 	c.Inc()
 }
 
@@ -220,7 +251,7 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 	m := ruleMetrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_rule_requests_total",
 		Help: "Requests by the cache rule that matched them (configured names only), by site and result (hit, miss, pass, …): a rule's hit ratio and origin load.",
-	}, []string{"site", "rule", "result"}), hits: new(sync.Map)}
+	}, []string{"site", "rule", "result"})}
 	m.origin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_rule_origin_requests_total",
 		Help: "Requests sent upstream (fills, revalidations, passes, slices) on behalf of requests under each cache rule, by site and rule.",

@@ -378,7 +378,15 @@ func headerEdit(at string, v any, protected []string) (HeaderEdit, error) {
 				if err != nil {
 					return e, err
 				}
-				val := fmt.Sprint(sm[n])
+				var val string
+				switch x := sm[n].(type) {
+				case string:
+					val = x
+				case int, float64, bool:
+					val = fmt.Sprint(x)
+				default:
+					return e, &Error{Key: at + ".set." + n, Value: sm[n], Reason: "is not a field value (a string)"}
+				}
 				if !httpguts.ValidHeaderFieldValue(val) {
 					return e, &Error{Key: at + ".set." + n, Value: val, Reason: "is not a valid field value"}
 				}
@@ -417,28 +425,42 @@ func boolOf(key string, v any) (bool, error) {
 // durationOf reads a duration: a Go duration (90s, 1h30m), a number of
 // days (7d) or a whole number of seconds.
 func durationOf(key string, v any) (time.Duration, error) {
+	const most = 365 * 24 * time.Hour
+	bad := &Error{Key: key, Value: v, Reason: "is not a duration (90s, 10m, 1h, 7d)"}
+	outOfRange := &Error{Key: key, Value: v, Reason: "must be between 0 and 365d"}
+	// Counts are checked before they are multiplied, so that no count
+	// wraps around into the range.
+	scaled := func(n int, unit time.Duration) (time.Duration, error) {
+		if n < 0 || n > int(most/unit) {
+			return 0, outOfRange
+		}
+		return time.Duration(n) * unit, nil
+	}
 	var d time.Duration
 	switch x := v.(type) {
 	case int:
-		d = time.Duration(x) * time.Second
+		return scaled(x, time.Second)
 	case string:
 		s := strings.TrimSpace(x)
 		if n, ok := strings.CutSuffix(s, "d"); ok {
 			days, err := strconv.Atoi(n)
 			if err != nil {
-				return 0, &Error{Key: key, Value: v, Reason: "is not a duration (90s, 10m, 1h, 7d)"}
+				return 0, bad
 			}
-			d = time.Duration(days) * 24 * time.Hour
-		} else if n, err := strconv.Atoi(s); err == nil {
-			d = time.Duration(n) * time.Second
-		} else if d, err = time.ParseDuration(s); err != nil {
-			return 0, &Error{Key: key, Value: v, Reason: "is not a duration (90s, 10m, 1h, 7d)"}
+			return scaled(days, 24*time.Hour)
+		}
+		if n, err := strconv.Atoi(s); err == nil {
+			return scaled(n, time.Second)
+		}
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, bad
 		}
 	default:
-		return 0, &Error{Key: key, Value: v, Reason: "is not a duration (90s, 10m, 1h, 7d)"}
+		return 0, bad
 	}
-	if d < 0 || d > 365*24*time.Hour {
-		return 0, &Error{Key: key, Value: v, Reason: "must be between 0 and 365d"}
+	if d < 0 || d > most {
+		return 0, outOfRange
 	}
 	return d, nil
 }

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -124,13 +125,17 @@ func (l Lifetime) Gives(status int) bool {
 
 // Apply returns the lifetime of a response of status given the origin's
 // (lifetime, and whether the origin gave it explicitly), and whether the
-// result still stands only on the operator's word (no explicit freshness
-// from the origin): the proxy treats that as it treats a heuristic one
-// (never shared from a request with credentials or cookies).
+// result stands on the operator's word alone: the origin gave no
+// freshness, or the rule made the response fresh for longer than the
+// origin said. The proxy treats such a lifetime as it treats a heuristic
+// one: never shared from a request with credentials or cookies, since
+// the origin may have personalised the answer and relied on a short
+// lifetime (max-age=0, must-revalidate) to keep it from others.
 func (l Lifetime) Apply(status int, lifetime time.Duration, explicit bool) (time.Duration, bool) {
 	if !l.AppliesTo(status) {
 		return lifetime, !explicit
 	}
+	origin := lifetime
 	switch {
 	case l.TTL != Unset:
 		lifetime = l.TTL
@@ -143,7 +148,7 @@ func (l Lifetime) Apply(status int, lifetime time.Duration, explicit bool) (time
 	if l.Max != Unset && lifetime > l.Max {
 		lifetime = l.Max
 	}
-	return lifetime, !explicit
+	return lifetime, !explicit || lifetime > origin
 }
 
 // HeaderEdit sets and removes header fields.
@@ -211,6 +216,10 @@ type Rule struct {
 	// RevalidateInterval is Coalesce's interval (0: the site's default,
 	// cache.revalidate_interval).
 	RevalidateInterval time.Duration
+	// Slot is the one mutable part of a rule: a place for its user to
+	// cache something per rule (the proxy keeps the rule's hit counter
+	// there), which goes away with the rule set.
+	Slot atomic.Value
 }
 
 // ResponseOnly reports whether the rule matches on status, so that only
@@ -243,13 +252,12 @@ func (r *Rule) matchPath(path string) bool {
 }
 
 func (r *Rule) matchMethod(method string) bool {
-	if len(r.methods) == 0 {
+	if len(r.methods) == 0 || slices.Contains(r.methods, method) {
 		return true
 	}
-	if method == http.MethodHead {
-		method = http.MethodGet // HEAD is GET without a body: they share keys
-	}
-	return slices.Contains(r.methods, method)
+	// HEAD is GET without a body (they share entries): a rule for GET
+	// matches HEAD too.
+	return method == http.MethodHead && slices.Contains(r.methods, http.MethodGet)
 }
 
 func (r *Rule) matchCookie(h http.Header) bool {
@@ -388,8 +396,10 @@ func (r *Rule) KeyExtra(h http.Header) string {
 	for _, name := range r.KeyCookies {
 		sum.Write([]byte(name))
 		sum.Write([]byte{0})
-		v, ok := cookieValue(h, name)
-		if ok {
+		// Every cookie of the name, in order: origins differ on which of
+		// two they read (the first, or the last), so a request with two
+		// must not share the entry of a request with one.
+		for _, v := range cookieValues(h, name) {
 			sum.Write([]byte{'='})
 			sum.Write([]byte(v))
 		}
@@ -402,17 +412,18 @@ func (r *Rule) KeyExtra(h http.Header) string {
 	return " rule=" + r.Name + ":" + hex.EncodeToString(sum.Sum(d[:0])[:12])
 }
 
-// cookieValue returns the value of the first cookie named name.
-func cookieValue(h http.Header, name string) (string, bool) {
+// cookieValues returns the values of every cookie named name, in order.
+func cookieValues(h http.Header, name string) []string {
+	var out []string
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
 			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 			if n == name {
-				return v, true
+				out = append(out, v)
 			}
 		}
 	}
-	return "", false
+	return out
 }
 
 // DeviceClass is mobile, tablet or desktop, from a User-Agent, by the
@@ -455,12 +466,14 @@ func globMatch(glob, path string) bool {
 	star, mark := -1, 0
 	for p < len(path) {
 		switch {
+		case g < len(glob) && glob[g] == '*':
+			// Before the literal case: a '*' in the path is matched by
+			// the pattern's star like any byte, never taken as a literal.
+			star, mark = g, p
+			g++
 		case g < len(glob) && (glob[g] == '?' || glob[g] == path[p]):
 			g++
 			p++
-		case g < len(glob) && glob[g] == '*':
-			star, mark = g, p
-			g++
 		case star >= 0:
 			g = star + 1
 			mark++
