@@ -118,7 +118,7 @@ func TestReviewParseOddValues(t *testing.T) {
 	_ = time.Second
 }
 
-func FuzzReviewGlob(f *testing.F) {
+func FuzzGlob(f *testing.F) {
 	f.Add("/a/*b?c", "/a/xxbyc")
 	f.Fuzz(func(t *testing.T, g, p string) {
 		got := globMatch(g, p)

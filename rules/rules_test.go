@@ -146,9 +146,9 @@ func TestLifetimeApply(t *testing.T) {
 		want         time.Duration
 		wantOperator bool
 	}{
-		{200, 0, false, time.Hour, true},                  // no freshness from the origin: the default
+		{200, 0, false, time.Hour, true},                 // no freshness from the origin: the default
 		{200, 10 * time.Second, true, time.Minute, true}, // explicit but below the floor: lengthened by the operator
-		{200, 5 * time.Hour, true, 2 * time.Hour, false},  // explicit, above the ceiling
+		{200, 5 * time.Hour, true, 2 * time.Hour, false}, // explicit, above the ceiling
 		{200, 30 * time.Minute, true, 30 * time.Minute, false},
 		{404, 0, false, 0, true}, // a rule without status leaves a 404 alone
 		{302, 0, false, 0, true},
