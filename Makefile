@@ -111,7 +111,7 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeRumors cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
 	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode internal/promtext:FuzzParse \
 	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
-	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted rules:FuzzGlob rules:FuzzParse trace:FuzzReader
+	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \

@@ -156,7 +156,7 @@ func FuzzGlob(f *testing.F) {
 	})
 }
 
-func FuzzReviewKeyQuery(f *testing.F) {
+func FuzzKeyQuery(f *testing.F) {
 	f.Add("a=1&utm_b=2&&c")
 	s := &Rule{Name: "r", Query: Query{Ignore: []string{"utm_*"}, Allow: []string{"a", "c*", "utm_b"}, Sort: true}}
 	f.Fuzz(func(t *testing.T, q string) {
