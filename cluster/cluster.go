@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
@@ -238,14 +240,15 @@ type Cluster struct {
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 	// Bounded-subset monitoring (gossip.go).
-	subset  bool           // heartbeat the neighbours only and trust by gossiped liveness
-	order   []string       // member ids, sorted (self included): the anti-entropy walk
-	walk    int            // position of that walk
-	rumors  map[string]int // node id → heartbeats that will still carry its point
-	selfVer uint64         // our liveness version: raised to refute a suspicion
-	ringSig uint64         // ringSignature of the members the rings were last built over
-	started time.Time      // when this node started, for eligible
-	probeAt int            // the walk over members off the rings (targets)
+	subset  bool                             // heartbeat the neighbours only and trust by gossiped liveness
+	order   []string                         // member ids, sorted (self included): the anti-entropy walk
+	walk    int                              // position of that walk
+	rumors  map[string]int                   // node id → heartbeats that will still carry its point
+	selfVer uint64                           // our liveness version: raised to refute a suspicion
+	ringSig uint64                           // ringSignature of the members the rings were last built over
+	started time.Time                        // when this node started, for eligible
+	warned  *expirable.LRU[string, struct{}] // misconfiguration logged lately (misconfig.go)
+	probeAt int                              // the walk over members off the rings (targets)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -258,7 +261,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{
-		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(),
+		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(), warned: newMisconfigMemory(),
 		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
 		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
 		counters: routing.NewCounters(counterCapacity, cfg.Q),
@@ -343,7 +346,7 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	errc := make(chan error, 3)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
 	go func() {
-		errc <- wire.Receive(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) })
+		errc <- wire.Receive(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) }, c.heartbeatRejected)
 	}()
 	go func() { errc <- c.monitor(ctx) }()
 	if c.cfg.DNS != "" {
@@ -536,6 +539,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 	// Our own delays count for a few periods: a heartbeat held up in our
 	// socket buffer arrives late by that much, and the next one may too.
 	watch := newSchedWatch(4 * c.cfg.Period)
+	rounds := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -557,6 +561,9 @@ func (c *Cluster) monitor(ctx context.Context) error {
 				continue
 			}
 			c.check(now, local)
+			if rounds++; rounds%64 == 0 {
+				c.checkUnreached(now)
+			}
 		}
 	}
 }

@@ -324,7 +324,10 @@ func clientAddr(remote string) string {
 
 // ReopenAccessLog reopens the access log file (SIGUSR1).
 func (n *Node) ReopenAccessLog() {
-	if n.access != nil {
-		n.access.Reopen()
+	if n.access == nil {
+		n.log.Info("SIGUSR1: no access log to reopen (log.access is off)")
+		return
 	}
+	n.log.Info("SIGUSR1: reopening the access log", "path", n.cfg.Log.Access)
+	n.access.Reopen()
 }

@@ -94,9 +94,15 @@ type member struct {
 	fails       int           // consecutive failures
 	out         time.Time     // ejected until
 	backoff     time.Duration // the next ejection's length
+	downSince   time.Time     // first ejection since it was last in rotation (zero: in rotation)
+	warnedAt    time.Time     // when its ejection was last logged as a warning
 	up          prometheus.Gauge
 	inflight    prometheus.Gauge
 }
+
+// stillDownRepeat is how often a member that stays down is logged again
+// as a warning: enough to be seen, never a line per health check.
+const stillDownRepeat = 10 * time.Minute
 
 // DefaultPoolConfig returns a pool's defaults, each with its reason.
 func DefaultPoolConfig() PoolConfig {
@@ -292,15 +298,37 @@ func (p *Pool) failure(m *member, cause string) {
 	m.fails++
 	eject := (cause == "active" || m.fails >= p.cfg.EjectAfter) && !time.Now().Before(m.out)
 	var d time.Duration
+	var first, remind bool
+	var since time.Time
 	if eject {
+		now := time.Now()
 		d = m.backoff
-		m.out = time.Now().Add(d)
+		m.out = now.Add(d)
 		m.backoff = min(2*m.backoff, p.cfg.MaxEject)
 		m.fails = 0
+		// The first ejection is a warning; while the member stays down,
+		// each re-ejection (every health check of a dead member) is
+		// debug, with a reminder at most every stillDownRepeat.
+		first = m.downSince.IsZero()
+		if first {
+			m.downSince = now
+		}
+		remind = !first && now.Sub(m.warnedAt) >= stillDownRepeat
+		if first || remind {
+			m.warnedAt = now
+		}
+		since = m.downSince
 	}
 	m.mu.Unlock()
 	if eject {
-		p.log.Warn("origin ejected", "site", p.cfg.Site, "origin", m.url, "for", d, "cause", cause)
+		switch {
+		case first:
+			p.log.Warn("origin ejected", "site", p.cfg.Site, "origin", m.url, "for", d, "cause", cause)
+		case remind:
+			p.log.Warn("origin still down", "site", p.cfg.Site, "origin", m.url, "since", since.Format(time.RFC3339), "cause", cause)
+		default:
+			p.log.Debug("origin ejected again", "site", p.cfg.Site, "origin", m.url, "for", d, "cause", cause)
+		}
 		if m.up != nil {
 			m.up.Set(0)
 			p.cfg.Metrics.Ejections.WithLabelValues(p.cfg.Site, m.url, cause).Inc()
@@ -313,6 +341,7 @@ func (p *Pool) success(m *member) {
 	m.fails = 0
 	back := !m.out.IsZero()
 	m.out = time.Time{}
+	m.downSince = time.Time{}
 	if m.backoff > p.cfg.BaseEject {
 		m.backoff /= 2
 	}

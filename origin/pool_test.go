@@ -1,9 +1,13 @@
 package origin
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,3 +106,43 @@ func TestPoolHashIsStable(t *testing.T) {
 		t.Errorf("hash sent everything to one origin: %d/%d", n1.Load(), n2.Load())
 	}
 }
+
+// TestDeadMemberIsLoggedOnceNotPerCheck: a member that stays down is a
+// warning when it is ejected, then quiet (debug) at each failed health
+// check, not a warning every interval.
+func TestDeadMemberIsLoggedOnceNotPerCheck(t *testing.T) {
+	var out bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(b) }), nil))
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	p, err := NewPool(PoolConfig{Site: "s", Log: log, Origins: []ClientConfig{{URL: url, ConnectTimeout: 100 * time.Millisecond, ResponseTimeout: time.Second, MaxIdleConns: 1, IdleConnTimeout: time.Minute}},
+		Metrics: NewPoolMetrics(prometheus.NewRegistry()), BaseEject: 10 * time.Millisecond, MaxEject: 20 * time.Millisecond,
+		Health: HealthCheck{Path: "/", Interval: 15 * time.Millisecond, Timeout: 100 * time.Millisecond, ExpectStatus: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := strings.Count(out.String(), "health") + strings.Count(out.String(), "ejected")
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // many more failed checks
+	p.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(out.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings for one dead member, want 1:\n%s", n, out.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -17,9 +17,11 @@ type Received struct {
 }
 
 // Receive reads heartbeats from conn until ctx ends, verifies each, and
-// calls deliver for the accepted ones. Rejections are counted by v; seen,
-// if set, is told the size of every packet read (for traffic metrics).
-func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Received), seen func(bytes int)) error {
+// calls deliver for the accepted ones. Rejections are counted by v and,
+// if rejected is set, reported with their sender (so that a wrong secret
+// can be logged); seen, if set, is told the size of every packet read
+// (for traffic metrics).
+func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Received), seen func(bytes int), rejected func(from *net.UDPAddr, err error)) error {
 	go func() {
 		<-ctx.Done()
 		_ = conn.SetReadDeadline(time.Unix(1, 0)) // unblock ReadFromUDP
@@ -43,6 +45,9 @@ func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Rec
 		}
 		h, err := v.Verify(buf[:n], now)
 		if err != nil {
+			if rejected != nil {
+				rejected(from, err)
+			}
 			continue
 		}
 		deliver(Received{Heartbeat: h, RecvNs: now, From: from})

@@ -56,7 +56,7 @@ func fdRecordCmd() *cobra.Command {
 				mu.Lock()
 				rows = append(rows, fdlab.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
 				mu.Unlock()
-			}, nil)
+			}, nil, nil)
 			if err != nil {
 				return err
 			}

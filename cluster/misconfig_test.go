@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/cluster/wire"
+)
+
+// TestMisconfigurationIsLoggedOnceWithTheRemedy: a heartbeat signed with
+// another secret is logged, with its sender and the remedy, once however
+// many arrive; a peer never heard from is reported after start-up.
+func TestMisconfigurationIsLoggedOnceWithTheRemedy(t *testing.T) {
+	var out bytes.Buffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(),
+		cfg: Config{Period: 10 * time.Millisecond}, started: time.Now().Add(-time.Minute),
+		peers: map[string]*Peer{"edge-2": {ID: "edge-2", Addr: "127.0.0.1:7947"}, "edge-3": {ID: "edge-3", Addr: "127.0.0.1:7948", seen: true}}}
+	good, err := wire.Heartbeat{Node: "edge-9", Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("their secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := wire.NewVerifier([]byte("our secret"), 5*time.Second)
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+	for range 5 {
+		_, err := v.Verify(good, time.Now().UnixNano())
+		if err == nil {
+			t.Fatal("a heartbeat with another secret was accepted")
+		}
+		c.heartbeatRejected(from, err)
+	}
+	log := out.String()
+	if n := strings.Count(log, "fail authentication"); n != 1 || !strings.Contains(log, "127.0.0.1:40000") || !strings.Contains(log, "same cluster.secret") {
+		t.Errorf("want one line naming the sender and the remedy, got %d:\n%s", n, log)
+	}
+	out.Reset()
+	c.checkUnreached(time.Now())
+	c.checkUnreached(time.Now())
+	log = out.String()
+	if strings.Count(log, "no heartbeat since this node started") != 1 || !strings.Contains(log, "edge-2") || strings.Contains(log, "edge-3") {
+		t.Errorf("unreached peers:\n%s", log)
+	}
+}
