@@ -50,8 +50,10 @@ type accessEntry struct {
 	Bytes       int64
 	Duration    time.Duration
 	CacheStatus string
-	Upstream    string
-	UpstreamDur time.Duration
+	Upstream     string
+	UpstreamAddr string // the origin (URL) or peer that answered
+	Retries      int    // upstreams tried before the one that answered
+	UpstreamDur  time.Duration
 	Referer     string
 	UserAgent   string
 }
@@ -188,16 +190,20 @@ func (a *accessLog) format(b []byte, e accessEntry) []byte {
 			DurationMs  float64 `json:"duration_ms"`
 			Cache       string  `json:"cache"`
 			Upstream    string  `json:"upstream,omitempty"`
+			UpstreamAt  string  `json:"upstream_addr,omitempty"`
+			Retries     int     `json:"retries,omitempty"`
 			UpstreamMs  float64 `json:"upstream_ms,omitempty"`
 			UserAgent   string  `json:"user_agent,omitempty"`
 			Referer     string  `json:"referer,omitempty"`
 			CacheStatus string  `json:"cache_status,omitempty"`
 		}{e.Time.UTC().Format(time.RFC3339Nano), e.Client, e.Site, e.Method, e.Host + e.URI, e.Proto, e.Status, e.Bytes,
-			float64(e.Duration.Microseconds()) / 1000, cacheResult(e.CacheStatus), e.Upstream, float64(e.UpstreamDur.Microseconds()) / 1000,
+			float64(e.Duration.Microseconds()) / 1000, cacheResult(e.CacheStatus), e.Upstream, e.UpstreamAddr, e.Retries, float64(e.UpstreamDur.Microseconds()) / 1000,
 			e.UserAgent, e.Referer, e.CacheStatus})
 		return append(append(b, line...), '\n')
 	}
-	// Apache/nginx "combined", then the site, the cache result and the duration.
+	// Apache/nginx "combined", then the site, the cache result, the
+	// duration in ms, the Host, the upstream that answered and the retries
+	// ("-" for what there is none of), so that one grep finds a request.
 	b = append(b, e.Client...)
 	b = append(b, " - - ["...)
 	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
@@ -218,6 +224,12 @@ func (a *accessLog) format(b []byte, e accessEntry) []byte {
 	b = append(b, "\" "...)
 	b = append(b, e.Site+" "+cacheResult(e.CacheStatus)+" "...)
 	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
+	b = append(b, ' ')
+	b = appendEscapedOrDash(b, e.Host)
+	b = append(b, ' ')
+	b = appendEscapedOrDash(b, e.UpstreamAddr)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(e.Retries), 10)
 	return append(b, '\n')
 }
 
@@ -310,7 +322,7 @@ func (a *accessLog) logged(site string, r *http.Request, w http.ResponseWriter, 
 		}
 		a.add(accessEntry{Time: start, Client: clientAddr(r.RemoteAddr), Site: site, Method: r.Method, Host: r.Host, URI: r.RequestURI,
 			Proto: r.Proto, Status: aw.status, Bytes: aw.bytes, Duration: time.Since(start), CacheStatus: aw.Header().Get("Cache-Status"),
-			Upstream: info.From(), UpstreamDur: info.Duration(), Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent")})
+			Upstream: info.From(), UpstreamAddr: info.Addr(), Retries: info.Retries(), UpstreamDur: info.Duration(), Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent")})
 	}()
 	serve(aw, r, info)
 }

@@ -19,10 +19,13 @@ func TestCombinedLogCannotBeForged(t *testing.T) {
 		want string
 	}{
 		{accessEntry{Time: at, Client: "192.0.2.1", Site: "s", Method: "GET", URI: `/a" 200 1 "-" "forged`, Proto: "HTTP/1.1", Status: 404, Bytes: 5},
-			`192.0.2.1 - - [01/Dec/2026:10:00:00 +0000] "GET /a\x22 200 1 \x22-\x22 \x22forged HTTP/1.1" 404 5 "-" "-" s - 0.000` + "\n"},
+			`192.0.2.1 - - [01/Dec/2026:10:00:00 +0000] "GET /a\x22 200 1 \x22-\x22 \x22forged HTTP/1.1" 404 5 "-" "-" s - 0.000 - - 0` + "\n"},
 		{accessEntry{Time: at, Client: "192.0.2.1", Site: "s", Method: "GET", URI: "/h2 path \" 200 9", Proto: "HTTP/2.0", Status: 200, Bytes: 1,
 			Referer: "http://r/\x9b\\", UserAgent: "ua\n\"x"},
-			`192.0.2.1 - - [01/Dec/2026:10:00:00 +0000] "GET /h2 path \x22 200 9 HTTP/2.0" 200 1 "http://r/\x9B\x5C" "ua\x0A\x22x" s - 0.000` + "\n"},
+			`192.0.2.1 - - [01/Dec/2026:10:00:00 +0000] "GET /h2 path \x22 200 9 HTTP/2.0" 200 1 "http://r/\x9B\x5C" "ua\x0A\x22x" s - 0.000 - - 0` + "\n"},
+		{accessEntry{Time: at, Client: "192.0.2.1", Site: "s", Method: "GET", URI: "/x", Proto: "HTTP/1.1", Status: 200, Bytes: 3,
+			Host: "shop.test", UpstreamAddr: "http://10.0.0.2:8080", Retries: 1, Duration: 1500 * time.Microsecond},
+			`192.0.2.1 - - [01/Dec/2026:10:00:00 +0000] "GET /x HTTP/1.1" 200 3 "-" "-" s - 1.500 shop.test http://10.0.0.2:8080 1` + "\n"},
 	}
 	for _, c := range cases {
 		got := string(a.format(nil, c.e))

@@ -271,8 +271,9 @@ func (o originFetcher) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.
 		}
 		pool = s.pool
 	}
-	resp, err := pool.Fetch(ctx, fr.Req)
-	return proxy.Result{Resp: resp, Keep: true, From: proxy.UpstreamOrigin}, err
+	var a origin.Attempt
+	resp, err := pool.FetchReporting(ctx, fr.Req, &a)
+	return proxy.Result{Resp: resp, Keep: true, From: proxy.UpstreamOrigin, Addr: a.Origin, Retries: a.Retries}, err
 }
 
 // servePeer is the front of the peer listener's data requests: a peer's

@@ -237,10 +237,29 @@ func (m *member) ejectedUntil() time.Time {
 // Fetch sends req to the pool: one origin, and for an idempotent request
 // that failed (no response, or a 502/503/504), once more on another.
 func (p *Pool) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
+	return p.FetchReporting(ctx, req, nil)
+}
+
+// Attempt is what a fetch tells its caller for the access log: the origin
+// that gave the answer (its URL) and how many members were tried before it.
+type Attempt struct {
+	Origin  string
+	Retries int
+}
+
+// FetchReporting is Fetch that fills a (if not nil) with the origin that
+// answered and the retries it took.
+func (p *Pool) FetchReporting(ctx context.Context, req *http.Request, a *Attempt) (*http.Response, error) {
 	order := p.order(req)
+	if a != nil {
+		a.Origin = order[0].url
+	}
 	resp, err := p.fetchFrom(ctx, order[0], req)
 	if len(order) < 2 || !idempotent(req) || !failed(resp, err) || ctx.Err() != nil {
 		return resp, err
+	}
+	if a != nil {
+		a.Origin, a.Retries = order[1].url, a.Retries+1
 	}
 	if resp != nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

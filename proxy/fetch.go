@@ -455,6 +455,10 @@ func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Res
 			from = UpstreamOrigin
 		}
 		info.SetFrom(from)
+		if res.Addr != "" {
+			info.addr.Store(&res.Addr)
+		}
+		info.retries.Add(int64(res.Retries))
 	}
 	if err != nil {
 		h.metrics.OriginRequests.WithLabelValues("error").Inc()

@@ -57,6 +57,11 @@ type Result struct {
 	// From names who answered, for the access log: "origin" or "peer"
 	// ("" is "origin").
 	From string
+	// Addr is the upstream that answered (an origin's URL, a peer's id;
+	// "" when unknown) and Retries the upstreams tried before it, for the
+	// access log.
+	Addr    string
+	Retries int
 }
 
 // FetcherFunc adapts a function that returns a response the node always
@@ -490,9 +495,23 @@ func (c *clientLimiter) release(ip string) {
 // upstream took, for the access log. The front hands one to ServeInbound;
 // the proxy fills it from what the fetcher's Result says.
 type UpstreamInfo struct {
-	from atomic.Pointer[string]
-	dur  atomic.Int64
+	from    atomic.Pointer[string]
+	addr    atomic.Pointer[string]
+	dur     atomic.Int64
+	retries atomic.Int64
 }
+
+// Addr is the upstream that answered ("" if unknown).
+func (u *UpstreamInfo) Addr() string {
+	if p := u.addr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Retries is the number of upstreams tried before the one that answered,
+// summed over the request's upstream fetches.
+func (u *UpstreamInfo) Retries() int { return int(u.retries.Load()) }
 
 // SetFrom names the upstream (origin, peer).
 func (u *UpstreamInfo) SetFrom(s string) {

@@ -59,7 +59,7 @@ func TestAccessLog(t *testing.T) {
 	waitFor(t, "31 lines", 60*time.Second, func() bool { return len(accessLines(t, logFile)) == 31 })
 	lines := accessLines(t, logFile)
 	first, last := lines[0], lines[30]
-	for _, k := range []string{"time", "client", "site", "method", "url", "status", "bytes", "duration_ms", "cache", "upstream", "upstream_ms"} {
+	for _, k := range []string{"time", "client", "site", "method", "url", "status", "bytes", "duration_ms", "cache", "upstream", "upstream_addr", "upstream_ms"} {
 		if _, ok := first[k]; !ok {
 			t.Errorf("the first line (a miss) lacks %q: %v", k, first)
 		}
