@@ -56,6 +56,7 @@ type Node struct {
 	admLn    net.Listener
 	draining atomic.Bool
 	started  time.Time
+	rates    rateWindow // the status page's last-minute rates (rates.go)
 	batch    *batchStats
 	cluster  *cluster.Cluster
 	peerLn   net.Listener
@@ -444,6 +445,9 @@ func (n *Node) Run(ctx context.Context) error {
 		n.tls.run(clusterCtx, errc)
 	}
 	n.sites.Load().start()
+	sampling := make(chan struct{})
+	defer close(sampling)
+	go n.sampleRates(sampling)
 	accessCtx, stopAccess := context.WithCancel(context.Background())
 	defer stopAccess()
 	if n.access != nil {

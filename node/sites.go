@@ -297,6 +297,11 @@ type SiteStatus struct {
 	RateLimit   string       `json:"rate_limit,omitempty"`
 	RateLimited uint64       `json:"rate_limited"`
 	Rules       []RuleStatus `json:"rules,omitempty"`
+	// Requests since the site was (re)configured, their rate over the
+	// last minute, and the share the cache answered.
+	Requests     uint64  `json:"requests"`
+	RequestsRate float64 `json:"requests_per_second"`
+	HitRatio     float64 `json:"hit_ratio"`
 }
 
 // RuleStatus is one cache rule on the status page: what it matches,
@@ -309,9 +314,21 @@ type RuleStatus struct {
 
 func (n *Node) siteStatus() []SiteStatus {
 	t := n.sites.Load()
+	rates := n.rates.rates()
 	out := make([]SiteStatus, 0, len(t.sites))
 	for _, s := range t.sites {
 		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterOf(s.limited))}
+		var hits uint64
+		for result, v := range s.resolved.Results() {
+			st.Requests += v
+			if servedFromCache(result) {
+				hits += v
+			}
+		}
+		if st.Requests > 0 {
+			st.HitRatio = float64(hits) / float64(st.Requests)
+		}
+		st.RequestsRate = rates["site "+s.name]
 		if s.rate.Rate > 0 {
 			st.RateLimit = fmt.Sprintf("%g/s per %s, burst %d", s.rate.Rate, s.rate.Key, s.rate.Burst)
 		}

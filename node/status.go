@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ type Status struct {
 	BufferedBytes int64                    `json:"buffered_bytes"`
 	BufferBudget  int64                    `json:"buffer_budget_bytes"`
 	Requests      map[string]float64       `json:"requests_by_result"`
+	RequestRates  map[string]float64       `json:"requests_per_second_by_result"` // over the last minute
 	Disk          *DiskStatus              `json:"disk,omitempty"`
 	Coding        proxy.CodingStats        `json:"compression"`
 	Fields        map[string]float64       `json:"request_fields"` // client fields not forwarded as sent, by action
@@ -72,6 +74,12 @@ func (n *Node) Snapshot() Status {
 	for k, v := range ps.Requests {
 		s.Requests[k] = float64(v)
 	}
+	s.RequestRates = map[string]float64{}
+	for k, v := range n.rates.rates() {
+		if name, ok := strings.CutPrefix(k, "result "); ok {
+			s.RequestRates[name] = v
+		}
+	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
@@ -95,7 +103,7 @@ func (n *Node) Snapshot() Status {
 			continue
 		}
 		total += v
-		if k == "hit" || k == "stale" || k == "collapsed" || k == "revalidated" || k == "stale_error" {
+		if servedFromCache(k) {
 			hits += v
 		}
 	}
@@ -127,8 +135,55 @@ func (n *Node) guardHot(s Status, r *http.Request) Status {
 	return s
 }
 
+// humanBytes writes a byte count for people: 1.5 MiB, 312 KiB, 87 B.
+func humanBytes(v any) string {
+	var f float64
+	switch x := v.(type) {
+	case int64:
+		f = float64(x)
+	case uint64:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	case float64:
+		f = x
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatFloat(f, 'f', 0, 64) + " B"
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i]
+}
+
+// humanCount writes a count for people: 1,234,567.
+func humanCount(v any) string {
+	var n uint64
+	switch x := v.(type) {
+	case int64:
+		n = uint64(max(x, 0))
+	case uint64:
+		n = x
+	case int:
+		n = uint64(max(x, 0))
+	case float64:
+		n = uint64(max(x, 0))
+	}
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
-	"pct": func(f float64) float64 { return 100 * f },
+	"bytes": humanBytes,
+	"count": humanCount,
+	"pct":   func(f float64) float64 { return 100 * f },
 	"ratio": func(out, in float64) string {
 		if in <= 0 {
 			return "—"
@@ -136,34 +191,38 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 		return strconv.FormatFloat(out/in, 'f', 3, 64)
 	},
 }).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>edge {{.Node}}</title>
+<html><head><meta charset="utf-8"><title>edge {{.Node}}</title>{{if .Refresh}}
+<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
 <style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
 td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{background:#f4f4f4}
 .bar{background:#e8e8e8;width:20em;height:1em}.fill{background:#3a7;height:1em}
 .ok{color:#1a7f37}.bad{color:#b42318}.hist{font-size:11px;color:#666}.note{font-size:12px;color:#555}</style></head>
 <body><h1>edge node <code>{{.Node}}</code></h1>
-<p>version {{.Version}}{{if .ConfigHash}} · config <code>{{.ConfigHash}}</code>{{end}}{{if .Origin}} · origin <code>{{.Origin}}</code>{{end}} · up {{printf "%.0f" .UptimeSeconds}} s</p>
-<h2>Sites and origins</h2>
+<p>version {{.Version}}{{if .ConfigHash}} · config <code>{{.ConfigHash}}</code>{{end}}{{if .Origin}} · origin <code>{{.Origin}}</code>{{end}} · up {{.Uptime}}{{if .Refresh}} · this page refreshes every {{.Refresh}} s (<a href="?refresh=0">stop</a>){{end}}</p>
+<h2>Sites</h2>
+<table><tr><th>site</th><th>requests</th><th>per second (last minute)</th><th>answered from the cache</th><th>rate limit</th></tr>
+{{range .Sites}}<tr><td>{{.Name}}</td><td>{{count .Requests}}</td><td>{{printf "%.1f" .RequestsRate}}</td><td>{{printf "%.1f" (pct .HitRatio)}} %</td><td>{{if .RateLimit}}{{.RateLimit}} · {{count .RateLimited}} refused{{else}}—{{end}}</td></tr>{{end}}</table>
+<h2>Origins</h2>
 <table><tr><th>site</th><th>origin</th><th>state</th><th>in flight</th><th>failures in a row</th></tr>
 {{range .Sites}}{{$site := .Name}}{{range .Origins}}<tr><td>{{$site}}</td><td><code>{{.URL}}</code></td><td>{{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">ejected</b> until {{.EjectedTill.Format "15:04:05"}}{{end}}</td><td>{{.Outstanding}}</td><td>{{.Failures}}</td></tr>{{end}}{{end}}</table>
 {{range .Sites}}{{if or .Rules .RateLimit}}<h3>Site {{.Name}}: cache rules{{if .RateLimit}} · rate limit {{.RateLimit}} ({{.RateLimited}} refused){{end}}</h3>
 {{if .Rules}}<table><tr><th>rule</th><th>does</th><th>hit</th><th>miss</th><th>pass</th><th>other</th><th>upstream requests</th></tr>
 {{range .Rules}}<tr><td><code>{{.Name}}</code></td><td class="note">{{range .Does}}{{.}}<br>{{end}}</td><td>{{index .Requests "hit"}}</td><td>{{index .Requests "miss"}}</td><td>{{index .Requests "pass"}}</td><td>{{index .Requests "other"}}</td><td>{{index .Requests "upstream"}}</td></tr>{{end}}</table>{{end}}{{end}}{{end}}
 <h2>Store (RAM tier)</h2>
-<table><tr><th>bytes</th><td>{{.StoreBytes}} of {{.StoreBudget}}</td></tr>
-<tr><th>objects</th><td>{{.StoreObjects}}</td></tr><tr><th>evictions</th><td>{{.Evictions}}</td></tr>
-<tr><th>buffered (fills, evicted responses still being sent)</th><td>{{.BufferedBytes}} of {{.BufferBudget}}</td></tr></table>
+<table><tr><th>held</th><td>{{bytes .StoreBytes}} of {{bytes .StoreBudget}}</td></tr>
+<tr><th>objects</th><td>{{count .StoreObjects}}</td></tr><tr><th>evictions</th><td>{{count .Evictions}}</td></tr>
+<tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr></table>
 {{with .Disk}}<h2>Disk tier</h2>
 <table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
-<tr><th>bytes</th><td>{{.Bytes}} of {{.Budget}} ({{.QueueBytes}} queued for writing)</td></tr>
-<tr><th>objects</th><td>{{.Objects}}</td></tr>
+<tr><th>held</th><td>{{bytes .Bytes}} of {{bytes .Budget}} ({{bytes .QueueBytes}} queued for writing)</td></tr>
+<tr><th>objects</th><td>{{count .Objects}}</td></tr>
 <tr><th>hits / misses (of RAM misses)</th><td>{{.Hits}} / {{.Misses}} · promoted to RAM {{.Promoted}}</td></tr>
 <tr><th>writes / dropped / evictions</th><td>{{.Writes}} / {{.Dropped}} / {{.Evictions}}</td></tr>
 <tr><th>errors</th><td>read {{.ReadErrors}} · write {{.WriteErrors}} · corrupt records discarded {{.Corrupt}}{{if .LastError}} · last: <code>{{.LastError}}</code> at {{.LastErrorAt.Format "15:04:05"}}{{end}}</td></tr>
-<tr><th>last startup</th><td>{{.RecoveryObjects}} objects ({{.RecoveryBytes}} B) indexed in {{printf "%.3f" .RecoverySeconds}} s {{if .RecoveryFromSnapshot}}from the clean shutdown's index snapshot{{else}}by scanning the files{{end}}; {{.RecoveryDiscarded}} partial or corrupt files and {{.RecoveryTempFiles}} interrupted writes removed</td></tr></table>{{end}}
+<tr><th>last startup</th><td>{{.RecoveryObjects}} objects ({{bytes .RecoveryBytes}}) indexed in {{printf "%.3f" .RecoverySeconds}} s {{if .RecoveryFromSnapshot}}from the clean shutdown's index snapshot{{else}}by scanning the files{{end}}; {{.RecoveryDiscarded}} partial or corrupt files and {{.RecoveryTempFiles}} interrupted writes removed</td></tr></table>{{end}}
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
-<table><tr><th>result</th><th>requests</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{printf "%.0f" .Value}}</td></tr>{{end}}</table>
+<table><tr><th>result</th><th>requests</th><th>per second (last minute)</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{count .Value}}</td><td>{{printf "%.1f" .Rate}}</td></tr>{{end}}</table>
 {{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
@@ -172,25 +231,28 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>certificate</th><th>names</th><th>expires</th></tr>{{range .Certificates}}<tr><td>{{.Source}}</td><td>{{range .Names}}{{.}} {{end}}</td><td>{{.NotAfter.Format "2006-01-02 15:04 MST"}}</td></tr>{{else}}<tr><td colspan="3">none yet (ACME pending)</td></tr>{{end}}</table>{{end}}
 <h2>Compression</h2>
 {{with .Coding}}{{if .Enabled}}<table><tr><th>coding</th><th>responses</th><th>encoded in</th><th>encoded out</th><th>ratio</th><th>encode time</th></tr>
-{{range $name, $n := .Responses}}<tr><td>{{$name}}</td><td>{{printf "%.0f" $n}}</td>{{with index $.Coding.EncodedIn $name}}<td>{{printf "%.0f" .}} B</td><td>{{printf "%.0f" (index $.Coding.EncodedOut $name)}} B</td><td>{{ratio (index $.Coding.EncodedOut $name) .}}</td><td>{{printf "%.3f" (index $.Coding.EncodeSecs $name)}} s</td>{{else}}<td colspan="4">sent as stored</td>{{end}}</tr>{{else}}<tr><td colspan="6">no compressible responses yet</td></tr>{{end}}</table>
-<p class="note">Encoded live (misses, and hits while their stored form is made in the background, at the stream levels): {{range $name, $in := .StreamIn}}{{$name}} {{printf "%.0f" $in}} B in, {{printf "%.3f" (index $.Coding.StreamSecs $name)}} s; {{end}}hits sent in identity while forming (every live encoder busy): {{printf "%.0f" .IdentityNow}}; forms deferred (every form worker busy): {{printf "%.0f" .Deferred}}.</p>
-<p class="note">Forms are made once per stored response, in the background, and kept with it. Decoded for clients that do not accept the origin's coding: {{printf "%.0f" .DecodedOut}} B. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}. Over the buffer budget (coder memory is charged before it is spent): encodes sent as identity {{printf "%.0f" (index .OverBudget "encode")}}, decodes refused (503) {{printf "%.0f" (index .OverBudget "decode")}}. Forms no smaller than identity, not kept: {{printf "%.0f" .LargerForms}}.</p>
+{{range $name, $n := .Responses}}<tr><td>{{$name}}</td><td>{{printf "%.0f" $n}}</td>{{with index $.Coding.EncodedIn $name}}<td>{{bytes .}}</td><td>{{bytes (index $.Coding.EncodedOut $name)}}</td><td>{{ratio (index $.Coding.EncodedOut $name) .}}</td><td>{{printf "%.3f" (index $.Coding.EncodeSecs $name)}} s</td>{{else}}<td colspan="4">sent as stored</td>{{end}}</tr>{{else}}<tr><td colspan="6">no compressible responses yet</td></tr>{{end}}</table>
+<p class="note">Encoded live (misses, and hits while their stored form is made in the background, at the stream levels): {{range $name, $in := .StreamIn}}{{$name}} {{bytes $in}} in, {{printf "%.3f" (index $.Coding.StreamSecs $name)}} s; {{end}}hits sent in identity while forming (every live encoder busy): {{printf "%.0f" .IdentityNow}}; forms deferred (every form worker busy): {{printf "%.0f" .Deferred}}.</p>
+<p class="note">Forms are made once per stored response, in the background, and kept with it. Decoded for clients that do not accept the origin's coding: {{bytes .DecodedOut}}. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}. Over the buffer budget (coder memory is charged before it is spent): encodes sent as identity {{printf "%.0f" (index .OverBudget "encode")}}, decodes refused (503) {{printf "%.0f" (index .OverBudget "decode")}}. Forms no smaller than identity, not kept: {{printf "%.0f" .LargerForms}}.</p>
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 <h2>What reaches the origin</h2>
 <p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400): {{printf "%.0f" .BadHosts}}.</p>
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
-<table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>FD margin</th><th>heartbeat loss</th><th>suspicions and history</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
-{{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{printf "%.2f" .LastSeenAgoS}} s ago</td>
-<td>{{printf "%.2f" .RTTms}} ms</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td>
-<td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
+<table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
+{{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
+<td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
+<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).</p>
+<details><summary>Detector and indicator details</summary>
+<table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
+{{range .Peers}}<tr><td>{{.ID}}</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
-<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes). Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong). This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p>{{end}}
+<p class="note">Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong). This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p></details>{{end}}
 <h2>Hottest pages</h2>
 {{if .HotHidden}}<p class="note">The hottest URLs are shown with the admin token: <a href="/status?login=1">sign in</a> (any user name, the token as password).</p>{{else}}<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>{{end}}
 <h2>Route explorer</h2>
-<form method="get" action="/status"><input name="url" size="60" placeholder="http://127.0.0.1:8080/p/42" value="{{.RouteURL}}"> <button>explain</button></form>
+<form method="get" action="/status"><input name="url" size="60" placeholder="a URL this node serves, e.g. https://www.example.com/index.html" value="{{.RouteURL}}"> <input type="hidden" name="refresh" value="0"><button>explain</button></form>
 {{if .RouteError}}<p class="bad">{{.RouteError}}</p>{{end}}
 {{with .Route}}<table>
 <tr><th>cache key</th><td><code>{{.Key}}</code> (hash {{.KeyHash}})</td></tr>
@@ -244,19 +306,30 @@ func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
 	s := n.guardHot(n.Snapshot(), r)
 	n.explain(&s, r.URL.Query().Get("url"))
 	type row struct {
-		Name  string
-		Value float64
+		Name        string
+		Value, Rate float64
 	}
 	rows := make([]row, 0, len(s.Requests))
 	for k, v := range s.Requests {
-		rows = append(rows, row{k, v})
+		rows = append(rows, row{k, v, s.RequestRates[k]})
 	}
 	ranking.ByCount(rows, func(r row) float64 { return r.Value }, func(r row) string { return r.Name })
+	// The page refreshes itself (10 s, ?refresh=N, 0 for never), except
+	// while the route explorer shows a URL.
+	refresh := 10
+	if v, err := strconv.Atoi(r.URL.Query().Get("refresh")); err == nil && v >= 0 {
+		refresh = v
+	}
+	if r.URL.Query().Get("url") != "" {
+		refresh = 0
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = statusTmpl.Execute(w, struct {
 		Status
-		Rows []row
-	}{s, rows})
+		Rows    []row
+		Refresh int
+		Uptime  string
+	}{s, rows, refresh, time.Duration(s.UptimeSeconds * float64(time.Second)).Round(time.Second).String()})
 }
 
 // counterOf reads a counter's value for the status page.

@@ -291,6 +291,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
 	h.countRule(g, result)
+	inboundOf(r).Site.count(result)
 }
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {

@@ -203,6 +203,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	h.hot.observe(key)
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
+	req.Site.count(ResultHit)
 	if rule != nil {
 		h.metrics.rules.hit(req.Site.Name, rule)
 	}

@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/edgecache/edge/rules"
+import (
+	"sync/atomic"
+
+	"github.com/edgecache/edge/rules"
+)
 
 // Site is what the front resolved a request's Host to, handed to the
 // proxy with the request (Inbound.Site), so that nothing downstream looks
@@ -14,6 +18,38 @@ type Site struct {
 	// Rules are the site's cache rules (nil: none); a reload makes a new
 	// Site, so a request keeps the rules it started with.
 	Rules *rules.Set
+
+	// results counts the site's requests by result (resultNames' order),
+	// for the status page's per-site table; a reload's new Site starts
+	// at zero.
+	results [len(resultNames)]atomic.Uint64
+}
+
+// resultNames are the edge_requests_total results, in the order Site
+// counts them.
+var resultNames = [...]string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed,
+	ResultPass, ResultOnlyIfCached, ResultError, ResultRejected}
+
+// count counts one request of the site with result.
+func (s *Site) count(result string) {
+	if s == nil {
+		return
+	}
+	for i, n := range resultNames {
+		if n == result {
+			s.results[i].Add(1)
+			return
+		}
+	}
+}
+
+// Results returns the site's requests by result since it was configured.
+func (s *Site) Results() map[string]uint64 {
+	out := make(map[string]uint64, len(resultNames))
+	for i, n := range resultNames {
+		out[n] = s.results[i].Load()
+	}
+	return out
 }
 
 // NewSite returns the Site of a configured site; shortcut marks the
