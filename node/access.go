@@ -39,23 +39,23 @@ type accessLog struct {
 
 // accessEntry is one request.
 type accessEntry struct {
-	Time        time.Time
-	Client      string
-	Site        string
-	Method      string
-	Host        string
-	URI         string
-	Proto       string
-	Status      int
-	Bytes       int64
-	Duration    time.Duration
-	CacheStatus string
+	Time         time.Time
+	Client       string
+	Site         string
+	Method       string
+	Host         string
+	URI          string
+	Proto        string
+	Status       int
+	Bytes        int64
+	Duration     time.Duration
+	CacheStatus  string
 	Upstream     string
 	UpstreamAddr string // the origin (URL) or peer that answered
 	Retries      int    // upstreams tried before the one that answered
 	UpstreamDur  time.Duration
-	Referer     string
-	UserAgent   string
+	Referer      string
+	UserAgent    string
 }
 
 // accessQueue is how many lines may wait for the writer; beyond it lines
