@@ -12,6 +12,10 @@ type cacheStatus struct {
 	stored    bool   // the answer was stored
 	collapsed bool   // the answer came from another request's fetch
 	detail    string
+	// upstream holds the members of the caches nearer the origin that
+	// answered (a cluster peer's own Cache-Status), which RFC 9211 keeps
+	// before this cache's member: each cache on the path adds its own.
+	upstream string
 }
 
 // The Cache-Status values the cache's answers use.
@@ -34,10 +38,11 @@ func (s cacheStatus) withStatus(code int) cacheStatus { s.fwdStatus = code; retu
 func (s cacheStatus) withDetail(d string) cacheStatus { s.detail = d; return s }
 func (s cacheStatus) markStored() cacheStatus         { s.stored = true; return s }
 func (s cacheStatus) markCollapsed() cacheStatus      { s.collapsed = true; return s }
+func (s cacheStatus) withUpstream(v string) cacheStatus { s.upstream = v; return s }
 
 // plainHit reports whether s is a fresh hit's, whose field is shared.
 func (s cacheStatus) plainHit() bool {
-	return s.hit && s.detail == "" && !s.stored && !s.collapsed && s.fwdStatus == 0
+	return s.hit && s.detail == "" && !s.stored && !s.collapsed && s.fwdStatus == 0 && s.upstream == ""
 }
 
 // String is the value after "<node>; ".
@@ -70,6 +75,9 @@ func (s cacheStatus) String() string {
 func (h *Handler) field(s cacheStatus) []string {
 	if s.plainHit() {
 		return h.hitStatus
+	}
+	if s.upstream != "" {
+		return []string{s.upstream + ", " + h.statusPrefix + s.String()}
 	}
 	return []string{h.statusPrefix + s.String()}
 }

@@ -187,6 +187,16 @@ type filling struct {
 	own      http.Header // the response's per-user fields
 }
 
+// upstreamStatus is the Cache-Status of the cluster peer that answered
+// (its members, for the answer's field), "" when the origin did: an
+// origin's Cache-Status is not a cache on this path's to repeat.
+func (fl *filling) upstreamStatus() string {
+	if fl.res.From != UpstreamPeer || fl.res.Resp == nil {
+		return ""
+	}
+	return strings.Join(fl.res.Resp.Header.Values("Cache-Status"), ", ")
+}
+
 // done unregisters the fill: later requests no longer join it.
 func (h *Handler) done(fl *filling) {
 	if fl.ckey != "" {
@@ -260,7 +270,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		f.publish(nil, false, nil)
 		h.done(fl)
 		return outcome{kind: outStream, resp: resp, why: why, own: fl.own, result: ResultMiss,
-			status: forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(why))}
+			status: forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(why)).withUpstream(fl.upstreamStatus())}
 	}
 	return h.fillWhole(fl, e)
 }
@@ -304,7 +314,7 @@ func (h *Handler) storageFor(resp *http.Response, m miss, slices bool) (storage,
 func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	m, resp := fl.m, fl.res.Resp
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
-	status := forwarded(m.fwd).withStatus(http.StatusNotModified)
+	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
 	if why := h.shareable(e, r, m); why != "" {
 		h.notStored(m, why)
 		if m.aboutTheURL(why) {
@@ -335,16 +345,16 @@ func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
 	fl.f.publish(man, true, nil)
 	h.done(fl)
 	return outcome{kind: outSliced, entry: man, resp: fl.res.Resp, own: fl.own, keep: fl.res.Keep, result: ResultMiss,
-		status: forwarded(fl.m.fwd).withStatus(fl.res.Resp.StatusCode).markStored().withDetail("sliced")}
+		status: forwarded(fl.m.fwd).withStatus(fl.res.Resp.StatusCode).markStored().withDetail("sliced").withUpstream(fl.upstreamStatus())}
 }
 
 // fillWhole publishes e to the fill's waiters and pumps the body into the
 // fill in the background, storing it when it ends whole.
 func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	f, m, res, resp := fl.f, fl.m, fl.res, fl.res.Resp
-	status := forwarded(m.fwd).withStatus(resp.StatusCode).markStored()
+	status := forwarded(m.fwd).withStatus(resp.StatusCode).markStored().withUpstream(fl.upstreamStatus())
 	if !res.Keep {
-		status = forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(whyQRule))
+		status = forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(whyQRule)).withUpstream(fl.upstreamStatus())
 	}
 	if resp.ContentLength >= 0 {
 		e.Header["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}

@@ -74,6 +74,22 @@ func TestClusterEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		// A page another node holds: the answer's Cache-Status has that
+		// node's member before this node's (RFC 9211: one per cache on the
+		// path), so an operator sees which cache answered.
+		sawPeerMember := false
+		for p := range 20 {
+			for _, n := range nodes {
+				resp, _ := get(t, "http://"+n.pub+"/p/"+strconv.Itoa(p)+"?fresh-key=1")
+				cs := resp.Header.Get("Cache-Status")
+				if strings.Count(cs, "edge-") == 2 && strings.Contains(cs, ", "+n.id+"; fwd=") {
+					sawPeerMember = true
+				}
+			}
+		}
+		if !sawPeerMember {
+			t.Error("no answer through a peer carried the peer's Cache-Status member before the ingress's")
+		}
 		for p := range 20 {
 			if c := originCount(t, origin, "/p/"+strconv.Itoa(p)); c != 1 {
 				t.Errorf("origin fetched /p/%d %d times, want 1", p, c)
