@@ -455,6 +455,17 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 // c.mu: a log write can block (a full pipe, a slow journal), and the
 // heartbeat sender needs c.mu, so a stuck stderr must not silence the node.
 func (c *Cluster) received(r wire.Received) {
+	if r.Node == c.cfg.NodeID && r.Incarnation != c.incarnation {
+		// Our id, another incarnation than ours: a second node runs with
+		// this node's id (our own heartbeats, looped back by a DNS name
+		// that lists us, carry our incarnation).
+		from := ""
+		if r.From != nil {
+			from = r.From.String()
+		}
+		c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
+			"node", r.Node, "from", from, "remedy", "give every node its own node_id")
+	}
 	var identified, restarted bool
 	defer func() {
 		if identified {

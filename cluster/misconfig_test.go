@@ -44,3 +44,19 @@ func TestMisconfigurationIsLoggedOnceWithTheRemedy(t *testing.T) {
 		t.Errorf("unreached peers:\n%s", log)
 	}
 }
+
+func TestNodeIDConflictIsLogged(t *testing.T) {
+	var out bytes.Buffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(), incarnation: 1,
+		cfg: Config{NodeID: "edge-1", Period: 10 * time.Millisecond}, peers: map[string]*Peer{}}
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40001}
+	c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "edge-1", Incarnation: 1}, From: from}) // our own, looped back
+	if out.Len() != 0 {
+		t.Fatalf("our own heartbeat was reported: %s", out.String())
+	}
+	c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "edge-1", Incarnation: 2}, From: from})
+	c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "edge-1", Incarnation: 2}, From: from})
+	if n := strings.Count(out.String(), "this node's id"); n != 1 || !strings.Contains(out.String(), "own node_id") {
+		t.Fatalf("want one warning with the remedy, got:\n%s", out.String())
+	}
+}
