@@ -383,7 +383,7 @@ func NewViper(file string) (*viper.Viper, error) {
 func readYAML(v *viper.Viper, data []byte) error {
 	v.SetConfigType("yaml")
 	if err := v.MergeConfig(bytes.NewReader(data)); err != nil {
-		return err
+		return withYAMLContext(err, data)
 	}
 	known := make(map[string]bool)
 	for _, k := range Keys() {
@@ -403,6 +403,30 @@ func readYAML(v *viper.Viper, data []byte) error {
 		}
 	}
 	return joinErrors(errs)
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+):`)
+
+// withYAMLContext adds the lines a YAML syntax error points at. The YAML
+// library reports some errors (an unclosed flow list) on the line before
+// the fault, so the line it names and the next one are both shown.
+func withYAMLContext(err error, data []byte) error {
+	m := yamlLineRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(data), "\n")
+	var b strings.Builder
+	for i := n; i <= n+1 && i <= len(lines); i++ {
+		if i >= 1 {
+			fmt.Fprintf(&b, "\n  %4d | %s", i, lines[i-1])
+		}
+	}
+	if b.Len() == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (the fault is on one of these lines):%s", err, b.String())
 }
 
 // LoadBytes parses YAML config data with defaults and validates it (no

@@ -140,3 +140,10 @@ func TestSitesAndRulesFromTheEnvironment(t *testing.T) {
 		t.Fatalf("a broken EDGE_SITES must name the variable: %v", err)
 	}
 }
+
+func TestYAMLSyntaxErrorShowsTheLines(t *testing.T) {
+	_, err := LoadBytes([]byte("origin:\n  url: http://127.0.0.1:1\ncache:\n  max_bytes: 1GiB\n  sort_query: [unclosed\nlimits:\n  rate: 1\n"))
+	if err == nil || !strings.Contains(err.Error(), "5 |   sort_query: [unclosed") {
+		t.Fatalf("a syntax error must show the faulty line: %v", err)
+	}
+}
