@@ -34,10 +34,10 @@ func refused(fwd, detail string) cacheStatus {
 	return cacheStatus{fwd: fwd, detail: detail}
 }
 
-func (s cacheStatus) withStatus(code int) cacheStatus { s.fwdStatus = code; return s }
-func (s cacheStatus) withDetail(d string) cacheStatus { s.detail = d; return s }
-func (s cacheStatus) markStored() cacheStatus         { s.stored = true; return s }
-func (s cacheStatus) markCollapsed() cacheStatus      { s.collapsed = true; return s }
+func (s cacheStatus) withStatus(code int) cacheStatus   { s.fwdStatus = code; return s }
+func (s cacheStatus) withDetail(d string) cacheStatus   { s.detail = d; return s }
+func (s cacheStatus) markStored() cacheStatus           { s.stored = true; return s }
+func (s cacheStatus) markCollapsed() cacheStatus        { s.collapsed = true; return s }
 func (s cacheStatus) withUpstream(v string) cacheStatus { s.upstream = v; return s }
 
 // plainHit reports whether s is a fresh hit's, whose field is shared.

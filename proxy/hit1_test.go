@@ -186,13 +186,17 @@ func BenchmarkAppendHit(b *testing.B) {
 	p := newTestProxy(b, nil)
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Content-Type": "application/octet-stream"}, body: strings.Repeat("x", 4096)})
 	p.do("GET", "/size/4096", nil)
-	hr := HitRequest{Host: "example.com", Path: "/size/4096"}
+	benchAppendHit(b, p, &HitRequest{Host: "example.com", Path: "/size/4096"})
+}
+
+// benchAppendHit measures AppendHit answering hr, a fresh hit.
+func benchAppendHit(b *testing.B, p *testProxy, hr *HitRequest) {
 	date := []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n")
 	buf := make([]byte, 0, 8192)
 	var a HitAnswer
 	b.ReportAllocs()
 	for b.Loop() {
-		if !p.h.AppendHit(buf[:0], &hr, date, &a) {
+		if !p.h.AppendHit(buf[:0], hr, date, &a) {
 			b.Fatal("not a hit")
 		}
 		p.h.ReleaseHit(a.Pinned, a.ClientIP)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -438,38 +439,26 @@ func TestRuleCountsPerRule(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendHitRules50 is BenchmarkAppendHit for a site with 50
-// rules, the last one matching (the worst case of matching).
+// BenchmarkAppendHitRules50 is BenchmarkAppendHit for a site with the 50
+// rules of rules/testdata/worst50.yaml, the last one matching (the worst
+// case of matching).
 func BenchmarkAppendHitRules50(b *testing.B) {
-	var src strings.Builder
-	src.WriteString("[")
-	for i := range 49 {
-		switch i % 3 {
-		case 0:
-			fmt.Fprintf(&src, `{name: p%d, match: {path: /prefix%d/}, ttl: 1m},`, i, i)
-		case 1:
-			fmt.Fprintf(&src, `{name: g%d, match: {path: "/glob%d/*.css"}, ttl: 1m},`, i, i)
-		default:
-			fmt.Fprintf(&src, `{name: r%d, match: {path_regex: "^/re%d/[a-z]+$"}, ttl: 1m},`, i, i)
-		}
+	data, err := os.ReadFile("../rules/testdata/worst50.yaml")
+	if err != nil {
+		b.Fatal(err)
 	}
-	src.WriteString(`{name: last, default_ttl: 5m, key: {ignore_params: [utm_*]}}]`)
-	site := ruleSite(b, src.String())
+	var doc struct {
+		Rules any `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		b.Fatal(err)
+	}
+	list, _ := yaml.Marshal(doc.Rules)
+	site := ruleSite(b, string(list))
 	p := newTestProxy(b, nil)
 	p.origin.set(originResp{header: map[string]string{"Cache-Control": "max-age=3600", "Content-Type": "application/octet-stream"}, body: strings.Repeat("x", 4096)})
 	r := httptest.NewRequest("GET", "http://example.com/size/4096", nil)
 	p.h.ServeInbound(httptest.NewRecorder(), r, Inbound{Site: site})
 	p.h.Wait()
-	hr := HitRequest{Host: "example.com", Path: "/size/4096", Site: site}
-	date := []byte("Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n")
-	buf := make([]byte, 0, 8192)
-	var a HitAnswer
-	b.ReportAllocs()
-	for b.Loop() {
-		if !p.h.AppendHit(buf[:0], &hr, date, &a) {
-			b.Fatal("not a hit")
-		}
-		p.h.ReleaseHit(a.Pinned, a.ClientIP)
-		buf = a.Head
-	}
+	benchAppendHit(b, p, &HitRequest{Host: "example.com", Path: "/size/4096", Site: site})
 }

@@ -13,7 +13,11 @@ import (
 // runConfigCmd runs `edge config ARGS…` in-process and returns its output.
 func runConfigCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := configCmd()
+	return runCmd(configCmd(), args...)
+}
+
+// runCmd runs a command in-process and returns its output.
+func runCmd(cmd *cobra.Command, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -85,14 +89,7 @@ func TestHealthAndReloadCommands(t *testing.T) {
 	}
 	startEdge(t, "serve", "-c", file, "--listen", pub, "--admin-listen", adm, "--admin-token", "tok")
 	waitUp(t, "http://"+adm+"/readyz")
-	run := func(c *cobra.Command, args ...string) (string, error) {
-		var out bytes.Buffer
-		c.SetOut(&out)
-		c.SetErr(&out)
-		c.SetArgs(args)
-		err := c.Execute()
-		return out.String(), err
-	}
+	run := runCmd
 	if out, err := run(healthCmd(), "--admin", adm); err != nil || !strings.Contains(out, "ready") {
 		t.Fatalf("health of a ready node: %q %v", out, err)
 	}
