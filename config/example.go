@@ -119,7 +119,8 @@ func yamlValue(kind Kind, v string) string {
 // quoted otherwise.
 func yamlScalar(s string) string {
 	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_/.", c)) {
+		plain := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_/.", c)
+		if !plain {
 			return strconv.Quote(s)
 		}
 	}

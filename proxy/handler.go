@@ -363,7 +363,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	key := h.requestKey(r)
 	h.hot.observe(key)
 	q := queryOf(r, h.now())
-	reqCC, hasAuth := q.cc, q.hasAuth
+	hasAuth := q.hasAuth
 
 	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) })
 	if e != nil && e.fromDisk {
@@ -378,7 +378,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		defer h.release(e.size)
 	}
 	q.cc = h.clientDirectives(q.cc, rulingOf(r), e, q.now)
-	reqCC = q.cc
+	reqCC := q.cc
 	switch d := h.decideHit(e, q); {
 	case d.pass != "":
 		return h.servePass(w, r, d.pass)

@@ -47,7 +47,7 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				if err != nil {
 					return fmt.Errorf("demo: %w", err)
 				}
-				defer os.RemoveAll(fresh)
+				defer func() { _ = os.RemoveAll(fresh) }()
 				diskRoot = fresh
 			}
 			if _, p, err := net.SplitHostPort(originAddr); err == nil {
@@ -74,7 +74,7 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
-			defer os.Remove(rulesFile.Name())
+			defer func() { _ = os.Remove(rulesFile.Name()) }()
 			if _, err := rulesFile.WriteString(demoRules); err != nil {
 				return fmt.Errorf("demo: writing %s: %w", rulesFile.Name(), err)
 			}
