@@ -22,8 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
-
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
@@ -174,6 +172,7 @@ type Peer struct {
 	heard       bool                          // subset: heard directly since this node last suspected it
 	live        liveness                      // its newest known liveness point (direct or gossiped)
 	region      string                        // its cluster.region, from its heartbeats
+	added       time.Time                     // when this node learned of it (never-reached warnings count from here)
 	// Subset mode: when it became our neighbour, and whether we already
 	// suspected it for staying silent since (silentGrace).
 	neighbourSince time.Time
@@ -240,15 +239,15 @@ type Cluster struct {
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 	// Bounded-subset monitoring (gossip.go).
-	subset  bool                             // heartbeat the neighbours only and trust by gossiped liveness
-	order   []string                         // member ids, sorted (self included): the anti-entropy walk
-	walk    int                              // position of that walk
-	rumors  map[string]int                   // node id → heartbeats that will still carry its point
-	selfVer uint64                           // our liveness version: raised to refute a suspicion
-	ringSig uint64                           // ringSignature of the members the rings were last built over
-	started time.Time                        // when this node started, for eligible
-	warned  *expirable.LRU[string, struct{}] // misconfiguration logged lately (misconfig.go)
-	probeAt int                              // the walk over members off the rings (targets)
+	subset  bool             // heartbeat the neighbours only and trust by gossiped liveness
+	order   []string         // member ids, sorted (self included): the anti-entropy walk
+	walk    int              // position of that walk
+	rumors  map[string]int   // node id → heartbeats that will still carry its point
+	selfVer uint64           // our liveness version: raised to refute a suspicion
+	ringSig uint64           // ringSignature of the members the rings were last built over
+	started time.Time        // when this node started, for eligible
+	warned  *misconfigMemory // misconfiguration logged lately (misconfig.go)
+	probeAt int              // the walk over members off the rings (targets)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -310,7 +309,7 @@ func (c *Cluster) addPeer(id, addr string) {
 	if err != nil {
 		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
 	}
-	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, replica: &indicators.Replica{}}
+	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, replica: &indicators.Replica{}, added: time.Now()}
 	c.metrics.peerUp(id, false)
 }
 

@@ -367,12 +367,15 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSe
 // res says who answered (Resp, From, Resumed); its Keep is the caller's.
 func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, hopCount int, cold bool) (res proxy.Result, becameHome bool, err error) {
 	req := fr.Req
-	fromPeer := func(resp *http.Response) proxy.Result {
-		c.withResume(ctx, fr, resp)
-		return proxy.Result{Resp: resp, Resumed: resumedOf(resp), From: proxy.UpstreamPeer}
-	}
 	var failed []string
 	homeFailed := false
+	fromPeer := func(resp *http.Response, id string) proxy.Result {
+		c.withResume(ctx, fr, resp)
+		// The peer that answered and the peers tried before it, for the
+		// access log.
+		return proxy.Result{Resp: resp, Resumed: resumedOf(resp), From: proxy.UpstreamPeer, Addr: id, Retries: len(failed)}
+	}
+
 	nextHomeAllowed := cold && hopCount == 0 && len(path) == 1 && path[0].rank == 2
 	for i, h := range path {
 		p := c.peer(h.id)
@@ -388,7 +391,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
 		if ok {
 			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
-			return fromPeer(resp), false, nil
+			return fromPeer(resp, h.id), false, nil
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
 		failed = append(failed, h.id)
@@ -405,7 +408,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			if p := c.peer(next); p != nil {
 				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
 					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
-					return fromPeer(resp), false, nil
+					return fromPeer(resp, next), false, nil
 				}
 				c.metrics.ClimbHops.WithLabelValues("next_home_failed").Inc()
 			}

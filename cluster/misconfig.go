@@ -3,9 +3,8 @@ package cluster
 import (
 	"errors"
 	"net"
+	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/internal/reject"
@@ -23,35 +22,107 @@ const misconfigRepeat = 10 * time.Minute
 // it is reported as never reached: a few periods' worth of start-up.
 const unreachedAfter = 20
 
-func newMisconfigMemory() *expirable.LRU[string, struct{}] {
-	return expirable.NewLRU[string, struct{}](1024, nil, misconfigRepeat)
+// misconfigMemory remembers what was logged lately: when, by cause and
+// source. A plain map under a mutex, bounded by forgetting what is older
+// than misconfigRepeat (no cleanup goroutine, which the cluster's
+// virtual-time tests would see as a leak).
+type misconfigMemory struct {
+	mu     sync.Mutex
+	logged map[string]time.Time
+	causes map[string]*causeWindow
+}
+
+func newMisconfigMemory() *misconfigMemory {
+	return &misconfigMemory{logged: map[string]time.Time{}, causes: map[string]*causeWindow{}}
+}
+
+// fresh reports whether key was logged within misconfigRepeat.
+func (m *misconfigMemory) fresh(key string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.logged[key]
+	return ok && now.Sub(at) < misconfigRepeat
+}
+
+// claim records key as logged now, reporting false if it already was
+// within misconfigRepeat (or the memory is full of recent causes: the
+// counters have the rest).
+func (m *misconfigMemory) claim(key string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if at, ok := m.logged[key]; ok && now.Sub(at) < misconfigRepeat {
+		return false
+	}
+	if len(m.logged) >= 1024 {
+		for k, at := range m.logged {
+			if now.Sub(at) >= misconfigRepeat {
+				delete(m.logged, k)
+			}
+		}
+		if len(m.logged) >= 1024 {
+			return false
+		}
+	}
+	m.logged[key] = now
+	return true
+}
+
+// causeWindow counts the sources logged for one cause since start.
+type causeWindow struct {
+	start time.Time
+	n     int
+}
+
+// countCause counts one more source of cause within misconfigRepeat and
+// returns how many there were (a map lookup: this runs for every refused
+// packet of a flood).
+func (c *Cluster) countCause(cause string) int {
+	m := c.warned
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.causes[cause]
+	if now := time.Now(); w == nil || now.Sub(w.start) >= misconfigRepeat {
+		w = &causeWindow{start: now}
+		m.causes[cause] = w
+	}
+	w.n++
+	return w.n
 }
 
 // warnOnce logs msg under key unless it was logged within misconfigRepeat.
 func (c *Cluster) warnOnce(key, msg string, args ...any) {
-	if c.warned.Contains(key) {
+	if !c.warned.claim(key, time.Now()) {
 		return
 	}
-	c.warned.Add(key, struct{}{})
 	c.log.Warn(msg, args...)
 }
 
+// sourcesPerCause bounds the sources logged per cause per
+// misconfigRepeat: anyone who can send UDP to the cluster port can make
+// refused packets from many addresses, and the log must not follow them.
+const sourcesPerCause = 8
+
 // heartbeatRejected is told of every refused heartbeat (wire.Receive).
+// Sources are told apart by address, not port (a sender's port changes
+// with each restart).
 func (c *Cluster) heartbeatRejected(from *net.UDPAddr, err error) {
 	var re *reject.Error
 	if !errors.As(err, &re) {
 		return
 	}
-	src := from.String()
+	src := from.IP.String()
+	if !c.warned.fresh(string(re.Reason)+" "+src, time.Now()) && c.countCause(string(re.Reason)) > sourcesPerCause {
+		return // logged for enough sources lately; the counters have the rest
+	}
 	switch re.Reason {
 	case wire.RejectMAC:
-		c.warnOnce("mac "+src, "heartbeats from this address fail authentication: its cluster.secret differs from this node's, or it is not an edge node",
+		c.warnOnce(string(re.Reason)+" "+src, "heartbeats from this address fail authentication: its cluster.secret differs from this node's, or it is not an edge node",
 			"from", src, "remedy", "give every node the same cluster.secret")
 	case wire.RejectSkew:
-		c.warnOnce("skew "+src, "heartbeats from this address carry a clock too far from this node's",
+		c.warnOnce(string(re.Reason)+" "+src, "heartbeats from this address carry a clock too far from this node's",
 			"from", src, "detail", re.Detail, "remedy", "synchronise the clocks (NTP)")
 	case wire.RejectMagic, wire.RejectVersion:
-		c.warnOnce("foreign "+src, "packets on the cluster port that are not edge heartbeats of this version",
+		c.warnOnce(string(re.Reason)+" "+src, "packets on the cluster port that are not edge heartbeats of this version",
 			"from", src, "reason", string(re.Reason), "remedy", "check that cluster.listen is not shared with another service, and that every node runs a compatible version")
 	}
 }
@@ -59,21 +130,25 @@ func (c *Cluster) heartbeatRejected(from *net.UDPAddr, err error) {
 // checkUnreached reports peers this node heartbeats that have never
 // answered since startup.
 func (c *Cluster) checkUnreached(now time.Time) {
-	if now.Sub(c.started) < unreachedAfter*c.cfg.Period {
-		return
+	type silent struct {
+		id, addr string
+		since    time.Time
 	}
-	type silent struct{ id, addr string }
 	var found []silent
 	c.mu.Lock()
 	for id, p := range c.peers {
-		if !p.seen && (!c.subset || p.neighbour) {
-			found = append(found, silent{id, p.Addr})
+		since := p.added
+		if since.IsZero() {
+			since = c.started
+		}
+		if !p.seen && (!c.subset || p.neighbour) && now.Sub(since) >= unreachedAfter*c.cfg.Period {
+			found = append(found, silent{id, p.Addr, since})
 		}
 	}
 	c.mu.Unlock()
 	for _, s := range found {
-		c.warnOnce("unreached "+s.id, "a peer has sent no heartbeat since this node started",
-			"peer", s.id, "addr", s.addr, "silent_for", now.Sub(c.started).Round(time.Second).String(),
+		c.warnOnce("unreached "+s.id, "a peer has sent no heartbeat since this node learned of it",
+			"peer", s.id, "addr", s.addr, "silent_for", now.Sub(s.since).Round(time.Second).String(),
 			"remedy", "check the address in cluster.peers, that the peer runs, the firewall (UDP and TCP on the cluster port) and cluster.secret")
 	}
 }

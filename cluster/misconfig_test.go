@@ -18,7 +18,8 @@ func TestMisconfigurationIsLoggedOnceWithTheRemedy(t *testing.T) {
 	var out bytes.Buffer
 	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(),
 		cfg: Config{Period: 10 * time.Millisecond}, started: time.Now().Add(-time.Minute),
-		peers: map[string]*Peer{"edge-2": {ID: "edge-2", Addr: "127.0.0.1:7947"}, "edge-3": {ID: "edge-3", Addr: "127.0.0.1:7948", seen: true}}}
+		peers: map[string]*Peer{"edge-2": {ID: "edge-2", Addr: "127.0.0.1:7947"}, "edge-3": {ID: "edge-3", Addr: "127.0.0.1:7948", seen: true},
+			"edge-4": {ID: "edge-4", Addr: "127.0.0.1:7949", added: time.Now()}}} // just learned of: not reported yet
 	good, err := wire.Heartbeat{Node: "edge-9", Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("their secret"))
 	if err != nil {
 		t.Fatal(err)
@@ -33,14 +34,14 @@ func TestMisconfigurationIsLoggedOnceWithTheRemedy(t *testing.T) {
 		c.heartbeatRejected(from, err)
 	}
 	log := out.String()
-	if n := strings.Count(log, "fail authentication"); n != 1 || !strings.Contains(log, "127.0.0.1:40000") || !strings.Contains(log, "same cluster.secret") {
+	if n := strings.Count(log, "fail authentication"); n != 1 || !strings.Contains(log, "127.0.0.1") || !strings.Contains(log, "same cluster.secret") {
 		t.Errorf("want one line naming the sender and the remedy, got %d:\n%s", n, log)
 	}
 	out.Reset()
 	c.checkUnreached(time.Now())
 	c.checkUnreached(time.Now())
 	log = out.String()
-	if strings.Count(log, "no heartbeat since this node started") != 1 || !strings.Contains(log, "edge-2") || strings.Contains(log, "edge-3") {
+	if strings.Count(log, "no heartbeat since this node learned of it") != 1 || !strings.Contains(log, "edge-2") || strings.Contains(log, "edge-3") {
 		t.Errorf("unreached peers:\n%s", log)
 	}
 }
@@ -58,5 +59,23 @@ func TestNodeIDConflictIsLogged(t *testing.T) {
 	c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "edge-1", Incarnation: 2}, From: from})
 	if n := strings.Count(out.String(), "this node's id"); n != 1 || !strings.Contains(out.String(), "own node_id") {
 		t.Fatalf("want one warning with the remedy, got:\n%s", out.String())
+	}
+}
+
+// TestRefusedPacketsFromManySourcesAreBounded: junk from thousands of
+// addresses (a scan, spoofed UDP) logs a few lines, not one per source.
+func TestRefusedPacketsFromManySourcesAreBounded(t *testing.T) {
+	var out bytes.Buffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory()}
+	v := wire.NewVerifier([]byte("our secret"), 5*time.Second)
+	_, err := v.Verify(make([]byte, 300), time.Now().UnixNano())
+	if err == nil {
+		t.Fatal("junk accepted")
+	}
+	for i := range 5000 {
+		c.heartbeatRejected(&net.UDPAddr{IP: net.IPv4(203, 0, byte(i>>8), byte(i)), Port: 1024 + i}, err)
+	}
+	if n := strings.Count(out.String(), "\n"); n > sourcesPerCause || n == 0 {
+		t.Errorf("%d lines for junk from 5000 sources, want at most %d", n, sourcesPerCause)
 	}
 }

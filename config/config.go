@@ -407,6 +407,15 @@ func readYAML(v *viper.Viper, data []byte) error {
 
 var yamlLineRE = regexp.MustCompile(`line (\d+):`)
 
+// secretLineRE matches a YAML line whose key names a credential.
+var secretLineRE = regexp.MustCompile(`(?i)^(\s*[-\s]*[a-z_.]*(secret|token|password)[a-z_.]*\s*:).*$`)
+
+// maskSecret hides the value of a credential's line: an error message
+// goes to logs and to /reload's answer, which must not carry it.
+func maskSecret(line string) string {
+	return secretLineRE.ReplaceAllString(line, "$1 <hidden>")
+}
+
 // withYAMLContext adds the lines a YAML syntax error points at. The YAML
 // library reports some errors (an unclosed flow list) on the line before
 // the fault, so the line it names and the next one are both shown.
@@ -420,7 +429,7 @@ func withYAMLContext(err error, data []byte) error {
 	var b strings.Builder
 	for i := n; i <= n+1 && i <= len(lines); i++ {
 		if i >= 1 {
-			fmt.Fprintf(&b, "\n  %4d | %s", i, lines[i-1])
+			fmt.Fprintf(&b, "\n  %4d | %s", i, maskSecret(lines[i-1]))
 		}
 	}
 	if b.Len() == 0 {
@@ -587,7 +596,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	p.siteRate = c.Limits.RateLimit
 	c.Sites = p.sites("sites")
 	if p.err != nil {
-		return nil, p.err
+		return nil, joinErrors(p.errs)
 	}
 	if len(c.Sites) == 0 {
 		if c.Origin.URL == "" {
@@ -802,17 +811,35 @@ func (p *parser) fail(key string, val any, reason string) {
 	p.errs = append(p.errs, e)
 }
 
+// failWith records an error made elsewhere (a rule's), as fail does.
+func (p *parser) failWith(err error) {
+	var e *Error
+	if errors.As(err, &e) && e.Source == "" {
+		top, _, _ := strings.Cut(e.Key, "[")
+		e.Source = p.source(top)
+	}
+	if p.err == nil {
+		p.err = err
+	}
+	p.errs = append(p.errs, err)
+}
+
 // source says where key's value came from: the environment, the file,
 // or (neither) a flag or the default.
 func (p *parser) source(key string) string {
+	top, _, _ := strings.Cut(key, "[")
 	for _, k := range Keys() {
-		if k.Name == key {
-			if _, ok := os.LookupEnv(k.Env()); ok {
+		if k.Name != top {
+			continue
+		}
+		// The variable counts when it is what viper holds: a flag
+		// overrides it, and viper ignores an empty one.
+		if env := os.Getenv(k.Env()); env != "" {
+			if s, ok := p.v.Get(top).(string); ok && s == env {
 				return k.Env()
 			}
 		}
 	}
-	top, _, _ := strings.Cut(key, "[")
 	if p.v.InConfig(top) {
 		return "the config file"
 	}
@@ -1162,121 +1189,125 @@ func (p *parser) sites(key string) []Site {
 	names, hosts := map[string]bool{}, map[string]string{}
 	defaults := 0
 	for i, e := range list {
-		at := fmt.Sprintf("%s[%d]", key, i)
-		m, ok := e.(map[string]any)
-		if !ok {
-			p.fail(at, e, "is not a site ({name, hosts, origins, …})")
-			return nil
-		}
-		s := Site{Balance: origin.DefaultPoolConfig().Balance, RateLimit: p.siteRate}
-		for k, v := range m {
-			switch k {
-			case "name":
-				s.Name, _ = v.(string)
-			case "hosts", "origins":
-				l, ok := v.([]any)
-				if !ok {
-					p.fail(at+"."+k, v, "is not a list")
-					return nil
-				}
-				for j, h := range l {
-					hs, ok := h.(string)
-					if !ok || strings.TrimSpace(hs) == "" {
-						p.fail(fmt.Sprintf("%s.%s[%d]", at, k, j), h, "is not a non-empty string")
-						return nil
+		// Each site in a closure: an error ends that site, and the
+		// next ones are still checked, so that one run names them all.
+		func() {
+			at := fmt.Sprintf("%s[%d]", key, i)
+			m, ok := e.(map[string]any)
+			if !ok {
+				p.fail(at, e, "is not a site ({name, hosts, origins, …})")
+				return
+			}
+			s := Site{Balance: origin.DefaultPoolConfig().Balance, RateLimit: p.siteRate}
+			for k, v := range m {
+				switch k {
+				case "name":
+					s.Name, _ = v.(string)
+				case "hosts", "origins":
+					l, ok := v.([]any)
+					if !ok {
+						p.fail(at+"."+k, v, "is not a list")
+						return
 					}
-					if k == "hosts" {
-						s.Hosts = append(s.Hosts, strings.ToLower(strings.TrimSpace(hs)))
+					for j, h := range l {
+						hs, ok := h.(string)
+						if !ok || strings.TrimSpace(hs) == "" {
+							p.fail(fmt.Sprintf("%s.%s[%d]", at, k, j), h, "is not a non-empty string")
+							return
+						}
+						if k == "hosts" {
+							s.Hosts = append(s.Hosts, strings.ToLower(strings.TrimSpace(hs)))
+						} else {
+							s.Origins = append(s.Origins, strings.TrimSpace(hs))
+						}
+					}
+				case "balance":
+					s.Balance, _ = v.(string)
+					if s.Balance != "least" && s.Balance != "hash" {
+						p.fail(at+".balance", v, "is not least or hash")
+						return
+					}
+				case "default", "preserve_host":
+					b, ok := v.(bool)
+					if !ok {
+						p.fail(at+"."+k, v, "is not true or false")
+						return
+					}
+					if k == "default" {
+						s.Default = b
 					} else {
-						s.Origins = append(s.Origins, strings.TrimSpace(hs))
+						s.PreserveHost = b
 					}
+				case "health":
+					hm, ok := v.(map[string]any)
+					if !ok {
+						p.fail(at+".health", v, "is not {path, interval, timeout, expect_status}")
+						return
+					}
+					if !p.health(at+".health", hm, &s) {
+						return
+					}
+				case "rules":
+					rs, err := rules.Parse(at+".rules", v)
+					if err != nil {
+						p.failWith(ruleError(err))
+						return
+					}
+					s.Rules = rs
+				case "rate_limit":
+					rl, ok := p.rateLimit(at+".rate_limit", v)
+					if !ok {
+						return
+					}
+					s.RateLimit = rl
+				default:
+					p.fail(at+"."+k, nil, "is not a known key of a site (name, hosts, origins, balance, default, preserve_host, health, rules, rate_limit)")
+					return
 				}
-			case "balance":
-				s.Balance, _ = v.(string)
-				if s.Balance != "least" && s.Balance != "hash" {
-					p.fail(at+".balance", v, "is not least or hash")
-					return nil
-				}
-			case "default", "preserve_host":
-				b, ok := v.(bool)
-				if !ok {
-					p.fail(at+"."+k, v, "is not true or false")
-					return nil
-				}
-				if k == "default" {
-					s.Default = b
-				} else {
-					s.PreserveHost = b
-				}
-			case "health":
-				hm, ok := v.(map[string]any)
-				if !ok {
-					p.fail(at+".health", v, "is not {path, interval, timeout, expect_status}")
-					return nil
-				}
-				if !p.health(at+".health", hm, &s) {
-					return nil
-				}
-			case "rules":
-				rs, err := rules.Parse(at+".rules", v)
-				if err != nil {
-					p.err = ruleError(err)
-					return nil
-				}
-				s.Rules = rs
-			case "rate_limit":
-				rl, ok := p.rateLimit(at+".rate_limit", v)
-				if !ok {
-					return nil
-				}
-				s.RateLimit = rl
-			default:
-				p.fail(at+"."+k, nil, "is not a known key of a site (name, hosts, origins, balance, default, preserve_host, health, rules, rate_limit)")
-				return nil
 			}
-		}
-		switch {
-		case s.Name == "" || strings.ContainsAny(s.Name, " ;,=:\"\t/") || len(s.Name) > 64:
-			p.fail(at+".name", s.Name, "must be a non-empty name of at most 64 bytes without spaces or ;,=:\"/")
-			return nil
-		case names[s.Name]:
-			p.fail(at+".name", s.Name, "names two sites")
-			return nil
-		case len(s.Hosts) == 0 && !s.Default:
-			p.fail(at+".hosts", nil, "is required (or default: true)")
-			return nil
-		case len(s.Origins) == 0:
-			p.fail(at+".origins", nil, "is required: at least one origin URL")
-			return nil
-		}
-		names[s.Name] = true
-		for j, h := range s.Hosts {
-			hk := fmt.Sprintf("%s.hosts[%d]", at, j)
-			name := strings.TrimPrefix(h, "*.")
-			if strings.ContainsAny(name, "*/: ") || name == "" || strings.Count(h, "*") > 1 {
-				p.fail(hk, h, "is not a host name or a *.suffix wildcard (no port, no path)")
-				return nil
+			switch {
+			case s.Name == "" || strings.ContainsAny(s.Name, " ;,=:\"\t/") || len(s.Name) > 64:
+				p.fail(at+".name", s.Name, "must be a non-empty name of at most 64 bytes without spaces or ;,=:\"/")
+				return
+			case names[s.Name]:
+				p.fail(at+".name", s.Name, "names two sites")
+				return
+			case len(s.Hosts) == 0 && !s.Default:
+				p.fail(at+".hosts", nil, "is required (or default: true)")
+				return
+			case len(s.Origins) == 0:
+				p.fail(at+".origins", nil, "is required: at least one origin URL")
+				return
 			}
-			if other, dup := hosts[h]; dup {
-				p.fail(hk, h, "is also a host of site "+other)
-				return nil
+			names[s.Name] = true
+			for j, h := range s.Hosts {
+				hk := fmt.Sprintf("%s.hosts[%d]", at, j)
+				name := strings.TrimPrefix(h, "*.")
+				if strings.ContainsAny(name, "*/: ") || name == "" || strings.Count(h, "*") > 1 {
+					p.fail(hk, h, "is not a host name or a *.suffix wildcard (no port, no path)")
+					return
+				}
+				if other, dup := hosts[h]; dup {
+					p.fail(hk, h, "is also a host of site "+other)
+					return
+				}
+				hosts[h] = s.Name
 			}
-			hosts[h] = s.Name
-		}
-		for j, o := range s.Origins {
-			if !httpURL(o) {
-				p.fail(fmt.Sprintf("%s.origins[%d]", at, j), o, "is not an absolute http(s) URL")
-				return nil
+			for j, o := range s.Origins {
+				if !httpURL(o) {
+					p.fail(fmt.Sprintf("%s.origins[%d]", at, j), o, "is not an absolute http(s) URL")
+					return
+				}
 			}
-		}
-		if s.Default {
-			defaults++
-			if defaults > 1 {
-				p.fail(at+".default", true, "is set on two sites")
-				return nil
+			if s.Default {
+				defaults++
+				if defaults > 1 {
+					p.fail(at+".default", true, "is set on two sites")
+					return
+				}
 			}
-		}
-		out = append(out, s)
+			out = append(out, s)
+		}()
 	}
 	return out
 }
@@ -1580,6 +1611,10 @@ func ParseSize(s string) (int64, error) {
 	return int64(v), nil
 }
 
+// serviceLinkRE matches the variables Kubernetes injects for a Service
+// (EDGE_ORIGIN_PORT, EDGE_CLUSTER_SERVICE_HOST, …), which are nobody's typo.
+var serviceLinkRE = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
 // UnknownEnv returns a warning for each EDGE_* environment variable that
 // is not a configuration variable but is within a few edits of one: a
 // misspelt setting that would otherwise be ignored without a word. (Other
@@ -1594,7 +1629,7 @@ func UnknownEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "EDGE_") || isKnown[name] {
+		if !strings.HasPrefix(name, "EDGE_") || isKnown[name] || serviceLinkRE.MatchString(name) {
 			continue
 		}
 		if near := didyoumean.Nearest(name, known); near != "" {

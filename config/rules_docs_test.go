@@ -147,3 +147,40 @@ func TestYAMLSyntaxErrorShowsTheLines(t *testing.T) {
 		t.Fatalf("a syntax error must show the faulty line: %v", err)
 	}
 }
+
+func TestErrorsHideSecretsAndNameTheRightSource(t *testing.T) {
+	_, err := LoadBytes([]byte("origin:\n  url: http://127.0.0.1:1\nadmin:\n  token: @dm1n-T0ken!\n"))
+	if err == nil || strings.Contains(err.Error(), "dm1n") || !strings.Contains(err.Error(), "token: <hidden>") {
+		t.Errorf("a YAML error shows a secret: %v", err)
+	}
+	for _, k := range Keys() {
+		os.Unsetenv(k.Env())
+	}
+	t.Setenv("EDGE_LISTEN", "")
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/e.yaml", []byte("origin:\n  url: http://127.0.0.1:1\nlisten: nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := NewViper(dir + "/e.yaml")
+	if _, err := Load(v); err == nil || !strings.Contains(err.Error(), "(from the config file)") {
+		t.Errorf("an empty variable must not be named as the source: %v", err)
+	}
+	t.Setenv("EDGE_ORIGIN_PORT", "tcp://10.0.0.1:80")
+	t.Setenv("EDGE_CLUSTER_SERVICE_HOST", "10.0.0.2")
+	if w := UnknownEnv(); len(w) != 0 {
+		t.Errorf("Kubernetes service-link variables were warned about: %v", w)
+	}
+}
+
+func TestEverySiteErrorInOnePass(t *testing.T) {
+	_, err := LoadBytes([]byte(`sites:
+  - {name: a, hosts: [a.test], origins: ["ftp://x"]}
+  - {name: b, hosts: [b.test], origins: ["http://127.0.0.1:1"], rules: [{name: r, tll: 1m}]}
+  - {name: c, hosts: [c.test], origins: ["http://127.0.0.1:1"], rate_limit: {rate: -1}}
+`))
+	for _, want := range []string{"3 errors", "sites[0].origins[0]", "sites[1].rules[0].tll", "sites[2].rate_limit.rate"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

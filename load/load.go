@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/coding"
+	"github.com/edgecache/edge/internal/cachestatus"
 )
 
 // Config configures a run.
@@ -123,9 +124,11 @@ func quantile(sorted []float64, p float64) float64 {
 	return sorted[min(int(p*float64(len(sorted))), len(sorted)-1)]
 }
 
-// Result classifies a Cache-Status value: hit, peer (forwarded and answered
-// by a cache), miss, or other.
+// Result classifies a Cache-Status value by the member of the node that
+// answered the client (the last): hit, collapsed, revalidated, pass, miss,
+// or other.
 func Result(cacheStatus string) string {
+	cacheStatus = cachestatus.Last(cacheStatus)
 	switch {
 	case cacheStatus == "":
 		return "none"

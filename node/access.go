@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecache/edge/internal/cachestatus"
 	"github.com/edgecache/edge/proxy"
 )
 
@@ -262,7 +263,7 @@ func appendEscapedOrDash(b []byte, s string) []byte {
 // cacheResult shortens a Cache-Status to what the cache did: hit, stale,
 // miss, collapsed, bypass, error… ("-" without one).
 func cacheResult(cs string) string {
-	_, params, ok := strings.Cut(cs, "; ")
+	_, params, ok := strings.Cut(cachestatus.Last(cs), "; ")
 	if !ok {
 		return "-"
 	}

@@ -62,8 +62,8 @@ func (w *rateWindow) rates() map[string]float64 {
 
 // rateTotals are the totals the status page shows rates of: requests by
 // result ("result hit"), and per site its requests and hits ("site shop",
-// "site-hit shop"). A reload's new sites start at zero: their first
-// minute's rate is from the reload on.
+// "site-hit shop"). A reload carries a staying site's counts over
+// (Site.CarryCounts); a new site starts at zero.
 func (n *Node) rateTotals() map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range n.proxy.Stats().Requests {

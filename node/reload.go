@@ -96,6 +96,15 @@ func (n *Node) Reload() (string, error) {
 	}
 	// Apply: nothing below can fail.
 	table.start()
+	// A site that stays keeps its request counts (the status page's
+	// totals and last-minute rates run on across the reload).
+	for _, s := range table.sites {
+		for _, o := range n.sites.Load().sites {
+			if o.name == s.name {
+				s.resolved.CarryCounts(o.resolved)
+			}
+		}
+	}
 	old := n.sites.Swap(table)
 	// Requests in flight finish on the old pools; stopping a pool ends its
 	// health checks and closes idle connections only.

@@ -77,7 +77,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				break
 			}
 			h.metrics.Coalesced.Inc()
-			h.serveFill(w, r, f, nil, forwarded(m.fwd).markCollapsed(), nil)
+			h.serveFill(w, r, f, nil, forwarded(m.fwd).markCollapsed().withUpstream(f.upstream), nil)
 			return ResultCollapsed
 		}
 	}
@@ -328,6 +328,7 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 		h.store.Put(e)
 	}
 	fl.f.completeWith(e)
+	fl.f.upstream = fl.upstreamStatus()
 	fl.f.publish(e, true, nil)
 	h.done(fl)
 	return outcome{kind: outEntry, entry: e, own: fl.own, status: status, result: ResultRevalidated}
@@ -342,6 +343,7 @@ func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
 	h.passes.Remove(fl.m.passKey)
 	h.large.Remove(fl.m.passKey)
 	fl.f.completeWith(man)
+	fl.f.upstream = fl.upstreamStatus()
 	fl.f.publish(man, true, nil)
 	h.done(fl)
 	return outcome{kind: outSliced, entry: man, resp: fl.res.Resp, own: fl.own, keep: fl.res.Keep, result: ResultMiss,
@@ -361,6 +363,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	} else {
 		delete(e.Header, "Content-Length")
 	}
+	f.upstream = fl.upstreamStatus()
 	f.publish(e, true, nil)
 	var rd *fillReader
 	if !m.background {

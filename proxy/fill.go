@@ -26,6 +26,9 @@ type fill struct {
 	entry  *Entry // the shared response; its Body is set when the fill completes
 	shared bool   // waiters may be given entry (subject to their own checks)
 	err    error  // the fetch failed before a response arrived
+	// upstream is the Cache-Status of the cluster peer that answered
+	// ("" for the origin), for waiters' answers as for the leader's.
+	upstream string
 
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) whenever the state below changes

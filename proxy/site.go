@@ -43,6 +43,15 @@ func (s *Site) count(result string) {
 	}
 }
 
+// CarryCounts adds from's counts to s: the site s replaces in a reload,
+// so that its totals run on. Requests still finishing on from afterwards
+// are not carried.
+func (s *Site) CarryCounts(from *Site) {
+	for i := range s.results {
+		s.results[i].Add(from.results[i].Load())
+	}
+}
+
 // Results returns the site's requests by result since it was configured.
 func (s *Site) Results() map[string]uint64 {
 	out := make(map[string]uint64, len(resultNames))

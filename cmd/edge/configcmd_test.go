@@ -93,6 +93,16 @@ func TestHealthAndReloadCommands(t *testing.T) {
 	if out, err := run(healthCmd(), "--admin", adm); err != nil || !strings.Contains(out, "ready") {
 		t.Fatalf("health of a ready node: %q %v", out, err)
 	}
+	withAdmin := filepath.Join(t.TempDir(), "admin.yaml")
+	if err := os.WriteFile(withAdmin, []byte("admin:\n  listen: \"0.0.0.0:"+strings.Split(adm, ":")[1]+"\"\n  token: tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(healthCmd(), "-c", withAdmin); err != nil || !strings.Contains(out, "ready") {
+		t.Fatalf("health with the node's config file: %q %v", out, err)
+	}
+	if out, err := run(reloadCmd(), "-c", withAdmin); err != nil || !strings.Contains(out, "reloaded") {
+		t.Fatalf("reload with the token from the config file: %q %v", out, err)
+	}
 	if _, err := run(healthCmd(), "--admin", freeAddr(t), "--timeout", "500ms"); err == nil {
 		t.Error("health of no node succeeded")
 	}

@@ -107,7 +107,7 @@ sites:
 	// Bring it back on the same address: the active check returns it.
 	startOrigin(t, o2, "1ms")
 	waitFor(t, "the origin to come back", 60*time.Second, func() bool { return metric(t, adm, up) == 1 })
-	if _, page := get(t, "http://"+adm+"/status"); !strings.Contains(page, "Sites and origins") || !strings.Contains(page, o2) {
+	if _, page := get(t, "http://"+adm+"/status"); !strings.Contains(page, "<h2>Sites</h2>") || !strings.Contains(page, "<h2>Origins</h2>") || !strings.Contains(page, o2) {
 		t.Errorf("the status page lacks the sites table")
 	}
 }
