@@ -607,7 +607,10 @@ func Load(v *viper.Viper) (*Config, error) {
 		}
 		rs, err := rules.Parse("rules", yamlText(v.Get("rules")))
 		if err != nil {
-			return nil, ruleError(err)
+			for _, e := range ruleErrors(err) {
+				p.failWith(e)
+			}
+			return nil, joinErrors(p.errs)
 		}
 		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost,
 			Rules: rs, RateLimit: c.Limits.RateLimit}}
@@ -792,13 +795,21 @@ func yamlText(raw any) any {
 	return v
 }
 
-// ruleError turns a rule's error into the config's, key and all.
-func ruleError(err error) error {
+// ruleErrors turns rules' errors into the config's, key and all.
+func ruleErrors(err error) []error {
+	var list rules.Errors
+	if errors.As(err, &list) {
+		out := make([]error, len(list))
+		for i, re := range list {
+			out[i] = &Error{Key: re.Key, Value: re.Value, Reason: re.Reason}
+		}
+		return out
+	}
 	var re *rules.Error
 	if errors.As(err, &re) {
-		return &Error{Key: re.Key, Value: re.Value, Reason: re.Reason}
+		return []error{&Error{Key: re.Key, Value: re.Value, Reason: re.Reason}}
 	}
-	return err
+	return []error{err}
 }
 
 // fail records an error of key; parsing goes on, so that one run names
@@ -1250,7 +1261,9 @@ func (p *parser) sites(key string) []Site {
 				case "rules":
 					rs, err := rules.Parse(at+".rules", v)
 					if err != nil {
-						p.failWith(ruleError(err))
+						for _, e := range ruleErrors(err) {
+							p.failWith(e)
+						}
 						return
 					}
 					s.Rules = rs

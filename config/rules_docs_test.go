@@ -184,3 +184,12 @@ func TestEverySiteErrorInOnePass(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryRuleErrorInOnePass(t *testing.T) {
+	_, err := LoadBytes([]byte("origin:\n  url: http://127.0.0.1:1\nrules:\n  - {name: a, tll: 1m}\n  - {name: b}\n  - {name: c, ttl: soon}\n"))
+	for _, want := range []string{"2 errors", "rules[0].tll", "rules[2].ttl"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -80,18 +81,28 @@ func Parse(at string, raw any) (*Set, error) {
 	}
 	s := &Set{}
 	names := map[string]bool{}
+	// Every rule is checked, so that one run names each wrong one (the
+	// first error of a rule ends that rule).
+	var errs Errors
 	for i, item := range list {
 		key := fmt.Sprintf("%s[%d]", at, i)
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, &Error{Key: key, Value: item, Reason: "is not a rule ({name, match, …})"}
+			errs = append(errs, &Error{Key: key, Value: item, Reason: "is not a rule ({name, match, …})"})
+			continue
 		}
 		r, err := parseRule(key, m)
 		if err != nil {
-			return nil, err
+			var re *Error
+			if !errors.As(err, &re) {
+				re = &Error{Key: key, Reason: err.Error()}
+			}
+			errs = append(errs, re)
+			continue
 		}
 		if names[r.Name] {
-			return nil, &Error{Key: key + ".name", Value: r.Name, Reason: "names two rules"}
+			errs = append(errs, &Error{Key: key + ".name", Value: r.Name, Reason: "names two rules"})
+			continue
 		}
 		names[r.Name] = true
 		r.Index = i
@@ -100,7 +111,33 @@ func Parse(at string, raw any) (*Set, error) {
 		}
 		s.Rules = append(s.Rules, r)
 	}
-	return s, nil
+	switch len(errs) {
+	case 0:
+		return s, nil
+	case 1:
+		return nil, errs[0]
+	}
+	return nil, errs
+}
+
+// Errors are the errors of several rules, in order.
+type Errors []*Error
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, err := range e {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "; ")
+}
+
+// Unwrap gives errors.As each rule's error.
+func (e Errors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, err := range e {
+		out[i] = err
+	}
+	return out
 }
 
 func parseRule(at string, m map[string]any) (*Rule, error) {
