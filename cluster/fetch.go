@@ -39,8 +39,8 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
-		if resp := c.probe(ctx, fr, kh, path); resp != nil {
-			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp), From: proxy.UpstreamPeer}, nil
+		if resp, peer := c.probe(ctx, fr, kh, path); resp != nil {
+			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp), From: proxy.UpstreamPeer, Addr: peer}, nil
 		}
 	}
 	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
@@ -58,6 +58,7 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 type candidateSet struct {
 	cands       []indicators.Candidate
 	peers       []*Peer
+	ids         []string // the peers' ids, read with the set (an id can change under c.mu)
 	indicated   []bool
 	onPath      []bool
 	missPenalty float64 // M, in the unit of c_j
@@ -116,6 +117,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		}
 		cs.cands = append(cs.cands, indicators.Candidate{Cost: c.costs(p, minCost), Rho: rho})
 		cs.peers = append(cs.peers, p)
+		cs.ids = append(cs.ids, p.ID)
 		cs.indicated = append(cs.indicated, ind)
 		cs.onPath = append(cs.onPath, onPath[p.ID])
 		if len(cs.cands) == indicators.MaxCandidates {
@@ -239,14 +241,14 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
-func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) *http.Response {
+func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (*http.Response, string) {
 	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
 	if len(cs.cands) == 0 {
-		return nil
+		return nil, ""
 	}
 	mask := indicators.Select(cs.cands, cs.missPenalty)
 	if mask == 0 {
-		return nil
+		return nil, ""
 	}
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
@@ -255,10 +257,10 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	// bodies short, mid-response to the client.
 	pctx, cancel := context.WithCancel(ctx)
 	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, mask)
-	win, got := c.firstHit(answers, sent, &cs)
+	win, winner, got := c.firstHit(answers, sent, &cs)
 	if win == nil {
 		cancel()
-		return nil
+		return nil, ""
 	}
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
@@ -273,7 +275,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			}
 		}
 	}()
-	return win
+	return win, winner
 }
 
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).
@@ -317,7 +319,7 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 // firstHit reads the answers until one is usable (the winner, nil if
 // none is), counting each and telling a negatively indicated peer's
 // replica what its answer showed; got is how many were read.
-func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSet) (win *http.Response, got int) {
+func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSet) (win *http.Response, winner string, got int) {
 	for range sent {
 		a := <-answers
 		got++
@@ -329,7 +331,7 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSe
 			a.resp.Body.Close()
 		case win == nil && a.resp.StatusCode < 500:
 			outcome = "hit"
-			win = a.resp
+			win, winner = a.resp, cs.ids[a.i]
 		default:
 			outcome = "lost"
 			a.resp.Body.Close()
@@ -346,7 +348,7 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSe
 			break
 		}
 	}
-	return win, got
+	return win, winner, got
 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
