@@ -167,7 +167,12 @@ tls:
 	}
 	roots := pb.issuingRoots(t)
 	var first *x509.Certificate
-	waitFor(t, "both nodes to serve a certificate from pebble", 60*time.Second, func() bool {
+	// Node A asks for the certificate as soon as it starts, and pebble
+	// checks the challenge at node B: on a loaded machine B may not be
+	// listening yet, and certmagic tries again after 60 s. The bound
+	// leaves room for that retry (it stops a stuck test; it is not a
+	// timing assertion).
+	waitFor(t, "both nodes to serve a certificate from pebble", 180*time.Second, func() bool {
 		ca, errA := servedCert(a.tls, "edge.test", roots)
 		cb, errB := servedCert(b.tls, "edge.test", roots)
 		if errA != nil || errB != nil {
