@@ -767,6 +767,7 @@ func (p *parser) rateLimit(at string, v any) (RateLimit, bool) {
 	return rl, true
 }
 
+// toFloat reads a YAML number (an int or a float) as a float.
 func toFloat(x any) (float64, bool) {
 	switch n := x.(type) {
 	case int:
@@ -948,22 +949,15 @@ func (p *parser) int(key string, lo, hi int) int {
 
 func (p *parser) float(key string, lo, hi float64) float64 {
 	raw := p.v.Get(key)
-	var f float64
-	switch x := raw.(type) {
-	case int:
-		f = float64(x)
-	case float64:
-		f = x
-	case string:
-		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err != nil {
+	f, ok := toFloat(raw)
+	if !ok {
+		s, isString := raw.(string)
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if !isString || err != nil {
 			p.fail(key, raw, "is not a number")
 			return 0
 		}
 		f = v
-	default:
-		p.fail(key, raw, "is not a number")
-		return 0
 	}
 	if math.IsNaN(f) || f < lo || f > hi {
 		p.fail(key, raw, fmt.Sprintf("is out of range [%g, %g]", lo, hi))

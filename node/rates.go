@@ -70,17 +70,22 @@ func (n *Node) rateTotals() map[string]float64 {
 		out["result "+k] = float64(v)
 	}
 	for _, s := range n.sites.Load().sites {
-		var total, hits float64
-		for result, v := range s.resolved.Results() {
-			total += float64(v)
-			if servedFromCache(result) {
-				hits += float64(v)
-			}
-		}
-		out["site "+s.name] = total
-		out["site-hit "+s.name] = hits
+		total, hits := s.totals()
+		out["site "+s.name] = float64(total)
+		out["site-hit "+s.name] = float64(hits)
 	}
 	return out
+}
+
+// totals are the site's requests and those answered from the cache.
+func (s *site) totals() (total, hits uint64) {
+	for result, v := range s.resolved.Results() {
+		total += v
+		if servedFromCache(result) {
+			hits += v
+		}
+	}
+	return total, hits
 }
 
 // sampleRates runs the sampler until done closes.

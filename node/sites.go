@@ -319,12 +319,7 @@ func (n *Node) siteStatus() []SiteStatus {
 	for _, s := range t.sites {
 		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterOf(s.limited))}
 		var hits uint64
-		for result, v := range s.resolved.Results() {
-			st.Requests += v
-			if servedFromCache(result) {
-				hits += v
-			}
-		}
+		st.Requests, hits = s.totals()
 		if st.Requests > 0 {
 			st.HitRatio = float64(hits) / float64(st.Requests)
 		}

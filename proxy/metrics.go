@@ -24,6 +24,11 @@ const (
 	ResultRejected     = "rejected"       // refused by a limit
 )
 
+// resultNames are every result label, in one order: the collectors made
+// up front and Site's per-result counts.
+var resultNames = [...]string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed,
+	ResultPass, ResultOnlyIfCached, ResultError, ResultRejected}
+
 // Metrics are the data path's Prometheus collectors.
 type Metrics struct {
 	Requests        *prometheus.CounterVec   // requests by result
@@ -195,7 +200,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	}
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.
 	m.byResult = make(map[string]resultMetrics)
-	for _, r := range []string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed, ResultPass, ResultOnlyIfCached, ResultError, ResultRejected} {
+	for _, r := range resultNames {
 		m.byResult[r] = resultMetrics{m.Requests.WithLabelValues(r), m.RequestDuration.WithLabelValues(r), new(atomic.Uint64)}
 	}
 	return m

@@ -25,11 +25,6 @@ type Site struct {
 	results [len(resultNames)]atomic.Uint64
 }
 
-// resultNames are the edge_requests_total results, in the order Site
-// counts them.
-var resultNames = [...]string{ResultHit, ResultStale, ResultStaleError, ResultRevalidated, ResultMiss, ResultCollapsed,
-	ResultPass, ResultOnlyIfCached, ResultError, ResultRejected}
-
 // count counts one request of the site with result.
 func (s *Site) count(result string) {
 	if s == nil {
