@@ -190,7 +190,8 @@ func Keys() []Key {
 		{"indicators.advertise_max", Duration, dur(cd.AdvertiseMax), "Advertise at least this often when the store changed (T)."},
 		{"indicators.fnr_estimator", String, fd.FNREstimator.String(), "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener; about a third fewer system calls per cached hit."},
-		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request, and every HTTP/2 connection, is net/http's as before (docs/benchmarks.md, package hitpath). Off on the plain listener with tls.redirect_to_https, where every plain request is redirected."},
+		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners (and HTTP/2 ones, with tuning.http2_server edge) answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request is net/http's handler path as before (docs/benchmarks.md, package hitpath). Off on the plain listener with tls.redirect_to_https, where every plain request is redirected."},
+		{"tuning.http2_server", String, "edge", "Which HTTP/2 server the TLS listener runs: edge (package h2server: hits answered on each connection's read loop, several answers per write; about 2x net/http's HTTP/2 hit rate, docs/benchmarks.md) or go (net/http's own, a goroutine per stream)."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
 		{"log.format", String, "text", "text or json."},
@@ -290,6 +291,7 @@ type Config struct {
 	Tuning struct {
 		WriteBatching bool
 		HitPath       bool
+		HTTP2Server   string // edge or go
 	}
 	Cluster struct {
 		Listen          string
@@ -540,6 +542,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Forwarding.UnkeyedHeaders = p.fieldNames("forwarding.unkeyed_headers")
 	c.Tuning.WriteBatching = p.bool("tuning.write_batching")
 	c.Tuning.HitPath = p.bool("tuning.hit_path")
+	c.Tuning.HTTP2Server = p.oneOf("tuning.http2_server", "edge", "go")
 	c.Cluster.Listen = p.addr("cluster.listen")
 	c.Cluster.Peers = p.peers("cluster.peers")
 	c.Cluster.DNS = p.str("cluster.dns")

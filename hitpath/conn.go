@@ -36,7 +36,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +124,7 @@ type Listener struct {
 	ans      Answerer
 	metrics  *Metrics
 	draining atomic.Bool
-	date     atomic.Pointer[dateLine]
+	dates    Dates
 	outPool  sync.Pool
 
 	mu    sync.Mutex
@@ -133,6 +132,10 @@ type Listener struct {
 
 	writing atomic.Int64 // responses being written, for WaitWrites
 }
+
+// Dates makes the Date field line once per second (the zero value is
+// ready); every front that answers hits shares its way of writing it.
+type Dates struct{ cur atomic.Pointer[dateLine] }
 
 // dateLine is the Date field of one second.
 type dateLine struct {
@@ -156,15 +159,8 @@ func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listene
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	lower := func(fields []string) []string {
-		out := make([]string, len(fields))
-		for i, f := range fields {
-			out[i] = strings.ToLower(f)
-		}
-		return out
-	}
 	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{}),
-		rules: &fieldRules{strip: lower(cfg.StripFields), unkeyed: lower(cfg.UnkeyedFields)}}
+		rules: NewFields(cfg).rules}
 	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return l
 }
@@ -632,13 +628,15 @@ func (c *Conn) CloseWrite() error {
 }
 
 // dateLine returns "Date: <now>\r\n", made once per second.
-func (l *Listener) dateLine() []byte {
-	now := time.Now()
-	if d := l.date.Load(); d != nil && d.unix == now.Unix() {
-		return d.line
+func (l *Listener) dateLine() []byte { return l.dates.Line(time.Now()) }
+
+// Line returns "Date: <now>\r\n"; the slice must not be changed.
+func (d *Dates) Line(now time.Time) []byte {
+	if cur := d.cur.Load(); cur != nil && cur.unix == now.Unix() {
+		return cur.line
 	}
-	d := &dateLine{unix: now.Unix()}
-	d.line = append(now.UTC().AppendFormat([]byte("Date: "), http.TimeFormat), "\r\n"...)
-	l.date.Store(d)
-	return d.line
+	n := &dateLine{unix: now.Unix()}
+	n.line = append(now.UTC().AppendFormat([]byte("Date: "), http.TimeFormat), "\r\n"...)
+	d.cur.Store(n)
+	return n.line
 }

@@ -141,15 +141,19 @@ func (r *Request) requestLine(line []byte) (parseResult, string) {
 // connection is net/http's from here on, hand a reason to hand this
 // request over ("" for none of either); host reports a Host field.
 func (r *Request) field(line []byte, rules *fieldRules) (stop, hand string, host bool) {
-	var strip, unkeyed []string
-	if rules != nil {
-		strip, unkeyed = rules.strip, rules.unkeyed
-	}
 	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok || !isToken(name) || !plainValue(value) {
 		return reasonSyntax, "", false // includes obs-fold: a line starting with SP or HTAB
 	}
-	value = trimOWS(value)
+	return r.fieldValue(name, trimOWS(value), rules)
+}
+
+// fieldValue reads one field, its name a token and its value trimmed.
+func (r *Request) fieldValue(name, value []byte, rules *fieldRules) (stop, hand string, host bool) {
+	var strip, unkeyed []string
+	if rules != nil {
+		strip, unkeyed = rules.strip, rules.unkeyed
+	}
 	f := fieldOf(name)
 	if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
 		f = fieldOther

@@ -20,7 +20,8 @@ import (
 type hitFront struct {
 	n       *Node
 	acme    bool               // ACME HTTP-01 answers live on this (plain) listener
-	h1      prometheus.Counter // the TLS front's count of this listener's HTTP/1.1 requests (nil without TLS)
+	proto   prometheus.Counter // the TLS front's count of this front's protocol (nil without TLS)
+	h2      bool               // HTTP/2 connections (package h2server), not HTTP/1.1
 	tls     bool               // the TLS listener: the key's scheme is https
 	front   *proxy.FrontFields // fields the TLS front adds to every answer (nil: none)
 	release func(*hitpath.Answer)
@@ -100,8 +101,8 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		a.Ref = ans.Pinned
 	}
 	s.requests.Inc()
-	if f.h1 != nil {
-		f.h1.Inc()
+	if f.proto != nil {
+		f.proto.Inc()
 	}
 	if n.access != nil {
 		method := "GET"
@@ -112,8 +113,12 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		if query != "" {
 			uri = path + "?" + n.proxy.ForwardedQuery(query) // as ServeHTTP logs it (cache.sort_query)
 		}
+		proto := "HTTP/1.1"
+		if f.h2 {
+			proto = "HTTP/2.0"
+		}
 		n.access.add(accessEntry{Time: start, Client: clientAddr(remote.String()), Site: s.name, Method: method, Host: host, URI: uri,
-			Proto: "HTTP/1.1", Status: ans.Status, Bytes: ans.BodyBytes, Duration: time.Since(start), CacheStatus: n.proxy.HitStatus(),
+			Proto: proto, Status: ans.Status, Bytes: ans.BodyBytes, Duration: time.Since(start), CacheStatus: n.proxy.HitStatus(),
 			Referer: string(r.Referer), UserAgent: string(r.UserAgent)})
 	}
 	return true

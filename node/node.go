@@ -190,7 +190,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	if cfg.Tuning.HitPath && (n.tls == nil || !cfg.TLS.RedirectToHTTPS) {
 		hf := newHitFront(n)
 		if n.tls != nil {
-			hf.acme, hf.h1 = n.tls.acme != nil, n.tls.proto.WithLabelValues("http/1.1")
+			hf.acme, hf.proto = n.tls.acme != nil, n.tls.proto.WithLabelValues("http/1.1")
 		}
 		pub := net.Listener(n.pubLn)
 		if cfg.Tuning.WriteBatching {
@@ -202,13 +202,19 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	if cfg.Tuning.HitPath && n.tls != nil {
 		hf := newHitFront(n)
-		hf.tls, hf.h1 = true, n.tls.proto.WithLabelValues("https/1.1")
+		hf.tls, hf.proto = true, n.tls.proto.WithLabelValues("https/1.1")
 		if fields := n.tls.responseFields(); len(fields) > 0 {
 			hf.front = proxy.NewFrontFields(fields)
 		}
 		// The HTTP/1.1 connections of the TLS listener get the hit path
-		// too (node/tlshit.go); HTTP/2 ones stay net/http's.
+		// too (node/tlshit.go), and so do HTTP/2 ones with edge's HTTP/2
+		// server: one answerer, one hit decision.
 		n.tls.hitAns, n.tls.hitM, n.tls.hitCfg = hf, n.hitM, hitCfg
+		if n.tls.h2 != nil {
+			h2f := *hf
+			h2f.h2, h2f.proto = true, n.tls.proto.WithLabelValues("h2")
+			n.tls.h2.Hits, n.tls.h2.Fields = &h2f, hitpath.NewFields(hitCfg)
+		}
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {

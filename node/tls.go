@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/h2server"
 	"github.com/edgecache/edge/hitpath"
 )
 
@@ -64,6 +65,9 @@ type tlsFront struct {
 	hitAns hitpath.Answerer
 	hitM   *hitpath.Metrics
 	hits   *hitpath.Listener
+	// h2 serves the HTTP/2 connections (tuning.http2_server edge; nil:
+	// net/http's own server does).
+	h2 *h2server.Server
 }
 
 // The HTTP/2 and HTTP/3 limits, with their reasons.
@@ -137,6 +141,22 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 			// opened and cancelled faster than they are served) since
 			// CVE-2023-44487.
 		},
+	}
+	if cfg.Tuning.HTTP2Server == "edge" {
+		t.h2 = &h2server.Server{
+			Handler:              t.srv.Handler,
+			MaxConcurrentStreams: maxConcurrentStreams,
+			MaxHeaderListSize:    uint32(min(cfg.Limits.MaxHeaderBytes, 1<<31)),
+			ReadHeaderTimeout:    cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout:          cfg.Limits.IdleTimeout,
+			WriteTimeout:         cfg.Limits.WriteTimeout,
+			Log:                  log,
+			Metrics:              h2server.NewMetrics(reg),
+		}
+		// net/http hands each connection that negotiated h2 over, with a
+		// handler that gives its requests the server's context.
+		t.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){"h2": t.h2.NextProto}
+		t.srv.RegisterOnShutdown(t.h2.Drain)
 	}
 	if cfg.TLS.HTTP3 {
 		if t.udp, err = net.ListenPacket("udp", t.ln.Addr().String()); err != nil {

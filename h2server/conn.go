@@ -1,0 +1,785 @@
+package h2server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// conn is one HTTP/2 connection. Its read loop (serve) is the only reader;
+// writes come from the loop (control frames, hits) and from handler
+// goroutines, each under wmu, into one buffer flushed when the loop has
+// read everything the client sent or a handler ends a response.
+type conn struct {
+	srv     *Server
+	nc      net.Conn
+	handler http.Handler
+	ctx     context.Context
+	cancel  context.CancelFunc
+	remote  string
+	tls     *tls.ConnectionState
+
+	br *bufio.Reader
+	fr *http2.Framer // reads on the loop; writes under wmu
+
+	// The write side, under wmu.
+	wmu      sync.Mutex
+	bw       *bufio.Writer // nil between flushes (pooled)
+	henc     *hpack.Encoder
+	hbuf     bytes.Buffer
+	werr     error     // the first write error: the connection is done
+	wdead    time.Time // the write deadline last set
+	goAwayID uint32    // the last stream ID a GOAWAY sent allowed (0: none sent)
+	sentGA   bool
+
+	// Streams and flow control, under mu. cond wakes writers waiting for
+	// send window (and for a stream's end).
+	mu            sync.Mutex
+	cond          sync.Cond
+	streams       map[uint32]*stream
+	maxClientID   uint32
+	sendWindow    int64 // what the client lets us send on the connection
+	peerWindow    int64 // SETTINGS_INITIAL_WINDOW_SIZE of the client
+	peerMaxFrame  int   // SETTINGS_MAX_FRAME_SIZE of the client
+	recvWindow    int64 // what the client may still send on the connection
+	recvUnacked   int64 // body bytes consumed and not yet returned by WINDOW_UPDATE
+	running       int   // handler goroutines, reset streams' included
+	draining      bool  // GOAWAY sent or asked: no new streams
+	closed        bool
+	idleSince     time.Time
+	idleTimer     *time.Timer
+	handlers      sync.WaitGroup
+	internStrings map[string]string   // response field values, interned (loop only)
+	hitFieldsBuf  []hpack.HeaderField // answerHit's fields (loop only)
+}
+
+// errConnClosed is what a writer gets once the connection is gone.
+var errConnClosed = errors.New("h2server: connection closed")
+
+// errStreamClosed is what a writer gets once its stream was reset.
+var errStreamClosed = errors.New("h2server: stream closed")
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferBytes) }}
+
+func newConn(ctx context.Context, s *Server, nc net.Conn, h http.Handler) *conn {
+	c := &conn{srv: s, nc: nc, handler: h, remote: nc.RemoteAddr().String(),
+		streams: map[uint32]*stream{}, sendWindow: 65535, peerWindow: 65535, peerMaxFrame: 16384,
+		recvWindow: 65535, internStrings: map[string]string{}}
+	c.cond.L = &c.mu
+	if tc, ok := nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		c.tls = &st
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.br = bufio.NewReaderSize(nc, readBufferBytes)
+	c.fr = http2.NewFramer(connWriter{c}, c.br)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = s.maxHeaderList()
+	c.fr.SetMaxReadFrameSize(16384) // the default we advertise
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// connWriter lets the framer write into the pooled buffer (under wmu).
+type connWriter struct{ c *conn }
+
+func (w connWriter) Write(p []byte) (int, error) {
+	c := w.c
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.bw == nil {
+		c.bw = writerPool.Get().(*bufio.Writer)
+		c.bw.Reset(deadlineWriter{c})
+	}
+	return c.bw.Write(p)
+}
+
+// deadlineWriter renews the connection's write deadline (at most once a
+// second) before each write to the socket: a client that stops reading
+// holds a write for WriteTimeout, then loses the connection.
+type deadlineWriter struct{ c *conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	c := w.c
+	if t := c.srv.WriteTimeout; t > 0 {
+		if d := time.Now().Add(t); d.Sub(c.wdead) > time.Second {
+			_ = c.nc.SetWriteDeadline(d)
+			c.wdead = d
+		}
+	}
+	n, err := c.nc.Write(p)
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
+	return n, err
+}
+
+// flushLocked sends the buffer; wmu is held.
+func (c *conn) flushLocked() error {
+	if c.bw == nil {
+		return c.werr
+	}
+	err := c.bw.Flush()
+	c.bw.Reset(nil)
+	writerPool.Put(c.bw)
+	c.bw = nil
+	if err != nil {
+		c.fail(err)
+	}
+	return err
+}
+
+func (c *conn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushLocked()
+}
+
+// fail ends the connection after a write error: the loop's read fails and
+// the loop cleans up.
+func (c *conn) fail(err error) {
+	if c.werr == nil {
+		c.werr = err
+	}
+	_ = c.nc.Close()
+}
+
+// serve runs the read loop.
+func (c *conn) serve() {
+	m := c.srv.Metrics
+	if m != nil {
+		m.conns.Inc()
+		defer m.conns.Dec()
+	}
+	defer c.shutdown()
+	timeout := c.srv.ReadHeaderTimeout
+	if timeout <= 0 {
+		timeout = prefaceTimeout
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	if err := c.readPreface(); err != nil {
+		c.srv.log().Debug("http2 preface", "remote", c.remote, "err", err)
+		return
+	}
+	c.wmu.Lock()
+	_ = c.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.srv.maxStreams()},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamRecvWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.srv.maxHeaderList()},
+	)
+	_ = c.fr.WriteWindowUpdate(0, connRecvWindow-65535)
+	err := c.flushLocked()
+	c.wmu.Unlock()
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.recvWindow = connRecvWindow
+	c.mu.Unlock()
+
+	// The client's first frame must be SETTINGS (RFC 9113 §3.4).
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		c.readError(err)
+		return
+	}
+	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+		c.goAway(http2.ErrCodeProtocol, "first frame is not SETTINGS")
+		return
+	} else if err := c.onSettings(sf); err != nil {
+		c.connError(err)
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.startIdle()
+
+	for {
+		if c.br.Buffered() == 0 {
+			// Everything the client sent is handled: send the answers
+			// before waiting for more.
+			if c.flush() != nil {
+				return
+			}
+		}
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			if !c.readError(err) {
+				return
+			}
+			continue
+		}
+		if err := c.onFrame(f); err != nil {
+			if !c.frameError(err) {
+				return
+			}
+		}
+	}
+}
+
+func (c *conn) readPreface() error {
+	buf := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c.br, buf); err != nil {
+		return err
+	}
+	if string(buf) != http2.ClientPreface {
+		return errors.New("bad client preface")
+	}
+	return nil
+}
+
+// readError handles an error of ReadFrame; it reports whether the loop
+// goes on (a stream error).
+func (c *conn) readError(err error) bool {
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se):
+		return c.frameError(se)
+	case errors.As(err, &ce):
+		c.connError(ce)
+		return false
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.goAway(http2.ErrCodeFrameSize, "frame too large")
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.srv.log().Debug("http2 read timeout", "remote", c.remote)
+	}
+	return false
+}
+
+// frameError answers an error of a frame's handling: a stream error resets
+// the stream and the loop goes on; a connection error ends it.
+func (c *conn) frameError(err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		if m := c.srv.Metrics; m != nil {
+			m.errors.WithLabelValues("stream").Inc()
+		}
+		c.resetStream(se.StreamID, se.Code)
+		return true
+	}
+	c.connError(err)
+	return false
+}
+
+func (c *conn) connError(err error) {
+	var ce http2.ConnectionError
+	code := http2.ErrCodeProtocol
+	if errors.As(err, &ce) {
+		code = http2.ErrCode(ce)
+	}
+	c.goAway(code, err.Error())
+}
+
+// goAway sends GOAWAY with code and ends the connection (the loop's
+// caller returns).
+func (c *conn) goAway(code http2.ErrCode, why string) {
+	if m := c.srv.Metrics; m != nil && code != http2.ErrCodeNo {
+		m.errors.WithLabelValues("connection").Inc()
+	}
+	c.srv.log().Debug("http2 GOAWAY", "remote", c.remote, "code", code.String(), "why", why)
+	c.mu.Lock()
+	last := c.maxClientID
+	c.mu.Unlock()
+	c.wmu.Lock()
+	if !c.sentGA || code != http2.ErrCodeNo {
+		c.sentGA, c.goAwayID = true, last
+		_ = c.fr.WriteGoAway(last, code, nil)
+	}
+	_ = c.flushLocked()
+	c.wmu.Unlock()
+}
+
+// shutdown ends every stream and closes the connection, after the loop.
+func (c *conn) shutdown() {
+	c.mu.Lock()
+	c.closed = true
+	for _, st := range c.streams {
+		st.resetLocked(errConnClosed)
+	}
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+	c.wmu.Lock()
+	_ = c.flushLocked()
+	c.wmu.Unlock()
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.Close()
+	c.handlers.Wait()
+	c.wmu.Lock()
+	if c.bw != nil {
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.bw = nil
+	}
+	c.wmu.Unlock()
+}
+
+// drain sends GOAWAY: the streams already open are answered, no new one
+// is taken, and the connection closes when the last one ends.
+func (c *conn) drain() {
+	c.mu.Lock()
+	c.draining = true
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	c.goAway(http2.ErrCodeNo, "server draining")
+	if idle {
+		_ = c.nc.Close()
+	}
+}
+
+// startIdle arms the idle timer, if the server has an idle timeout.
+func (c *conn) startIdle() {
+	t := c.srv.IdleTimeout
+	if t <= 0 {
+		return
+	}
+	c.mu.Lock()
+	c.idleSince = time.Now()
+	c.idleTimer = time.AfterFunc(t, c.onIdleTimer)
+	c.mu.Unlock()
+}
+
+// onIdleTimer closes the connection if it has had no stream for
+// IdleTimeout, else waits for the rest.
+func (c *conn) onIdleTimer() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.streams) > 0 || c.idleSince.IsZero() {
+		c.idleTimer.Reset(c.srv.IdleTimeout)
+		c.mu.Unlock()
+		return
+	}
+	if left := c.srv.IdleTimeout - time.Since(c.idleSince); left > 0 {
+		c.idleTimer.Reset(left)
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	c.mu.Unlock()
+	c.goAway(http2.ErrCodeNo, "idle")
+	_ = c.nc.Close()
+}
+
+// onFrame handles one frame on the loop.
+func (c *conn) onFrame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(f)
+	case *http2.DataFrame:
+		return c.onData(f)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return c.onSettings(f)
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		c.wmu.Lock()
+		err := c.fr.WritePing(true, f.Data)
+		c.wmu.Unlock()
+		return err
+	case *http2.RSTStreamFrame:
+		return c.onReset(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		// The client opens no more streams; those open are answered.
+		return nil
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // clients do not push
+	}
+	return nil // unknown frame types are ignored (RFC 9113 §4.1)
+}
+
+func (c *conn) onSettings(f *http2.SettingsFrame) error {
+	if err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingHeaderTableSize:
+			c.wmu.Lock()
+			c.henc.SetMaxDynamicTableSize(s.Val)
+			c.wmu.Unlock()
+		case http2.SettingInitialWindowSize:
+			c.mu.Lock()
+			delta := int64(s.Val) - c.peerWindow
+			c.peerWindow = int64(s.Val)
+			for _, st := range c.streams {
+				if st.sendWindow+delta > 1<<31-1 {
+					c.mu.Unlock()
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+				st.sendWindow += delta
+			}
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			c.mu.Lock()
+			c.peerMaxFrame = int(s.Val)
+			c.mu.Unlock()
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.fr.WriteSettingsAck()
+}
+
+func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		if f.Increment == 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		if c.sendWindow+int64(f.Increment) > 1<<31-1 {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.sendWindow += int64(f.Increment)
+		c.cond.Broadcast()
+		return nil
+	}
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxClientID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // an idle stream
+		}
+		return nil // a closed stream: allowed (RFC 9113 §6.9)
+	}
+	if f.Increment == 0 {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	if st.sendWindow+int64(f.Increment) > 1<<31-1 {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	st.sendWindow += int64(f.Increment)
+	c.cond.Broadcast()
+	return nil
+}
+
+func (c *conn) onReset(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxClientID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // an idle stream
+		}
+		return nil
+	}
+	st.remoteDone, st.localDone = true, true
+	st.resetLocked(errStreamClosed)
+	c.removeLocked(st)
+	return nil
+}
+
+// resetStream sends RST_STREAM for id and forgets the stream.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	c.mu.Lock()
+	st := c.streams[id]
+	if st != nil {
+		st.remoteDone, st.localDone = true, true
+		st.resetLocked(errStreamClosed)
+		c.removeLocked(st)
+	}
+	c.mu.Unlock()
+	c.wmu.Lock()
+	if st != nil {
+		st.rstWritten = true
+	}
+	_ = c.fr.WriteRSTStream(id, code)
+	c.wmu.Unlock()
+}
+
+// removeLocked forgets a stream both sides have ended; mu is held.
+func (c *conn) removeLocked(st *stream) {
+	if c.streams[st.id] != st {
+		return
+	}
+	delete(c.streams, st.id)
+	if st.body != nil {
+		// Bytes the handler never read are the connection's again.
+		if n := st.body.discard(); n > 0 {
+			c.recvUnacked += n
+		}
+	}
+	if len(c.streams) == 0 {
+		c.idleSince = time.Now()
+		if c.draining && !c.closed {
+			go c.closeAfterFlush()
+		}
+	}
+}
+
+// closeAfterFlush closes a draining connection whose last stream ended.
+func (c *conn) closeAfterFlush() {
+	_ = c.flush()
+	_ = c.nc.Close()
+}
+
+// returnWindow sends WINDOW_UPDATE for body bytes consumed (or discarded),
+// once a quarter of a window has gathered: the client keeps sending
+// without a frame per read.
+func (c *conn) returnWindow(st *stream, n int64) {
+	c.mu.Lock()
+	c.recvUnacked += n
+	var connInc, streamInc int64
+	if c.recvUnacked >= connRecvWindow/4 {
+		connInc, c.recvUnacked = c.recvUnacked, 0
+		c.recvWindow += connInc
+	}
+	if st != nil && !st.remoteDone {
+		st.recvUnacked += n
+		if st.recvUnacked >= streamRecvWindow/4 || st.body.empty() {
+			streamInc, st.recvUnacked = st.recvUnacked, 0
+			st.recvWindow += streamInc
+		}
+	}
+	c.mu.Unlock()
+	if connInc == 0 && streamInc == 0 {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if connInc > 0 {
+		_ = c.fr.WriteWindowUpdate(0, uint32(connInc))
+	}
+	if streamInc > 0 && !st.rstWritten {
+		_ = c.fr.WriteWindowUpdate(st.id, uint32(streamInc))
+	}
+	_ = c.flushLocked()
+}
+
+func (c *conn) onData(f *http2.DataFrame) error {
+	id, n := f.StreamID, int64(f.Length)
+	c.mu.Lock()
+	if n > c.recvWindow {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvWindow -= n
+	st := c.streams[id]
+	if st == nil || st.remoteDone {
+		idle := st == nil && id > c.maxClientID
+		c.mu.Unlock()
+		c.returnWindow(nil, n) // the connection's share is returned at once
+		if idle {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	if n > st.recvWindow {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+	}
+	st.recvWindow -= n
+	data := f.Data()
+	st.received += int64(len(data))
+	if st.declared >= 0 && (st.received > st.declared || f.StreamEnded() && st.received != st.declared) {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	body := st.body
+	c.mu.Unlock()
+	if pad := n - int64(len(data)); pad > 0 {
+		c.returnWindow(st, pad)
+	}
+	if len(data) > 0 && !body.write(data) {
+		c.returnWindow(st, int64(len(data))) // the handler has stopped reading
+	}
+	if f.StreamEnded() {
+		body.closeWithError(io.EOF, nil)
+		c.mu.Lock()
+		st.remoteDone = true
+		if st.localDone {
+			c.removeLocked(st)
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// onHeaders opens a stream (or ends one with trailers).
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 != 1 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	c.mu.Lock()
+	if st := c.streams[id]; st != nil {
+		c.mu.Unlock()
+		return c.onTrailers(st, f)
+	}
+	if id <= c.maxClientID {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeStreamClosed) // a closed stream's ID
+	}
+	c.maxClientID = id
+	switch {
+	case c.draining:
+		c.mu.Unlock()
+		return nil // after GOAWAY: ignored, the client retries elsewhere
+	case uint32(len(c.streams)) >= c.srv.maxStreams() || c.running >= resetHandlersFactor*int(c.srv.maxStreams()):
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	c.mu.Unlock()
+
+	rp, err := readRequestFields(f)
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
+	}
+	st := &stream{c: c, id: id, declared: rp.declared, remoteDone: f.StreamEnded()}
+	c.mu.Lock()
+	st.sendWindow, st.recvWindow = c.peerWindow, streamRecvWindow
+	c.streams[id] = st
+	c.idleSince = time.Time{}
+	c.mu.Unlock()
+	if f.Truncated {
+		// The header list is over the limit: 431, as net/http answers.
+		return c.answerStatus(st, http.StatusRequestHeaderFieldsTooLarge)
+	}
+	if c.srv.Hits != nil && f.StreamEnded() && (rp.method == http.MethodGet || rp.method == http.MethodHead) {
+		if c.answerHit(st, rp, f.RegularFields()) {
+			return nil
+		}
+	}
+	return c.runHandler(st, rp, f)
+}
+
+// onTrailers ends a stream's body with its trailers.
+func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
+	c.mu.Lock()
+	done := st.remoteDone
+	c.mu.Unlock()
+	if done {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
+	}
+	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	}
+	if st.declared >= 0 && st.received != st.declared {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	}
+	var trailer http.Header
+	for _, hf := range f.RegularFields() {
+		if trailer == nil {
+			trailer = http.Header{}
+		}
+		trailer.Add(http.CanonicalHeaderKey(hf.Name), hf.Value)
+	}
+	st.body.closeWithError(io.EOF, trailer)
+	c.mu.Lock()
+	st.remoteDone = true
+	if st.localDone {
+		c.removeLocked(st)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// answerStatus answers a stream with an empty response of code.
+func (c *conn) answerStatus(st *stream, code int) error {
+	c.wmu.Lock()
+	err := c.writeHeadersLocked(st, code, []hpack.HeaderField{{Name: "content-length", Value: "0"}}, true)
+	c.wmu.Unlock()
+	st.endLocal()
+	if !st.remoteDone {
+		c.resetStream(st.id, http2.ErrCodeNo) // the request body is not wanted
+	}
+	return err
+}
+
+// writeHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for st;
+// wmu is held.
+func (c *conn) writeHeadersLocked(st *stream, status int, fields []hpack.HeaderField, end bool) error {
+	if st.rstWritten {
+		return errStreamClosed
+	}
+	if c.werr != nil {
+		return c.werr
+	}
+	c.hbuf.Reset()
+	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
+	for _, hf := range fields {
+		_ = c.henc.WriteField(hf)
+	}
+	return c.writeBlockLocked(st.id, c.hbuf.Bytes(), end)
+}
+
+// writeBlockLocked sends an encoded header block in frames of the peer's
+// size.
+func (c *conn) writeBlockLocked(id uint32, block []byte, end bool) error {
+	c.mu.Lock()
+	max := c.peerMaxFrame
+	c.mu.Unlock()
+	first := true
+	for first || len(block) > 0 {
+		frag := block
+		if len(frag) > max {
+			frag = frag[:max]
+		}
+		block = block[len(frag):]
+		var err error
+		if first {
+			err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: len(block) == 0})
+		} else {
+			err = c.fr.WriteContinuation(id, len(block) == 0, frag)
+		}
+		if err != nil {
+			return err
+		}
+		first = false
+	}
+	return nil
+}
+
+// statusText is a status code's three digits, without allocating for the
+// common ones.
+func statusText(code int) string {
+	switch code {
+	case 200:
+		return "200"
+	case 304:
+		return "304"
+	case 404:
+		return "404"
+	}
+	return fmt.Sprintf("%03d", code)
+}
