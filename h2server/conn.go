@@ -106,15 +106,16 @@ func (w connWriter) Write(p []byte) (int, error) {
 	return c.bw.Write(p)
 }
 
-// deadlineWriter renews the connection's write deadline (at most once a
-// second) before each write to the socket: a client that stops reading
-// holds a write for WriteTimeout, then loses the connection.
+// deadlineWriter renews the connection's write deadline before each write
+// to the socket (at most every quarter of the timeout or every second, to
+// spare the timer): a client that stops reading holds a write for about
+// WriteTimeout, then loses the connection.
 type deadlineWriter struct{ c *conn }
 
 func (w deadlineWriter) Write(p []byte) (int, error) {
 	c := w.c
 	if t := c.srv.WriteTimeout; t > 0 {
-		if d := time.Now().Add(t); d.Sub(c.wdead) > time.Second {
+		if d := time.Now().Add(t); d.Sub(c.wdead) > min(time.Second, t/4) {
 			_ = c.nc.SetWriteDeadline(d)
 			c.wdead = d
 		}

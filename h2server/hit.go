@@ -17,6 +17,10 @@ var hitBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return
 // internLimit bounds a connection's interned field values.
 const internLimit = 256
 
+// hitChunkBytes is how much of a hit's body is sent per write deadline
+// when it waits for the client's window.
+const hitChunkBytes = 64 << 10
+
 // answerHit answers a GET or HEAD without a body from the cache, on the
 // read loop, when the hit path may: it reports whether it did.
 func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderField) bool {
@@ -73,10 +77,6 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 		body = bytes.Clone(body)
 	}
 	out = slices.Clone(out) // the loop's buffer is the next hit's
-	var deadline time.Time
-	if c.srv.WriteTimeout > 0 {
-		deadline = time.Now().Add(c.srv.WriteTimeout)
-	}
 	c.mu.Lock()
 	c.running++
 	c.mu.Unlock()
@@ -94,8 +94,16 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 		c.wmu.Lock()
 		err := c.writeHeadersLocked(st, status, out, false)
 		c.wmu.Unlock()
-		if err == nil {
-			err = st.sendData(body, true, deadline)
+		// The write timeout is renewed for each chunk, as the HTTP/1.1
+		// loop renews it: a slow reader of a large body is not a stalled one.
+		for p := body; err == nil && len(p) > 0; {
+			n := min(len(p), hitChunkBytes)
+			var deadline time.Time
+			if c.srv.WriteTimeout > 0 {
+				deadline = time.Now().Add(c.srv.WriteTimeout)
+			}
+			err = st.sendData(p[:n], n == len(p), deadline)
+			p = p[n:]
 		}
 		if err != nil {
 			if err == errWriteTimeout {

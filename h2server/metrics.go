@@ -30,3 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.conns, m.streams, m.errors)
 	return m
 }
+
+// StreamsAnswered is the counter of requests answered as answered says
+// ("hit" or "handler"), for tests and the status page.
+func (m *Metrics) StreamsAnswered(answered string) prometheus.Counter {
+	return m.streams.WithLabelValues(answered)
+}
