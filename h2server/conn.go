@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/edgecache/edge/hitpath"
 )
 
 // conn is one HTTP/2 connection. Its read loop (serve) is the only reader;
@@ -62,6 +64,7 @@ type conn struct {
 	handlers      sync.WaitGroup
 	internStrings map[string]string   // response field values, interned (loop only)
 	hitFieldsBuf  []hpack.HeaderField // answerHit's fields (loop only)
+	hitAns        hitpath.Answer      // answerHit's answer (loop only; a field, so that it does not escape per hit)
 }
 
 // errConnClosed is what a writer gets once the connection is gone.

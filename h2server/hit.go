@@ -30,8 +30,10 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 	}
 	bp := hitBufPool.Get().(*[]byte)
 	defer hitBufPool.Put(bp)
-	var a hitpath.Answer
-	if !c.srv.Hits.AppendHit((*bp)[:0], &r, c.srv.dates.Line(time.Now()), c.nc.RemoteAddr(), &a) {
+	a := &c.hitAns
+	*a = hitpath.Answer{}
+	defer func() { *a = hitpath.Answer{} }() // holds nothing until the next hit
+	if !c.srv.Hits.AppendHit((*bp)[:0], &r, c.srv.dates.Line(time.Now()), c.nc.RemoteAddr(), a) {
 		return false
 	}
 	if m := c.srv.Metrics; m != nil {
@@ -66,7 +68,7 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 		c.wmu.Unlock()
 		st.endLocal()
 		if a.Release != nil {
-			a.Release(&a)
+			a.Release(a)
 		}
 		return true
 	}
@@ -77,14 +79,15 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 		body = bytes.Clone(body)
 	}
 	out = slices.Clone(out) // the loop's buffer is the next hit's
+	held := *a              // released by the goroutine, when its writes are done
 	c.mu.Lock()
 	c.running++
 	c.mu.Unlock()
 	c.handlers.Add(1)
 	go func() {
 		defer func() {
-			if a.Release != nil {
-				a.Release(&a)
+			if held.Release != nil {
+				held.Release(&held)
 			}
 			c.mu.Lock()
 			c.running--

@@ -281,6 +281,7 @@ type Conn struct {
 	owed       int // in stateHanded: bytes of the handed head net/http has not read yet
 	partial    bool
 	req        Request
+	ans        Answer        // the answer being written (one at a time; a field, so that it does not escape per hit)
 	readErr    error         // a read error held back from net/http until the bytes before it are served
 	aborted    atomic.Bool   // net/http ended its background read (a past read deadline)
 	abort      chan struct{} // wakes hold when net/http ends its background read
@@ -542,13 +543,17 @@ func (c *Conn) answer() (bool, error) {
 	l := c.l
 	op := l.outPool.Get().(*[]byte)
 	defer l.outPool.Put(op)
-	var a Answer
-	if !l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.RemoteAddr(), &a) {
+	a := &c.ans
+	*a = Answer{}
+	if !l.ans.AppendHit((*op)[:0], &c.req, l.dateLine(), c.RemoteAddr(), a) {
 		return false, nil
 	}
-	if a.Release != nil {
-		defer a.Release(&a)
-	}
+	defer func() {
+		if a.Release != nil {
+			a.Release(a)
+		}
+		*a = Answer{} // holds no entry or buffer until the next hit
+	}()
 	*op = a.Head[:0] // keeps a grown buffer for the next response
 	l.metrics.answered.Add(1)
 	c.wmu.Lock()
@@ -559,7 +564,7 @@ func (c *Conn) answer() (bool, error) {
 	c.writing = true
 	c.wmu.Unlock()
 	l.writing.Add(1)
-	err := c.write(&a)
+	err := c.write(a)
 	l.writing.Add(-1)
 	c.wmu.Lock()
 	c.writing = false

@@ -4,7 +4,9 @@
 #   1. keep-alive HTTPS hits/s and p50/p99 (wrk over TLS);
 #   2. new TLS handshakes per second, no resumption (openssl s_time -new,
 #      each connection also fetches the object);
-#   3. HTTP/2 hits/s (h2load, Debian package nghttp2-client), mean latency.
+#   3. resumed TLS handshakes per second (openssl s_time -reuse: session
+#      tickets), each connection fetching the object;
+#   4. HTTP/2 hits/s (h2load, Debian package nghttp2-client), mean latency.
 # For each it prints the median over ROUNDS, the ratio edge/nginx, and the
 # CPU time each server used per 10k requests (wrk and the server share the
 # two cores, so req/s alone understates the cheaper server).
@@ -77,16 +79,16 @@ keepalive() { # name url
   p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")
   record https/1.1 "$1" "$rps" "$p50" "$p99" "$(awk -v c="$cpu" -v hz="$hz" -v r="$rps" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
 }
-handshakes() { # name hostport
-  local c0 out n cpu
+handshakes() { # name hostport [label s_time-mode]
+  local c0 out n cpu label=${3:-handshake} mode=${4:--new}
   c0=$(cpu_ticks "$1")
-  out=$(openssl s_time -connect "$2" -new -time "$SECS" -www "$OBJECT" 2>/dev/null)
+  out=$(openssl s_time -connect "$2" "$mode" -time "$SECS" -www "$OBJECT" 2>/dev/null)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   n=$(awk '/connections in [0-9.]+s/ {for (i=1;i<=NF;i++) if ($i ~ /connections\/user/) print $(i-1)}' <<<"$out" | head -1)
   # s_time prints "N connections in Xs; Y connections/user sec": use the wall rate.
   n=$(awk '/connections in/ && /real seconds/ {print $1/$4}' <<<"$out" | head -1)
   [ -n "$n" ] || n=$(awk '/connections in [0-9.]+ real seconds/ {print $1/$4}' <<<"$out" | head -1)
-  record handshake "$1" "${n:-0}" - - "$(awk -v c="$cpu" -v hz="$hz" -v r="${n:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
+  record "$label" "$1" "${n:-0}" - - "$(awk -v c="$cpu" -v hz="$hz" -v r="${n:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
 }
 h2() { # name url
   local c0 out rps mean cpu
@@ -106,6 +108,8 @@ for r in $(seq 1 "$ROUNDS"); do
   keepalive nginx "https://$NGINX$OBJECT"
   handshakes edge "$EDGE_TLS"
   handshakes nginx "$NGINX"
+  handshakes edge "$EDGE_TLS" resumed -reuse
+  handshakes nginx "$NGINX" resumed -reuse
   h2 edge "https://$EDGE_TLS$OBJECT"
   h2 nginx "https://$NGINX$OBJECT"
 done
@@ -117,8 +121,8 @@ awk '
   function med(s,   a, n, i, j, t) { n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0 < a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
     return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2 }
   END {
-    split("https/1.1 handshake h2", tests, " ")
-    for (i=1;i<=3;i++) { k=tests[i]
+    split("https/1.1 handshake resumed h2", tests, " ")
+    for (i=1;i<=4;i++) { k=tests[i]
       e=med(v[k,"edge"]); n=med(v[k,"nginx"]); ce=med(cpu[k,"edge"]); cn=med(cpu[k,"nginx"])
       printf "  %-10s edge %8.0f/s  nginx %8.0f/s  ratio %.2f", k, e, n, (n>0?e/n:0)
       if (k=="https/1.1") printf "   p50 %s/%s ms  p99 %s/%s ms (p99 ratio %.2f)", med(p50[k,"edge"]), med(p50[k,"nginx"]), med(p99[k,"edge"]), med(p99[k,"nginx"]), (med(p99[k,"nginx"])>0?med(p99[k,"edge"])/med(p99[k,"nginx"]):0)

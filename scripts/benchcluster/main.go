@@ -46,10 +46,24 @@ func main() {
 	format := flag.String("format", "int32be", "trace format")
 	limit := flag.Int("trace-limit", 30000, "requests of the trace to replay")
 	cacheSize := flag.String("cache-size", "16MiB", "per-node cache for -trace")
+	traceNodes := flag.String("trace-nodes", "3,5", "for -trace: the cluster sizes compared, comma-separated")
+	acceptEncoding := flag.String("accept-encoding", "", "every request's Accept-Encoding (browser: what Chromium and Firefox send; empty: none)")
 	objSize := flag.Int("object-size", 8192, "for -trace: every key is /size/{this}?k={key} (0: /p/{key} with the demo's size mix, up to 2 MiB)")
 	flag.Parse()
 	if *tracePath != "" {
-		if err := traceMode(*bin, *tracePath, *format, *limit, *cacheSize, *rate, *objSize); err != nil {
+		if *acceptEncoding == "browser" {
+			*acceptEncoding = load.BrowserAcceptEncoding
+		}
+		var sizes []int
+		for _, f := range strings.Split(*traceNodes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "-trace-nodes: %q is not a node count\n", f)
+				os.Exit(2)
+			}
+			sizes = append(sizes, n)
+		}
+		if err := traceMode(*bin, *tracePath, *format, *limit, *cacheSize, *rate, *objSize, sizes, *acceptEncoding); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -98,13 +112,13 @@ func run(bin string, n int, serveArgs string, rate float64, d time.Duration, hot
 		}
 		return "/p/" + strconv.Itoa(1+z.Sample(rng))
 	}
-	r, _, err := runCluster(bin, n, serveArgs, rate, d, path)
+	r, _, err := runCluster(bin, n, serveArgs, rate, d, path, "")
 	return r, err
 }
 
 // runCluster starts a fresh demo cluster of n nodes, sends the load, and
 // measures it (also returning the load's summary).
-func runCluster(bin string, n int, serveArgs string, rate float64, d time.Duration, path func(int, *rand.Rand) string) (result, load.Summary, error) {
+func runCluster(bin string, n int, serveArgs string, rate float64, d time.Duration, path func(int, *rand.Rand) string, acceptEncoding string) (result, load.Summary, error) {
 	var r result
 	var s load.Summary
 	// Every configuration starts cold: no disk tier carried over from the last.
@@ -125,6 +139,7 @@ func runCluster(bin string, n int, serveArgs string, rate float64, d time.Durati
 	}
 	s = load.Run(context.Background(), load.Config{
 		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path,
+		AcceptEncoding: acceptEncoding,
 	})
 	var loads []float64
 	var probes, probeHits float64
@@ -194,7 +209,7 @@ func originCounts(url, hot string) (int, int, int64) {
 
 // traceMode replays a trace through the cluster, the same nodes without
 // routing, and one node with their combined budget.
-func traceMode(bin, path, format string, limit int, cacheSize string, rate float64, objSize int) error {
+func traceMode(bin, path, format string, limit int, cacheSize string, rate float64, objSize int, sizes []int, acceptEncoding string) error {
 	f, err := trace.ParseFormat(format)
 	if err != nil {
 		return err
@@ -215,8 +230,8 @@ func traceMode(bin, path, format string, limit int, cacheSize string, rate float
 	fmt.Printf("trace %s: %d requests at %.0f req/s (%s), %s; per-node cache %s; %s\n",
 		path, len(reqs), rate, d.Round(time.Second), objects, cacheSize, time.Now().UTC().Format("2006-01-02"))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tnodes\tcache/node\torigin requests\tvs ideal\tobject hit\tbyte hit\tp50 ms\tp99 ms\tbusiest/mean\terrors\t")
-	for _, n := range []int{3, 5} {
+	fmt.Fprintln(tw, "config\tnodes\tcache/node\torigin requests\tvs ideal\tobject hit\tbyte hit\tp50 ms\tp99 ms\tbusiest/mean\terrors\tdropped\t")
+	for _, n := range sizes {
 		ideal := -1
 		for _, c := range []struct {
 			name  string
@@ -239,16 +254,16 @@ func traceMode(bin, path, format string, limit int, cacheSize string, rate float
 				return "/p/" + strconv.FormatUint(id, 10)
 			}
 			args := strings.TrimSpace(c.args + " --cache-size " + strconv.FormatInt(c.size, 10))
-			r, s, err := runCluster(bin, c.nodes, args, rate, d, p)
+			r, s, err := runCluster(bin, c.nodes, args, rate, d, p, acceptEncoding)
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			if ideal < 0 {
 				ideal = r.originTotal
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%d\t%+.1f%%\t%.4f\t%.4f\t%.2f\t%.2f\t%.2f\t%d\t\n", c.name, c.nodes, c.size>>20, r.originTotal,
+			fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%d\t%+.1f%%\t%.4f\t%.4f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", c.name, c.nodes, c.size>>20, r.originTotal,
 				100*float64(r.originTotal-ideal)/float64(max(ideal, 1)), 1-float64(r.originTotal)/float64(max(s.Requests, 1)),
-				1-float64(r.originBytes)/float64(max(sent, 1)), r.p50, r.p99, r.busiest, r.errors)
+				1-float64(r.originBytes)/float64(max(sent, 1)), r.p50, r.p99, r.busiest, r.errors, s.Dropped)
 			fmt.Fprintf(os.Stderr, "%s (%d nodes) done\n", c.name, c.nodes)
 		}
 	}
