@@ -6,6 +6,9 @@ GO              ?= go
 BIN             := bin/edge
 TOOLS           := $(CURDIR)/.tools
 GOLANGCI_LINT_VERSION := v2.15.0
+# h2spec: the HTTP/2 conformance suite h2server's tests run (it has no go.mod: its
+# dependencies resolve at their latest versions when it is installed).
+H2SPEC_VERSION  := v2.2.1+incompatible
 VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # Longest one test binary may run (go test -timeout). The end-to-end tests are split over cmd/edge, e2e/disk,
@@ -26,9 +29,9 @@ run: build
 ## test: vet, then every test (unit, fuzz seed corpora, end-to-end with real processes),
 ## then the HTTP cache conformance suite against the committed baseline. With EDGE_REQUIRE_PREREQS a
 ## missing prerequisite (chromium, root for namespaces and tmpfs, the shared traces) fails instead of skipping.
-test: vet
+test: vet $(TOOLS)/h2spec
 	bash scripts/test-deps.sh
-	EDGE_REQUIRE_PREREQS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	EDGE_H2SPEC=$(TOOLS)/h2spec EDGE_REQUIRE_PREREQS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/k8scheck && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory coding-memory
 	$(MAKE) --no-print-directory conformance
@@ -48,6 +51,9 @@ test-short:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+
+$(TOOLS)/h2spec:
+	GOBIN=$(TOOLS) $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
 
 $(TOOLS)/golangci-lint:
 	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

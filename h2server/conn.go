@@ -65,6 +65,11 @@ type conn struct {
 	internStrings map[string]string   // response field values, interned (loop only)
 	hitFieldsBuf  []hpack.HeaderField // answerHit's fields (loop only)
 	hitAns        hitpath.Answer      // answerHit's answer (loop only; a field, so that it does not escape per hit)
+	// resetIDs are the streams this server reset last (a ring): frames the
+	// client sent on them before it saw the reset are ignored (RFC 9113
+	// §5.1), not taken as errors that end the connection.
+	resetIDs  [32]uint32
+	resetNext int
 }
 
 // errConnClosed is what a writer gets once the connection is gone.
@@ -212,9 +217,18 @@ func (c *conn) serve() {
 	for {
 		if c.br.Buffered() == 0 {
 			// Everything the client sent is handled: send the answers
-			// before waiting for more.
-			if c.flush() != nil {
-				return
+			// before waiting for more. A writer that holds the buffer
+			// (a handler, or a write the client is not reading) flushes
+			// it from a goroutine: the loop must go on reading, to see
+			// the client's resets, window updates and its going away.
+			if c.wmu.TryLock() {
+				err := c.flushLocked()
+				c.wmu.Unlock()
+				if err != nil {
+					return
+				}
+			} else {
+				go func() { _ = c.flush() }()
 			}
 		}
 		f, err := c.fr.ReadFrame()
@@ -289,16 +303,21 @@ func (c *conn) connError(err error) {
 	c.goAway(code, err.Error())
 }
 
-// goAway sends GOAWAY with code and ends the connection (the loop's
-// caller returns).
+// goAway sends GOAWAY with an error code; the loop's caller then returns
+// and the connection closes.
 func (c *conn) goAway(code http2.ErrCode, why string) {
+	c.mu.Lock()
+	last := c.maxClientID
+	c.mu.Unlock()
+	c.goAwayLast(code, why, last)
+}
+
+// goAwayLast sends GOAWAY naming last as the last stream the server takes.
+func (c *conn) goAwayLast(code http2.ErrCode, why string, last uint32) {
 	if m := c.srv.Metrics; m != nil && code != http2.ErrCodeNo {
 		m.errors.WithLabelValues("connection").Inc()
 	}
 	c.srv.log().Debug("http2 GOAWAY", "remote", c.remote, "code", code.String(), "why", why)
-	c.mu.Lock()
-	last := c.maxClientID
-	c.mu.Unlock()
 	c.wmu.Lock()
 	if !c.sentGA || code != http2.ErrCodeNo {
 		c.sentGA, c.goAwayID = true, last
@@ -321,11 +340,12 @@ func (c *conn) shutdown() {
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
-	c.wmu.Lock()
-	_ = c.flushLocked()
-	c.wmu.Unlock()
-	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
+	if c.wmu.TryLock() { // a writer stuck on a client that reads nothing ends with the Close below
+		_ = c.flushLocked()
+		c.wmu.Unlock()
+		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
 	}
 	_ = c.nc.Close()
 	c.handlers.Wait()
@@ -344,11 +364,26 @@ func (c *conn) drain() {
 	c.mu.Lock()
 	c.draining = true
 	idle := len(c.streams) == 0
+	last := c.maxClientID // with draining set: a later HEADERS is ignored, and not covered
 	c.mu.Unlock()
-	c.goAway(http2.ErrCodeNo, "server draining")
+	c.goAwayLast(http2.ErrCodeNo, "server draining", last)
 	if idle {
-		_ = c.nc.Close()
+		c.closeGracefully()
 	}
+}
+
+// goAwayGrace is how long a connection that has sent GOAWAY(NO_ERROR) and
+// has no stream left keeps reading before it closes: requests the client
+// sent before it saw the GOAWAY are read and ignored (it retries them on a
+// new connection), not answered with a reset connection (net/http waits
+// as long).
+const goAwayGrace = time.Second
+
+// closeGracefully ends the connection after goAwayGrace: the read loop
+// reads on until its deadline, then closes.
+func (c *conn) closeGracefully() {
+	_ = c.flush()
+	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayGrace))
 }
 
 // startIdle arms the idle timer, if the server has an idle timeout.
@@ -382,9 +417,10 @@ func (c *conn) onIdleTimer() {
 		return
 	}
 	c.draining = true
+	last := c.maxClientID
 	c.mu.Unlock()
-	c.goAway(http2.ErrCodeNo, "idle")
-	_ = c.nc.Close()
+	c.goAwayLast(http2.ErrCodeNo, "idle", last)
+	c.closeGracefully()
 }
 
 // onFrame handles one frame on the loop.
@@ -496,17 +532,29 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 
 func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st := c.streams[f.StreamID]
 	if st == nil {
-		if f.StreamID > c.maxClientID {
-			return http2.ConnectionError(http2.ErrCodeProtocol) // an idle stream
+		idle := f.StreamID > c.maxClientID
+		// The client has closed the stream too: what it sends on it from
+		// now on is an error, not a frame it sent before it saw our reset.
+		for i, r := range c.resetIDs {
+			if r == f.StreamID {
+				c.resetIDs[i] = 0
+			}
+		}
+		c.mu.Unlock()
+		if idle {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		return nil
 	}
 	st.remoteDone, st.localDone = true, true
 	st.resetLocked(errStreamClosed)
 	c.removeLocked(st)
+	c.mu.Unlock()
+	c.wmu.Lock()
+	st.writesClosed = true // a handler still running sends nothing more on it
+	c.wmu.Unlock()
 	return nil
 }
 
@@ -519,13 +567,26 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 		st.resetLocked(errStreamClosed)
 		c.removeLocked(st)
 	}
+	c.resetIDs[c.resetNext] = id
+	c.resetNext = (c.resetNext + 1) % len(c.resetIDs)
 	c.mu.Unlock()
 	c.wmu.Lock()
 	if st != nil {
-		st.rstWritten = true
+		st.writesClosed = true
 	}
 	_ = c.fr.WriteRSTStream(id, code)
 	c.wmu.Unlock()
+}
+
+// resetByUsLocked reports whether this server reset stream id lately; mu
+// is held.
+func (c *conn) resetByUsLocked(id uint32) bool {
+	for _, r := range c.resetIDs {
+		if r == id && id != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // removeLocked forgets a stream both sides have ended; mu is held.
@@ -535,23 +596,30 @@ func (c *conn) removeLocked(st *stream) {
 	}
 	delete(c.streams, st.id)
 	if st.body != nil {
-		// Bytes the handler never read are the connection's again.
+		// Bytes the handler never read are the connection's again; the
+		// client may be waiting for them, so they are granted now (mu is
+		// held here: the grant is sent from a goroutine of its own).
 		if n := st.body.discard(); n > 0 {
 			c.recvUnacked += n
+			if c.windowDueLocked() && !c.closed {
+				go c.returnWindow(nil, 0)
+			}
 		}
 	}
 	if len(c.streams) == 0 {
 		c.idleSince = time.Now()
 		if c.draining && !c.closed {
-			go c.closeAfterFlush()
+			go c.closeGracefully()
 		}
 	}
 }
 
-// closeAfterFlush closes a draining connection whose last stream ended.
-func (c *conn) closeAfterFlush() {
-	_ = c.flush()
-	_ = c.nc.Close()
+// windowDueLocked reports whether the connection's consumed bytes are to
+// be granted again now: a quarter of the window has gathered, or the client
+// has less than half of it left (one slow upload must not stall the
+// others); mu is held.
+func (c *conn) windowDueLocked() bool {
+	return c.recvUnacked >= connRecvWindow/4 || (c.recvUnacked > 0 && c.recvWindow < connRecvWindow/2)
 }
 
 // returnWindow sends WINDOW_UPDATE for body bytes consumed (or discarded),
@@ -561,7 +629,7 @@ func (c *conn) returnWindow(st *stream, n int64) {
 	c.mu.Lock()
 	c.recvUnacked += n
 	var connInc, streamInc int64
-	if c.recvUnacked >= connRecvWindow/4 {
+	if c.recvUnacked > 0 && c.windowDueLocked() {
 		connInc, c.recvUnacked = c.recvUnacked, 0
 		c.recvWindow += connInc
 	}
@@ -581,7 +649,7 @@ func (c *conn) returnWindow(st *stream, n int64) {
 	if connInc > 0 {
 		_ = c.fr.WriteWindowUpdate(0, uint32(connInc))
 	}
-	if streamInc > 0 && !st.rstWritten {
+	if streamInc > 0 && !st.writesClosed {
 		_ = c.fr.WriteWindowUpdate(st.id, uint32(streamInc))
 	}
 	_ = c.flushLocked()
@@ -598,15 +666,20 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	st := c.streams[id]
 	if st == nil || st.remoteDone {
 		idle := st == nil && id > c.maxClientID
+		ignore := st == nil && c.resetByUsLocked(id)
 		c.mu.Unlock()
 		c.returnWindow(nil, n) // the connection's share is returned at once
-		if idle {
+		switch {
+		case idle:
 			return http2.ConnectionError(http2.ErrCodeProtocol)
+		case ignore:
+			return nil // sent before the client saw our RST_STREAM
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
 	if n > st.recvWindow {
 		c.mu.Unlock()
+		c.returnWindow(nil, n) // counted against the connection all the same (RFC 9113 §6.9)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}
 	st.recvWindow -= n
@@ -614,6 +687,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	st.received += int64(len(data))
 	if st.declared >= 0 && (st.received > st.declared || f.StreamEnded() && st.received != st.declared) {
 		c.mu.Unlock()
+		c.returnWindow(nil, n)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	body := st.body
@@ -651,7 +725,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return c.onTrailers(st, f)
 	}
 	if id <= c.maxClientID {
+		ignore := c.resetByUsLocked(id)
 		c.mu.Unlock()
+		if ignore {
+			if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+				// Not trailers at all: malformed whatever the stream's state.
+				return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+			}
+			return nil // trailers sent before the client saw our RST_STREAM
+		}
 		return http2.ConnectionError(http2.ErrCodeStreamClosed) // a closed stream's ID
 	}
 	c.maxClientID = id
@@ -733,7 +815,7 @@ func (c *conn) answerStatus(st *stream, code int) error {
 // writeHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for st;
 // wmu is held.
 func (c *conn) writeHeadersLocked(st *stream, status int, fields []hpack.HeaderField, end bool) error {
-	if st.rstWritten {
+	if st.writesClosed {
 		return errStreamClosed
 	}
 	if c.werr != nil {

@@ -19,7 +19,7 @@ const internLimit = 256
 
 // hitChunkBytes is how much of a hit's body is sent per write deadline
 // when it waits for the client's window.
-const hitChunkBytes = 64 << 10
+const hitChunkBytes = 32 << 10
 
 // answerHit answers a GET or HEAD without a body from the cache, on the
 // read loop, when the hit path may: it reports whether it did.
@@ -139,16 +139,16 @@ func (c *conn) hitFields(head []byte) (status int, fields []hpack.HeaderField, i
 		colon := bytes.IndexByte(line, ':')
 		name, value := line[:colon], line[colon+2:]
 		var lower [64]byte
+		ln := lower[:0]
 		if len(name) > len(lower) {
-			continue // the answerer writes no such field
+			ln = make([]byte, 0, len(name)) // a long stored field name: rare
 		}
-		for j, b := range name {
+		for _, b := range name {
 			if 'A' <= b && b <= 'Z' {
 				b += 'a' - 'A'
 			}
-			lower[j] = b
+			ln = append(ln, b)
 		}
-		ln := lower[:len(name)]
 		switch string(ln) {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 			continue

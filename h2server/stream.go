@@ -3,10 +3,11 @@ package h2server
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ type stream struct {
 	localDone   bool // END_STREAM or RST_STREAM sent
 	reset       bool // reset by either side: writes fail
 
-	rstWritten bool // under c.wmu: RST_STREAM sent, no frame may follow
+	writesClosed bool // under c.wmu: RST_STREAM sent or received, no frame may follow
 }
 
 // resetLocked marks the stream reset and wakes whoever waits on it; c.mu
@@ -146,7 +147,7 @@ func (st *stream) sendData(p []byte, end bool, deadline time.Time) error {
 }
 
 func (c *conn) writeDataLocked(st *stream, p []byte, end bool) error {
-	if st.rstWritten {
+	if st.writesClosed {
 		return errStreamClosed
 	}
 	if c.werr != nil {
@@ -174,6 +175,9 @@ func readRequestFields(f *http2.MetaHeadersFrame) (requestFields, error) {
 	if f.PseudoValue("status") != "" || f.PseudoValue("protocol") != "" {
 		return rp, errors.New("response or extended CONNECT pseudo-field in a request")
 	}
+	if rp.authority != "" && (strings.IndexByte(rp.authority, '@') >= 0 || !httpguts.ValidHostHeader(rp.authority)) {
+		return rp, errors.New("malformed :authority") // userinfo is forbidden (RFC 9113 §8.3.1)
+	}
 	if rp.method == http.MethodConnect {
 		if rp.scheme != "" || rp.path != "" || rp.authority == "" {
 			return rp, errors.New("malformed CONNECT")
@@ -190,8 +194,8 @@ func readRequestFields(f *http2.MetaHeadersFrame) (requestFields, error) {
 				return rp, errors.New("te other than trailers")
 			}
 		case "content-length":
-			n, err := strconv.ParseInt(hf.Value, 10, 64)
-			if err != nil || n < 0 || (rp.declared >= 0 && n != rp.declared) {
+			n, ok := parseLength(hf.Value)
+			if !ok || (rp.declared >= 0 && n != rp.declared) {
 				return rp, errors.New("bad content-length")
 			}
 			rp.declared = n
@@ -251,6 +255,11 @@ func (c *conn) newRequest(st *stream, rp requestFields, f *http2.MetaHeadersFram
 		req.Body, req.ContentLength = http.NoBody, 0
 	} else {
 		st.body = newPipe(st)
+		st.body.req = req
+		if httpguts.HeaderValuesContainsToken(header["Expect"], "100-continue") {
+			st.body.needContinue = true
+			delete(header, "Expect")
+		}
 		req.Body = st.body
 		if rp.declared < 0 {
 			req.ContentLength = -1
@@ -311,14 +320,47 @@ func (c *conn) serveStream(st *stream, req *http.Request) {
 
 // pipe is a request body: the loop writes what arrives, the handler reads.
 type pipe struct {
-	st      *stream
-	mu      sync.Mutex
-	cond    sync.Cond
-	buf     []byte
-	err     error // io.EOF at the end, or why the stream ended
-	trailer http.Header
-	closed  bool // the handler closed the body
+	st  *stream
+	req *http.Request // its Trailer gets the client's trailers at the body's end
+	// needContinue: the client waits for 100 Continue (Expect), sent when
+	// the handler first reads.
+	needContinue bool
+	mu           sync.Mutex
+	cond         sync.Cond
+	buf          []byte
+	err          error // io.EOF at the end, or why the stream ended
+	trailer      http.Header
+	closed       bool      // the handler closed the body
+	deadline     time.Time // SetReadDeadline's (zero: none)
+	timer        *time.Timer
 }
+
+// setDeadline bounds the handler's reads (http.ResponseController's
+// SetReadDeadline: limits.body_timeout and min_body_rate, and a deadline in
+// the past to stop reading a body the proxy will not use).
+func (p *pipe) setDeadline(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deadline = t
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if t.IsZero() {
+		return
+	}
+	if d := time.Until(t); d > 0 {
+		p.timer = time.AfterFunc(d, func() {
+			p.mu.Lock()
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		})
+		return
+	}
+	p.cond.Broadcast() // a reader blocked now returns
+}
+
+func (p *pipe) pastDeadline() bool { return !p.deadline.IsZero() && !time.Now().Before(p.deadline) }
 
 func newPipe(st *stream) *pipe {
 	p := &pipe{st: st}
@@ -368,22 +410,47 @@ func (p *pipe) discard() int64 {
 	n := int64(len(p.buf))
 	p.buf = nil
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.cond.Broadcast() // a reader blocked in Read returns
 	return n
 }
 
 // Read implements io.Reader for the handler.
 func (p *pipe) Read(b []byte) (int, error) {
+	if p.needContinue {
+		p.needContinue = false
+		p.sendContinue()
+	}
 	p.mu.Lock()
-	for len(p.buf) == 0 && p.err == nil && !p.closed {
+	for len(p.buf) == 0 && p.err == nil && !p.closed && !p.pastDeadline() {
 		p.cond.Wait()
 	}
 	if p.closed {
 		p.mu.Unlock()
 		return 0, errors.New("http2: request body closed")
 	}
-	if len(p.buf) == 0 {
-		err := p.err
+	if len(p.buf) == 0 && p.err == nil {
 		p.mu.Unlock()
+		return 0, os.ErrDeadlineExceeded // a net.Error whose Timeout() is true, as net/http's
+	}
+	if len(p.buf) == 0 {
+		err, trailer := p.err, p.trailer
+		p.trailer = nil
+		p.mu.Unlock()
+		if err == io.EOF && trailer != nil {
+			// As net/http's server: the trailers are the request's once
+			// its body has been read to the end (the reader is the
+			// handler's goroutine, or one it waits for).
+			if p.req.Trailer == nil {
+				p.req.Trailer = http.Header{}
+			}
+			for k, vv := range trailer {
+				p.req.Trailer[k] = vv
+			}
+		}
 		return 0, err
 	}
 	n := copy(b, p.buf)
@@ -394,6 +461,21 @@ func (p *pipe) Read(b []byte) (int, error) {
 	p.mu.Unlock()
 	p.st.c.returnWindow(p.st, int64(n))
 	return n, nil
+}
+
+// sendContinue sends 100 Continue unless the body has begun to arrive.
+func (p *pipe) sendContinue() {
+	p.mu.Lock()
+	started := len(p.buf) > 0 || p.err != nil
+	p.mu.Unlock()
+	if started {
+		return
+	}
+	c := p.st.c
+	c.wmu.Lock()
+	_ = c.writeHeadersLocked(p.st, http.StatusContinue, nil, false)
+	c.wmu.Unlock()
+	_ = c.flush()
 }
 
 // Close implements io.Closer: what is unread is discarded.

@@ -28,9 +28,13 @@ type responseWriter struct {
 	written  int64
 	deadline time.Time
 	buf      *[]byte // gathered body bytes (pooled)
+	sniff    []byte  // a HEAD response's first bytes, to sniff its Content-Type as for GET
 
 	wroteHeader, sentHeader bool
 }
+
+// sniffLen is what http.DetectContentType reads.
+const sniffLen = 512
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, handlerChunkBytes); return &b }}
 
@@ -60,12 +64,28 @@ func (rw *responseWriter) WriteHeader(code int) {
 	rw.wroteHeader, rw.status = true, code
 	rw.snap = rw.hdr.Clone()
 	if cl := rw.snap.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+		if n, ok := parseLength(cl); ok {
 			rw.declared = n
+			rw.snap["Content-Length"] = []string{strconv.FormatInt(n, 10)}
 		} else {
 			delete(rw.snap, "Content-Length") // net/http drops a malformed one too
 		}
 	}
+}
+
+// parseLength reads a Content-Length: digits only (no sign), as net/http.
+func parseLength(v string) (int64, bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(v[i]-'0')
+	}
+	return n, true
 }
 
 func bodyAllowed(status int) bool {
@@ -85,6 +105,9 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	}
 	rw.written += int64(len(p))
 	if rw.head {
+		if _, ok := rw.snap["Content-Type"]; !ok && len(rw.sniff) < sniffLen && !rw.sentHeader {
+			rw.sniff = append(rw.sniff, p[:min(len(p), sniffLen-len(rw.sniff))]...)
+		}
 		return len(p), nil
 	}
 	if rw.buf == nil {
@@ -146,8 +169,12 @@ func (rw *responseWriter) sendHeader(end, complete bool) error {
 	if rw.buf != nil {
 		gathered = *rw.buf
 	}
-	if _, ok := h["Content-Type"]; !ok && bodyAllowed(rw.status) && len(gathered) > 0 {
-		fields = append(fields, hpack.HeaderField{Name: "content-type", Value: http.DetectContentType(gathered)})
+	sniffed := gathered
+	if rw.head {
+		sniffed = rw.sniff
+	}
+	if _, ok := h["Content-Type"]; !ok && bodyAllowed(rw.status) && len(sniffed) > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "content-type", Value: http.DetectContentType(sniffed)})
 	}
 	if complete && rw.declared < 0 && bodyAllowed(rw.status) && (rw.written > 0 || !rw.head) {
 		n := int64(len(gathered))
@@ -189,6 +216,15 @@ func (rw *responseWriter) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
+// SetReadDeadline bounds the handler's reads of the request body
+// (http.ResponseController).
+func (rw *responseWriter) SetReadDeadline(t time.Time) error {
+	if rw.st.body != nil {
+		rw.st.body.setDeadline(t)
+	}
+	return nil
+}
+
 // trailerFields are the trailers the handler set: the keys it declared in
 // Trailer before WriteHeader, and those named with http.TrailerPrefix.
 func (rw *responseWriter) trailerFields() []hpack.HeaderField {
@@ -224,7 +260,10 @@ func (rw *responseWriter) finish() {
 		rw.WriteHeader(http.StatusOK)
 	}
 	short := rw.declared >= 0 && !rw.head && bodyAllowed(rw.status) && rw.written < rw.declared
-	trailers := rw.trailerFields()
+	var trailers []hpack.HeaderField
+	if !rw.head {
+		trailers = rw.trailerFields() // a HEAD response has no body and so no trailers
+	}
 	var gathered []byte
 	if rw.buf != nil {
 		gathered = *rw.buf
@@ -251,7 +290,7 @@ func (rw *responseWriter) finish() {
 			break
 		}
 		c.wmu.Lock()
-		if st.rstWritten {
+		if st.writesClosed {
 			err = errStreamClosed
 		} else {
 			c.hbuf.Reset()
