@@ -284,9 +284,7 @@ func (c *conn) readError(err error) bool {
 func (c *conn) frameError(err error) bool {
 	var se http2.StreamError
 	if errors.As(err, &se) {
-		if m := c.srv.Metrics; m != nil {
-			m.errors.WithLabelValues("stream").Inc()
-		}
+		c.srv.Metrics.countError(true)
 		c.resetStream(se.StreamID, se.Code)
 		return true
 	}
@@ -314,8 +312,8 @@ func (c *conn) goAway(code http2.ErrCode, why string) {
 
 // goAwayLast sends GOAWAY naming last as the last stream the server takes.
 func (c *conn) goAwayLast(code http2.ErrCode, why string, last uint32) {
-	if m := c.srv.Metrics; m != nil && code != http2.ErrCodeNo {
-		m.errors.WithLabelValues("connection").Inc()
+	if code != http2.ErrCodeNo {
+		c.srv.Metrics.countError(false)
 	}
 	c.srv.log().Debug("http2 GOAWAY", "remote", c.remote, "code", code.String(), "why", why)
 	c.wmu.Lock()

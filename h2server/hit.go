@@ -36,9 +36,7 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 	if !c.srv.Hits.AppendHit((*bp)[:0], &r, c.srv.dates.Line(time.Now()), c.nc.RemoteAddr(), a) {
 		return false
 	}
-	if m := c.srv.Metrics; m != nil {
-		m.hit.Inc()
-	}
+	c.srv.Metrics.countHit()
 	status, out, inline := c.hitFields(a.Head)
 	*bp = a.Head[:0] // the answer may have grown the buffer: keep it
 	body := a.Body

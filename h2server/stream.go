@@ -276,9 +276,7 @@ func (c *conn) runHandler(st *stream, rp requestFields, f *http2.MetaHeadersFram
 		st.cancel()
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
-	if m := c.srv.Metrics; m != nil {
-		m.handler.Inc()
-	}
+	c.srv.Metrics.countHandler()
 	c.mu.Lock()
 	c.running++
 	c.mu.Unlock()

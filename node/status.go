@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/h2server"
 	"github.com/edgecache/edge/hitpath"
 	"github.com/edgecache/edge/internal/ranking"
 	"github.com/edgecache/edge/proxy"
@@ -59,6 +60,8 @@ type TLSStatus struct {
 	Redirect     bool       `json:"redirect_to_https"`
 	HSTS         string     `json:"hsts,omitempty"`
 	Certificates []CertInfo `json:"certificates"`
+	// HTTP2 is edge's own HTTP/2 server's state (nil: tuning.http2_server go).
+	HTTP2 *h2server.Stats `json:"http2,omitempty"`
 }
 
 // Snapshot collects the node's status.
@@ -96,6 +99,10 @@ func (n *Node) Snapshot() Status {
 	if n.tls != nil {
 		s.TLS = &TLSStatus{Listen: n.tls.ln.Addr().String(), HTTP3: n.tls.h3 != nil, ACME: n.cfg.TLS.ACMEDomains,
 			Redirect: n.cfg.TLS.RedirectToHTTPS, HSTS: n.cfg.TLS.HSTS, Certificates: n.tls.certificates()}
+		if n.tls.h2 != nil {
+			st := n.tls.h2.Stats()
+			s.TLS.HTTP2 = &st
+		}
 	}
 	var total, hits float64
 	for k, v := range s.Requests {
@@ -228,6 +235,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .TLS}}<h2>HTTPS</h2>
 <p>listener <code>{{.Listen}}</code> · HTTP/1.1 and HTTP/2{{if .HTTP3}} · HTTP/3 (QUIC, advertised with Alt-Svc){{end}}{{if .Redirect}} · plain HTTP redirected{{end}}{{if .HSTS}} · HSTS <code>{{.HSTS}}</code>{{end}}{{if .ACME}} · ACME for {{range .ACME}}<code>{{.}}</code> {{end}}{{end}}</p>
+{{with .HTTP2}}<p>HTTP/2 (edge's server): open connections {{.Connections}} · hits answered on the read loop {{count .Hits}} · through the request pipeline {{count .Handled}} · client protocol errors {{count .StreamErrors}} on streams, {{count .ConnErrors}} ending connections</p>{{end}}
 <table><tr><th>certificate</th><th>names</th><th>expires</th></tr>{{range .Certificates}}<tr><td>{{.Source}}</td><td>{{range .Names}}{{.}} {{end}}</td><td>{{.NotAfter.Format "2006-01-02 15:04 MST"}}</td></tr>{{else}}<tr><td colspan="3">none yet (ACME pending)</td></tr>{{end}}</table>{{end}}
 <h2>Compression</h2>
 {{with .Coding}}{{if .Enabled}}<table><tr><th>coding</th><th>responses</th><th>encoded in</th><th>encoded out</th><th>ratio</th><th>encode time</th></tr>
