@@ -133,4 +133,14 @@ func TestH2ServerAnswersAsNetHTTPDoes(t *testing.T) {
 	if a := do(edge, "GET", "/set-cookie?bob"); strings.Contains(a.header, "alice") {
 		t.Fatalf("another user's Set-Cookie: %s", a.header)
 	}
+	// The status page shows the server's counts.
+	resp, err := http.Get("http://" + edge.AdminAddr() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "HTTP/2 (edge's server): open connections") {
+		t.Fatalf("the status page has no HTTP/2 line:\n%s", page)
+	}
 }
