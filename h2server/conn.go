@@ -786,7 +786,7 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 		if trailer == nil {
 			trailer = http.Header{}
 		}
-		trailer.Add(http.CanonicalHeaderKey(hf.Name), hf.Value)
+		trailer.Add(hf.Name, hf.Value) // Add canonicalises the name
 	}
 	st.body.closeWithError(io.EOF, trailer)
 	c.mu.Lock()

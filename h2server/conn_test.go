@@ -3,7 +3,6 @@ package h2server
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -55,12 +54,18 @@ func serve(t *testing.T, s *Server) string {
 
 // client is net/http's HTTP/2 client with prior knowledge.
 func client(t *testing.T) *http.Client {
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
+	tr := &http.Transport{Protocols: h2cOnly()}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+// h2cOnly is HTTP/2 with prior knowledge over plain TCP, for net/http's
+// clients and servers (the server under test does not care what carries
+// its frames).
+func h2cOnly() *http.Protocols {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 func TestHandlerRequestsBodiesAndTrailers(t *testing.T) {

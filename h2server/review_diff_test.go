@@ -1,7 +1,6 @@
 package h2server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -23,18 +21,9 @@ func rvXNetServer(t *testing.T, h http.Handler, wt time.Duration) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: h, WriteTimeout: wt}
-	s2 := &http2.Server{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s2.ServeConn(c, &http2.ServeConnOpts{Handler: h, BaseConfig: hs, Context: context.Background()})
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
+	hs := &http.Server{Handler: h, WriteTimeout: wt, Protocols: h2cOnly()} // net/http's own HTTP/2 server (x/net's, bundled)
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
 	return ln.Addr().String()
 }
 

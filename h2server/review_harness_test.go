@@ -202,10 +202,7 @@ func (c *rvClient) collect(timeout time.Duration, resps map[uint32]*rvResp, cond
 			case *http2.GoAwayFrame:
 				get(0).afterEnd = append(get(0).afterEnd, "GOAWAY "+f.ErrCode.String())
 			case *http2.WindowUpdateFrame:
-				r := get(f.StreamID)
-				if f.StreamID != 0 && (r.ended || r.gotRST) {
-					// fine: window updates may follow
-				}
+				// fine even after a stream's end: window updates may follow
 			}
 		case <-deadline:
 			return resps, false
@@ -226,7 +223,7 @@ func ended(ids ...uint32) func(map[uint32]*rvResp) bool {
 	return func(m map[uint32]*rvResp) bool {
 		for _, id := range ids {
 			r := m[id]
-			if r == nil || !(r.ended || r.gotRST) {
+			if r == nil || (!r.ended && !r.gotRST) {
 				return false
 			}
 		}

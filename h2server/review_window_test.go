@@ -3,7 +3,6 @@ package h2server
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -19,7 +18,7 @@ import (
 // rvTransport is x/net's own HTTP/2 client over plain TCP (prior
 // knowledge), one connection for all requests.
 func rvTransport(addr string) *http.Client {
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, _ string, _ *tls.Config) (net.Conn, error) {
+	tr := &http.Transport{Protocols: h2cOnly(), DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	return &http.Client{Transport: tr}
@@ -211,17 +210,9 @@ func TestReviewIdleCloseRace(t *testing.T) {
 			addr = rvServer(t, &Server{Handler: h, IdleTimeout: 100 * time.Millisecond})
 		} else {
 			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			s2 := &http2.Server{IdleTimeout: 100 * time.Millisecond}
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go s2.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-				}
-			}()
-			t.Cleanup(func() { ln.Close() })
+			hs := &http.Server{Handler: h, IdleTimeout: 100 * time.Millisecond, Protocols: h2cOnly()}
+			go func() { _ = hs.Serve(ln) }()
+			t.Cleanup(func() { hs.Close() })
 			addr = ln.Addr().String()
 		}
 		client := rvTransport(addr)
@@ -264,18 +255,8 @@ func TestReviewDrainLosesRequests(t *testing.T) {
 				drain = func() { ln.Close(); srv.Drain() } // as http.Server.Shutdown: listeners first, then the hook
 			} else {
 				ln, _ := net.Listen("tcp", "127.0.0.1:0")
-				hs := &http.Server{Handler: h}
-				s2 := &http2.Server{}
-				_ = http2.ConfigureServer(hs, s2)
-				go func() {
-					for {
-						c, err := ln.Accept()
-						if err != nil {
-							return
-						}
-						go s2.ServeConn(c, &http2.ServeConnOpts{Handler: h, BaseConfig: hs})
-					}
-				}()
+				hs := &http.Server{Handler: h, Protocols: h2cOnly()}
+				go func() { _ = hs.Serve(ln) }()
 				addr = ln.Addr().String()
 				drain = func() {
 					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

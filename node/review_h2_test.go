@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +26,6 @@ type rvH2 struct {
 	fr  *http2.Framer
 	enc *hpack.Encoder
 	hb  bytes.Buffer
-	mu  sync.Mutex
 }
 
 func rvH2Dial(t *testing.T, addr string) *rvH2 {
