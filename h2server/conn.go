@@ -698,12 +698,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	if f.StreamEnded() {
 		body.closeWithError(io.EOF, nil)
-		c.mu.Lock()
-		st.remoteDone = true
-		if st.localDone {
-			c.removeLocked(st)
-		}
-		c.mu.Unlock()
+		st.endRemote()
 	}
 	return nil
 }
@@ -789,12 +784,7 @@ func (c *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 		trailer.Add(hf.Name, hf.Value) // Add canonicalises the name
 	}
 	st.body.closeWithError(io.EOF, trailer)
-	c.mu.Lock()
-	st.remoteDone = true
-	if st.localDone {
-		c.removeLocked(st)
-	}
-	c.mu.Unlock()
+	st.endRemote()
 	return nil
 }
 

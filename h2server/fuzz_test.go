@@ -42,16 +42,31 @@ func FuzzConnFrames(f *testing.F) {
 	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
 	f.Add(seed.Bytes())
 	f.Add([]byte{0, 0, 4, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}) // a zero WINDOW_UPDATE on stream 1
+	seed.Reset()
+	hb.Reset()
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "a"}, {":path", "/y"}, {"content-length", "3"}, {"trailer", "x"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(3, false, []byte("abc"))
+	_ = fr.WriteWindowUpdate(3, 10)
+	_ = fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) // a reset, then a window of 0
+	f.Add(seed.Bytes())
 
 	body := bytes.Repeat([]byte("b"), 70000)
 	f.Fuzz(func(t *testing.T, frames []byte) {
 		s := &Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "X-T")
 				_, _ = io.Copy(w, r.Body)
+				_, _ = w.Write(body) // beyond the first window
+				w.Header().Set("X-T", "t")
 			}),
 			Hits:              answerer{body: body, n: new(atomic.Int64)},
 			Fields:            hitpath.NewFields(hitpath.Config{}),
 			WriteTimeout:      2 * time.Second,
+			IdleTimeout:       200 * time.Millisecond,
 			ReadHeaderTimeout: 2 * time.Second,
 		}
 		client, server := net.Pipe()

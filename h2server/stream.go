@@ -65,6 +65,17 @@ func (st *stream) endLocal() {
 	c.mu.Unlock()
 }
 
+// endRemote records that the request's END_STREAM arrived.
+func (st *stream) endRemote() {
+	c := st.c
+	c.mu.Lock()
+	st.remoteDone = true
+	if st.localDone {
+		c.removeLocked(st)
+	}
+	c.mu.Unlock()
+}
+
 // reserve takes up to n bytes of send window (at most one frame), waiting
 // for WINDOW_UPDATE until deadline (zero: none).
 func (st *stream) reserve(n int, deadline time.Time) (int, error) {
