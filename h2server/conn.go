@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -36,14 +37,17 @@ type conn struct {
 	fr *http2.Framer // reads on the loop; writes under wmu
 
 	// The write side, under wmu.
-	wmu      sync.Mutex
-	bw       *bufio.Writer // nil between flushes (pooled)
-	henc     *hpack.Encoder
-	hbuf     bytes.Buffer
-	werr     error     // the first write error: the connection is done
-	wdead    time.Time // the write deadline last set
-	goAwayID uint32    // the last stream ID a GOAWAY sent allowed (0: none sent)
-	sentGA   bool
+	wmu  sync.Mutex
+	bw   *bufio.Writer // nil between flushes (pooled)
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
+	werr error // the first write error: the connection is done
+	// flushQueued: a goroutine waits to flush for the loop (the loop
+	// found the buffer held by a writer).
+	flushQueued atomic.Bool
+	wdead       time.Time // the write deadline last set
+	goAwayID    uint32    // the last stream ID a GOAWAY sent allowed (0: none sent)
+	sentGA      bool
 
 	// Streams and flow control, under mu. cond wakes writers waiting for
 	// send window (and for a stream's end).
@@ -227,8 +231,15 @@ func (c *conn) serve() {
 				if err != nil {
 					return
 				}
-			} else {
-				go func() { _ = c.flush() }()
+			} else if c.flushQueued.CompareAndSwap(false, true) {
+				// One waiting flusher at most: it sends whatever the
+				// buffer holds when it gets it.
+				go func() {
+					c.wmu.Lock()
+					c.flushQueued.Store(false) // what the loop writes from now on waits for a flush of its own
+					_ = c.flushLocked()
+					c.wmu.Unlock()
+				}()
 			}
 		}
 		f, err := c.fr.ReadFrame()
