@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,7 +55,9 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	start := time.Now()
-	host, ok := proxy.CanonicalHost(string(r.Host))
+	// Views of the request's bytes, valid during this call: what outlives
+	// it (the access log's entry) is copied below.
+	host, ok := proxy.CanonicalHost(unsafe.String(unsafe.SliceData(r.Host), len(r.Host)))
 	if !ok {
 		return false // net/http answers 400
 	}
@@ -80,7 +83,7 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 			}
 		}()
 	}
-	target := string(r.Target)
+	target := unsafe.String(unsafe.SliceData(r.Target), len(r.Target))
 	path, query, _ := strings.Cut(target, "?")
 	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved,
 		TLS: f.tls, Front: f.front}
@@ -109,10 +112,11 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		if r.Head {
 			method = "HEAD"
 		}
-		uri := target
+		uri := strings.Clone(target)
 		if query != "" {
 			uri = path + "?" + n.proxy.ForwardedQuery(query) // as ServeHTTP logs it (cache.sort_query)
 		}
+		host := strings.Clone(host)
 		proto := "HTTP/1.1"
 		if f.h2 {
 			proto = "HTTP/2.0"

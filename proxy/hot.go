@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 
 	"github.com/edgecache/edge/internal/ranking"
@@ -27,8 +28,13 @@ func (h *hotKeys) observe(key string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.counts[key]; ok || len(h.counts) < h.k {
+	if _, ok := h.counts[key]; ok {
 		h.counts[key]++
+		return
+	}
+	key = strings.Clone(key) // the map keeps it: the caller's may be a view of a buffer it reuses (AppendHit)
+	if len(h.counts) < h.k {
+		h.counts[key] = 1
 		return
 	}
 	// Replace the least counted key; the newcomer inherits its count.

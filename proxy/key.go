@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/edgecache/edge/rules"
 )
@@ -18,6 +19,11 @@ import (
 // compute the same key. GET and HEAD share keys. It allocates only the
 // returned string.
 func CacheKey(scheme, host, path, rawQuery string) string {
+	return keyString(appendCacheKey(make([]byte, 0, keyCap("", host, path, rawQuery)), scheme, host, path, rawQuery))
+}
+
+// appendCacheKey appends CacheKey's bytes to dst.
+func appendCacheKey(dst []byte, scheme, host, path, rawQuery string) []byte {
 	if c, _, ok := canonicalHost(host); ok {
 		host = c // lower-cased below, as it is copied
 	} else {
@@ -25,26 +31,24 @@ func CacheKey(scheme, host, path, rawQuery string) string {
 		// only a direct caller gets here; keep its bytes apart.
 		host = stripPort(host)
 	}
-	var b strings.Builder
 	if path == "" {
 		path = "/"
 	}
-	b.Grow(len(scheme) + 3 + len(host) + len(path) + 1 + len(rawQuery))
-	b.WriteString(scheme)
-	b.WriteString("://")
+	dst = append(dst, scheme...)
+	dst = append(dst, "://"...)
 	for i := 0; i < len(host); i++ {
 		c := host[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		b.WriteByte(c)
+		dst = append(dst, c)
 	}
-	b.WriteString(path)
+	dst = append(dst, path...)
 	if rawQuery != "" {
-		b.WriteByte('?')
-		b.WriteString(rawQuery)
+		dst = append(dst, '?')
+		dst = append(dst, rawQuery...)
 	}
-	return b.String()
+	return dst
 }
 
 // stripPort removes a :port suffix from host (IPv6 literals keep their brackets).
@@ -136,7 +140,22 @@ func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string 
 
 // keyUnder is keyOn with the site's key rule already found (nil: none).
 func (h *Handler) keyUnder(site *Site, rule *rules.Rule, scheme, host, path, rawQuery string) string {
-	return site.KeyPrefix + CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rule.KeyQuery(rawQuery))
+	return keyString(h.appendKeyUnder(make([]byte, 0, keyCap(site.KeyPrefix, host, path, rawQuery)), site, rule, scheme, host, path, rawQuery))
+}
+
+// keyCap is a key's likely length, so that building it allocates once.
+func keyCap(prefix, host, path, rawQuery string) int {
+	return len(prefix) + len("https://") + len(host) + len(path) + 1 + len(rawQuery)
+}
+
+// keyString is b as a string without a copy: b must never be written again.
+func keyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// appendKeyUnder appends keyUnder's bytes to dst (the hit path builds its
+// look-up key in a buffer it reuses).
+func (h *Handler) appendKeyUnder(dst []byte, site *Site, rule *rules.Rule, scheme, host, path, rawQuery string) []byte {
+	dst = append(dst, site.KeyPrefix...)
+	return appendCacheKey(dst, KeyScheme(scheme, h.cfg.KeyScheme), host, path, rule.KeyQuery(rawQuery))
 }
 
 // scheme is the scheme the client used: https on a TLS connection, or
@@ -158,11 +177,17 @@ func (h *Handler) scheme(r *http.Request) string {
 // different sites never mix, even when a reload moves a host from one
 // site (and origin pool) to another.
 func (h *Handler) key(scheme, host, path, rawQuery string) string {
-	k := CacheKey(KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
-	if p := h.sitePrefix(host); p != "" {
-		return p + k
+	return keyString(h.appendKey(make([]byte, 0, keyCap("site ", host, path, rawQuery)), scheme, host, path, rawQuery))
+}
+
+// appendKey appends key's bytes to dst.
+func (h *Handler) appendKey(dst []byte, scheme, host, path, rawQuery string) []byte {
+	if h.cfg.SiteOf != nil {
+		if name := h.cfg.SiteOf(host); name != "" {
+			dst = append(append(dst, name...), ' ')
+		}
 	}
-	return k
+	return appendCacheKey(dst, KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
 }
 
 // sitePrefix is "name " for a host of a named site, else "".
