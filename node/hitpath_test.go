@@ -2,12 +2,13 @@ package node
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // TestHitPathNeverLeaksBetweenUsers runs a node with the HTTP/1.1 hit path
@@ -89,15 +90,10 @@ func TestHitPathNeverLeaksBetweenUsers(t *testing.T) {
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is e2e.FreeAddr: a port from below the ephemeral range, never
+// the same twice in one test binary (a port just closed may come back from
+// a Listen on :0, and a node refuses one address for two listeners).
+func freeAddr(t testing.TB) string { return e2e.FreeAddr(t) }
 
 // TestHitPathNeverServesAKeyedOrForwardedVariant: through a real node with
 // the hit path on, a client's forwarding fields and unknown fields never
