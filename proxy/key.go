@@ -182,24 +182,21 @@ func (h *Handler) key(scheme, host, path, rawQuery string) string {
 
 // appendKey appends key's bytes to dst.
 func (h *Handler) appendKey(dst []byte, scheme, host, path, rawQuery string) []byte {
+	return appendCacheKey(h.appendSitePrefix(dst, host), KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
+}
+
+// appendSitePrefix appends "name " for a host of a named site, else nothing.
+func (h *Handler) appendSitePrefix(dst []byte, host string) []byte {
 	if h.cfg.SiteOf != nil {
 		if name := h.cfg.SiteOf(host); name != "" {
 			dst = append(append(dst, name...), ' ')
 		}
 	}
-	return appendCacheKey(dst, KeyScheme(scheme, h.cfg.KeyScheme), host, path, rawQuery)
+	return dst
 }
 
-// sitePrefix is "name " for a host of a named site, else "".
-func (h *Handler) sitePrefix(host string) string {
-	if h.cfg.SiteOf == nil {
-		return ""
-	}
-	if name := h.cfg.SiteOf(host); name != "" {
-		return name + " "
-	}
-	return ""
-}
+// sitePrefix is appendSitePrefix as a string.
+func (h *Handler) sitePrefix(host string) string { return string(h.appendSitePrefix(nil, host)) }
 
 // URLKey is the cache key of an absolute URL (purge, the route explorer).
 func (h *Handler) URLKey(u *url.URL) string {
