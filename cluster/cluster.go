@@ -102,7 +102,7 @@ func DefaultConfig() Config {
 		DNSInterval:  10 * time.Second,       // new pods join within this
 		Period:       100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
 		Detector:     "ml",                   // the learned detector (docs/failure-detection.md)
-		Selection:    SelectionFNA,           // asks negatively indicated peers when the miss penalty pays (docs/indicators.md)
+		Selection:    SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
 		Mode:         routing.ModeHybrid,     // a home while cold, a random tree once hot
 		Placement:    routing.PlacementDistinct,
 		Arity:        4,                      // the origin sees at most d·q fetches per page
@@ -177,6 +177,9 @@ type Peer struct {
 	// suspected it for staying silent since (silentGrace).
 	neighbourSince time.Time
 	judgedSilent   bool
+	// Probes sent to it despite a negative indication, and how many hit
+	// (atomics: counted as answers come, outside c.mu).
+	negProbes, negHits atomic.Uint64
 }
 
 // RegionPair is the key of Config.RegionCosts: the two labels in order, so
@@ -593,7 +596,8 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 			c.metrics.HeartbeatLoss.WithLabelValues(p.ID).Set(la.Loss())
 		}
 		e := p.replica.Exclusion()
-		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q} {
+		he := p.replica.HomeExclusion()
+		for name, v := range map[string]float64{"fpr": e.FPR, "fnr": e.FNR, "pi": e.Pi, "nu": e.Nu, "q": e.Q, "home_nu": he.Nu, "home_q": he.Q, "nu_calibration": p.replica.Calibration()} {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, name).Set(v)
 		}
 		c.metrics.ReplicaEpoch.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
@@ -734,7 +738,16 @@ type PeerState struct {
 	Epoch        uint64               `json:"indicator_epoch"`
 	ReplicaAgeS  float64              `json:"indicator_age_s"`
 	Exclusion    indicators.Exclusion `json:"estimates"`
-	History      []Transition         `json:"history"`
+	// HomeExclusion is the estimates over the pages homed at the peer
+	// (fna-home, fna-learned), NegativeProbes and NegativeHits the probes
+	// sent despite a negative indication and how many hit, and
+	// Calibration the ratio of those hits to the hits the derived ν
+	// predicted for the peer's own pages (1 before any).
+	HomeExclusion  indicators.Exclusion `json:"home_estimates"`
+	NegativeProbes uint64               `json:"negative_probes"`
+	NegativeHits   uint64               `json:"negative_probe_hits"`
+	Calibration    float64              `json:"nu_calibration"`
+	History        []Transition         `json:"history"`
 }
 
 // Peers returns a snapshot of every peer, sorted by id.
@@ -744,7 +757,8 @@ func (c *Cluster) Peers() []PeerState {
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
 		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
-			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), History: slices.Clone(p.history)}
+			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
+			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
 		}

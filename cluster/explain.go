@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"net/url"
 
-	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
@@ -39,6 +38,7 @@ type CandidateInfo struct {
 	AccessMs  float64 `json:"access_cost_ms"` // before normalisation: the region pair's configured cost, else the RTT
 	OnPath    bool    `json:"on_path"`
 	Indicated bool    `json:"indicated"`
+	Home      bool    `json:"home"` // a home of the page (home-aware policies keep its own estimates)
 	Cost      float64 `json:"cost"`
 	Rho       float64 `json:"rho"`
 	Chosen    bool    `json:"chosen"`
@@ -83,11 +83,11 @@ func (c *Cluster) Explain(rawURL string, keyOf func(*url.URL) string) (Explanati
 	c.mu.Lock()
 	for i, p := range cs.peers {
 		e.Candidates = append(e.Candidates, CandidateInfo{Peer: p.ID, Region: p.region, RTTms: p.rtt * 1000, AccessMs: c.accessCost(p) * 1000,
-			OnPath: cs.onPath[i], Indicated: cs.indicated[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
+			OnPath: cs.onPath[i], Indicated: cs.indicated[i], Home: cs.home[i], Cost: cs.cands[i].Cost, Rho: cs.cands[i].Rho})
 	}
 	c.mu.Unlock()
 	if c.cfg.Selection != SelectionOff && len(cs.cands) > 0 {
-		mask := indicators.Select(cs.cands, e.MissPenalty)
+		mask := c.choose(&cs)
 		for m := mask; m != 0; m &= m - 1 {
 			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
 		}

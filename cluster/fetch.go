@@ -61,19 +61,34 @@ type candidateSet struct {
 	ids         []string // the peers' ids, read with the set (an id can change under c.mu)
 	indicated   []bool
 	onPath      []bool
-	missPenalty float64 // M, in the unit of c_j
-	climbS      float64 // the site's measured climb latency M came from (s; 0: none yet)
+	home        []bool    // the peer is a home of the page (home-aware policies)
+	derivedNu   []float64 // fna-learned: a negatively indicated home's ν before correction (−1: none)
+	negative    uint64    // mask of the negatively indicated candidates
+	missPenalty float64   // M, in the unit of c_j
+	climbS      float64   // the site's measured climb latency M came from (s; 0: none yet)
 }
 
-// candidates returns the trusted peers on the path or positively indicated
-// for key, priced for site (M is per site), except the climb's first hop
-// (unless Config.ProbeFirstHop): probing the peer the climb asks next can
-// only add a round trip. count says whether the indications feed the q estimates (a real
-// request) or not (the route explorer).
+// candidates returns every trusted peer but the climb's first hop (unless
+// Config.ProbeFirstHop: probing the peer the climb asks next can only add
+// a round trip), negatively indicated ones included, priced for site (M is
+// per site). count says whether the indications feed the q estimates (a
+// real request) or not (the route explorer).
+//
+// ρ_j depends on the policy. fno: π for a positive indication, 1 for a
+// negative one. fna (the paper): π or ν from the peer's estimates over all
+// pages. Home-aware policies (fna-home, fna-learned) keep the estimates of
+// a page's homes (its home in each region, with regional homes) over the
+// pages homed there; a peer that is neither a home nor on the path holds a
+// page it is negatively indicated for only by chance (an ingress copy, an
+// older view), so its ν is 1.
 func (c *Cluster) candidates(key, site string, path []hop, count bool) candidateSet {
 	onPath := map[string]bool{}
 	for _, h := range path {
 		onPath[h.id] = true
+	}
+	var homes map[string]bool
+	if c.cfg.Selection.HomeAware() {
+		homes = c.pageHomes(routing.KeyHash(key))
 	}
 	var cs candidateSet
 	c.mu.Lock()
@@ -98,18 +113,27 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		if !p.trusted || p.ID == firstHop {
 			continue
 		}
-		var ind bool
+		isHome := homes[p.ID]
+		ind := p.replica.Test([]byte(key))
 		if count {
-			ind = p.replica.Indicate([]byte(key))
-		} else {
-			ind = p.replica.Test([]byte(key))
+			p.replica.Count(ind, isHome)
 		}
-		if !ind && !onPath[p.ID] {
-			continue // neither on the path nor indicated: not a candidate
+		var e indicators.Exclusion
+		derivedNu := -1.0
+		switch {
+		case isHome && c.cfg.Selection == SelectionFNALearned:
+			e, derivedNu = p.replica.LearnedHomeExclusion()
+		case isHome:
+			e = p.replica.HomeExclusion()
+		default:
+			e = p.replica.Exclusion()
+			if homes != nil && !onPath[p.ID] {
+				e.Nu = 1
+			}
 		}
-		e := p.replica.Exclusion()
 		rho := e.Pi
 		if !ind {
+			cs.negative |= 1 << uint(len(cs.cands))
 			rho = e.Nu
 			if c.cfg.Selection == SelectionFNO {
 				rho = 1
@@ -120,11 +144,56 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		cs.ids = append(cs.ids, p.ID)
 		cs.indicated = append(cs.indicated, ind)
 		cs.onPath = append(cs.onPath, onPath[p.ID])
+		cs.home = append(cs.home, isHome)
+		cs.derivedNu = append(cs.derivedNu, derivedNu)
 		if len(cs.cands) == indicators.MaxCandidates {
 			break
 		}
 	}
 	return cs
+}
+
+// choose returns the candidates to probe, as a mask over cs.
+func (c *Cluster) choose(cs *candidateSet) uint64 {
+	if c.cfg.Selection == SelectionFNALearned {
+		return indicators.SelectNoWorse(cs.cands, cs.missPenalty, cs.negative)
+	}
+	return indicators.Select(cs.cands, cs.missPenalty)
+}
+
+// pageHomes returns the peers that are a home of the page with hash kh:
+// its home over the whole view and, with regional homes, its home in each
+// region (the first member of its ranking in that region), as planFor
+// computes them.
+func (c *Cluster) pageHomes(kh uint64) map[string]bool {
+	ring := c.router.Ring()
+	n := ring.Len()
+	homes := make(map[string]bool, 2)
+	if n <= 1 {
+		return homes
+	}
+	var ranking []int32
+	if c.cfg.Placement == routing.PlacementDistinct {
+		ranking = ring.Ranking(make([]int32, 0, n), kh)
+	}
+	if c.cfg.Mode == routing.ModeRing && !c.cfg.RegionalHomes {
+		homes[ring.Member(ring.Lookup(kh))] = true
+		return homes
+	}
+	homes[ring.Member(homeIndex(ring, kh, ranking))] = true
+	if c.cfg.RegionalHomes && ranking != nil {
+		regions := c.memberRegions()
+		regions[c.cfg.NodeID] = c.cfg.Region
+		seen := make(map[string]bool, 2)
+		for _, i := range ranking {
+			id := ring.Member(int(i))
+			if r := regions[id]; !seen[r] {
+				seen[r] = true
+				homes[id] = true
+			}
+		}
+	}
+	return homes
 }
 
 // hop is one cache of a climb.
@@ -246,7 +315,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if len(cs.cands) == 0 {
 		return nil, ""
 	}
-	mask := indicators.Select(cs.cands, cs.missPenalty)
+	mask := c.choose(&cs)
 	if mask == 0 {
 		return nil, ""
 	}
@@ -342,7 +411,16 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSe
 		}
 		c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
 		if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss") {
-			cs.peers[a.i].replica.ObserveNegativeProbe(outcome == "miss")
+			p := cs.peers[a.i]
+			p.replica.ObserveNegativeProbe(outcome == "miss")
+			if nu := cs.derivedNu[a.i]; nu >= 0 {
+				p.replica.ObserveHomeNegativeProbe(nu, outcome == "hit")
+			}
+			c.metrics.NegativeProbes.WithLabelValues(cs.ids[a.i], outcome).Inc()
+			p.negProbes.Add(1)
+			if outcome == "hit" {
+				p.negHits.Add(1)
+			}
 		}
 		if win != nil {
 			break

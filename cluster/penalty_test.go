@@ -117,9 +117,10 @@ func TestExplainShowsSitePenalty(t *testing.T) {
 }
 
 // The climb's first hop is not a probe candidate unless configured: the
-// climb asks it at once, so probing it first only adds a round trip. The
-// rest of the path still is (a probe may skip hops), and an untrusted first
-// hop leaves the next one as the climb's first.
+// climb asks it at once, so probing it first only adds a round trip. Every
+// other trusted peer is, on the path or not and whatever its indication
+// (the selection prices a negative one), and an untrusted first hop leaves
+// the next one as the climb's first.
 func TestProbeCandidatesSkipFirstHop(t *testing.T) {
 	c := newTestCluster(t, "hybrid", map[string]string{"p1": "127.0.0.1:1", "p2": "127.0.0.1:2", "p3": "127.0.0.1:3"})
 	c.mu.Lock()
@@ -136,20 +137,20 @@ func TestProbeCandidatesSkipFirstHop(t *testing.T) {
 		return out
 	}
 	path := []hop{{"p1", 4}, {"p2", 2}}
-	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p2"}) {
-		t.Fatalf("candidates %v, want [p2]: the first hop is asked by the climb", got)
+	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p2", "p3"}) {
+		t.Fatalf("candidates %v, want [p2 p3]: the first hop is asked by the climb", got)
 	}
 	c.mu.Lock()
 	c.peers["p1"].trusted = false
 	c.mu.Unlock()
-	if got := ids(c.candidates("k", "s", path, false)); len(got) != 0 {
-		t.Fatalf("candidates %v with p1 untrusted, want none: p2 is then the climb's first hop", got)
+	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p3"}) {
+		t.Fatalf("candidates %v with p1 untrusted, want [p3]: p2 is then the climb's first hop", got)
 	}
 	c.mu.Lock()
 	c.peers["p1"].trusted = true
 	c.mu.Unlock()
 	c.cfg.ProbeFirstHop = true
-	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p1", "p2"}) {
-		t.Fatalf("candidates %v with probe_first_hop, want [p1 p2]", got)
+	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p1", "p2", "p3"}) {
+		t.Fatalf("candidates %v with probe_first_hop, want [p1 p2 p3]", got)
 	}
 }

@@ -17,9 +17,24 @@ const (
 	SelectionFNO
 	// SelectionOff never probes: misses climb the page's path.
 	SelectionOff
+	// SelectionFNAHome is fna with the estimates kept per peer for the
+	// pages it is home to (indicators.FNAHome): a peer that is a page's
+	// home (in its region, with regional homes) is priced by how often its
+	// negative indications for its own pages are wrong; another peer's
+	// negative indication is taken at its word.
+	SelectionFNAHome
+	// SelectionFNALearned is fna-home whose ν is corrected by what its
+	// negative probes found (indicators.FNALearned), with a selection never
+	// priced worse than fno's: the default, by measurement
+	// (docs/indicators.md).
+	SelectionFNALearned
 )
 
-var selectionNames = [...]string{"fna", "fno", "off"}
+var selectionNames = [...]string{"fna", "fno", "off", "fna-home", "fna-learned"}
+
+// HomeAware reports whether the policy keeps separate estimates for the
+// peers that are a page's home.
+func (s Selection) HomeAware() bool { return s == SelectionFNAHome || s == SelectionFNALearned }
 
 func (s Selection) String() string {
 	if s < 0 || int(s) >= len(selectionNames) {
@@ -28,7 +43,7 @@ func (s Selection) String() string {
 	return selectionNames[s]
 }
 
-// ParseSelection parses fna, fno or off.
+// ParseSelection parses fna, fno, off, fna-home or fna-learned.
 func ParseSelection(s string) (Selection, error) {
 	for i, n := range selectionNames {
 		if s == n {

@@ -144,3 +144,90 @@ func (h *NuHistory) Observe(missed bool) {
 
 // Nu returns the learned ν and whether it has enough samples.
 func (h *NuHistory) Nu() (float64, bool) { return h.nu, h.samples >= MinSamples }
+
+// NuCalibration corrects a derived ν with what negative probes realised
+// (the fna-learned policy). Outcomes are kept by the hit chance the
+// derived ν gave (1 − ν), in bins, and each bin's realised hit rate
+// replaces the derived one, shrunk towards it while the bin has few
+// outcomes:
+//
+//	1 − ν' = (hits_b + a·p̄_b) / (n_b + a),   a = A / p̄_b
+//
+// (a prior worth A expected hits), where p̄_b is the mean predicted hit chance of the bin's probes (the
+// bin's midpoint before any). Bins, not one correction factor, because the
+// estimators err by different amounts at different staleness: the paper's
+// fnr estimate overstates fnr late in an epoch (ν too small, probes miss)
+// and is near right just after an advertisement. Counts decay so that the
+// correction follows a changing workload; a bin with no probes keeps what
+// it learnt, so a peer whose negatives stopped paying is not probed again
+// at that predicted chance (a lost gain at worst, never a loss).
+type NuCalibration struct {
+	n, hits, predicted [calibrationBins]float64
+}
+
+// Calibration settings: the prior's weight in expected hits per bin, the share of
+// a bin's counts kept per outcome (a memory of about 500 probes), and the
+// upper edges of the bins of predicted hit chance.
+const (
+	CalibrationPrior = 5.0
+	CalibrationKeep  = 0.998
+	calibrationBins  = 9
+)
+
+var calibrationEdges = [calibrationBins]float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1}
+
+func calibrationBin(p float64) int {
+	for i, e := range calibrationEdges {
+		if p <= e {
+			return i
+		}
+	}
+	return calibrationBins - 1
+}
+
+// Observe records one probe sent despite a negative indication: the hit
+// chance its derived ν gave (1 − ν) and whether it hit.
+func (c *NuCalibration) Observe(predictedHit float64, hit bool) {
+	p := clip01(predictedHit)
+	b := calibrationBin(p)
+	c.n[b] = c.n[b]*CalibrationKeep + 1
+	c.predicted[b] = c.predicted[b]*CalibrationKeep + p
+	c.hits[b] *= CalibrationKeep
+	if hit {
+		c.hits[b]++
+	}
+}
+
+// Nu returns ν corrected by the outcomes so far.
+func (c *NuCalibration) Nu(derived float64) float64 {
+	p := clip01(1 - derived)
+	b := calibrationBin(p)
+	prior := p
+	if c.n[b] > 0 {
+		prior = c.predicted[b] / c.n[b]
+	}
+	// The prior is worth CalibrationPrior expected hits, not probes: at a
+	// predicted chance of 4 % a few misses in a row are what the derived ν
+	// expects, not evidence against it (a bin that learnt too early from
+	// them would never be probed again).
+	weight := CalibrationPrior / max(prior, 0.01)
+	// The bin's rate, not the derived value moved by the bin's error: where
+	// the derived ν carries no information (realised rates flat across
+	// bins) an offset would move the estimate by noise.
+	hit := (c.hits[b] + weight*prior) / (c.n[b] + weight)
+	return clip01(1 - hit)
+}
+
+// Kappa returns the ratio of realised to predicted negative hits over
+// every bin (1 before any outcome): how far the derived ν is off.
+func (c *NuCalibration) Kappa() float64 {
+	var hits, predicted float64
+	for b := range c.n {
+		hits += c.hits[b]
+		predicted += c.predicted[b]
+	}
+	if predicted == 0 {
+		return 1
+	}
+	return hits / predicted
+}

@@ -17,6 +17,14 @@ type FilterConfig struct {
 	EstimateEvery  int     // recompute fpr and fnr after this many insertions
 	// FNREstimator is how fnr is estimated (the zero value: the paper's).
 	FNREstimator FNREstimator
+	// Counting keeps the up-to-date filter as a counting Bloom filter from
+	// which Evict removes the key, as the authors' simulator does: bits of
+	// evicted keys clear between advertisements, so Δ0 (bits set in the
+	// advertised snapshot and clear in the up-to-date filter) is measured
+	// and B1_up counts only the bits of keys the cache holds. Without it
+	// (a node's store does not report evictions key by key) the up-to-date
+	// filter only gains bits until the next advertisement rebuilds it.
+	Counting bool
 }
 
 // DefaultFilterConfig matches the paper's main setting.
@@ -53,10 +61,11 @@ type Filter struct {
 	sinceAdv   int
 	sinceEst   int
 	fpr, fnr   float64
-	advertised int // advertisements made
-	advKeys    int // keys in the last advertisement
-	held       int // keys the cache holds: advKeys + insertions − evictions
-	missed     int // held keys the advertised snapshot tests negative for ("exact")
+	advertised int      // advertisements made
+	advKeys    int      // keys in the last advertisement
+	held       int      // keys the cache holds: advKeys + insertions − evictions
+	missed     int      // held keys the advertised snapshot tests negative for ("exact")
+	counts     []uint16 // Counting: keys setting each bit of up (saturating)
 }
 
 // NewFilter returns an empty filter (epoch 0, nothing advertised yet).
@@ -69,7 +78,9 @@ func NewFilter(cfg FilterConfig) (*Filter, error) {
 	}
 	m, k := cfg.Params()
 	f := &Filter{cfg: cfg, m: m, k: k, up: bloom.New(m, k), adv: bloom.New(m, k)}
-	f.fpr = 0
+	if cfg.Counting {
+		f.counts = make([]uint16, m)
+	}
 	return f, nil
 }
 
@@ -85,6 +96,7 @@ func (f *Filter) Insert(key []byte) (advertise bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.up.Add(key)
+	f.count(key, 1)
 	f.held++
 	if !f.adv.Test(key) {
 		f.missed++
@@ -101,17 +113,44 @@ func (f *Filter) Reinsert() (advertise bool) {
 	return f.countInsertionLocked()
 }
 
-// Evict records that a key left the cache. A Bloom filter cannot forget it,
-// so only the "exact" estimator's counts change; the next advertisement
-// drops it from the filter.
+// Evict records that a key left the cache. A plain Bloom filter cannot
+// forget it, so only the "exact" estimator's counts change and the next
+// advertisement drops it from the filter; a counting filter removes it now.
 func (f *Filter) Evict(key []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.count(key, -1)
 	if f.held > 0 {
 		f.held--
 	}
 	if f.missed > 0 && !f.adv.Test(key) {
 		f.missed--
+	}
+}
+
+// count adds delta to the counters of key's bits (Counting only), setting
+// a bit of the up-to-date filter when its counter leaves 0 and clearing it
+// when it returns there. A counter that saturated stays saturated: its bit
+// is never cleared (the usual counting-filter rule, so a removal never
+// causes a false negative for a key still held).
+func (f *Filter) count(key []byte, delta int) {
+	if f.counts == nil {
+		return
+	}
+	bs := f.up.BitSet()
+	for _, loc := range bloom.Locations(key, f.k) {
+		i := uint(loc % uint64(f.m))
+		switch c := f.counts[i]; {
+		case c == math.MaxUint16:
+		case delta > 0:
+			f.counts[i]++
+			bs.Set(i)
+		case c > 0:
+			f.counts[i]--
+			if c == 1 {
+				bs.Clear(i)
+			}
+		}
 	}
 }
 
@@ -124,20 +163,23 @@ func (f *Filter) countInsertionLocked() bool {
 	return f.sinceAdv >= f.cfg.UpdateInterval
 }
 
-// estimateLocked recomputes fpr and fnr from bit counts:
+// estimateLocked recomputes fpr and fnr from bit counts, as the authors:
 //
-//	fnr = 1 − ((B1_up − Δ1) / B1_up)^k,   fpr = (B1_adv / m)^k
+//	fnr = 1 − ((B1_up − Δ1) / B1_up)^k,   fpr = ((B1_up − Δ1 + Δ0) / m)^k
 //
 // where Δ1 counts bits set in the up-to-date filter and clear in the
-// advertised one: a key whose bits all fall outside Δ1 still tests positive
-// on the stale replica.
+// advertised one (a held key whose bits all fall outside Δ1 still tests
+// positive on the stale replica) and Δ0 bits clear in the up-to-date filter
+// and set in the advertised one. B1_up − Δ1 + Δ0 is the advertised
+// snapshot's B1, so fpr is the snapshot's own ratio; Δ0 is 0 unless the
+// filter is Counting.
 func (f *Filter) estimateLocked() {
 	f.sinceEst = 0
 	b1up := float64(f.up.BitSet().Count())
-	b1adv := float64(f.adv.BitSet().Count())
 	delta1 := float64(f.up.BitSet().DifferenceCardinality(f.adv.BitSet()))
+	delta0 := float64(f.adv.BitSet().DifferenceCardinality(f.up.BitSet()))
 	k := float64(f.k)
-	f.fpr = math.Pow(b1adv/float64(f.m), k)
+	f.fpr = math.Pow((b1up-delta1+delta0)/float64(f.m), k)
 	switch {
 	case b1up == 0:
 		f.fnr = 0
@@ -201,6 +243,11 @@ func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
 		}
 	}
 	prev := f.adv.BitSet()
+	if f.counts != nil {
+		// The counting filter already holds exactly the cache's keys (each
+		// inserted and evicted through it): advertise it as it is.
+		fresh = f.up.Copy()
+	}
 	f.up = fresh
 	f.adv = fresh.Copy()
 	f.epoch++

@@ -17,6 +17,7 @@ type Replica struct {
 	q        QEstimator
 	qHome    QEstimator // q over requests for keys homed at this peer
 	nuHist   NuHistory
+	nuCal    NuCalibration // fna-learned: outcomes of negative probes for keys homed here
 }
 
 // Apply decodes and applies an advertisement. A full payload replaces the
@@ -80,6 +81,17 @@ func (r *Replica) Indicate(key []byte) bool {
 	return ind
 }
 
+// Count counts an indication already read with Test towards q, and
+// towards the home-conditioned q when the key is homed at this peer.
+func (r *Replica) Count(positive, home bool) {
+	r.mu.Lock()
+	r.q.Observe(positive)
+	if home {
+		r.qHome.Observe(positive)
+	}
+	r.mu.Unlock()
+}
+
 // IndicateHome returns the indication for a key homed at this peer and
 // counts it for the home-conditioned q estimate (fna-home).
 func (r *Replica) IndicateHome(key []byte) bool {
@@ -98,6 +110,35 @@ func (r *Replica) HomeExclusion() Exclusion {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
+}
+
+// LearnedHomeExclusion is HomeExclusion with ν corrected by the outcomes
+// of earlier negative probes for keys homed here (fna-learned); derivedNu is
+// the uncorrected ν, which ObserveHomeNegativeProbe wants back.
+func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
+	derivedNu = e.Nu
+	e.Nu = r.nuCal.Nu(derivedNu)
+	return e, derivedNu
+}
+
+// ObserveHomeNegativeProbe records the outcome of a probe sent to this
+// peer despite a negative indication for a key homed here, with the
+// derived ν it was priced with (fna-learned).
+func (r *Replica) ObserveHomeNegativeProbe(derivedNu float64, hit bool) {
+	r.mu.Lock()
+	r.nuCal.Observe(1-derivedNu, hit)
+	r.mu.Unlock()
+}
+
+// Calibration returns κ, the ratio of negative-probe hits to the hits the
+// derived ν predicted (1 before any outcome).
+func (r *Replica) Calibration() float64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.nuCal.Kappa()
 }
 
 // ObserveNegativeProbe records whether a probe sent despite a negative

@@ -32,15 +32,23 @@ const (
 	// separately for requests homed at each cache, and treats a cache that is
 	// not a key's home as holding it only through its indication.
 	FNAHome Policy = "fna-home"
+	// FNALearned is ours: fna-home whose ν is corrected by the outcomes of
+	// its negative probes (NuCalibration), with a selection that never
+	// prices worse than fno's under its own estimates (SelectNoWorse).
+	FNALearned Policy = "fna-learned"
 )
+
+// HomeAware reports whether a policy conditions its estimates on the key's
+// home (the client must know each key's homes).
+func (p Policy) HomeAware() bool { return p == FNAHome || p == FNALearned }
 
 // ParsePolicy validates a policy name.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
-	case FNO, FNA, FNAHist, FNAHome:
+	case FNO, FNA, FNAHist, FNAHome, FNALearned:
 		return p, nil
 	}
-	return "", fmt.Errorf("indicators: policy %q, want fno, fna, fna-hist or fna-home", s)
+	return "", fmt.Errorf("indicators: policy %q, want fno, fna, fna-hist, fna-home or fna-learned", s)
 }
 
 // MaxCandidates bounds a selection. Solutions are bit masks.
@@ -86,6 +94,39 @@ func Select(cands []Candidate, m float64) uint64 {
 		return HoCS(cands, m)
 	}
 	return PGM(cands, m)
+}
+
+// ExactUpTo is how many candidates SelectNoWorse solves exactly (2^n
+// subsets: 1024 sets of up to 10 at most, a few microseconds).
+const ExactUpTo = 10
+
+// SelectNoWorse is the selection of fna-learned: the optimal set under the
+// estimates when there are at most ExactUpTo candidates, and otherwise
+// whichever of Select's set and Select's set over the positively indicated
+// candidates alone (fno's choice; negative is the mask of the negatively
+// indicated ones) has the smaller expected cost φ. Select's PGM is within
+// a factor 2 of optimal; with more candidates its approximation can price
+// worse than fno's set priced by the same estimates, and this never does.
+func SelectNoWorse(cands []Candidate, m float64, negative uint64) uint64 {
+	if len(cands) > MaxCandidates {
+		cands = cands[:MaxCandidates]
+	}
+	if len(cands) <= ExactUpTo {
+		return BruteForce(cands, m)
+	}
+	a := Select(cands, m)
+	var pos [MaxCandidates]Candidate
+	copy(pos[:], cands)
+	for j := range cands {
+		if negative&(1<<uint(j)) != 0 {
+			pos[j].Rho = 1
+		}
+	}
+	b := Select(pos[:len(cands)], m)
+	if Cost(cands, b, m) < Cost(cands, a, m) {
+		return b
+	}
+	return a
 }
 
 // order returns candidate indices sorted by ρ ascending (ties by index),

@@ -191,6 +191,7 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"bytes": humanBytes,
 	"count": humanCount,
 	"pct":   func(f float64) float64 { return 100 * f },
+	"share": func(part, whole uint64) float64 { return 100 * float64(part) / float64(max(whole, 1)) },
 	"ratio": func(out, in float64) string {
 		if in <= 0 {
 			return "—"
@@ -253,10 +254,11 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
 <p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).</p>
 <details><summary>Detector and indicator details</summary>
-<table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th></tr>
+<table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th><th>ν (its own pages)</th><th>negative probes</th><th>of which hit</th><th>ν correction</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
-<td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td></tr>{{end}}</table>
-<p class="note">Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong). This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p></details>{{end}}
+<td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td>
+<td>{{printf "%.3f" .HomeExclusion.Nu}}</td><td>{{.NegativeProbes}}</td><td>{{if .NegativeProbes}}{{.NegativeHits}} ({{printf "%.0f" (share .NegativeHits .NegativeProbes)}} %){{else}}—{{end}}</td><td>×{{printf "%.2f" .Calibration}}</td></tr>{{end}}</table>
+<p class="note">Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong); ν over the pages homed at the peer, which fna-home and fna-learned use; the probes sent to it despite a negative indication and how many found the page (false negatives recovered); and fna-learned's correction, realised negative-probe hits over the hits the derived ν predicted. This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p></details>{{end}}
 <h2>Hottest pages</h2>
 {{if .HotHidden}}<p class="note">The hottest URLs are shown with the admin token: <a href="/status?login=1">sign in</a> (any user name, the token as password).</p>{{else}}<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>{{end}}
 <h2>Route explorer</h2>

@@ -1,6 +1,6 @@
 // Package cachesim is the indicator paper's cache simulator: one client,
 // n LRU caches with stale Bloom indicators, and the selection policies
-// (opt, fno, fna, fna-hist, fna-home) priced by access costs and the miss
+// (opt, fno, fna, fna-hist, fna-home, fna-learned) priced by access costs and the miss
 // penalty. It is research code used by `edge sim cache`; a node runs only
 // package indicators.
 package cachesim
@@ -40,8 +40,13 @@ type Config struct {
 	// replicas and q estimates (every advertisement reaches all of them).
 	Clients int
 	// Faithful applies the authors' simulator rules instead of ours: a
-	// key's home is key mod n (not a hash of it), and the re-insertion that
-	// follows a false-negative miss counts towards U.
+	// key's home is key mod n (not a hash of it); the re-insertion that
+	// follows a false-negative miss counts towards U; each cache keeps a
+	// counting up-to-date filter from which the evicted key is removed (so
+	// Δ0 is measured); and a client learns a cache's (fpr, fnr) only with
+	// an advertisement or an answer from that cache (ours: every client
+	// has every cache's latest estimates after every insertion, as the
+	// cluster's heartbeats nearly do).
 	Faithful bool
 }
 
@@ -133,7 +138,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	clients := max(c.Clients, 1)
 	caches := make([]*simCache, n)
 	for j := range caches {
-		f, err := indicators.NewFilter(indicators.FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator})
+		f, err := indicators.NewFilter(indicators.FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator, Counting: c.Faithful})
 		if err != nil {
 			return Result{}, err
 		}
@@ -159,6 +164,8 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	key := kb[:]
 	var cands [indicators.MaxCandidates]indicators.Candidate
 	var truth, ind [indicators.MaxCandidates]bool
+	var derivedNu [indicators.MaxCandidates]float64 // fna-learned: ν before correction
+	var negative uint64
 	var cost, asked, negProbes float64
 	hits, fnNum, fnDen, fpNum, fpDen := 0, 0, 0, 0, 0
 
@@ -193,9 +200,11 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				}
 			}
 		}
-		fpr, fnr := sc.filter.Estimates()
-		for i := range sc.replicas {
-			sc.replicas[i].SetEstimates(fpr, fnr)
+		if !c.Faithful {
+			fpr, fnr := sc.filter.Estimates()
+			for i := range sc.replicas {
+				sc.replicas[i].SetEstimates(fpr, fnr)
+			}
 		}
 	}
 
@@ -218,11 +227,17 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			}
 		} else {
 			learned := policy == string(indicators.FNAHist)
-			homeAware := policy == string(indicators.FNAHome)
+			calibrated := policy == string(indicators.FNALearned)
+			homeAware := indicators.Policy(policy).HomeAware()
+			negative = 0
 			for j := range n {
 				rep := &caches[j].replicas[client]
 				var e indicators.Exclusion
+				derivedNu[j] = -1 // not a home: no calibration
 				switch {
+				case calibrated && isHome(home, x, j, c.Replicas):
+					ind[j] = rep.IndicateHome(key)
+					e, derivedNu[j] = rep.LearnedHomeExclusion()
 				case homeAware && isHome(home, x, j, c.Replicas):
 					ind[j] = rep.IndicateHome(key)
 					e = rep.HomeExclusion()
@@ -239,6 +254,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				}
 				rho := e.Pi
 				if !ind[j] {
+					negative |= 1 << uint(j)
 					rho = e.Nu
 					if policy == string(indicators.FNO) {
 						rho = 1
@@ -257,7 +273,11 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 					}
 				}
 			}
-			mask = indicators.Select(cands[:n], c.MissPenalty)
+			if calibrated {
+				mask = indicators.SelectNoWorse(cands[:n], c.MissPenalty, negative)
+			} else {
+				mask = indicators.Select(cands[:n], c.MissPenalty)
+			}
 			if learned && c.Explore > 0 && rng.Float64() < c.Explore {
 				// Explore: also ask the cheapest negatively indicated cache
 				// not chosen, so that ν can be learned from outcomes.
@@ -276,6 +296,9 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				if !ind[j] {
 					negProbes++
 					caches[j].replicas[client].ObserveNegativeProbe(!truth[j])
+					if derivedNu[j] >= 0 {
+						caches[j].replicas[client].ObserveHomeNegativeProbe(derivedNu[j], truth[j])
+					}
 				}
 			}
 		}
@@ -287,6 +310,11 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			if truth[j] {
 				hit = true
 				caches[j].lru.Get(x)
+			}
+			if c.Faithful {
+				// The answer carries the cache's current estimates.
+				fpr, fnr := caches[j].filter.Estimates()
+				caches[j].replicas[client].SetEstimates(fpr, fnr)
 			}
 		}
 		if hit {

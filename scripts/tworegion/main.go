@@ -12,8 +12,13 @@
 // origin requests, probes per request and their hit rate, the bytes that
 // crossed between the regions and the indicator bytes served.
 //
-//	go run ./scripts/tworegion [-workload zipf|moving|trace] [-rate 300] [-duration 20s]
-//	    [-configs hybrid/fna,hybrid/fna/region,…] [-advertise 10s,1s] [-json f] [-plot f.png]
+//	go run ./scripts/tworegion [-setting today|continents] [-workload zipf|moving|trace|lagged]
+//	    [-rate 300] [-duration 20s] [-configs hybrid/fna,hybrid/fna/region,…] [-advertise 10s,1s]
+//	    [-json f] [-plot f.png]
+//
+// -setting continents is two continents: 80 ms between the regions, the
+// origin 250 ms away, 2 MiB per node (a few hundred 8 KiB pages, well
+// below the working set); flags given explicitly still win.
 package main
 
 import (
@@ -78,7 +83,9 @@ func lastLines(s string, n int) string {
 }
 
 func main() {
-	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page), moving (Zipf plus a flash crowd on a new page every 5 s that starts in eu and reaches us 2.5 s later) or trace")
+	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page), moving (Zipf plus a flash crowd on a new page every 5 s that starts in eu and reaches us 2.5 s later), trace, or lagged (the trace in eu, and in us the same trace -lag behind)")
+	setting := flag.String("setting", "today", "today (the flags' defaults) or continents (80 ms between regions, origin +250 ms, 2 MiB per node)")
+	lag := flag.Duration("lag", 3*time.Second, "lagged: how far us trails eu")
 	rate := flag.Float64("rate", 300, "requests per second, over all clients")
 	duration := flag.Duration("duration", 20*time.Second, "measured load per configuration")
 	warmup := flag.Duration("warmup", 0, "load before the measurement (same workload, continued), so that misses are not mostly first requests")
@@ -96,6 +103,23 @@ func main() {
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	replot := flag.String("replot", "", "only draw -plot from the rows of this -json file (no run)")
 	flag.Parse()
+	switch *setting {
+	case "today":
+	case "continents":
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["inter"] {
+			*interDelay = 40 * time.Millisecond
+		}
+		if !set["origin-latency"] {
+			*originLatency = 250 * time.Millisecond
+		}
+		if !set["cache-size"] {
+			*cacheSize = "2MiB"
+		}
+	default:
+		fail(fmt.Errorf("-setting %q: want today or continents", *setting))
+	}
 	if *replot != "" {
 		var saved struct{ Rows []row }
 		b, err := os.ReadFile(*replot)
@@ -148,8 +172,32 @@ func main() {
 			return "/size/8192?k=" + url.QueryEscape(reqs[i%len(reqs)].Key)
 		}
 		desc = fmt.Sprintf("%s replayed (keys as 8 KiB pages)", *tracePath)
+	case "lagged":
+		f, err := trace.ParseFormat(*format)
+		if err != nil {
+			fail(err)
+		}
+		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*(duration.Seconds()+warmup.Seconds())))
+		if err != nil {
+			fail(err)
+		}
+		// Requests go round-robin over eu-1..3, us-1..3: the eu half walks
+		// the trace, the us half walks it lag behind, so us asks for what
+		// eu asked lag earlier (a crowd crossing the ocean).
+		behind := int(*rate / 2 * lag.Seconds())
+		path = func(i int, _ *rand.Rand) string {
+			j := i/6*3 + i%3 // this region's own request count
+			if i%6 >= 3 {
+				j -= behind
+			}
+			if j < 0 {
+				j += len(reqs) // before the lag is reached, us replays the trace's end
+			}
+			return "/size/8192?k=" + url.QueryEscape(reqs[j%len(reqs)].Key)
+		}
+		desc = fmt.Sprintf("%s replayed in eu and %v later in us (keys as 8 KiB pages)", *tracePath, *lag)
 	default:
-		fail(fmt.Errorf("workload %q: want zipf or trace", *workload))
+		fail(fmt.Errorf("workload %q: want zipf, moving, trace or lagged", *workload))
 	}
 	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s, %v warm-up then %v measured; cache %s per node; %s\n",
 		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *warmup, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/edgecache/edge/routing"
+)
+
+// TestHomeAwareCandidates: with fna-learned (the default) every trusted
+// peer but the climb's first hop is a candidate, negatively indicated ones
+// included; a page's home in each region is marked as such (the home of
+// the other region is the peer a negative probe is worth sending to), and
+// a negatively indicated peer that is neither a home nor on the path is
+// priced ν = 1, so it is never chosen. pageHomes names one home per
+// region, the first member of the page's ranking there.
+func TestHomeAwareCandidates(t *testing.T) {
+	peers := map[string]string{}
+	members := []routing.Member{{ID: "n0"}}
+	for i := 1; i < 8; i++ {
+		id := "n" + strconv.Itoa(i)
+		peers[id] = "127.0.0.1:1"
+		members = append(members, routing.Member{ID: id})
+	}
+	regionOf := func(id string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
+		return map[bool]string{true: "eu", false: "us"}[n%2 == 0]
+	}
+	c := newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
+	c.cfg.Region, c.cfg.RegionalHomes, c.cfg.Selection = "eu", true, SelectionFNALearned
+	c.mu.Lock()
+	for id, p := range c.peers {
+		p.region = regionOf(id)
+		p.trusted = true
+	}
+	c.mu.Unlock()
+	if err := c.router.SetView(members); err != nil {
+		t.Fatal(err)
+	}
+	ring := c.router.Ring()
+	for pg := range 50 {
+		key := "http://h/p/" + strconv.Itoa(pg)
+		kh := routing.KeyHash(key)
+		want := map[string]bool{}
+		for _, i := range ring.Ranking(nil, kh) {
+			id := ring.Member(int(i))
+			r := regionOf(id)
+			if !want["region:"+r] {
+				want["region:"+r], want[id] = true, true
+			}
+		}
+		homes := c.pageHomes(kh)
+		if len(homes) != 2 {
+			t.Fatalf("page %d: homes %v, want one per region", pg, homes)
+		}
+		for id := range homes {
+			if !want[id] {
+				t.Fatalf("page %d: %s is not the first of its region in the ranking (%v)", pg, id, want)
+			}
+		}
+		path, _, _ := c.planFor(kh, false, func(n int) int { return n - 1 })
+		cs := c.candidates(key, "s", path, false)
+		if got, wantN := len(cs.peers), len(peers)-len(path); got != wantN {
+			t.Fatalf("page %d: %d candidates, want every peer but the first hop (%d)", pg, got, wantN)
+		}
+		for i, p := range cs.peers {
+			if cs.home[i] != homes[p.ID] {
+				t.Fatalf("page %d: %s home=%v, pageHomes says %v", pg, p.ID, cs.home[i], homes[p.ID])
+			}
+			// Nothing was advertised: every indication is negative.
+			if cs.indicated[i] || cs.negative&(1<<uint(i)) == 0 {
+				t.Fatalf("page %d: %s indicated with no advertisement", pg, p.ID)
+			}
+			if !cs.home[i] && !cs.onPath[i] && cs.cands[i].Rho != 1 {
+				t.Fatalf("page %d: %s is neither home nor on the path, ρ %v, want 1", pg, p.ID, cs.cands[i].Rho)
+			}
+			if cs.home[i] && cs.derivedNu[i] < 0 {
+				t.Fatalf("page %d: home %s has no derived ν to learn from", pg, p.ID)
+			}
+		}
+	}
+}

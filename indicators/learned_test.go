@@ -1,0 +1,153 @@
+package indicators
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestCountingFilterForgetsEvictedKeys: the authors' up-to-date filter is a
+// counting Bloom filter from which an evicted key is removed, so Δ0 (bits
+// set in the advertised snapshot and clear now) is measured and fnr is
+// taken over the bits of the keys still held. A plain filter keeps the
+// evicted key's bits until the next advertisement.
+func TestCountingFilterForgetsEvictedKeys(t *testing.T) {
+	for _, counting := range []bool{false, true} {
+		cfg := DefaultFilterConfig(1000)
+		cfg.Counting, cfg.EstimateEvery = counting, 1
+		f, err := NewFilter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := func(i int) []byte { return []byte("k" + strconv.Itoa(i)) }
+		for i := range 500 {
+			f.Insert(key(i))
+		}
+		f.Advertise(func(yield func([]byte) bool) {
+			for i := range 500 {
+				if !yield(key(i)) {
+					return
+				}
+			}
+		})
+		for i := range 200 { // 200 leave, 100 arrive
+			f.Evict(key(i))
+		}
+		for i := 500; i < 600; i++ {
+			f.Insert(key(i))
+		}
+		f.mu.Lock()
+		up, adv := f.up.BitSet(), f.adv.BitSet()
+		b1up := float64(up.Count())
+		d1 := float64(up.DifferenceCardinality(adv))
+		d0 := float64(adv.DifferenceCardinality(up))
+		evictedPositive := f.up.Test(key(0))
+		f.mu.Unlock()
+		if counting != (d0 > 0) {
+			t.Fatalf("counting=%v: Δ0 = %v", counting, d0)
+		}
+		if counting == evictedPositive {
+			t.Fatalf("counting=%v: evicted key still in the up-to-date filter: %v", counting, evictedPositive)
+		}
+		fpr, fnr := f.Estimates()
+		k := float64(f.K())
+		if want := math.Pow((b1up-d1+d0)/float64(f.M()), k); math.Abs(fpr-want) > 1e-12 {
+			t.Fatalf("counting=%v: fpr %v, want ((B1−Δ1+Δ0)/m)^k = %v", counting, fpr, want)
+		}
+		if want := 1 - math.Pow((b1up-d1)/b1up, k); math.Abs(fnr-want) > 1e-12 {
+			t.Fatalf("counting=%v: fnr %v, want %v", counting, fnr, want)
+		}
+		// Every held key still tests positive on the up-to-date filter.
+		for i := 200; i < 600; i++ {
+			f.mu.Lock()
+			ok := f.up.Test(key(i))
+			f.mu.Unlock()
+			if !ok {
+				t.Fatalf("counting=%v: held key %d lost", counting, i)
+			}
+		}
+	}
+}
+
+// TestNuCalibration: before any outcome ν is the derived one; with many
+// outcomes a bin's realised hit rate replaces the derived one (the paper's
+// estimate predicting 90 % hits where 20 % came gives ν ≈ 0.8); and a few
+// misses at a small predicted chance, which the derived ν expects, do not
+// move it enough to stop probing there.
+func TestNuCalibration(t *testing.T) {
+	var c NuCalibration
+	if got := c.Nu(0.3); math.Abs(got-0.3) > 1e-12 {
+		t.Fatalf("no outcomes: ν %v, want the derived 0.3", got)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		c.Observe(0.9, rng.Float64() < 0.2)
+	}
+	if got := c.Nu(0.1); math.Abs(got-0.8) > 0.05 {
+		t.Fatalf("ν %v after 3000 outcomes at 20 %% realised, want ≈ 0.8", got)
+	}
+	if k := c.Kappa(); math.Abs(k-0.2/0.9) > 0.05 {
+		t.Fatalf("κ %v, want ≈ %v", k, 0.2/0.9)
+	}
+	if got := c.Nu(0.96); math.Abs(got-0.96) > 1e-12 {
+		t.Fatalf("an unvisited bin: ν %v, want the derived 0.96", got)
+	}
+	for range 9 {
+		c.Observe(0.04, false)
+	}
+	if got := c.Nu(0.96); 1-got < 0.03 {
+		t.Fatalf("9 misses at 4 %% predicted moved ν to %v: the bin would never be probed again", got)
+	}
+}
+
+// TestSelectNoWorse: exact for up to ExactUpTo candidates, and beyond that
+// never priced worse than Select's set or fno's (Select over the positive
+// candidates alone).
+func TestSelectNoWorse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := range 2000 {
+		n := 1 + rng.IntN(24)
+		cands := make([]Candidate, n)
+		var negative uint64
+		for j := range cands {
+			cands[j] = Candidate{Cost: float64(1 + rng.IntN(100)), Rho: rng.Float64()}
+			if rng.IntN(2) == 0 {
+				negative |= 1 << uint(j)
+			}
+		}
+		m := float64(50 + rng.IntN(500))
+		got := Cost(cands, SelectNoWorse(cands, m, negative), m)
+		if n <= ExactUpTo {
+			if want := Cost(cands, BruteForce(cands, m), m); math.Abs(got-want) > 1e-9 {
+				t.Fatalf("iter %d, n %d: φ %v, optimum %v", iter, n, got, want)
+			}
+			continue
+		}
+		pos := make([]Candidate, n)
+		copy(pos, cands)
+		for j := range pos {
+			if negative&(1<<uint(j)) != 0 {
+				pos[j].Rho = 1
+			}
+		}
+		if a, b := Cost(cands, Select(cands, m), m), Cost(cands, Select(pos, m), m); got > a+1e-9 || got > b+1e-9 {
+			t.Fatalf("iter %d, n %d: φ %v, Select %v, fno's set %v", iter, n, got, a, b)
+		}
+	}
+}
+
+// FuzzNuCalibration: any sequence of outcomes and derived values keeps ν in
+// [0, 1] and never NaN.
+func FuzzNuCalibration(f *testing.F) {
+	f.Add([]byte{0, 255, 128, 3, 7}, 0.5)
+	f.Fuzz(func(t *testing.T, outcomes []byte, derived float64) {
+		var c NuCalibration
+		for _, b := range outcomes {
+			c.Observe(float64(b)/200-0.1, b%3 == 0)
+		}
+		if nu := c.Nu(derived); nu < 0 || nu > 1 || math.IsNaN(nu) {
+			t.Fatalf("ν %v for derived %v", nu, derived)
+		}
+	})
+}
