@@ -148,26 +148,39 @@ func (h *NuHistory) Nu() (float64, bool) { return h.nu, h.samples >= MinSamples 
 // NuCalibration corrects a derived ν with what negative probes realised
 // (the fna-learned policy). Outcomes are kept by the hit chance the
 // derived ν gave (1 − ν), in bins, and each bin's realised hit rate
-// replaces the derived one, shrunk towards it while the bin has few
+// replaces the derived one, shrunk towards a prior while the bin has few
 // outcomes:
 //
-//	1 − ν' = (hits_b + a·p̄_b) / (n_b + a),   a = A / p̄_b
+//	1 − ν' = (hits_b + a·p_b) / (n_b + a),   p_b = κ·p̄_b,   a = A / p_b
 //
-// (a prior worth A expected hits), where p̄_b is the mean predicted hit chance of the bin's probes (the
-// bin's midpoint before any). Bins, not one correction factor, because the
-// estimators err by different amounts at different staleness: the paper's
-// fnr estimate overstates fnr late in an epoch (ν too small, probes miss)
-// and is near right just after an advertisement. Counts decay so that the
-// correction follows a changing workload; a bin with no probes keeps what
-// it learnt, so a peer whose negatives stopped paying is not probed again
-// at that predicted chance (a lost gain at worst, never a loss).
+// p̄_b is the mean predicted hit chance of the bin's probes (the derived
+// chance before any), κ = (hits + A)/(predicted + A) the ratio of realised
+// to predicted hits over every bin, and A (CalibrationPrior) the prior's
+// worth in expected hits:
+//   - bins, not one correction factor, because the estimators err by
+//     different amounts at different staleness (measured on Scarab: the
+//     paper's estimate predicted 4 % to 86 % by bin where 10–24 % came);
+//   - the prior borrows κ from the other bins, so that a peer whose
+//     negatives miss is not explored afresh in each bin (in a 30-s live run
+//     each bin's exploration cost the cluster more than fno; see
+//     docs/indicators.md);
+//   - a prior worth A expected hits rather than A probes, because at a
+//     predicted 4 % a few misses in a row are what the derived ν expects,
+//     not evidence against it.
+//
+// Counts decay so that the correction follows a changing workload; a bin
+// with no probes keeps what it learnt, so a peer whose negatives stopped
+// paying is not probed again at that predicted chance (a lost gain at
+// worst, never a loss).
 type NuCalibration struct {
-	n, hits, predicted [calibrationBins]float64
+	n, hits, predicted    [calibrationBins]float64
+	allHits, allPredicted float64 // over every bin: the peer's overall κ
 }
 
-// Calibration settings: the prior's weight in expected hits per bin, the share of
-// a bin's counts kept per outcome (a memory of about 500 probes), and the
-// upper edges of the bins of predicted hit chance.
+// Calibration settings: A, the prior's weight in expected hits; the share
+// of the counts kept per outcome (a memory of about 500 probes); and the
+// upper edges of the bins of predicted hit chance. A was chosen on the
+// tuning traces (docs/indicators.md); the bins were fixed before any run.
 const (
 	CalibrationPrior = 5.0
 	CalibrationKeep  = 0.998
@@ -193,8 +206,11 @@ func (c *NuCalibration) Observe(predictedHit float64, hit bool) {
 	c.n[b] = c.n[b]*CalibrationKeep + 1
 	c.predicted[b] = c.predicted[b]*CalibrationKeep + p
 	c.hits[b] *= CalibrationKeep
+	c.allHits *= CalibrationKeep
+	c.allPredicted = c.allPredicted*CalibrationKeep + p
 	if hit {
 		c.hits[b]++
+		c.allHits++
 	}
 }
 
@@ -206,6 +222,11 @@ func (c *NuCalibration) Nu(derived float64) float64 {
 	if c.n[b] > 0 {
 		prior = c.predicted[b] / c.n[b]
 	}
+	// A bin with few outcomes borrows what the others learnt: its prior is
+	// the derived chance scaled by the peer's overall κ (itself shrunk to 1
+	// by the prior), so that a peer whose negatives miss in one bin is not
+	// explored afresh in each.
+	prior = clip01(prior * c.Kappa())
 	// The prior is worth CalibrationPrior expected hits, not probes: at a
 	// predicted chance of 4 % a few misses in a row are what the derived ν
 	// expects, not evidence against it (a bin that learnt too early from
@@ -221,13 +242,5 @@ func (c *NuCalibration) Nu(derived float64) float64 {
 // Kappa returns the ratio of realised to predicted negative hits over
 // every bin (1 before any outcome): how far the derived ν is off.
 func (c *NuCalibration) Kappa() float64 {
-	var hits, predicted float64
-	for b := range c.n {
-		hits += c.hits[b]
-		predicted += c.predicted[b]
-	}
-	if predicted == 0 {
-		return 1
-	}
-	return hits / predicted
+	return (c.allHits + CalibrationPrior) / (c.allPredicted + CalibrationPrior)
 }

@@ -72,9 +72,10 @@ func TestCountingFilterForgetsEvictedKeys(t *testing.T) {
 
 // TestNuCalibration: before any outcome ν is the derived one; with many
 // outcomes a bin's realised hit rate replaces the derived one (the paper's
-// estimate predicting 90 % hits where 20 % came gives ν ≈ 0.8); and a few
-// misses at a small predicted chance, which the derived ν expects, do not
-// move it enough to stop probing there.
+// estimate predicting 90 % hits where 20 % came gives ν ≈ 0.8); a bin with
+// no outcomes borrows the others' κ; and, on a fresh peer, a few misses at
+// a small predicted chance, which the derived ν expects, do not move it
+// enough to stop probing there.
 func TestNuCalibration(t *testing.T) {
 	var c NuCalibration
 	if got := c.Nu(0.3); math.Abs(got-0.3) > 1e-12 {
@@ -90,13 +91,14 @@ func TestNuCalibration(t *testing.T) {
 	if k := c.Kappa(); math.Abs(k-0.2/0.9) > 0.05 {
 		t.Fatalf("κ %v, want ≈ %v", k, 0.2/0.9)
 	}
-	if got := c.Nu(0.96); math.Abs(got-0.96) > 1e-12 {
-		t.Fatalf("an unvisited bin: ν %v, want the derived 0.96", got)
+	if got, want := c.Nu(0.96), 1-0.04*c.Kappa(); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("an unvisited bin: ν %v, want the derived chance scaled by κ, %v", got, want)
 	}
+	var fresh NuCalibration
 	for range 9 {
-		c.Observe(0.04, false)
+		fresh.Observe(0.04, false)
 	}
-	if got := c.Nu(0.96); 1-got < 0.03 {
+	if got := fresh.Nu(0.96); 1-got < 0.03 {
 		t.Fatalf("9 misses at 4 %% predicted moved ν to %v: the bin would never be probed again", got)
 	}
 }
