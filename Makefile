@@ -15,7 +15,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # e2e/acme and lab/chaos so that each takes a few minutes under a loaded -race run; the limit leaves room.
 TEST_TIMEOUT    ?= 12m
 
-.PHONY: all build run test coding-memory conformance two-region chaos bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test coding-memory conformance two-region two-continents chaos bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -80,19 +80,28 @@ chaos: build
 	bash scripts/test-deps.sh
 	$(GO) run ./scripts/chaos -json docs/chaos/results.json | tee docs/chaos/tables.md
 
-TWO_REGION_CONFIGS ?= hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
+TWO_REGION_CONFIGS ?= hybrid/fna-learned,hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
 TWO_REGION_RUN     := $(GO) run ./scripts/tworegion -warmup 20s -duration 30s
 two-region: build
 	mkdir -p docs/tworegion
 	$(TWO_REGION_RUN) -workload zipf -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/zipf.json -plot docs/img/tworegion-zipf.png
 	$(TWO_REGION_RUN) -workload moving -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/moving.json -plot docs/img/tworegion-moving.png
 	$(TWO_REGION_RUN) -workload trace -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/trace.json -plot docs/img/tworegion-trace.png
-	$(TWO_REGION_RUN) -workload moving -configs hybrid/fna/region,hybrid/fno/region,hybrid/off/region -advertise 10s,3s,1s \
+	$(TWO_REGION_RUN) -workload moving -configs hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region -advertise 10s,3s,1s \
 		-json docs/tworegion/advertise.json -plot docs/img/tworegion-advertise.png
 	@echo "what edge sim cache predicts for the same costs (an eu ingress: 2 peers at 1, 3 at 40 = 20 ms / 0.5 ms; M = 122):"
 	./$(BIN) sim cache --trace ../shared/traces/cache/web07.trace.xz --format int32be --requests 200000 --caches 5 --cache-size 2048 \
 		--costs 1,1,40,40,40 --miss-penalty 122 --policies opt,fno,fna --sweep update-interval=28,84,280,1000 \
 		--csv docs/tworegion/sim.csv --plot docs/img/tworegion-sim.png
+
+## two-continents: the two-region lab as two continents (80 ms between the regions, the origin +250 ms, 4 MiB per node)
+## with per-region homes: fna-learned, fna, fno and off on a trace replayed in us 3 s after eu and on the moving crowd
+## (about 8 minutes; JSON in docs/tworegion/).
+TWO_CONTINENT_CONFIGS ?= hybrid/fna-learned/region,hybrid/fno/region,hybrid/off/region,hybrid/fna/region
+two-continents: build
+	mkdir -p docs/tworegion
+	$(GO) run ./scripts/tworegion -setting continents -warmup 10s -duration 30s -workload lagged -configs $(TWO_CONTINENT_CONFIGS) -json docs/tworegion/continents-lagged.json
+	$(GO) run ./scripts/tworegion -setting continents -warmup 10s -duration 30s -workload moving -configs $(TWO_CONTINENT_CONFIGS) -json docs/tworegion/continents-moving.json
 
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
 bench-compare: build

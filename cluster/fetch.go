@@ -133,11 +133,19 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		}
 		rho := e.Pi
 		if !ind {
-			cs.negative |= 1 << uint(len(cs.cands))
 			rho = e.Nu
 			if c.cfg.Selection == SelectionFNO {
 				rho = 1
 			}
+		}
+		if count && rho >= 1 {
+			// It can never be chosen (asking it lowers no miss chance), and
+			// with more than MaxCandidates peers it would take the place of
+			// one that can. The route explorer still lists it.
+			continue
+		}
+		if !ind {
+			cs.negative |= 1 << uint(len(cs.cands))
 		}
 		cs.cands = append(cs.cands, indicators.Candidate{Cost: c.costs(p, minCost), Rho: rho})
 		cs.peers = append(cs.peers, p)

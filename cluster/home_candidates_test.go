@@ -79,5 +79,12 @@ func TestHomeAwareCandidates(t *testing.T) {
 				t.Fatalf("page %d: home %s has no derived ν to learn from", pg, p.ID)
 			}
 		}
+		// A real request leaves out the peers that cannot be chosen
+		// (ρ = 1), so that they never take the place of one that can.
+		for _, cand := range c.candidates(key, "s", path, true).cands {
+			if cand.Rho >= 1 {
+				t.Fatalf("page %d: a request's candidate set holds a peer with ρ = 1", pg)
+			}
+		}
 	}
 }

@@ -153,3 +153,21 @@ func FuzzNuCalibration(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSelectNoWorse: the exact search up to ExactUpTo candidates and
+// the two PGM runs beyond (docs/indicators.md, "Selection cost").
+func BenchmarkSelectNoWorse(b *testing.B) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for _, n := range []int{3, 5, 8, 10, 16} {
+		c := randomCands(rng, n, false)
+		negative := uint64(0b1010101010101010) & (1<<uint(n) - 1)
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			var sink uint64
+			for b.Loop() {
+				sink ^= SelectNoWorse(c, 100, negative)
+			}
+			_ = sink
+		})
+	}
+}

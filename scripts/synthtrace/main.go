@@ -35,14 +35,18 @@ func main() {
 	}
 }
 
-func run(kind string, n int, seed uint64, out string) error {
+func run(kind string, n int, seed uint64, out string) (err error) {
 	w := os.Stdout
 	if out != "" {
 		f, err := os.Create(out)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr // a failed close can lose written data
+			}
+		}()
 		w = f
 	}
 	bw := bufio.NewWriter(w)
