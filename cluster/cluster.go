@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
@@ -421,6 +423,8 @@ func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
 		c.metrics.PeerUp.DeleteLabelValues(key)
 		c.metrics.FDMargin.DeleteLabelValues(key)
 		c.metrics.HeartbeatLoss.DeleteLabelValues(key)
+		c.metrics.NegativeProbes.DeletePartialMatch(prometheus.Labels{"peer": key})
+		c.metrics.IndicatorEstimates.DeletePartialMatch(prometheus.Labels{"peer": key})
 		if r.Node == c.cfg.NodeID {
 			if c.selfAddr == nil {
 				c.selfAddr = map[string]bool{}

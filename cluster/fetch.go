@@ -58,7 +58,8 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 type candidateSet struct {
 	cands       []indicators.Candidate
 	peers       []*Peer
-	ids         []string // the peers' ids, read with the set (an id can change under c.mu)
+	ids         []string              // the peers' ids, read with the set (an id can change under c.mu)
+	replicas    []*indicators.Replica // their replicas, read with the set (a restart replaces one under c.mu)
 	indicated   []bool
 	onPath      []bool
 	home        []bool    // the peer is a home of the page (home-aware policies)
@@ -109,14 +110,21 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		}
 	}
 	cs.missPenalty, cs.climbS = c.missPenalty(site, minCost)
+	keyBytes := []byte(key)
 	for _, p := range c.peers {
-		if !p.trusted || p.ID == firstHop {
+		if !p.trusted {
 			continue
 		}
 		isHome := homes[p.ID]
-		ind := p.replica.Test([]byte(key))
+		ind := p.replica.Test(keyBytes)
 		if count {
+			// The first hop's indication counts too: it is the region's
+			// home of every cold page, and its q over its own pages would
+			// otherwise be measured over hot pages only.
 			p.replica.Count(ind, isHome)
+		}
+		if p.ID == firstHop {
+			continue
 		}
 		var e indicators.Exclusion
 		derivedNu := -1.0
@@ -150,6 +158,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		cs.cands = append(cs.cands, indicators.Candidate{Cost: c.costs(p, minCost), Rho: rho})
 		cs.peers = append(cs.peers, p)
 		cs.ids = append(cs.ids, p.ID)
+		cs.replicas = append(cs.replicas, p.replica)
 		cs.indicated = append(cs.indicated, ind)
 		cs.onPath = append(cs.onPath, onPath[p.ID])
 		cs.home = append(cs.home, isHome)
@@ -188,17 +197,20 @@ func (c *Cluster) pageHomes(kh uint64) map[string]bool {
 		homes[ring.Member(ring.Lookup(kh))] = true
 		return homes
 	}
-	homes[ring.Member(homeIndex(ring, kh, ranking))] = true
-	if c.cfg.RegionalHomes && ranking != nil {
-		regions := c.memberRegions()
-		regions[c.cfg.NodeID] = c.cfg.Region
-		seen := make(map[string]bool, 2)
-		for _, i := range ranking {
-			id := ring.Member(int(i))
-			if r := regions[id]; !seen[r] {
-				seen[r] = true
-				homes[id] = true
-			}
+	if !c.cfg.RegionalHomes || ranking == nil {
+		homes[ring.Member(homeIndex(ring, kh, ranking))] = true
+		return homes
+	}
+	regions := c.memberRegions()
+	regions[c.cfg.NodeID] = c.cfg.Region
+	seen := make(map[string]bool, 2)
+	for _, i := range ranking {
+		id := ring.Member(int(i))
+		// A peer whose region is not known yet (no heartbeat) is not
+		// local to any region: planFor keeps it off every climb.
+		if r := regions[id]; r != "" && !seen[r] {
+			seen[r] = true
+			homes[id] = true
 		}
 	}
 	return homes
@@ -347,7 +359,9 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		// within its own header timer, and an unclosed one would keep its
 		// request registered with its peer.
 		for range sent - got {
-			if a := <-answers; a.resp != nil {
+			a := <-answers
+			c.recordAnswer(a, &cs)
+			if a.resp != nil {
 				a.resp.Body.Close()
 			}
 		}
@@ -394,47 +408,57 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 }
 
 // firstHit reads the answers until one is usable (the winner, nil if
-// none is), counting each and telling a negatively indicated peer's
-// replica what its answer showed; got is how many were read.
+// none is), recording each (recordAnswer); got is how many were read.
 func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSet) (win *http.Response, winner string, got int) {
 	for range sent {
 		a := <-answers
 		got++
-		outcome := "miss"
-		switch {
-		case a.resp == nil:
-			outcome = "error"
-		case a.resp.StatusCode == http.StatusGatewayTimeout:
+		if c.recordAnswer(a, cs) == "hit" {
+			return a.resp, cs.ids[a.i], got
+		}
+		if a.resp != nil {
 			a.resp.Body.Close()
-		case win == nil && a.resp.StatusCode < 500:
-			outcome = "hit"
-			win, winner = a.resp, cs.ids[a.i]
-		default:
-			outcome = "lost"
-			a.resp.Body.Close()
-		}
-		ind := "negative"
-		if cs.indicated[a.i] {
-			ind = "positive"
-		}
-		c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
-		if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss") {
-			p := cs.peers[a.i]
-			p.replica.ObserveNegativeProbe(outcome == "miss")
-			if nu := cs.derivedNu[a.i]; nu >= 0 {
-				p.replica.ObserveHomeNegativeProbe(nu, outcome == "hit")
-			}
-			c.metrics.NegativeProbes.WithLabelValues(cs.ids[a.i], outcome).Inc()
-			p.negProbes.Add(1)
-			if outcome == "hit" {
-				p.negHits.Add(1)
-			}
-		}
-		if win != nil {
-			break
 		}
 	}
-	return win, winner, got
+	return nil, "", got
+}
+
+// recordAnswer classifies one probe answer (hit: the page, below 500 and
+// not 504; miss: 504, the peer does not hold it; lost: another 5xx;
+// error: no headers in time), counts it, and tells a negatively indicated
+// peer's replica what its answer showed. Answers that come after the
+// winner are recorded too: a far home's hit comes after a near peer's, and
+// leaving it out would teach fna-learned that far negatives miss.
+func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
+	outcome := "miss"
+	switch {
+	case a.resp == nil:
+		outcome = "error"
+	case a.resp.StatusCode == http.StatusGatewayTimeout:
+	case a.resp.StatusCode < 500:
+		outcome = "hit"
+	default:
+		outcome = "lost"
+	}
+	ind := "negative"
+	if cs.indicated[a.i] {
+		ind = "positive"
+	}
+	c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
+	if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss") {
+		r := cs.replicas[a.i]
+		r.ObserveNegativeProbe(outcome == "miss")
+		if nu := cs.derivedNu[a.i]; nu >= 0 {
+			r.ObserveHomeNegativeProbe(nu, outcome == "hit")
+		}
+		c.metrics.NegativeProbes.WithLabelValues(cs.ids[a.i], outcome).Inc()
+		p := cs.peers[a.i]
+		p.negProbes.Add(1)
+		if outcome == "hit" {
+			p.negHits.Add(1)
+		}
+	}
+	return outcome
 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,

@@ -168,23 +168,23 @@ func (h *NuHistory) Nu() (float64, bool) { return h.nu, h.samples >= MinSamples 
 //     predicted 4 % a few misses in a row are what the derived ν expects,
 //     not evidence against it.
 //
-// Counts decay so that the correction follows a changing workload; a bin
-// with no probes keeps what it learnt, so a peer whose negatives stopped
-// paying is not probed again at that predicted chance (a lost gain at
-// worst, never a loss).
+// Counts decay with every outcome, so that the correction follows a
+// changing workload, and slowly with every request (Age), so that a peer
+// whose negatives stopped paying is tried again after a while.
 type NuCalibration struct {
 	n, hits, predicted    [calibrationBins]float64
 	allHits, allPredicted float64 // over every bin: the peer's overall κ
 }
 
 // Calibration settings: A, the prior's weight in expected hits; the share
-// of the counts kept per outcome (a memory of about 500 probes); and the
-// upper edges of the bins of predicted hit chance. A was chosen on the
+// of the counts kept per outcome (a memory of about 500 probes); the
+// memory in requests of Age; and the upper edges of the bins of predicted hit chance. A was chosen on the
 // tuning traces (docs/indicators.md); the bins were fixed before any run.
 const (
-	CalibrationPrior = 5.0
-	CalibrationKeep  = 0.998
-	calibrationBins  = 9
+	CalibrationPrior  = 5.0
+	CalibrationKeep   = 0.998
+	CalibrationMemory = 20000 // requests: Age's time constant
+	calibrationBins   = 9
 )
 
 var calibrationEdges = [calibrationBins]float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1}
@@ -214,8 +214,14 @@ func (c *NuCalibration) Observe(predictedHit float64, hit bool) {
 	}
 }
 
-// Nu returns ν corrected by the outcomes so far.
+// Nu returns ν corrected by the outcomes so far. A derived ν of 1 is
+// kept: it is not a prediction but a certainty (fnr = 0 just after an
+// advertisement, q = 1, or indications that mean nothing), and no bin's
+// outcomes speak for it.
 func (c *NuCalibration) Nu(derived float64) float64 {
+	if derived >= 1 || math.IsNaN(derived) {
+		return 1
+	}
 	p := clip01(1 - derived)
 	b := calibrationBin(p)
 	prior := p
@@ -237,6 +243,23 @@ func (c *NuCalibration) Nu(derived float64) float64 {
 	// bins) an offset would move the estimate by noise.
 	hit := (c.hits[b] + weight*prior) / (c.n[b] + weight)
 	return clip01(1 - hit)
+}
+
+// Age forgets a little of what was learnt, once per request the peer's
+// indication was read for: with no probes, κ and the bins drift back to
+// the derived ν over about CalibrationMemory requests, so that a peer
+// whose negatives stopped paying is tried again when they may pay once
+// more (without it a collapsed κ stayed collapsed until the peer
+// restarted).
+func (c *NuCalibration) Age() {
+	const keep = 1 - 1.0/CalibrationMemory
+	c.allHits *= keep
+	c.allPredicted *= keep
+	for b := range c.n {
+		c.n[b] *= keep
+		c.hits[b] *= keep
+		c.predicted[b] *= keep
+	}
 }
 
 // Kappa returns the ratio of realised to predicted negative hits over

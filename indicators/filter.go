@@ -19,11 +19,13 @@ type FilterConfig struct {
 	FNREstimator FNREstimator
 	// Counting keeps the up-to-date filter as a counting Bloom filter from
 	// which Evict removes the key, as the authors' simulator does: bits of
-	// evicted keys clear between advertisements, so Δ0 (bits set in the
-	// advertised snapshot and clear in the up-to-date filter) is measured
-	// and B1_up counts only the bits of keys the cache holds. Without it
-	// (a node's store does not report evictions key by key) the up-to-date
-	// filter only gains bits until the next advertisement rebuilds it.
+	// evicted keys clear between advertisements, so B1_up counts only the
+	// bits of keys the cache holds, which is what fnr's estimate divides
+	// by, and Δ0 (bits set in the advertised snapshot and clear now) is
+	// nonzero. fpr does not change: B1_up − Δ1 + Δ0 is the snapshot's B1
+	// either way. Without it (a node's store does not report evictions key
+	// by key) the up-to-date filter only gains bits until the next
+	// advertisement rebuilds it.
 	Counting bool
 }
 
@@ -137,8 +139,18 @@ func (f *Filter) count(key []byte, delta int) {
 	if f.counts == nil {
 		return
 	}
+	locs := bloom.Locations(key, f.k)
+	if delta < 0 {
+		for _, loc := range locs {
+			if f.counts[loc%uint64(f.m)] == 0 {
+				// Not in the filter (never inserted, or evicted twice):
+				// removing it would clear bits of keys still held.
+				return
+			}
+		}
+	}
 	bs := f.up.BitSet()
-	for _, loc := range bloom.Locations(key, f.k) {
+	for _, loc := range locs {
 		i := uint(loc % uint64(f.m))
 		switch c := f.counts[i]; {
 		case c == math.MaxUint16:
@@ -236,18 +248,23 @@ func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
 	defer f.mu.Unlock()
 	fresh := bloom.New(f.m, f.k)
 	n := 0
+	if f.counts != nil {
+		clear(f.counts) // rebuilt from the key set, so that a drift cannot last
+	}
 	if keys != nil {
 		for key := range keys {
 			fresh.Add(key)
+			if f.counts != nil {
+				for _, loc := range bloom.Locations(key, f.k) {
+					if i := loc % uint64(f.m); f.counts[i] < math.MaxUint16 {
+						f.counts[i]++
+					}
+				}
+			}
 			n++
 		}
 	}
 	prev := f.adv.BitSet()
-	if f.counts != nil {
-		// The counting filter already holds exactly the cache's keys (each
-		// inserted and evicted through it): advertise it as it is.
-		fresh = f.up.Copy()
-	}
 	f.up = fresh
 	f.adv = fresh.Copy()
 	f.epoch++

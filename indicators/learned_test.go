@@ -171,3 +171,67 @@ func BenchmarkSelectNoWorse(b *testing.B) {
 		})
 	}
 }
+
+// TestNuCalibrationKeepsCertaintyAndForgets: a derived ν of 1 (fnr = 0
+// just after an advertisement) is never moved by what other probes found;
+// and a collapsed κ drifts back to the derived ν as requests pass without
+// probes (Age), so that the peer is tried again (found by review: it
+// stayed collapsed until the peer restarted).
+func TestNuCalibrationKeepsCertaintyAndForgets(t *testing.T) {
+	var c NuCalibration
+	for range 50 {
+		c.Observe(0.008, true)
+	}
+	if got := c.Nu(1); got != 1 {
+		t.Fatalf("ν %v for a derived 1, want 1", got)
+	}
+	var collapsed NuCalibration
+	for range 100 {
+		collapsed.Observe(0.5, false)
+	}
+	if got := collapsed.Nu(0.2); got < 0.85 {
+		t.Fatalf("after 100 misses ν %v for a derived 0.2, want it near 1", got)
+	}
+	for range 5 * CalibrationMemory {
+		collapsed.Age()
+	}
+	if got := collapsed.Nu(0.2); math.Abs(got-0.2) > 0.05 {
+		t.Fatalf("after %d requests without probes ν %v, want back near the derived 0.2", 5*CalibrationMemory, got)
+	}
+}
+
+// TestCountingFilterIgnoresUnknownEvictions: evicting a key the counting
+// filter never held (or twice) must not clear the bits of keys it holds,
+// and an advertisement rebuilds the counts from the key set.
+func TestCountingFilterIgnoresUnknownEvictions(t *testing.T) {
+	cfg := DefaultFilterConfig(1000)
+	cfg.Counting = true
+	f, err := NewFilter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte("k" + strconv.Itoa(i)) }
+	for i := range 50 {
+		f.Insert(key(i))
+	}
+	for i := 1000; i < 1200; i++ {
+		f.Evict(key(i))
+	}
+	f.Evict(key(0))
+	f.Evict(key(0))
+	snap := f.Advertise(func(yield func([]byte) bool) {
+		for i := 1; i < 50; i++ {
+			if !yield(key(i)) {
+				return
+			}
+		}
+	})
+	for i := 1; i < 50; i++ {
+		f.mu.Lock()
+		ok := f.up.Test(key(i)) && f.adv.Test(key(i))
+		f.mu.Unlock()
+		if !ok {
+			t.Fatalf("held key %d lost from the filter (snapshot epoch %d)", i, snap.Epoch)
+		}
+	}
+}

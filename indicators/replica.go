@@ -88,6 +88,7 @@ func (r *Replica) Count(positive, home bool) {
 	r.q.Observe(positive)
 	if home {
 		r.qHome.Observe(positive)
+		r.nuCal.Age()
 	}
 	r.mu.Unlock()
 }
@@ -96,10 +97,7 @@ func (r *Replica) Count(positive, home bool) {
 // counts it for the home-conditioned q estimate (fna-home).
 func (r *Replica) IndicateHome(key []byte) bool {
 	ind := r.Test(key)
-	r.mu.Lock()
-	r.q.Observe(ind)
-	r.qHome.Observe(ind)
-	r.mu.Unlock()
+	r.Count(ind, true)
 	return ind
 }
 
