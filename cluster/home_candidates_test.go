@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/edgecache/edge/routing"
@@ -16,22 +15,10 @@ import (
 // priced ν = 1, so it is never chosen. pageHomes names one home per
 // region, the first member of the page's ranking there.
 func TestHomeAwareCandidates(t *testing.T) {
-	peers := map[string]string{}
-	members := []routing.Member{{ID: "n0"}}
-	for i := 1; i < 8; i++ {
-		id := "n" + strconv.Itoa(i)
-		peers[id] = "127.0.0.1:1"
-		members = append(members, routing.Member{ID: id})
-	}
-	regionOf := func(id string) string {
-		n, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
-		return map[bool]string{true: "eu", false: "us"}[n%2 == 0]
-	}
-	c := newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
-	c.cfg.Region, c.cfg.RegionalHomes, c.cfg.Selection = "eu", true, SelectionFNALearned
+	c, members, regionOf := newRegionalCluster(t, 8)
+	c.cfg.Selection = SelectionFNALearned
 	c.mu.Lock()
-	for id, p := range c.peers {
-		p.region = regionOf(id)
+	for _, p := range c.peers {
 		p.trusted = true
 	}
 	c.mu.Unlock()
@@ -61,7 +48,7 @@ func TestHomeAwareCandidates(t *testing.T) {
 		}
 		path, _, _ := c.planFor(kh, false, func(n int) int { return n - 1 })
 		cs := c.candidates(key, "s", path, false)
-		if got, wantN := len(cs.peers), len(peers)-len(path); got != wantN {
+		if got, wantN := len(cs.peers), len(members)-1-len(path); got != wantN {
 			t.Fatalf("page %d: %d candidates, want every peer but the first hop (%d)", pg, got, wantN)
 		}
 		for i, p := range cs.peers {

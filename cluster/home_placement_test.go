@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,24 +19,7 @@ import (
 // the first fetch) and counts (page, r) apart from (page, 2). In global
 // mode (distinct placement) the home is always the path's last hop at rank 2.
 func TestRegionalHomeAlwaysRank2(t *testing.T) {
-	peers := map[string]string{}
-	members := []routing.Member{{ID: "n0"}}
-	for i := 1; i < 12; i++ {
-		id := "n" + strconv.Itoa(i)
-		peers[id] = "127.0.0.1:1"
-		members = append(members, routing.Member{ID: id})
-	}
-	regionOf := func(id string) string {
-		n, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
-		return map[bool]string{true: "eu", false: "us"}[n%2 == 0]
-	}
-	c := newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
-	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
-	c.mu.Lock()
-	for id, p := range c.peers {
-		p.region = regionOf(id)
-	}
-	c.mu.Unlock()
+	c, members, _ := newRegionalCluster(t, 12)
 	if err := c.router.SetView(members); err != nil {
 		t.Fatal(err)
 	}

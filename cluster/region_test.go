@@ -50,24 +50,7 @@ func TestRegionCosts(t *testing.T) {
 // hot) leaves the region, and the next home for a failed one stays in the
 // region too. Without it, about half the homes are in the other region.
 func TestRegionalHomes(t *testing.T) {
-	peers := map[string]string{}
-	members := []routing.Member{{ID: "n0"}}
-	for i := 1; i < 12; i++ {
-		id := "n" + strconv.Itoa(i)
-		peers[id] = "127.0.0.1:1"
-		members = append(members, routing.Member{ID: id})
-	}
-	regionOf := func(id string) string { // n0, n2, n4, … in eu; odd ones in us
-		n, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
-		return map[bool]string{true: "eu", false: "us"}[n%2 == 0]
-	}
-	c := newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
-	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
-	c.mu.Lock()
-	for id, p := range c.peers {
-		p.region = regionOf(id)
-	}
-	c.mu.Unlock()
+	c, members, regionOf := newRegionalCluster(t, 12)
 	if err := c.router.SetView(members); err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +105,30 @@ func TestRegionalHomesStayAllToAll(t *testing.T) {
 	if len(c.order) <= AutoSubsetAbove {
 		t.Fatalf("only %d members identified: the test did not pass the auto threshold", len(c.order))
 	}
+}
+
+// newRegionalCluster is node n0 of an n-node view in two regions (n0, n2,
+// n4, … in eu; odd ones in us) with routing.home=region and distinct
+// placement, every peer's region known; regionOf names a member's region.
+func newRegionalCluster(t *testing.T, n int) (c *Cluster, members []routing.Member, regionOf func(string) string) {
+	t.Helper()
+	peers := map[string]string{}
+	members = []routing.Member{{ID: "n0"}}
+	for i := 1; i < n; i++ {
+		id := "n" + strconv.Itoa(i)
+		peers[id] = "127.0.0.1:1"
+		members = append(members, routing.Member{ID: id})
+	}
+	regionOf = func(id string) string {
+		k, _ := strconv.Atoi(strings.TrimPrefix(id, "n"))
+		return map[bool]string{true: "eu", false: "us"}[k%2 == 0]
+	}
+	c = newTestClusterPlaced(t, "hybrid", peers, routing.PlacementDistinct)
+	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
+	c.mu.Lock()
+	for id, p := range c.peers {
+		p.region = regionOf(id)
+	}
+	c.mu.Unlock()
+	return c, members, regionOf
 }

@@ -141,6 +141,17 @@ func main() {
 
 	var path func(i int, rng *rand.Rand) string
 	desc := ""
+	readTrace := func() []trace.Request {
+		f, err := trace.ParseFormat(*format)
+		if err != nil {
+			fail(err)
+		}
+		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*(duration.Seconds()+warmup.Seconds())))
+		if err != nil {
+			fail(err)
+		}
+		return reqs
+	}
 	switch *workload {
 	case "zipf":
 		z := load.NewZipf(0.8, 20000)
@@ -164,27 +175,13 @@ func main() {
 		}
 		desc = "Zipf(0.8) over 20,000 pages of 8 KiB; 20 % to a crowd page that changes every 5 s, asked in eu first and in us from 2.5 s on"
 	case "trace":
-		f, err := trace.ParseFormat(*format)
-		if err != nil {
-			fail(err)
-		}
-		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*(duration.Seconds()+warmup.Seconds())))
-		if err != nil {
-			fail(err)
-		}
+		reqs := readTrace()
 		path = func(i int, _ *rand.Rand) string {
 			return "/size/8192?k=" + url.QueryEscape(reqs[i%len(reqs)].Key)
 		}
 		desc = fmt.Sprintf("%s replayed (keys as 8 KiB pages)", *tracePath)
 	case "lagged":
-		f, err := trace.ParseFormat(*format)
-		if err != nil {
-			fail(err)
-		}
-		reqs, err := trace.ReadAll(*tracePath, f, int(*rate*(duration.Seconds()+warmup.Seconds())))
-		if err != nil {
-			fail(err)
-		}
+		reqs := readTrace()
 		// Requests go round-robin over eu-1..3, us-1..3: the eu half walks
 		// the trace, the us half walks it lag behind, so us asks for what
 		// eu asked lag earlier (a crowd crossing the ocean).
