@@ -87,23 +87,9 @@ func (c *Cluster) Explain(rawURL string, keyOf func(*url.URL) string) (Explanati
 	}
 	c.mu.Unlock()
 	if c.cfg.Selection != SelectionOff && len(cs.cands) > 0 {
-		// Choose as a request would: over the peers that can be chosen
-		// (ρ < 1) only, which a request's set holds; the explorer lists
-		// the others too.
-		usable := candidateSet{missPenalty: cs.missPenalty}
-		var index []int
-		for i, cand := range cs.cands {
-			if cand.Rho < 1 {
-				if cs.negative&(1<<uint(i)) != 0 {
-					usable.negative |= 1 << uint(len(usable.cands))
-				}
-				usable.cands = append(usable.cands, cand)
-				index = append(index, i)
-			}
-		}
-		mask := c.choose(&usable)
+		mask := c.choose(&cs)
 		for m := mask; m != 0; m &= m - 1 {
-			e.Candidates[index[bits.TrailingZeros64(m)]].Chosen = true
+			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
 		}
 	}
 	return e, nil

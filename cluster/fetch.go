@@ -170,12 +170,35 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 	return cs
 }
 
-// choose returns the candidates to probe, as a mask over cs.
+// choose returns the candidates to probe, as a mask over cs. It chooses
+// among those that can be chosen (ρ < 1) only: a request's set holds no
+// others, the route explorer's lists them too, and both must choose alike
+// (SelectNoWorse is exact only up to ExactUpTo candidates).
 func (c *Cluster) choose(cs *candidateSet) uint64 {
-	if c.cfg.Selection == SelectionFNALearned {
-		return indicators.SelectNoWorse(cs.cands, cs.missPenalty, cs.negative)
+	var usable [indicators.MaxCandidates]indicators.Candidate
+	var index [indicators.MaxCandidates]int
+	var negative uint64
+	n := 0
+	for i, cand := range cs.cands {
+		if cand.Rho < 1 {
+			if cs.negative&(1<<uint(i)) != 0 {
+				negative |= 1 << uint(n)
+			}
+			usable[n], index[n] = cand, i
+			n++
+		}
 	}
-	return indicators.Select(cs.cands, cs.missPenalty)
+	var m uint64
+	if c.cfg.Selection == SelectionFNALearned {
+		m = indicators.SelectNoWorse(usable[:n], cs.missPenalty, negative)
+	} else {
+		m = indicators.Select(usable[:n], cs.missPenalty)
+	}
+	var mask uint64
+	for ; m != 0; m &= m - 1 {
+		mask |= 1 << uint(index[bits.TrailingZeros64(m)])
+	}
+	return mask
 }
 
 // pageHomes returns the peers that are a home of the page with hash kh:

@@ -183,15 +183,15 @@ func (f *Filter) countInsertionLocked() bool {
 // advertised one (a held key whose bits all fall outside Δ1 still tests
 // positive on the stale replica) and Δ0 bits clear in the up-to-date filter
 // and set in the advertised one. B1_up − Δ1 + Δ0 is the advertised
-// snapshot's B1, so fpr is the snapshot's own ratio; Δ0 is 0 unless the
-// filter is Counting.
+// snapshot's B1 exactly, so fpr is read as (B1_adv/m)^k (one count, not
+// two differences); Δ0 is 0 unless the filter is Counting.
 func (f *Filter) estimateLocked() {
 	f.sinceEst = 0
 	b1up := float64(f.up.BitSet().Count())
+	b1adv := float64(f.adv.BitSet().Count()) // = B1_up − Δ1 + Δ0
 	delta1 := float64(f.up.BitSet().DifferenceCardinality(f.adv.BitSet()))
-	delta0 := float64(f.adv.BitSet().DifferenceCardinality(f.up.BitSet()))
 	k := float64(f.k)
-	f.fpr = math.Pow((b1up-delta1+delta0)/float64(f.m), k)
+	f.fpr = math.Pow(b1adv/float64(f.m), k)
 	switch {
 	case b1up == 0:
 		f.fnr = 0
@@ -246,27 +246,20 @@ type Snapshot struct {
 func (f *Filter) Advertise(keys func(yield func([]byte) bool)) Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fresh := bloom.New(f.m, f.k)
-	n := 0
+	prev := f.adv.BitSet()
+	f.up = bloom.New(f.m, f.k)
 	if f.counts != nil {
 		clear(f.counts) // rebuilt from the key set, so that a drift cannot last
 	}
+	n := 0
 	if keys != nil {
 		for key := range keys {
-			fresh.Add(key)
-			if f.counts != nil {
-				for _, loc := range bloom.Locations(key, f.k) {
-					if i := loc % uint64(f.m); f.counts[i] < math.MaxUint16 {
-						f.counts[i]++
-					}
-				}
-			}
+			f.up.Add(key)
+			f.count(key, 1)
 			n++
 		}
 	}
-	prev := f.adv.BitSet()
-	f.up = fresh
-	f.adv = fresh.Copy()
+	f.adv = f.up.Copy()
 	f.epoch++
 	f.advertised++
 	f.sinceAdv = 0
