@@ -85,7 +85,7 @@ var kinds = []kind{
 	{"twowindows", []string{"long", "short", "alpha_ms"}, "alpha_ms", func(period int64, p Params) Detector {
 		return NewTwoWindows(period, int(p.Get("long", 1000)), int(p.Get("short", 10)), nsOfMs(p.Get("alpha_ms", 200)))
 	}},
-	{"ml", []string{"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty", "time_objective", "time_window", "pause_ms"}, "quantile",
+	{"ml", []string{"quantile", "window", "order", "lr", "base_rate", "outage", "early_penalty", "time_objective", "time_window", "pause_ms", "loss_model"}, "quantile",
 		func(period int64, p Params) Detector {
 			d := DefaultMLConfig()
 			return NewML(period, MLConfig{
@@ -93,7 +93,7 @@ var kinds = []kind{
 				LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
 				OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
 				TimeObjective: p.Get("time_objective", 0) != 0, TimeWindow: int(p.Get("time_window", float64(d.TimeWindow))),
-				Pause: float64(nsOfMs(p.Get("pause_ms", 0))),
+				Pause: float64(nsOfMs(p.Get("pause_ms", 0))), LossModel: p.Get("loss_model", 0) != 0,
 			})
 		}},
 }

@@ -38,6 +38,13 @@ type MLConfig struct {
 	TimeObjective bool
 	// TimeWindow is how many arrivals the time objective looks back over.
 	TimeWindow int
+	// LossModel replaces the one quantile by the composite margin of
+	// lossModel: delay errors, loss runs (their chance depending on how long
+	// ago the last loss was) and outages, each with its own memory, combined
+	// into the chance that the next arrival comes after the margin. The
+	// Quantile is then the target share of arrivals that come before it (the
+	// seed's P_A, lost heartbeats included).
+	LossModel bool
 	// Pause is the smallest margin (ns), Akka's "acceptable heartbeat
 	// pause": sender stalls are memoryless, so no history predicts them,
 	// and a floor that covers most of them is the cheapest way to keep
@@ -85,6 +92,7 @@ type ML struct {
 	w       []float64 // weights
 	errs    *quantileWindow
 	late    *quantileWindow // time objective: lateness after the point in force
+	loss    *lossModel      // LossModel: the composite margin's counts
 	margin  float64         // ns
 	pred    float64         // predicted residual of the next heartbeat (ns)
 	expect  float64         // predicted arrival of heartbeat lastSeq+1, without margin (ns)
@@ -126,6 +134,9 @@ func NewML(period int64, cfg MLConfig) *ML {
 	if cfg.TimeObjective {
 		m.late = newQuantileWindow(cfg.TimeWindow)
 	}
+	if cfg.LossModel {
+		m.loss = newLossModel(cfg.Window)
+	}
 	return m
 }
 
@@ -149,10 +160,15 @@ const lateCap = 20
 // quantile so that it moves smoothly where a window holds few samples.
 func (m *ML) updateMargin() {
 	w := m.errs
-	if m.cfg.TimeObjective {
+	switch {
+	case m.loss != nil:
+		m.margin = m.loss.margin(w, m.cfg.Quantile, m.period)
+	case m.cfg.TimeObjective:
 		w = m.late
+		fallthrough
+	default:
+		m.margin = w.tailQuantile(m.cfg.Quantile, tailFrom)
 	}
-	m.margin = w.tailQuantile(m.cfg.Quantile, tailFrom)
 	// A fresh detector has seen too little to know its tail: until it has
 	// 1/(1−q) samples (or a full window), keep at least one period of
 	// margin, so that a new node does not suspect its peers on a hiccup.
@@ -194,6 +210,16 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	}
 	silence := float64(arrival-m.lastArr) / m.period
 	outage := float64(seq-m.lastSeq) > m.cfg.OutagePeriods || silence > m.cfg.OutagePeriods
+	if m.loss != nil {
+		// The composite margin's causes: a run of lost heartbeats ended by
+		// an arrival about when its own number says, or an outage (the
+		// arrival far later than that). Its regime moves at every arrival,
+		// so the margin is recomputed at every one.
+		lost := int(seq - m.lastSeq - 1)
+		late := float64(arrival) - m.expect
+		m.loss.observe(lost, late-float64(lost)*m.period > m.cfg.OutagePeriods*m.period, math.Min(late, lateCap*m.period))
+		defer m.updateMargin()
+	}
 	if m.cfg.TimeObjective {
 		m.observeLateness(arrival)
 		m.updateMargin()
@@ -230,7 +256,10 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	// Error of the prediction for this heartbeat (positive: later than
 	// predicted; sequence-aware, so a lost heartbeat is not an error).
 	m.errs.add(r - m.pred)
-	if !m.cfg.TimeObjective {
+	if m.loss != nil {
+		m.loss.addError(r - m.pred)
+	}
+	if !m.cfg.TimeObjective && m.loss == nil {
 		m.updateMargin()
 	}
 	// Learn: the target is the increment r − last, the prediction w·x.

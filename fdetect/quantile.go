@@ -107,16 +107,39 @@ func (q *quantileWindow) tailQuantile(p, u float64) float64 {
 	if p <= u || n == 0 {
 		return q.quantile(p)
 	}
-	t := q.quantile(u)
-	var k, excess float64
+	t, k, beta := q.tailFit(u)
+	if k == 0 || beta <= 0 {
+		return t
+	}
+	return t + beta*math.Max(0, math.Log(k/n/(1-p)))
+}
+
+// tailFit returns the u-quantile t, the samples k above it and their mean
+// excess β: the exponential tail P(x > m) ≈ (k/n)·exp(−(m − t)/β).
+func (q *quantileWindow) tailFit(u float64) (t, k, beta float64) {
+	t = q.quantile(u)
+	var excess float64
 	for b := q.top; b > 0 && qUpper(b-1) >= t; b-- {
 		c := float64(q.counts[b])
 		k += c
 		excess += c * (qMid(b) - t)
 	}
-	if k == 0 || excess <= 0 {
-		return t
+	if k > 0 {
+		beta = excess / k
 	}
-	beta := excess / k
-	return t + beta*math.Max(0, math.Log(k/n/(1-p)))
+	return t, k, beta
+}
+
+// cdf returns the share of the window at or below x, to bucket precision
+// (a sample counts once x reaches its bucket's upper edge).
+func (q *quantileWindow) cdf(x float64) float64 {
+	n := q.n()
+	if n == 0 {
+		return 0
+	}
+	var below int32
+	for b := 0; b <= q.top && qUpper(b) <= x; b++ {
+		below += q.counts[b]
+	}
+	return float64(below) / float64(n)
 }

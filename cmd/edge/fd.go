@@ -63,6 +63,8 @@ func fdGenCmd() *cobra.Command {
 	f.DurationVar(&c.StallMax, "stall-max", c.StallMax, "longest sender stall")
 	f.Float64Var(&c.GoodToBad, "good-to-bad", c.GoodToBad, "per-heartbeat chance of entering a loss burst")
 	f.Float64Var(&c.LossBad, "loss-bad", c.LossBad, "loss probability inside a burst")
+	f.StringVar(&c.Sender, "sender", c.Sender, "how the sender keeps time: tick (a ticker; heartbeats due in a stall leave together) or sleep (sleeps a period after each send: a random walk, and a stall delays every later heartbeat)")
+	f.DurationVar(&c.SenderJitter, "sender-jitter", c.SenderJitter, "mean wake-up lateness of a sleeping sender (--sender sleep)")
 	f.StringVar(&out, "out", "-", "output CSV file")
 	return cmd
 }
@@ -109,9 +111,9 @@ func fdReplayCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "link\theartbeats\tP_A\tT_D ms\tP_A(time)\tT_D(Chen) ms\tmistakes\tper s\tmean ms\tdetect ms\tp99 ms\tns/hb\t")
+			fmt.Fprintln(tw, "link\theartbeats\tlost\tP_A\tP_A(arrived)\tT_D ms\tP_A(time)\tT_D(Chen) ms\tmistakes\tλ_M per s\tT_M ms\tdetect ms\tp99 ms\tns/hb\t")
 			row := func(n string, r fdlab.Result) {
-				fmt.Fprintf(tw, "%s\t%d\t%.5f\t%.1f\t%.6f\t%.1f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.PA, r.TDms, r.PATime, r.TDChenMs, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.5f\t%.5f\t%.1f\t%.6f\t%.1f\t%d\t%.4f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", n, r.Heartbeats, r.Lost, r.PA, r.PAArrived, r.TDms, r.PATime, r.TDChenMs, r.Mistakes, r.MistakeRate, r.MistakeMeanMs, r.DetectMeanMs, r.DetectP99Ms, r.NsPerHeartbeat)
 			}
 			var links []string
 			for l := range res.Links {
@@ -205,9 +207,7 @@ func fdSweepCmd() *cobra.Command {
 			if res.Param == fdlab.PauseQuantile {
 				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
 			}
-			if metric == fdlab.MetricChen {
-				fmt.Fprintf(cmd.OutOrStdout(), "  mistakes %.5f/s, mean duration %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
-			}
+			fmt.Fprintf(cmd.OutOrStdout(), "  λ_M %.5f mistakes/s, T_M %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
 			return nil
 		},
 	}
@@ -215,8 +215,8 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&file, "trace", "", "trace CSV")
 	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
-	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause)")
-	f.StringVar(&metricName, "metric", "seed", "seed (P_A per heartbeat, T_D = slack) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
+	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: quantile, pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause; ml by Chen's metric defaults to quantile+pause_ms with time_objective=1)")
+	f.StringVar(&metricName, "metric", "seed", "seed (P_A = share of heartbeats sent that arrived before their point, lost ones unsafe; T_D = slack), seed-arrived (the same over received heartbeats only) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")
 	f.StringArrayVar(&params, "param", nil, "other detector parameters name=value (repeatable)")

@@ -3,6 +3,7 @@ package fdlab
 import (
 	"bytes"
 	"math"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,74 @@ func TestReplayKnownAnswers(t *testing.T) {
 	}
 }
 
+// TestSeedMetricCountsLostHeartbeats: on a link with perfectly regular
+// arrivals and one heartbeat in ten lost, every received heartbeat is on
+// time against its own point, so the received-only variant says 1; the
+// seed's P_A is the share of predictions (one per arrival) that the next
+// arrival met, and a 5 ms margin does not cover a lost heartbeat's gap: the
+// arrival after each loss is unsafe, 100 of 900.
+func TestSeedMetricCountsLostHeartbeats(t *testing.T) {
+	var as []Arrival
+	for i := range Warmup + 1000 {
+		if i > Warmup && i%10 == 5 {
+			continue // lost
+		}
+		as = append(as, Arrival{Site: "a", Seq: uint64(i), Send: int64(i) * 100 * ms, Recv: int64(i)*100*ms + 10*ms})
+	}
+	res, err := Replay(as, 100*ms, func() (fdetect.Detector, error) { return fdetect.NewChen(100*ms, 10, 5*ms), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Overall
+	if r.Lost != 100 || r.Heartbeats != 900 || r.PAArrived != 1 || math.Abs(r.PA-800.0/900) > 1e-12 {
+		t.Fatalf("lost %d, received %d, P_A %v, P_A(arrived) %v: want 100, 900, 8/9, 1", r.Lost, r.Heartbeats, r.PA, r.PAArrived)
+	}
+	// A margin over a period covers a single loss: every prediction safe.
+	res, err = Replay(as, 100*ms, func() (fdetect.Detector, error) { return fdetect.NewChen(100*ms, 10, 105*ms), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Overall; r.PA != 1 || r.PAArrived != 1 {
+		t.Fatalf("margin 105 ms: P_A %v, P_A(arrived) %v, want 1 and 1", r.PA, r.PAArrived)
+	}
+	if pa, _ := r.QoS(MetricSeed); pa != r.PA {
+		t.Errorf("QoS(seed) = %v, want P_A %v", pa, r.PA)
+	}
+	if pa, _ := r.QoS(MetricSeedArrived); pa != 1 {
+		t.Errorf("QoS(seed-arrived) = %v, want 1", pa)
+	}
+	for _, bad := range []string{"", "Seed", "chen ", "arrived"} {
+		if _, err := ParseMetric(bad); err == nil {
+			t.Errorf("ParseMetric(%q) accepted", bad)
+		}
+	}
+}
+
+// TestSweepDefaultsForMLByChen: ml swept by Chen's metric runs its time
+// objective along the combined knob unless the caller says otherwise, and
+// other detectors and metrics are left alone.
+func TestSweepDefaultsForMLByChen(t *testing.T) {
+	base := fdetect.Params{"window": 500}
+	p, knob := SweepDefaults("ml", MetricChen, base, "")
+	if knob != PauseQuantile || p["time_objective"] != 1 || p["window"] != 500 {
+		t.Fatalf("ml by chen: %v %q", p, knob)
+	}
+	if _, ok := base["time_objective"]; ok {
+		t.Fatal("SweepDefaults modified its argument")
+	}
+	if p, knob := SweepDefaults("ml", MetricChen, fdetect.Params{"time_objective": 0}, "quantile"); knob != "quantile" || p["time_objective"] != 0 {
+		t.Fatalf("explicit choices overridden: %v %q", p, knob)
+	}
+	for _, c := range []struct {
+		name string
+		m    Metric
+	}{{"ml", MetricSeed}, {"phi", MetricChen}, {"ml", MetricSeedArrived}} {
+		if p, knob := SweepDefaults(c.name, c.m, nil, ""); p != nil || knob != "" {
+			t.Errorf("%s by %s: %v %q, want nothing added", c.name, c.m, p, knob)
+		}
+	}
+}
+
 func TestSweepMeetsTarget(t *testing.T) {
 	c := DefaultGenConfig()
 	c.Duration, c.Links = 5*time.Minute, 2
@@ -57,7 +126,7 @@ func TestSweepMeetsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []Metric{MetricSeed, MetricChen} {
+	for _, m := range Metrics {
 		for _, d := range []string{"chen", "phi", "ml"} {
 			s, err := Sweep(as, d, int64(c.Period), 0.99, nil, m, "")
 			if err != nil {
@@ -68,6 +137,9 @@ func TestSweepMeetsTarget(t *testing.T) {
 			}
 			if m == MetricChen && (s.TDms <= 0 || s.MistakeRate <= 0) {
 				t.Errorf("%s by chen: T_D %.1f ms, mistake rate %v: want both positive (the trace has delays and stalls)", d, s.TDms, s.MistakeRate)
+			}
+			if s.MistakeRate <= 0 || s.MistakeDurationMs <= 0 {
+				t.Errorf("%s by %s: λ_M %v, T_M %v ms: want both reported (the trace has stalls)", d, m, s.MistakeRate, s.MistakeDurationMs)
 			}
 		}
 	}
@@ -92,6 +164,36 @@ func TestGeneratorHasStallsAndLoss(t *testing.T) {
 	}
 	if late == 0 {
 		t.Error("no heartbeat was delayed by a sender stall")
+	}
+}
+
+// TestGeneratorSleepingSender: a sender that sleeps a period after each
+// send drifts later than s·Δ by about its mean wake-up lateness per
+// heartbeat, never sends two heartbeats less than a period apart (no burst
+// after a stall), and a stall shifts every later heartbeat. A bad sender
+// kind is an error.
+func TestGeneratorSleepingSender(t *testing.T) {
+	c := DefaultGenConfig()
+	c.Duration, c.Links, c.Sender, c.SenderJitter, c.StallEvery = 10*time.Minute, 1, SenderSleep, 2*time.Millisecond, 2*time.Minute
+	as, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(as, func(i, j int) bool { return as[i].Seq < as[j].Seq })
+	last := as[len(as)-1]
+	drift := time.Duration(last.Send-int64(last.Seq)*int64(c.Period)) / time.Duration(last.Seq)
+	if drift < c.SenderJitter || drift > 3*c.SenderJitter {
+		t.Errorf("drift %v per heartbeat, want about the wake-up lateness %v (plus stalls)", drift, c.SenderJitter)
+	}
+	for i := 1; i < len(as); i++ {
+		gap := as[i].Send - as[i-1].Send
+		if per := gap / int64(as[i].Seq-as[i-1].Seq); per < int64(c.Period) {
+			t.Fatalf("heartbeats %d and %d sent %v apart: a sleeping sender sends no bursts", as[i-1].Seq, as[i].Seq, time.Duration(gap))
+		}
+	}
+	c.Sender = "cron"
+	if _, err := Generate(c); err == nil {
+		t.Error("sender cron accepted")
 	}
 }
 

@@ -3,6 +3,7 @@ package fdlab
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,7 +17,9 @@ const Warmup = 1000
 // Result are the replay metrics of one link or of all links pooled.
 type Result struct {
 	Heartbeats      int     `json:"heartbeats"`
-	PA              float64 `json:"pa"`                 // share of heartbeats that arrived before their freshness point
+	PA              float64 `json:"pa"`                 // the seed's P_A: share of predictions (one per arrival) that the next arrival came before
+	PAArrived       float64 `json:"pa_arrived"`         // share of received heartbeats that arrived before their freshness point
+	Lost            int     `json:"lost"`               // heartbeats never received (sequence gaps) in the measured span
 	TDms            float64 `json:"td_ms"`              // mean of τ_k − A_k (the seed's T_D)
 	PATime          float64 `json:"pa_time"`            // Chen's P_A: share of time the peer was trusted
 	TDChenMs        float64 `json:"td_chen_ms"`         // Chen's T_D: mean time from a crash to permanent suspicion, τ_k − A_k + one-way delay
@@ -27,7 +30,7 @@ type Result struct {
 	DetectMeanMs    float64 `json:"detect_mean_ms"`     // crash right after a heartbeat: τ − A
 	DetectP99Ms     float64 `json:"detect_p99_ms"`
 	NsPerHeartbeat  float64 `json:"ns_per_heartbeat"` // detector cost: Observe + Freshness
-	onTime          int
+	onTime, safe    int
 	tdSum, mistakeT float64
 	delaySum        float64
 	span            float64
@@ -88,10 +91,17 @@ func ReplayWindow(arrivals []Arrival, period int64, build func() (fdetect.Detect
 // replayLink measures one link. Two freshness points matter:
 //   - τ_k, the freshness point of heartbeat k itself (the detector's point
 //     for the next heartbeat moved on by Δ per sequence number skipped):
-//     the seed's P_A and T_D judge each received heartbeat against it;
+//     the seed's T_D is the mean slack τ_k − A_k, and PAArrived (the
+//     variant this lab reported as the seed's P_A until 2026-12-02) the
+//     share of received heartbeats with A_k ≤ τ_k, under which a lost
+//     heartbeat is never an unsafe prediction;
 //   - the point in force when k arrived (for the next expected sequence
 //     number): if k came after it, the peer was wrongly suspected from
-//     that point until k arrived. Mistakes and the time-based P_A count those.
+//     that point until k arrived. Mistakes and the time-based P_A count those,
+//     and so does the seed's P_A as the seed defines it: one prediction per
+//     arrival (for the next heartbeat), safe when the next heartbeat to
+//     arrive came before it, so a lost heartbeat is unsafe unless the margin
+//     covered the gap it left.
 //
 // A suspicion period is counted once: when the freshness point computed at
 // an arrival has already passed (trust was not restored), the period goes
@@ -123,10 +133,14 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64, measure func(int
 				firstMeasured = lastRecv
 			}
 			r.Heartbeats++
+			r.Lost += int(a.Seq - lastSeq - 1)
 			r.tdSum += float64(tauK - a.Recv)
 			r.delaySum += float64(a.Delay)
 			if a.Recv <= tauK {
 				r.onTime++
+			}
+			if a.Recv <= inForce {
+				r.safe++
 			}
 			switch {
 			case stillSuspected:
@@ -171,7 +185,9 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64, measure func(int
 
 func (r *Result) merge(o Result) {
 	r.Heartbeats += o.Heartbeats
+	r.Lost += o.Lost
 	r.onTime += o.onTime
+	r.safe += o.safe
 	r.tdSum += o.tdSum
 	r.delaySum += o.delaySum
 	r.Mistakes += o.Mistakes
@@ -184,7 +200,8 @@ func (r *Result) merge(o Result) {
 
 func (r *Result) finish() {
 	if r.Heartbeats > 0 {
-		r.PA = float64(r.onTime) / float64(r.Heartbeats)
+		r.PAArrived = float64(r.onTime) / float64(r.Heartbeats)
+		r.PA = float64(r.safe) / float64(r.Heartbeats)
 		r.TDms = r.tdSum / float64(r.Heartbeats) / 1e6
 		r.DelayMeanMs = r.delaySum / float64(r.Heartbeats) / 1e6
 		r.TDChenMs = r.TDms + r.DelayMeanMs
@@ -214,29 +231,41 @@ type Metric string
 
 // The metrics.
 const (
-	// MetricSeed is the seed paper's: P_A is the share of received
-	// heartbeats that arrived before their own freshness point, T_D the mean
-	// slack τ_k − A_k.
+	// MetricSeed is the seed paper's: P_A is the share of predictions that
+	// were safe, one made at each arrival for the next heartbeat and safe
+	// when the next heartbeat to arrive came before it (so a lost heartbeat
+	// is unsafe unless the margin covers the gap); T_D is the mean slack
+	// τ_k − A_k of the received heartbeats.
 	MetricSeed Metric = "seed"
+	// MetricSeedArrived judges each received heartbeat against its own
+	// point τ_k, moved on by Δ per heartbeat lost before it, so a loss is
+	// never unsafe: what `seed` meant before 2026-12-02, kept for
+	// comparison with the tables of that time.
+	MetricSeedArrived Metric = "seed-arrived"
 	// MetricChen is Chen, Toueg and Aguilera's: P_A is the share of time the
 	// peer was trusted (each suspicion period once), T_D the time from a
 	// crash to permanent suspicion (slack plus one-way delay).
 	MetricChen Metric = "chen"
 )
 
+// Metrics lists the metrics, for flags and tables.
+var Metrics = []Metric{MetricSeed, MetricSeedArrived, MetricChen}
+
 // ParseMetric validates a metric name.
 func ParseMetric(s string) (Metric, error) {
-	switch m := Metric(s); m {
-	case MetricSeed, MetricChen:
+	if m := Metric(s); slices.Contains(Metrics, m) {
 		return m, nil
 	}
-	return "", fmt.Errorf("fdlab: metric %q, want seed or chen", s)
+	return "", fmt.Errorf("fdlab: metric %q, want seed, seed-arrived or chen", s)
 }
 
 // QoS returns (P_A, T_D ms) of r by metric m.
 func (r Result) QoS(m Metric) (pa, tdMs float64) {
-	if m == MetricChen {
+	switch m {
+	case MetricChen:
 		return r.PATime, r.TDChenMs
+	case MetricSeedArrived:
+		return r.PAArrived, r.TDms
 	}
 	return r.PA, r.TDms
 }
@@ -252,17 +281,16 @@ type SweepResult struct {
 	Found    bool    `json:"found"`
 	// Params are every parameter the chosen point set (the knob and base).
 	Params fdetect.Params `json:"params"`
-	// Chen's mistake rate λ_M and mean mistake duration T_M (metric chen).
-	MistakeRate       float64 `json:"mistake_rate_per_s,omitempty"`
-	MistakeDurationMs float64 `json:"mistake_duration_ms,omitempty"`
+	// Chen's mistake rate λ_M and mean mistake duration T_M at the chosen
+	// point, whatever the metric: a T_D means little without them.
+	MistakeRate       float64 `json:"mistake_rate_per_s"`
+	MistakeDurationMs float64 `json:"mistake_duration_ms"`
 }
 
 func (s *SweepResult) record(x float64, p fdetect.Params, r Result) {
 	s.Value, s.Params = x, p
 	s.PA, s.TDms = r.QoS(s.Metric)
-	if s.Metric == MetricChen {
-		s.MistakeRate, s.MistakeDurationMs = r.MistakeRate, r.MistakeMeanMs
-	}
+	s.MistakeRate, s.MistakeDurationMs = r.MistakeRate, r.MistakeMeanMs
 }
 
 // knobRange is the search interval of a detector's knob, in a coordinate
@@ -301,6 +329,24 @@ func knobRange(name, param string) (lo, hi float64, set func(p fdetect.Params, x
 	}
 }
 
+// SweepDefaults fills in what a sweep of detector name by metric m uses
+// when the caller leaves it open: for ml by Chen's metric, the time
+// objective (unless base sets time_objective) and the combined knob
+// (unless knob is set). base is not modified.
+func SweepDefaults(name string, m Metric, base fdetect.Params, knob string) (fdetect.Params, string) {
+	if name != "ml" || m != MetricChen {
+		return base, knob
+	}
+	out := fdetect.Params{"time_objective": 1}
+	for k, v := range base {
+		out[k] = v
+	}
+	if knob == "" {
+		knob = PauseQuantile
+	}
+	return out, knob
+}
+
 // PauseQuantile is ml's combined knob (fd sweep --knob quantile+pause_ms):
 // its quantile up to 0.99, then its pause floor.
 const PauseQuantile = "quantile+pause_ms"
@@ -310,13 +356,20 @@ const PauseQuantile = "quantile+pause_ms"
 // bisection suffices).
 //
 // knob names the parameter to search instead of the main knob ("": the
-// main one); ml's "pause_ms" (a constant floor, as Chen's α) is the other
-// one with a known range.
+// main one, or for ml by Chen's metric its best path, below); ml's
+// "pause_ms" (a constant floor, as Chen's α) and "quantile+pause_ms" are
+// the others with a known range.
+//
+// ml by Chen's metric: unless told otherwise, the sweep runs ml's time
+// objective and follows the combined knob (SweepDefaults), the setting that
+// is ml's best for that metric; its per-heartbeat quantile alone cannot
+// reach P_A 0.999 there on traces with sender stalls.
 func Sweep(arrivals []Arrival, name string, period int64, target float64, base fdetect.Params, m Metric, knob string) (SweepResult, error) {
+	base, knob = SweepDefaults(name, m, base, knob)
 	param := fdetect.MainKnob[name]
-	if knob != "" {
+	if knob != "" && knob != param {
 		if (knob != "pause_ms" && knob != PauseQuantile) || name != "ml" {
-			return SweepResult{}, fmt.Errorf("fdlab: %s has no sweepable knob %q (ml: pause_ms, %s)", name, knob, PauseQuantile)
+			return SweepResult{}, fmt.Errorf("fdlab: %s has no sweepable knob %q (ml: quantile, pause_ms, %s)", name, knob, PauseQuantile)
 		}
 		param = knob
 	}

@@ -136,7 +136,22 @@ type GenConfig struct {
 	DriftPPM      float64 // receiver clock drift relative to the sender, ±
 	SkewMax       time.Duration
 	HeartbeatCost time.Duration // unused by detectors; documents the sender's work
+	// Sender is how the sender keeps time: SenderTick (a ticker: heartbeat
+	// s leaves at s·Δ, and those due during a stall leave together when it
+	// ends) or SenderSleep (it sleeps Δ after each send and wakes
+	// SenderJitter late on average, so its send times are a random walk
+	// that drifts away from s·Δ, and a stall delays every later heartbeat:
+	// no burst, a new phase). PlanetLab's heartbeat senders were of the
+	// second kind; a Go ticker is of the first.
+	Sender       string
+	SenderJitter time.Duration // mean wake-up lateness of a sleeping sender (exponential)
 }
+
+// The sender kinds of GenConfig.Sender.
+const (
+	SenderTick  = "tick"
+	SenderSleep = "sleep"
+)
 
 // DefaultGenConfig returns the defaults: a PlanetLab-like WAN.
 func DefaultGenConfig() GenConfig {
@@ -157,6 +172,10 @@ func DefaultGenConfig() GenConfig {
 		GoodToBad: 0.0005, BadToGood: 0.1, // bursts of ~10 heartbeats, a few per hour
 		DriftPPM: 50, // ordinary crystal oscillators
 		SkewMax:  time.Second,
+		Sender:   SenderTick, // edge's own sender is a Go ticker
+		// A sleeping sender on a busy host wakes a few ms late (used only
+		// with Sender sleep).
+		SenderJitter: 2 * time.Millisecond,
 	}
 }
 
@@ -168,6 +187,13 @@ func Generate(c GenConfig) ([]Arrival, error) {
 	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || c.JitterShape <= 0 || c.QueueRho < 0 || c.QueueRho >= 1 {
 		return nil, fmt.Errorf("fdlab: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
 	}
+	if c.Sender == "" {
+		c.Sender = SenderTick
+	}
+	if (c.Sender != SenderTick && c.Sender != SenderSleep) || c.SenderJitter < 0 {
+		return nil, fmt.Errorf("fdlab: gen sender %q: want %s or %s, and sender jitter ≥ 0", c.Sender, SenderTick, SenderSleep)
+	}
+	sleeping := c.Sender == SenderSleep
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0xfdfdfd))
 	var out []Arrival
 	n := int(c.Duration / c.Period)
@@ -184,8 +210,13 @@ func Generate(c GenConfig) ([]Arrival, error) {
 		queue := float64(c.QueueMean)
 		qNoise := float64(c.QueueStd) * math.Sqrt(1-c.QueueRho*c.QueueRho)
 		var link []Arrival
+		prevSend := -P
 		for s := range n {
 			t := float64(s) * P // scheduled send time
+			if sleeping {
+				// It wakes a period after its last send, a little late.
+				t = prevSend + P + expo(rng, float64(c.SenderJitter))
+			}
 			if t >= nextShift {
 				base = float64(c.BaseDelay)*(0.5+rng.Float64()) + rng.Float64()*float64(c.ShiftMax)
 				nextShift = t + expo(rng, float64(c.ShiftEvery))
@@ -198,6 +229,7 @@ func Generate(c GenConfig) ([]Arrival, error) {
 			if t < stallEnd {
 				send = stallEnd
 			}
+			prevSend = send
 			if c.QueueRho > 0 {
 				queue = math.Max(0, c.QueueRho*queue+(1-c.QueueRho)*float64(c.QueueMean)+qNoise*rng.NormFloat64())
 			}
