@@ -93,7 +93,7 @@ var kinds = []kind{
 				LearningRate: p.Get("lr", d.LearningRate), BaseRate: p.Get("base_rate", d.BaseRate),
 				OutagePeriods: p.Get("outage", d.OutagePeriods), EarlyPenalty: p.Get("early_penalty", d.EarlyPenalty),
 				TimeObjective: p.Get("time_objective", 0) != 0, TimeWindow: int(p.Get("time_window", float64(d.TimeWindow))),
-				Pause: float64(nsOfMs(p.Get("pause_ms", 0))), LossModel: p.Get("loss_model", 0) != 0,
+				Pause: float64(nsOfMs(p.Get("pause_ms", 0))), LossModel: int(p.Get("loss_model", LossModelOff)),
 			})
 		}},
 }
@@ -152,6 +152,9 @@ func New(name string, period int64, p Params) (Detector, error) {
 	}
 	if period <= 0 {
 		return nil, fmt.Errorf("fdetect: period must be positive")
+	}
+	if v, ok := p["loss_model"]; ok && v != LossModelOff && v != LossModelBudget && v != LossModelPriced {
+		return nil, fmt.Errorf("fdetect: ml loss_model %v: want 0 (off), 1 (budget) or 2 (priced)", v)
 	}
 	return k.build(period, p), nil
 }

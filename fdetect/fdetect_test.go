@@ -122,6 +122,11 @@ func TestNewRejectsUnknownParams(t *testing.T) {
 	if _, err := New("nope", 100*ms, nil); err == nil {
 		t.Error("unknown detector accepted")
 	}
+	for _, v := range []float64{-1, 0.5, 3} {
+		if _, err := New("ml", 100*ms, Params{"loss_model": v}); err == nil || !strings.Contains(err.Error(), "loss_model") {
+			t.Errorf("loss_model %v accepted: %v", v, err)
+		}
+	}
 	if _, err := ParseParams([]string{"x"}); err == nil {
 		t.Error("param without = accepted")
 	}

@@ -24,10 +24,11 @@ import "math"
 //	    after more than lossRunMax losses in a row), and S_out the survival of
 //	    how late such arrivals came.
 //
-// Counts decay per observation, each regime's by its own observations, over
-// lossMemory arrivals, so evidence of a lossy spell fades in about half an
-// hour at Δ = 100 ms, and a regime seen rarely borrows from the link's
-// overall rate through a prior worth lossPrior observations.
+// Every count decays at every arrival, over lossMemory arrivals, so
+// evidence of a lossy spell fades in about half an hour at Δ = 100 ms
+// whatever regime it was seen in, and a regime seen rarely (right after a
+// loss, on a clean link) borrows from the link's overall rate through a
+// prior worth lossPrior observations.
 type lossModel struct {
 	sinceLoss int // arrivals since the last loss or outage
 	// Per regime: decayed observations, next gaps that began a loss run,
@@ -42,12 +43,17 @@ type lossModel struct {
 	early       *quantileWindow
 	suffix      [qBuckets + 1]int32 // scratch: samples in buckets ≥ b
 	earlySuffix [qBuckets + 1]int32
+	outSuffix   [qBuckets + 1]int32
 	// cached margins per regime (0: not computed since the last event),
 	// and arrivals until they are all recomputed: a margin costs about
 	// 9 µs to solve, and between loss events only the slowly moving delay
 	// errors change it.
 	cached [lossRegimes]float64
 	fresh  int
+	// priced: the margin minimises m + λ·P(L > m) with λ = Δ/(1 − q),
+	// instead of meeting P(L > m) ≤ 1 − q in every regime (see ML's
+	// LossModel).
+	priced bool
 }
 
 const (
@@ -71,12 +77,13 @@ const (
 	// outageWindow is how many outage latenesses S_out is read from.
 	outageWindow = 64
 	// lossRefresh is how many arrivals a regime's margin is reused for
-	// when no loss or outage happened: 3.2 s at Δ = 100 ms.
-	lossRefresh = 32
+	// when no loss or outage happened: 6.4 s at Δ = 100 ms; the delay
+	// errors' window holds 2000.
+	lossRefresh = 64
 )
 
-func newLossModel(window int) *lossModel {
-	return &lossModel{outLate: newQuantileWindow(outageWindow), early: newQuantileWindow(window)}
+func newLossModel(window int, priced bool) *lossModel {
+	return &lossModel{outLate: newQuantileWindow(outageWindow), early: newQuantileWindow(window), priced: priced}
 }
 
 // addError records a delay error (ns) as ML's error window does.
@@ -98,9 +105,14 @@ func (l *lossModel) regime() int {
 func (l *lossModel) observe(lost int, outage bool, lateness float64) {
 	r := l.regime()
 	keep := 1 - 1.0/lossMemory
-	l.obs[r] = l.obs[r]*keep + 1
-	l.first[r] *= keep
-	l.out[r] *= keep
+	for i := range lossRegimes {
+		l.obs[i] *= keep
+		l.first[i] *= keep
+		l.out[i] *= keep
+	}
+	l.runs *= keep
+	l.extra *= keep
+	l.obs[r]++
 	if outage || lost > 0 {
 		l.cached = [lossRegimes]float64{}
 	}
@@ -114,8 +126,8 @@ func (l *lossModel) observe(lost int, outage bool, lateness float64) {
 		l.sinceLoss = 0
 	case lost > 0:
 		l.first[r]++
-		l.runs = l.runs*keep + 1
-		l.extra = l.extra*keep + float64(lost-1)
+		l.runs++
+		l.extra += float64(lost - 1)
 		l.sinceLoss = 0
 	default:
 		l.sinceLoss++
@@ -135,10 +147,43 @@ func (l *lossModel) rates() (p, o, rho float64) {
 	r := l.regime()
 	p = (l.first[r] + lossPrior*pAll) / (l.obs[r] + lossPrior)
 	o = (l.out[r] + lossPrior*oAll) / (l.obs[r] + lossPrior)
-	// Geometric run length with one pseudo-run of length 1 + pAll/(1−pAll)
-	// (i.i.d. loss at the overall rate) as the prior.
+	// Geometric run length: ρ = extra/(extra + runs), the MLE, with one
+	// pseudo-run continued with chance pAll (i.i.d. loss at the overall
+	// rate) as the prior.
 	rho = (l.extra + pAll) / (l.extra + l.runs + 1)
 	return p, o, rho
+}
+
+// priceMargin returns the m in [0, hi] that minimises m + λ·f(m): a
+// mistake priced at λ of margin. f falls with m but need not be convex (a
+// loss run adds a step a period on), so the minimum is found on a grid 10 %
+// apart (every other bucket edge of the histogram) and refined between the
+// best point's neighbours.
+func priceMargin(f func(float64) float64, lambda, hi float64) float64 {
+	cost := func(m float64) float64 { return m + lambda*f(m) }
+	best, bestCost := 0.0, cost(0)
+	prev, next := 0.0, qEdges[2]
+	for b := 2; b < qBuckets && qEdges[b-2] < hi; b += 2 {
+		if c := cost(qEdges[b]); c < bestCost {
+			best, bestCost = qEdges[b], c
+			prev, next = qEdges[b-2], qEdges[min(b+2, qBuckets-1)]
+		}
+	}
+	// Golden-section search between the neighbours.
+	const g = 0.6180339887498949
+	a, z := prev, next
+	for range 16 {
+		x1, x2 := z-g*(z-a), a+g*(z-a)
+		if cost(x1) <= cost(x2) {
+			z = x2
+		} else {
+			a = x1
+		}
+	}
+	if m := (a + z) / 2; cost(m) < bestCost {
+		return m
+	}
+	return best
 }
 
 // margin returns the smallest m with P(L > m) ≤ 1 − q (ns), errs holding
@@ -153,37 +198,68 @@ func (l *lossModel) margin(errs *quantileWindow, q, period float64) float64 {
 }
 
 func (l *lossModel) solve(errs *quantileWindow, q, period float64) float64 {
+	f, hi := l.lateChance(errs, 1-q, period)
+	if f == nil {
+		return 0
+	}
+	if l.priced {
+		return priceMargin(f, period/(1-q), hi)
+	}
+	budget, lo := 1-q, 0.0
+	if f(hi) > budget {
+		return hi
+	}
+	for range 24 {
+		mid := (lo + hi) / 2
+		if f(mid) <= budget {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// lateChance returns m ↦ P(L > m) for the current regime (nil before any
+// delay error) and a margin past which it no longer matters; budget only
+// bounds how many loss runs are summed.
+func (l *lossModel) lateChance(errs *quantileWindow, budget, period float64) (func(float64) float64, float64) {
 	p, o, rho := l.rates()
-	budget := 1 - q
 	// Survival of the delay errors: the empirical share above x up to the
 	// tailFrom quantile, an exponential fit of the tail past it (as
 	// tailQuantile), so far quantiles move smoothly.
 	n := float64(errs.n())
 	if n == 0 {
-		return 0
+		return nil, 0
 	}
-	var cum, cumEarly int32
+	var cum, cumEarly, cumOut int32
 	for b := qBuckets - 1; b >= 0; b-- {
 		cum += errs.counts[b]
 		l.suffix[b] = cum
 		cumEarly += l.early.counts[b]
 		l.earlySuffix[b] = cumEarly
+		cumOut += l.outLate.counts[b]
+		l.outSuffix[b] = cumOut
 	}
+	nOut := float64(l.outLate.n())
 	nEarly := float64(max(l.early.n(), 1))
 	t, k, beta := errs.tailFit(tailFrom)
+	// Both sides read to the conservative bucket edge (a sample in x's
+	// bucket counts as above x), as quantile returns a bucket's upper edge.
 	surv := func(x float64) float64 {
-		if x >= t {
+		switch {
+		case x >= t:
 			if beta <= 0 {
 				return 0
 			}
 			return k / n * math.Exp(-(x-t)/beta)
+		case x < 0:
+			// P(e > x) = 1 − P(−e > −x): one minus the early errors
+			// beyond −x's bucket.
+			return 1 - float64(l.earlySuffix[min(int(qBucket(-x))+1, qBuckets)])/nEarly
 		}
-		if x <= 0 {
-			// P(e > x) = 1 − P(−e ≥ −x): one minus the early errors at
-			// least −x, to bucket precision.
-			return 1 - float64(l.earlySuffix[qBucket(-x)])/nEarly
-		}
-		return float64(l.suffix[min(int(qBucket(x))+1, qBuckets)]) / n
+		// Bucket 0 holds the errors at or below zero: none is above x ≥ 0.
+		return float64(l.suffix[max(int(qBucket(x)), 1)]) / n
 	}
 	// Loss runs long enough to matter: stop when their weight is a
 	// thousandth of the budget.
@@ -198,22 +274,12 @@ func (l *lossModel) solve(errs *quantileWindow, q, period float64) float64 {
 			v += w * surv(m-float64(g)*period)
 			w *= rho
 		}
-		if o > 0 && l.outLate.n() > 0 {
-			v += o * (1 - l.outLate.cdf(m))
+		if o > 0 && nOut > 0 {
+			// Outages later than m, to the conservative bucket edge as
+			// the delay errors.
+			v += o * float64(l.outSuffix[qBucket(m)]) / nOut
 		}
 		return v
 	}
-	lo, hi := 0.0, math.Max(float64(runs+1)*period+t+20*math.Max(beta, period/10), lateCap*period)
-	if f(hi) > budget {
-		return hi
-	}
-	for range 24 {
-		mid := (lo + hi) / 2
-		if f(mid) <= budget {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
+	return f, math.Max(float64(runs+1)*period+t+20*math.Max(beta, period/10), lateCap*period)
 }

@@ -129,17 +129,3 @@ func (q *quantileWindow) tailFit(u float64) (t, k, beta float64) {
 	}
 	return t, k, beta
 }
-
-// cdf returns the share of the window at or below x, to bucket precision
-// (a sample counts once x reaches its bucket's upper edge).
-func (q *quantileWindow) cdf(x float64) float64 {
-	n := q.n()
-	if n == 0 {
-		return 0
-	}
-	var below int32
-	for b := 0; b <= q.top && qUpper(b) <= x; b++ {
-		below += q.counts[b]
-	}
-	return float64(below) / float64(n)
-}

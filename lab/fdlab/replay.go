@@ -123,6 +123,9 @@ func replayLink(d fdetect.Detector, as []Arrival, period int64, measure func(int
 		measured := measure(i, a)
 		suspectedAtArrival := false
 		if i > 0 && a.Seq <= lastSeq {
+			if measured && a.Seq < lastSeq && r.Lost > 0 {
+				r.Lost-- // counted lost when its successor came: reordered
+			}
 			d.Observe(a.Seq, a.Recv) // reordered or duplicate: detectors ignore it
 			continue
 		}

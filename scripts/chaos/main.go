@@ -68,7 +68,7 @@ type row struct {
 
 func main() {
 	bin := flag.String("edge", "bin/edge", "edge binary")
-	detectors := flag.String("detectors", "ml,chen,phi,bertier,twowindows", "detectors: the first runs every scenario, the others the -compare set")
+	detectors := flag.String("detectors", "ml,chen,phi,bertier,twowindows", "detectors: the first runs every scenario, the others the -compare set; a detector may carry cluster.detector_params after slashes, e.g. ml/loss_model=2/loss_budget=0")
 	only := flag.String("scenarios", "", "comma-separated scenario names (default all)")
 	compare := flag.Bool("compare", true, "run the detector-sensitive scenarios for every detector, with recorded-trace replays")
 	traces := flag.String("traces", "", "directory for the recorded heartbeat traces (default a temporary one)")
@@ -117,7 +117,7 @@ func main() {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "chaos: %s / %s (%v)\n", det, sc.Name, sc.Duration)
-			r, err := runScenario(ctx, *bin, det, *accessLogs, filepath.Join(dir, det+"-"+sc.Name+".csv"), sc)
+			r, err := runScenario(ctx, *bin, det, *accessLogs, filepath.Join(dir, strings.ReplaceAll(det, "/", "_")+"-"+sc.Name+".csv"), sc)
 			if ctx.Err() != nil {
 				break // interrupted: print what was measured
 			}
@@ -156,7 +156,8 @@ func main() {
 // (`edge fd record` inside the lab), runs the scenario, and replays the
 // recording's scenario window through the same detector.
 func runScenario(ctx context.Context, bin, det, accessLogs, trace string, sc chaos.Scenario) (row, error) {
-	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin, Detector: det, AccessLogDir: accessLogs})
+	name, params := splitDetector(det)
+	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin, Detector: name, DetectorParams: strings.Join(params, ","), AccessLogDir: accessLogs})
 	if err != nil {
 		return row{}, err
 	}
@@ -180,13 +181,30 @@ func runScenario(ctx context.Context, bin, det, accessLogs, trace string, sc cha
 	return r, nil
 }
 
+// splitDetector splits a -detectors entry "name/k=v/…" into the detector
+// and its cluster.detector_params.
+func splitDetector(spec string) (string, []string) {
+	parts := strings.Split(spec, "/")
+	return parts[0], parts[1:]
+}
+
 // replay runs `edge fd replay` over the window [from, to) of a recorded
 // trace with the detector.
 func replay(bin, trace, det string, from, to time.Time) *fdlab.Result {
-	// The live nodes run with the default cluster.loss_budget; so does the replay.
-	out, err := exec.Command(bin, "fd", "replay", "--trace", trace, "--detector", det, "--period", "100ms", "--json",
-		"--param", fmt.Sprintf("%s=%g", fdetect.LossBudgetParam, fdetect.DefaultLossBudget),
-		"--from-ns", fmt.Sprint(from.UnixNano()), "--to-ns", fmt.Sprint(to.UnixNano())).Output()
+	name, params := splitDetector(det)
+	args := []string{"fd", "replay", "--trace", trace, "--detector", name, "--period", "100ms", "--json",
+		"--from-ns", fmt.Sprint(from.UnixNano()), "--to-ns", fmt.Sprint(to.UnixNano())}
+	// The live nodes run with the default cluster.loss_budget unless the
+	// detector's parameters set one; so does the replay.
+	budgetSet := false
+	for _, kv := range params {
+		args = append(args, "--param", kv)
+		budgetSet = budgetSet || strings.HasPrefix(kv, fdetect.LossBudgetParam+"=")
+	}
+	if !budgetSet {
+		args = append(args, "--param", fmt.Sprintf("%s=%g", fdetect.LossBudgetParam, fdetect.DefaultLossBudget))
+	}
+	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: edge fd replay %s: %v\n", trace, err)
 		return nil
