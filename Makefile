@@ -15,7 +15,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # e2e/acme and lab/chaos so that each takes a few minutes under a loaded -race run; the limit leaves room.
 TEST_TIMEOUT    ?= 12m
 
-.PHONY: all build run test coding-memory conformance two-region two-continents chaos bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test coding-memory conformance two-region two-continents chaos chaos-full bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -75,10 +75,15 @@ bench:
 ## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree,
 ## with global and per-region homes, on Zipf+flash crowd, a crowd moving between regions and a trace; an advertisement-interval sweep;
 ## the simulator's prediction for the same costs. Tables on stdout, JSON in docs/tworegion/, plots in docs/img/ (about 30 minutes).
-## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario, every detector, tables for docs/cluster.md.
+## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario once, ml running the cluster and every other
+## detector beside it on the same heartbeats (shadow detectors), tables for docs/cluster.md (about 6 minutes).
 chaos: build
 	bash scripts/test-deps.sh
 	$(GO) run ./scripts/chaos -json docs/chaos/results.json | tee docs/chaos/tables.md
+## chaos-full: as chaos, then each other detector running the cluster itself in the detector-sensitive scenarios (about 20 minutes).
+chaos-full: build
+	bash scripts/test-deps.sh
+	$(GO) run ./scripts/chaos -compare -json docs/chaos/results-full.json | tee docs/chaos/tables-full.md
 
 TWO_REGION_CONFIGS ?= hybrid/fna-learned,hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
 TWO_REGION_RUN     := $(GO) run ./scripts/tworegion -warmup 20s -duration 30s

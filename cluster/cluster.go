@@ -43,7 +43,10 @@ type Config struct {
 	Period       time.Duration // heartbeat period Δ
 	Detector     string
 	DetectorArgs fdetect.Params
-	Selection    Selection
+	// Shadows are detectors run beside Detector on the same heartbeats,
+	// for comparison only (the fault lab): recorded, never acted on.
+	Shadows   []ShadowDetector
+	Selection Selection
 	// ProbeFirstHop keeps the climb's first hop among the probe
 	// candidates, as DESIGN.md §3 first had it. By default it is left out:
 	// the climb asks it at once anyway, so a probe of it can only add a
@@ -137,6 +140,11 @@ func (c Config) Validate() error {
 	if _, err := fdetect.New(c.Detector, int64(c.Period), c.DetectorArgs); err != nil {
 		return fmt.Errorf("cluster: Detector: %w", err)
 	}
+	for _, sh := range c.Shadows {
+		if _, err := fdetect.New(sh.Kind, int64(c.Period), sh.Args); err != nil {
+			return fmt.Errorf("cluster: Shadows %q: %w", sh.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -151,30 +159,35 @@ type Store interface {
 
 // Peer is the state of one other node.
 type Peer struct {
-	ID          string
-	Addr        string
-	udp         *net.UDPAddr
-	det         fdetect.Detector
-	incarnation uint64
-	trusted     bool
-	seen        bool
-	lastRecv    time.Time
-	lastSend    int64 // the peer's SendNs of its last heartbeat (for our echo)
-	lastSeqIn   uint64
-	recvAt      int64 // when we received it
-	rtt         float64
-	epochSeen   uint64
-	replica     *indicators.Replica
-	suspicions  uint64
-	suspectedAt time.Time
-	history     []Transition
-	waiting     map[uint64]context.CancelFunc // requests to this peer awaiting headers
-	pulledAt    time.Time                     // when the replica last changed
-	neighbour   bool                          // this node heartbeats it and runs the detector on the link
-	heard       bool                          // subset: heard directly since this node last suspected it
-	live        liveness                      // its newest known liveness point (direct or gossiped)
-	region      string                        // its cluster.region, from its heartbeats
-	added       time.Time                     // when this node learned of it (never-reached warnings count from here)
+	ID      string
+	Addr    string
+	udp     *net.UDPAddr
+	det     fdetect.Detector
+	shadows []*shadow // Config.Shadows on this peer's heartbeats
+	// rerouted counts requests whose home was this peer, sent elsewhere
+	// during the current suspicion; reroutedAll in all, reroutedWrongly
+	// those of suspicions that turned out wrong (reroute.go).
+	rerouted, reroutedAll, reroutedWrongly uint64
+	incarnation                            uint64
+	trusted                                bool
+	seen                                   bool
+	lastRecv                               time.Time
+	lastSend                               int64 // the peer's SendNs of its last heartbeat (for our echo)
+	lastSeqIn                              uint64
+	recvAt                                 int64 // when we received it
+	rtt                                    float64
+	epochSeen                              uint64
+	replica                                *indicators.Replica
+	suspicions                             uint64
+	suspectedAt                            time.Time
+	history                                []Transition
+	waiting                                map[uint64]context.CancelFunc // requests to this peer awaiting headers
+	pulledAt                               time.Time                     // when the replica last changed
+	neighbour                              bool                          // this node heartbeats it and runs the detector on the link
+	heard                                  bool                          // subset: heard directly since this node last suspected it
+	live                                   liveness                      // its newest known liveness point (direct or gossiped)
+	region                                 string                        // its cluster.region, from its heartbeats
+	added                                  time.Time                     // when this node learned of it (never-reached warnings count from here)
 	// Subset mode: when it became our neighbour, and whether we already
 	// suspected it for staying silent since (silentGrace).
 	neighbourSince time.Time
@@ -218,17 +231,24 @@ type Cluster struct {
 	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)
 	incarnation uint64
 	router      *routing.Router
-	origin      proxy.Fetcher
-	client      *http.Client
-	scheme      string    // http, or https with cluster.tls
-	peerAuth    *verifier // peer request authentication and replay cache
-	metrics     *Metrics
-	verifier    *wire.Verifier
-	filter      *indicators.Filter
-	store       Store
-	counters    *routing.Counters // Karger step: (page, rank) at this cache
-	hot         *routing.Counters // ingress: requests per page (hybrid's hot test)
-	ingressQ    *routing.Counters // ingress: the q-rule for keeping a copy here
+	// members is a ring over every known member, trusted or not, and
+	// suspected how many peers this node suspects now: reroute.go counts
+	// the requests a suspicion sends to another home.
+	members    *routing.Router
+	membersMu  sync.Mutex
+	membersSig string
+	suspected  atomic.Int64
+	origin     proxy.Fetcher
+	client     *http.Client
+	scheme     string    // http, or https with cluster.tls
+	peerAuth   *verifier // peer request authentication and replay cache
+	metrics    *Metrics
+	verifier   *wire.Verifier
+	filter     *indicators.Filter
+	store      Store
+	counters   *routing.Counters // Karger step: (page, rank) at this cache
+	hot        *routing.Counters // ingress: requests per page (hybrid's hot test)
+	ingressQ   *routing.Counters // ingress: the q-rule for keeping a copy here
 
 	mu        sync.Mutex
 	peers     map[string]*Peer
@@ -266,7 +286,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 	}
 	c := &Cluster{
 		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(), warned: newMisconfigMemory(),
-		router: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
+		router: routing.NewRouter(routing.DefaultVNodes), members: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
 		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
 		counters: routing.NewCounters(counterCapacity, cfg.Q),
 		hot:      routing.NewCounters(counterCapacity, max(cfg.HotThreshold, 1)),
@@ -314,7 +334,7 @@ func (c *Cluster) addPeer(id, addr string) {
 	if err != nil {
 		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
 	}
-	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, replica: &indicators.Replica{}, added: time.Now()}
+	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: &indicators.Replica{}, added: time.Now()}
 	c.metrics.peerUp(id, false)
 }
 
@@ -325,12 +345,21 @@ func (c *Cluster) Router() *routing.Router { return c.router }
 func (c *Cluster) setView() {
 	c.mu.Lock()
 	members := []routing.Member{{ID: c.cfg.NodeID}}
+	all := []string{c.cfg.NodeID}
+	suspected := 0
 	for _, p := range c.peers {
 		if p.trusted {
 			members = append(members, routing.Member{ID: p.ID})
+		} else {
+			suspected++
+		}
+		if c.identified(p) {
+			all = append(all, p.ID)
 		}
 	}
 	c.mu.Unlock()
+	c.suspected.Store(int64(suspected))
+	c.setMembers(all)
 	start := time.Now()
 	if err := c.router.SetView(members); err != nil {
 		c.log.Error("view", "err", err)
@@ -497,10 +526,12 @@ func (c *Cluster) received(r wire.Received) {
 		restarted = p.seen
 		p.incarnation = r.Incarnation
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
+		p.shadows = c.newShadows()
 		p.epochSeen = 0
 		p.replica = &indicators.Replica{}
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
+	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
 	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, time.Unix(0, r.RecvNs), r.Seq, r.SendNs, r.RecvNs
 	if rtt, ok := wire.RTT(r.Heartbeat, r.RecvNs); ok {
 		s := rtt.Seconds()
@@ -522,6 +553,9 @@ func (c *Cluster) received(r wire.Received) {
 		c.spread(p.ID)
 	}
 	if !c.subset {
+		if !p.trusted {
+			c.settleReroutes(p, restarted)
+		}
 		viewChanged = c.setTrust(p, true) || viewChanged
 	}
 	for _, rumor := range r.Rumors {
@@ -608,6 +642,9 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if !p.pulledAt.IsZero() {
 			c.metrics.ReplicaAge.WithLabelValues(p.ID).Set(now.Sub(p.pulledAt).Seconds())
 		}
+		if p.seen && !grace {
+			c.checkShadows(p, now, c.localShift(p, local))
+		}
 		if !p.trusted || grace {
 			continue
 		}
@@ -659,11 +696,17 @@ type suspicion struct {
 // and a stall of ours after p's last heartbeat, during which we could not
 // hear it (its silence then counts from the end of the stall). c.mu is held.
 func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
+	return fdetect.Suspect(p.det, now.Add(-c.localShift(p, local)).UnixNano())
+}
+
+// localShift is how far p's freshness points move on for this process's
+// own delays (see silent). c.mu is held.
+func (c *Cluster) localShift(p *Peer, local time.Duration) time.Duration {
 	shift := local
 	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
 		shift = max(shift, c.stalled.Sub(p.lastRecv))
 	}
-	return fdetect.Suspect(p.det, now.Add(-shift).UnixNano())
+	return shift
 }
 
 // resolveLoop re-resolves the DNS name and adds peers by address.
@@ -729,19 +772,25 @@ func (c *Cluster) Monitoring() MonitoringState {
 
 // PeerState is a read-only snapshot of a peer for status and metrics.
 type PeerState struct {
-	ID           string               `json:"id"`
-	Addr         string               `json:"addr"`
-	Trusted      bool                 `json:"trusted"`
-	Monitored    bool                 `json:"monitored"` // this node heartbeats it (else its state is gossiped)
-	Region       string               `json:"region,omitempty"`
-	LastSeenAgoS float64              `json:"last_heartbeat_ago_s"`
-	RTTms        float64              `json:"rtt_ms"`
-	MarginMs     float64              `json:"fd_margin_ms"`
-	LossRatio    float64              `json:"heartbeat_loss"` // estimated by the loss-aware margin
-	Suspicions   uint64               `json:"suspicions"`
-	Epoch        uint64               `json:"indicator_epoch"`
-	ReplicaAgeS  float64              `json:"indicator_age_s"`
-	Exclusion    indicators.Exclusion `json:"estimates"`
+	ID           string  `json:"id"`
+	Addr         string  `json:"addr"`
+	Trusted      bool    `json:"trusted"`
+	Monitored    bool    `json:"monitored"` // this node heartbeats it (else its state is gossiped)
+	Region       string  `json:"region,omitempty"`
+	LastSeenAgoS float64 `json:"last_heartbeat_ago_s"`
+	RTTms        float64 `json:"rtt_ms"`
+	MarginMs     float64 `json:"fd_margin_ms"`
+	LossRatio    float64 `json:"heartbeat_loss"` // estimated by the loss-aware margin
+	Suspicions   uint64  `json:"suspicions"`
+	// Rerouted are requests whose page's home was this peer, sent to the
+	// next home while this node suspected it; ReroutedWrongly those of
+	// suspicions that turned out wrong (the peer was heard again from the
+	// same process).
+	Rerouted        uint64               `json:"rerouted_requests"`
+	ReroutedWrongly uint64               `json:"rerouted_requests_wrongly"`
+	Epoch           uint64               `json:"indicator_epoch"`
+	ReplicaAgeS     float64              `json:"indicator_age_s"`
+	Exclusion       indicators.Exclusion `json:"estimates"`
 	// HomeExclusion is the estimates over the pages homed at the peer
 	// (fna-home, fna-learned), NegativeProbes and NegativeHits the probes
 	// sent despite a negative indication and how many hit, and
@@ -752,6 +801,8 @@ type PeerState struct {
 	NegativeHits   uint64               `json:"negative_probe_hits"`
 	Calibration    float64              `json:"nu_calibration"`
 	History        []Transition         `json:"history"`
+	// Shadows are the transitions of each shadow detector (Config.Shadows).
+	Shadows map[string][]Transition `json:"shadows,omitempty"`
 }
 
 // Peers returns a snapshot of every peer, sorted by id.
@@ -761,8 +812,9 @@ func (c *Cluster) Peers() []PeerState {
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
 		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
+			Rerouted: p.reroutedAll, ReroutedWrongly: p.reroutedWrongly,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
-			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history)}
+			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history), Shadows: shadowHistories(p)}
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
 		}

@@ -256,6 +256,9 @@ func (c *Cluster) plan(kh uint64) (path []hop, home string, tree bool) {
 		_, hot = c.hot.Observe(kh, 0)
 	}
 	path, home, tree = c.planFor(kh, hot, rand.IntN)
+	if c.suspected.Load() > 0 {
+		c.countReroute(kh, home)
+	}
 	if tree {
 		c.metrics.TreeHops.Observe(float64(len(path)))
 	}

@@ -103,15 +103,21 @@ type gossipNode struct {
 	done   chan struct{}
 }
 
-func startGossipNode(t *testing.T, id string, addrs map[string]string, conn wire.PacketConn, k int) *gossipNode {
+// startGossipNode starts one member; opts change its configuration
+// (subset monitoring of k neighbours by default).
+func startGossipNode(t *testing.T, id string, addrs map[string]string, conn wire.PacketConn, k int, opts ...func(*Config)) *gossipNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{
+	cfg := Config{
 		NodeID: id, Listen: addrs[id], Peers: addrs, Secret: []byte("gossip-test-secret"), Period: 50 * time.Millisecond,
 		Detector: "ml", Selection: SelectionFNA, Mode: routing.ModeHybrid, Arity: 4, Q: 2, HotThreshold: 3,
 		PeerTimeout: 200 * time.Millisecond, Indicator: indicators.DefaultFilterConfig(1000),
 		Monitoring: MonitorSubset, MonitorPeers: k,
-	}, nopFetcher{}, proxy.NewStore(1<<20, 4), NewMetrics(reg), slog.New(slog.DiscardHandler))
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := New(cfg, nopFetcher{}, proxy.NewStore(1<<20, 4), NewMetrics(reg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +188,7 @@ func TestSubsetMonitoring(t *testing.T) {
 
 // startGossipNodes starts n nodes (prefix00, prefix01, …) monitoring k
 // neighbours each on the test's network; the caller stops them.
-func startGossipNodes(t *testing.T, prefix string, n, k int) (ids []string, addrs map[string]string, nodes map[string]*gossipNode) {
+func startGossipNodes(t *testing.T, prefix string, n, k int, opts ...func(*Config)) (ids []string, addrs map[string]string, nodes map[string]*gossipNode) {
 	t.Helper()
 	addrs = map[string]string{}
 	conns := map[string]wire.PacketConn{}
@@ -193,7 +199,7 @@ func startGossipNodes(t *testing.T, prefix string, n, k int) (ids []string, addr
 	}
 	nodes = map[string]*gossipNode{}
 	for _, id := range ids {
-		nodes[id] = startGossipNode(t, id, addrs, conns[id], k)
+		nodes[id] = startGossipNode(t, id, addrs, conns[id], k, opts...)
 	}
 	return ids, addrs, nodes
 }

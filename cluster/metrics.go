@@ -12,6 +12,9 @@ import (
 type Metrics struct {
 	PeerUp             *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
 	Suspicions         *prometheus.CounterVec // peer suspected, per peer
+	ShadowSuspicions   *prometheus.CounterVec // suspicions by shadow detectors (Config.Shadows), per detector
+	Rerouted           prometheus.Counter     // requests sent to another home because this node suspected theirs
+	ReroutedWrongly    prometheus.Counter     // of those, the ones of suspicions that turned out wrong
 	DetectionTime      prometheus.Histogram   // last heartbeat → suspicion
 	FDMargin           *prometheus.GaugeVec   // current safety margin of the detector, per peer
 	HeartbeatLoss      *prometheus.GaugeVec   // heartbeat loss rate the loss-aware margin estimates, per peer
@@ -107,6 +110,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Rumors.WithLabelValues(k, d)
 		}
 	}
+	// Labelled by the configured shadow detectors only: a bounded set.
+	m.ShadowSuspicions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_shadow_suspicions_total", Help: "Suspicions by detectors run beside cluster.detector for comparison only (cluster.shadow_detectors), summed over peers, by detector."}, []string{"detector"})
+	m.Rerouted = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_total", Help: "Requests sent to another home because this node suspected the page's home (with all-to-all monitoring a suspicion changes only this node's view)."})
+	m.ReroutedWrongly = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_wrongly_total", Help: "Rerouted requests whose suspected home was later heard from the same process: it had not crashed (a false suspicion, or a partition)."})
+	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset, m.Rumors, m.Refutations)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,

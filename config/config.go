@@ -171,6 +171,7 @@ func Keys() []Key {
 		{"cluster.detector", String, cd.Detector, "Failure detector per peer: " + strings.Join(fdetect.Names, ", ") + " (docs/failure-detection.md)."},
 		{"cluster.loss_budget", Float, "1e-07", "Loss-aware margin, for every detector: the chance per heartbeat that random heartbeat loss may cause a false suspicion. The detector waits for as many extra periods as the link's measured loss needs (none on a clean link; 5 at 5 % loss, at most 9). 0 turns it off (the published detectors as they are). docs/failure-detection.md."},
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
+		{"cluster.shadow_detectors", List, "", "Detectors run beside cluster.detector on the same heartbeats for comparison only, as detector or detector/name=value/…, e.g. phi,chen/alpha_ms=300: their suspicions are shown on the status page (status.json peers[].shadows) and counted in edge_fd_shadow_suspicions_total, never acted on. cluster.loss_budget applies to them as to cluster.detector unless an entry sets loss_budget. The fault lab (make chaos) compares detectors this way."},
 		{"cluster.peer_timeout", Duration, dur(cd.PeerTimeout), "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.monitoring", String, cd.Monitoring.String(), "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
 		{"cluster.monitor_peers", Int, strconv.Itoa(cd.MonitorPeers), "Neighbours each node heartbeats with subset monitoring (its monitors); even, 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
@@ -302,6 +303,7 @@ type Config struct {
 		HeartbeatPeriod time.Duration
 		Detector        string
 		DetectorParams  []string
+		ShadowDetectors []string
 		LossBudget      float64
 		PeerTimeout     time.Duration
 		Selection       cluster.Selection
@@ -551,6 +553,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
 	c.Cluster.Detector = p.oneOf("cluster.detector", fdetect.Names...)
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
+	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)

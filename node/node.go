@@ -338,6 +338,14 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	if _, set := params[fdetect.LossBudgetParam]; !set && cfg.Cluster.LossBudget > 0 {
 		params[fdetect.LossBudgetParam] = cfg.Cluster.LossBudget
 	}
+	var shadows []cluster.ShadowDetector
+	for _, spec := range cfg.Cluster.ShadowDetectors {
+		s, err := cluster.ParseShadowDetector(spec, cfg.Cluster.HeartbeatPeriod, cfg.Cluster.LossBudget)
+		if err != nil {
+			return cluster.Config{}, nil, fmt.Errorf("node: cluster.shadow_detectors: %w", err)
+		}
+		shadows = append(shadows, s)
+	}
 	var serverTLS, clientTLS *tls.Config
 	if cfg.Cluster.TLS.CertFile != "" {
 		if serverTLS, clientTLS, err = cluster.LoadTLS(cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile); err != nil {
@@ -348,7 +356,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	return cluster.Config{
 		NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
-		Detector: cfg.Cluster.Detector, DetectorArgs: params, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, Mode: cfg.Routing.Mode,
+		Detector: cfg.Cluster.Detector, DetectorArgs: params, Shadows: shadows, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, Mode: cfg.Routing.Mode,
 		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == routing.HomeRegion, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
 		PeerTimeout:  cfg.Cluster.PeerTimeout,
 		Indicator:    indicatorConfig(cfg),

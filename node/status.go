@@ -251,8 +251,9 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
-<td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
+<td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{if .Rerouted}} ({{.Rerouted}} requests rerouted, {{.ReroutedWrongly}} wrongly){{end}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
 <p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).</p>
+{{range .Peers}}{{if .Shadows}}<p class="note">{{.ID}}, shadow detectors (cluster.shadow_detectors: compared on the same heartbeats, never acted on):{{range $name, $h := .Shadows}} <b>{{$name}}</b>{{range $h}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}};{{end}}</p>{{end}}{{end}}
 <details><summary>Detector and indicator details</summary>
 <table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th><th>ν (its own pages)</th><th>negative probes</th><th>of which hit</th><th>ν correction</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>

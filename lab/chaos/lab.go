@@ -53,10 +53,17 @@ type Options struct {
 	Heartbeat      time.Duration // cluster.heartbeat_period (default 100 ms)
 	Detector       string        // cluster.detector (default ml)
 	DetectorParams string        // cluster.detector_params
-	OriginLatency  time.Duration // the demo origin's added latency (default 20 ms)
-	Prefix         string        // namespace prefix (default "ch" and the process id)
-	AccessLogDir   string        // if set, every node writes its access log here (n1.log, …)
-	Log            *slog.Logger
+	// Shadows are cluster.shadow_detectors: detectors every node runs
+	// beside Detector on the same heartbeats, scored like it (Result.Shadows).
+	Shadows []string
+	// Warmup is how long Run lets the converged cluster exchange
+	// heartbeats before the load and the faults start, so that the
+	// detectors are judged as a running cluster has them, not brand new.
+	Warmup        time.Duration
+	OriginLatency time.Duration // the demo origin's added latency (default 20 ms)
+	Prefix        string        // namespace prefix (default "ch" and the process id)
+	AccessLogDir  string        // if set, every node writes its access log here (n1.log, …)
+	Log           *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -212,6 +219,9 @@ func (l *Lab) nodeEnv() []string {
 	if l.opts.DetectorParams != "" {
 		env = append(env, "EDGE_CLUSTER_DETECTOR_PARAMS="+l.opts.DetectorParams)
 	}
+	if len(l.opts.Shadows) > 0 {
+		env = append(env, "EDGE_CLUSTER_SHADOW_DETECTORS="+strings.Join(l.opts.Shadows, ","))
+	}
 	return env
 }
 
@@ -349,6 +359,8 @@ type peerView struct {
 	Trusted    bool         `json:"trusted"`
 	Suspicions uint64       `json:"suspicions"`
 	History    []transition `json:"history"`
+	// Shadows are the shadow detectors' transitions, by detector.
+	Shadows map[string][]transition `json:"shadows"`
 }
 
 type transition struct {

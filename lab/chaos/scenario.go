@@ -90,6 +90,11 @@ type Result struct {
 	// ErrorsOutside are client errors whose requests were in flight during
 	// no step's window.
 	ErrorsOutside int
+	// Shadows are the shadow detectors' results (Options.Shadows), scored
+	// on their own transitions in the same run: detection, mistakes and
+	// healing are theirs; the load, client errors and origin figures are
+	// the run's, which only Detector acted on.
+	Shadows []*Result `json:",omitempty"`
 }
 
 // grace is how long after a fault ends its after-effects count as its own
@@ -130,11 +135,20 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	}
 	sort.SliceStable(events, func(a, b int) bool { return events[a].at < events[b].at })
 
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(l.opts.Warmup):
+	}
 	hist := newHistories()
+	shadowHist := map[string]*histories{}
+	for _, name := range l.opts.Shadows {
+		shadowHist[name] = newHistories()
+	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var pollWG sync.WaitGroup
 	pollWG.Add(1)
-	go func() { defer pollWG.Done(); l.poll(pollCtx, hist) }()
+	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist) }()
 
 	start := time.Now()
 	loadOut := make(chan loadResult, 1)
@@ -200,6 +214,11 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	end := time.Now()
 	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary, From: start, To: end}
 	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
+	for _, name := range l.opts.Shadows {
+		sr := &Result{Name: sc.Name, Detector: name, Load: lr.summary, From: start, To: end}
+		l.score(sr, sc, ivs, start, lr.start, end, shadowHist[name], snapshots)
+		res.Shadows = append(res.Shadows, sr)
+	}
 	return res, nil
 }
 
@@ -278,8 +297,9 @@ func (h *histories) sorted(o, p int) []transition {
 	return out
 }
 
-// poll reads every node's views every 100 ms until ctx ends.
-func (l *Lab) poll(ctx context.Context, h *histories) {
+// poll reads every node's views every 100 ms until ctx ends: the node's
+// own detector's transitions into h, each shadow detector's into shadows.
+func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories) {
 	ids := map[string]int{}
 	for i := range l.nodes {
 		ids[nodeName(i)] = i
@@ -299,6 +319,13 @@ func (l *Lab) poll(ctx context.Context, h *histories) {
 				}
 				for _, t := range v.History {
 					h.add(o, p, t)
+				}
+				for name, ts := range v.Shadows {
+					if sh := shadows[name]; sh != nil {
+						for _, t := range ts {
+							sh.add(o, p, t)
+						}
+					}
 				}
 			}
 		}

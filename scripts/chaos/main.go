@@ -3,11 +3,16 @@
 // with a flash crowd from a client namespace, through every fault scenario
 // — crash, partition of one node and of a minority, one-way partition,
 // 5 % and 20 % loss, loss bursts, +50 ms delay, jitter, 300 ms spikes, a
-// flapping link — and prints one table per fault. With -compare it runs
-// the detector-sensitive scenarios again for each detector, records the
-// heartbeats node 1 receives (`edge fd record` inside the lab) and replays
-// them through `edge fd replay`, so live and predicted mistakes and
-// detection times stand side by side.
+// flapping link — and prints one table per fault. The first detector runs
+// the cluster; the others run beside it on every node as shadow detectors
+// (cluster.shadow_detectors: the same heartbeats, the same allowance for
+// the node's own delays, recorded and never acted on), so every detector
+// is judged on the very same arrivals in one pass of the scenarios (about
+// 6 minutes). With -compare each detector instead runs the cluster itself
+// in the detector-sensitive scenarios (about 20 minutes), so that its
+// client errors and reroutes are its own. Node 1's heartbeats are recorded
+// (`edge fd record` inside the lab) and replayed through `edge fd replay`,
+// so live and predicted mistakes and detection times stand side by side.
 //
 // Needs root (namespaces, nftables): `make chaos`.
 package main
@@ -62,18 +67,20 @@ func scenarios() []struct {
 
 type row struct {
 	detector string
+	shadow   bool // run beside the cluster's detector, not acted on
 	res      *chaos.Result
 	replay   *fdlab.Result // the recorded trace of node 1, replayed
 }
 
 func main() {
 	bin := flag.String("edge", "bin/edge", "edge binary")
-	detectors := flag.String("detectors", "ml,chen,phi,bertier,twowindows", "detectors: the first runs every scenario, the others the -compare set; a detector may carry cluster.detector_params after slashes, e.g. ml/loss_model=2/loss_budget=0")
+	detectors := flag.String("detectors", "ml,chen,phi,bertier,twowindows", "detectors: the first runs the cluster in every scenario, the others as shadow detectors beside it (or, with -compare, each runs the cluster in the -compare set); a detector may carry cluster.detector_params after slashes, e.g. ml/loss_model=2/loss_budget=0")
 	only := flag.String("scenarios", "", "comma-separated scenario names (default all)")
-	compare := flag.Bool("compare", true, "run the detector-sensitive scenarios for every detector, with recorded-trace replays")
+	compare := flag.Bool("compare", false, "run the detector-sensitive scenarios again with each other detector running the cluster, instead of as shadows")
 	traces := flag.String("traces", "", "directory for the recorded heartbeat traces (default a temporary one)")
 	jsonOut := flag.String("json", "", "write every result as JSON here")
 	accessLogs := flag.String("access-logs", "", "directory for the nodes' access logs (per detector run, overwritten)")
+	warmup := flag.Duration("warmup", 12*time.Second, "heartbeats exchanged before each scenario's load and faults: detectors past their first 100 heartbeats, as in a running cluster")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -93,7 +100,12 @@ func main() {
 	}
 	results := map[string][]row{} // scenario → rows
 	var order []string
-	for k, det := range strings.Split(*detectors, ",") {
+	dets := strings.Split(*detectors, ",")
+	var shadows []string
+	if !*compare {
+		shadows = dets[1:]
+	}
+	for k, det := range dets {
 		if k > 0 && !*compare {
 			break
 		}
@@ -117,7 +129,7 @@ func main() {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "chaos: %s / %s (%v)\n", det, sc.Name, sc.Duration)
-			r, err := runScenario(ctx, *bin, det, *accessLogs, filepath.Join(dir, strings.ReplaceAll(det, "/", "_")+"-"+sc.Name+".csv"), sc)
+			rs, err := runScenario(ctx, *bin, det, shadows, *warmup, *accessLogs, filepath.Join(dir, strings.ReplaceAll(det, "/", "_")+"-"+sc.Name+".csv"), sc)
 			if ctx.Err() != nil {
 				break // interrupted: print what was measured
 			}
@@ -127,7 +139,7 @@ func main() {
 			if _, ok := results[sc.Name]; !ok {
 				order = append(order, sc.Name)
 			}
-			results[sc.Name] = append(results[sc.Name], r)
+			results[sc.Name] = append(results[sc.Name], rs...)
 		}
 	}
 	print(os.Stdout, order, results)
@@ -139,7 +151,7 @@ func main() {
 		all := map[string][]map[string]any{}
 		for name, rows := range results {
 			for _, r := range rows {
-				all[name] = append(all[name], map[string]any{"detector": r.detector, "live": r.res, "replay": r.replay})
+				all[name] = append(all[name], map[string]any{"detector": r.detector, "shadow": r.shadow, "live": r.res, "replay": r.replay})
 			}
 		}
 		enc := json.NewEncoder(f)
@@ -152,33 +164,41 @@ func main() {
 	}
 }
 
-// runScenario starts a lab with the detector, records node 1's heartbeats
-// (`edge fd record` inside the lab), runs the scenario, and replays the
-// recording's scenario window through the same detector.
-func runScenario(ctx context.Context, bin, det, accessLogs, trace string, sc chaos.Scenario) (row, error) {
+// runScenario starts a lab with the detector (and the shadow detectors
+// beside it), records node 1's heartbeats (`edge fd record` inside the
+// lab), runs the scenario, and replays the recording's scenario window
+// through each detector. It returns the detector's row, then the shadows'.
+func runScenario(ctx context.Context, bin, det string, shadows []string, warmup time.Duration, accessLogs, trace string, sc chaos.Scenario) ([]row, error) {
 	name, params := splitDetector(det)
-	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin, Detector: name, DetectorParams: strings.Join(params, ","), AccessLogDir: accessLogs})
+	lab, err := chaos.Start(ctx, chaos.Options{Bin: bin, Detector: name, DetectorParams: strings.Join(params, ","), Shadows: shadows, Warmup: warmup, AccessLogDir: accessLogs})
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	defer lab.Close()
 	stopRec, err := lab.Record(ctx, trace)
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	res, err := lab.Run(ctx, sc)
 	recErr := stopRec()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "n1 stderr:", lab.Stderr("n1"))
-		return row{}, err
+		return nil, err
 	}
-	r := row{detector: det, res: res}
 	if recErr != nil {
 		fmt.Fprintln(os.Stderr, "chaos: recording:", recErr)
-	} else {
-		r.replay = replay(bin, trace, det, res.From, res.To)
 	}
-	return r, nil
+	rows := []row{{detector: det, res: res}}
+	for _, sr := range res.Shadows {
+		rows = append(rows, row{detector: sr.Detector, shadow: true, res: sr})
+	}
+	res.Shadows = nil // each is its own row
+	for i := range rows {
+		if recErr == nil {
+			rows[i].replay = replay(bin, trace, rows[i].detector, res.From, res.To)
+		}
+	}
+	return rows, nil
 }
 
 // splitDetector splits a -detectors entry "name/k=v/…" into the detector
@@ -242,6 +262,12 @@ func print(w io.Writer, order []string, results map[string][]row) {
 				perSide = max(perSide, st.OriginPerPageSideMax)
 			}
 			errs = int(res.Load.Errors) - res.ErrorsOutside // an error in flight across two faults counts once
+			label := r.detector
+			if r.shadow {
+				// The load is the run's: its errors are the cluster
+				// detector's, not this one's.
+				label += " (shadow)"
+			}
 			stale := "no"
 			if res.Load.MaxAgeS > 60 {
 				stale = fmt.Sprintf("Age %d s", res.Load.MaxAgeS)
@@ -260,7 +286,7 @@ func print(w io.Writer, order []string, results map[string][]row) {
 				side = fmt.Sprint(perSide)
 			}
 			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t|\n",
-				r.detector, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
+				label, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
 				fmtP50(det), fmtMax(det), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
 				n1False, rep, repDet, side)
 		}

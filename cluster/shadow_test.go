@@ -1,0 +1,197 @@
+package cluster
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestShadowDetectorsAreRecordedNeverActedOn: three nodes, each running ml
+// and two shadow detectors on the same heartbeats. A node cut off is
+// suspected by every shadow too (a false transition in peers[].shadows,
+// edge_fd_shadow_suspicions_total); after the heal the shadows trust it
+// again. A shadow that suspects a healthy peer (Chen with a margin of
+// −20 ms: every heartbeat is late for it) changes nobody's trust.
+func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var shadows []ShadowDetector
+		for _, spec := range []string{"phi", "chen/alpha_ms=-20"} {
+			s, err := ParseShadowDetector(spec, 50*time.Millisecond, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shadows = append(shadows, s)
+		}
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "s", 3, 2, func(c *Config) {
+			c.Monitoring, c.Shadows = MonitorAll, shadows
+		})
+		defer func() {
+			for _, nd := range nodes {
+				nd.stop()
+			}
+		}()
+		eventually(t, 15*time.Second, "every node trusts every other", func() bool {
+			for a, nd := range nodes {
+				for _, b := range ids {
+					if a != b && !nd.trusts(b) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		time.Sleep(5 * time.Second) // the eager shadow suspects, over and over
+		watcher := nodes["s00"]
+		eager := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("chen/alpha_ms=-20"))
+		if eager == 0 {
+			t.Fatal("a shadow whose point comes before every arrival never suspected")
+		}
+		if got := testutil.ToFloat64(watcher.c.metrics.Suspicions.WithLabelValues("s01")); got != 0 {
+			t.Fatalf("the node's own detector suspected a healthy peer %v times", got)
+		}
+		for _, b := range []string{"s01", "s02"} {
+			if !watcher.trusts(b) {
+				t.Fatalf("s00 distrusts %s: a shadow's suspicion was acted on", b)
+			}
+		}
+		phiBefore := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("phi"))
+
+		for _, id := range ids {
+			if id != "s02" {
+				network.Cut(addrs[id], addrs["s02"])
+				network.Cut(addrs["s02"], addrs[id])
+			}
+		}
+		eventually(t, 10*time.Second, "s00 suspects the cut node", func() bool { return !watcher.trusts("s02") })
+		time.Sleep(2 * time.Second)
+		if got := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("phi")); got <= phiBefore {
+			t.Fatalf("phi (shadow) never suspected the cut node: %v suspicions before and after", got)
+		}
+		state := func() PeerState {
+			for _, p := range watcher.c.Peers() {
+				if p.ID == "s02" {
+					return p
+				}
+			}
+			t.Fatal("s02 not in s00's peers")
+			return PeerState{}
+		}
+		for _, name := range []string{"phi", "chen/alpha_ms=-20"} {
+			h := state().Shadows[name]
+			if len(h) == 0 || h[len(h)-1].Trusted {
+				t.Fatalf("%s: history %v, want a suspicion last while cut", name, h)
+			}
+		}
+		for _, id := range ids {
+			if id != "s02" {
+				network.Heal(addrs[id], addrs["s02"])
+				network.Heal(addrs["s02"], addrs[id])
+			}
+		}
+		eventually(t, 10*time.Second, "s00 trusts s02 again", func() bool { return watcher.trusts("s02") })
+		time.Sleep(time.Second)
+		if h := state().Shadows["phi"]; len(h) == 0 || !h[len(h)-1].Trusted {
+			t.Fatalf("phi: history %v, want trust again after the heal", h)
+		}
+	})
+}
+
+func TestParseShadowDetectorRejectsNonsense(t *testing.T) {
+	for _, bad := range []string{"", "nope", "phi/threshold", "phi/threshold=x", "chen/alpah_ms=3", "ml/loss_model=7"} {
+		if _, err := ParseShadowDetector(bad, 100*time.Millisecond, 1e-7); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	s, err := ParseShadowDetector("chen/alpha_ms=300", 100*time.Millisecond, 1e-7)
+	if err != nil || s.Kind != "chen" || s.Args["alpha_ms"] != 300 || s.Args["loss_budget"] != 1e-7 {
+		t.Fatalf("%+v %v: want chen, alpha 300 and the node's loss budget", s, err)
+	}
+	s, _ = ParseShadowDetector("phi/loss_budget=0", 100*time.Millisecond, 1e-7)
+	if s.Args["loss_budget"] != 0 {
+		t.Fatalf("an entry's own loss_budget overridden: %+v", s)
+	}
+}
+
+// TestReroutesOfAWrongSuspicionAreCounted: with all-to-all monitoring a
+// node that loses a peer's heartbeats sends that peer's pages to their next
+// home; when the peer is heard again from the same process, every such
+// request is counted as rerouted wrongly. A peer that comes back restarted
+// was rightly suspected: its reroutes are not.
+func TestReroutesOfAWrongSuspicionAreCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "r", 3, 2, func(c *Config) { c.Monitoring = MonitorAll })
+		defer func() {
+			for _, nd := range nodes {
+				nd.stop()
+			}
+		}()
+		eventually(t, 15*time.Second, "every node trusts every other", func() bool {
+			for a, nd := range nodes {
+				for _, b := range ids {
+					if a != b && !nd.trusts(b) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		watcher := nodes["r00"]
+		route := func() {
+			for k := range uint64(300) {
+				watcher.c.plan(k * 0x9e3779b97f4a7c15)
+			}
+		}
+		route()
+		if got := testutil.ToFloat64(watcher.c.metrics.Rerouted); got != 0 {
+			t.Fatalf("%v requests rerouted with every peer trusted", got)
+		}
+		cut := func(on bool) {
+			for _, id := range ids {
+				if id == "r02" {
+					continue
+				}
+				if on {
+					network.Cut(addrs[id], addrs["r02"])
+					network.Cut(addrs["r02"], addrs[id])
+				} else {
+					network.Heal(addrs[id], addrs["r02"])
+					network.Heal(addrs["r02"], addrs[id])
+				}
+			}
+		}
+		cut(true)
+		eventually(t, 10*time.Second, "r00 suspects r02", func() bool { return !watcher.trusts("r02") })
+		route()
+		rerouted := testutil.ToFloat64(watcher.c.metrics.Rerouted)
+		if rerouted < 50 {
+			t.Fatalf("%v of 300 pages rerouted while their home r02 was suspected, want about a third", rerouted)
+		}
+		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != 0 {
+			t.Fatalf("%v counted wrong before r02 was heard again", got)
+		}
+		cut(false)
+		eventually(t, 10*time.Second, "r00 trusts r02 again", func() bool { return watcher.trusts("r02") })
+		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
+			t.Fatalf("r02 came back as the same process: %v of %v reroutes counted wrong, want all", got, rerouted)
+		}
+		// Now r02 crashes and a new process takes its address.
+		nodes["r02"].stop()
+		eventually(t, 10*time.Second, "r00 suspects the stopped r02", func() bool { return !watcher.trusts("r02") })
+		route()
+		time.Sleep(time.Millisecond) // a new incarnation: the clock must move
+		nodes["r02"] = startGossipNode(t, "r02", addrs, listenUDP(t, addrs["r02"]), 2, func(c *Config) { c.Monitoring = MonitorAll })
+		eventually(t, 10*time.Second, "r00 trusts the restarted r02", func() bool { return watcher.trusts("r02") })
+		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
+			t.Fatalf("a restarted peer's reroutes counted wrong: %v, want still %v", got, rerouted)
+		}
+		for _, p := range watcher.c.Peers() {
+			if p.ID == "r02" && (p.Rerouted <= uint64(rerouted) || p.ReroutedWrongly != uint64(rerouted)) {
+				t.Fatalf("status: %d rerouted, %d wrongly; want more than %v and exactly %v", p.Rerouted, p.ReroutedWrongly, rerouted, rerouted)
+			}
+		}
+	})
+}
