@@ -63,6 +63,7 @@ func fdGenCmd() *cobra.Command {
 	f.DurationVar(&c.StallMax, "stall-max", c.StallMax, "longest sender stall")
 	f.Float64Var(&c.GoodToBad, "good-to-bad", c.GoodToBad, "per-heartbeat chance of entering a loss burst")
 	f.Float64Var(&c.LossBad, "loss-bad", c.LossBad, "loss probability inside a burst")
+	f.Float64Var(&c.LossGood, "loss-good", c.LossGood, "loss probability outside bursts (i.i.d. loss; --good-to-bad 0 for no bursts)")
 	f.StringVar(&c.Sender, "sender", c.Sender, "how the sender keeps time: tick (a ticker; heartbeats due in a stall leave together) or sleep (sleeps a period after each send: a random walk, and a stall delays every later heartbeat)")
 	f.DurationVar(&c.SenderJitter, "sender-jitter", c.SenderJitter, "mean wake-up lateness of a sleeping sender (--sender sleep)")
 	f.StringVar(&out, "out", "-", "output CSV file")
