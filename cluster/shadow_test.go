@@ -33,16 +33,7 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 				nd.stop()
 			}
 		}()
-		eventually(t, 15*time.Second, "every node trusts every other", func() bool {
-			for a, nd := range nodes {
-				for _, b := range ids {
-					if a != b && !nd.trusts(b) {
-						return false
-					}
-				}
-			}
-			return true
-		})
+		eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		time.Sleep(5 * time.Second) // the eager shadow suspects, over and over
 		watcher := nodes["s00"]
 		eager := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("chen/alpha_ms=-20"))
@@ -129,16 +120,7 @@ func TestReroutesOfAWrongSuspicionAreCounted(t *testing.T) {
 				nd.stop()
 			}
 		}()
-		eventually(t, 15*time.Second, "every node trusts every other", func() bool {
-			for a, nd := range nodes {
-				for _, b := range ids {
-					if a != b && !nd.trusts(b) {
-						return false
-					}
-				}
-			}
-			return true
-		})
+		eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		watcher := nodes["r00"]
 		route := func() {
 			for k := range uint64(300) {
@@ -194,4 +176,18 @@ func TestReroutesOfAWrongSuspicionAreCounted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// allTrust reports whether every node trusts every other.
+func allTrust(nodes map[string]*gossipNode, ids []string) func() bool {
+	return func() bool {
+		for a, nd := range nodes {
+			for _, b := range ids {
+				if a != b && !nd.trusts(b) {
+					return false
+				}
+			}
+		}
+		return true
+	}
 }
