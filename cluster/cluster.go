@@ -323,6 +323,9 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		// hold from our first heartbeat, not after the next insertion.
 		c.advertise()
 	}
+	for _, sh := range cfg.Shadows {
+		m.ShadowSuspicions.WithLabelValues(sh.Name) // a series from the start, at 0
+	}
 	m.registerVerifier(c.verifier, c.unknownHB.Load)
 	c.setView()
 	return c, nil
@@ -350,8 +353,8 @@ func (c *Cluster) setView() {
 	for _, p := range c.peers {
 		if p.trusted {
 			members = append(members, routing.Member{ID: p.ID})
-		} else {
-			suspected++
+		} else if p.seen && !c.subset {
+			suspected++ // heard before, suspected since (reroute.go)
 		}
 		if c.identified(p) {
 			all = append(all, p.ID)

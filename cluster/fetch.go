@@ -282,18 +282,12 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 		// cheap for the tens of nodes an edge cluster has.
 		ranking = ring.Ranking(make([]int32, 0, n), kh)
 	}
-	home = ring.Member(homeIndex(ring, kh, ranking))
 	local := func(string) bool { return true }
 	if c.cfg.RegionalHomes && ranking != nil {
 		regions := c.memberRegions()
 		local = func(id string) bool { return id == c.cfg.NodeID || regions[id] == c.cfg.Region }
-		for _, i := range ranking {
-			if id := ring.Member(int(i)); local(id) {
-				home = id // the page's home in this region
-				break
-			}
-		}
 	}
+	home = c.pageHome(ring, kh, ranking, local)
 	var out []hop
 	add := func(id string, rank int) {
 		if id == c.cfg.NodeID || !local(id) {
@@ -311,9 +305,6 @@ func (c *Cluster) planFor(kh uint64, hot bool, pick func(int) int) (path []hop, 
 	}
 	switch c.cfg.Mode {
 	case routing.ModeRing:
-		if !c.cfg.RegionalHomes {
-			home = ring.Member(ring.Lookup(kh)) // the owner is the home (it keeps the page)
-		}
 		add(home, 2)
 		return out, home, false
 	case routing.ModeHybrid:
@@ -344,6 +335,25 @@ func (c *Cluster) memberRegions() map[string]string {
 		m[id] = p.region
 	}
 	return m
+}
+
+// pageHome is the page's home over ring: in ring mode (without regional
+// homes) its owner, which keeps the page; otherwise the member playing rank
+// 2 of its tree, or with regional homes the first member of its ranking
+// that is local (in this node's region). planFor routes by it and
+// countReroute asks it of the all-members ring.
+func (c *Cluster) pageHome(ring *routing.Ring, kh uint64, ranking []int32, local func(string) bool) string {
+	if c.cfg.Mode == routing.ModeRing && !c.cfg.RegionalHomes {
+		return ring.Member(ring.Lookup(kh))
+	}
+	if c.cfg.RegionalHomes && ranking != nil {
+		for _, i := range ranking {
+			if id := ring.Member(int(i)); local(id) {
+				return id // the page's home in this region
+			}
+		}
+	}
+	return ring.Member(homeIndex(ring, kh, ranking))
 }
 
 // homeIndex is the member playing rank 2 of the page's tree: its home.

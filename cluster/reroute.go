@@ -43,8 +43,11 @@ func (c *Cluster) setMembers(ids []string) {
 }
 
 // countReroute records that the page with hash kh was routed to home
-// although its home over every member is a peer this node suspects.
-// Call only while some peer is suspected (c.suspected > 0).
+// although its home over every member is a peer this node suspects (seen
+// before and suspected since: a peer never heard is not a suspicion). Call
+// only while some peer is suspected (c.suspected > 0), with all-to-all
+// monitoring (with subset monitoring suspicions are gossiped and refuted
+// cluster-wide, and nothing here settles them).
 func (c *Cluster) countReroute(kh uint64, home string) {
 	ring := c.members.Ring()
 	n := ring.Len()
@@ -55,27 +58,20 @@ func (c *Cluster) countReroute(kh uint64, home string) {
 	if c.cfg.Placement == routing.PlacementDistinct {
 		ranking = ring.Ranking(make([]int32, 0, n), kh)
 	}
-	full := ring.Member(homeIndex(ring, kh, ranking))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cfg.RegionalHomes && ranking != nil {
-		// The page's home in this node's region, as planFor picks it.
-		for _, i := range ranking {
-			id := ring.Member(int(i))
-			if id == c.cfg.NodeID {
-				full = id
-				break
-			}
-			if p := c.peers[id]; p != nil && p.region == c.cfg.Region {
-				full = id
-				break
-			}
+	local := func(id string) bool {
+		if id == c.cfg.NodeID {
+			return true
 		}
+		p := c.peers[id]
+		return p != nil && p.region == c.cfg.Region
 	}
+	full := c.pageHome(ring, kh, ranking, local)
 	if full == home || full == c.cfg.NodeID {
 		return
 	}
-	if p := c.peers[full]; p != nil && !p.trusted {
+	if p := c.peers[full]; p != nil && !p.trusted && p.seen {
 		p.rerouted++
 		p.reroutedAll++
 		c.metrics.Rerouted.Inc()

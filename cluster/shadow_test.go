@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/routing"
 )
 
 // TestShadowDetectorsAreRecordedNeverActedOn: three nodes, each running ml
@@ -108,72 +111,117 @@ func TestParseShadowDetectorRejectsNonsense(t *testing.T) {
 
 // TestReroutesOfAWrongSuspicionAreCounted: with all-to-all monitoring a
 // node that loses a peer's heartbeats sends that peer's pages to their next
-// home; when the peer is heard again from the same process, every such
-// request is counted as rerouted wrongly. A peer that comes back restarted
+// home; exactly those requests are counted (in hybrid and ring mode, whose
+// homes differ), and when the peer is heard again from the same process
+// every one counts as rerouted wrongly. A peer that comes back restarted
 // was rightly suspected: its reroutes are not.
 func TestReroutesOfAWrongSuspicionAreCounted(t *testing.T) {
+	for _, mode := range []routing.Mode{routing.ModeHybrid, routing.ModeRing} {
+		t.Run(mode.String(), func(t *testing.T) { synctest.Test(t, func(t *testing.T) { reroutes(t, mode) }) })
+	}
+}
+
+func reroutes(t *testing.T, mode routing.Mode) {
+	network := networkOf(t)
+	opt := func(c *Config) { c.Monitoring, c.Mode = MonitorAll, mode }
+	ids, addrs, nodes := startGossipNodes(t, "r", 3, 2, opt)
+	defer func() {
+		for _, nd := range nodes {
+			nd.stop()
+		}
+	}()
+	eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
+	watcher := nodes["r00"]
+	const pages = 300
+	key := func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }
+	homes := map[int]string{}
+	for k := range pages {
+		_, homes[k], _ = watcher.c.planFor(key(k), false, func(int) int { return 0 })
+	}
+	route := func() (moved float64) {
+		for k := range pages {
+			_, home, _ := watcher.c.plan(key(k))
+			if homes[k] == "r02" && home != "r02" {
+				moved++
+			}
+		}
+		return moved
+	}
+	route()
+	if got := testutil.ToFloat64(watcher.c.metrics.Rerouted); got != 0 {
+		t.Fatalf("%v requests rerouted with every peer trusted", got)
+	}
+	cut := func(on bool) {
+		for _, id := range ids {
+			if id == "r02" {
+				continue
+			}
+			if on {
+				network.Cut(addrs[id], addrs["r02"])
+				network.Cut(addrs["r02"], addrs[id])
+			} else {
+				network.Heal(addrs[id], addrs["r02"])
+				network.Heal(addrs["r02"], addrs[id])
+			}
+		}
+	}
+	cut(true)
+	eventually(t, 10*time.Second, "r00 suspects r02", func() bool { return !watcher.trusts("r02") })
+	moved := route()
+	rerouted := testutil.ToFloat64(watcher.c.metrics.Rerouted)
+	if moved < pages/10 || rerouted != moved {
+		t.Fatalf("%v of %d pages left their home r02 while it was suspected; %v counted rerouted, want exactly those", moved, pages, rerouted)
+	}
+	if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != 0 {
+		t.Fatalf("%v counted wrong before r02 was heard again", got)
+	}
+	cut(false)
+	eventually(t, 10*time.Second, "r00 trusts r02 again", func() bool { return watcher.trusts("r02") })
+	if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
+		t.Fatalf("r02 came back as the same process: %v of %v reroutes counted wrong, want all", got, rerouted)
+	}
+	// Now r02 crashes and a new process takes its address.
+	nodes["r02"].stop()
+	eventually(t, 10*time.Second, "r00 suspects the stopped r02", func() bool { return !watcher.trusts("r02") })
+	route()
+	time.Sleep(time.Millisecond) // a new incarnation: the clock must move
+	nodes["r02"] = startGossipNode(t, "r02", addrs, listenUDP(t, addrs["r02"]), 2, opt)
+	eventually(t, 10*time.Second, "r00 trusts the restarted r02", func() bool { return watcher.trusts("r02") })
+	if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
+		t.Fatalf("a restarted peer's reroutes counted wrong: %v, want still %v", got, rerouted)
+	}
+	for _, p := range watcher.c.Peers() {
+		if p.ID == "r02" && (p.Rerouted <= uint64(rerouted) || p.ReroutedWrongly != uint64(rerouted)) {
+			t.Fatalf("status: %d rerouted, %d wrongly; want more than %v and exactly %v", p.Rerouted, p.ReroutedWrongly, rerouted, rerouted)
+		}
+	}
+}
+
+// TestAPeerNeverHeardIsNoSuspicion: a configured peer that has not started
+// yet is not trusted, but nobody suspected it: its pages' requests are not
+// counted as rerouted, nor as rerouted wrongly when it starts.
+func TestAPeerNeverHeardIsNoSuspicion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		network := networkOf(t)
-		ids, addrs, nodes := startGossipNodes(t, "r", 3, 2, func(c *Config) { c.Monitoring = MonitorAll })
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
-		eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
-		watcher := nodes["r00"]
-		route := func() {
-			for k := range uint64(300) {
-				watcher.c.plan(k * 0x9e3779b97f4a7c15)
-			}
+		opt := func(c *Config) { c.Monitoring = MonitorAll }
+		addrs := map[string]string{}
+		conns := map[string]wire.PacketConn{}
+		for _, id := range []string{"f00", "f01", "f02"} {
+			conn := listenUDP(t, "127.0.0.1:0")
+			addrs[id], conns[id] = conn.LocalAddr().String(), conn
 		}
-		route()
-		if got := testutil.ToFloat64(watcher.c.metrics.Rerouted); got != 0 {
-			t.Fatalf("%v requests rerouted with every peer trusted", got)
+		a := startGossipNode(t, "f00", addrs, conns["f00"], 2, opt)
+		b := startGossipNode(t, "f01", addrs, conns["f01"], 2, opt)
+		defer a.stop()
+		defer b.stop()
+		eventually(t, 10*time.Second, "f00 trusts f01", func() bool { return a.trusts("f01") })
+		for k := range uint64(300) {
+			a.c.plan(k * 0x9e3779b97f4a7c15)
 		}
-		cut := func(on bool) {
-			for _, id := range ids {
-				if id == "r02" {
-					continue
-				}
-				if on {
-					network.Cut(addrs[id], addrs["r02"])
-					network.Cut(addrs["r02"], addrs[id])
-				} else {
-					network.Heal(addrs[id], addrs["r02"])
-					network.Heal(addrs["r02"], addrs[id])
-				}
-			}
-		}
-		cut(true)
-		eventually(t, 10*time.Second, "r00 suspects r02", func() bool { return !watcher.trusts("r02") })
-		route()
-		rerouted := testutil.ToFloat64(watcher.c.metrics.Rerouted)
-		if rerouted < 50 {
-			t.Fatalf("%v of 300 pages rerouted while their home r02 was suspected, want about a third", rerouted)
-		}
-		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != 0 {
-			t.Fatalf("%v counted wrong before r02 was heard again", got)
-		}
-		cut(false)
-		eventually(t, 10*time.Second, "r00 trusts r02 again", func() bool { return watcher.trusts("r02") })
-		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
-			t.Fatalf("r02 came back as the same process: %v of %v reroutes counted wrong, want all", got, rerouted)
-		}
-		// Now r02 crashes and a new process takes its address.
-		nodes["r02"].stop()
-		eventually(t, 10*time.Second, "r00 suspects the stopped r02", func() bool { return !watcher.trusts("r02") })
-		route()
-		time.Sleep(time.Millisecond) // a new incarnation: the clock must move
-		nodes["r02"] = startGossipNode(t, "r02", addrs, listenUDP(t, addrs["r02"]), 2, func(c *Config) { c.Monitoring = MonitorAll })
-		eventually(t, 10*time.Second, "r00 trusts the restarted r02", func() bool { return watcher.trusts("r02") })
-		if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
-			t.Fatalf("a restarted peer's reroutes counted wrong: %v, want still %v", got, rerouted)
-		}
-		for _, p := range watcher.c.Peers() {
-			if p.ID == "r02" && (p.Rerouted <= uint64(rerouted) || p.ReroutedWrongly != uint64(rerouted)) {
-				t.Fatalf("status: %d rerouted, %d wrongly; want more than %v and exactly %v", p.Rerouted, p.ReroutedWrongly, rerouted, rerouted)
-			}
+		late := startGossipNode(t, "f02", addrs, conns["f02"], 2, opt)
+		defer late.stop()
+		eventually(t, 10*time.Second, "f00 trusts f02", func() bool { return a.trusts("f02") })
+		if r, w := testutil.ToFloat64(a.c.metrics.Rerouted), testutil.ToFloat64(a.c.metrics.ReroutedWrongly); r != 0 || w != 0 {
+			t.Fatalf("a peer never heard: %v rerouted, %v wrongly; want 0 and 0", r, w)
 		}
 	})
 }

@@ -16,6 +16,7 @@ func TestClusterConfigNamesTheDetectorKey(t *testing.T) {
 		{"detector_params: 'quantile'", "cluster.detector_params"},
 		{"shadow_detectors: 'phi,nope'", "cluster.shadow_detectors"},
 		{"shadow_detectors: 'chen/alpah_ms=3'", "cluster.shadow_detectors"},
+		{"shadow_detectors: 'phi,chen,phi'", "cluster.shadow_detectors"},
 	} {
 		cfg, err := config.LoadBytes([]byte(base + c.yaml + "}\n"))
 		if err != nil {

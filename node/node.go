@@ -339,7 +339,10 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		params[fdetect.LossBudgetParam] = cfg.Cluster.LossBudget
 	}
 	var shadows []cluster.ShadowDetector
-	for _, spec := range cfg.Cluster.ShadowDetectors {
+	for i, spec := range cfg.Cluster.ShadowDetectors {
+		if slices.Contains(cfg.Cluster.ShadowDetectors[:i], spec) {
+			return cluster.Config{}, nil, fmt.Errorf("node: cluster.shadow_detectors: %q twice", spec)
+		}
 		s, err := cluster.ParseShadowDetector(spec, cfg.Cluster.HeartbeatPeriod, cfg.Cluster.LossBudget)
 		if err != nil {
 			return cluster.Config{}, nil, fmt.Errorf("node: cluster.shadow_detectors: %w", err)
