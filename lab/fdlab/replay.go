@@ -325,8 +325,10 @@ func knobRange(name, param string) (lo, hi float64, set func(p fdetect.Params, x
 	case name == "bertier":
 		return one(0, 60, id)
 	case name == "ml":
-		// x = −log10(1 − q): q from 0.9 to 0.9999999.
-		return one(1, 7, func(x float64) float64 { return 1 - math.Pow(10, -x) })
+		// x = −log10(1 − q): q from 0.02 to 0.9999999. With the priced loss
+		// model q is a price, and P_A near 0.93 (ml-seed's own operating
+		// point) takes a q below 0.9.
+		return one(0.01, 7, func(x float64) float64 { return 1 - math.Pow(10, -x) })
 	default:
 		return one(0, 5000, id)
 	}
