@@ -42,8 +42,9 @@ type MLConfig struct {
 	// composite margin of lossModel: delay errors, loss runs (their chance
 	// depending on how long ago the last loss was) and outages, each with
 	// its own memory, combined into the chance that the next arrival comes
-	// after the margin (the seed's P_A, lost heartbeats included). LossModelBudget meets that
-	// share in every regime; LossModelPriced instead prices a mistake at
+	// after the margin (the seed's P_A, lost heartbeats included).
+	// LossModelBudget keeps that chance at most 1 − Quantile in every
+	// regime; LossModelPriced instead prices a mistake at
 	// Δ/(1 − Quantile) of margin and takes the margin of least expected
 	// cost, so a cause that is dear to cover (a stall of a second, when
 	// stalls are rare) is given up on and the margin spent where it buys
@@ -230,8 +231,10 @@ func (m *ML) Observe(seq uint64, arrival int64) {
 	if m.loss != nil {
 		// The composite margin's causes: a run of lost heartbeats ended by
 		// an arrival about when its own number says, or an outage (the
-		// arrival far later than that). Its regime moves at every arrival,
-		// so the margin is recomputed at every one.
+		// arrival far later than that). Its regime may move at every
+		// arrival, so the margin is read at every one (lossModel.margin
+		// solves it again only after a loss, an outage or lossRefresh
+		// arrivals).
 		lost := int(seq - m.lastSeq - 1)
 		late := float64(arrival) - m.expect
 		m.loss.observe(lost, late-float64(lost)*m.period > m.cfg.OutagePeriods*m.period, math.Min(late, lateCap*m.period))
