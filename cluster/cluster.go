@@ -1,6 +1,7 @@
-// Package cluster joins edge nodes into one cache. It owns membership (static
-// peers or a DNS name), authenticated UDP heartbeats with a failure detector
-// per peer, the view (self plus trusted peers) that drives the routing ring,
+// Package cluster joins edge nodes into one cache. It owns membership
+// (hashicorp/memberlist, joined through static peers or a DNS name),
+// authenticated UDP heartbeats with a failure detector per monitored peer,
+// the view (self plus trusted members) that drives the routing ring,
 // the exchange of Bloom indicators, and the request plan: route a miss along
 // its page's path, probe the peers worth asking with only-if-cached, climb
 // the path with the Karger step at every cache, and fail over past dead hops
@@ -17,12 +18,11 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/hashicorp/memberlist"
 
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
@@ -33,12 +33,22 @@ import (
 
 // Config configures a node's membership in the cluster.
 type Config struct {
-	NodeID       string
-	Listen       string            // host:port: peer HTTP (TCP) and heartbeats (UDP)
-	Peers        map[string]string // static peers: id → host:port
-	DNS          string            // or a name re-resolved periodically; peers are named by address
-	DNSPort      string            // port of the peers found by DNS
-	DNSInterval  time.Duration
+	NodeID      string
+	Listen      string            // host:port: peer HTTP (TCP), heartbeats (UDP) and membership gossip (both)
+	Peers       map[string]string // static peers: id → host:port (members from the start, and seeds)
+	DNS         string            // or a name whose addresses are seeds, re-resolved every joinInterval
+	DNSPort     string            // port of the peers found by DNS
+	DNSInterval time.Duration
+	// Advertise is the host:port other nodes reach this one at, when it
+	// differs from Listen (NAT, or Listen on every interface); "" derives it.
+	Advertise string
+	// ProbeInterval and SuspicionMult tune memberlist's failure detection
+	// (membership.go); 0 takes DefaultProbeInterval and DefaultSuspicionMult.
+	ProbeInterval time.Duration
+	SuspicionMult int
+	// GossipDial opens membership streams to a peer's cluster port; nil
+	// dials TCP. Tests give an in-memory one (with wire.MemNetwork).
+	GossipDial   func(ctx context.Context, addr string) (net.Conn, error)
 	Secret       []byte
 	Period       time.Duration // heartbeat period Δ
 	Detector     string
@@ -104,20 +114,22 @@ const (
 // Peers or DNS, and Secret have none: a cluster needs them named.
 func DefaultConfig() Config {
 	return Config{
-		DNSInterval:  10 * time.Second,       // new pods join within this
-		Period:       100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
-		Detector:     "ml",                   // the learned detector (docs/failure-detection.md)
-		Selection:    SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
-		Mode:         routing.ModeHybrid,     // a home while cold, a random tree once hot
-		Placement:    routing.PlacementDistinct,
-		Arity:        4,                      // the origin sees at most d·q fetches per page
-		Q:            2,                      // the paper: a larger q only lowers the supported rate
-		HotThreshold: 64,                     // measured best in docs/routing.md
-		PeerTimeout:  500 * time.Millisecond, // a slow peer costs at most this before failover
-		Indicator:    indicators.DefaultFilterConfig(100000),
-		AdvertiseMax: 10 * time.Second, // T: a changed store is advertised at least this often
-		Monitoring:   MonitorAuto,
-		MonitorPeers: DefaultMonitorPeers,
+		DNSInterval:   10 * time.Second,       // new pods join within this
+		Period:        100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
+		Detector:      "ml",                   // the learned detector (docs/failure-detection.md)
+		Selection:     SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
+		Mode:          routing.ModeHybrid,     // a home while cold, a random tree once hot
+		Placement:     routing.PlacementDistinct,
+		Arity:         4,                      // the origin sees at most d·q fetches per page
+		Q:             2,                      // the paper: a larger q only lowers the supported rate
+		HotThreshold:  64,                     // measured best in docs/routing.md
+		PeerTimeout:   500 * time.Millisecond, // a slow peer costs at most this before failover
+		Indicator:     indicators.DefaultFilterConfig(100000),
+		AdvertiseMax:  10 * time.Second, // T: a changed store is advertised at least this often
+		Monitoring:    MonitorAuto,
+		MonitorPeers:  DefaultMonitorPeers,
+		ProbeInterval: DefaultProbeInterval,
+		SuspicionMult: DefaultSuspicionMult,
 	}
 }
 
@@ -136,6 +148,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: Arity %d: want d ≥ 2", c.Arity)
 	case c.Q < 1:
 		return fmt.Errorf("cluster: Q %d: want q ≥ 1", c.Q)
+	case c.ProbeInterval < 0:
+		return fmt.Errorf("cluster: ProbeInterval %v: want a positive interval", c.ProbeInterval)
+	case c.SuspicionMult < 0:
+		return fmt.Errorf("cluster: SuspicionMult %d: want at least 1", c.SuspicionMult)
+	}
+	if err := checkRegion(c.Region); err != nil || len(c.Region) > maxRegionLen {
+		return fmt.Errorf("cluster: Region %q: want up to %d lower-case letters, digits, . _ -", c.Region, maxRegionLen)
 	}
 	if _, err := fdetect.New(c.Detector, int64(c.Period), c.DetectorArgs); err != nil {
 		return fmt.Errorf("cluster: Detector: %w", err)
@@ -183,14 +202,19 @@ type Peer struct {
 	history                                []Transition
 	waiting                                map[uint64]context.CancelFunc // requests to this peer awaiting headers
 	pulledAt                               time.Time                     // when the replica last changed
-	neighbour                              bool                          // this node heartbeats it and runs the detector on the link
-	heard                                  bool                          // subset: heard directly since this node last suspected it
-	live                                   liveness                      // its newest known liveness point (direct or gossiped)
-	region                                 string                        // its cluster.region, from its heartbeats
+	member                                 bool                          // in the membership (configured, or alive in memberlist)
+	memberAt                               time.Time                     // when memberlist last reported it alive
+	metaInc                                uint64                        // the incarnation in its memberlist metadata
+	neighbour                              bool                          // on this node's monitoring rings (every member with all-to-all)
+	monitored                              bool                          // this node heartbeats it and runs the detector on the link
+	routedAt                               time.Time                     // when this node last sent it a request
+	watchedAt                              time.Time                     // when it last sent a heartbeat saying it monitors us
+	heard                                  bool                          // heard directly since it became monitored
+	region                                 string                        // its cluster.region, from its heartbeats or metadata
 	added                                  time.Time                     // when this node learned of it (never-reached warnings count from here)
-	// Subset mode: when it became our neighbour, and whether we already
-	// suspected it for staying silent since (silentGrace).
-	neighbourSince time.Time
+	// When it became monitored, and whether we already suspected it for
+	// staying silent since (silentGrace).
+	monitoredSince time.Time
 	judgedSilent   bool
 	// Probes sent to it despite a negative indication, and how many hit
 	// (atomics: counted as answers come, outside c.mu).
@@ -263,16 +287,17 @@ type Cluster struct {
 	unknownHB atomic.Uint64
 	nextReq   uint64
 	selfAddr  map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
-	// Bounded-subset monitoring (gossip.go).
-	subset  bool             // heartbeat the neighbours only and trust by gossiped liveness
-	order   []string         // member ids, sorted (self included): the anti-entropy walk
-	walk    int              // position of that walk
-	rumors  map[string]int   // node id → heartbeats that will still carry its point
-	selfVer uint64           // our liveness version: raised to refute a suspicion
-	ringSig uint64           // ringSignature of the members the rings were last built over
-	started time.Time        // when this node started, for eligible
-	warned  *misconfigMemory // misconfiguration logged lately (misconfig.go)
-	probeAt int              // the walk over members off the rings (targets)
+	// Bounded-subset monitoring (monitoring.go).
+	subset      bool             // heartbeat the neighbours and the peers routed to only
+	memberCount int              // members, self included
+	started     time.Time        // when this node started
+	warned      *misconfigMemory // misconfiguration logged lately (misconfig.go)
+	// Membership (membership.go, transport.go, keyring.go).
+	transport *sharedTransport
+	keyring   *memberlist.Keyring
+	mship     *membership                // set by Run before mlReady
+	mlReady   atomic.Pointer[membership] // for readers outside Run (status, keys)
+	metaEpoch atomic.Uint64              // the indicator epoch our metadata announces
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -304,8 +329,12 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 				DisableCompression: true,
 				TLSClientConfig:    cfg.TLS,
 			}},
-		scheme:   "http",
-		peerAuth: newVerifier(cfg.Secret),
+		scheme:    "http",
+		peerAuth:  newVerifier(cfg.Secret),
+		transport: newSharedTransport(cfg.GossipDial, m),
+	}
+	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {
+		return nil, fmt.Errorf("cluster: keyring: %w", err)
 	}
 	if cfg.TLS != nil {
 		c.scheme = "https"
@@ -315,8 +344,10 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 			continue
 		}
 		c.addPeer(id, addr)
+		c.peers[id].member = true // the configuration says so, until memberlist says it died
 	}
 	c.recomputeNeighbours()
+	c.updateMonitored(time.Now())
 	store.OnInsert(c.inserted)
 	if len(store.Keys(func(string) bool { return true })) > 0 {
 		// A warm restart (the disk tier kept pages): peers learn what we
@@ -327,6 +358,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		m.ShadowSuspicions.WithLabelValues(sh.Name) // a series from the start, at 0
 	}
 	m.registerVerifier(c.verifier, c.unknownHB.Load)
+	m.registerMembership(c.membershipState)
 	c.setView()
 	return c, nil
 }
@@ -344,20 +376,21 @@ func (c *Cluster) addPeer(id, addr string) {
 // Router returns the routing view.
 func (c *Cluster) Router() *routing.Router { return c.router }
 
-// setView rebuilds the ring from self plus trusted peers.
+// setView rebuilds the ring from self plus trusted members.
 func (c *Cluster) setView() {
 	c.mu.Lock()
 	members := []routing.Member{{ID: c.cfg.NodeID}}
 	all := []string{c.cfg.NodeID}
 	suspected := 0
 	for _, p := range c.peers {
+		if !p.member {
+			continue
+		}
+		all = append(all, p.ID)
 		if p.trusted {
 			members = append(members, routing.Member{ID: p.ID})
-		} else if p.seen && !c.subset {
+		} else if p.seen {
 			suspected++ // heard before, suspected since (reroute.go)
-		}
-		if c.identified(p) {
-			all = append(all, p.ID)
 		}
 	}
 	c.mu.Unlock()
@@ -372,24 +405,25 @@ func (c *Cluster) setView() {
 	c.metrics.ViewChanges.Inc()
 }
 
-// Run serves heartbeats until ctx ends: send every period, receive, and
-// check every peer's freshness point each half period.
+// Run serves heartbeats and membership until ctx ends: send every period,
+// receive, check every monitored peer's freshness point four times a
+// period, and run memberlist on the same socket (membership.go).
 func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	sentP, sentB := c.metrics.HeartbeatPackets.WithLabelValues("sent"), c.metrics.HeartbeatBytes.WithLabelValues("sent")
 	recvP, recvB := c.metrics.HeartbeatPackets.WithLabelValues("received"), c.metrics.HeartbeatBytes.WithLabelValues("received")
 	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat,
 		Sent: func(n int) { sentP.Inc(); sentB.Add(float64(n)) }}
-	errc := make(chan error, 3)
+	c.transport.setConn(conn)
+	defer func() { _ = c.transport.Shutdown() }()
+	errc := make(chan error, 4)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
 	go func() {
-		errc <- wire.Receive(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) }, c.heartbeatRejected)
+		errc <- wire.ReceiveShared(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) }, c.heartbeatRejected, c.transport.offer)
 	}()
 	go func() { errc <- c.monitor(ctx) }()
-	if c.cfg.DNS != "" {
-		go c.resolveLoop(ctx)
-	}
+	go func() { errc <- c.runMembership(ctx) }()
 	var first error
-	for range 3 {
+	for range 4 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 		}
@@ -397,25 +431,17 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	return first
 }
 
+// targets are the peers to heartbeat this period: the monitored ones, and
+// those that monitor us although we do not monitor them (a node routing
+// to us), so that their detectors are fed.
 func (c *Cluster) targets() map[string]*net.UDPAddr {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := time.Now()
-	if c.subset && c.ringChanged(now) {
-		c.recomputeNeighbours()
-	}
+	viewChanged := c.updateMonitored(now)
 	out := make(map[string]*net.UDPAddr, len(c.peers))
-	var off []*Peer // members off the rings (suspected for long, or never heard)
 	for id, p := range c.peers {
-		// Besides the neighbours: peers not yet identified (a DNS address
-		// whose node id we do not know), and peers that heartbeat us
-		// although we do not heartbeat them, so that they identify us and
-		// a one-sided neighbour relation stays symmetric.
-		recent := p.seen && now.Sub(p.lastRecv) < 3*c.cfg.Period
-		if !p.neighbour && c.identified(p) && !recent {
-			if c.subset && !c.eligible(p, now) {
-				off = append(off, p)
-			}
+		watched := now.Sub(p.watchedAt) < 3*c.cfg.Period
+		if !p.monitored && !watched {
 			continue
 		}
 		if p.udp == nil {
@@ -428,48 +454,11 @@ func (c *Cluster) targets() map[string]*net.UDPAddr {
 			out[id] = p.udp
 		}
 	}
-	if c.subset && len(off) > 0 {
-		// One member off our rings per period, in turn: a partition that
-		// healed after both sides dropped each other from their rings is
-		// noticed within len(off) periods.
-		slices.SortFunc(off, func(a, b *Peer) int { return strings.Compare(a.ID, b.ID) })
-		c.probeAt = (c.probeAt + 1) % len(off)
-		if p := off[c.probeAt]; p.udp != nil {
-			out[p.ID] = p.udp
-		}
+	c.mu.Unlock()
+	if viewChanged {
+		c.setView()
 	}
 	return out
-}
-
-// adoptByAddress renames a peer found by DNS (keyed by its address) to the
-// node id its heartbeat carries, so every node builds its ring from the
-// same ids. A heartbeat from ourselves (DNS lists our own address) removes
-// that entry. c.mu must be held; the caller logs the adoption after
-// releasing it.
-func (c *Cluster) adoptByAddress(r wire.Received) *Peer {
-	for key, p := range c.peers {
-		if p.udp == nil || r.From == nil || !p.udp.IP.Equal(r.From.IP) || p.udp.Port != r.From.Port || key != p.Addr {
-			continue
-		}
-		delete(c.peers, key)
-		c.metrics.PeerUp.DeleteLabelValues(key)
-		c.metrics.FDMargin.DeleteLabelValues(key)
-		c.metrics.HeartbeatLoss.DeleteLabelValues(key)
-		c.metrics.NegativeProbes.DeletePartialMatch(prometheus.Labels{"peer": key})
-		c.metrics.IndicatorEstimates.DeletePartialMatch(prometheus.Labels{"peer": key})
-		if r.Node == c.cfg.NodeID {
-			if c.selfAddr == nil {
-				c.selfAddr = map[string]bool{}
-			}
-			c.selfAddr[key] = true
-			return nil
-		}
-		p.ID = r.Node
-		c.peers[r.Node] = p
-		c.recomputeNeighbours()
-		return p
-	}
-	return nil
 }
 
 // fillHeartbeat adds our indicator state and the echo for target.
@@ -478,14 +467,13 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	defer c.mu.Unlock()
 	h.Epoch = c.advEpoch
 	h.Region = c.cfg.Region
+	if p := c.peers[target]; p != nil {
+		h.Monitors = p.monitored
+	}
 	h.FPR, h.FNR = c.filter.Estimates()
 	if p := c.peers[target]; p != nil && p.lastSeqIn > 0 {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
 		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
-	}
-	if c.subset {
-		h.Ver = c.selfVer
-		h.Rumors = c.pickRumors()
 	}
 }
 
@@ -504,22 +492,17 @@ func (c *Cluster) received(r wire.Received) {
 		c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
 			"node", r.Node, "from", from, "remedy", "give every node its own node_id")
 	}
-	var identified, restarted bool
+	var restarted bool
 	defer func() {
-		if identified {
-			c.log.Info("peer identified", "addr", r.From.String(), "node", r.Node)
-		}
 		if restarted {
 			c.log.Info("peer restarted", "peer", r.Node)
 		}
 	}()
 	c.mu.Lock()
 	p := c.peers[r.Node]
-	if p == nil && c.cfg.DNS != "" {
-		p = c.adoptByAddress(r)
-		identified = p != nil
-	}
 	if p == nil {
+		// Not a member (yet): membership comes from memberlist and the
+		// configuration, not from heartbeats.
 		c.mu.Unlock()
 		c.unknownHB.Add(1)
 		return
@@ -536,6 +519,9 @@ func (c *Cluster) received(r wire.Received) {
 	p.det.Observe(r.Seq, r.RecvNs)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
 	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, time.Unix(0, r.RecvNs), r.Seq, r.SendNs, r.RecvNs
+	if r.Monitors {
+		p.watchedAt = p.lastRecv
+	}
 	if rtt, ok := wire.RTT(r.Heartbeat, r.RecvNs); ok {
 		s := rtt.Seconds()
 		if p.rtt == 0 {
@@ -549,21 +535,14 @@ func (c *Cluster) received(r wire.Received) {
 	p.region = r.Region
 	needPull := r.Epoch > p.epochSeen
 	p.heard = true
-	viewChanged := c.learn(wire.Rumor{Node: r.Node, Incarnation: r.Incarnation, Ver: r.Ver})
-	if c.subset && p.live.suspect && p.live.inc == r.Incarnation && c.rumors[p.ID] == 0 {
-		// It is talking to us but has not refuted yet: tell it it is
-		// suspected (it is a neighbour, so the next heartbeat reaches it).
-		c.spread(p.ID)
-	}
-	if !c.subset {
+	viewChanged := false
+	if p.member && (p.monitored || !p.trusted) {
+		// A heartbeat clears this node's suspicion at once; an unmonitored
+		// peer is trusted by membership, which a heartbeat confirms.
 		if !p.trusted {
 			c.settleReroutes(p, restarted)
 		}
-		viewChanged = c.setTrust(p, true) || viewChanged
-	}
-	for _, rumor := range r.Rumors {
-		c.metrics.Rumors.WithLabelValues(rumorKind(rumor.Suspect), "received").Inc()
-		viewChanged = c.learn(rumor) || viewChanged
+		viewChanged = c.setTrust(p, true)
 	}
 	c.mu.Unlock()
 	if viewChanged {
@@ -648,29 +627,19 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if p.seen && !grace {
 			c.checkShadows(p, now, c.localShift(p, local))
 		}
-		if !p.trusted || grace {
+		if !p.trusted || grace || !p.monitored {
 			continue
 		}
-		neverHeard := c.subset && p.neighbour && !p.heard && !p.judgedSilent && p.live.known && !p.live.suspect &&
-			now.Sub(p.neighbourSince) > c.silentGrace()
-		if !p.seen && !neverHeard {
-			continue
-		}
-		if c.subset && !neverHeard && (!p.neighbour || !p.heard || !p.live.known || p.live.suspect) {
-			// Not ours to judge, or already judged: only a neighbour heard
-			// since our last suspicion of it may be suspected.
+		// A peer that became monitored trusted (by membership) and has not
+		// been heard since is given silentGrace, once.
+		neverHeard := !p.heard && !p.judgedSilent && now.Sub(p.monitoredSince) > c.silentGrace()
+		if !p.heard && !neverHeard {
 			continue
 		}
 		if neverHeard || c.silent(p, now, local) {
 			p.judgedSilent = true
-			if c.subset {
-				p.heard = false
-				p.live.suspect = true
-				c.metrics.Rumors.WithLabelValues("suspect", "applied").Inc()
-				c.spread(p.ID)
-			}
 			c.setTrust(p, false)
-			silentFor := now.Sub(p.neighbourSince)
+			silentFor := now.Sub(p.monitoredSince)
 			if p.seen && !neverHeard {
 				silentFor = now.Sub(p.lastRecv)
 				c.metrics.DetectionTime.Observe(silentFor.Seconds())
@@ -712,40 +681,6 @@ func (c *Cluster) localShift(p *Peer, local time.Duration) time.Duration {
 	return shift
 }
 
-// resolveLoop re-resolves the DNS name and adds peers by address.
-func (c *Cluster) resolveLoop(ctx context.Context) {
-	t := time.NewTicker(max(c.cfg.DNSInterval, time.Second))
-	defer t.Stop()
-	for {
-		addrs, err := net.DefaultResolver.LookupHost(ctx, c.cfg.DNS)
-		if err == nil {
-			self, _, _ := net.SplitHostPort(c.cfg.Listen)
-			c.mu.Lock()
-			for _, a := range addrs {
-				if a == self {
-					continue
-				}
-				addr := net.JoinHostPort(a, c.cfg.DNSPort)
-				known := false
-				for _, p := range c.peers {
-					known = known || p.Addr == addr
-				}
-				if !known && !c.selfAddr[addr] {
-					c.addPeer(addr, addr)
-				}
-			}
-			c.mu.Unlock()
-		} else {
-			c.log.Warn("dns", "name", c.cfg.DNS, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // LocalDelay is this process's worst recent scheduling delay, which the
 // monitor adds to every freshness point before suspecting.
 func (c *Cluster) LocalDelay() time.Duration { return time.Duration(c.local.Load()) }
@@ -754,19 +689,25 @@ func (c *Cluster) LocalDelay() time.Duration { return time.Duration(c.local.Load
 type MonitoringState struct {
 	Mode      string `json:"mode"`      // all or subset (auto resolved)
 	Monitored int    `json:"monitored"` // peers it heartbeats
-	Members   int    `json:"members"`   // known members, self included
+	Members   int    `json:"members"`   // members, self included
+	// Membership is memberlist's view: running, its members (alive,
+	// suspect, dead or left as it counts them), its health score (0 is
+	// healthy; Lifeguard raises it when this node misses its own probes),
+	// and the encryption keys installed.
+	Membership MembershipState `json:"membership"`
 }
 
 // Monitoring returns how this node watches its peers.
 func (c *Cluster) Monitoring() MonitoringState {
+	st := MonitoringState{Mode: "all", Membership: c.membershipState()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := MonitoringState{Mode: "all", Members: len(c.order)}
+	st.Members = c.memberCount
 	if c.subset {
 		st.Mode = "subset"
 	}
 	for _, p := range c.peers {
-		if p.neighbour {
+		if p.monitored {
 			st.Monitored++
 		}
 	}
@@ -777,8 +718,9 @@ func (c *Cluster) Monitoring() MonitoringState {
 type PeerState struct {
 	ID           string  `json:"id"`
 	Addr         string  `json:"addr"`
-	Trusted      bool    `json:"trusted"`
-	Monitored    bool    `json:"monitored"` // this node heartbeats it (else its state is gossiped)
+	Member       bool    `json:"member"`    // in the membership (the ring): configured, or alive in memberlist
+	Trusted      bool    `json:"trusted"`   // in this node's routing view
+	Monitored    bool    `json:"monitored"` // this node heartbeats it (else trusted by membership)
 	Region       string  `json:"region,omitempty"`
 	LastSeenAgoS float64 `json:"last_heartbeat_ago_s"`
 	RTTms        float64 `json:"rtt_ms"`
@@ -814,7 +756,7 @@ func (c *Cluster) Peers() []PeerState {
 	defer c.mu.Unlock()
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
-		s := PeerState{ID: p.ID, Addr: p.Addr, Trusted: p.trusted, Monitored: p.neighbour, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
+		s := PeerState{ID: p.ID, Addr: p.Addr, Member: p.member, Trusted: p.trusted, Monitored: p.monitored, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
 			Rerouted: p.reroutedAll, ReroutedWrongly: p.reroutedWrongly,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
 			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history), Shadows: shadowHistories(p)}

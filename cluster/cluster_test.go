@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
@@ -136,31 +134,6 @@ func TestPeerHandlerGuards(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "http://h/p/1", nil))
 	if w.Code != http.StatusForbidden {
 		t.Errorf("unsigned: %d", w.Code)
-	}
-}
-
-// TestDNSPeersAdoptTheirNodeIDs: a peer found by DNS is renamed to the id
-// in its first heartbeat; our own address is dropped and remembered.
-func TestDNSPeersAdoptTheirNodeIDs(t *testing.T) {
-	c := newTestCluster(t, "hybrid", nil)
-	c.cfg.DNS = "peers.example"
-	c.mu.Lock()
-	c.addPeer("10.0.0.2:7946", "10.0.0.2:7946")
-	c.addPeer("10.0.0.1:7946", "10.0.0.1:7946")
-	c.mu.Unlock()
-	hb := func(node, ip string) wire.Received {
-		return wire.Received{Heartbeat: wire.Heartbeat{Node: node, Incarnation: 1, Seq: 1}, RecvNs: time.Now().UnixNano(),
-			From: &net.UDPAddr{IP: net.ParseIP(ip), Port: 7946}}
-	}
-	c.received(hb("edge-b", "10.0.0.2"))
-	c.received(hb("n0", "10.0.0.1")) // ourselves
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.peers["edge-b"]; p == nil || !p.trusted {
-		t.Fatalf("peer not adopted under its node id: %v", c.peers)
-	}
-	if len(c.peers) != 1 || !c.selfAddr["10.0.0.1:7946"] {
-		t.Errorf("peers %v, self %v", c.peers, c.selfAddr)
 	}
 }
 

@@ -698,6 +698,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		p.waiting = map[uint64]context.CancelFunc{}
 	}
 	p.waiting[id] = cancel
+	p.routedAt = time.Now() // keeps its link monitored (monitoring.go)
 	c.mu.Unlock()
 	done := func() {
 		c.mu.Lock()

@@ -19,7 +19,7 @@ func TestHomeAwareCandidates(t *testing.T) {
 	c.cfg.Selection = SelectionFNALearned
 	c.mu.Lock()
 	for _, p := range c.peers {
-		p.trusted = true
+		p.trusted, p.member = true, true
 	}
 	c.mu.Unlock()
 	if err := c.router.SetView(members); err != nil {

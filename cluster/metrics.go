@@ -44,8 +44,12 @@ type Metrics struct {
 	ReplicaAge         *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
 	MonitoredPeers     prometheus.Gauge       // peers this node exchanges heartbeats with
 	MonitoringSubset   prometheus.Gauge       // 1 with bounded-subset monitoring, 0 all-to-all
-	Rumors             *prometheus.CounterVec // liveness rumors by kind (alive, suspect) and direction (sent, received, applied)
-	Refutations        prometheus.Counter     // suspicions of this node it refuted
+	GossipPackets      *prometheus.CounterVec // membership packets on the cluster port, by direction
+	GossipBytes        *prometheus.CounterVec // their bytes, by direction
+	GossipDropped      prometheus.Counter     // membership packets or streams dropped on a full queue
+	GossipRejected     *prometheus.CounterVec // membership traffic refused, by reason (key, plain)
+	MembershipEvents   *prometheus.CounterVec // memberlist events: join, update, leave, conflict, refused
+	MembershipJoins    *prometheus.CounterVec // join attempts through seeds, by outcome
 	reg                prometheus.Registerer
 }
 
@@ -60,6 +64,17 @@ func (m *Metrics) registerVerifier(v *wire.Verifier, unknown func() uint64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "edge_heartbeat_rejections_total", Help: "Heartbeats refused, by reason.", ConstLabels: prometheus.Labels{"reason": "unknown_peer"},
 	}, func() float64 { return float64(unknown()) }))
+}
+
+// registerMembership exports memberlist's own view: its member count
+// (alive and suspect) and this node's health score (Lifeguard's local
+// awareness: 0 is healthy, higher when this node misses its own probe
+// deadlines, which stretches its timeouts).
+func (m *Metrics) registerMembership(state func() MembershipState) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_membership_members", Help: "Members memberlist counts alive or suspect, self included (0 before it runs)."},
+		func() float64 { return float64(state().Alive) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_membership_health_score", Help: "memberlist's health score of this node (0 healthy; Lifeguard raises it when this node misses its own probe deadlines)."},
+		func() float64 { return float64(state().Health) }))
 }
 
 // NewMetrics registers the cluster's collectors.
@@ -102,20 +117,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.HeartbeatBytes.WithLabelValues(d)
 	}
 	m.MonitoredPeers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_cluster_monitored_peers", Help: "Peers this node exchanges heartbeats with (all of them, or its bounded subset)."})
-	m.MonitoringSubset = prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_cluster_monitoring_subset", Help: "1 with bounded-subset monitoring and gossiped suspicions, 0 with all-to-all heartbeats."})
-	m.Rumors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_gossip_rumors_total", Help: "Liveness rumors piggybacked on heartbeats, by kind (alive, suspect) and direction (sent, received, applied: newer than what this node knew)."}, []string{"kind", "direction"})
-	m.Refutations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_gossip_refutations_total", Help: "Suspicions of this node that it refuted by raising its liveness version."})
-	for _, k := range []string{"alive", "suspect"} {
-		for _, d := range []string{"sent", "received", "applied"} {
-			m.Rumors.WithLabelValues(k, d)
-		}
+	m.MonitoringSubset = prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_cluster_monitoring_subset", Help: "1 with bounded-subset monitoring (neighbours and the peers routed to), 0 with all-to-all heartbeats."})
+	m.GossipPackets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_packets_total", Help: "Membership (memberlist) packets on the cluster port, by direction."}, []string{"direction"})
+	m.GossipBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_bytes_total", Help: "Membership (memberlist) packet bytes on the cluster port, by direction."}, []string{"direction"})
+	m.GossipDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_membership_dropped_total", Help: "Membership packets or streams dropped because memberlist's queue was full."})
+	m.GossipRejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_rejections_total", Help: "Membership traffic refused, by reason: key (no installed key decrypts it: a different cluster.secret), plain (unencrypted)."}, []string{"reason"})
+	m.MembershipEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_events_total", Help: "Membership events: join, update (metadata), leave (dead or left, agreed by memberlist), conflict (a node id claimed from two addresses), refused (metadata not understood)."}, []string{"event"})
+	m.MembershipJoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_joins_total", Help: "Join attempts through seeds that are not members, by outcome (ok, partial, failed)."}, []string{"outcome"})
+	for _, d := range []string{"sent", "received"} {
+		m.GossipPackets.WithLabelValues(d)
+		m.GossipBytes.WithLabelValues(d)
+	}
+	for _, r := range []string{"key", "plain"} {
+		m.GossipRejected.WithLabelValues(r)
+	}
+	for _, e := range []string{"join", "update", "leave", "conflict", "refused"} {
+		m.MembershipEvents.WithLabelValues(e)
+	}
+	for _, o := range []string{"ok", "partial", "failed"} {
+		m.MembershipJoins.WithLabelValues(o)
 	}
 	// Labelled by the configured shadow detectors only: a bounded set.
 	m.ShadowSuspicions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_shadow_suspicions_total", Help: "Suspicions by detectors run beside cluster.detector for comparison only (cluster.shadow_detectors), summed over peers, by detector."}, []string{"detector"})
 	m.Rerouted = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_total", Help: "Requests sent to another home because this node suspected the page's home (with all-to-all monitoring a suspicion changes only this node's view)."})
 	m.ReroutedWrongly = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_wrongly_total", Help: "Rerouted requests whose suspected home was later heard from the same process: it had not crashed (a false suspicion, or a partition)."})
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly)
-	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset, m.Rumors, m.Refutations)
+	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,
+		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.NegativeProbes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)

@@ -141,7 +141,7 @@ func (c *Cluster) checkUnreached(now time.Time) {
 		if since.IsZero() {
 			since = c.started
 		}
-		if !p.seen && (!c.subset || p.neighbour) && now.Sub(since) >= unreachedAfter*c.cfg.Period {
+		if !p.seen && (!c.subset || p.monitored) && now.Sub(since) >= unreachedAfter*c.cfg.Period {
 			found = append(found, silent{id, p.Addr, since})
 		}
 	}

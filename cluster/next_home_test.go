@@ -55,7 +55,7 @@ func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt
 		for _, m := range nodes {
 			if n != m {
 				n.c.addPeer(m.id, strings.TrimPrefix(m.srv.URL, "http://"))
-				n.c.peers[m.id].trusted = true
+				n.c.peers[m.id].trusted, n.c.peers[m.id].member = true, true
 			}
 		}
 		n.c.setView()

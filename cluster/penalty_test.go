@@ -125,7 +125,7 @@ func TestProbeCandidatesSkipFirstHop(t *testing.T) {
 	c := newTestCluster(t, "hybrid", map[string]string{"p1": "127.0.0.1:1", "p2": "127.0.0.1:2", "p3": "127.0.0.1:3"})
 	c.mu.Lock()
 	for _, p := range c.peers {
-		p.trusted = true
+		p.trusted, p.member = true, true
 	}
 	c.mu.Unlock()
 	ids := func(cs candidateSet) []string {
@@ -147,7 +147,7 @@ func TestProbeCandidatesSkipFirstHop(t *testing.T) {
 		t.Fatalf("candidates %v with p1 untrusted, want [p3]: p2 is then the climb's first hop", got)
 	}
 	c.mu.Lock()
-	c.peers["p1"].trusted = true
+	c.peers["p1"].trusted, c.peers["p1"].member = true, true
 	c.mu.Unlock()
 	c.cfg.ProbeFirstHop = true
 	if got := ids(c.candidates("k", "s", path, false)); !slices.Equal(got, []string{"p1", "p2", "p3"}) {

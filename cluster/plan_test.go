@@ -103,7 +103,7 @@ func (f *fakePeer) setAnswer(a func(http.ResponseWriter, *http.Request, *route))
 func join(c *Cluster, peers ...*fakePeer) {
 	for _, p := range peers {
 		c.addPeer(p.id, strings.TrimPrefix(p.srv.URL, "http://"))
-		c.peers[p.id].trusted = true
+		c.peers[p.id].trusted, c.peers[p.id].member = true, true
 	}
 	c.setView()
 }

@@ -180,8 +180,10 @@ func reroutes(t *testing.T, mode routing.Mode) {
 	if got := testutil.ToFloat64(watcher.c.metrics.ReroutedWrongly); got != rerouted {
 		t.Fatalf("r02 came back as the same process: %v of %v reroutes counted wrong, want all", got, rerouted)
 	}
-	// Now r02 crashes and a new process takes its address.
-	nodes["r02"].stop()
+	// Now r02 crashes and a new process takes its address. (A crash, not
+	// a stop: a node that says goodbye leaves the membership at once, and
+	// its pages move with no suspicion.)
+	nodes["r02"].crash()
 	eventually(t, 10*time.Second, "r00 suspects the stopped r02", func() bool { return !watcher.trusts("r02") })
 	route()
 	time.Sleep(time.Millisecond) // a new incarnation: the clock must move

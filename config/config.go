@@ -159,10 +159,13 @@ func Keys() []Key {
 		{"forwarding.trusted_proxies", List, "", "CIDRs of proxies in front of the edge whose forwarding fields (X-Forwarded-*, Forwarded, X-Real-IP and relatives) are kept; everyone else's are dropped and the edge writes its own X-Forwarded-For/-Host/-Proto, Forwarded and X-Real-IP."},
 		{"forwarding.strip_headers", List, strings.Join(pd.StripRequestHeaders, ","), "Request fields never forwarded, besides those the edge always drops (names with '_', method overrides, URL rewrites, Edge-*)."},
 		{"forwarding.unkeyed_headers", List, "", "Non-standard request fields you know your origin never renders into a cacheable page: forwarded without splitting the cache. Any other field the edge does not know is forwarded and made part of the cache key (docs/operations.md, \"What reaches the origin\")."},
-		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP) and heartbeats (UDP) on the same port."},
-		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped). Empty with an empty cluster.dns: a single node."},
-		{"cluster.dns", String, "", "A DNS name whose addresses are the peers (a Kubernetes headless service), re-resolved every cluster.dns_interval."},
-		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved; new pods join within this."},
+		{"cluster.listen", String, "127.0.0.1:7946", "Peer listener: signed HTTP between nodes (TCP), heartbeats (UDP) and membership gossip (memberlist, UDP and TCP) on the same port."},
+		{"cluster.advertise", String, "", "HOST:PORT the other nodes reach this one at, when it is not cluster.listen (NAT, or cluster.listen on 0.0.0.0). Empty: cluster.listen, or this host's private address when that is 0.0.0.0."},
+		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped): members from the start, and the seeds membership joins through. Empty with an empty cluster.dns: a single node."},
+		{"cluster.dns", String, "", "A DNS name whose addresses are seeds (a Kubernetes headless service), re-resolved every cluster.dns_interval until joined; members then come from membership (memberlist)."},
+		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved for seeds that are not members yet."},
+		{"cluster.membership_probe_interval", Duration, dur(cd.ProbeInterval), "memberlist's probe period: a dead node is declared dead everywhere after about suspicion_mult × log10(nodes) of these (5 s at 100 nodes), agreed by indirect probes; a node's own routing drops a silent peer sooner, by its heartbeats."},
+		{"cluster.membership_suspicion_mult", Int, strconv.Itoa(cd.SuspicionMult), "memberlist's suspicion timeout multiplier (its LAN default); Lifeguard shortens a suspicion that others confirm."},
 		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},
 		{"cluster.tls.cert_file", String, "", "PEM certificate of this node for mutual TLS on the peer listener (TCP). With key_file and ca_file, peers must present a certificate from the CA."},
 		{"cluster.tls.key_file", String, "", "PEM private key for cluster.tls.cert_file."},
@@ -173,15 +176,15 @@ func Keys() []Key {
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
 		{"cluster.shadow_detectors", List, "", "Detectors run beside cluster.detector on the same heartbeats for comparison only, as detector or detector/name=value/…, e.g. phi,chen/alpha_ms=300: their suspicions are shown on the status page (status.json peers[].shadows) and counted in edge_fd_shadow_suspicions_total, never acted on. cluster.loss_budget applies to them as to cluster.detector unless an entry sets loss_budget. The fault lab (make chaos) compares detectors this way."},
 		{"cluster.peer_timeout", Duration, dur(cd.PeerTimeout), "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
-		{"cluster.monitoring", String, cd.Monitoring.String(), "Which peers each node heartbeats: all (every peer; detection in one hop), subset (cluster.monitor_peers neighbours, suspicions gossiped SWIM-style), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md). Every node must use the same mode."},
-		{"cluster.monitor_peers", Int, strconv.Itoa(cd.MonitorPeers), "Neighbours each node heartbeats with subset monitoring (its monitors); even, 2–64. 8 reaches 1,000 nodes in about 4 gossip hops at 80 packets/s per node."},
-		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), sent in its heartbeats so peers can price access to it with cluster.region_costs. Heartbeats with a region use wire version 2, which every node must be able to read (this release on)."},
+		{"cluster.monitoring", String, cd.Monitoring.String(), "Which peers each node heartbeats: all (every member; detection in one hop), subset (cluster.monitor_peers neighbours plus the peers it routes requests to; the others are trusted by membership), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md)."},
+		{"cluster.monitor_peers", Int, strconv.Itoa(cd.MonitorPeers), "Neighbours each node heartbeats with subset monitoring (its monitors), besides the peers it routes to; even, 2–64. 8 costs 80 packets/s per node at a 100 ms period."},
+		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), in its membership metadata and heartbeats, so every member knows it (per-region homes) and peers can price access to it with cluster.region_costs."},
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, cd.Selection.String(), "Which peers to probe before climbing: fna-learned (the default: fna-home with ν corrected by what its negative probes found, never priced worse than fno), fna-home (estimates per peer over the pages homed there), fna (the paper: false-negative aware over all pages), fno (positive indications only) or off."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
-		{"routing.home", String, routing.HomeGlobal.String(), "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct, and keeps heartbeats all-to-all (cluster.monitoring subset is refused; auto does not switch to subset), since a peer's region travels only in its own heartbeats."},
+		{"routing.home", String, routing.HomeGlobal.String(), "Where a page's home is: global (one home in the cluster) or region (one in each cluster.region, so a miss's first hop stays in the region and the other regions' copies are found through their indicators: docs/cluster.md \"Two regions\"). region needs cluster.region and routing.placement distinct; regions travel in membership metadata, so it works with any cluster.monitoring."},
 		{"routing.d", Int, strconv.Itoa(cd.Arity), "Tree arity d: the origin sees at most d·q fetches per page."},
 		{"routing.q", Int, strconv.Itoa(cd.Q), "Requests a cache forwards before it keeps a copy; the paper shows a larger q only lowers the supported rate."},
 		{"routing.hot_threshold", Int, strconv.Itoa(cd.HotThreshold), "hybrid: requests an ingress sees for a page before it spreads over the tree (measured best in docs/routing.md)."},
@@ -299,6 +302,9 @@ type Config struct {
 		Peers           map[string]string
 		DNS             string
 		DNSInterval     time.Duration
+		Advertise       string
+		ProbeInterval   time.Duration
+		SuspicionMult   int
 		Secret          string
 		HeartbeatPeriod time.Duration
 		Detector        string
@@ -549,6 +555,15 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Peers = p.peers("cluster.peers")
 	c.Cluster.DNS = p.str("cluster.dns")
 	c.Cluster.DNSInterval = p.dur("cluster.dns_interval", true)
+	c.Cluster.Advertise = p.str("cluster.advertise")
+	if c.Cluster.Advertise != "" {
+		c.Cluster.Advertise = p.addr("cluster.advertise")
+		if host, _, err := net.SplitHostPort(c.Cluster.Advertise); err == nil && net.ParseIP(host) == nil {
+			p.fail("cluster.advertise", c.Cluster.Advertise, "needs an IP address, not a name: members reach each other at the address advertised")
+		}
+	}
+	c.Cluster.ProbeInterval = p.dur("cluster.membership_probe_interval", true)
+	c.Cluster.SuspicionMult = p.int("cluster.membership_suspicion_mult", 1, 64)
 	c.Cluster.Secret = p.str("cluster.secret")
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
 	c.Cluster.Detector = p.oneOf("cluster.detector", fdetect.Names...)
@@ -573,9 +588,6 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Routing.Home = parseEnum(&p, "routing.home", routing.ParseHome)
 	if c.Routing.Home == routing.HomeRegion && c.Cluster.Region == "" {
 		p.fail("routing.home", c.Routing.Home, "needs cluster.region: a node must know its region to have homes in it")
-	}
-	if c.Routing.Home == routing.HomeRegion && c.Cluster.Monitoring == cluster.MonitorSubset {
-		p.fail("routing.home", c.Routing.Home, "needs cluster.monitoring all or auto (which stays all-to-all with regional homes): a peer's region travels only in its own heartbeats, so with subset monitoring nodes would not know every peer's region")
 	}
 	if c.Routing.Home == routing.HomeRegion && c.Routing.Placement != routing.PlacementDistinct {
 		p.fail("routing.home", c.Routing.Home, "needs routing.placement distinct: the next home in a region comes from the page's rendezvous ranking")

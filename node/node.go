@@ -160,6 +160,8 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if n.peerUDP, err = net.ListenUDP("udp", ua); err != nil {
 			return nil, fmt.Errorf("node: cluster.listen (udp): %w", err)
 		}
+		// Membership streams share the port; they are taken out before TLS.
+		n.peerLn = cl.MuxListener(n.peerLn)
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
@@ -361,15 +363,18 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 		DNSInterval: cfg.Cluster.DNSInterval, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
 		Detector: cfg.Cluster.Detector, DetectorArgs: params, Shadows: shadows, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, Mode: cfg.Routing.Mode,
 		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == routing.HomeRegion, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
-		PeerTimeout:  cfg.Cluster.PeerTimeout,
-		Indicator:    indicatorConfig(cfg),
-		AdvertiseMax: cfg.Indicators.AdvertiseMax,
-		KeyScheme:    cfg.Cache.KeyScheme,
-		TLS:          clientTLS,
-		Monitoring:   cfg.Cluster.Monitoring,
-		Region:       cfg.Cluster.Region,
-		RegionCosts:  cfg.Cluster.RegionCosts,
-		MonitorPeers: cfg.Cluster.MonitorPeers,
+		PeerTimeout:   cfg.Cluster.PeerTimeout,
+		Indicator:     indicatorConfig(cfg),
+		AdvertiseMax:  cfg.Indicators.AdvertiseMax,
+		KeyScheme:     cfg.Cache.KeyScheme,
+		TLS:           clientTLS,
+		Monitoring:    cfg.Cluster.Monitoring,
+		Region:        cfg.Cluster.Region,
+		RegionCosts:   cfg.Cluster.RegionCosts,
+		MonitorPeers:  cfg.Cluster.MonitorPeers,
+		Advertise:     cfg.Cluster.Advertise,
+		ProbeInterval: cfg.Cluster.ProbeInterval,
+		SuspicionMult: cfg.Cluster.SuspicionMult,
 	}, serverTLS, nil
 }
 
@@ -546,6 +551,8 @@ func (n *Node) adminRouter() http.Handler {
 		r.Use(n.requireToken)
 		r.Post("/purge", n.purge)
 		r.Post("/reload", n.reloadHandler)
+		r.Get("/cluster/keys", n.clusterKeys)
+		r.Post("/cluster/keys", n.clusterKeys)
 		r.HandleFunc("/debug/pprof/*", pprof.Index)
 		r.HandleFunc("/debug/pprof/cmdline", pprofCmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -121,6 +121,7 @@ func (n *Node) Snapshot() Status {
 		s.Peers = n.cluster.Peers()
 		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
 		m := n.cluster.Monitoring()
+		m.Membership = n.cluster.MembershipDetail()
 		s.PeerResumes = n.cluster.Resumes()
 		s.Monitoring = &m
 	}
@@ -247,10 +248,12 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>What reaches the origin</h2>
 <p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400): {{printf "%.0f" .BadHosts}}.</p>
 {{if .Peers}}<h2>Cluster</h2>
-{{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}}; the others' state is gossiped (peers marked ◦){{end}}.</p>{{end}}
+{{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}} (its neighbours and the peers it routes to); the others are trusted while members (peers marked ◦){{end}}.</p>
+{{with .Membership}}<p>Membership (memberlist, on the cluster port): {{if .Running}}<b>{{.Alive}}</b> members alive or suspect, health score {{.Health}} (0 is healthy){{else}}not running yet{{end}}; keys:{{range .Keys}} {{.Fingerprint}}{{if .Primary}} (primary){{end}}{{end}}.</p>
+{{if .Members}}<details><summary>Members as memberlist sees them</summary><table><tr><th>member</th><th>address</th><th>state</th><th>region</th></tr>{{range .Members}}<tr><td>{{.ID}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Region}}</td></tr>{{end}}</table></details>{{end}}{{end}}{{end}}
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
-{{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
+{{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if not .Member}}<b class="bad">not a member</b>{{else if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{if .Rerouted}} ({{.Rerouted}} requests rerouted, {{.ReroutedWrongly}} wrongly){{end}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
 <p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).</p>
 {{range .Peers}}{{if .Shadows}}<p class="note">{{.ID}}, shadow detectors (cluster.shadow_detectors: compared on the same heartbeats, never acted on):{{range $name, $h := .Shadows}} <b>{{$name}}</b>{{range $h}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}};{{end}}</p>{{end}}{{end}}

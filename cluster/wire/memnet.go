@@ -30,6 +30,7 @@ type MemNetwork struct {
 	conns    map[string]*MemConn
 	cut      map[[2]string]bool // from → to links that drop every packet
 	nextPort int                // the port given to the next ":0"
+	streams  map[string]func(net.Conn)
 }
 
 // NewMemNetwork returns an empty network.
@@ -191,3 +192,47 @@ func (c *MemConn) Close() error {
 	})
 	return nil
 }
+
+// HandleStreams makes addr accept in-memory streams (the TCP side of a
+// node's cluster port: memberlist's push/pull and joins); accept gets the
+// server end of each. nil stops accepting (a node that stops).
+func (n *MemNetwork) HandleStreams(addr string, accept func(net.Conn)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.streams == nil {
+		n.streams = map[string]func(net.Conn){}
+	}
+	if accept == nil {
+		delete(n.streams, addr)
+		return
+	}
+	n.streams[addr] = accept
+}
+
+// DialStream opens a stream from one address to another. It is refused
+// when nothing accepts at to, or when either direction is cut (a stream
+// needs both).
+func (n *MemNetwork) DialStream(from, to string) (net.Conn, error) {
+	n.mu.Lock()
+	accept := n.streams[to]
+	cut := n.cut[[2]string{from, to}] || n.cut[[2]string{to, from}]
+	n.mu.Unlock()
+	if accept == nil || cut {
+		return nil, &net.OpError{Op: "dial", Net: "mem", Err: os.ErrDeadlineExceeded}
+	}
+	fa, _ := net.ResolveTCPAddr("tcp", from)
+	ta, _ := net.ResolveTCPAddr("tcp", to)
+	client, server := net.Pipe()
+	go accept(memStream{Conn: server, local: ta, remote: fa})
+	return memStream{Conn: client, local: fa, remote: ta}, nil
+}
+
+// memStream is one end of an in-memory stream, with the addresses a TCP
+// connection would report.
+type memStream struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (s memStream) LocalAddr() net.Addr  { return s.local }
+func (s memStream) RemoteAddr() net.Addr { return s.remote }

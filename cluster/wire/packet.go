@@ -31,13 +31,11 @@ type Heartbeat struct {
 	EchoSeq     uint64 // the receiver's last heartbeat seen by the sender (0: none)
 	EchoSendNs  int64  // its SendNs, echoed back
 	EchoHoldNs  int64  // how long the sender held it before this send
-	// Ver is the sender's liveness version within its incarnation: it
-	// raises it to refute a suspicion of itself (bounded-subset
-	// monitoring; always 0 with all-to-all heartbeats).
-	Ver uint64
-	// Rumors are liveness updates about other nodes (or the receiver),
-	// piggybacked SWIM-style; at most MaxRumors.
-	Rumors []Rumor
+	// Monitors says the sender runs a failure detector on the receiver
+	// and needs its heartbeats back: a receiver that does not monitor the
+	// sender answers it while this is set, and only then (two nodes
+	// answering each other's answers would heartbeat forever).
+	Monitors bool
 	// Region is the sender's cluster.region label ("" if none), from which
 	// peers price access to it with a configured cost per region pair.
 	Region string
@@ -46,39 +44,22 @@ type Heartbeat struct {
 // MaxRegionLen bounds a region label.
 const MaxRegionLen = 32
 
-// Rumor says that a node was alive, or suspected, at a liveness point:
-// its incarnation and version. A later point wins; at the same point a
-// suspicion wins over alive, and only the node itself can move past it.
-type Rumor struct {
-	Node        string
-	Incarnation uint64
-	Ver         uint64
-	Suspect     bool
-}
-
-// MaxRumors bounds the rumors one heartbeat carries (and so its size).
-const MaxRumors = 8
-
 // Wire format (big-endian): "EHB" version(1) | idLen(1) id | incarnation seq
 // send epoch(8 each) | fpr fnr (float64) | echoSeq echoSend echoHold (8 each) |
-// [version 2 only: ver(8) | regionLen(1) region | count(1) | count × (idLen(1)
-// id incarnation(8) ver(8) state(1))] | HMAC-SHA256 over everything before it
-// (32).
+// flags(1: bit 0 Monitors) | regionLen(1) region | HMAC-SHA256 over
+// everything before it (32).
 //
-// Version 1 is a heartbeat with Ver 0, no rumors and no region, and is what Encode
-// writes for one, so nodes with all-to-all heartbeats stay readable by
-// older releases. A version-2 packet that could have been version 1 is
-// refused: every heartbeat has exactly one encoding.
+// Version 3: versions 1 and 2 carried liveness rumors, which membership
+// (memberlist) replaced; their packets are refused as another version.
 const (
-	hbMagic    = "EHB"
-	hbVersion1 = 1
-	hbVersion2 = 2
-	maxIDLen   = 64
-	hbFixed    = 3 + 1 + 1 + 8*4 + 8*2 + 8*3
-	rumorFixed = 1 + 8 + 8 + 1
-	macLen     = sha256.Size
+	hbMagic      = "EHB"
+	hbVersion    = 3
+	maxIDLen     = 64
+	hbFixed      = 3 + 1 + 1 + 8*4 + 8*2 + 8*3 + 1 + 1
+	macLen       = sha256.Size
+	flagMonitors = 1
 	// MaxPacket bounds a heartbeat datagram.
-	MaxPacket = hbFixed + maxIDLen + 8 + 1 + MaxRegionLen + 1 + MaxRumors*(rumorFixed+maxIDLen) + macLen
+	MaxPacket = hbFixed + maxIDLen + MaxRegionLen + macLen
 )
 
 // Encode serialises and authenticates h with the cluster secret.
@@ -86,43 +67,22 @@ func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 	if len(h.Node) == 0 || len(h.Node) > maxIDLen {
 		return nil, fmt.Errorf("wire: node id of %d bytes, want 1..%d", len(h.Node), maxIDLen)
 	}
-	if len(h.Rumors) > MaxRumors {
-		return nil, fmt.Errorf("wire: %d rumors, want at most %d", len(h.Rumors), MaxRumors)
-	}
 	if len(h.Region) > MaxRegionLen {
 		return nil, fmt.Errorf("wire: region of %d bytes, want at most %d", len(h.Region), MaxRegionLen)
 	}
-	version := byte(hbVersion1)
-	if h.Ver != 0 || len(h.Rumors) > 0 || h.Region != "" {
-		version = hbVersion2
-	}
 	b := make([]byte, 0, MaxPacket)
 	b = append(b, hbMagic...)
-	b = append(b, version, byte(len(h.Node)))
+	b = append(b, hbVersion, byte(len(h.Node)))
 	b = append(b, h.Node...)
 	for _, v := range []uint64{h.Incarnation, h.Seq, uint64(h.SendNs), h.Epoch, math.Float64bits(h.FPR), math.Float64bits(h.FNR), h.EchoSeq, uint64(h.EchoSendNs), uint64(h.EchoHoldNs)} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
-	if version == hbVersion2 {
-		b = binary.BigEndian.AppendUint64(b, h.Ver)
-		b = append(b, byte(len(h.Region)))
-		b = append(b, h.Region...)
-		b = append(b, byte(len(h.Rumors)))
-		for _, r := range h.Rumors {
-			if len(r.Node) == 0 || len(r.Node) > maxIDLen {
-				return nil, fmt.Errorf("wire: rumor node id of %d bytes, want 1..%d", len(r.Node), maxIDLen)
-			}
-			b = append(b, byte(len(r.Node)))
-			b = append(b, r.Node...)
-			b = binary.BigEndian.AppendUint64(b, r.Incarnation)
-			b = binary.BigEndian.AppendUint64(b, r.Ver)
-			state := byte(0)
-			if r.Suspect {
-				state = 1
-			}
-			b = append(b, state)
-		}
+	flags := byte(0)
+	if h.Monitors {
+		flags |= flagMonitors
 	}
+	b = append(b, flags, byte(len(h.Region)))
+	b = append(b, h.Region...)
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(b)
 	return mac.Sum(b), nil
@@ -162,13 +122,11 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	if string(b[:3]) != hbMagic {
 		return h, rejectHB(RejectMagic)
 	}
-	version := b[3]
-	if version != hbVersion1 && version != hbVersion2 {
+	if b[3] != hbVersion {
 		return h, rejectHB(RejectVersion)
 	}
 	n := int(b[4])
-	if n == 0 || n > maxIDLen || len(b) < hbFixed+n+macLen || len(b) > MaxPacket ||
-		(version == hbVersion1 && len(b) != hbFixed+n+macLen) {
+	if n == 0 || n > maxIDLen || len(b) < hbFixed+n+macLen || len(b) > MaxPacket {
 		return h, rejectHB(RejectMalformed)
 	}
 	body, sum := b[:len(b)-macLen], b[len(b)-macLen:]
@@ -186,75 +144,25 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	if !(h.FPR >= 0 && h.FPR <= 1 && h.FNR >= 0 && h.FNR <= 1) || h.EchoHoldNs < 0 {
 		return h, rejectHB(RejectMalformed)
 	}
-	if version == hbVersion2 {
-		var err error
-		if h.Ver, h.Region, h.Rumors, err = decodeTail(p); err != nil {
-			return Heartbeat{}, err
-		}
+	region, err := decodeTail(p)
+	if err != nil {
+		return Heartbeat{}, err
 	}
+	h.Monitors, h.Region = p[0]&flagMonitors != 0, region
 	return h, nil
 }
 
-// decodeTail parses version 2's tail (after the MAC check): the sender's
-// version, its region and its rumors, which must fill p exactly.
-func decodeTail(p []byte) (uint64, string, []Rumor, error) {
-	ver, region, rumors, err := decodeTailParts(p)
-	if err != nil || (ver == 0 && region == "" && len(rumors) == 0) {
-		return 0, "", nil, rejectHB(RejectMalformed)
+// decodeTail checks the tail after the fixed fields (after the MAC
+// check): flags with no unknown bit, and a region that fills the rest.
+func decodeTail(p []byte) (string, error) {
+	if len(p) < 2 || p[0]&^flagMonitors != 0 {
+		return "", rejectHB(RejectMalformed)
 	}
-	return ver, region, rumors, nil
-}
-
-func decodeTailParts(p []byte) (uint64, string, []Rumor, error) {
-	if len(p) < 9 {
-		return 0, "", nil, rejectHB(RejectMalformed)
+	rl := int(p[1])
+	if rl > MaxRegionLen || len(p) != 2+rl {
+		return "", rejectHB(RejectMalformed)
 	}
-	ver, rl := binary.BigEndian.Uint64(p), int(p[8])
-	p = p[9:]
-	if rl > MaxRegionLen || len(p) < rl+1 {
-		return 0, "", nil, rejectHB(RejectMalformed)
-	}
-	region := string(p[:rl])
-	count := int(p[rl])
-	p = p[rl+1:]
-	if count > MaxRumors {
-		return 0, "", nil, rejectHB(RejectMalformed)
-	}
-	rumors, err := decodeRumors(p, count)
-	return ver, region, rumors, err
-}
-
-// decodeRumors parses count rumors, which must fill p exactly.
-func decodeRumors(p []byte, count int) ([]Rumor, error) {
-	var rumors []Rumor
-	if count > 0 {
-		rumors = make([]Rumor, 0, count)
-	}
-	for range count {
-		if len(p) < 1 {
-			return nil, rejectHB(RejectMalformed)
-		}
-		n := int(p[0])
-		if n == 0 || n > maxIDLen || len(p) < 1+n+rumorFixed-1 {
-			return nil, rejectHB(RejectMalformed)
-		}
-		r := Rumor{Node: string(p[1 : 1+n])}
-		p = p[1+n:]
-		r.Incarnation, r.Ver = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
-		switch p[16] {
-		case 0:
-		case 1:
-			r.Suspect = true
-		default:
-			return nil, rejectHB(RejectMalformed)
-		}
-		p = p[17:]
-		rumors = append(rumors, r)
-	}
-	if len(p) != 0 {
-		return nil, rejectHB(RejectMalformed)
-	}
-	return rumors, nil
+	return string(p[2:]), nil
 }
 
 // Verifier authenticates heartbeats and rejects replays and skewed

@@ -22,11 +22,27 @@ type Received struct {
 // can be logged); seen, if set, is told the size of every packet read
 // (for traffic metrics).
 func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Received), seen func(bytes int), rejected func(from *net.UDPAddr, err error)) error {
+	return ReceiveShared(ctx, conn, v, deliver, seen, rejected, nil)
+}
+
+// ReceiveShared is Receive on a socket shared with another protocol:
+// other, if set, is offered every packet first, with its arrival time,
+// and keeps those it claims (it must copy what it keeps; the buffer is
+// reused). The cluster's membership gossip shares the heartbeat port
+// this way (cluster/transport.go).
+func ReceiveShared(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Received), seen func(bytes int), rejected func(from *net.UDPAddr, err error),
+	other func(b []byte, from *net.UDPAddr, at time.Time) bool) error {
 	go func() {
 		<-ctx.Done()
 		_ = conn.SetReadDeadline(time.Unix(1, 0)) // unblock ReadFromUDP
 	}()
-	buf := make([]byte, MaxPacket+1)
+	// A heartbeat is at most MaxPacket (a longer one is refused), but
+	// the protocol sharing the socket may send up to a datagram's size.
+	size := MaxPacket + 1
+	if other != nil {
+		size = 65536
+	}
+	buf := make([]byte, size)
 	for {
 		n, from, err := conn.ReadFromUDP(buf)
 		now := time.Now().UnixNano()
@@ -39,6 +55,9 @@ func Receive(ctx context.Context, conn PacketConn, v *Verifier, deliver func(Rec
 				continue
 			}
 			return fmt.Errorf("fdetect: receive: %w", err)
+		}
+		if other != nil && other(buf[:n], from, time.Unix(0, now)) {
+			continue
 		}
 		if seen != nil {
 			seen(n)

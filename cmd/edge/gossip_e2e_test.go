@@ -12,9 +12,10 @@ import (
 
 // TestSubsetMonitoringEndToEnd: eight processes with bounded-subset
 // monitoring (--monitoring subset --monitor-peers 2) each heartbeat at most
-// two peers, yet every node trusts all seven others; a SIGKILLed node is
-// suspected by every survivor, including those that never heard from it
-// directly (gossip), and requests keep succeeding everywhere.
+// two peers, yet every node has all seven others in its view (membership:
+// memberlist on the cluster port); a SIGKILLed node leaves every
+// survivor's view, including those that never heard from it directly
+// (memberlist's agreed death), and requests keep succeeding everywhere.
 func TestSubsetMonitoringEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts eight processes")
@@ -73,9 +74,9 @@ func TestSubsetMonitoringEndToEnd(t *testing.T) {
 		return true
 	})
 	if len(monitoredBy) >= len(survivors) {
-		t.Fatalf("all %d survivors monitored %s directly: gossip not exercised", len(monitoredBy), victim.id)
+		t.Fatalf("all %d survivors monitored %s directly: membership's death not exercised", len(monitoredBy), victim.id)
 	}
-	t.Logf("SIGKILL of %s: suspected by all %d survivors within %v (%d monitored it, %d learned by gossip)",
+	t.Logf("SIGKILL of %s: out of all %d survivors' views within %v (%d monitored it, %d learned from membership)",
 		victim.id, len(survivors), took.Round(time.Millisecond), len(monitoredBy), len(survivors)-len(monitoredBy))
 	for i, nd := range survivors {
 		resp, body := get(t, fmt.Sprintf("http://%s/p/%d", nd.pub, 900+i))

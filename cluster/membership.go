@@ -1,0 +1,522 @@
+package cluster
+
+// Membership is hashicorp/memberlist (behind Consul, Nomad and Serf): who
+// is in the cluster, their metadata (region, incarnation, indicator
+// epoch), joins through seeds (cluster.peers, or every address behind
+// cluster.dns), and the cluster-wide, agreed decision that a node is dead
+// (SWIM with indirect probes and Lifeguard's suspicion timeouts). The
+// ring and trees are built over its members, so they change only when
+// membership does and every node computes the same homes.
+//
+// Routing suspicion stays edge's own (fdetect on direct heartbeats,
+// cluster.go): a suspicion takes a peer out of this node's routing view
+// only, until its next heartbeat. A false local suspicion costs a few
+// requests a reroute; memberlist's death is slower and agreed.
+//
+// The transport shares the cluster port (transport.go); the cluster
+// secret is memberlist's encryption key (a keyring: keys can be added,
+// made primary and removed at run time, keyring.go).
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/edgecache/edge/indicators"
+)
+
+// Membership timing, each with its reason.
+const (
+	// DefaultProbeInterval is memberlist's probe period. Its LAN default
+	// is 1 s; at 500 ms a dead node of a 100-node cluster is declared dead
+	// everywhere in about 5 s (the suspicion timeout is SuspicionMult ×
+	// log10(n) × this), within the 10 s the cluster promises, at 2 probe
+	// packets a second per node.
+	DefaultProbeInterval = 500 * time.Millisecond
+	// DefaultSuspicionMult is memberlist's LAN default: with Lifeguard's
+	// confirmations a suspicion ends early when others agree.
+	DefaultSuspicionMult = 4
+	// pushPullInterval is how often a node exchanges its whole state
+	// with a random member (memberlist scales it up beyond 32 nodes).
+	// memberlist's LAN default is 30 s; a node that joined while others
+	// were joining (the seed did not know them yet, and their broadcasts
+	// went before it was a member) learns of them only then, so a
+	// cluster started at once took up to 30 s to converge. At 5 s it costs
+	// each node one exchange of about 100 bytes per member every 5 s.
+	pushPullInterval = 5 * time.Second
+	// joinInterval is how often seeds that are not members are tried
+	// again: a node started before its seeds joins within this.
+	joinInterval = 2 * time.Second
+	// seedUnreachedAfter is how long a seed may stay unreached before it
+	// is logged with a remedy.
+	seedUnreachedAfter = 30 * time.Second
+	// deadReclaim lets a node that died come back under its name from
+	// another address (a rescheduled pod) this soon.
+	deadReclaim = 5 * time.Second
+	// leaveTimeout bounds the goodbye broadcast at shutdown.
+	leaveTimeout = time.Second
+)
+
+// Node metadata (memberlist's Node.Meta, at most 512 bytes): "EM" version
+// (1) | regionLen(1) region | incarnation(8) | indicator epoch(8).
+const (
+	metaMagic   = "EM"
+	metaVersion = 1
+	metaFixed   = 2 + 1 + 1 + 8 + 8
+)
+
+// nodeMeta is what a node tells every member about itself.
+type nodeMeta struct {
+	Region      string
+	Incarnation uint64 // changes on every restart
+	Epoch       uint64 // indicator epoch: pull a new advertisement when it grows
+}
+
+func (m nodeMeta) encode() []byte {
+	b := make([]byte, 0, metaFixed+len(m.Region))
+	b = append(b, metaMagic...)
+	b = append(b, metaVersion, byte(len(m.Region)))
+	b = append(b, m.Region...)
+	b = binary.BigEndian.AppendUint64(b, m.Incarnation)
+	return binary.BigEndian.AppendUint64(b, m.Epoch)
+}
+
+// decodeMeta parses a member's metadata; a node of another version or a
+// corrupt packet is refused with the reason.
+func decodeMeta(b []byte) (nodeMeta, error) {
+	var m nodeMeta
+	switch {
+	case len(b) < metaFixed:
+		return m, fmt.Errorf("metadata of %d bytes, want at least %d", len(b), metaFixed)
+	case string(b[:2]) != metaMagic:
+		return m, errors.New("metadata is not an edge node's")
+	case b[2] != metaVersion:
+		return m, fmt.Errorf("metadata version %d, want %d", b[2], metaVersion)
+	}
+	n := int(b[3])
+	if n > maxRegionLen || len(b) != metaFixed+n {
+		return m, fmt.Errorf("metadata of %d bytes with a region of %d", len(b), n)
+	}
+	m.Region = string(b[4 : 4+n])
+	if err := checkRegion(m.Region); err != nil {
+		return m, err
+	}
+	m.Incarnation = binary.BigEndian.Uint64(b[4+n:])
+	m.Epoch = binary.BigEndian.Uint64(b[12+n:])
+	return m, nil
+}
+
+// maxRegionLen matches the heartbeat's bound on a region label.
+const maxRegionLen = 32
+
+// checkRegion accepts what cluster.region accepts: lower-case letters,
+// digits, '.', '_' and '-'.
+func checkRegion(s string) error {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("region %q: want lower-case letters, digits, . _ -", s)
+		}
+	}
+	return nil
+}
+
+// membership is the running memberlist and what the cluster keeps of it.
+type membership struct {
+	ml      *memberlist.Memberlist
+	joined  atomic.Bool          // the startup membership was logged
+	seedsAt map[string]time.Time // seed address → when first tried, unreached since
+}
+
+// mlDelegate answers memberlist's callbacks. They run under memberlist's
+// own locks: they take c.mu only briefly and never call memberlist back.
+type mlDelegate struct{ c *Cluster }
+
+func (d mlDelegate) NodeMeta(limit int) []byte {
+	b := nodeMeta{Region: d.c.cfg.Region, Incarnation: d.c.incarnation, Epoch: d.c.metaEpoch.Load()}.encode()
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (mlDelegate) NotifyMsg([]byte)                           {}
+func (mlDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (mlDelegate) LocalState(join bool) []byte                { return nil }
+func (mlDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d mlDelegate) NotifyJoin(n *memberlist.Node)   { d.c.memberUp(n, "join") }
+func (d mlDelegate) NotifyUpdate(n *memberlist.Node) { d.c.memberUp(n, "update") }
+func (d mlDelegate) NotifyLeave(n *memberlist.Node)  { d.c.memberDown(n) }
+
+func (d mlDelegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.c.metrics.MembershipEvents.WithLabelValues("conflict").Inc()
+	d.c.warnOnce("conflict "+other.Address(), "another node joins with this cluster member's node id from another address: the two cannot both be members",
+		"node", existing.Name, "member", existing.Address(), "other", other.Address(), "remedy", "give every node its own node_id")
+}
+
+// memberUp records a member memberlist reports alive (joined, or its
+// metadata changed).
+func (c *Cluster) memberUp(n *memberlist.Node, event string) {
+	if n.Name == c.cfg.NodeID {
+		return
+	}
+	meta, err := decodeMeta(n.Meta)
+	if err != nil {
+		c.metrics.MembershipEvents.WithLabelValues("refused").Inc()
+		c.warnOnce("meta "+n.Address(), "a member's metadata is not understood: it is not an edge node of this version, and is left out of the ring",
+			"node", n.Name, "addr", n.Address(), "err", err, "remedy", "run the same edge release on every node of one cluster")
+		return
+	}
+	c.metrics.MembershipEvents.WithLabelValues(event).Inc()
+	addr := n.Address()
+	var pull uint64
+	c.mu.Lock()
+	p := c.peers[n.Name]
+	if p == nil {
+		c.addPeer(n.Name, addr)
+		p = c.peers[n.Name]
+	} else if p.Addr != addr {
+		p.Addr = addr
+		p.udp, _ = net.ResolveUDPAddr("udp", addr)
+	}
+	changed := !p.member
+	p.member, p.memberAt = true, time.Now()
+	p.region = meta.Region
+	if meta.Incarnation != p.metaInc {
+		if p.metaInc != 0 {
+			// A restart: what we held of its indicator describes the old process.
+			p.replica = &indicators.Replica{}
+			p.epochSeen = 0
+		}
+		p.metaInc = meta.Incarnation
+	}
+	if !p.monitored && meta.Epoch > p.epochSeen {
+		pull = meta.Epoch // monitored peers' epochs come with their heartbeats
+	}
+	if changed {
+		if !p.monitored {
+			c.setTrust(p, true)
+		}
+		c.recomputeNeighbours()
+	}
+	c.mu.Unlock()
+	if changed {
+		c.log.Info("member joined", "self", c.cfg.NodeID, "peer", n.Name, "addr", addr, "region", meta.Region)
+		c.setView()
+	}
+	if pull > 0 {
+		go c.pullIndicator(p, pull)
+	}
+}
+
+// memberDown records memberlist's agreed decision that a member is dead
+// (or left): it leaves the ring everywhere.
+func (c *Cluster) memberDown(n *memberlist.Node) {
+	if n.Name == c.cfg.NodeID {
+		return
+	}
+	c.metrics.MembershipEvents.WithLabelValues("leave").Inc()
+	c.mu.Lock()
+	p := c.peers[n.Name]
+	changed := p != nil && p.member
+	if changed {
+		p.member = false
+		c.setTrust(p, false)
+		c.recomputeNeighbours()
+	}
+	c.mu.Unlock()
+	if changed {
+		c.log.Info("member left", "self", c.cfg.NodeID, "peer", n.Name, "addr", n.Address())
+		c.setView()
+	}
+}
+
+// runMembership runs memberlist on the cluster port until ctx ends, then
+// says goodbye so that the others need not wait for a death.
+func (c *Cluster) runMembership(ctx context.Context) error {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.cfg.NodeID
+	mc.Transport = c.transport
+	d := mlDelegate{c}
+	mc.Delegate, mc.Events, mc.Conflict = d, d, d
+	mc.Keyring = c.keyring
+	mc.ProbeInterval = c.cfg.ProbeInterval
+	mc.ProbeTimeout = min(mc.ProbeTimeout, c.cfg.ProbeInterval/2)
+	mc.SuspicionMult = c.cfg.SuspicionMult
+	mc.DeadNodeReclaimTime = deadReclaim
+	mc.PushPullInterval = pushPullInterval
+	mc.TCPTimeout = max(2*time.Second, 4*c.cfg.PeerTimeout)
+	mc.Logger = log.New(mlLogWriter{c}, "", 0)
+	if c.cfg.Advertise != "" {
+		host, port, err := net.SplitHostPort(c.cfg.Advertise)
+		if err != nil {
+			return fmt.Errorf("cluster: Advertise: %w", err)
+		}
+		mc.AdvertiseAddr = host
+		fmt.Sscan(port, &mc.AdvertisePort)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("cluster: membership: %w", err)
+	}
+	c.mship = &membership{ml: ml, seedsAt: map[string]time.Time{}}
+	c.mlReady.Store(c.mship)
+	go c.publishMeta(ctx)
+	t := time.NewTicker(joinInterval)
+	defer t.Stop()
+	for {
+		c.joinSeeds(ctx)
+		select {
+		case <-ctx.Done():
+			_ = ml.Leave(leaveTimeout)
+			return ml.Shutdown()
+		case <-t.C:
+		}
+	}
+}
+
+// seeds are the addresses to join through: the static peers' and every
+// address behind cluster.dns.
+func (c *Cluster) seeds(ctx context.Context) []string {
+	var out []string
+	for id, addr := range c.cfg.Peers {
+		if id != c.cfg.NodeID {
+			out = append(out, addr)
+		}
+	}
+	if c.cfg.DNS != "" {
+		rctx, cancel := context.WithTimeout(ctx, joinInterval)
+		addrs, err := net.DefaultResolver.LookupHost(rctx, c.cfg.DNS)
+		cancel()
+		if err != nil {
+			c.warnOnce("dns "+c.cfg.DNS, "the cluster's DNS name does not resolve", "name", c.cfg.DNS, "err", err,
+				"remedy", "check cluster.dns (a headless service's name) and the resolver")
+		}
+		for _, a := range addrs {
+			out = append(out, net.JoinHostPort(a, c.cfg.DNSPort))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// joinSeeds joins through the seeds that are not members (a few at a
+// time: one is enough to learn everyone), logs the startup membership
+// once, and logs a seed unreached for seedUnreachedAfter.
+func (c *Cluster) joinSeeds(ctx context.Context) {
+	m := c.mship
+	self := m.ml.LocalNode().Address()
+	members := map[string]bool{}
+	for _, n := range m.ml.Members() {
+		members[n.Address()] = true
+	}
+	var pending []string
+	for _, s := range c.seeds(ctx) {
+		if s == self || members[s] {
+			delete(m.seedsAt, s)
+			continue
+		}
+		if _, ok := m.seedsAt[s]; !ok {
+			m.seedsAt[s] = time.Now()
+		}
+		pending = append(pending, s)
+	}
+	rand.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
+	// Before the first join every seed is tried, so a node learns the
+	// cluster from whichever answers; later, a few.
+	if m.joined.Load() && len(pending) > 3 {
+		pending = pending[:3]
+	}
+	if len(pending) > 0 {
+		n, err := m.ml.Join(pending)
+		c.metrics.MembershipJoins.WithLabelValues(joinOutcome(n, err)).Inc()
+	}
+	now := time.Now()
+	for s, since := range m.seedsAt {
+		if now.Sub(since) >= seedUnreachedAfter {
+			c.warnOnce("seed "+s, "a seed has not been reached since this node started trying",
+				"seed", s, "for", now.Sub(since).Round(time.Second).String(),
+				"remedy", "check the address in cluster.peers or behind cluster.dns, that the node runs, the firewall (UDP and TCP on the cluster port) and cluster.secret")
+		}
+	}
+	if m.joined.Load() {
+		c.reconcileMembers()
+	}
+	if !m.joined.Load() && (len(pending) == 0 || m.ml.NumMembers() > 1 || len(c.cfg.Peers) == 0 && c.cfg.DNS == "") {
+		m.joined.Store(true)
+		var names []string
+		for _, n := range m.ml.Members() {
+			names = append(names, n.Name+"="+n.Address())
+		}
+		slices.Sort(names)
+		c.log.Info("cluster membership", "self", c.cfg.NodeID, "members", len(names), "nodes", strings.Join(names, ","))
+	}
+}
+
+// reconcileMembers takes out of the ring the configured peers memberlist
+// does not know (a static peer that never started would otherwise stay
+// a member for good). It runs once this node has joined: before that,
+// the configuration is the best guess every node shares. A peer that
+// became a member after the snapshot was taken is left alone.
+func (c *Cluster) reconcileMembers() {
+	at := time.Now()
+	known := map[string]bool{}
+	for _, n := range c.mship.ml.Members() {
+		known[n.Name] = true
+	}
+	var gone []string
+	c.mu.Lock()
+	for id, p := range c.peers {
+		if p.member && !known[id] && p.memberAt.Before(at) {
+			p.member = false
+			c.setTrust(p, false)
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		c.recomputeNeighbours()
+	}
+	c.mu.Unlock()
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		c.log.Info("configured peers not in the membership leave the ring", "self", c.cfg.NodeID, "peers", strings.Join(gone, ","))
+		c.setView()
+	}
+}
+
+func joinOutcome(n int, err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case n > 0:
+		return "partial"
+	}
+	return "failed"
+}
+
+// publishMeta re-announces this node's metadata when its indicator epoch
+// changes, at most once a second (memberlist gossips it to everyone).
+func (c *Cluster) publishMeta(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var sent uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if e := c.metaEpoch.Load(); e != sent {
+			if err := c.mship.ml.UpdateNode(joinInterval); err == nil {
+				sent = e
+			}
+		}
+	}
+}
+
+// mlLogWriter turns memberlist's log lines into slog records: debug,
+// except the lines that mean a misconfiguration, which are logged once
+// per source with the remedy and counted.
+type mlLogWriter struct{ c *Cluster }
+
+func (w mlLogWriter) Write(b []byte) (int, error) {
+	line := string(bytes.TrimSpace(b))
+	msg := line
+	if i := strings.Index(line, "memberlist: "); i >= 0 {
+		msg = line[i+len("memberlist: "):]
+	}
+	from := ""
+	if i := strings.LastIndex(msg, "from="); i >= 0 {
+		from = msg[i+len("from="):]
+		if host, _, err := net.SplitHostPort(from); err == nil {
+			from = host
+		}
+	}
+	switch {
+	case strings.Contains(msg, "No installed keys could decrypt") || strings.Contains(msg, "decrypt"):
+		w.c.metrics.GossipRejected.WithLabelValues("key").Inc()
+		w.c.warnOnce("gossip key "+from, "membership packets from this address cannot be decrypted: its cluster.secret differs from this node's",
+			"from", from, "remedy", "give every node the same cluster.secret (or install the new one on every node first: POST /cluster/keys)")
+	case strings.Contains(msg, "Encryption is configured but remote state is not encrypted") || strings.Contains(msg, "unencrypted"):
+		w.c.metrics.GossipRejected.WithLabelValues("plain").Inc()
+		w.c.warnOnce("gossip plain "+from, "unencrypted membership traffic from this address was refused", "from", from,
+			"remedy", "every node needs a cluster.secret")
+	case strings.Contains(line, "[ERR]"), strings.Contains(line, "[WARN]"):
+		w.c.log.Debug("membership", "msg", msg)
+	default:
+		w.c.log.Debug("membership", "msg", msg)
+	}
+	return len(b), nil
+}
+
+// MembershipState is memberlist's view, for the status page.
+type MembershipState struct {
+	Running bool `json:"running"`
+	Alive   int  `json:"alive"` // alive or suspect, self included
+	Health  int  `json:"health_score"`
+	// Members are memberlist's members with their state (alive, suspect,
+	// dead or left, until memberlist forgets them).
+	Members []MemberState `json:"members,omitempty"`
+	Keys    []KeyState    `json:"keys"`
+}
+
+// MemberState is one member as memberlist sees it.
+type MemberState struct {
+	ID     string `json:"id"`
+	Addr   string `json:"addr"`
+	State  string `json:"state"`
+	Region string `json:"region,omitempty"`
+}
+
+func (c *Cluster) membershipState() MembershipState {
+	st := MembershipState{Keys: c.Keys()}
+	m := c.mlReady.Load()
+	if m == nil {
+		return st
+	}
+	st.Running, st.Alive, st.Health = true, m.ml.NumMembers(), m.ml.GetHealthScore()
+	return st
+}
+
+// MembershipDetail is membershipState with every member listed (the
+// status page; the metrics need only the counts).
+func (c *Cluster) MembershipDetail() MembershipState {
+	st := c.membershipState()
+	m := c.mlReady.Load()
+	if m == nil {
+		return st
+	}
+	for _, n := range m.ml.Members() {
+		ms := MemberState{ID: n.Name, Addr: n.Address(), State: memberStateName(n.State)}
+		if meta, err := decodeMeta(n.Meta); err == nil {
+			ms.Region = meta.Region
+		}
+		st.Members = append(st.Members, ms)
+	}
+	slices.SortFunc(st.Members, func(a, b MemberState) int { return strings.Compare(a.ID, b.ID) })
+	return st
+}
+
+func memberStateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
