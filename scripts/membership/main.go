@@ -6,17 +6,21 @@
 // so that measuring costs the nodes nothing. It reports:
 //
 //   - startup: until every node has every other in its membership;
+//
 //   - join: a new node, until it is a member at every node;
+//
 //   - crash: a SIGKILLed node, until it is out of the routing view of
 //     every node that heartbeated it (its local detector) and out of the
 //     membership everywhere (memberlist's agreed death);
+//
 //   - restart: the same node again, until it is a member everywhere;
+//
 //   - soak: with nothing killed for -soak (optionally with both cores
 //     kept busy, -busy), the false deaths (member left) and local
 //     suspicions, and per node per second the CPU, heartbeat packets and
 //     membership packets.
 //
-//	go run ./scripts/membership -nodes 24 [-soak 10m] [-busy] [-json out.json]
+//     go run ./scripts/membership -nodes 24 [-soak 10m] [-busy] [-json out.json]
 package main
 
 import (
