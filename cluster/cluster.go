@@ -216,6 +216,9 @@ type Peer struct {
 	// staying silent since (silentGrace).
 	monitoredSince time.Time
 	judgedSilent   bool
+	// Its deadline timer (armDeadline) and when it was set to fire.
+	timer    *time.Timer
+	deadline time.Time
 	// Probes sent to it despite a negative indication, and how many hit
 	// (atomics: counted as answers come, outside c.mu).
 	negProbes, negHits atomic.Uint64
@@ -284,6 +287,7 @@ type Cluster struct {
 	climbs     climbCosts // M's measurement, per site (penalty.go)
 	stalled    time.Time
 	exportedAt time.Time    // when the per-peer gauges were last set (check)
+	stopped    bool         // Run ended: deadline timers do nothing
 	local      atomic.Int64 // worst recent local scheduling delay (ns), for status
 	unknownHB  atomic.Uint64
 	nextReq    uint64
@@ -545,6 +549,7 @@ func (c *Cluster) received(r wire.Received) {
 		}
 		viewChanged = c.setTrust(p, true)
 	}
+	c.armDeadline(p, time.Unix(0, r.RecvNs))
 	c.mu.Unlock()
 	if viewChanged {
 		c.setView()
@@ -562,13 +567,22 @@ func appendHistory(h []Transition, t Transition) []Transition {
 	return h
 }
 
-// monitor suspects peers whose freshness point passed. If this process
-// itself stalled (a GC or VM pause longer than the check interval), it
-// suspects nobody for that round: the silence was ours.
+// monitor runs the periodic part of failure detection: it measures this
+// process's own scheduling delay (a stall of ours must not be blamed on a
+// peer), refreshes the gauges, and sweeps every peer as a safety net. A
+// suspicion itself comes from each monitored peer's deadline timer
+// (armDeadline), which fires at the peer's freshness point only if no
+// heartbeat moved it on: an idle node wakes at the ticker's rate, not four
+// times a period for every check. With shadow detectors (the fault lab)
+// the ticker runs four times a period, since shadows are polled.
 func (c *Cluster) monitor(ctx context.Context) error {
-	tick := c.cfg.Period / 4
+	tick := c.cfg.Period
+	if len(c.cfg.Shadows) > 0 {
+		tick = c.cfg.Period / 4
+	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	defer c.stopDeadlines()
 	last := time.Now()
 	// Our own delays count for a few periods: a heartbeat held up in our
 	// socket buffer arrives late by that much, and the next one may too.
@@ -587,28 +601,47 @@ func (c *Cluster) monitor(ctx context.Context) error {
 			local := watch.observe(now, lag-tick)
 			c.local.Store(int64(local))
 			c.metrics.LocalDelay.Set(local.Seconds())
-			if lag > 3*tick {
-				c.metrics.LocalStalls.Inc()
-				c.mu.Lock()
-				c.stalled = now
-				c.mu.Unlock()
+			if lag > tick+c.stallAfter() {
+				c.noteStall(now)
 				continue
 			}
 			c.check(now, local)
-			if rounds++; rounds%64 == 0 {
+			if rounds++; rounds%max(1, int(6400*time.Millisecond/tick)) == 0 {
 				c.checkUnreached(now)
 			}
 		}
 	}
 }
 
-// check suspects the peers whose freshness point, moved on by local (how
-// late this process itself has been running lately), has passed.
+// stallAfter is how late this process may run (a ticker round, a deadline
+// timer) before it counts as its own stall: three quarters of a period,
+// what the four-checks-a-period loop allowed (three of its ticks).
+func (c *Cluster) stallAfter() time.Duration { return 3 * c.cfg.Period / 4 }
+
+// noteStall records that this process stalled at now: for two periods
+// after it nobody is suspected, so that the heartbeats that waited in our
+// socket buffer are read first.
+func (c *Cluster) noteStall(now time.Time) {
+	c.metrics.LocalStalls.Inc()
+	c.mu.Lock()
+	c.stalled = now
+	c.mu.Unlock()
+}
+
+// inGrace reports whether now is within two periods of our last stall.
+// c.mu must be held.
+func (c *Cluster) inGrace(now time.Time) bool {
+	return !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
+}
+
+// check sweeps every peer: shadows are polled, and a monitored peer whose
+// freshness point, moved on by local (how late this process itself has
+// been running lately), has passed is suspected (its deadline timer
+// normally got there first).
 func (c *Cluster) check(now time.Time, local time.Duration) {
-	changed := false
 	var suspected []suspicion // logged after c.mu is released (see received)
 	c.mu.Lock()
-	grace := !c.stalled.IsZero() && now.Sub(c.stalled) < 2*c.cfg.Period
+	grace := c.inGrace(now)
 	if now.Sub(c.exportedAt) >= gaugeInterval {
 		c.exportedAt = now
 		c.exportPeerGauges(now)
@@ -617,33 +650,119 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if p.seen && !grace {
 			c.checkShadows(p, now, c.localShift(p, local))
 		}
-		if !p.trusted || grace || !p.monitored {
-			continue
-		}
-		// A peer that became monitored trusted (by membership) and has not
-		// been heard since is given silentGrace, once.
-		neverHeard := !p.heard && !p.judgedSilent && now.Sub(p.monitoredSince) > c.silentGrace()
-		if !p.heard && !neverHeard {
-			continue
-		}
-		if neverHeard || c.silent(p, now, local) {
-			p.judgedSilent = true
-			c.setTrust(p, false)
-			silentFor := now.Sub(p.monitoredSince)
-			if p.seen && !neverHeard {
-				silentFor = now.Sub(p.lastRecv)
-				c.metrics.DetectionTime.Observe(silentFor.Seconds())
-			}
-			suspected = append(suspected, suspicion{p.ID, silentFor})
-			changed = true
+		if s, ok := c.judge(p, now, local, grace); ok {
+			suspected = append(suspected, s)
 		}
 	}
 	c.mu.Unlock()
-	for _, s := range suspected {
-		c.log.Warn("peer suspected", "self", c.cfg.NodeID, "peer", s.peer, "silent_for", s.silent.Round(time.Millisecond), "local_delay", local.Round(time.Millisecond))
+	c.reportSuspicions(suspected, local)
+}
+
+// judge suspects p if it is monitored, trusted, and its freshness point
+// (or, never heard since it became monitored, its silentGrace) passed.
+// c.mu must be held.
+func (c *Cluster) judge(p *Peer, now time.Time, local time.Duration, grace bool) (suspicion, bool) {
+	if !p.trusted || grace || !p.monitored {
+		return suspicion{}, false
 	}
-	if changed {
+	// A peer that became monitored trusted (by membership) and has not
+	// been heard since is given silentGrace, once.
+	neverHeard := !p.heard && !p.judgedSilent && now.Sub(p.monitoredSince) > c.silentGrace()
+	if !p.heard && !neverHeard {
+		return suspicion{}, false
+	}
+	if !neverHeard && !c.silent(p, now, local) {
+		return suspicion{}, false
+	}
+	p.judgedSilent = true
+	c.setTrust(p, false)
+	silentFor := now.Sub(p.monitoredSince)
+	if p.seen && !neverHeard {
+		silentFor = now.Sub(p.lastRecv)
+		c.metrics.DetectionTime.Observe(silentFor.Seconds())
+	}
+	return suspicion{p.ID, silentFor}, true
+}
+
+// reportSuspicions logs the suspicions of one round and rebuilds the view.
+func (c *Cluster) reportSuspicions(s []suspicion, local time.Duration) {
+	for _, x := range s {
+		c.log.Warn("peer suspected", "self", c.cfg.NodeID, "peer", x.peer, "silent_for", x.silent.Round(time.Millisecond), "local_delay", local.Round(time.Millisecond))
+	}
+	if len(s) > 0 {
 		c.setView()
+	}
+}
+
+// maxDeadline bounds how far ahead a deadline timer is set (a detector
+// still learning may name a far freshness point): the ticker's sweep
+// covers the rest.
+const maxDeadline = time.Minute
+
+// armDeadline sets p's timer to the moment judge could first suspect it:
+// its freshness point moved on by this process's recent delay, or the end
+// of its silentGrace. c.mu must be held.
+func (c *Cluster) armDeadline(p *Peer, now time.Time) {
+	if !p.monitored || !p.trusted {
+		return
+	}
+	local := time.Duration(c.local.Load())
+	at := p.monitoredSince.Add(c.silentGrace())
+	if p.heard {
+		at = time.Unix(0, p.det.Freshness()).Add(c.localShift(p, local))
+	}
+	if end := c.stalled.Add(2 * c.cfg.Period); c.inGrace(now) && at.Before(end) {
+		at = end
+	}
+	// A millisecond past the point: the detectors suspect strictly after
+	// it, and a timer that fired exactly on it would be set again for now.
+	d := min(max(at.Sub(now)+time.Millisecond, time.Millisecond), maxDeadline)
+	p.deadline = now.Add(d)
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, func() { c.fire(p) })
+		return
+	}
+	p.timer.Reset(d)
+}
+
+// fire is p's deadline timer. A timer that runs much later than it was
+// set for means this process stalled (a pause, SIGSTOP): that is noted
+// as our stall, not p's silence.
+func (c *Cluster) fire(p *Peer) {
+	now := time.Now()
+	local := time.Duration(c.local.Load())
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	late := now.Sub(p.deadline)
+	if late > c.stallAfter() {
+		c.mu.Unlock()
+		c.noteStall(now)
+		c.mu.Lock()
+	} else {
+		local = max(local, late)
+	}
+	s, ok := c.judge(p, now, local, c.inGrace(now))
+	if !ok {
+		c.armDeadline(p, now) // moved on by a heartbeat, our delay, or a grace
+	}
+	c.mu.Unlock()
+	if ok {
+		c.reportSuspicions([]suspicion{s}, local)
+	}
+}
+
+// stopDeadlines stops every deadline timer as the cluster stops.
+func (c *Cluster) stopDeadlines() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	for _, p := range c.peers {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
 	}
 }
 

@@ -171,6 +171,7 @@ func (c *Cluster) updateMonitored(now time.Time) (viewChanged bool) {
 		mon := p.neighbour || p.member && now.Sub(p.routedAt) < routedKeep
 		if mon && !p.monitored {
 			p.monitoredSince, p.heard, p.judgedSilent = now, false, false
+			defer c.armDeadline(p, now) // once p.monitored is set below
 		}
 		if !mon {
 			// Not watched by this node: trusted while a member.

@@ -330,7 +330,14 @@ func (r *run) waitMembers(ids []string, since time.Time, within time.Duration) e
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not every node counts %d members within %v", len(ids), within)
+			var counts []string
+			for _, id := range ids {
+				m, err := r.metric(id, "edge_membership_members")
+				if err != nil || int(m) != len(ids) {
+					counts = append(counts, fmt.Sprintf("%s:%v", id, m))
+				}
+			}
+			return fmt.Errorf("not every node counts %d members within %v (%s)", len(ids), within, strings.Join(counts, " "))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
