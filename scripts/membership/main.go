@@ -49,6 +49,7 @@ type event struct {
 	observer string
 	msg      string
 	peer     string
+	peers    string // "configured peers not in the membership leave the ring"
 }
 
 type node struct {
@@ -258,17 +259,18 @@ func (r *run) read(id string, in io.Reader) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Time time.Time `json:"time"`
-			Msg  string    `json:"msg"`
-			Peer string    `json:"peer"`
+			Time  time.Time `json:"time"`
+			Msg   string    `json:"msg"`
+			Peer  string    `json:"peer"`
+			Peers string    `json:"peers"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
 		switch line.Msg {
-		case "member joined", "member left", "peer suspected":
+		case "member joined", "member left", "peer suspected", "configured peers not in the membership leave the ring":
 			r.mu.Lock()
-			r.events = append(r.events, event{at: line.Time, observer: id, msg: line.Msg, peer: line.Peer})
+			r.events = append(r.events, event{at: line.Time, observer: id, msg: line.Msg, peer: line.Peer, peers: line.Peers})
 			r.mu.Unlock()
 		}
 	}
@@ -313,34 +315,69 @@ func (r *run) lastJoin(observers, joiners []string, since time.Time) time.Durati
 	return worst
 }
 
-// waitMembers waits until every node of ids counts len(ids) members in
-// memberlist (its edge_membership_members gauge).
+// waitMembers waits until every node of ids has exactly the others of
+// ids as members, as its log tells (the seeds from its configuration,
+// then every "member joined" and "member left"): polling every node's
+// metrics would be the heaviest load on the machine at 100 nodes.
 func (r *run) waitMembers(ids []string, since time.Time, within time.Duration) error {
 	deadline := since.Add(within)
 	for {
-		done := true
-		for _, id := range ids {
-			m, err := r.metric(id, "edge_membership_members")
-			if err != nil || int(m) != len(ids) {
-				done = false
-				break
-			}
-		}
-		if done {
+		missing := r.unconverged(ids)
+		if len(missing) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			var counts []string
-			for _, id := range ids {
-				m, err := r.metric(id, "edge_membership_members")
-				if err != nil || int(m) != len(ids) {
-					counts = append(counts, fmt.Sprintf("%s:%v", id, m))
-				}
-			}
-			return fmt.Errorf("not every node counts %d members within %v (%s)", len(ids), within, strings.Join(counts, " "))
+			return fmt.Errorf("not every node has the %d others as members within %v (%s)", len(ids)-1, within, strings.Join(missing, " "))
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// unconverged lists the nodes of ids whose membership, replayed from
+// their logs, is not the others of ids, with how many members each has.
+func (r *run) unconverged(ids []string) []string {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sets := map[string]map[string]bool{}
+	for _, id := range ids {
+		sets[id] = map[string]bool{}
+		for _, s := range r.seeds {
+			if seed, _, _ := strings.Cut(s, "="); seed != id {
+				sets[id][seed] = true
+			}
+		}
+	}
+	for _, e := range r.events {
+		set := sets[e.observer]
+		if set == nil || e.at.Before(r.nodes[e.observer].started) {
+			continue
+		}
+		switch e.msg {
+		case "member joined":
+			set[e.peer] = true
+		case "member left":
+			delete(set, e.peer)
+		case "configured peers not in the membership leave the ring":
+			for _, p := range strings.Split(e.peers, ",") {
+				delete(set, p)
+			}
+		}
+	}
+	var out []string
+	for _, id := range ids {
+		ok := len(sets[id]) == len(ids)-1
+		for p := range sets[id] {
+			ok = ok && want[p]
+		}
+		if !ok {
+			out = append(out, fmt.Sprintf("%s:%d", id, len(sets[id])))
+		}
+	}
+	return out
 }
 
 // localDrop is how long the victim's monitors (the nodes that logged a
@@ -367,11 +404,6 @@ func (r *run) scrape(id string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return promtext.Scrape(ctx, "http://"+r.nodes[id].adm+"/metrics")
-}
-
-func (r *run) metric(id, name string) (float64, error) {
-	s, err := r.scrape(id)
-	return s[name], err
 }
 
 // counters sums heartbeat packets and membership packets and bytes (sent)
