@@ -298,11 +298,12 @@ type Cluster struct {
 	started     time.Time        // when this node started
 	warned      *misconfigMemory // misconfiguration logged lately (misconfig.go)
 	// Membership (membership.go, transport.go, keyring.go).
-	transport *sharedTransport
-	keyring   *memberlist.Keyring
-	mship     *membership                // set by Run before mlReady
-	mlReady   atomic.Pointer[membership] // for readers outside Run (status, keys)
-	metaEpoch atomic.Uint64              // the indicator epoch our metadata announces
+	transport  *sharedTransport
+	keyring    *memberlist.Keyring
+	mship      *membership                // set by Run before mlReady
+	mlReady    atomic.Pointer[membership] // for readers outside Run (status, keys)
+	metaEpoch  atomic.Uint64              // the indicator epoch our metadata announces
+	viewWanted chan struct{}              // membership asks for a ring rebuild (viewLoop)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -334,9 +335,10 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 				DisableCompression: true,
 				TLSClientConfig:    cfg.TLS,
 			}},
-		scheme:    "http",
-		peerAuth:  newVerifier(cfg.Secret),
-		transport: newSharedTransport(cfg.GossipDial, m),
+		scheme:     "http",
+		peerAuth:   newVerifier(cfg.Secret),
+		transport:  newSharedTransport(cfg.GossipDial, m),
+		viewWanted: make(chan struct{}, 1),
 	}
 	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("cluster: keyring: %w", err)

@@ -47,6 +47,7 @@ func (c *Cluster) advertise() {
 	c.advFull, c.advDelta, c.advEpoch = full, delta, snap.Epoch
 	c.lastAdv, c.dirty = time.Now(), false
 	c.mu.Unlock()
+	c.metaEpoch.Store(snap.Epoch) // announced in membership metadata (publishMeta)
 	c.metrics.Advertisements.Inc()
 	c.metrics.IndicatorEpoch.Set(float64(snap.Epoch))
 }

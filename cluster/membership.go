@@ -212,7 +212,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	c.mu.Unlock()
 	if changed {
 		c.log.Info("member joined", "self", c.cfg.NodeID, "peer", n.Name, "addr", addr, "region", meta.Region)
-		c.setView()
+		c.requestView()
 	}
 	if pull > 0 {
 		go c.pullIndicator(p, pull)
@@ -237,7 +237,40 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	c.mu.Unlock()
 	if changed {
 		c.log.Info("member left", "self", c.cfg.NodeID, "peer", n.Name, "addr", n.Address())
+		c.requestView()
+	}
+}
+
+// viewCoalesce is the least time between two ring rebuilds asked for by
+// membership events: when 100 nodes start at once every node hears 99
+// joins in a few seconds, and rebuilding the rings for each inside
+// memberlist's callback (which holds its lock) was measured as most of a
+// node's CPU, delaying its probe answers until others declared it dead.
+const viewCoalesce = 50 * time.Millisecond
+
+// requestView asks viewLoop for a ring rebuild; requests made while one is
+// pending are one rebuild.
+func (c *Cluster) requestView() {
+	select {
+	case c.viewWanted <- struct{}{}:
+	default:
+	}
+}
+
+// viewLoop rebuilds the rings on request, at most once per viewCoalesce.
+func (c *Cluster) viewLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.viewWanted:
+		}
 		c.setView()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(viewCoalesce):
+		}
 	}
 }
 
@@ -272,6 +305,7 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	c.mship = &membership{ml: ml, seedsAt: map[string]time.Time{}}
 	c.mlReady.Store(c.mship)
 	go c.publishMeta(ctx)
+	go c.viewLoop(ctx)
 	t := time.NewTicker(joinInterval)
 	defer t.Stop()
 	for {
@@ -390,7 +424,7 @@ func (c *Cluster) reconcileMembers() {
 	if len(gone) > 0 {
 		slices.Sort(gone)
 		c.log.Info("configured peers not in the membership leave the ring", "self", c.cfg.NodeID, "peers", strings.Join(gone, ","))
-		c.setView()
+		c.requestView()
 	}
 }
 
