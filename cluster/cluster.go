@@ -74,7 +74,7 @@ type Config struct {
 	Indicator     indicators.FilterConfig
 	AdvertiseMax  time.Duration // T: advertise at least this often when keys changed
 	KeyScheme     bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
-	Monitoring    Monitoring    // all-to-all or bounded-subset heartbeats (gossip.go)
+	Monitoring    Monitoring    // all-to-all or bounded-subset heartbeats (monitoring.go)
 	MonitorPeers  int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	// AutoSubsetAbove is the member count above which MonitorAuto switches
 	// to subset (0: the package's AutoSubsetAbove). Tests lower it so that

@@ -7,7 +7,7 @@ import (
 	"github.com/edgecache/edge/routing"
 )
 
-// What a suspicion costs. With all-to-all monitoring a suspicion takes the
+// What a suspicion costs. A suspicion takes the
 // peer out of this node's routing view only (its pages go to their next
 // home) until its next heartbeat: no other node hears of it. The cost of a
 // wrong one is the requests it rerouted, which this file counts: a request
@@ -45,9 +45,9 @@ func (c *Cluster) setMembers(ids []string) {
 // countReroute records that the page with hash kh was routed to home
 // although its home over every member is a peer this node suspects (seen
 // before and suspected since: a peer never heard is not a suspicion). Call
-// only while some peer is suspected (c.suspected > 0), with all-to-all
-// monitoring (with subset monitoring suspicions are gossiped and refuted
-// cluster-wide, and nothing here settles them).
+// only while some peer is suspected (c.suspected > 0). Suspicions are
+// local with either monitoring mode (membership is memberlist's), so both
+// are counted; the members ring is memberlist's members.
 func (c *Cluster) countReroute(kh uint64, home string) {
 	ring := c.members.Ring()
 	n := ring.Len()
