@@ -422,6 +422,10 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 		Sent: func(n int) { sentP.Inc(); sentB.Add(float64(n)) }}
 	c.transport.setConn(conn)
 	defer func() { _ = c.transport.Shutdown() }()
+	// The first part to fail (membership that cannot start, a socket
+	// error) stops the others, so that Run returns it at once.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errc := make(chan error, 4)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
 	go func() {
@@ -433,6 +437,7 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	for range 4 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
+			cancel()
 		}
 	}
 	return first

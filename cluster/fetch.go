@@ -687,11 +687,11 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 // ends it, for a peer that heartbeats but whose answer hangs.
 func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	u := *out.URL
-	u.Scheme, u.Host = c.scheme, p.Addr
 	ctx, cancel := context.WithCancel(out.Context())
 	out = out.WithContext(ctx)
 	out.URL = &u
 	c.mu.Lock()
+	u.Scheme, u.Host = c.scheme, p.Addr // Addr changes under c.mu (memberUp)
 	c.nextReq++
 	id := c.nextReq
 	if p.waiting == nil {

@@ -76,7 +76,7 @@ func (c *Cluster) serveIndicator(w http.ResponseWriter, r *http.Request) {
 func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 	c.mu.Lock()
 	have := p.replica.Epoch()
-	replica := p.replica
+	replica, addr := p.replica, p.Addr // Addr changes under c.mu (memberUp)
 	if p.epochSeen >= epoch {
 		c.mu.Unlock()
 		return
@@ -85,7 +85,7 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.cfg.PeerTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+p.Addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
 	resp, err := c.do(req)
 	if err != nil {
 		c.retryPull(p)

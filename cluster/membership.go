@@ -137,6 +137,10 @@ type membership struct {
 	ml      *memberlist.Memberlist
 	joined  atomic.Bool          // the startup membership was logged
 	seedsAt map[string]time.Time // seed address → when first tried, unreached since
+	// The addresses behind cluster.dns, and when they were resolved
+	// (used only by runMembership's goroutine).
+	dnsSeeds []string
+	dnsAt    time.Time
 }
 
 // mlDelegate answers memberlist's callbacks. They run under memberlist's
@@ -284,9 +288,14 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	d := mlDelegate{c}
 	mc.Delegate, mc.Events, mc.Conflict = d, d, d
 	mc.Keyring = c.keyring
-	mc.ProbeInterval = c.cfg.ProbeInterval
-	mc.ProbeTimeout = min(mc.ProbeTimeout, c.cfg.ProbeInterval/2)
-	mc.SuspicionMult = c.cfg.SuspicionMult
+	mc.ProbeInterval, mc.SuspicionMult = DefaultProbeInterval, DefaultSuspicionMult
+	if c.cfg.ProbeInterval > 0 {
+		mc.ProbeInterval = c.cfg.ProbeInterval
+	}
+	if c.cfg.SuspicionMult > 0 {
+		mc.SuspicionMult = c.cfg.SuspicionMult
+	}
+	mc.ProbeTimeout = min(mc.ProbeTimeout, mc.ProbeInterval/2)
 	mc.DeadNodeReclaimTime = deadReclaim
 	mc.PushPullInterval = pushPullInterval
 	mc.TCPTimeout = max(2*time.Second, 4*c.cfg.PeerTimeout)
@@ -321,28 +330,57 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 }
 
 // seeds are the addresses to join through: the static peers' and every
-// address behind cluster.dns.
+// address behind cluster.dns, as IP:port (memberlist names members by
+// address, so a seed given by host name is resolved to be recognised as a
+// member). The DNS name is re-resolved every cluster.dns_interval, or at
+// every round until this node has joined.
 func (c *Cluster) seeds(ctx context.Context) []string {
+	m := c.mship
 	var out []string
 	for id, addr := range c.cfg.Peers {
 		if id != c.cfg.NodeID {
-			out = append(out, addr)
+			out = append(out, c.resolveSeed(ctx, addr)...)
 		}
 	}
 	if c.cfg.DNS != "" {
-		rctx, cancel := context.WithTimeout(ctx, joinInterval)
-		addrs, err := net.DefaultResolver.LookupHost(rctx, c.cfg.DNS)
-		cancel()
-		if err != nil {
-			c.warnOnce("dns "+c.cfg.DNS, "the cluster's DNS name does not resolve", "name", c.cfg.DNS, "err", err,
-				"remedy", "check cluster.dns (a headless service's name) and the resolver")
+		if !m.joined.Load() || time.Since(m.dnsAt) >= c.cfg.DNSInterval {
+			rctx, cancel := context.WithTimeout(ctx, joinInterval)
+			addrs, err := net.DefaultResolver.LookupHost(rctx, c.cfg.DNS)
+			cancel()
+			if err != nil {
+				c.warnOnce("dns "+c.cfg.DNS, "the cluster's DNS name does not resolve", "name", c.cfg.DNS, "err", err,
+					"remedy", "check cluster.dns (a headless service's name) and the resolver")
+			} else {
+				m.dnsAt, m.dnsSeeds = time.Now(), nil
+				for _, a := range addrs {
+					m.dnsSeeds = append(m.dnsSeeds, net.JoinHostPort(a, c.cfg.DNSPort))
+				}
+			}
 		}
-		for _, a := range addrs {
-			out = append(out, net.JoinHostPort(a, c.cfg.DNSPort))
-		}
+		out = append(out, m.dnsSeeds...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// resolveSeed returns addr with its host resolved to IP addresses (addr
+// itself if it names an IP, or if the name does not resolve now).
+func (c *Cluster) resolveSeed(ctx context.Context, addr string) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) != nil {
+		return []string{addr}
+	}
+	rctx, cancel := context.WithTimeout(ctx, joinInterval)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupHost(rctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{addr}
+	}
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, net.JoinHostPort(ip, port))
+	}
+	return out
 }
 
 // joinSeeds joins through the seeds that are not members (a few at a
@@ -477,20 +515,26 @@ func (w mlLogWriter) Write(b []byte) (int, error) {
 			from = host
 		}
 	}
+	lower := strings.ToLower(msg)
+	var key, text, remedy string
 	switch {
-	case strings.Contains(msg, "No installed keys could decrypt") || strings.Contains(msg, "decrypt"):
-		w.c.metrics.GossipRejected.WithLabelValues("key").Inc()
-		w.c.warnOnce("gossip key "+from, "membership packets from this address cannot be decrypted: its cluster.secret differs from this node's",
-			"from", from, "remedy", "give every node the same cluster.secret (or install the new one on every node first: POST /cluster/keys)")
-	case strings.Contains(msg, "Encryption is configured but remote state is not encrypted") || strings.Contains(msg, "unencrypted"):
+	case strings.Contains(lower, "not encrypted") || strings.Contains(lower, "unencrypted"):
 		w.c.metrics.GossipRejected.WithLabelValues("plain").Inc()
-		w.c.warnOnce("gossip plain "+from, "unencrypted membership traffic from this address was refused", "from", from,
-			"remedy", "every node needs a cluster.secret")
-	case strings.Contains(line, "[ERR]"), strings.Contains(line, "[WARN]"):
-		w.c.log.Debug("membership", "msg", msg)
+		key, text, remedy = "gossip plain", "unencrypted membership traffic from this address was refused", "every node needs a cluster.secret"
+	case strings.Contains(lower, "decrypt"):
+		w.c.metrics.GossipRejected.WithLabelValues("key").Inc()
+		key, text, remedy = "gossip key", "membership packets from this address cannot be decrypted: its cluster.secret differs from this node's",
+			"give every node the same cluster.secret (or install the new one on every node first: POST /cluster/keys)"
 	default:
 		w.c.log.Debug("membership", "msg", msg)
+		return len(b), nil
 	}
+	// Sources are bounded per cause, as for heartbeats: spoofed packets
+	// from many addresses must not fill the memory of what was logged.
+	if !w.c.warned.fresh(key+" "+from, time.Now()) && w.c.countCause(key) > sourcesPerCause {
+		return len(b), nil
+	}
+	w.c.warnOnce(key+" "+from, text, "from", from, "remedy", remedy)
 	return len(b), nil
 }
 

@@ -153,7 +153,10 @@ func (c *Cluster) recomputeNeighbours() {
 		near = neighbours(c.cfg.NodeID, members, c.monitorPeers())
 	}
 	for _, p := range c.peers {
-		p.neighbour = !c.subset || near[p.ID]
+		// A peer memberlist declared dead is not heartbeated: it comes
+		// back through membership (a departed pod would otherwise be
+		// heartbeated for good).
+		p.neighbour = p.member && (!c.subset || near[p.ID])
 	}
 	if c.subset {
 		c.metrics.MonitoringSubset.Set(1)

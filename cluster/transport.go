@@ -32,9 +32,13 @@ import (
 const gossipTag byte = 0xEE
 
 // gossipQueue is how many membership packets (and streams) wait for
-// memberlist before more are dropped, as a full socket buffer would:
-// memberlist reads them at once, so the queue only absorbs a burst.
+// memberlist before more are dropped: memberlist reads them at once, so
+// the queue only absorbs a burst (at most 1024 packets of up to 64 KiB).
 const gossipQueue = 1024
+
+// acceptBackoff is the pause after a failed Accept other than a closed
+// listener (net/http's longest backoff).
+const acceptBackoff = time.Second
 
 // peekTimeout is how long a new peer connection may take to send its
 // first byte before it is closed: peer HTTP clients and memberlist both
@@ -207,12 +211,19 @@ func (m *muxListener) run() {
 	for {
 		c, err := m.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				m.once.Do(func() { m.err = err; close(m.done) })
+				return
 			}
-			m.once.Do(func() { m.err = err; close(m.done) })
-			return
+			// Anything else (EMFILE under a connection flood, a timeout)
+			// passes: back off and accept again, as net/http does, so one
+			// bad moment does not close the cluster port for good.
+			select {
+			case <-m.done:
+				return
+			case <-time.After(acceptBackoff):
+			}
+			continue
 		}
 		go m.sort(c)
 	}

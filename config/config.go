@@ -163,7 +163,7 @@ func Keys() []Key {
 		{"cluster.advertise", String, "", "HOST:PORT the other nodes reach this one at, when it is not cluster.listen (NAT, or cluster.listen on 0.0.0.0). Empty: cluster.listen, or this host's private address when that is 0.0.0.0."},
 		{"cluster.peers", List, "", "Static peers as ID=HOST:PORT,ID=HOST:PORT (self may be listed; it is skipped): members from the start, and the seeds membership joins through. Empty with an empty cluster.dns: a single node."},
 		{"cluster.dns", String, "", "A DNS name whose addresses are seeds (a Kubernetes headless service), re-resolved every cluster.dns_interval until joined; members then come from membership (memberlist)."},
-		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved for seeds that are not members yet."},
+		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved for seeds once this node has joined (before that, every 2 s)."},
 		{"cluster.membership_probe_interval", Duration, dur(cd.ProbeInterval), "memberlist's probe period: a dead node is declared dead everywhere after about suspicion_mult × log10(nodes) of these (measured 9.7 s at 100 nodes), agreed by indirect probes; a node's own routing drops a silent peer sooner, by its heartbeats (docs/cluster.md)."},
 		{"cluster.membership_suspicion_mult", Int, strconv.Itoa(cd.SuspicionMult), "memberlist's suspicion timeout multiplier (its LAN default); Lifeguard shortens a suspicion that others confirm."},
 		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},

@@ -1,0 +1,115 @@
+// Regression tests from a hostile review of the memberlist change: each
+// failed before its fix.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// flakyListener fails its first Accept with EMFILE (fd exhaustion), then works.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (f *flakyListener) Accept() (net.Conn, error) {
+	if !f.failed {
+		f.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return f.Listener.Accept()
+}
+
+// One failed Accept (a connection flood exhausting descriptors) closed the
+// cluster port's TCP side for good.
+func TestMuxListenerSurvivesEMFILE(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := c.MuxListener(&flakyListener{Listener: raw})
+	defer ln.Close()
+	go func() {
+		if conn, err := net.Dial("tcp", raw.Addr().String()); err == nil {
+			_, _ = conn.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+			time.Sleep(3 * time.Second)
+			conn.Close()
+		}
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("one EMFILE killed the peer listener: %v", err)
+	}
+	conn.Close()
+}
+
+// A member memberlist declared dead stayed a heartbeat target for good
+// with all-to-all monitoring.
+func TestDeadMemberIsNotHeartbeated(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"b": "127.0.0.1:9"})
+	c.memberDown(&memberlist.Node{Name: "b"})
+	if _, ok := c.targets()["b"]; ok {
+		t.Error("a dead non-member is still a heartbeat target")
+	}
+}
+
+// memberUp rewrites p.Addr under c.mu while the pulls it starts read it:
+// run with -race.
+func TestMemberAddressChangeIsNotARace(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	for i := range 20 {
+		meta := nodeMeta{Incarnation: 1, Epoch: uint64(i + 1)}.encode()
+		c.memberUp(&memberlist.Node{Name: "x", Addr: net.ParseIP("127.0.0.1"), Port: uint16(1 + i%2), Meta: meta}, "update")
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
+// Spoofed undecryptable packets from many sources filled the memory of
+// what was logged: a real misconfiguration was then not logged.
+func TestGossipLogFloodIsBounded(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	w := mlLogWriter{c}
+	for i := range 1100 {
+		fmt.Fprintf(w, "[ERR] memberlist: Decrypt packet failed: no installed keys could decrypt the message from=10.%d.%d.1:7946\n", i/256, i%256)
+	}
+	if !c.warned.claim("conflict 192.0.2.1:7946", time.Now()) {
+		t.Error("after a spoofed flood, a node-id conflict warning is suppressed")
+	}
+	if got := testutil.ToFloat64(c.metrics.GossipRejected.WithLabelValues("key")); got != 1100 {
+		t.Errorf("counted %v of 1100 refusals", got)
+	}
+}
+
+// The stream-side plaintext refusal, as memberlist v0.7.0 logs it, was
+// neither recognised nor counted as plain.
+func TestPlainMembershipTrafficIsRecognised(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	fmt.Fprintf(mlLogWriter{c}, "[ERR] memberlist: failed to receive: encryption is configured but remote state is not encrypted from=10.0.0.1:7946\n")
+	if got := testutil.ToFloat64(c.metrics.GossipRejected.WithLabelValues("plain")); got != 1 {
+		t.Errorf("plain rejections counted: %v", got)
+	}
+}
+
+// Seeds named by host name (docker-compose.yml) never matched a member's
+// address, so joined nodes kept joining them.
+func TestSeedHostNamesAreResolved(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	got := c.resolveSeed(context.Background(), "localhost:7946")
+	if !slices.Contains(got, "127.0.0.1:7946") {
+		t.Errorf("localhost:7946 resolved to %v", got)
+	}
+	if got := c.resolveSeed(context.Background(), "10.0.0.1:7946"); !slices.Equal(got, []string{"10.0.0.1:7946"}) {
+		t.Errorf("an IP seed changed: %v", got)
+	}
+}
