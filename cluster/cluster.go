@@ -291,7 +291,6 @@ type Cluster struct {
 	local      atomic.Int64 // worst recent local scheduling delay (ns), for status
 	unknownHB  atomic.Uint64
 	nextReq    uint64
-	selfAddr   map[string]bool // our own addresses as DNS lists them, learned from our own heartbeats
 	// Bounded-subset monitoring (monitoring.go).
 	subset      bool             // heartbeat the neighbours and the peers routed to only
 	memberCount int              // members, self included

@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,8 @@ const maxRegionLen = 32
 // digits, '.', '_' and '-'.
 func checkRegion(s string) error {
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+		lower, digit := r >= 'a' && r <= 'z', r >= '0' && r <= '9'
+		if !lower && !digit && r != '.' && r != '_' && r != '-' {
 			return fmt.Errorf("region %q: want lower-case letters, digits, . _ -", s)
 		}
 	}
@@ -305,8 +307,11 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cluster: Advertise: %w", err)
 		}
-		mc.AdvertiseAddr = host
-		fmt.Sscan(port, &mc.AdvertisePort)
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return fmt.Errorf("cluster: Advertise port %q: %w", port, err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = host, n
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
