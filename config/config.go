@@ -167,7 +167,7 @@ func Keys() []Key {
 		{"cluster.membership_probe_interval", Duration, dur(cd.ProbeInterval), "memberlist's probe period: a dead node is declared dead everywhere after about suspicion_mult × log10(nodes) of these (measured 9.7 s at 100 nodes), agreed by indirect probes; a node's own routing drops a silent peer sooner, by its heartbeats (docs/cluster.md)."},
 		{"cluster.membership_suspicion_mult", Int, strconv.Itoa(cd.SuspicionMult), "memberlist's suspicion timeout multiplier (its LAN default); Lifeguard shortens a suspicion that others confirm."},
 		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},
-		{"cluster.tls.cert_file", String, "", "PEM certificate of this node for mutual TLS on the peer listener (TCP). With key_file and ca_file, peers must present a certificate from the CA."},
+		{"cluster.tls.cert_file", String, "", "PEM certificate of this node for mutual TLS on the peer listener (TCP). With key_file and ca_file, peers must present a certificate from the CA for peer HTTP; membership traffic on the same port is encrypted and authenticated by the membership key (cluster.secret) instead."},
 		{"cluster.tls.key_file", String, "", "PEM private key for cluster.tls.cert_file."},
 		{"cluster.tls.ca_file", String, "", "PEM CA bundle that signs the peers' certificates (client and server side)."},
 		{"cluster.heartbeat_period", Duration, dur(cd.Period), "Heartbeat period Δ; detection takes a few periods."},
