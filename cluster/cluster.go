@@ -153,8 +153,8 @@ func (c Config) Validate() error {
 	case c.SuspicionMult < 0:
 		return fmt.Errorf("cluster: SuspicionMult %d: want at least 1", c.SuspicionMult)
 	}
-	if err := checkRegion(c.Region); err != nil || len(c.Region) > maxRegionLen {
-		return fmt.Errorf("cluster: Region %q: want up to %d lower-case letters, digits, . _ -", c.Region, maxRegionLen)
+	if c.Region != "" && !ValidRegion(c.Region) {
+		return fmt.Errorf("cluster: Region %q: want up to %d lower-case letters, digits, . _ -, starting with a letter or digit", c.Region, wire.MaxRegionLen)
 	}
 	if _, err := fdetect.New(c.Detector, int64(c.Period), c.DetectorArgs); err != nil {
 		return fmt.Errorf("cluster: Detector: %w", err)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/indicators"
 )
 
@@ -107,31 +108,33 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 		return m, fmt.Errorf("metadata version %d, want %d", b[2], metaVersion)
 	}
 	n := int(b[3])
-	if n > maxRegionLen || len(b) != metaFixed+n {
+	if n > wire.MaxRegionLen || len(b) != metaFixed+n {
 		return m, fmt.Errorf("metadata of %d bytes with a region of %d", len(b), n)
 	}
 	m.Region = string(b[4 : 4+n])
-	if err := checkRegion(m.Region); err != nil {
-		return m, err
+	if m.Region != "" && !ValidRegion(m.Region) {
+		return m, fmt.Errorf("region %q is not a region label", m.Region)
 	}
 	m.Incarnation = binary.BigEndian.Uint64(b[4+n:])
 	m.Epoch = binary.BigEndian.Uint64(b[12+n:])
 	return m, nil
 }
 
-// maxRegionLen matches the heartbeat's bound on a region label.
-const maxRegionLen = 32
-
-// checkRegion accepts what cluster.region accepts: lower-case letters,
-// digits, '.', '_' and '-'.
-func checkRegion(s string) error {
-	for _, r := range s {
-		lower, digit := r >= 'a' && r <= 'z', r >= '0' && r <= '9'
-		if !lower && !digit && r != '.' && r != '_' && r != '-' {
-			return fmt.Errorf("region %q: want lower-case letters, digits, . _ -", s)
+// ValidRegion reports whether s is a region label: 1 to
+// wire.MaxRegionLen lower-case letters, digits, '.', '_' and '-',
+// starting with a letter or digit. cluster.region, cluster.region_costs
+// and membership metadata all hold to it.
+func ValidRegion(s string) bool {
+	if s == "" || len(s) > wire.MaxRegionLen {
+		return false
+	}
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '.' && r != '_' && r != '-') {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // membership is the running memberlist and what the cluster keeps of it.

@@ -533,17 +533,31 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 	good := m.encode()
 	cases := map[string][]byte{
-		"empty":         nil,
-		"short":         good[:metaFixed-1],
-		"not edge":      append([]byte("XX"), good[2:]...),
-		"version":       append([]byte{'E', 'M', 9}, good[3:]...),
-		"region long":   append(good[:3:3], append([]byte{200}, good[4:]...)...),
-		"trailing byte": append(bytes.Clone(good), 0),
-		"bad region":    nodeMeta{Region: "EU West"}.encode(),
+		"empty":               nil,
+		"short":               good[:metaFixed-1],
+		"not edge":            append([]byte("XX"), good[2:]...),
+		"version":             append([]byte{'E', 'M', 9}, good[3:]...),
+		"region long":         append(good[:3:3], append([]byte{200}, good[4:]...)...),
+		"trailing byte":       append(bytes.Clone(good), 0),
+		"bad region":          nodeMeta{Region: "EU West"}.encode(),
+		"region led by a dot": nodeMeta{Region: ".eu"}.encode(),
 	}
 	for name, b := range cases {
 		if _, err := decodeMeta(b); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestValidRegion: the one rule for region labels (configuration and
+// membership metadata).
+func TestValidRegion(t *testing.T) {
+	for s, want := range map[string]bool{
+		"eu": true, "eu-west.1": true, "9z_a": true, strings.Repeat("a", 32): true,
+		"": false, strings.Repeat("a", 33): false, ".eu": false, "-eu": false, "_eu": false, "EU": false, "eu west": false, "é": false,
+	} {
+		if got := ValidRegion(s); got != want {
+			t.Errorf("ValidRegion(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

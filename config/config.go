@@ -1565,12 +1565,9 @@ func (p *parser) peers(key string) map[string]string {
 	return out
 }
 
-// validRegion is a region label: what heartbeats carry and status pages show.
-var validRegion = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
-
 func (p *parser) region(key string) string {
 	r := p.str(key)
-	if r != "" && !validRegion.MatchString(r) {
+	if r != "" && !cluster.ValidRegion(r) {
 		p.fail(key, r, "is not a region label (lower-case letters, digits, . _ -, up to 32, starting with a letter or digit)")
 		return ""
 	}
@@ -1584,7 +1581,7 @@ func (p *parser) regionCosts(key string) map[[2]string]time.Duration {
 	for _, e := range p.list(key) {
 		pair, dur, ok := strings.Cut(e, "=")
 		a, b, ok2 := strings.Cut(pair, "/")
-		if !ok || !ok2 || !validRegion.MatchString(a) || !validRegion.MatchString(b) {
+		if !ok || !ok2 || !cluster.ValidRegion(a) || !cluster.ValidRegion(b) {
 			p.fail(key, e, "is not REGION/REGION=DURATION (e.g. eu/us=20ms)")
 			return nil
 		}
