@@ -36,7 +36,7 @@ type Config struct {
 	NodeID      string
 	Listen      string            // host:port: peer HTTP (TCP), heartbeats (UDP) and membership gossip (both)
 	Peers       map[string]string // static peers: id → host:port (members from the start, and seeds)
-	DNS         string            // or a name whose addresses are seeds, re-resolved every joinInterval
+	DNS         string            // or a name whose addresses are seeds (re-resolved every DNSInterval once joined)
 	DNSPort     string            // port of the peers found by DNS
 	DNSInterval time.Duration
 	// Advertise is the host:port other nodes reach this one at, when it
@@ -299,8 +299,7 @@ type Cluster struct {
 	// Membership (membership.go, transport.go, keyring.go).
 	transport  *sharedTransport
 	keyring    *memberlist.Keyring
-	mship      *membership                // set by Run before mlReady
-	mlReady    atomic.Pointer[membership] // for readers outside Run (status, keys)
+	mlReady    atomic.Pointer[membership] // the running memberlist, once Run started it (status)
 	metaEpoch  atomic.Uint64              // the indicator epoch our metadata announces
 	viewWanted chan struct{}              // membership asks for a ring rebuild (viewLoop)
 }

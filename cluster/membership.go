@@ -320,14 +320,14 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: membership: %w", err)
 	}
-	c.mship = &membership{ml: ml, seedsAt: map[string]time.Time{}}
-	c.mlReady.Store(c.mship)
-	go c.publishMeta(ctx)
+	m := &membership{ml: ml, seedsAt: map[string]time.Time{}}
+	c.mlReady.Store(m)
+	go c.publishMeta(ctx, m)
 	go c.viewLoop(ctx)
 	t := time.NewTicker(joinInterval)
 	defer t.Stop()
 	for {
-		c.joinSeeds(ctx)
+		c.joinSeeds(ctx, m)
 		select {
 		case <-ctx.Done():
 			_ = ml.Leave(leaveTimeout)
@@ -342,8 +342,7 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 // address, so a seed given by host name is resolved to be recognised as a
 // member). The DNS name is re-resolved every cluster.dns_interval, or at
 // every round until this node has joined.
-func (c *Cluster) seeds(ctx context.Context) []string {
-	m := c.mship
+func (c *Cluster) seeds(ctx context.Context, m *membership) []string {
 	var out []string
 	for id, addr := range c.cfg.Peers {
 		if id != c.cfg.NodeID {
@@ -394,15 +393,14 @@ func (c *Cluster) resolveSeed(ctx context.Context, addr string) []string {
 // joinSeeds joins through the seeds that are not members (a few at a
 // time: one is enough to learn everyone), logs the startup membership
 // once, and logs a seed unreached for seedUnreachedAfter.
-func (c *Cluster) joinSeeds(ctx context.Context) {
-	m := c.mship
+func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
 	self := m.ml.LocalNode().Address()
 	members := map[string]bool{}
 	for _, n := range m.ml.Members() {
 		members[n.Address()] = true
 	}
 	var pending []string
-	for _, s := range c.seeds(ctx) {
+	for _, s := range c.seeds(ctx, m) {
 		if s == self || members[s] {
 			delete(m.seedsAt, s)
 			continue
@@ -431,7 +429,7 @@ func (c *Cluster) joinSeeds(ctx context.Context) {
 		}
 	}
 	if m.joined.Load() {
-		c.reconcileMembers()
+		c.reconcileMembers(m)
 	}
 	if !m.joined.Load() && (len(pending) == 0 || m.ml.NumMembers() > 1 || len(c.cfg.Peers) == 0 && c.cfg.DNS == "") {
 		m.joined.Store(true)
@@ -449,10 +447,10 @@ func (c *Cluster) joinSeeds(ctx context.Context) {
 // a member for good). It runs once this node has joined: before that,
 // the configuration is the best guess every node shares. A peer that
 // became a member after the snapshot was taken is left alone.
-func (c *Cluster) reconcileMembers() {
+func (c *Cluster) reconcileMembers(m *membership) {
 	at := time.Now()
 	known := map[string]bool{}
-	for _, n := range c.mship.ml.Members() {
+	for _, n := range m.ml.Members() {
 		known[n.Name] = true
 	}
 	var gone []string
@@ -487,7 +485,7 @@ func joinOutcome(n int, err error) string {
 
 // publishMeta re-announces this node's metadata when its indicator epoch
 // changes, at most once a second (memberlist gossips it to everyone).
-func (c *Cluster) publishMeta(ctx context.Context) {
+func (c *Cluster) publishMeta(ctx context.Context, m *membership) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var sent uint64
@@ -498,7 +496,7 @@ func (c *Cluster) publishMeta(ctx context.Context) {
 		case <-t.C:
 		}
 		if e := c.metaEpoch.Load(); e != sent {
-			if err := c.mship.ml.UpdateNode(joinInterval); err == nil {
+			if err := m.ml.UpdateNode(joinInterval); err == nil {
 				sent = e
 			}
 		}
