@@ -146,6 +146,14 @@ func (n *gossipNode) stop() {
 // bubble must end with no goroutine of its own left.
 func drainMembership() { time.Sleep(3 * testProbeInterval) }
 
+// stopAll stops every node of a test's map (as it is when called: a
+// test that restarts a node puts the new one in the same map).
+func stopAll(nodes map[string]*gossipNode) {
+	for _, nd := range nodes {
+		nd.stop()
+	}
+}
+
 // crash stops the node without a goodbye: its socket closes first.
 func (n *gossipNode) crash() {
 	n.net.HandleStreams(n.addr, nil)
@@ -227,11 +235,7 @@ func TestJoinThroughOneSeedAndAgreeOnDeath(t *testing.T) {
 			ids = append(ids, id)
 			nodes[id] = startGossipNode(t, id, seed, listenUDP(t, "127.0.0.1:0"), k)
 		}
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		cond := func() bool {
 			for _, id := range ids {
 				if !everyoneElse(nodes, id, func(nd *gossipNode) bool { return nd.member(id) })() {
@@ -308,11 +312,7 @@ func TestLocalSuspicionStaysLocal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "l", 4, 2, func(c *Config) { c.Monitoring = MonitorAll })
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		network.Cut(addrs["l01"], addrs["l00"])
 		eventually(t, 5*time.Second, "l00 suspects l01", func() bool { return !nodes["l00"].trusts("l01") })
@@ -343,11 +343,7 @@ func TestPartitionHeals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "v", 5, 2)
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		start := time.Now()
 		joined := eventually(t, 30*time.Second, "every node trusts every other", func() bool {
 			if time.Since(start) > 29*time.Second {
@@ -396,11 +392,7 @@ func TestPartitionHeals(t *testing.T) {
 func TestWrongSecretNeverJoins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ids, addrs, nodes := startGossipNodes(t, "w", 2, 2, func(c *Config) { c.Monitoring = MonitorAll })
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "the two trust each other", allTrust(nodes, ids))
 		conn := listenUDP(t, "127.0.0.1:0")
 		seeds := map[string]string{"w00": addrs["w00"]}
@@ -432,11 +424,7 @@ func TestWrongSecretNeverJoins(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ids, addrs, nodes := startGossipNodes(t, "k", 3, 2, func(c *Config) { c.Monitoring = MonitorAll })
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		next := []byte("the-next-cluster-secret")
 		for _, op := range []string{"install", "use", "remove"} {
@@ -497,11 +485,7 @@ func TestRegionsTravelInMetadata(t *testing.T) {
 				c.Region, c.RegionalHomes, c.Placement = regionOf(id), true, routing.PlacementDistinct
 			})
 		}
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "every node knows every other's region", func() bool {
 			for _, nd := range nodes {
 				nd.c.mu.Lock()

@@ -31,11 +31,7 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 		ids, addrs, nodes := startGossipNodes(t, "s", 3, 2, func(c *Config) {
 			c.Monitoring, c.Shadows = MonitorAll, shadows
 		})
-		defer func() {
-			for _, nd := range nodes {
-				nd.stop()
-			}
-		}()
+		defer stopAll(nodes)
 		eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		time.Sleep(5 * time.Second) // the eager shadow suspects, over and over
 		watcher := nodes["s00"]
@@ -125,11 +121,7 @@ func reroutes(t *testing.T, mode routing.Mode) {
 	network := networkOf(t)
 	opt := func(c *Config) { c.Monitoring, c.Mode = MonitorAll, mode }
 	ids, addrs, nodes := startGossipNodes(t, "r", 3, 2, opt)
-	defer func() {
-		for _, nd := range nodes {
-			nd.stop()
-		}
-	}()
+	defer stopAll(nodes)
 	eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
 	watcher := nodes["r00"]
 	const pages = 300
