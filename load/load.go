@@ -27,6 +27,10 @@ import (
 // Config configures a run.
 type Config struct {
 	Targets     []string      // base URLs, used round-robin (e.g. every ingress node)
+	// Target, if set, is the i-th request's base URL instead: a load
+	// balancer's rotation, which may change during the run (a node
+	// drained for a restart).
+	Target func(i int) string
 	Rate        float64       // requests per second
 	Duration    time.Duration // how long to send
 	MaxInflight int           // requests in flight beyond this are counted as dropped
@@ -219,7 +223,13 @@ func Run(ctx context.Context, c Config) Summary {
 		}
 		path := c.Path(i, rng)
 		noCache := c.NoCacheShare > 0 && rng.Float64() < c.NoCacheShare
-		url := strings.TrimSuffix(c.Targets[i%len(c.Targets)], "/") + path
+		base := ""
+		if c.Target != nil {
+			base = c.Target(i)
+		} else {
+			base = c.Targets[i%len(c.Targets)]
+		}
+		url := strings.TrimSuffix(base, "/") + path
 		inflight.Add(1)
 		wg.Add(1)
 		go func() {

@@ -357,6 +357,7 @@ func (l *Lab) waitHTTP(ctx context.Context, url string) error {
 type peerView struct {
 	ID         string       `json:"id"`
 	Trusted    bool         `json:"trusted"`
+	Member     bool         `json:"member"`
 	Suspicions uint64       `json:"suspicions"`
 	History    []transition `json:"history"`
 	// Shadows are the shadow detectors' transitions, by detector.

@@ -74,6 +74,19 @@ type StepResult struct {
 	// once from one side.
 	OriginPerPageSideMax int
 	PagesOverOnePerSide  int
+	// Membership (memberlist's agreed deaths, as each node's status page
+	// shows them, polled every 100 ms): Deaths are removals of a peer by
+	// an observer the fault cuts it from, or of a crashed peer;
+	// FalseDeaths removals of a running peer by an observer it was not
+	// cut from. DeadEverywhereMs is, per crash onset, the time until
+	// every running node had removed the crashed one (none if it was back
+	// first); MemberHealMs, per onset, the time from the fault's end until
+	// every node had every other as a member again.
+	Deaths           int
+	FalseDeaths      int
+	DeadEverywhereMs []float64
+	MemberHealMs     []float64
+	MemberNotHealed  int
 }
 
 // Result is a scenario's outcome.
@@ -90,6 +103,10 @@ type Result struct {
 	// ErrorsOutside are client errors whose requests were in flight during
 	// no step's window.
 	ErrorsOutside int
+	// BaselineDeaths are membership removals outside every step (and its
+	// grace): deaths no fault explains. Membership is the run's, so a
+	// shadow detector's result leaves the membership figures empty.
+	BaselineDeaths int
 	// Shadows are the shadow detectors' results (Options.Shadows), scored
 	// on their own transitions in the same run: detection, mistakes and
 	// healing are theirs; the load, client errors and origin figures are
@@ -148,7 +165,8 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var pollWG sync.WaitGroup
 	pollWG.Add(1)
-	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist) }()
+	members := newHistories()
+	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members) }()
 
 	start := time.Now()
 	loadOut := make(chan loadResult, 1)
@@ -214,6 +232,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	end := time.Now()
 	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary, From: start, To: end}
 	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
+	l.scoreMembership(res, sc, ivs, start, end, members)
 	for _, name := range l.opts.Shadows {
 		sr := &Result{Name: sc.Name, Detector: name, Load: lr.summary, From: start, To: end}
 		l.score(sr, sc, ivs, start, lr.start, end, shadowHist[name], snapshots)
@@ -298,8 +317,11 @@ func (h *histories) sorted(o, p int) []transition {
 }
 
 // poll reads every node's views every 100 ms until ctx ends: the node's
-// own detector's transitions into h, each shadow detector's into shadows.
-func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories) {
+// own detector's transitions into h, each shadow detector's into shadows,
+// and each change of a peer's membership (at the poll that saw it: the
+// status page keeps no membership history) into members.
+func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories, members *histories) {
+	lastMember := map[pairKey]bool{}
 	ids := map[string]int{}
 	for i := range l.nodes {
 		ids[nodeName(i)] = i
@@ -319,6 +341,10 @@ func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histor
 				}
 				for _, t := range v.History {
 					h.add(o, p, t)
+				}
+				if was, ok := lastMember[pairKey{o, p}]; !ok || was != v.Member {
+					lastMember[pairKey{o, p}] = v.Member
+					members.add(o, p, transition{At: time.Now(), Trusted: v.Member})
 				}
 				for name, ts := range v.Shadows {
 					if sh := shadows[name]; sh != nil {
@@ -357,20 +383,7 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 		}
 		return step, false
 	}
-	crashedAt := func(i int, t time.Time) bool {
-		for k, s := range sc.Steps {
-			if !s.Fault.crashes(i) {
-				continue
-			}
-			for _, iv := range ivs[k] {
-				// a restarted node needs a moment to hear its peers
-				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	crashedAt := func(i int, t time.Time) bool { return crashedAt(sc, ivs, i, t) }
 	// A restarted node distrusts every peer until it hears from it, but
 	// records no transition for that: its views start suspected.
 	for k, s := range sc.Steps {
@@ -453,15 +466,7 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 			from := iv[1]
 			// Until the next fault starts (this step's next onset or
 			// another step's): after that, split views are its doing.
-			until := end
-			for _, other := range ivs {
-				for _, o := range other {
-					if o[0].After(from) && o[0].Before(until) {
-						until = o[0]
-					}
-				}
-			}
-			if at, ok := l.allTrusted(h, from, until); ok {
+			if at, ok := l.allTrusted(h, from, nextOnset(ivs, from, end)); ok {
 				res.Steps[k].HealMs = append(res.Steps[k].HealMs, ms(at.Sub(from)))
 			} else {
 				res.Steps[k].NotHealed++
@@ -504,6 +509,122 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 	}
 	// Exposure: every ordered pair of running nodes, all along.
 	res.LinkSeconds = float64(n*(n-1)) * end.Sub(start).Seconds()
+}
+
+// crashedAt reports whether node i was down at t, or restarted less than
+// grace before (a restarted node needs a moment to hear its peers).
+func crashedAt(sc Scenario, ivs [][][2]time.Time, i int, t time.Time) bool {
+	for k, s := range sc.Steps {
+		if !s.Fault.crashes(i) {
+			continue
+		}
+		for _, iv := range ivs[k] {
+			if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scoreMembership scores memberlist's agreed deaths from the polled
+// membership changes: a removal is explained by a crash of the peer or a
+// cut between the pair (while the fault is on or within grace after),
+// else it is a false death; then, per crash onset, how long until every
+// running node removed the crashed one, and per onset how long until the
+// membership was whole again.
+func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, start, end time.Time, members *histories) {
+	n := len(l.nodes)
+	for o := range n {
+		for p := range n {
+			if o == p {
+				continue
+			}
+			for _, t := range members.sorted(o, p) {
+				if t.Trusted || t.At.Before(start) || crashedAt(sc, ivs, o, t.At) {
+					continue
+				}
+				explained, step := false, -1
+				for k, s := range sc.Steps {
+					for _, iv := range ivs[k] {
+						if t.At.Before(iv[0]) || !t.At.Before(iv[1].Add(grace)) {
+							continue
+						}
+						step = k
+						if s.Fault.cut(o, p) || s.Fault.crashes(p) {
+							explained = true
+						}
+					}
+				}
+				switch {
+				case explained:
+					res.Steps[step].Deaths++
+				case step >= 0:
+					res.Steps[step].FalseDeaths++
+				default:
+					res.BaselineDeaths++
+				}
+			}
+		}
+	}
+	for k, s := range sc.Steps {
+		for _, iv := range ivs[k] {
+			for p := range n {
+				if !s.Fault.crashes(p) {
+					continue
+				}
+				// The last running observer's first removal of p while
+				// it was down.
+				var last time.Time
+				all := true
+				for o := range n {
+					if o == p || s.Fault.crashes(o) {
+						continue
+					}
+					var first time.Time
+					for _, t := range members.sorted(o, p) {
+						if !t.Trusted && !t.At.Before(iv[0]) && t.At.Before(iv[1]) {
+							first = t.At
+							break
+						}
+					}
+					if first.IsZero() {
+						all = false
+						break
+					}
+					last = maxTime(last, first)
+				}
+				if all {
+					res.Steps[k].DeadEverywhereMs = append(res.Steps[k].DeadEverywhereMs, ms(last.Sub(iv[0])))
+				}
+			}
+			if at, ok := l.allTrusted(members, iv[1], nextOnset(ivs, iv[1], end)); ok {
+				res.Steps[k].MemberHealMs = append(res.Steps[k].MemberHealMs, ms(at.Sub(iv[1])))
+			} else {
+				res.Steps[k].MemberNotHealed++
+			}
+		}
+	}
+}
+
+// nextOnset is the first fault onset after from (of any step), or end.
+func nextOnset(ivs [][][2]time.Time, from, end time.Time) time.Time {
+	until := end
+	for _, other := range ivs {
+		for _, o := range other {
+			if o[0].After(from) && o[0].Before(until) {
+				until = o[0]
+			}
+		}
+	}
+	return until
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (l *Lab) scoreSides(sr *StepResult, p Partition, before, after map[string]map[string]int) {

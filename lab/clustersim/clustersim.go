@@ -1,10 +1,16 @@
-// Package clustersim models what membership and indicator exchange cost
-// each node as a cluster grows, from per-peer costs measured on real
-// processes (scripts/clusteroverhead): all-to-all (every node heartbeats
-// and pulls indicators from every other, as the cluster does today)
-// against bounded-subset monitoring (each node probes k random peers and
-// gossips suspicions, as SWIM and Lifeguard do, and pulls indicators only
-// from the peers it routes to).
+// Package clustersim models what membership, failure detection and
+// indicator exchange cost each node as a cluster grows, from per-packet
+// costs measured on real processes (scripts/clusteroverhead,
+// scripts/membership): all-to-all (every node heartbeats and pulls
+// indicators from every other) against the built bounded scheme, in which
+// each node heartbeats k neighbours for its routing view and memberlist
+// (SWIM with Lifeguard) keeps the membership: one probe per probe interval,
+// gossip only when something changes, push/pull anti-entropy scaled with
+// the cluster's size, and a suspicion timeout that grows with log10 n.
+//
+// The memberlist formulas (suspicion timeout, push/pull scaling) are
+// memberlist's own (util.go, v0.7.0); the model is checked against the
+// 3-, 24- and 100-node runs in docs/cluster.md.
 package clustersim
 
 import (
@@ -12,7 +18,7 @@ import (
 	"math"
 )
 
-// Costs are the measured per-node and per-peer costs.
+// Costs are the measured per-node and per-packet costs.
 type Costs struct {
 	PeriodSec        float64 // heartbeat period
 	PacketBytes      float64 // bytes of one heartbeat
@@ -21,22 +27,48 @@ type Costs struct {
 	IndicatorBPerSec float64 // indicator bytes per second one node sends one peer at the insert rate
 }
 
+// Membership is memberlist's configuration as edge sets it
+// (cluster.membership_probe_interval, cluster.membership_suspicion_mult)
+// and the sizes of what it sends.
+type Membership struct {
+	ProbeIntervalSec  float64 // one probe (ping, ack) per node per interval
+	SuspicionMult     float64 // suspicion timeout = mult × max(1, log10 n) × probe interval
+	GossipIntervalSec float64 // dissemination rounds, GossipNodes peers each
+	GossipNodes       float64
+	PushPullSec       float64 // anti-entropy with one random member, below 32 nodes
+	ProbeBytes        float64 // one encrypted ping or ack (measured)
+	MemberBytes       float64 // one member's state in a push/pull exchange
+}
+
+// DefaultMembership is edge's memberlist configuration
+// (cluster.DefaultProbeInterval, DefaultSuspicionMult; memberlist's LAN
+// gossip defaults) and the packet sizes measured at 100 nodes.
+var DefaultMembership = Membership{ProbeIntervalSec: 1, SuspicionMult: 4, GossipIntervalSec: 0.2, GossipNodes: 3, PushPullSec: 5, ProbeBytes: 175, MemberBytes: 90}
+
 // Scheme is how a node monitors and learns from its peers.
 type Scheme struct {
 	Monitors  int // peers each node heartbeats (0: all)
 	Indicator int // peers each node pulls indicators from (0: all)
-	// GossipFanout: suspicions and membership changes are piggybacked
-	// on heartbeats to this many peers per period (SWIM dissemination):
-	// no extra packets, a few bytes per change.
-	GossipBytes float64
+	// Membership is memberlist's, which runs in both schemes (a zero
+	// probe interval leaves it out: the hand-written design before it).
+	Membership Membership
 }
 
 // Row is one cluster size's cost per node.
 type Row struct {
 	Nodes                              int
-	PacketsPerSec, BytesPerSec, CPUSec float64 // heartbeats, per node
+	PacketsPerSec, BytesPerSec, CPUSec float64 // heartbeats and membership, per node, sent
+	MembershipPacketsPerSec            float64 // memberlist's UDP packets sent, per node
+	MembershipBytesPerSec              float64 // those and the push/pull streams (TCP), per node sent
 	IndicatorBytesPerSec               float64 // per node, out (the same comes in)
-	DetectRounds                       float64 // periods until every node knows of a failure
+	// LocalDropSec is the time until the nodes that heartbeat a crashed
+	// node take it out of their routing views (three periods: the learned
+	// detector's margin on a quiet link); DeadEverywhereSec until every
+	// node has removed it from the ring: memberlist's agreed death (a
+	// failed probe round, the suspicion timeout with enough confirmations,
+	// the dead message's dissemination), or without memberlist each
+	// node's own detector.
+	LocalDropSec, DeadEverywhereSec float64
 }
 
 // Model returns the per-node costs of s at n nodes.
@@ -54,18 +86,40 @@ func Model(c Costs, s Scheme, n int) (Row, error) {
 		ind = math.Min(peers, float64(s.Indicator))
 	}
 	r := Row{Nodes: n}
-	r.PacketsPerSec = mon / c.PeriodSec
-	r.BytesPerSec = r.PacketsPerSec * (c.PacketBytes + s.GossipBytes)
-	r.CPUSec = c.BaseCPUSec + r.PacketsPerSec*c.PacketCPUSec
+	hb := mon / c.PeriodSec
+	r.PacketsPerSec = hb
+	r.BytesPerSec = hb * c.PacketBytes
 	r.IndicatorBytesPerSec = ind * c.IndicatorBPerSec
-	// All-to-all: every node watches the failed one, so one round
-	// suffices. Bounded: the k monitors suspect it in one round, then the
-	// suspicion spreads by gossip in about log_k(n) more (SWIM).
-	r.DetectRounds = 1
-	if s.Monitors > 0 && mon < peers {
-		r.DetectRounds = 1 + math.Ceil(math.Log(float64(n))/math.Log(math.Max(mon, 2)))
+	r.LocalDropSec = 3 * c.PeriodSec
+	r.DeadEverywhereSec = r.LocalDropSec
+	if m := s.Membership; m.ProbeIntervalSec > 0 && n > 1 {
+		// Each node pings one member per interval and acks the one ping
+		// it receives on average.
+		r.MembershipPacketsPerSec = 2 / m.ProbeIntervalSec
+		pushPull := m.PushPullSec * pushPullScale(n)
+		// Each node starts one exchange per interval and answers one:
+		// both send the whole member list.
+		r.MembershipBytesPerSec = r.MembershipPacketsPerSec*m.ProbeBytes + 2*float64(n)*m.MemberBytes/pushPull
+		r.PacketsPerSec += r.MembershipPacketsPerSec
+		r.BytesPerSec += r.MembershipBytesPerSec
+		suspicion := m.SuspicionMult * math.Max(1, math.Log10(float64(n))) * m.ProbeIntervalSec
+		spread := math.Ceil(math.Log(float64(n))/math.Log(math.Max(m.GossipNodes, 2))) * m.GossipIntervalSec
+		r.DeadEverywhereSec = m.ProbeIntervalSec + suspicion + spread
 	}
+	// A membership packet costs what a heartbeat does (decrypt, decode):
+	// the 100-node run agrees within its noise.
+	r.CPUSec = c.BaseCPUSec + r.PacketsPerSec*c.PacketCPUSec
 	return r, nil
+}
+
+// pushPullScale is memberlist's stretch of the push/pull interval above 32
+// members, so that anti-entropy traffic grows with log n, not n.
+func pushPullScale(n int) float64 {
+	const threshold = 32
+	if n <= threshold {
+		return 1
+	}
+	return math.Ceil(math.Log2(float64(n))-math.Log2(threshold)) + 1
 }
 
 // Crossover is the cluster size at which all-to-all heartbeats take more

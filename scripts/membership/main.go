@@ -32,6 +32,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -60,6 +61,7 @@ type node struct {
 
 type run struct {
 	bin, origin string
+	logDir      string // each node's log is also written here, if set
 	seeds       []string
 	extra       []string
 	mu          sync.Mutex
@@ -74,10 +76,12 @@ func main() {
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	serveArgs := flag.String("serve-args", "", "extra edge serve arguments")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	rollingRate := flag.Float64("rolling-rate", 0, "after the soak, restart every node in turn (drained from the load's rotation, SIGTERM, started again, back in rotation once ready and a member everywhere) under this many requests per second; 0 skips it")
+	logDir := flag.String("log-dir", "", "also write each node's log (JSON) to a file in this directory")
 	base := flag.Int("port-base", 30000, "node i listens on base+i (public), base+1000+i (admin), base+2000+i (cluster)")
 	flag.Parse()
-	r := &run{bin: *bin, nodes: map[string]*node{}, extra: strings.Fields(*serveArgs)}
-	res, err := r.measure(*n, *base, *soak, *busy)
+	r := &run{bin: *bin, nodes: map[string]*node{}, extra: strings.Fields(*serveArgs), logDir: *logDir}
+	res, err := r.measure(*n, *base, *soak, *busy, *rollingRate)
 	r.stopAll()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "membership:", err)
@@ -95,22 +99,30 @@ func main() {
 
 // results are the figures, durations in seconds.
 type results struct {
-	Nodes           int     `json:"nodes"`
-	Date            string  `json:"date"`
-	Busy            bool    `json:"busy"`
-	StartupS        float64 `json:"startup_converged_s"`
-	JoinS           float64 `json:"join_everywhere_s"`
-	CrashLocalS     float64 `json:"crash_out_of_monitors_views_s"`
-	CrashMonitors   int     `json:"crash_monitors"`
-	CrashDeadS      float64 `json:"crash_dead_everywhere_s"`
-	RestartS        float64 `json:"restart_back_everywhere_s"`
-	SoakS           float64 `json:"soak_s"`
-	FalseDeaths     int     `json:"soak_false_deaths"`
-	LocalSuspicions int     `json:"soak_local_suspicions"`
-	CPUPerNode      float64 `json:"cpu_cores_per_node"`
-	HeartbeatPPS    float64 `json:"heartbeat_packets_per_node_s"`
-	GossipPPS       float64 `json:"membership_packets_per_node_s"`
-	GossipBPS       float64 `json:"membership_bytes_per_node_s"`
+	Nodes         int     `json:"nodes"`
+	Date          string  `json:"date"`
+	Busy          bool    `json:"busy"`
+	StartupS      float64 `json:"startup_converged_s"`
+	JoinS         float64 `json:"join_everywhere_s"`
+	CrashLocalS   float64 `json:"crash_out_of_monitors_views_s"`
+	CrashMonitors int     `json:"crash_monitors"`
+	CrashDeadS    float64 `json:"crash_dead_everywhere_s"`
+	RestartS      float64 `json:"restart_back_everywhere_s"`
+	SoakS         float64 `json:"soak_s"`
+	// FalseDeaths counts "member left" lines, one per observer; a
+	// node declared dead is logged by nearly every other, so the
+	// distinct deaths are FalseDeathEpisodes (a node's lines within 15 s
+	// of each other are one death) of FalseDeadNodes nodes.
+	FalseDeaths        int      `json:"soak_false_deaths"`
+	FalseDeathEpisodes int      `json:"soak_false_death_episodes"`
+	FalseDeadNodes     []string `json:"soak_false_dead_nodes,omitempty"`
+	LocalSuspicions    int      `json:"soak_local_suspicions"`
+	CPUPerNode         float64  `json:"cpu_cores_per_node"`
+	HeartbeatPPS       float64  `json:"heartbeat_packets_per_node_s"`
+	GossipPPS          float64  `json:"membership_packets_per_node_s"`
+	GossipBPS          float64  `json:"membership_bytes_per_node_s"`
+	// Rolling is the rolling restart under load, if asked for.
+	Rolling *rollingResult `json:"rolling_restart,omitempty"`
 }
 
 func (r results) print(w io.Writer) {
@@ -119,12 +131,17 @@ func (r results) print(w io.Writer) {
 	fmt.Fprintf(w, "  join: a new node a member everywhere after %.2f s\n", r.JoinS)
 	fmt.Fprintf(w, "  SIGKILL: out of its %d monitors' routing views after %.2f s; dead everywhere after %.2f s\n", r.CrashMonitors, r.CrashLocalS, r.CrashDeadS)
 	fmt.Fprintf(w, "  restart: a member everywhere again after %.2f s\n", r.RestartS)
-	fmt.Fprintf(w, "  soak %.0f s: %d false deaths, %d local suspicions\n", r.SoakS, r.FalseDeaths, r.LocalSuspicions)
+	fmt.Fprintf(w, "  soak %.0f s: %d false deaths (%d observer lines, nodes %v), %d local suspicions\n",
+		r.SoakS, r.FalseDeathEpisodes, r.FalseDeaths, r.FalseDeadNodes, r.LocalSuspicions)
 	fmt.Fprintf(w, "  per node: %.2f %% of a core, %.0f heartbeat packets/s, %.1f membership packets/s (%.0f B/s)\n",
 		100*r.CPUPerNode, r.HeartbeatPPS, r.GossipPPS, r.GossipBPS)
+	if rr := r.Rolling; rr != nil {
+		fmt.Fprintf(w, "  rolling restart of %d nodes at %.0f req/s: %d requests, %d client errors %v, %d wrong, %d false deaths; per node %.1f s (max %.1f s); p99 %.1f ms\n",
+			rr.Restarted, rr.Rate, rr.Load.Requests, rr.Load.Errors, rr.Load.ErrorKinds, rr.Load.Wrong, rr.FalseDeaths, rr.MeanS, rr.MaxS, rr.Load.P99ms)
+	}
 }
 
-func (r *run) measure(n, base int, soak time.Duration, busy bool) (results, error) {
+func (r *run) measure(n, base int, soak time.Duration, busy bool, rollingRate float64) (results, error) {
 	res := results{Nodes: n, Date: time.Now().UTC().Format("2006-01-02"), Busy: busy}
 	r.origin = fmt.Sprintf("127.0.0.1:%d", base)
 	origin := exec.Command(r.bin, "origin", "--listen", r.origin, "--latency", "2ms")
@@ -218,18 +235,35 @@ func (r *run) measure(n, base int, soak time.Duration, busy bool) (results, erro
 	res.GossipPPS = (g1 - g0) / el / float64(len(all))
 	res.GossipBPS = (gb1 - gb0) / el / float64(len(all))
 	r.mu.Lock()
-	for _, e := range r.events {
+	lastLeft := map[string]time.Time{}
+	evs := slices.Clone(r.events)
+	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
+	for _, e := range evs {
 		if e.at.Before(ts) {
 			continue
 		}
 		switch e.msg {
 		case "member left":
 			res.FalseDeaths++
+			if last, ok := lastLeft[e.peer]; !ok || e.at.Sub(last) > 15*time.Second {
+				res.FalseDeathEpisodes++
+				if !ok {
+					res.FalseDeadNodes = append(res.FalseDeadNodes, e.peer)
+				}
+			}
+			lastLeft[e.peer] = e.at
 		case "peer suspected":
 			res.LocalSuspicions++
 		}
 	}
 	r.mu.Unlock()
+	if rollingRate > 0 {
+		rr, err := r.rolling(all, rollingRate)
+		res.Rolling = &rr
+		if err != nil {
+			return res, fmt.Errorf("rolling restart: %w", err)
+		}
+	}
 	return res, nil
 }
 
@@ -249,6 +283,14 @@ func (r *run) start(id string) error {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
 	nd.cmd, nd.started = cmd, time.Now()
+	if r.logDir != "" {
+		f, err := os.Create(filepath.Join(r.logDir, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano())))
+		if err != nil {
+			return err
+		}
+		go func() { r.read(id, io.TeeReader(stderr, f)); _ = f.Close() }()
+		return nil
+	}
 	go r.read(id, stderr)
 	return nil
 }

@@ -1,0 +1,77 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+// scoreMembership on synthetic membership changes: a crashed node removed
+// by every survivor is a death with its dead-everywhere time; a partitioned
+// node removed by the majority is explained by the cut; a removal of a
+// node nobody cut is a false death, inside a step or outside every step.
+func TestScoreMembership(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	member := func(h *histories, o, p, ms int, in bool) { h.add(o, p, transition{at(start, ms), in}) }
+	t.Run("crash", func(t *testing.T) {
+		l := reviewLab(3)
+		h := newHistories()
+		// n3 crashes at 1 s and restarts at 9 s; n1 removes it at 6 s,
+		// n2 at 6.5 s; both have it back at 10 s.
+		member(h, 0, 2, 6000, false)
+		member(h, 1, 2, 6500, false)
+		member(h, 0, 2, 10000, true)
+		member(h, 1, 2, 10000, true)
+		sc := Scenario{Steps: []Step{{Fault: Crash{Node: 2}, At: time.Second, For: 8 * time.Second}}}
+		ivs := [][][2]time.Time{{{at(start, 1000), at(start, 9000)}}}
+		res := &Result{Steps: make([]StepResult, 1)}
+		l.scoreMembership(res, sc, ivs, start, at(start, 14000), h)
+		st := res.Steps[0]
+		if st.Deaths != 2 || st.FalseDeaths != 0 || res.BaselineDeaths != 0 {
+			t.Errorf("deaths %d, false %d, baseline %d; want 2, 0, 0", st.Deaths, st.FalseDeaths, res.BaselineDeaths)
+		}
+		if len(st.DeadEverywhereMs) != 1 || st.DeadEverywhereMs[0] != 5500 {
+			t.Errorf("dead everywhere %v ms; want [5500]", st.DeadEverywhereMs)
+		}
+		if len(st.MemberHealMs) != 1 || st.MemberHealMs[0] != 1000 {
+			t.Errorf("membership healed %v ms after the restart; want [1000]", st.MemberHealMs)
+		}
+	})
+	t.Run("crash shorter than a death", func(t *testing.T) {
+		l := reviewLab(3)
+		h := newHistories()
+		member(h, 0, 2, 2500, false) // one survivor only
+		member(h, 0, 2, 4000, true)
+		sc := Scenario{Steps: []Step{{Fault: Crash{Node: 2}, At: time.Second, For: 2 * time.Second}}}
+		ivs := [][][2]time.Time{{{at(start, 1000), at(start, 3000)}}}
+		res := &Result{Steps: make([]StepResult, 1)}
+		l.scoreMembership(res, sc, ivs, start, at(start, 6000), h)
+		if st := res.Steps[0]; len(st.DeadEverywhereMs) != 0 || st.Deaths != 1 {
+			t.Errorf("dead everywhere %v, deaths %d; want none (n2 never removed it) and 1", st.DeadEverywhereMs, st.Deaths)
+		}
+	})
+	t.Run("partition and false deaths", func(t *testing.T) {
+		l := reviewLab(3)
+		h := newHistories()
+		member(h, 0, 2, 3000, false) // n1 removes partitioned n3: explained
+		member(h, 2, 0, 3100, false) // n3 removes n1: explained
+		member(h, 0, 1, 3200, false) // n1 removes n2, never cut: false
+		member(h, 0, 1, 3900, true)
+		member(h, 1, 0, 9000, false) // long after every step: baseline
+		member(h, 1, 0, 9500, true)
+		member(h, 0, 2, 5000, true)
+		member(h, 2, 0, 5000, true)
+		sc := Scenario{Steps: []Step{{Fault: Partition{Group: []int{2}}, At: time.Second, For: 3 * time.Second}}}
+		ivs := [][][2]time.Time{{{at(start, 1000), at(start, 4000)}}}
+		res := &Result{Steps: make([]StepResult, 1)}
+		l.scoreMembership(res, sc, ivs, start, at(start, 12000), h)
+		st := res.Steps[0]
+		if st.Deaths != 2 || st.FalseDeaths != 1 || res.BaselineDeaths != 1 {
+			t.Errorf("deaths %d, false %d, baseline %d; want 2, 1, 1", st.Deaths, st.FalseDeaths, res.BaselineDeaths)
+		}
+		// Whole at 5 s, but split again at 9 s: the last whole stretch
+		// starts at 9.5 s.
+		if len(st.MemberHealMs) != 1 || st.MemberHealMs[0] != 5500 {
+			t.Errorf("membership healed %v ms after the fault; want [5500]", st.MemberHealMs)
+		}
+	})
+}
