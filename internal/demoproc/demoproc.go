@@ -1,6 +1,6 @@
 // Package demoproc starts an `edge demo` cluster for the measurement
-// scripts (scripts/benchcluster, clusteroverhead, gossipdetect,
-// peerlatency) and names its nodes' addresses, which `edge demo` fixes:
+// scripts (scripts/benchcluster, clusteroverhead, peerlatency) and names
+// its nodes' addresses, which `edge demo` fixes:
 // node i (1-based) answers on 8079+i (public) and 9179+i (admin).
 package demoproc
 

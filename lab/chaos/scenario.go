@@ -103,6 +103,11 @@ type Result struct {
 	// ErrorsOutside are client errors whose requests were in flight during
 	// no step's window.
 	ErrorsOutside int
+	// Rerouted are requests sent to a page's next home because the
+	// ingress suspected the home, summed over every node and peer during
+	// the scenario; ReroutedWrongly those of suspicions that turned out
+	// wrong. Like membership, they are the run's.
+	Rerouted, ReroutedWrongly uint64
 	// BaselineDeaths are membership removals outside every step (and its
 	// grace): deaths no fault explains. Membership is the run's, so a
 	// shadow detector's result leaves the membership figures empty.
@@ -166,7 +171,8 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	var pollWG sync.WaitGroup
 	pollWG.Add(1)
 	members := newHistories()
-	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members) }()
+	var rr reroutes
+	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members, &rr) }()
 
 	start := time.Now()
 	loadOut := make(chan loadResult, 1)
@@ -233,6 +239,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary, From: start, To: end}
 	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
 	l.scoreMembership(res, sc, ivs, start, end, members)
+	res.Rerouted, res.ReroutedWrongly = rr.all, rr.wrongly
 	for _, name := range l.opts.Shadows {
 		sr := &Result{Name: sc.Name, Detector: name, Load: lr.summary, From: start, To: end}
 		l.score(sr, sc, ivs, start, lr.start, end, shadowHist[name], snapshots)
@@ -316,11 +323,38 @@ func (h *histories) sorted(o, p int) []transition {
 	return out
 }
 
+// reroutes sums the growth of every pair's reroute counters across polls;
+// a counter that went down belongs to a restarted node and counts from 0.
+// Only poll's goroutine uses it until the poll ends.
+type reroutes struct {
+	prev         map[pairKey][2]uint64
+	all, wrongly uint64
+}
+
+func (r *reroutes) add(k pairKey, all, wrongly uint64) {
+	if r.prev == nil {
+		r.prev = map[pairKey][2]uint64{}
+	}
+	prev, seen := r.prev[k]
+	r.prev[k] = [2]uint64{all, wrongly}
+	if !seen {
+		return // the first poll is the baseline
+	}
+	grow := func(now, before uint64) uint64 {
+		if now < before {
+			return now
+		}
+		return now - before
+	}
+	r.all += grow(all, prev[0])
+	r.wrongly += grow(wrongly, prev[1])
+}
+
 // poll reads every node's views every 100 ms until ctx ends: the node's
 // own detector's transitions into h, each shadow detector's into shadows,
 // and each change of a peer's membership (at the poll that saw it: the
 // status page keeps no membership history) into members.
-func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories, members *histories) {
+func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories, members *histories, rr *reroutes) {
 	lastMember := map[pairKey]bool{}
 	ids := map[string]int{}
 	for i := range l.nodes {
@@ -342,6 +376,7 @@ func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histor
 				for _, t := range v.History {
 					h.add(o, p, t)
 				}
+				rr.add(pairKey{o, p}, v.Rerouted, v.ReroutedWrongly)
 				if was, ok := lastMember[pairKey{o, p}]; !ok || was != v.Member {
 					lastMember[pairKey{o, p}] = v.Member
 					members.add(o, p, transition{At: time.Now(), Trusted: v.Member})

@@ -242,8 +242,8 @@ func print(w io.Writer, order []string, results map[string][]row) {
 		rows := results[name]
 		fmt.Fprintf(w, "\n### %s: %s\n\n", name, describe(rows[0].res))
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| false deaths\t| deaths (cut, crashed)\t| dead everywhere ms\t| members whole ms\t|")
-		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed)\t| dead everywhere ms\t| members whole ms\t|")
+		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
 		for _, r := range rows {
 			res := r.res
 			var det, heal, clear []float64
@@ -285,25 +285,27 @@ func print(w io.Writer, order []string, results map[string][]row) {
 			if perSide > 0 {
 				side = fmt.Sprint(perSide)
 			}
-			falseDeaths, deaths, deadEverywhere, membersWhole := membership(r)
-			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
+			rerouted, falseDeaths, deaths, deadEverywhere, membersWhole := membership(r)
+			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
 				label, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
 				fmtP50(det), fmtMax(det), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
-				n1False, rep, repDet, side, falseDeaths, deaths, deadEverywhere, membersWhole)
+				n1False, rep, repDet, side, rerouted, falseDeaths, deaths, deadEverywhere, membersWhole)
 		}
 		_ = tw.Flush()
 	}
 }
 
-// membership formats the run's memberlist figures: false deaths (in
+// membership formats the run's routing and memberlist figures: requests
+// rerouted (and rerouted by suspicions that were wrong), false deaths (in
 // steps and outside them), deaths a cut or crash explains, the slowest
 // crash's time to dead everywhere, and the slowest return to a whole
-// membership after a fault. Membership is the run's, not a shadow
-// detector's: shadows get dashes.
-func membership(r row) (falseDeaths, deaths, deadEverywhere, whole string) {
+// membership after a fault. They are the run's, not a shadow detector's:
+// shadows get dashes.
+func membership(r row) (rerouted, falseDeaths, deaths, deadEverywhere, whole string) {
 	if r.shadow {
-		return "–", "–", "–", "–"
+		return "–", "–", "–", "–", "–"
 	}
+	rerouted = fmt.Sprintf("%d (%d)", r.res.Rerouted, r.res.ReroutedWrongly)
 	f, d, notHealed := r.res.BaselineDeaths, 0, 0
 	var dead, heal []float64
 	for _, st := range r.res.Steps {
@@ -317,7 +319,7 @@ func membership(r row) (falseDeaths, deaths, deadEverywhere, whole string) {
 	if notHealed > 0 {
 		whole += fmt.Sprintf(" (%d not)", notHealed)
 	}
-	return fmt.Sprint(f), fmt.Sprint(d), fmtMax(dead), whole
+	return rerouted, fmt.Sprint(f), fmt.Sprint(d), fmtMax(dead), whole
 }
 
 func describe(r *chaos.Result) string {
