@@ -203,6 +203,7 @@ type Peer struct {
 	waiting                                map[uint64]context.CancelFunc // requests to this peer awaiting headers
 	pulledAt                               time.Time                     // when the replica last changed
 	member                                 bool                          // in the membership (configured, or alive in memberlist)
+	configured                             bool                          // named in cluster.peers: its address there is the path to it
 	memberAt                               time.Time                     // when memberlist last reported it alive
 	metaInc                                uint64                        // the incarnation in its memberlist metadata
 	neighbour                              bool                          // on this node's monitoring rings (every member with all-to-all)
@@ -350,6 +351,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		}
 		c.addPeer(id, addr)
 		c.peers[id].member = true // the configuration says so, until memberlist says it died
+		c.peers[id].configured = true
 	}
 	c.recomputeNeighbours()
 	c.updateMonitored(time.Now())

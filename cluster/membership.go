@@ -195,7 +195,12 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	if p == nil {
 		c.addPeer(n.Name, addr)
 		p = c.peers[n.Name]
-	} else if p.Addr != addr {
+	} else if p.Addr != addr && !p.configured {
+		// A member found through membership moves with it (a restart on
+		// a new address). A configured peer keeps the operator's
+		// address: it may be a relay, tunnel or proxy in front of the
+		// address the peer advertises, and heartbeats and peer requests
+		// must take the path the operator chose.
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}

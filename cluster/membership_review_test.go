@@ -113,3 +113,24 @@ func TestSeedHostNamesAreResolved(t *testing.T) {
 		t.Errorf("an IP seed changed: %v", got)
 	}
 }
+
+// A configured peer's address is the operator's path to it (the fault lab
+// puts a relay there, as a tunnel or proxy would): memberlist's report of
+// the address the peer advertises must not reroute heartbeats and peer
+// requests around it. A member found through membership follows
+// memberlist's address.
+func TestConfiguredPeerKeepsItsAddress(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"b": "127.0.0.1:9"})
+	meta := nodeMeta{Incarnation: 1, Epoch: 1}.encode()
+	c.memberUp(&memberlist.Node{Name: "b", Addr: net.ParseIP("127.0.0.2"), Port: 7946, Meta: meta}, "join")
+	c.memberUp(&memberlist.Node{Name: "d", Addr: net.ParseIP("127.0.0.3"), Port: 7946, Meta: meta}, "join")
+	c.memberUp(&memberlist.Node{Name: "d", Addr: net.ParseIP("127.0.0.4"), Port: 7946, Meta: meta}, "update")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got := c.peers["b"].Addr; got != "127.0.0.1:9" {
+		t.Errorf("configured peer b's address became %s", got)
+	}
+	if got := c.peers["d"].Addr; got != "127.0.0.4:7946" {
+		t.Errorf("discovered peer d's address is %s, want memberlist's latest", got)
+	}
+}

@@ -121,6 +121,12 @@ type results struct {
 	HeartbeatPPS       float64  `json:"heartbeat_packets_per_node_s"`
 	GossipPPS          float64  `json:"membership_packets_per_node_s"`
 	GossipBPS          float64  `json:"membership_bytes_per_node_s"`
+	// SchedDelay is how late this script's own 10 ms sleeps woke during
+	// the soak: the run queue a process on this machine waited in.
+	SchedDelayP99Ms float64 `json:"soak_sched_delay_p99_ms"`
+	SchedDelayMaxMs float64 `json:"soak_sched_delay_max_ms"`
+	// FalseDeathAtS is when each false death began, seconds into the soak.
+	FalseDeathAtS []float64 `json:"soak_false_death_at_s,omitempty"`
 	// Rolling is the rolling restart under load, if asked for.
 	Rolling *rollingResult `json:"rolling_restart,omitempty"`
 }
@@ -131,8 +137,8 @@ func (r results) print(w io.Writer) {
 	fmt.Fprintf(w, "  join: a new node a member everywhere after %.2f s\n", r.JoinS)
 	fmt.Fprintf(w, "  SIGKILL: out of its %d monitors' routing views after %.2f s; dead everywhere after %.2f s\n", r.CrashMonitors, r.CrashLocalS, r.CrashDeadS)
 	fmt.Fprintf(w, "  restart: a member everywhere again after %.2f s\n", r.RestartS)
-	fmt.Fprintf(w, "  soak %.0f s: %d false deaths (%d observer lines, nodes %v), %d local suspicions\n",
-		r.SoakS, r.FalseDeathEpisodes, r.FalseDeaths, r.FalseDeadNodes, r.LocalSuspicions)
+	fmt.Fprintf(w, "  soak %.0f s: %d false deaths (%d observer lines, nodes %v, at %.0f s), %d local suspicions; a sleep woke up to %.0f ms late (p99 %.0f ms)\n",
+		r.SoakS, r.FalseDeathEpisodes, r.FalseDeaths, r.FalseDeadNodes, r.FalseDeathAtS, r.LocalSuspicions, r.SchedDelayMaxMs, r.SchedDelayP99Ms)
 	fmt.Fprintf(w, "  per node: %.2f %% of a core, %.0f heartbeat packets/s, %.1f membership packets/s (%.0f B/s)\n",
 		100*r.CPUPerNode, r.HeartbeatPPS, r.GossipPPS, r.GossipBPS)
 	if rr := r.Rolling; rr != nil {
@@ -222,7 +228,7 @@ func (r *run) measure(n, base int, soak time.Duration, busy bool, rollingRate fl
 	ts := time.Now()
 	cpu0 := r.cpu(all)
 	hb0, g0, gb0 := r.counters(all)
-	time.Sleep(soak)
+	delays := sleepOvershoots(soak)
 	cpu1 := r.cpu(all)
 	hb1, g1, gb1 := r.counters(all)
 	el := time.Since(ts).Seconds()
@@ -230,6 +236,7 @@ func (r *run) measure(n, base int, soak time.Duration, busy bool, rollingRate fl
 		stopBusy()
 	}
 	res.SoakS = el
+	res.SchedDelayP99Ms, res.SchedDelayMaxMs = delays.p99, delays.max
 	res.CPUPerNode = (cpu1 - cpu0) / el / float64(len(all))
 	res.HeartbeatPPS = (hb1 - hb0) / el / float64(len(all))
 	res.GossipPPS = (g1 - g0) / el / float64(len(all))
@@ -247,6 +254,7 @@ func (r *run) measure(n, base int, soak time.Duration, busy bool, rollingRate fl
 			res.FalseDeaths++
 			if last, ok := lastLeft[e.peer]; !ok || e.at.Sub(last) > 15*time.Second {
 				res.FalseDeathEpisodes++
+				res.FalseDeathAtS = append(res.FalseDeathAtS, e.at.Sub(ts).Seconds())
 				if !ok {
 					res.FalseDeadNodes = append(res.FalseDeadNodes, e.peer)
 				}
@@ -481,6 +489,25 @@ func (r *run) cpu(ids []string) float64 {
 		total += (ut + st) / tick
 	}
 	return total
+}
+
+type overshoots struct{ p99, max float64 }
+
+// sleepOvershoots sleeps 10 ms at a time for d and returns how late the
+// wake-ups were, in milliseconds: the scheduling delay a process sees.
+func sleepOvershoots(d time.Duration) overshoots {
+	var late []float64
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		t := time.Now()
+		time.Sleep(10 * time.Millisecond)
+		late = append(late, float64(time.Since(t)-10*time.Millisecond)/1e6)
+	}
+	if len(late) == 0 {
+		return overshoots{}
+	}
+	slices.Sort(late)
+	return overshoots{p99: late[len(late)*99/100], max: late[len(late)-1]}
 }
 
 // spin keeps every core busy until the returned function is called.
