@@ -345,12 +345,14 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 // seeds are the addresses to join through: the static peers' and every
 // address behind cluster.dns, as IP:port (memberlist names members by
 // address, so a seed given by host name is resolved to be recognised as a
-// member). The DNS name is re-resolved every cluster.dns_interval, or at
-// every round until this node has joined.
-func (c *Cluster) seeds(ctx context.Context, m *membership) []string {
+// member). A static peer that is a member under its node id is no seed:
+// its configured address may be a relay or proxy in front of the address
+// it advertises, which would never match. The DNS name is re-resolved
+// every cluster.dns_interval, or at every round until this node has joined.
+func (c *Cluster) seeds(ctx context.Context, m *membership, memberIDs map[string]bool) []string {
 	var out []string
 	for id, addr := range c.cfg.Peers {
-		if id != c.cfg.NodeID {
+		if id != c.cfg.NodeID && !memberIDs[id] {
 			out = append(out, c.resolveSeed(ctx, addr)...)
 		}
 	}
@@ -400,20 +402,24 @@ func (c *Cluster) resolveSeed(ctx context.Context, addr string) []string {
 // once, and logs a seed unreached for seedUnreachedAfter.
 func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
 	self := m.ml.LocalNode().Address()
-	members := map[string]bool{}
+	members, memberIDs := map[string]bool{}, map[string]bool{}
 	for _, n := range m.ml.Members() {
-		members[n.Address()] = true
+		members[n.Address()], memberIDs[n.Name] = true, true
 	}
 	var pending []string
-	for _, s := range c.seeds(ctx, m) {
+	for _, s := range c.seeds(ctx, m, memberIDs) {
 		if s == self || members[s] {
-			delete(m.seedsAt, s)
 			continue
 		}
 		if _, ok := m.seedsAt[s]; !ok {
 			m.seedsAt[s] = time.Now()
 		}
 		pending = append(pending, s)
+	}
+	for s := range m.seedsAt {
+		if !slices.Contains(pending, s) {
+			delete(m.seedsAt, s) // a member now, or no longer a seed: not unreached
+		}
 	}
 	rand.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
 	// Before the first join every seed is tried, so a node learns the

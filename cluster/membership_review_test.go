@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -133,4 +135,36 @@ func TestConfiguredPeerKeepsItsAddress(t *testing.T) {
 	if got := c.peers["d"].Addr; got != "127.0.0.4:7946" {
 		t.Errorf("discovered peer d's address is %s, want memberlist's latest", got)
 	}
+}
+
+// A static peer configured at an address other than the one it advertises
+// (a relay, tunnel or proxy: the fault lab's relays) never matched a
+// member's address, so every node warned after 30 s that a seed it had
+// joined through was unreached. A static peer that is a member under its
+// node id is no longer a seed.
+func TestSeedBehindARelayIsNotUnreached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		connA, connB := listenUDP(t, "127.0.0.1:0"), listenUDP(t, "127.0.0.1:0")
+		a, b := connA.LocalAddr().String(), connB.LocalAddr().String()
+		// a knows b only at an address nobody answers on; b joins a.
+		na := startGossipNode(t, "ra", map[string]string{"rb": "127.0.0.1:1"}, connA, 2, func(c *Config) { c.Monitoring = MonitorAll })
+		nb := startGossipNode(t, "rb", map[string]string{"ra": a}, connB, 2, func(c *Config) { c.Monitoring = MonitorAll })
+		defer stopAll(map[string]*gossipNode{"ra": na, "rb": nb})
+		eventually(t, 30*time.Second, "ra has rb as a memberlist member", func() bool {
+			m := na.c.mlReady.Load()
+			if m == nil {
+				return false
+			}
+			for _, m := range m.ml.Members() {
+				if m.Name == "rb" && m.Address() == b {
+					return true
+				}
+			}
+			return false
+		})
+		time.Sleep(2 * seedUnreachedAfter)
+		if logs := na.log.String(); strings.Contains(logs, "a seed has not been reached") {
+			t.Errorf("ra warns of an unreached seed though rb is a member:\n%s", logs)
+		}
+	})
 }
