@@ -543,7 +543,7 @@ func (w mlLogWriter) Write(b []byte) (int, error) {
 		key, text, remedy = "gossip key", "membership packets from this address cannot be decrypted: its cluster.secret differs from this node's",
 			"give every node the same cluster.secret (or install the new one on every node first: POST /cluster/keys)"
 	default:
-		w.c.log.Debug("membership", "msg", msg)
+		w.c.log.Debug("membership", "memberlist", msg)
 		return len(b), nil
 	}
 	// Sources are bounded per cause, as for heartbeats: spoofed packets

@@ -4,7 +4,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -166,5 +169,85 @@ func TestSeedBehindARelayIsNotUnreached(t *testing.T) {
 		if logs := na.log.String(); strings.Contains(logs, "a seed has not been reached") {
 			t.Errorf("ra warns of an unreached seed though rb is a member:\n%s", logs)
 		}
+	})
+}
+
+// Streams queued for memberlist that it never read (it had not started, or
+// had stopped) stayed open; so did streams accepted after Shutdown.
+func TestShutdownClosesQueuedStreams(t *testing.T) {
+	tr := newSharedTransport(nil, NewMetrics(prometheus.NewRegistry()))
+	queued, queuedPeer := net.Pipe()
+	tr.acceptStream(queued)
+	if err := tr.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	late, latePeer := net.Pipe()
+	tr.acceptStream(late)
+	for name, peer := range map[string]net.Conn{"queued": queuedPeer, "late": latePeer} {
+		_ = peer.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := peer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("the %s stream was not closed: read gave %v", name, err)
+		}
+	}
+}
+
+// A peer this node routed to but does not neighbour, cut one way (this
+// node hears nothing from it, memberlist hears it through others), was
+// suspected, then trusted again by membership once routedKeep passed
+// without requests, then suspected again at the next request's timeout:
+// a cycle of about 11 s for as long as the cut lasted. It now stays
+// suspected (and monitored) until this node hears it again.
+func TestOneWayCutDoesNotCycleTrust(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "o", 6, 2)
+		defer stopAll(nodes)
+		eventually(t, 30*time.Second, "every node has every other as a member", func() bool {
+			for _, id := range ids {
+				for _, other := range ids {
+					if id != other && !nodes[id].member(other) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		me := nodes["o00"]
+		var far string
+		me.c.mu.Lock()
+		for _, id := range ids[1:] {
+			if p := me.c.peers[id]; !p.neighbour {
+				far = id
+				p.routedAt = time.Now() // a request was sent to it
+				break
+			}
+		}
+		me.c.mu.Unlock()
+		if far == "" {
+			t.Fatal("o00 neighbours every node; the test needs one it does not")
+		}
+		eventually(t, 5*time.Second, "o00 trusts "+far+" on its heartbeats", func() bool {
+			me.c.mu.Lock()
+			defer me.c.mu.Unlock()
+			p := me.c.peers[far]
+			return p.monitored && p.heard && p.trusted
+		})
+		network.Cut(addrs[far], addrs["o00"])
+		eventually(t, 5*time.Second, "o00 suspects "+far, func() bool { return !me.trusts(far) })
+		cutAt := time.Now()
+		time.Sleep(3 * routedKeep)
+		me.c.mu.Lock()
+		var retrusted []time.Time
+		for _, tr := range me.c.peers[far].history {
+			if tr.Trusted && tr.At.After(cutAt) {
+				retrusted = append(retrusted, tr.At)
+			}
+		}
+		me.c.mu.Unlock()
+		if len(retrusted) > 0 {
+			t.Errorf("o00 trusted %s again %d times while it heard nothing from it", far, len(retrusted))
+		}
+		network.Heal(addrs[far], addrs["o00"])
+		eventually(t, 5*time.Second, "o00 trusts "+far+" again once it hears it", func() bool { return me.trusts(far) })
 	})
 }

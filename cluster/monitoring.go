@@ -174,7 +174,13 @@ func (c *Cluster) recomputeNeighbours() {
 func (c *Cluster) updateMonitored(now time.Time) (viewChanged bool) {
 	count := 0
 	for _, p := range c.peers {
-		mon := p.neighbour || p.member && now.Sub(p.routedAt) < routedKeep
+		// A peer this node suspects stays monitored while it is a
+		// member: unmonitored, membership would trust it again (memberlist
+		// hears it through others), the next request would wait out a
+		// timeout and suspect it again, every routedKeep for as long as a
+		// one-way cut lasts. Monitored, its heartbeats (it answers us while
+		// we say we monitor it) tell when this node hears it again.
+		mon := p.neighbour || p.member && (now.Sub(p.routedAt) < routedKeep || p.monitored && !p.trusted)
 		if mon && !p.monitored {
 			p.monitoredSince, p.heard, p.judgedSilent = now, false, false
 			defer c.armDeadline(p, now) // once p.monitored is set below

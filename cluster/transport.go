@@ -53,9 +53,14 @@ type sharedTransport struct {
 	local   *net.TCPAddr // the cluster listener's address, for FinalAdvertiseAddr
 	packets chan *memberlist.Packet
 	streams chan net.Conn
-	done    chan struct{}
-	once    sync.Once
-	m       *Metrics
+	// streamMu orders acceptStream against Shutdown, so that no stream is
+	// queued after Shutdown closed those waiting (memberlist no longer
+	// reads them, and a stream queued before it ran would stay open).
+	streamMu sync.Mutex
+	stopped  bool
+	done     chan struct{}
+	once     sync.Once
+	m        *Metrics
 }
 
 func newSharedTransport(dial func(ctx context.Context, addr string) (net.Conn, error), m *Metrics) *sharedTransport {
@@ -168,10 +173,14 @@ func (t *sharedTransport) DialTimeout(addr string, timeout time.Duration) (net.C
 
 // acceptStream hands memberlist a stream whose tag was read.
 func (t *sharedTransport) acceptStream(c net.Conn) {
+	t.streamMu.Lock()
+	defer t.streamMu.Unlock()
+	if t.stopped {
+		_ = c.Close()
+		return
+	}
 	select {
 	case t.streams <- c:
-	case <-t.done:
-		_ = c.Close()
 	default:
 		t.m.GossipDropped.Inc()
 		_ = c.Close()
@@ -183,7 +192,17 @@ func (t *sharedTransport) StreamCh() <-chan net.Conn { return t.streams }
 // Shutdown stops handing streams over; the sockets belong to the node.
 func (t *sharedTransport) Shutdown() error {
 	t.once.Do(func() { close(t.done) })
-	return nil
+	t.streamMu.Lock()
+	defer t.streamMu.Unlock()
+	t.stopped = true
+	for {
+		select {
+		case c := <-t.streams:
+			_ = c.Close()
+		default:
+			return nil
+		}
+	}
 }
 
 // MuxListener returns ln with membership streams taken out: Accept
