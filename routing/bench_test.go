@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 )
@@ -63,5 +64,49 @@ func BenchmarkTreePath(b *testing.B) {
 			}
 			sink += len(buf)
 		})
+	}
+}
+
+// BenchmarkNewRing is one view rebuild: every local suspicion and every
+// membership change builds the ring again, so at 100 members its cost is
+// paid on every node at every change.
+func BenchmarkNewRing(b *testing.B) {
+	for _, n := range []int{5, 25, 100} {
+		members := make([]Member, n)
+		for i := range members {
+			members[i] = Member{ID: fmt.Sprintf("m%03d", i)}
+		}
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := NewRing(members, DefaultVNodes); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkViewChange is what a suspicion or a join costs a Router at 100
+// members: one member out of the view, then back in.
+func BenchmarkViewChange(b *testing.B) {
+	members := make([]Member, 100)
+	for i := range members {
+		members[i] = Member{ID: fmt.Sprintf("m%03d", i)}
+	}
+	without := members[1:]
+	r := NewRouter(DefaultVNodes)
+	if err := r.SetView(members); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		view := members
+		if i%2 == 0 {
+			view = without
+		}
+		if err := r.SetView(view); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -21,7 +21,7 @@ func NewRouter(vnodes int) *Router {
 
 // SetView builds the ring for members and makes it current.
 func (r *Router) SetView(members []Member) error {
-	ring, err := NewRing(members, r.vnodes)
+	ring, err := NewRingFrom(r.ring.Load(), members, r.vnodes)
 	if err != nil {
 		return err
 	}
