@@ -26,11 +26,11 @@ import (
 
 // Config configures a run.
 type Config struct {
-	Targets     []string      // base URLs, used round-robin (e.g. every ingress node)
+	Targets []string // base URLs, used round-robin (e.g. every ingress node)
 	// Target, if set, is the i-th request's base URL instead: a load
 	// balancer's rotation, which may change during the run (a node
 	// drained for a restart).
-	Target func(i int) string
+	Target      func(i int) string
 	Rate        float64       // requests per second
 	Duration    time.Duration // how long to send
 	MaxInflight int           // requests in flight beyond this are counted as dropped

@@ -355,16 +355,16 @@ func (l *Lab) waitHTTP(ctx context.Context, url string) error {
 
 // peerView is one node's status-page view of one peer.
 type peerView struct {
-	ID         string       `json:"id"`
-	Trusted    bool         `json:"trusted"`
-	Member     bool         `json:"member"`
-	Suspicions uint64       `json:"suspicions"`
+	ID         string `json:"id"`
+	Trusted    bool   `json:"trusted"`
+	Member     bool   `json:"member"`
+	Suspicions uint64 `json:"suspicions"`
 	// Rerouted are requests whose home was this peer sent elsewhere while
 	// the node suspected it; ReroutedWrongly those of suspicions that
 	// turned out wrong.
-	Rerouted        uint64 `json:"rerouted_requests"`
-	ReroutedWrongly uint64 `json:"rerouted_requests_wrongly"`
-	History    []transition `json:"history"`
+	Rerouted        uint64       `json:"rerouted_requests"`
+	ReroutedWrongly uint64       `json:"rerouted_requests_wrongly"`
+	History         []transition `json:"history"`
 	// Shadows are the shadow detectors' transitions, by detector.
 	Shadows map[string][]transition `json:"shadows"`
 }
