@@ -146,6 +146,8 @@ type membership struct {
 	// (used only by runMembership's goroutine).
 	dnsSeeds []string
 	dnsAt    time.Time
+	// When the configured peers' host names were last re-resolved.
+	peersAt time.Time
 }
 
 // mlDelegate answers memberlist's callbacks. They run under memberlist's
@@ -333,6 +335,10 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		c.joinSeeds(ctx, m)
+		if time.Since(m.peersAt) >= c.cfg.DNSInterval {
+			m.peersAt = time.Now()
+			c.refreshPeerAddrs(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			_ = ml.Leave(leaveTimeout)
@@ -375,6 +381,38 @@ func (c *Cluster) seeds(ctx context.Context, m *membership, memberIDs map[string
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// refreshPeerAddrs re-resolves the configured peers named by host name.
+// A configured peer keeps its configured address whatever memberlist says
+// (memberUp), so a peer that moves behind its name (a rescheduled pod, a
+// replaced host) is followed through DNS: its heartbeats went to the old
+// address for good when the name was resolved only once.
+func (c *Cluster) refreshPeerAddrs(ctx context.Context) {
+	for id, addr := range c.cfg.Peers {
+		host, _, err := net.SplitHostPort(addr)
+		if id == c.cfg.NodeID || err != nil || net.ParseIP(host) != nil {
+			continue
+		}
+		resolved := c.resolveSeed(ctx, addr)
+		if resolved[0] == addr {
+			continue // the name does not resolve now: keep what we had
+		}
+		udp, err := net.ResolveUDPAddr("udp", resolved[0])
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if p := c.peers[id]; p != nil && (p.udp == nil || !p.udp.IP.Equal(udp.IP) || p.udp.Port != udp.Port) {
+			if p.udp != nil && slices.ContainsFunc(resolved, func(a string) bool { return a == p.udp.String() }) {
+				c.mu.Unlock()
+				continue // still one of the name's addresses
+			}
+			c.log.Info("a configured peer's name resolves to a new address", "peer", id, "name", addr, "addr", udp.String())
+			p.udp = udp
+		}
+		c.mu.Unlock()
+	}
 }
 
 // resolveSeed returns addr with its host resolved to IP addresses (addr

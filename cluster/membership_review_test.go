@@ -251,3 +251,19 @@ func TestOneWayCutDoesNotCycleTrust(t *testing.T) {
 		eventually(t, 5*time.Second, "o00 trusts "+far+" again once it hears it", func() bool { return me.trusts(far) })
 	})
 }
+
+// A configured peer keeps its configured address (memberUp), so one that
+// moves behind its host name must be followed through DNS: the name was
+// resolved once, and heartbeats went to the old address for good.
+func TestConfiguredPeerNameIsResolvedAgain(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"b": "localhost:9"})
+	c.mu.Lock()
+	c.peers["b"].udp = &net.UDPAddr{IP: net.ParseIP("192.0.2.7"), Port: 9} // where b was
+	c.mu.Unlock()
+	c.refreshPeerAddrs(context.Background())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got := c.peers["b"].udp.String(); got != "127.0.0.1:9" && got != "[::1]:9" {
+		t.Errorf("b's heartbeat address is %s after re-resolving localhost:9", got)
+	}
+}

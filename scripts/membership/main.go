@@ -252,14 +252,17 @@ func (r *run) measure(n, base int, soak time.Duration, busy bool, rollingRate fl
 		switch e.msg {
 		case "member left":
 			res.FalseDeaths++
-			if last, ok := lastLeft[e.peer]; !ok || e.at.Sub(last) > 15*time.Second {
+			// One death is the lines about a node within 15 s of the
+			// first (not of the last: a node dying again and again is
+			// several deaths).
+			if first, ok := lastLeft[e.peer]; !ok || e.at.Sub(first) > 15*time.Second {
 				res.FalseDeathEpisodes++
 				res.FalseDeathAtS = append(res.FalseDeathAtS, e.at.Sub(ts).Seconds())
 				if !ok {
 					res.FalseDeadNodes = append(res.FalseDeadNodes, e.peer)
 				}
+				lastLeft[e.peer] = e.at
 			}
-			lastLeft[e.peer] = e.at
 		case "peer suspected":
 			res.LocalSuspicions++
 		}

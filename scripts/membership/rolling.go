@@ -24,9 +24,11 @@ type rollingResult struct {
 	MeanS     float64      `json:"mean_restart_s"` // drain to back in rotation
 	MaxS      float64      `json:"max_restart_s"`
 	Load      load.Summary `json:"load"`
-	// FalseDeaths are "member left" lines about a node that was not the
-	// one being restarted.
-	FalseDeaths int `json:"false_deaths"`
+	// FalseDeaths are deaths of a node that was not being restarted
+	// (its lines at every observer are one death, as in the soak);
+	// FalseDeathLines those lines.
+	FalseDeaths     int `json:"false_deaths"`
+	FalseDeathLines int `json:"false_death_lines"`
 }
 
 // drainWait is how long a node stays in service, out of the rotation,
@@ -99,15 +101,19 @@ func (r *run) rolling(ids []string, rate float64) (rollingResult, error) {
 	if res.Restarted > 0 {
 		res.MeanS = total.Seconds() / float64(res.Restarted)
 	}
-	// A node leaving while it was being restarted said goodbye; any
+	// A node leaving while it was being restarted said goodbye (a line
+	// read late still belongs to it for 15 s after it was back); any
 	// other "member left" is a false death.
 	r.mu.Lock()
+	dead := map[string]bool{}
 	for _, e := range r.events {
 		w, restarted := down[e.peer]
-		if e.msg == "member left" && !e.at.Before(ts) && (!restarted || e.at.Before(w[0]) || e.at.After(w[1])) {
-			res.FalseDeaths++
+		if e.msg == "member left" && !e.at.Before(ts) && (!restarted || e.at.Before(w[0]) || e.at.After(w[1].Add(15*time.Second))) {
+			res.FalseDeathLines++
+			dead[e.peer] = true
 		}
 	}
+	res.FalseDeaths = len(dead)
 	r.mu.Unlock()
 	return res, failure
 }
