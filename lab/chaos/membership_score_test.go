@@ -75,3 +75,18 @@ func TestScoreMembership(t *testing.T) {
 		}
 	})
 }
+
+// The state found at the first poll is recorded at the zero time (poll):
+// a pair not yet a member then is no death in the scenario.
+func TestScoreMembershipIgnoresTheFirstPoll(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	l := reviewLab(2)
+	h := newHistories()
+	h.add(0, 1, transition{At: time.Time{}, Trusted: false})
+	h.add(0, 1, transition{At: at(start, 500), Trusted: true})
+	res := &Result{}
+	l.scoreMembership(res, Scenario{}, nil, start, at(start, 5000), h)
+	if res.BaselineDeaths != 0 {
+		t.Errorf("%d baseline deaths from the first poll's state", res.BaselineDeaths)
+	}
+}

@@ -379,7 +379,11 @@ func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histor
 				rr.add(pairKey{o, p}, v.Rerouted, v.ReroutedWrongly)
 				if was, ok := lastMember[pairKey{o, p}]; !ok || was != v.Member {
 					lastMember[pairKey{o, p}] = v.Member
-					members.add(o, p, transition{At: time.Now(), Trusted: v.Member})
+					at := time.Now()
+					if !ok {
+						at = time.Time{} // the state found at the first poll, not a change
+					}
+					members.add(o, p, transition{At: at, Trusted: v.Member})
 				}
 				for name, ts := range v.Shadows {
 					if sh := shadows[name]; sh != nil {
