@@ -109,17 +109,21 @@ func NewRingFrom(prev *Ring, members []Member, vnodes int) (*Ring, error) {
 	r.all = make([]ringPoint, 0, total)
 	i, j := 0, 0
 	for i < len(prev.all) || j < len(added) {
-		if i < len(prev.all) && remap[prev.all[i].owner] < 0 {
-			i++ // its member left, or its points changed
-			continue
+		if i < len(prev.all) {
+			p := prev.all[i]
+			if remap[p.owner] < 0 {
+				i++ // its member left, or its points changed
+				continue
+			}
+			p.owner = remap[p.owner]
+			if j == len(added) || comparePoints(p, added[j]) <= 0 {
+				r.all = append(r.all, p)
+				i++
+				continue
+			}
 		}
-		if j == len(added) || i < len(prev.all) && comparePoints(renumbered(prev.all[i], remap), added[j]) <= 0 {
-			r.all = append(r.all, renumbered(prev.all[i], remap))
-			i++
-		} else {
-			r.all = append(r.all, added[j])
-			j++
-		}
+		r.all = append(r.all, added[j])
+		j++
 	}
 	// Keep only the first point at each position, so every process
 	// resolves a collision the same way (the lowest owner id, then
@@ -134,12 +138,6 @@ func NewRingFrom(prev *Ring, members []Member, vnodes int) (*Ring, error) {
 	}
 	r.buildIndex()
 	return r, nil
-}
-
-// renumbered is p with its owner's index in the new ring.
-func renumbered(p ringPoint, remap []int32) ringPoint {
-	p.owner = remap[p.owner]
-	return p
 }
 
 // ringPoint is one virtual node: its position, its member's index and

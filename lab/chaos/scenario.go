@@ -408,20 +408,7 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 	n := len(l.nodes)
 	// covered reports whether a suspicion of p by o at t belongs to a step
 	// (on, or within grace after), and to which.
-	owner := func(o, p int, t time.Time) (step int, cut bool) {
-		step = -1
-		for k, s := range sc.Steps {
-			for _, iv := range ivs[k] {
-				if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
-					if s.Fault.cut(o, p) {
-						return k, true
-					}
-					step = k
-				}
-			}
-		}
-		return step, false
-	}
+	owner := func(o, p int, t time.Time) (step int, cut bool) { return ownerAt(sc, ivs, o, p, t) }
 	crashedAt := func(i int, t time.Time) bool { return crashedAt(sc, ivs, i, t) }
 	// A restarted node distrusts every peer until it hears from it, but
 	// records no transition for that: its views start suspected.
@@ -550,6 +537,23 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 	res.LinkSeconds = float64(n*(n-1)) * end.Sub(start).Seconds()
 }
 
+// ownerAt returns the step whose fault (on, or within grace after) cuts
+// o from p at t, with cut true; else the last step on at t, or -1.
+func ownerAt(sc Scenario, ivs [][][2]time.Time, o, p int, t time.Time) (step int, cut bool) {
+	step = -1
+	for k, s := range sc.Steps {
+		for _, iv := range ivs[k] {
+			if !t.Before(iv[0]) && t.Before(iv[1].Add(grace)) {
+				if s.Fault.cut(o, p) {
+					return k, true
+				}
+				step = k
+			}
+		}
+	}
+	return step, false
+}
+
 // crashedAt reports whether node i was down at t, or restarted less than
 // grace before (a restarted node needs a moment to hear its peers).
 func crashedAt(sc Scenario, ivs [][][2]time.Time, i int, t time.Time) bool {
@@ -583,18 +587,8 @@ func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, st
 				if t.Trusted || t.At.Before(start) || crashedAt(sc, ivs, o, t.At) {
 					continue
 				}
-				explained, step := false, -1
-				for k, s := range sc.Steps {
-					for _, iv := range ivs[k] {
-						if t.At.Before(iv[0]) || !t.At.Before(iv[1].Add(grace)) {
-							continue
-						}
-						step = k
-						if s.Fault.cut(o, p) || s.Fault.crashes(p) {
-							explained = true
-						}
-					}
-				}
+				// A crash cuts every observer from the crashed node.
+				step, explained := ownerAt(sc, ivs, o, p, t.At)
 				switch {
 				case explained:
 					res.Steps[step].Deaths++
