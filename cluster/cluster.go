@@ -71,11 +71,16 @@ type Config struct {
 	Q             int // requests a cache forwards before it stores
 	HotThreshold  int // hybrid: requests before a page spreads over its tree
 	PeerTimeout   time.Duration
-	Indicator     indicators.FilterConfig
-	AdvertiseMax  time.Duration // T: advertise at least this often when keys changed
-	KeyScheme     bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
-	Monitoring    Monitoring    // all-to-all or bounded-subset heartbeats (monitoring.go)
-	MonitorPeers  int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
+	// PeerWholeBytes: at the ingress, a peer's answer up to this size is
+	// read whole before its header goes to the client, so that one that
+	// fails or crawls mid-body is replaced with nothing sent (whole.go).
+	// 0 streams every answer.
+	PeerWholeBytes int64
+	Indicator      indicators.FilterConfig
+	AdvertiseMax   time.Duration // T: advertise at least this often when keys changed
+	KeyScheme      bool          // the cache key keeps the client's scheme (proxy.KeyScheme)
+	Monitoring     Monitoring    // all-to-all or bounded-subset heartbeats (monitoring.go)
+	MonitorPeers   int           // k: neighbours per node in subset mode (0: DefaultMonitorPeers)
 	// AutoSubsetAbove is the member count above which MonitorAuto switches
 	// to subset (0: the package's AutoSubsetAbove). Tests lower it so that
 	// the switch happens with a handful of nodes, not 25 in one process.
@@ -114,22 +119,25 @@ const (
 // Peers or DNS, and Secret have none: a cluster needs them named.
 func DefaultConfig() Config {
 	return Config{
-		DNSInterval:   10 * time.Second,       // new pods join within this
-		Period:        100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
-		Detector:      "ml",                   // the learned detector (docs/failure-detection.md)
-		Selection:     SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
-		Mode:          routing.ModeHybrid,     // a home while cold, a random tree once hot
-		Placement:     routing.PlacementDistinct,
-		Arity:         4,                      // the origin sees at most d·q fetches per page
-		Q:             2,                      // the paper: a larger q only lowers the supported rate
-		HotThreshold:  64,                     // measured best in docs/routing.md
-		PeerTimeout:   500 * time.Millisecond, // a slow peer costs at most this before failover
-		Indicator:     indicators.DefaultFilterConfig(100000),
-		AdvertiseMax:  10 * time.Second, // T: a changed store is advertised at least this often
-		Monitoring:    MonitorAuto,
-		MonitorPeers:  DefaultMonitorPeers,
-		ProbeInterval: DefaultProbeInterval,
-		SuspicionMult: DefaultSuspicionMult,
+		DNSInterval:  10 * time.Second,       // new pods join within this
+		Period:       100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
+		Detector:     "ml",                   // the learned detector (docs/failure-detection.md)
+		Selection:    SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
+		Mode:         routing.ModeHybrid,     // a home while cold, a random tree once hot
+		Placement:    routing.PlacementDistinct,
+		Arity:        4,                      // the origin sees at most d·q fetches per page
+		Q:            2,                      // the paper: a larger q only lowers the supported rate
+		HotThreshold: 64,                     // measured best in docs/routing.md
+		PeerTimeout:  500 * time.Millisecond, // a slow peer costs at most this before failover
+		// Most pages: a web page's HTML, CSS and scripts (the web07 trace's
+		// mean is 44 KB); memory per concurrent peer miss stays small.
+		PeerWholeBytes: 128 << 10,
+		Indicator:      indicators.DefaultFilterConfig(100000),
+		AdvertiseMax:   10 * time.Second, // T: a changed store is advertised at least this often
+		Monitoring:     MonitorAuto,
+		MonitorPeers:   DefaultMonitorPeers,
+		ProbeInterval:  DefaultProbeInterval,
+		SuspicionMult:  DefaultSuspicionMult,
 	}
 }
 
@@ -144,6 +152,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: Period %v: want a positive heartbeat period", c.Period)
 	case c.PeerTimeout <= 0:
 		return fmt.Errorf("cluster: PeerTimeout %v: want a positive timeout", c.PeerTimeout)
+	case c.PeerWholeBytes < 0:
+		return fmt.Errorf("cluster: PeerWholeBytes %d: want 0 (stream every answer) or a size", c.PeerWholeBytes)
 	case c.Arity < 2:
 		return fmt.Errorf("cluster: Arity %d: want d ≥ 2", c.Arity)
 	case c.Q < 1:
@@ -257,6 +267,7 @@ type Cluster struct {
 	cfg         Config
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)
+	wholes      [len(wholeOutcomes)]atomic.Int64  // peer answers read whole before the header, by outcome (whole.go)
 	incarnation uint64
 	router      *routing.Router
 	// members is a ring over every known member, trusted or not, and

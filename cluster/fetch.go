@@ -39,8 +39,11 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
-		if resp, peer := c.probe(ctx, fr, kh, path); resp != nil {
-			return proxy.Result{Resp: resp, Keep: c.keepAtIngress(kh), Resumed: resumedOf(resp), From: proxy.UpstreamPeer, Addr: peer}, nil
+		if res, ok := c.probe(ctx, fr, kh, path); ok {
+			// An origin that answered a slow probe winner's race (whole.go)
+			// stands for the climb: the home keeps its pages.
+			res.Keep = (isHome && res.From != proxy.UpstreamPeer) || c.keepAtIngress(kh)
+			return res, nil
 		}
 	}
 	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
@@ -366,14 +369,15 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
-func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (*http.Response, string) {
+// ok is false when no peer's answer could be used: the climb goes on.
+func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (res proxy.Result, ok bool) {
 	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
 	if len(cs.cands) == 0 {
-		return nil, ""
+		return proxy.Result{}, false
 	}
 	mask := c.choose(&cs)
 	if mask == 0 {
-		return nil, ""
+		return proxy.Result{}, false
 	}
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
@@ -385,11 +389,10 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	win, winner, got := c.firstHit(answers, sent, &cs)
 	if win == nil {
 		cancel()
-		return nil, ""
+		return proxy.Result{}, false
 	}
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
-	c.withResume(ctx, fr, win)
 	go func() {
 		// Drain and close the other answers as they come: each comes
 		// within its own header timer, and an unclosed one would keep its
@@ -402,7 +405,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			}
 		}
 	}()
-	return win, winner
+	return c.settle(ctx, fr, win, winner)
 }
 
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).
@@ -517,11 +520,13 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	req := fr.Req
 	var failed []string
 	homeFailed := false
-	fromPeer := func(resp *http.Response, id string) proxy.Result {
-		c.withResume(ctx, fr, resp)
-		// The peer that answered and the peers tried before it, for the
-		// access log.
-		return proxy.Result{Resp: resp, Resumed: resumedOf(resp), From: proxy.UpstreamPeer, Addr: id, Retries: len(failed)}
+	// fromPeer settles a peer's answer (whole.go); ok false: its body
+	// failed before anything was sent, and the climb goes on.
+	fromPeer := func(resp *http.Response, id string) (proxy.Result, bool) {
+		res, ok := c.settle(ctx, fr, resp, id)
+		// The peers tried before it, for the access log.
+		res.Retries = len(failed)
+		return res, ok
 	}
 
 	nextHomeAllowed := cold && hopCount == 0 && len(path) == 1 && path[0].rank == 2
@@ -538,8 +543,10 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		}
 		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
 		if ok {
-			c.metrics.ClimbHops.WithLabelValues("ok").Inc()
-			return fromPeer(resp, h.id), false, nil
+			if res, ok := fromPeer(resp, h.id); ok {
+				c.metrics.ClimbHops.WithLabelValues("ok").Inc()
+				return res, false, nil
+			}
 		}
 		c.metrics.ClimbHops.WithLabelValues("failover").Inc()
 		failed = append(failed, h.id)
@@ -555,8 +562,10 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		case next != "":
 			if p := c.peer(next); p != nil {
 				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
-					c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
-					return fromPeer(resp, next), false, nil
+					if res, ok := fromPeer(resp, next); ok {
+						c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
+						return res, false, nil
+					}
 				}
 				c.metrics.ClimbHops.WithLabelValues("next_home_failed").Inc()
 			}

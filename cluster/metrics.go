@@ -39,6 +39,7 @@ type Metrics struct {
 	PeerRequests       *prometheus.CounterVec // signed data requests served, by mode
 	PeerRejected       *prometheus.CounterVec // peer requests refused, by reason
 	Resumes            *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
+	WholeAnswers       *prometheus.CounterVec // peer answers read whole before their header went to the client, by outcome
 	IndicatorEstimates *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration per peer
 	ReplicaEpoch       *prometheus.GaugeVec   // epoch of the replica held for each peer
 	ReplicaAge         *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
@@ -102,6 +103,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TreeHops:           prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
 		PeerRequests:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
 		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
+		WholeAnswers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (slow past the stall limit: raced against the origin, and who was ready first)."}, []string{"outcome"}),
 		Resumes:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back first), failed (the body failed as before)."}, []string{"outcome"}),
 		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
 		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits)."}, []string{"peer", "estimate"}),
@@ -146,7 +148,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.NegativeProbes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
+		m.Probes, m.NegativeProbes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))
@@ -158,6 +160,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, o := range resumeOutcomes {
 		m.Resumes.WithLabelValues(o)
+	}
+	for _, o := range wholeOutcomes {
+		m.WholeAnswers.WithLabelValues(o)
 	}
 	return m
 }

@@ -176,6 +176,7 @@ func Keys() []Key {
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
 		{"cluster.shadow_detectors", List, "", "Detectors run beside cluster.detector on the same heartbeats for comparison only, as detector or detector/name=value/…, e.g. phi,chen/alpha_ms=300: their suspicions are shown on the status page (status.json peers[].shadows) and counted in edge_fd_shadow_suspicions_total, never acted on. cluster.loss_budget applies to them as to cluster.detector unless an entry sets loss_budget. The fault lab (make chaos) compares detectors this way."},
 		{"cluster.peer_timeout", Duration, dur(cd.PeerTimeout), "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
+		{"cluster.peer_whole_bytes", Size, size(cd.PeerWholeBytes), "A peer's answer up to this size is read whole (its MAC checked) before its header goes to the client, so that one that breaks or crawls mid-body on a lossy link is replaced by the next hop or the origin with nothing sent; one still arriving after 4 × cluster.peer_timeout (at least 1 s) is raced against the origin. Larger answers stream from there, resumed from the origin by Range when they break. 0 streams every answer."},
 		{"cluster.monitoring", String, cd.Monitoring.String(), "Which peers each node heartbeats: all (every member; detection in one hop), subset (cluster.monitor_peers neighbours plus the peers it routes requests to; the others are trusted by membership), or auto (all up to 24 nodes, subset above, where all-to-all heartbeat CPU passes 5 % of a core per node; docs/cluster.md)."},
 		{"cluster.monitor_peers", Int, strconv.Itoa(cd.MonitorPeers), "Neighbours each node heartbeats with subset monitoring, besides the peers it routes to; even, 2–64. Membership is memberlist's; neighbours keep a few links' detectors warm. 4 costs about 40 packets/s per node at a 100 ms period (docs/cluster.md)."},
 		{"cluster.region", String, "", "This node's region or zone label (lower-case letters, digits, . _ -; up to 32), in its membership metadata and heartbeats, so every member knows it (per-region homes) and peers can price access to it with cluster.region_costs."},
@@ -312,6 +313,7 @@ type Config struct {
 		ShadowDetectors []string
 		LossBudget      float64
 		PeerTimeout     time.Duration
+		PeerWholeBytes  int64
 		Selection       cluster.Selection
 		ProbeFirstHop   bool
 		Monitoring      cluster.Monitoring
@@ -571,6 +573,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
+	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
@@ -638,6 +641,9 @@ func Load(v *viper.Viper) (*Config, error) {
 		if l, ok := rs.([]any); !ok || len(l) > 0 {
 			return nil, &Error{Key: "rules", Reason: "is the one-site shortcut's; with sites, give each site its rules (sites[i].rules)"}
 		}
+	}
+	if c.Cluster.PeerWholeBytes > 16<<20 {
+		return nil, &Error{Key: "cluster.peer_whole_bytes", Value: c.Cluster.PeerWholeBytes, Reason: "is more than 16MiB: every concurrent peer miss may hold this much in memory"}
 	}
 	if c.Cache.SliceBytes != 0 && (c.Cache.SliceBytes < 64<<10 || c.Cache.SliceBytes > 64<<20) {
 		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "must be 0 (off) or between 64KiB and 64MiB"}

@@ -44,7 +44,8 @@ type Status struct {
 	Peers         []cluster.PeerState      `json:"peers,omitempty"`
 	LocalDelayMs  float64                  `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
 	Monitoring    *cluster.MonitoringState `json:"monitoring,omitempty"`
-	PeerResumes   map[string]int64         `json:"peer_body_resumes,omitempty"` // peer answers resumed from the origin, by outcome
+	PeerResumes   map[string]int64         `json:"peer_body_resumes,omitempty"`  // peer answers resumed from the origin, by outcome
+	PeerWhole     map[string]int64         `json:"peer_answers_whole,omitempty"` // peer answers read whole before the header, by outcome
 	HotKeys       []proxy.HotKey           `json:"hottest_pages,omitempty"`
 	HotHidden     bool                     `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
 	Route         *cluster.Explanation     `json:"route,omitempty"`
@@ -123,6 +124,7 @@ func (n *Node) Snapshot() Status {
 		m := n.cluster.Monitoring()
 		m.Membership = n.cluster.MembershipDetail()
 		s.PeerResumes = n.cluster.Resumes()
+		s.PeerWhole = n.cluster.WholeAnswers()
 		s.Monitoring = &m
 	}
 	s.HotKeys = n.proxy.HotKeys(15)
@@ -251,6 +253,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}} (its neighbours and the peers it routes to); the others are trusted while members (peers marked ◦){{end}}.</p>
 {{with .Membership}}<p>Membership (memberlist, on the cluster port): {{if .Running}}<b>{{.Alive}}</b> members alive or suspect, health score {{.Health}} (0 is healthy){{else}}not running yet{{end}}; keys:{{range .Keys}} {{.Fingerprint}}{{if .Primary}} (primary){{end}}{{end}}.</p>
 {{if .Members}}<details><summary>Members as memberlist sees them</summary><table><tr><th>member</th><th>address</th><th>state</th><th>region</th></tr>{{range .Members}}<tr><td>{{.ID}}</td><td>{{.Addr}}</td><td>{{.State}}</td><td>{{.Region}}</td></tr>{{end}}</table></details>{{end}}{{end}}{{end}}
+{{with .PeerWhole}}<p>Peer answers read whole before their header: in time {{index . "whole"}} · larger, streamed {{index . "streamed"}} · failed before a byte was sent (the climb went on) {{index . "failed"}} · slow, raced against the origin: peer first {{index . "race_peer"}}, origin first {{index . "race_origin"}}</p>{{end}}
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · failed {{index . "failed"}}</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if not .Member}}<b class="bad">not a member</b>{{else if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>

@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/proxy"
+)
+
+// smallPage is a page well below the whole-answer limit, like the 21 KB
+// page a lossy link crawled over for 10 s in the fault lab.
+var smallPage = bytes.Repeat([]byte("small page body "), 1300) // 20.8 KB
+
+// wholeCluster is an ingress that reads peer answers whole up to limit;
+// its stall limit (resumeAfter) is a second.
+func wholeCluster(t *testing.T, origin proxy.Fetcher, limit int64) *Cluster {
+	t.Helper()
+	c, err := New(Config{
+		NodeID: "n0", Listen: "127.0.0.1:0", Peers: map[string]string{"n1": "127.0.0.1:1"}, Secret: []byte("cluster-test-secret"),
+		Period: 100 * time.Millisecond, Detector: "ml", Selection: SelectionFNA, Mode: mustMode("hybrid"), Arity: 4, Q: 2,
+		HotThreshold: 3, PeerTimeout: 200 * time.Millisecond, PeerWholeBytes: limit, Indicator: indicators.DefaultFilterConfig(1000),
+	}, origin, proxy.NewStore(1<<20, 4), NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// smallPeerThat is a peer (a real peer handler, signing its answers) that
+// sends the first half of page, then runs then (nil: sends the rest).
+func smallPeerThat(t *testing.T, page []byte, then func(w http.ResponseWriter)) *Peer {
+	t.Helper()
+	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip") // as a peer that compressed on the fly: not resumable from the origin
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(page[:len(page)/2])
+		_ = http.NewResponseController(w).Flush()
+		if then != nil {
+			then(w)
+			return
+		}
+		_, _ = w.Write(page[len(page)/2:])
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}
+}
+
+// originServing answers every fetch with page from a real server, and
+// signals asked (if not nil) at its first request.
+func originServing(t *testing.T, page []byte, asked chan struct{}) proxy.Fetcher {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(page)
+	}))
+	t.Cleanup(srv.Close)
+	return proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		if asked != nil {
+			close(asked)
+			asked = nil
+		}
+		out := req.Clone(ctx)
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = "http", strings.TrimPrefix(srv.URL, "http://")
+		return http.DefaultTransport.RoundTrip(out)
+	})
+}
+
+// settleFrom asks p as the climb does and settles its answer at the ingress.
+func settleFrom(t *testing.T, c *Cluster, p *Peer) (proxy.Result, bool) {
+	t.Helper()
+	req := httptest.NewRequest("GET", "http://h/p/1", nil)
+	req.RequestURI = ""
+	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0)
+	if !ok {
+		t.Fatal("the peer did not answer")
+	}
+	return c.settle(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, p.ID)
+}
+
+func readResult(t *testing.T, res proxy.Result) []byte {
+	t.Helper()
+	defer res.Resp.Body.Close()
+	b, err := io.ReadAll(res.Resp.Body)
+	if err != nil {
+		t.Fatalf("reading the result: %v", err)
+	}
+	return b
+}
+
+func wantWhole(t *testing.T, c *Cluster, outcome string) {
+	t.Helper()
+	for _, o := range wholeOutcomes {
+		want := 0.0
+		if o == outcome {
+			want = 1
+		}
+		if n := testutil.ToFloat64(c.metrics.WholeAnswers.WithLabelValues(o)); n != want {
+			t.Errorf("edge_peer_answers_whole_total{outcome=%s} %v, want %v", o, n, want)
+		}
+	}
+}
+
+// TestSmallPeerAnswerIsReadWhole: a small answer comes from memory, whole,
+// from the peer, and may be stored (nothing was spliced).
+func TestSmallPeerAnswerIsReadWhole(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, nil))
+	if !ok || res.From != proxy.UpstreamPeer || res.Addr != "n1" || res.Resumed != nil {
+		t.Fatalf("ok %v, from %q %q, resumed %v", ok, res.From, res.Addr, res.Resumed != nil)
+	}
+	if b := readResult(t, res); !bytes.Equal(b, smallPage) {
+		t.Fatalf("%d bytes, want the page's %d", len(b), len(smallPage))
+	}
+	if res.Resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Error("the peer's header was not kept")
+	}
+	wantWhole(t, c, "whole")
+}
+
+// TestSmallPeerAnswerCutMidwayIsAFailedHop: an answer that breaks half way
+// sends nothing to the client; the caller goes on (the origin, here).
+func TestSmallPeerAnswerCutMidwayIsAFailedHop(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(http.ResponseWriter) { panic(http.ErrAbortHandler) }))
+	if ok || res.Resp != nil {
+		t.Fatalf("a cut answer was handed on: ok %v", ok)
+	}
+	wantWhole(t, c, "failed")
+}
+
+// TestClimbGoesOnPastACutSmallAnswer: through the climb, the client gets the
+// origin's whole page, never the peer's half (the fault lab's cut body).
+func TestClimbGoesOnPastACutSmallAnswer(t *testing.T) {
+	c := wholeCluster(t, originServing(t, smallPage, nil), 128<<10)
+	p := smallPeerThat(t, smallPage, func(http.ResponseWriter) { panic(http.ErrAbortHandler) })
+	c.addPeer("n1", p.Addr)
+	c.peers["n1"].trusted, c.peers["n1"].member = true, true
+	req := httptest.NewRequest("GET", "http://h/p/1", nil)
+	req.RequestURI = ""
+	res, _, err := c.climb(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, 1, []hop{{"n1", 2}}, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := readResult(t, res); !bytes.Equal(b, smallPage) || res.From == proxy.UpstreamPeer {
+		t.Fatalf("%d bytes from %q, want the origin's whole page", len(b), res.From)
+	}
+	if n := testutil.ToFloat64(c.metrics.ClimbHops.WithLabelValues("failover")); n != 1 {
+		t.Errorf("edge_climb_hops_total{outcome=failover} %v, want 1", n)
+	}
+}
+
+// TestCrawlingSmallAnswerIsRacedAndTheOriginWins: an answer still arriving
+// after the stall limit (a lossy link's retransmission backoff) is raced
+// against the origin; the origin answers while the peer is still silent,
+// and the client gets the origin's page with nothing of the peer's. The
+// order is set by events: the peer stays silent until the test ends.
+func TestCrawlingSmallAnswerIsRacedAndTheOriginWins(t *testing.T) {
+	asked := make(chan struct{})
+	c := wholeCluster(t, originServing(t, []byte("the origin's page"), asked), 128<<10)
+	stop := make(chan struct{})
+	defer close(stop)
+	start := time.Now()
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(http.ResponseWriter) { <-stop }))
+	if !ok || res.From == proxy.UpstreamPeer {
+		t.Fatalf("ok %v, from %q", ok, res.From)
+	}
+	if b := readResult(t, res); string(b) != "the origin's page" {
+		t.Fatalf("got %q", b)
+	}
+	if d := time.Since(start); d >= c.peerBodyIdle() {
+		t.Errorf("the crawl was waited out (%v), not raced", d)
+	}
+	wantWhole(t, c, "race_origin")
+}
+
+// TestCrawlingSmallAnswerThatFinishesFirstIsServed: the peer sends the rest
+// once the origin was asked, and the origin never answers until cancelled:
+// the peer's whole answer is served and the origin's request is cancelled.
+func TestCrawlingSmallAnswerThatFinishesFirstIsServed(t *testing.T) {
+	asked, cancelled := make(chan struct{}), make(chan struct{})
+	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		close(asked)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	})
+	c := wholeCluster(t, origin, 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(w http.ResponseWriter) {
+		<-asked
+		_, _ = w.Write(smallPage[len(smallPage)/2:])
+	}))
+	if !ok || res.From != proxy.UpstreamPeer {
+		t.Fatalf("ok %v, from %q", ok, res.From)
+	}
+	if b := readResult(t, res); !bytes.Equal(b, smallPage) {
+		t.Fatalf("%d bytes, want the page's %d", len(b), len(smallPage))
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the origin's request was not cancelled")
+	}
+	wantWhole(t, c, "race_peer")
+}
+
+// TestCrawlingAnswerThatBreaksWhileTheOriginFails: both sources fail: a
+// failed hop, nothing handed on.
+func TestCrawlingAnswerThatBreaksWhileTheOriginFails(t *testing.T) {
+	asked, failed := make(chan struct{}), make(chan struct{})
+	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		close(asked)
+		defer close(failed)
+		return nil, errors.New("origin down")
+	})
+	c := wholeCluster(t, origin, 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(http.ResponseWriter) {
+		<-asked
+		<-failed
+		panic(http.ErrAbortHandler)
+	}))
+	if ok || res.Resp != nil {
+		t.Fatalf("ok %v with both sources failed", ok)
+	}
+	wantWhole(t, c, "failed")
+}
+
+// TestLargeAnswerStreamsAndStillResumes: past the limit the answer streams
+// from the bytes read ahead, and a break after that is resumed from the
+// origin at the right offset (resume counts the read-ahead bytes).
+func TestLargeAnswerStreamsAndStillResumes(t *testing.T) {
+	ranged := 0
+	c := wholeCluster(t, resumeOrigin(t, `"v1"`, &ranged), 64<<10)
+	res, ok := settleFrom(t, c, brokenPeer(t, `"v1"`)) // 128 KiB, then a break
+	if !ok || res.From != proxy.UpstreamPeer || res.Resumed == nil {
+		t.Fatalf("ok %v, from %q, resumable %v", ok, res.From, res.Resumed != nil)
+	}
+	if b := readResult(t, res); !bytes.Equal(b, resumePage) {
+		t.Fatalf("%d bytes, want the page's %d", len(b), len(resumePage))
+	}
+	if !res.Resumed() || ranged != 1 {
+		t.Errorf("resumed %v, Range requests %d", res.Resumed(), ranged)
+	}
+	wantWhole(t, c, "streamed")
+}
+
+// TestTamperedSmallAnswerIsNeverHandedOn: a relay that changes one byte
+// of the body (the header MAC still matches) makes the body MAC fail at its
+// end; read whole, the answer is a failed hop, not a page for a client.
+func TestTamperedSmallAnswerIsNeverHandedOn(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	p := smallPeerThat(t, smallPage, nil)
+	target, _ := url.Parse("http://" + p.Addr)
+	relay := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.Host = pr.In.Host // the request MAC covers it
+	}, Transport: &http.Transport{DisableCompression: true}} // and its headers
+	relay.ModifyResponse = func(resp *http.Response) error {
+		resp.Body = &flipFirstByte{ReadCloser: resp.Body}
+		return nil
+	}
+	srv := httptest.NewServer(relay)
+	t.Cleanup(srv.Close)
+	res, ok := settleFrom(t, c, &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")})
+	if ok || res.Resp != nil {
+		t.Fatalf("a tampered answer was handed on: ok %v", ok)
+	}
+	wantWhole(t, c, "failed")
+}
+
+type flipFirstByte struct {
+	io.ReadCloser
+	done bool
+}
+
+func (f *flipFirstByte) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if n > 0 && !f.done {
+		p[0] ^= 1
+		f.done = true
+	}
+	return n, err
+}
+
+// TestMidClimbStreams: a node in the middle of a climb relays the answer
+// as it comes (its own body MAC covers it downstream); only the ingress
+// reads whole.
+func TestMidClimbStreams(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	p := smallPeerThat(t, smallPage, nil)
+	req := httptest.NewRequest("GET", "http://h/p/1", nil)
+	req.RequestURI = ""
+	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0)
+	if !ok {
+		t.Fatal("the peer did not answer")
+	}
+	res, ok := c.settle(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req, Route: &route{}}, resp, "n1")
+	if !ok || !bytes.Equal(readResult(t, res), smallPage) {
+		t.Fatal("the mid-climb answer was not relayed")
+	}
+	wantWhole(t, c, "")
+}
