@@ -525,7 +525,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	fromPeer := func(resp *http.Response, id string) (proxy.Result, bool) {
 		res, ok := c.settle(ctx, fr, resp, id)
 		// The peers tried before it, for the access log.
-		res.Retries = len(failed)
+		res.Retries += len(failed)
 		return res, ok
 	}
 

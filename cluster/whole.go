@@ -153,6 +153,7 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 			c.countWhole(wholeRaceOrigin)
 			o.res.Resp.Body = &cancelOnClose{ReadCloser: o.res.Resp.Body, cancel: ocancel}
 			o.res.Keep = false // the caller decides, as for the climb's origin fetch
+			o.res.Retries = 1  // the peer, for the access log
 			return o.res, true
 		}
 		if peerDone && asked == nil {

@@ -169,7 +169,7 @@ func Start(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	for i := range o.Nodes {
 		if err := l.waitHTTP(ctx, l.adminURL(i)+"/status.json"); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; %s wrote: %s", err, nodeName(i), l.Stderr(nodeName(i)))
 		}
 	}
 	if err := l.WaitConverged(ctx, 30*time.Second); err != nil {
@@ -231,6 +231,9 @@ func (l *Lab) startProc(ctx context.Context, name string, h *netns.Host, args ..
 	cmd := h.Command(context.WithoutCancel(ctx), l.opts.Bin, args...)
 	cmd.Env = l.nodeEnv()
 	if d := l.opts.AccessLogDir; d != "" && h != l.client {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("chaos: access log directory: %w", err)
+		}
 		cmd.Env = append(cmd.Env, "EDGE_LOG_ACCESS="+filepath.Join(d, name+".log"))
 	}
 	stderr := &lockedWriter{}

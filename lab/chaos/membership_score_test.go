@@ -74,6 +74,31 @@ func TestScoreMembership(t *testing.T) {
 			t.Errorf("membership healed %v ms after the fault; want [5500]", st.MemberHealMs)
 		}
 	})
+	t.Run("agreed death on the minority's side", func(t *testing.T) {
+		// n4, n5 cut from n1–n3: n1 removes n4 (a cut), and n5, on n4's
+		// side, removes it too as the agreement reaches it after the heal:
+		// a death, counted as agreed. In a one-way cut n5 ↛ n1 nobody but
+		// n1 is cut from n5, so n2 removing n5 is false.
+		l := reviewLab(5)
+		h := newHistories()
+		member(h, 0, 3, 5500, false)
+		member(h, 4, 3, 6200, false)
+		sc := Scenario{Steps: []Step{{Fault: Partition{Group: []int{3, 4}}, At: time.Second, For: 5 * time.Second}}}
+		ivs := [][][2]time.Time{{{at(start, 1000), at(start, 6000)}}}
+		res := &Result{Steps: make([]StepResult, 1)}
+		l.scoreMembership(res, sc, ivs, start, at(start, 12000), h)
+		if st := res.Steps[0]; st.Deaths != 2 || st.AgreedDeaths != 1 || st.FalseDeaths != 0 {
+			t.Errorf("partition: deaths %d (agreed %d), false %d; want 2 (1), 0", st.Deaths, st.AgreedDeaths, st.FalseDeaths)
+		}
+		h = newHistories()
+		member(h, 1, 4, 3000, false)
+		sc = Scenario{Steps: []Step{{Fault: OneWay{From: 4, To: 0}, At: time.Second, For: 5 * time.Second}}}
+		res = &Result{Steps: make([]StepResult, 1)}
+		l.scoreMembership(res, sc, ivs, start, at(start, 12000), h)
+		if st := res.Steps[0]; st.Deaths != 0 || st.FalseDeaths != 1 || len(st.FalseDeathPairs) != 1 || st.FalseDeathPairs[0] != "n2 removed n5, +2.0s" {
+			t.Errorf("one-way: deaths %d, false %d %q; want 0, 1 [n2 removed n5, +2.0s]", st.Deaths, st.FalseDeaths, st.FalseDeathPairs)
+		}
+	})
 }
 
 // The state found at the first poll is recorded at the zero time (poll):

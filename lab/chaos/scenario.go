@@ -83,7 +83,9 @@ type StepResult struct {
 	// first); MemberHealMs, per onset, the time from the fault's end until
 	// every node had every other as a member again.
 	Deaths           int
+	AgreedDeaths     int // of Deaths: by an observer not cut from the peer, which most nodes were cut from
 	FalseDeaths      int
+	FalseDeathPairs  []string // each false death as "observer removed peer, +s from the step's onset"
 	DeadEverywhereMs []float64
 	MemberHealMs     []float64
 	MemberNotHealed  int
@@ -554,6 +556,31 @@ func ownerAt(sc Scenario, ivs [][][2]time.Time, o, p int, t time.Time) (step int
 	return step, false
 }
 
+// cutFromMost reports whether fault cuts node p from more than half of the
+// other n − 1 nodes: enough of memberlist's probers fail to reach it that
+// an agreed death of p is the cluster's decision, not a mistake, even as
+// seen by a node on p's side.
+func cutFromMost(f Fault, n, p int) bool {
+	cut := 0
+	for q := range n {
+		if q != p && f.cut(q, p) {
+			cut++
+		}
+	}
+	return 2*cut > n-1
+}
+
+// onsetBefore is the start of the last interval of ivs that began by t.
+func onsetBefore(ivs [][2]time.Time, t time.Time) time.Time {
+	var at time.Time
+	for _, iv := range ivs {
+		if !iv[0].After(t) {
+			at = iv[0]
+		}
+	}
+	return at
+}
+
 // crashedAt reports whether node i was down at t, or restarted less than
 // grace before (a restarted node needs a moment to hear its peers).
 func crashedAt(sc Scenario, ivs [][][2]time.Time, i int, t time.Time) bool {
@@ -592,8 +619,15 @@ func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, st
 				switch {
 				case explained:
 					res.Steps[step].Deaths++
+				case step >= 0 && cutFromMost(sc.Steps[step].Fault, n, p):
+					// memberlist's death is the cluster's decision: once the
+					// nodes cut from p agree, it reaches p's own side too.
+					res.Steps[step].Deaths++
+					res.Steps[step].AgreedDeaths++
 				case step >= 0:
 					res.Steps[step].FalseDeaths++
+					res.Steps[step].FalseDeathPairs = append(res.Steps[step].FalseDeathPairs,
+						fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(onsetBefore(ivs[step], t.At)).Seconds()))
 				default:
 					res.BaselineDeaths++
 				}
