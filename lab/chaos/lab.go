@@ -377,21 +377,34 @@ type transition struct {
 	Trusted bool      `json:"Trusted"`
 }
 
-// views reads node i's view of its peers.
-func (l *Lab) views(ctx context.Context, i int) ([]peerView, error) {
+// views reads node i's view of its peers, and the state memberlist gives
+// each member there (alive, suspect), by node id.
+func (l *Lab) views(ctx context.Context, i int) ([]peerView, map[string]string, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
 	resp, err := l.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	var s struct {
-		Peers []peerView `json:"peers"`
+		Peers      []peerView `json:"peers"`
+		Monitoring struct {
+			Membership struct {
+				Members []struct {
+					ID    string `json:"id"`
+					State string `json:"state"`
+				} `json:"members"`
+			} `json:"membership"`
+		} `json:"monitoring"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return nil, fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
+		return nil, nil, fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
 	}
-	return s.Peers, nil
+	states := make(map[string]string, len(s.Monitoring.Membership.Members))
+	for _, m := range s.Monitoring.Membership.Members {
+		states[m.ID] = m.State
+	}
+	return s.Peers, states, nil
 }
 
 // WaitConverged waits until every running node trusts every other.
@@ -416,7 +429,7 @@ func (l *Lab) WaitConverged(ctx context.Context, limit time.Duration) error {
 // disagreement names a view that is not "everyone trusted", or "".
 func (l *Lab) disagreement(ctx context.Context) string {
 	for i := range l.nodes {
-		vs, err := l.views(ctx, i)
+		vs, _, err := l.views(ctx, i)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", nodeName(i), err)
 		}
