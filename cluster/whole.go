@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/edgecache/edge/proxy"
@@ -83,85 +84,109 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 		fromPeer.Resumed = resumedOf(resp)
 		return fromPeer, true
 	}
-	read := make(chan peerAnswer, 1)
-	go func() { read <- readStart(resp.Body, c.cfg.PeerWholeBytes) }()
-	deadline := time.NewTimer(c.resumeAfter())
-	defer deadline.Stop()
+	// The body is read on this goroutine (usually it is already in the
+	// socket's buffer: a hand-off would cost more than the read); a timer
+	// asks the origin if it is still arriving at the stall limit.
+	r := &wholeRace{c: c, ctx: ctx, fr: fr, body: resp.Body}
+	timer := time.AfterFunc(c.resumeAfter(), r.askOrigin)
+	a := readStart(resp.Body, c.cfg.PeerWholeBytes)
+	timer.Stop()
+	r.mu.Lock()
+	r.peerDone, r.peerOK = true, a.err == nil
+	asked, won := r.asked, r.won
+	r.mu.Unlock()
 
-	var a peerAnswer
-	select {
-	case a = <-read:
-		if a.err != nil {
-			resp.Body.Close()
-			c.countWhole(wholeFailed)
-			return proxy.Result{}, false
-		}
-		if a.more {
+	switch {
+	case won != nil:
+		// The origin answered first and cut the stream (whatever the read
+		// then returned, the origin's answer is the one served).
+		resp.Body.Close()
+		return r.originResult(*won), true
+	case a.err == nil:
+		if asked != nil {
+			r.ocancel() // its answer, if one comes, is closed by askOrigin
+			c.countWhole(wholeRacePeer)
+		} else if a.more {
 			c.countWhole(wholeStreamed)
 		} else {
 			c.countWhole(wholeRead)
 		}
 		return c.peerResult(ctx, fr, resp, a, fromPeer), true
-	case <-deadline.C:
-	case <-ctx.Done():
-		resp.Body.Close()
-		<-read
-		return proxy.Result{}, false
 	}
+	resp.Body.Close()
+	if asked != nil {
+		// The stream broke after the origin was asked: its answer decides.
+		if o := <-asked; o.err == nil {
+			return r.originResult(o.res), true
+		}
+	}
+	c.countWhole(wholeFailed)
+	return proxy.Result{}, false
+}
 
-	// Slow: ask the origin too, and serve whichever is ready first.
-	octx, ocancel := context.WithCancel(ctx)
-	type originAnswer struct {
-		res proxy.Result
-		err error
+// wholeRace is the race between a slow peer answer, read on the request's
+// goroutine, and the origin, asked from a timer's.
+type wholeRace struct {
+	c    *Cluster
+	ctx  context.Context
+	fr   proxy.FetchRequest
+	body io.Closer // the peer's: closing it ends the read
+
+	mu       sync.Mutex
+	peerDone bool               // the read has ended: the origin can no longer take over
+	peerOK   bool               // and it succeeded: the origin's answer is not wanted
+	asked    chan originAnswer  // the origin was asked; its answer, if it did not take over
+	won      *proxy.Result      // the origin's answer took over (the stream was cut)
+	ocancel  context.CancelFunc // ends the origin's request
+}
+
+type originAnswer struct {
+	res proxy.Result
+	err error
+}
+
+// askOrigin runs at the stall limit: it asks the origin and, if the peer's
+// answer is still arriving when the origin's comes, cuts the stream and
+// takes over.
+func (r *wholeRace) askOrigin() {
+	r.mu.Lock()
+	if r.peerDone {
+		r.mu.Unlock()
+		return
 	}
-	asked := make(chan originAnswer, 1)
-	go func() {
-		res, err := c.origin.Fetch(octx, fr)
-		asked <- originAnswer{res, err}
-	}()
-	peerDone := false
-	for {
-		select {
-		case a = <-read:
-			peerDone = true
-			if a.err == nil {
-				ocancel()
-				go func() {
-					if o := <-asked; o.err == nil {
-						o.res.Resp.Body.Close()
-					}
-				}()
-				c.countWhole(wholeRacePeer)
-				return c.peerResult(ctx, fr, resp, a, fromPeer), true
-			}
-			resp.Body.Close()
-		case o := <-asked:
-			if o.err != nil {
-				ocancel()
-				if peerDone {
-					c.countWhole(wholeFailed)
-					return proxy.Result{}, false
-				}
-				asked = nil // wait for the peer alone
-				continue
-			}
-			resp.Body.Close() // ends the read at once
-			if !peerDone {
-				<-read
-			}
-			c.countWhole(wholeRaceOrigin)
-			o.res.Resp.Body = &cancelOnClose{ReadCloser: o.res.Resp.Body, cancel: ocancel}
-			o.res.Keep = false // the caller decides, as for the climb's origin fetch
-			o.res.Retries = 1  // the peer, for the access log
-			return o.res, true
+	octx, ocancel := context.WithCancel(r.ctx)
+	r.asked, r.ocancel = make(chan originAnswer, 1), ocancel
+	r.mu.Unlock()
+	res, err := r.c.origin.Fetch(octx, r.fr)
+	r.mu.Lock()
+	switch {
+	case err == nil && !r.peerDone:
+		res.Resp.Body = &cancelOnClose{ReadCloser: res.Resp.Body, cancel: ocancel}
+		r.won = &res
+		r.mu.Unlock()
+		r.body.Close() // the blocked read returns
+	case err == nil && r.peerOK:
+		r.mu.Unlock()
+		res.Resp.Body.Close() // the peer's answer is served
+		ocancel()
+	default:
+		// An error, or the stream broke first: settle waits for this.
+		r.mu.Unlock()
+		if err != nil {
+			ocancel()
+		} else {
+			res.Resp.Body = &cancelOnClose{ReadCloser: res.Resp.Body, cancel: ocancel}
 		}
-		if peerDone && asked == nil {
-			ocancel() // already, when the origin failed; vet cannot tell
-			c.countWhole(wholeFailed)
-			return proxy.Result{}, false
-		}
+		r.asked <- originAnswer{res, err}
 	}
+}
+
+// originResult is the result for the origin's answer that won the race.
+func (r *wholeRace) originResult(res proxy.Result) proxy.Result {
+	r.c.countWhole(wholeRaceOrigin)
+	res.Keep = false // the caller decides, as for the climb's origin fetch
+	res.Retries = 1  // the peer, for the access log
+	return res
 }
 
 // peerResult is the result for a peer answer whose start a holds: the
@@ -171,6 +196,14 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		// Read to its end, the MAC checked: the peer's stream is done.
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(a.head))
+		// A peer's answer is chunked (its body MAC rides in a trailer);
+		// read whole, its length is known, and the client gets it as
+		// Content-Length. Not for HEAD, 204 or 304, whose length would
+		// describe a body they do not carry.
+		if resp.ContentLength < 0 && fr.Req.Method != http.MethodHead && resp.StatusCode >= 200 &&
+			resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
+			resp.ContentLength = int64(len(a.head))
+		}
 		return res
 	}
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body}

@@ -130,7 +130,38 @@ func TestSmallPeerAnswerIsReadWhole(t *testing.T) {
 	if res.Resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Error("the peer's header was not kept")
 	}
+	if res.Resp.ContentLength != int64(len(smallPage)) {
+		t.Errorf("ContentLength %d, want the body's %d", res.Resp.ContentLength, len(smallPage))
+	}
 	wantWhole(t, c, "whole")
+}
+
+// TestWholeHEADAnswerKeepsItsLength: a HEAD answer has no body; its length
+// is the representation's, never the empty body's.
+func TestWholeHEADAnswerKeepsItsLength(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	srv := httptest.NewServer(peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "20800")
+		w.WriteHeader(http.StatusOK)
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil }))
+	t.Cleanup(srv.Close)
+	req := httptest.NewRequest("HEAD", "http://h/p/1", nil)
+	req.RequestURI = ""
+	resp, ok, _ := c.climbTo(context.Background(), req, &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}, 2, nil, 0)
+	if !ok {
+		t.Fatal("the peer did not answer")
+	}
+	res, ok := c.settle(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, "n1")
+	if !ok {
+		t.Fatal("the HEAD answer was not settled")
+	}
+	if res.Resp.ContentLength == 0 {
+		t.Errorf("a HEAD answer's length became its empty body's")
+	}
+	if b := readResult(t, res); len(b) != 0 {
+		t.Errorf("a HEAD answer with %d body bytes", len(b))
+	}
 }
 
 // TestSmallPeerAnswerCutMidwayIsAFailedHop: an answer that breaks half way
@@ -314,4 +345,23 @@ func TestMidClimbStreams(t *testing.T) {
 		t.Fatal("the mid-climb answer was not relayed")
 	}
 	wantWhole(t, c, "")
+}
+
+// TestCrawlingAnswerThatBreaksIsReplacedByTheOrigin: the stream breaks
+// after the origin was asked; whichever comes first (the break or the
+// origin's answer), the client gets the origin's whole page.
+func TestCrawlingAnswerThatBreaksIsReplacedByTheOrigin(t *testing.T) {
+	asked := make(chan struct{})
+	c := wholeCluster(t, originServing(t, []byte("the origin's page"), asked), 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(http.ResponseWriter) {
+		<-asked
+		panic(http.ErrAbortHandler)
+	}))
+	if !ok || res.From == proxy.UpstreamPeer || res.Retries != 1 {
+		t.Fatalf("ok %v, from %q, retries %d", ok, res.From, res.Retries)
+	}
+	if b := readResult(t, res); string(b) != "the origin's page" {
+		t.Fatalf("got %q", b)
+	}
+	wantWhole(t, c, "race_origin")
 }
