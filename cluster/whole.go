@@ -193,9 +193,10 @@ func (r *wholeRace) originResult(res proxy.Result) proxy.Result {
 // whole body from memory, or the start followed by the rest of the stream.
 func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, a peerAnswer, res proxy.Result) proxy.Result {
 	if !a.more {
-		// Read to its end, the MAC checked: the peer's stream is done.
-		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(a.head))
+		// Read to its end, the MAC checked. The peer's body is closed
+		// with this one, as when it streamed: a probe winner's close ends
+		// the other probes, whose later answers still teach fna-learned.
+		resp.Body = &prefixedBody{Reader: bytes.NewReader(a.head), body: resp.Body}
 		// A peer's answer is chunked (its body MAC rides in a trailer);
 		// read whole, its length is known, and the client gets it as
 		// Content-Length. Not for HEAD, 204 or 304, whose length would
@@ -212,7 +213,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 	return res
 }
 
-// prefixedBody is a body whose first bytes were read ahead.
+// prefixedBody is a body whose first bytes (or all) were read ahead.
 type prefixedBody struct {
 	io.Reader
 	body io.Closer

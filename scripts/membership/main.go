@@ -80,6 +80,12 @@ func main() {
 	logDir := flag.String("log-dir", "", "also write each node's log (JSON) to a file in this directory")
 	base := flag.Int("port-base", 30000, "node i listens on base+i (public), base+1000+i (admin), base+2000+i (cluster)")
 	flag.Parse()
+	if *logDir != "" {
+		if err := os.MkdirAll(*logDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "membership: -log-dir:", err)
+			os.Exit(2)
+		}
+	}
 	r := &run{bin: *bin, nodes: map[string]*node{}, extra: strings.Fields(*serveArgs), logDir: *logDir}
 	res, err := r.measure(*n, *base, *soak, *busy, *rollingRate)
 	r.stopAll()
