@@ -544,7 +544,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
 		if ok {
 			if res, ok := fromPeer(resp, h.id); ok {
-				c.metrics.ClimbHops.WithLabelValues("ok").Inc()
+				c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "ok", "failover")).Inc()
 				return res, false, nil
 			}
 		}
@@ -563,7 +563,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			if p := c.peer(next); p != nil {
 				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
 					if res, ok := fromPeer(resp, next); ok {
-						c.metrics.ClimbHops.WithLabelValues("next_home").Inc()
+						c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "next_home", "next_home_failed")).Inc()
 						return res, false, nil
 					}
 				}
@@ -574,6 +574,16 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	res, err = c.origin.Fetch(ctx, fr)
 	res.Keep = false
 	return res, becameHome, err
+}
+
+// hopOutcome labels a climb hop whose answer was settled: answered when
+// the peer's answer is served, else failed (the origin won a slow answer's
+// race, whole.go).
+func hopOutcome(res proxy.Result, answered, failed string) string {
+	if res.From == proxy.UpstreamPeer {
+		return answered
+	}
+	return failed
 }
 
 // climbTo asks peer p, as the page's rank-rank cache with rest of the path

@@ -3,11 +3,14 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/proxy"
 )
 
@@ -20,8 +23,14 @@ import (
 // had. Read whole, a failed answer is a failed hop (nothing was sent: the
 // climb goes on), and the body MAC is checked before the first byte leaves.
 //
-// An answer still arriving after resumeAfter is raced against the origin:
-// whichever is ready first is served and the other is closed. Answers
+// An answer that has been silent for resumeAfter (as resume.go races a
+// stalled stream), or is still arriving after resumeAfter on a link whose
+// heartbeats show loss (TCP's backoff there crawls without long silences),
+// is raced against the origin: whichever is ready first is served and the
+// other is closed; an origin that answers 5xx or fails does not take over.
+// A slow answer on a clean link is left alone: it is most likely the home
+// relaying a slow origin, and asking the origin from every ingress would
+// undo the home's shield. Answers
 // larger than Config.PeerWholeBytes stream as before (with resume) once
 // that many bytes have come: holding a large body would delay its first
 // byte by its whole transfer and cost memory per request.
@@ -86,11 +95,12 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 	}
 	// The body is read on this goroutine (usually it is already in the
 	// socket's buffer: a hand-off would cost more than the read); a timer
-	// asks the origin if it is still arriving at the stall limit.
-	r := &wholeRace{c: c, ctx: ctx, fr: fr, body: resp.Body}
-	timer := time.AfterFunc(c.resumeAfter(), r.askOrigin)
-	a := readStart(resp.Body, c.cfg.PeerWholeBytes)
-	timer.Stop()
+	// asks the origin if it stalls or crawls (slow).
+	r := &wholeRace{c: c, ctx: ctx, fr: fr, body: resp.Body, lossy: c.lossyLink(peer), limit: c.resumeAfter()}
+	r.progress.Store(time.Now().UnixNano())
+	r.timer = time.AfterFunc(r.limit, r.slow)
+	a := readStart(&progressReader{r: resp.Body, at: &r.progress}, c.cfg.PeerWholeBytes)
+	r.timer.Stop()
 	r.mu.Lock()
 	r.peerDone, r.peerOK = true, a.err == nil
 	asked, won := r.asked, r.won
@@ -124,13 +134,51 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 	return proxy.Result{}, false
 }
 
+// lossyLinkShare is the heartbeat loss on a peer's link above which an
+// answer that is still arriving at the stall limit is raced although it is
+// not silent: below it a lost segment is rare and fast retransmit repairs
+// it in a round trip; above it retransmission timeouts chain (0.2, 0.4,
+// 0.8 s …) and a small page can crawl for seconds.
+const lossyLinkShare = 0.01
+
+// lossyLink reports whether the link to peer shows heartbeat loss (the
+// loss-aware margin's estimate; none without it, cluster.loss_budget 0).
+func (c *Cluster) lossyLink(peer string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.peers[peer]; p != nil {
+		if la, ok := p.det.(*fdetect.LossAware); ok {
+			return la.Loss() >= lossyLinkShare
+		}
+	}
+	return false
+}
+
+// progressReader records when its reader last gave bytes.
+type progressReader struct {
+	r  io.Reader
+	at *atomic.Int64 // UnixNano of the last read that gave bytes
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.at.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
 // wholeRace is the race between a slow peer answer, read on the request's
 // goroutine, and the origin, asked from a timer's.
 type wholeRace struct {
-	c    *Cluster
-	ctx  context.Context
-	fr   proxy.FetchRequest
-	body io.Closer // the peer's: closing it ends the read
+	c        *Cluster
+	ctx      context.Context
+	fr       proxy.FetchRequest
+	body     io.Closer // the peer's: closing it ends the read
+	lossy    bool      // the peer's link shows loss: a crawl is raced too
+	limit    time.Duration
+	timer    *time.Timer
+	progress atomic.Int64 // when the body last gave bytes (UnixNano)
 
 	mu       sync.Mutex
 	peerDone bool               // the read has ended: the origin can no longer take over
@@ -145,9 +193,20 @@ type originAnswer struct {
 	err error
 }
 
-// askOrigin runs at the stall limit: it asks the origin and, if the peer's
-// answer is still arriving when the origin's comes, cuts the stream and
-// takes over.
+// slow runs when the answer has been arriving for the stall limit: on a
+// lossy link, or once the body has been silent that long, it asks the
+// origin; else it looks again when the silence could reach the limit.
+func (r *wholeRace) slow() {
+	silent := time.Since(time.Unix(0, r.progress.Load()))
+	if !r.lossy && silent < r.limit {
+		r.timer.Reset(r.limit - silent)
+		return
+	}
+	r.askOrigin()
+}
+
+// askOrigin asks the origin and, if the peer's answer is still arriving
+// when the origin's comes (below 500), cuts the stream and takes over.
 func (r *wholeRace) askOrigin() {
 	r.mu.Lock()
 	if r.peerDone {
@@ -158,6 +217,12 @@ func (r *wholeRace) askOrigin() {
 	r.asked, r.ocancel = make(chan originAnswer, 1), ocancel
 	r.mu.Unlock()
 	res, err := r.c.origin.Fetch(octx, r.fr)
+	if err == nil && res.Resp.StatusCode >= 500 {
+		// A failing origin does not replace a peer's answer; the climb's
+		// own failover decides what a 5xx is worth.
+		res.Resp.Body.Close()
+		err = errOriginServerError
+	}
 	r.mu.Lock()
 	switch {
 	case err == nil && !r.peerDone:
@@ -181,11 +246,14 @@ func (r *wholeRace) askOrigin() {
 	}
 }
 
+// errOriginServerError is an origin that answered a race with a 5xx.
+var errOriginServerError = errors.New("cluster: the origin answered the race with a server error")
+
 // originResult is the result for the origin's answer that won the race.
 func (r *wholeRace) originResult(res proxy.Result) proxy.Result {
 	r.c.countWhole(wholeRaceOrigin)
 	res.Keep = false // the caller decides, as for the climb's origin fetch
-	res.Retries = 1  // the peer, for the access log
+	res.Retries++    // the peer, for the access log
 	return res
 }
 

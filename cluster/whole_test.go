@@ -11,12 +11,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/proxy"
 )
@@ -364,4 +366,107 @@ func TestCrawlingAnswerThatBreaksIsReplacedByTheOrigin(t *testing.T) {
 		t.Fatalf("got %q", b)
 	}
 	wantWhole(t, c, "race_origin")
+}
+
+// trickler is a peer answer that sends page in 40 pieces, one every 100 ms
+// (4 s in all, never silent for the 1 s stall limit), as a home relaying a
+// slow origin does, or a lossy link's TCP crawls.
+func trickler(page []byte, stop <-chan struct{}) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		rest := page[len(page)/2:]
+		step := len(rest)/40 + 1
+		for len(rest) > 0 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			n := min(step, len(rest))
+			_, _ = w.Write(rest[:n])
+			_ = http.NewResponseController(w).Flush()
+			rest = rest[n:]
+		}
+	}
+}
+
+// TestSlowSteadyAnswerOnACleanLinkIsNotRaced: an answer that takes longer
+// than the stall limit but never goes silent, on a link without loss, is
+// most likely the home relaying a slow origin: the origin is not asked
+// (the home's shield holds) and the peer's page is served.
+func TestSlowSteadyAnswerOnACleanLinkIsNotRaced(t *testing.T) {
+	var asked atomic.Int32
+	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		asked.Add(1)
+		return nil, errors.New("the origin was asked")
+	})
+	c := wholeCluster(t, origin, 128<<10)
+	start := time.Now()
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, trickler(smallPage, nil)))
+	if !ok || res.From != proxy.UpstreamPeer || !bytes.Equal(readResult(t, res), smallPage) {
+		t.Fatalf("ok %v, from %q", ok, res.From)
+	}
+	if time.Since(start) < c.resumeAfter() {
+		t.Fatalf("the answer took %v, not longer than the stall limit: the test shows nothing", time.Since(start))
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the origin was asked %d times for a steady answer on a clean link", n)
+	}
+	wantWhole(t, c, "whole")
+}
+
+// TestCrawlOnALossyLinkIsRaced: the same steady crawl on a link whose
+// heartbeats show loss is raced against the origin at the stall limit,
+// and the origin's page is served.
+func TestCrawlOnALossyLinkIsRaced(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("the origin's page"), nil), 128<<10)
+	inner, err := fdetect.New("chen", int64(100*time.Millisecond), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy := fdetect.NewLossAware(inner, int64(100*time.Millisecond), 1e-7)
+	for seq := uint64(1); seq <= 200; seq += 2 { // every other heartbeat lost
+		lossy.Observe(seq, int64(seq)*int64(100*time.Millisecond))
+	}
+	if lossy.Loss() < lossyLinkShare {
+		t.Fatalf("the detector measured loss %v", lossy.Loss())
+	}
+	c.mu.Lock()
+	c.peers["n1"].det = lossy
+	c.mu.Unlock()
+	stop := make(chan struct{})
+	defer close(stop)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, trickler(smallPage, stop)))
+	if !ok || res.From == proxy.UpstreamPeer {
+		t.Fatalf("ok %v, from %q", ok, res.From)
+	}
+	if b := readResult(t, res); string(b) != "the origin's page" {
+		t.Fatalf("got %q", b)
+	}
+	wantWhole(t, c, "race_origin")
+}
+
+// TestOriginServerErrorDoesNotTakeOver: an origin that answers the race
+// with a 503 is not served in place of a peer's answer; the peer's page is.
+func TestOriginServerErrorDoesNotTakeOver(t *testing.T) {
+	asked := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	origin := proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		defer close(asked)
+		out := req.Clone(ctx)
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = "http", strings.TrimPrefix(srv.URL, "http://")
+		return http.DefaultTransport.RoundTrip(out)
+	})
+	c := wholeCluster(t, origin, 128<<10)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(w http.ResponseWriter) {
+		<-asked // silent until the origin has answered its 503
+		_, _ = w.Write(smallPage[len(smallPage)/2:])
+	}))
+	if !ok || res.From != proxy.UpstreamPeer || !bytes.Equal(readResult(t, res), smallPage) {
+		t.Fatalf("ok %v, from %q: the origin's 503 took over", ok, res.From)
+	}
+	wantWhole(t, c, "race_peer")
 }
