@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgecache/edge/proxy"
@@ -283,9 +284,14 @@ func (c *Cluster) countResume(outcome int) {
 // Resumes counts the peer answers resumed from the origin, by outcome
 // (for the status page).
 func (c *Cluster) Resumes() map[string]int64 {
-	out := make(map[string]int64, len(resumeOutcomes))
-	for i, o := range resumeOutcomes {
-		out[o] = c.resumes[i].Load()
+	return outcomeCounts(resumeOutcomes[:], c.resumes[:])
+}
+
+// outcomeCounts maps each outcome's name to its count (status pages).
+func outcomeCounts(names []string, counts []atomic.Int64) map[string]int64 {
+	out := make(map[string]int64, len(names))
+	for i, o := range names {
+		out[o] = counts[i].Load()
 	}
 	return out
 }

@@ -41,8 +41,8 @@ const (
 	wholeRead       = iota // read whole in time
 	wholeStreamed          // larger than the limit: streamed from there
 	wholeFailed            // failed before a byte was sent: the climb went on
-	wholeRacePeer          // slow: raced, and the peer's answer was ready first
-	wholeRaceOrigin        // slow: raced, and the origin answered first
+	wholeRacePeer          // stalled or crawling: raced, and the peer's answer was served
+	wholeRaceOrigin        // stalled or crawling: raced, and the origin's answer was served
 )
 
 var wholeOutcomes = [...]string{"whole", "streamed", "failed", "race_peer", "race_origin"}
@@ -55,11 +55,7 @@ func (c *Cluster) countWhole(outcome int) {
 // WholeAnswers counts the peer answers read whole before their header went
 // to the client, by outcome (for the status page).
 func (c *Cluster) WholeAnswers() map[string]int64 {
-	out := make(map[string]int64, len(wholeOutcomes))
-	for i, o := range wholeOutcomes {
-		out[o] = c.wholes[i].Load()
-	}
-	return out
+	return outcomeCounts(wholeOutcomes[:], c.wholes[:])
 }
 
 // peerAnswer is what reading the start of a peer's answer found.
