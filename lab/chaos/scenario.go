@@ -676,8 +676,13 @@ func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, st
 						fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(onsetBefore(ivs[step], t.At)).Seconds()))
 				default:
 					res.BaselineDeaths++
-					res.BaselineDeathPairs = append(res.BaselineDeathPairs,
-						fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(start).Seconds()))
+					pair := fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(start).Seconds())
+					if suspects != nil {
+						if at, ok := suspectSince(suspects.sorted(o, p), t.At); ok {
+							pair += fmt.Sprintf(" (suspect since +%.1fs)", at.Sub(start).Seconds())
+						}
+					}
+					res.BaselineDeathPairs = append(res.BaselineDeathPairs, pair)
 				}
 			}
 		}
