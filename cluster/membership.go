@@ -598,17 +598,17 @@ type MembershipState struct {
 	Running bool `json:"running"`
 	Alive   int  `json:"alive"` // alive or suspect, self included
 	Health  int  `json:"health_score"`
-	// Members are memberlist's members with their state (alive, suspect,
-	// dead or left, until memberlist forgets them).
+	// Members are memberlist's members (alive or suspect).
 	Members []MemberState `json:"members,omitempty"`
 	Keys    []KeyState    `json:"keys"`
 }
 
-// MemberState is one member as memberlist sees it.
+// MemberState is one member as memberlist sees it: alive or suspect (its
+// Members() leaves the dead and left out, and does not say which of the
+// two: memberlist keeps a member's state in a field it does not export).
 type MemberState struct {
 	ID     string `json:"id"`
 	Addr   string `json:"addr"`
-	State  string `json:"state"`
 	Region string `json:"region,omitempty"`
 }
 
@@ -631,7 +631,7 @@ func (c *Cluster) MembershipDetail() MembershipState {
 		return st
 	}
 	for _, n := range m.ml.Members() {
-		ms := MemberState{ID: n.Name, Addr: n.Address(), State: memberStateName(n.State)}
+		ms := MemberState{ID: n.Name, Addr: n.Address()}
 		if meta, err := decodeMeta(n.Meta); err == nil {
 			ms.Region = meta.Region
 		}
@@ -639,18 +639,4 @@ func (c *Cluster) MembershipDetail() MembershipState {
 	}
 	slices.SortFunc(st.Members, func(a, b MemberState) int { return strings.Compare(a.ID, b.ID) })
 	return st
-}
-
-func memberStateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "unknown"
 }

@@ -377,34 +377,21 @@ type transition struct {
 	Trusted bool      `json:"Trusted"`
 }
 
-// views reads node i's view of its peers, and the state memberlist gives
-// each member there (alive, suspect), by node id.
-func (l *Lab) views(ctx context.Context, i int) ([]peerView, map[string]string, error) {
+// views reads node i's view of its peers.
+func (l *Lab) views(ctx context.Context, i int) ([]peerView, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
 	resp, err := l.http.Do(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var s struct {
-		Peers      []peerView `json:"peers"`
-		Monitoring struct {
-			Membership struct {
-				Members []struct {
-					ID    string `json:"id"`
-					State string `json:"state"`
-				} `json:"members"`
-			} `json:"membership"`
-		} `json:"monitoring"`
+		Peers []peerView `json:"peers"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return nil, nil, fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
+		return nil, fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
 	}
-	states := make(map[string]string, len(s.Monitoring.Membership.Members))
-	for _, m := range s.Monitoring.Membership.Members {
-		states[m.ID] = m.State
-	}
-	return s.Peers, states, nil
+	return s.Peers, nil
 }
 
 // WaitConverged waits until every running node trusts every other.
@@ -429,7 +416,7 @@ func (l *Lab) WaitConverged(ctx context.Context, limit time.Duration) error {
 // disagreement names a view that is not "everyone trusted", or "".
 func (l *Lab) disagreement(ctx context.Context) string {
 	for i := range l.nodes {
-		vs, _, err := l.views(ctx, i)
+		vs, err := l.views(ctx, i)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", nodeName(i), err)
 		}

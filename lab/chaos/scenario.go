@@ -84,7 +84,6 @@ type StepResult struct {
 	// every node had every other as a member again.
 	Deaths           int
 	AgreedDeaths     int // of Deaths: by an observer not cut from the peer, which most nodes were cut from
-	LateDeaths       int // of Deaths: declared after the fault (and grace), ending a suspicion that began in it
 	FalseDeaths      int
 	FalseDeathPairs  []string // each false death as "observer removed peer, +s from the step's onset"
 	DeadEverywhereMs []float64
@@ -174,9 +173,9 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var pollWG sync.WaitGroup
 	pollWG.Add(1)
-	members, suspects := newHistories(), newHistories()
+	members := newHistories()
 	var rr reroutes
-	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members, suspects, &rr) }()
+	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members, &rr) }()
 
 	start := time.Now()
 	loadOut := make(chan loadResult, 1)
@@ -242,7 +241,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	end := time.Now()
 	res := &Result{Name: sc.Name, Detector: l.opts.Detector, Load: lr.summary, From: start, To: end}
 	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
-	l.scoreMembership(res, sc, ivs, start, end, members, suspects)
+	l.scoreMembership(res, sc, ivs, start, end, members)
 	res.Rerouted, res.ReroutedWrongly = rr.all, rr.wrongly
 	for _, name := range l.opts.Shadows {
 		sr := &Result{Name: sc.Name, Detector: name, Load: lr.summary, From: start, To: end}
@@ -357,10 +356,9 @@ func (r *reroutes) add(k pairKey, all, wrongly uint64) {
 // poll reads every node's views every 100 ms until ctx ends: the node's
 // own detector's transitions into h, each shadow detector's into shadows,
 // and each change of a peer's membership (at the poll that saw it: the
-// status page keeps no membership history) into members, and of whether
-// memberlist holds it suspect into suspects (Trusted false: suspect).
-func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories, members, suspects *histories, rr *reroutes) {
-	lastMember, lastSuspect := map[pairKey]bool{}, map[pairKey]bool{}
+// status page keeps no membership history) into members.
+func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histories, members *histories, rr *reroutes) {
+	lastMember := map[pairKey]bool{}
 	ids := map[string]int{}
 	for i := range l.nodes {
 		ids[nodeName(i)] = i
@@ -369,20 +367,9 @@ func (l *Lab) poll(ctx context.Context, h *histories, shadows map[string]*histor
 	defer tick.Stop()
 	for {
 		for o := range l.nodes {
-			vs, states, err := l.views(ctx, o)
+			vs, err := l.views(ctx, o)
 			if err != nil {
 				continue // crashed, or restarting
-			}
-			for id, state := range states {
-				p, ok := ids[id]
-				if !ok || p == o {
-					continue
-				}
-				suspect := state == "suspect"
-				if was, ok := lastSuspect[pairKey{o, p}]; was != suspect || (!ok && suspect) {
-					lastSuspect[pairKey{o, p}] = suspect
-					suspects.add(o, p, transition{At: time.Now(), Trusted: !suspect})
-				}
 			}
 			for _, v := range vs {
 				p, ok := ids[v.ID]
@@ -570,25 +557,6 @@ func ownerAt(sc Scenario, ivs [][][2]time.Time, o, p int, t time.Time) (step int
 	return step, false
 }
 
-// suspectSince returns when the suspicion that ended in a removal at t
-// began: the last change to suspect at or before t (ss are a pair's
-// changes in time order, Trusted false for suspect), if the pair was still
-// suspect at t.
-func suspectSince(ss []transition, t time.Time) (time.Time, bool) {
-	var since time.Time
-	suspect := false
-	for _, s := range ss {
-		if s.At.After(t) {
-			break
-		}
-		if !s.Trusted && !suspect {
-			since = s.At
-		}
-		suspect = !s.Trusted
-	}
-	return since, suspect
-}
-
 // cutFromMost reports whether fault cuts node p from more than half of the
 // other n − 1 nodes: enough of memberlist's probers fail to reach it that
 // an agreed death of p is the cluster's decision, not a mistake, even as
@@ -636,7 +604,7 @@ func crashedAt(sc Scenario, ivs [][][2]time.Time, i int, t time.Time) bool {
 // else it is a false death; then, per crash onset, how long until every
 // running node removed the crashed one, and per onset how long until the
 // membership was whole again.
-func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, start, end time.Time, members, suspects *histories) {
+func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, start, end time.Time, members *histories) {
 	n := len(l.nodes)
 	for o := range n {
 		for p := range n {
@@ -649,19 +617,6 @@ func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, st
 				}
 				// A crash cuts every observer from the crashed node.
 				step, explained := ownerAt(sc, ivs, o, p, t.At)
-				if !explained && suspects != nil {
-					// Declared after the fault, at the end of a suspicion
-					// that began while it was on: memberlist's suspicion
-					// timeout (seconds, up to 6 × the minimum) outlasted
-					// the fault, and the refutation came too late.
-					if at, ok := suspectSince(suspects.sorted(o, p), t.At); ok {
-						if k, cut := ownerAt(sc, ivs, o, p, at); cut || (k >= 0 && cutFromMost(sc.Steps[k].Fault, n, p)) {
-							res.Steps[k].Deaths++
-							res.Steps[k].LateDeaths++
-							continue
-						}
-					}
-				}
 				switch {
 				case explained:
 					res.Steps[step].Deaths++
@@ -676,13 +631,8 @@ func (l *Lab) scoreMembership(res *Result, sc Scenario, ivs [][][2]time.Time, st
 						fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(onsetBefore(ivs[step], t.At)).Seconds()))
 				default:
 					res.BaselineDeaths++
-					pair := fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(start).Seconds())
-					if suspects != nil {
-						if at, ok := suspectSince(suspects.sorted(o, p), t.At); ok {
-							pair += fmt.Sprintf(" (suspect since +%.1fs)", at.Sub(start).Seconds())
-						}
-					}
-					res.BaselineDeathPairs = append(res.BaselineDeathPairs, pair)
+					res.BaselineDeathPairs = append(res.BaselineDeathPairs,
+						fmt.Sprintf("%s removed %s, +%.1fs", nodeName(o), nodeName(p), t.At.Sub(start).Seconds()))
 				}
 			}
 		}

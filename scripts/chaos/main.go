@@ -242,7 +242,7 @@ func print(w io.Writer, order []string, results map[string][]row) {
 		rows := results[name]
 		fmt.Fprintf(w, "\n### %s: %s\n\n", name, describe(rows[0].res))
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed; agreed, late)\t| dead everywhere ms\t| members whole ms\t|")
+		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed; agreed)\t| dead everywhere ms\t| members whole ms\t|")
 		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
 		for _, r := range rows {
 			res := r.res
@@ -306,13 +306,12 @@ func membership(r row) (rerouted, falseDeaths, deaths, deadEverywhere, whole str
 		return "–", "–", "–", "–", "–"
 	}
 	rerouted = fmt.Sprintf("%d (%d)", r.res.Rerouted, r.res.ReroutedWrongly)
-	f, d, agreed, late, notHealed := r.res.BaselineDeaths, 0, 0, 0, 0
+	f, d, agreed, notHealed := r.res.BaselineDeaths, 0, 0, 0
 	var dead, heal []float64
 	for _, st := range r.res.Steps {
 		f += st.FalseDeaths
 		d += st.Deaths
 		agreed += st.AgreedDeaths
-		late += st.LateDeaths
 		dead = append(dead, st.DeadEverywhereMs...)
 		heal = append(heal, st.MemberHealMs...)
 		notHealed += st.MemberNotHealed
@@ -322,15 +321,8 @@ func membership(r row) (rerouted, falseDeaths, deaths, deadEverywhere, whole str
 		whole += fmt.Sprintf(" (%d not)", notHealed)
 	}
 	deaths = fmt.Sprint(d)
-	var of []string
 	if agreed > 0 {
-		of = append(of, fmt.Sprintf("%d agreed", agreed))
-	}
-	if late > 0 {
-		of = append(of, fmt.Sprintf("%d late", late))
-	}
-	if len(of) > 0 {
-		deaths += " (" + strings.Join(of, ", ") + ")"
+		deaths += fmt.Sprintf(" (%d agreed)", agreed)
 	}
 	return rerouted, fmt.Sprint(f), deaths, fmtMax(dead), whole
 }
