@@ -268,6 +268,7 @@ type Cluster struct {
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)
 	wholes      [len(wholeOutcomes)]atomic.Int64  // peer answers read whole before the header, by outcome (whole.go)
+	budget      BufferBudget                      // charged by peer answers' read-ahead (whole.go); nil: none
 	incarnation uint64
 	router      *routing.Router
 	// members is a ring over every known member, trusted or not, and

@@ -58,22 +58,71 @@ func (c *Cluster) WholeAnswers() map[string]int64 {
 	return outcomeCounts(wholeOutcomes[:], c.wholes[:])
 }
 
-// peerAnswer is what reading the start of a peer's answer found.
-type peerAnswer struct {
-	head []byte // the bytes read
-	more bool   // the body goes on past head (larger than the limit)
-	err  error  // the body failed (a break, a stall, a bad MAC)
+// BufferBudget is the node's budget for response bytes held in memory
+// (limits.max_buffered_bytes, kept by the proxy handler): a read-ahead is
+// charged to it before its buffer grows.
+type BufferBudget interface {
+	Charge(n int64) bool // take n bytes if the budget has them
+	Release(n int64)
 }
 
+// SetBufferBudget makes the read-ahead of peer answers charge b. The node
+// calls it once, before serving (the handler that keeps the budget is made
+// after the cluster); without it nothing is charged.
+func (c *Cluster) SetBufferBudget(b BufferBudget) { c.budget = b }
+
+// peerAnswer is what reading the start of a peer's answer found.
+type peerAnswer struct {
+	head    []byte // the bytes read
+	more    bool   // the body goes on past head (larger than the limit, or no budget for more)
+	charged int64  // bytes of head's buffer charged to the budget, released when the body is closed
+	err     error  // the body failed (a break, a stall, a bad MAC)
+}
+
+// readAheadStep is how much a read-ahead's buffer grows at a time: a
+// typical page in one step, and no large charge for a small answer.
+const readAheadStep = 32 << 10
+
 // readStart reads body up to limit bytes, and one more to learn whether it
-// goes on.
-func readStart(body io.Reader, limit int64) peerAnswer {
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(body, limit+1))
-	if err != nil {
-		return peerAnswer{err: err}
+// goes on. Each growth of the buffer is charged to b first (nil: none);
+// when b refuses, what was read streams on as for a larger answer. On an
+// error the charge is already released.
+func (c *Cluster) readStart(body io.Reader, limit int64) peerAnswer {
+	var a peerAnswer
+	buf := []byte(nil)
+	for {
+		if len(buf) == cap(buf) {
+			grow := min(int64(readAheadStep), limit+1-int64(len(buf)))
+			if b := c.budget; b != nil && !b.Charge(grow) {
+				a.more = true // no room: stream from here
+				break
+			}
+			a.charged += grow
+			buf = append(make([]byte, 0, int64(cap(buf))+grow), buf...)
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			a.more = true
+			break
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c.releaseAhead(a.charged)
+			return peerAnswer{err: err}
+		}
 	}
-	return peerAnswer{head: buf.Bytes(), more: n > limit}
+	a.head = buf
+	return a
+}
+
+// releaseAhead gives a read-ahead's charge back.
+func (c *Cluster) releaseAhead(n int64) {
+	if b := c.budget; b != nil && n > 0 {
+		b.Release(n)
+	}
 }
 
 // settle turns a peer's answer at the ingress into the request's result:
@@ -95,7 +144,7 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 	r := &wholeRace{c: c, ctx: ctx, fr: fr, body: resp.Body, lossy: c.lossyLink(peer), limit: c.resumeAfter()}
 	r.progress.Store(time.Now().UnixNano())
 	r.timer = time.AfterFunc(r.limit, r.slow)
-	a := readStart(&progressReader{r: resp.Body, at: &r.progress}, c.cfg.PeerWholeBytes)
+	a := c.readStart(&progressReader{r: resp.Body, at: &r.progress}, c.cfg.PeerWholeBytes)
 	r.timer.Stop()
 	r.mu.Lock()
 	r.peerDone, r.peerOK = true, a.err == nil
@@ -106,6 +155,7 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 	case won != nil:
 		// The origin answered first and cut the stream (whatever the read
 		// then returned, the origin's answer is the one served).
+		c.releaseAhead(a.charged)
 		resp.Body.Close()
 		return r.originResult(*won), true
 	case a.err == nil:
@@ -260,7 +310,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		// Read to its end, the MAC checked. The peer's body is closed
 		// with this one, as when it streamed: a probe winner's close ends
 		// the other probes, whose later answers still teach fna-learned.
-		resp.Body = &prefixedBody{Reader: bytes.NewReader(a.head), body: resp.Body}
+		resp.Body = &prefixedBody{Reader: bytes.NewReader(a.head), body: resp.Body, release: c.aheadRelease(a.charged)}
 		// A peer's answer is chunked (its body MAC rides in a trailer);
 		// read whole, its length is known, and the client gets it as
 		// Content-Length. Not for HEAD, 204 or 304, whose length would
@@ -271,16 +321,28 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		}
 		return res
 	}
-	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body}
+	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body, release: c.aheadRelease(a.charged)}
 	c.withResume(ctx, fr, resp)
 	res.Resumed = resumedOf(resp)
 	return res
 }
 
-// prefixedBody is a body whose first bytes (or all) were read ahead.
+// prefixedBody is a body whose first bytes (or all) were read ahead; its
+// close gives their charge back, once.
 type prefixedBody struct {
 	io.Reader
-	body io.Closer
+	body    io.Closer
+	release func()
 }
 
-func (b *prefixedBody) Close() error { return b.body.Close() }
+func (b *prefixedBody) Close() error {
+	b.release()
+	return b.body.Close()
+}
+
+// aheadRelease returns a function that releases a read-ahead's charge of
+// n bytes the first time it is called.
+func (c *Cluster) aheadRelease(n int64) func() {
+	var once sync.Once
+	return func() { once.Do(func() { c.releaseAhead(n) }) }
+}

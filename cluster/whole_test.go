@@ -470,3 +470,65 @@ func TestOriginServerErrorDoesNotTakeOver(t *testing.T) {
 	}
 	wantWhole(t, c, "race_peer")
 }
+
+// testBudget is a byte budget like the proxy handler's (limits.max_buffered_bytes).
+type testBudget struct {
+	limit int64
+	held  atomic.Int64
+}
+
+func (b *testBudget) Charge(n int64) bool {
+	if b.held.Add(n) > b.limit {
+		b.held.Add(-n)
+		return false
+	}
+	return true
+}
+func (b *testBudget) Release(n int64) { b.held.Add(-n) }
+
+// TestReadAheadIsChargedAndReleased: the read-ahead holds budget while the
+// answer is served and gives all of it back when the body is closed, and
+// a cut answer gives it back at once.
+func TestReadAheadIsChargedAndReleased(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	b := &testBudget{limit: 1 << 20}
+	c.SetBufferBudget(b)
+	res, ok := settleFrom(t, c, smallPeerThat(t, smallPage, nil))
+	if !ok {
+		t.Fatal("not settled")
+	}
+	if held := b.held.Load(); held < int64(len(smallPage)) {
+		t.Errorf("%d bytes charged while a %d-byte answer is held", held, len(smallPage))
+	}
+	if !bytes.Equal(readResult(t, res), smallPage) {
+		t.Fatal("wrong body")
+	}
+	_ = res.Resp.Body.Close() // a second close gives nothing back twice
+	if held := b.held.Load(); held != 0 {
+		t.Errorf("%d bytes still charged after the body was closed", held)
+	}
+	if _, ok := settleFrom(t, c, smallPeerThat(t, smallPage, func(http.ResponseWriter) { panic(http.ErrAbortHandler) })); ok {
+		t.Fatal("a cut answer was settled")
+	}
+	if held := b.held.Load(); held != 0 {
+		t.Errorf("%d bytes still charged after a cut answer", held)
+	}
+}
+
+// TestReadAheadWithoutBudgetStreams: with no budget left for the whole
+// answer, what was read streams on (with resume) instead of growing past
+// the budget; the client still gets every byte.
+func TestReadAheadWithoutBudgetStreams(t *testing.T) {
+	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
+	b := &testBudget{limit: readAheadStep} // one step: the 20.8 KB page fits, a second step does not
+	c.SetBufferBudget(b)
+	page := bytes.Repeat([]byte("0123456789abcdef"), 4<<10) // 64 KiB
+	res, ok := settleFrom(t, c, smallPeerThat(t, page, nil))
+	if !ok || !bytes.Equal(readResult(t, res), page) {
+		t.Fatal("the answer was not served whole")
+	}
+	if held := b.held.Load(); held != 0 {
+		t.Errorf("%d bytes still charged", held)
+	}
+	wantWhole(t, c, "streamed")
+}

@@ -117,6 +117,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	pc.SiteOf = n.siteName
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
+	if cl != nil {
+		cl.SetBufferBudget(h) // peer answers read ahead share limits.max_buffered_bytes
+	}
 	n.proxy, n.cluster = h, cl
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.

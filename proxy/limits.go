@@ -100,6 +100,13 @@ func (h *Handler) charge(n int64) bool {
 // fill's window: bounded per fill, and accounted so that new fills see it).
 func (h *Handler) force(n int64) { h.buffered.Add(n) }
 
+// Charge and Release let a fetcher hold response bytes under the same
+// budget (the cluster's read-ahead of peer answers).
+func (h *Handler) Charge(n int64) bool { return h.charge(n) }
+
+// Release gives back what Charge took.
+func (h *Handler) Release(n int64) { h.release(n) }
+
 // release gives n bytes back to the buffer budget.
 func (h *Handler) release(n int64) {
 	if n != 0 {
