@@ -214,6 +214,7 @@ type Peer struct {
 	pulledAt                               time.Time                     // when the replica last changed
 	member                                 bool                          // in the membership (configured, or alive in memberlist)
 	configured                             bool                          // named in cluster.peers: its address there is the path to it
+	advertised                             string                        // a configured peer's address in memberlist (its gossip goes to udp instead)
 	memberAt                               time.Time                     // when memberlist last reported it alive
 	metaInc                                uint64                        // the incarnation in its memberlist metadata
 	neighbour                              bool                          // on this node's monitoring rings (every member with all-to-all)
@@ -310,11 +311,13 @@ type Cluster struct {
 	started     time.Time        // when this node started
 	warned      *misconfigMemory // misconfiguration logged lately (misconfig.go)
 	// Membership (membership.go, transport.go, keyring.go).
-	transport  *sharedTransport
-	keyring    *memberlist.Keyring
-	mlReady    atomic.Pointer[membership] // the running memberlist, once Run started it (status)
-	metaEpoch  atomic.Uint64              // the indicator epoch our metadata announces
-	viewWanted chan struct{}              // membership asks for a ring rebuild (viewLoop)
+	transport    *sharedTransport
+	keyring      *memberlist.Keyring
+	mlReady      atomic.Pointer[membership] // the running memberlist, once Run started it (status)
+	metaEpoch    atomic.Uint64              // the indicator epoch our metadata announces
+	viewWanted   chan struct{}              // membership asks for a ring rebuild (viewLoop)
+	refuteWanted chan struct{}              // heartbeats returned after a silence (refuteLoop)
+	refutes      atomic.Uint64              // refutations sent (status page)
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -346,10 +349,11 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 				DisableCompression: true,
 				TLSClientConfig:    cfg.TLS,
 			}},
-		scheme:     "http",
-		peerAuth:   newVerifier(cfg.Secret),
-		transport:  newSharedTransport(cfg.GossipDial, m),
-		viewWanted: make(chan struct{}, 1),
+		scheme:       "http",
+		peerAuth:     newVerifier(cfg.Secret),
+		transport:    newSharedTransport(cfg.GossipDial, m),
+		viewWanted:   make(chan struct{}, 1),
+		refuteWanted: make(chan struct{}, 1),
 	}
 	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("cluster: keyring: %w", err)
@@ -539,6 +543,12 @@ func (c *Cluster) received(r wire.Received) {
 		p.shadows = c.newShadows()
 		p.epochSeen = 0
 		p.replica = &indicators.Replica{}
+	}
+	if p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteSilence() {
+		// The link was down long enough for memberlist to suspect us too,
+		// and its few gossips of that may all have gone while it was:
+		// refute now (refuteLoop) rather than be declared dead later.
+		c.wantRefute()
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))

@@ -206,6 +206,10 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}
+	if p.configured {
+		p.advertised = addr
+		c.transport.setPath(n.Name, addr, p.udpString())
+	}
 	changed := !p.member
 	p.member, p.memberAt = true, time.Now()
 	p.region = meta.Region
@@ -300,14 +304,11 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	d := mlDelegate{c}
 	mc.Delegate, mc.Events, mc.Conflict = d, d, d
 	mc.Keyring = c.keyring
-	mc.ProbeInterval, mc.SuspicionMult = DefaultProbeInterval, DefaultSuspicionMult
-	if c.cfg.ProbeInterval > 0 {
-		mc.ProbeInterval = c.cfg.ProbeInterval
-	}
+	mc.ProbeInterval, mc.SuspicionMult = c.probeInterval(), DefaultSuspicionMult
 	if c.cfg.SuspicionMult > 0 {
 		mc.SuspicionMult = c.cfg.SuspicionMult
 	}
-	mc.ProbeTimeout = min(mc.ProbeTimeout, mc.ProbeInterval/2)
+	mc.ProbeTimeout = c.probeTimeout()
 	mc.DeadNodeReclaimTime = deadReclaim
 	mc.PushPullInterval = pushPullInterval
 	mc.TCPTimeout = max(2*time.Second, 4*c.cfg.PeerTimeout)
@@ -330,6 +331,7 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	m := &membership{ml: ml, seedsAt: map[string]time.Time{}}
 	c.mlReady.Store(m)
 	go c.publishMeta(ctx, m)
+	go c.refuteLoop(ctx, m)
 	go c.viewLoop(ctx)
 	t := time.NewTicker(joinInterval)
 	defer t.Stop()
@@ -410,6 +412,9 @@ func (c *Cluster) refreshPeerAddrs(ctx context.Context) {
 			}
 			c.log.Info("a configured peer's name resolves to a new address", "peer", id, "name", addr, "addr", udp.String())
 			p.udp = udp
+			if p.advertised != "" {
+				c.transport.setPath(id, p.advertised, p.udpString())
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -552,6 +557,79 @@ func (c *Cluster) publishMeta(ctx context.Context, m *membership) {
 	}
 }
 
+// probeInterval is memberlist's probe period (cluster.probe_interval or
+// DefaultProbeInterval).
+func (c *Cluster) probeInterval() time.Duration {
+	if c.cfg.ProbeInterval > 0 {
+		return c.cfg.ProbeInterval
+	}
+	return DefaultProbeInterval
+}
+
+// probeTimeout is how long memberlist waits for a probe's ack: its LAN
+// default of 500 ms, or half a shorter probe period.
+func (c *Cluster) probeTimeout() time.Duration {
+	return min(memberlist.DefaultLANConfig().ProbeTimeout, c.probeInterval()/2)
+}
+
+// refuteSilence is how long a peer's heartbeats must have been missing
+// for this node to refute a suspicion it may not have heard of: as long
+// as a probe of ours can go unanswered (less and memberlist cannot have
+// suspected us over it), and never under four heartbeat periods (a late
+// heartbeat or two is no cut).
+func (c *Cluster) refuteSilence() time.Duration {
+	return max(c.probeTimeout(), 4*c.cfg.Period)
+}
+
+// wantRefute asks refuteLoop to refute; requests made while one is
+// pending are one refutation.
+func (c *Cluster) wantRefute() {
+	select {
+	case c.refuteWanted <- struct{}{}:
+	default:
+	}
+}
+
+// refuteEvery is the least time between two refutations: one probe
+// period, as memberlist cannot newly suspect a node faster than it probes.
+// A node whose heartbeats come back from many peers at once after a cut
+// refutes once.
+const refuteEvery = time.Second
+
+// refuteLoop announces this node alive with a new incarnation
+// (memberlist's UpdateNode, the message memberlist's own refutation
+// sends) when heartbeats return after a silence (received). memberlist
+// refutes a suspicion only when it hears of it, and it gossips a
+// suspicion 4 × ⌈log10(n+1)⌉ times (4 at five nodes), within a few
+// hundred milliseconds: when the suspicion begins shortly before a cut
+// heals, every one of those goes into the cut, and its probes carry it to
+// the suspect only once per round (every n probe periods). The suspect
+// then never refutes, and is declared dead by every member, reachable all
+// along, when the suspicion timeout runs out (docs/chaos/flap-death-
+// 2026-12-02.md: 2 of 37 flapping runs in the fault lab). A new
+// incarnation overrides a suspicion wherever it is held; where there is
+// none it changes nothing (the metadata is the same, so no event fires).
+func (c *Cluster) refuteLoop(ctx context.Context, m *membership) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.refuteWanted:
+		}
+		if err := m.ml.UpdateNode(joinInterval); err != nil {
+			c.log.Debug("membership: refutation not sent", "err", err)
+		} else {
+			c.metrics.MembershipEvents.WithLabelValues("refute").Inc()
+			c.refutes.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(refuteEvery):
+		}
+	}
+}
+
 // mlLogWriter turns memberlist's log lines into slog records: debug,
 // except the lines that mean a misconfiguration, which are logged once
 // per source with the remedy and counted.
@@ -598,6 +676,9 @@ type MembershipState struct {
 	Running bool `json:"running"`
 	Alive   int  `json:"alive"` // alive or suspect, self included
 	Health  int  `json:"health_score"`
+	// Refutes counts this node's announcements of itself after its
+	// peers' heartbeats came back from a silence (refuteLoop).
+	Refutes uint64 `json:"refutes"`
 	// Members are memberlist's members (alive or suspect).
 	Members []MemberState `json:"members,omitempty"`
 	Keys    []KeyState    `json:"keys"`
@@ -613,7 +694,7 @@ type MemberState struct {
 }
 
 func (c *Cluster) membershipState() MembershipState {
-	st := MembershipState{Keys: c.Keys()}
+	st := MembershipState{Keys: c.Keys(), Refutes: c.refutes.Load()}
 	m := c.mlReady.Load()
 	if m == nil {
 		return st
@@ -639,4 +720,12 @@ func (c *Cluster) MembershipDetail() MembershipState {
 	}
 	slices.SortFunc(st.Members, func(a, b MemberState) int { return strings.Compare(a.ID, b.ID) })
 	return st
+}
+
+// udpString is the peer's resolved address ("" when it did not resolve).
+func (p *Peer) udpString() string {
+	if p.udp == nil {
+		return ""
+	}
+	return p.udp.String()
 }

@@ -49,7 +49,7 @@ type Metrics struct {
 	GossipBytes        *prometheus.CounterVec // their bytes, by direction
 	GossipDropped      prometheus.Counter     // membership packets or streams dropped on a full queue
 	GossipRejected     *prometheus.CounterVec // membership traffic refused, by reason (key, plain)
-	MembershipEvents   *prometheus.CounterVec // memberlist events: join, update, leave, conflict, refused
+	MembershipEvents   *prometheus.CounterVec // memberlist events: join, update, leave, conflict, refused, refute
 	MembershipJoins    *prometheus.CounterVec // join attempts through seeds, by outcome
 	reg                prometheus.Registerer
 }
@@ -124,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.GossipBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_bytes_total", Help: "Membership (memberlist) packet bytes on the cluster port, by direction."}, []string{"direction"})
 	m.GossipDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_membership_dropped_total", Help: "Membership packets or streams dropped because memberlist's queue was full."})
 	m.GossipRejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_rejections_total", Help: "Membership traffic refused, by reason: key (no installed key decrypts it: a different cluster.secret), plain (unencrypted)."}, []string{"reason"})
-	m.MembershipEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_events_total", Help: "Membership events: join, update (metadata), leave (dead or left, agreed by memberlist), conflict (a node id claimed from two addresses), refused (metadata not understood)."}, []string{"event"})
+	m.MembershipEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_events_total", Help: "Membership events: join, update (metadata), leave (dead or left, agreed by memberlist), conflict (a node id claimed from two addresses), refused (metadata not understood), refute (this node announced itself alive with a new incarnation after a silence of its peers' heartbeats)."}, []string{"event"})
 	m.MembershipJoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_joins_total", Help: "Join attempts through seeds that are not members, by outcome (ok, partial, failed)."}, []string{"outcome"})
 	for _, d := range []string{"sent", "received"} {
 		m.GossipPackets.WithLabelValues(d)
@@ -133,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"key", "plain"} {
 		m.GossipRejected.WithLabelValues(r)
 	}
-	for _, e := range []string{"join", "update", "leave", "conflict", "refused"} {
+	for _, e := range []string{"join", "update", "leave", "conflict", "refused", "refute"} {
 		m.MembershipEvents.WithLabelValues(e)
 	}
 	for _, o := range []string{"ok", "partial", "failed"} {

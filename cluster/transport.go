@@ -61,6 +61,15 @@ type sharedTransport struct {
 	done     chan struct{}
 	once     sync.Once
 	m        *Metrics
+	// paths maps a configured peer's advertised address to the address
+	// configured for it where the two differ (a relay, tunnel or proxy
+	// the operator put in front of the peer): membership traffic to the
+	// peer takes the operator's path, as its heartbeats and peer requests
+	// do. Kept apart from Cluster.mu: memberlist sends from its own
+	// goroutines, some holding its locks (setPath, memberUp).
+	pathMu sync.RWMutex
+	paths  map[string]string // advertised → configured
+	pathOf map[string]string // node id → its advertised address in paths
 }
 
 func newSharedTransport(dial func(ctx context.Context, addr string) (net.Conn, error), m *Metrics) *sharedTransport {
@@ -68,7 +77,32 @@ func newSharedTransport(dial func(ctx context.Context, addr string) (net.Conn, e
 		var d net.Dialer
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	return &sharedTransport{dial: dial, packets: make(chan *memberlist.Packet, gossipQueue), streams: make(chan net.Conn, gossipQueue), done: make(chan struct{}), m: m}
+	return &sharedTransport{dial: dial, packets: make(chan *memberlist.Packet, gossipQueue), streams: make(chan net.Conn, gossipQueue), done: make(chan struct{}), m: m,
+		paths: map[string]string{}, pathOf: map[string]string{}}
+}
+
+// setPath sends membership traffic for node id, which advertises
+// advertised, to configured instead ("" or the same address: directly).
+func (t *sharedTransport) setPath(id, advertised, configured string) {
+	t.pathMu.Lock()
+	defer t.pathMu.Unlock()
+	if old, ok := t.pathOf[id]; ok {
+		delete(t.paths, old)
+		delete(t.pathOf, id)
+	}
+	if configured != "" && configured != advertised {
+		t.paths[advertised], t.pathOf[id] = configured, advertised
+	}
+}
+
+// path is where membership traffic for addr goes.
+func (t *sharedTransport) path(addr string) string {
+	t.pathMu.RLock()
+	defer t.pathMu.RUnlock()
+	if p, ok := t.paths[addr]; ok {
+		return p
+	}
+	return addr
 }
 
 var _ memberlist.Transport = (*sharedTransport)(nil)
@@ -121,7 +155,7 @@ func (t *sharedTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	if conn == nil {
 		return time.Time{}, errors.New("cluster: membership transport not running")
 	}
-	to, err := net.ResolveUDPAddr("udp", addr)
+	to, err := net.ResolveUDPAddr("udp", t.path(addr))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("cluster: membership address: %w", err)
 	}
@@ -158,7 +192,7 @@ func (t *sharedTransport) PacketCh() <-chan *memberlist.Packet { return t.packet
 func (t *sharedTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := t.dial(ctx, addr)
+	c, err := t.dial(ctx, t.path(addr))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: membership stream to %s: %w", addr, err)
 	}

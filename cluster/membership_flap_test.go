@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestFlappingNodeIsNotDeclaredDead: a node cut off both ways for 2 s
+// every 4 s (the fault lab's flap) is suspected by memberlist in some
+// cuts; each suspicion is gossiped a handful of times (4 × ⌈log10(n+1)⌉),
+// all of them inside the cut, so the node never hears it to refute, and
+// memberlist's probes reach it only once per round. Its cuts are shorter
+// than the least suspicion timeout (4 probe intervals), so every death
+// here is false. The node refutes on its own when heartbeats return
+// after a silence (announceAfterSilence), and no member ever removes it.
+// Production timing (a 1 s probe interval), virtual time.
+func TestFlappingNodeIsNotDeclaredDead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "f", 5, 4, func(c *Config) {
+			c.Monitoring, c.ProbeInterval = MonitorAll, DefaultProbeInterval
+		})
+		defer func() {
+			stopAll(nodes)
+			time.Sleep(3 * DefaultProbeInterval) // probes in flight wait a whole period, not a test one
+		}()
+		eventually(t, 30*time.Second, "every node trusts every other", allTrust(nodes, ids))
+		const island, flaps = "f04", 40
+		cut := func(on bool) {
+			for _, id := range ids {
+				if id == island {
+					continue
+				}
+				for _, pair := range [][2]string{{addrs[id], addrs[island]}, {addrs[island], addrs[id]}} {
+					if on {
+						network.Cut(pair[0], pair[1])
+					} else {
+						network.Heal(pair[0], pair[1])
+					}
+				}
+			}
+		}
+		for range flaps {
+			cut(true)
+			time.Sleep(2 * time.Second)
+			cut(false)
+			time.Sleep(2 * time.Second)
+		}
+		time.Sleep(10 * time.Second) // past any suspicion begun in the last cut
+		deaths := 0.0
+		for id, nd := range nodes {
+			if id != island {
+				deaths += testutil.ToFloat64(nd.c.metrics.MembershipEvents.WithLabelValues("leave"))
+			}
+		}
+		refutes := testutil.ToFloat64(nodes[island].c.metrics.MembershipEvents.WithLabelValues("refute"))
+		t.Logf("%d flaps: %v removals of %s, %v refutations", flaps, deaths, island, refutes)
+		if deaths > 0 {
+			t.Errorf("%s, cut for 2 s at a time (shorter than any suspicion timeout), was removed %v times", island, deaths)
+		}
+	})
+}
