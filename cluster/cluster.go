@@ -214,7 +214,7 @@ type Peer struct {
 	pulledAt                               time.Time                     // when the replica last changed
 	member                                 bool                          // in the membership (configured, or alive in memberlist)
 	configured                             bool                          // named in cluster.peers: its address there is the path to it
-	advertised                             string                        // a configured peer's address in memberlist (its gossip goes to udp instead)
+	configuredByIP                         bool                          // configured by IP address, not host name (membership takes its path: transport.go)
 	memberAt                               time.Time                     // when memberlist last reported it alive
 	metaInc                                uint64                        // the incarnation in its memberlist metadata
 	neighbour                              bool                          // on this node's monitoring rings (every member with all-to-all)
@@ -281,8 +281,9 @@ type Cluster struct {
 	suspected  atomic.Int64
 	origin     proxy.Fetcher
 	client     *http.Client
-	scheme     string    // http, or https with cluster.tls
-	peerAuth   *verifier // peer request authentication and replay cache
+	scheme     string      // http, or https with cluster.tls
+	peerHTTP   *peerClient // plain-HTTP peer requests on the caller's goroutine (peerclient.go)
+	peerAuth   *verifier   // peer request authentication and replay cache
 	metrics    *Metrics
 	verifier   *wire.Verifier
 	filter     *indicators.Filter
@@ -317,6 +318,7 @@ type Cluster struct {
 	metaEpoch    atomic.Uint64              // the indicator epoch our metadata announces
 	viewWanted   chan struct{}              // membership asks for a ring rebuild (viewLoop)
 	refuteWanted chan struct{}              // heartbeats returned after a silence (refuteLoop)
+	mlView       memberView                 // memberlist's members, from its events (membership.go)
 	refutes      atomic.Uint64              // refutations sent (status page)
 }
 
@@ -349,6 +351,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 				DisableCompression: true,
 				TLSClientConfig:    cfg.TLS,
 			}},
+		peerHTTP:     newPeerClient(cfg.PeerTimeout, 4*cfg.PeerTimeout),
 		scheme:       "http",
 		peerAuth:     newVerifier(cfg.Secret),
 		transport:    newSharedTransport(cfg.GossipDial, m),
@@ -368,6 +371,9 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		c.addPeer(id, addr)
 		c.peers[id].member = true // the configuration says so, until memberlist says it died
 		c.peers[id].configured = true
+		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) != nil {
+			c.peers[id].configuredByIP = true
+		}
 	}
 	c.recomputeNeighbours()
 	c.updateMonitored(time.Now())
@@ -544,10 +550,15 @@ func (c *Cluster) received(r wire.Received) {
 		p.epochSeen = 0
 		p.replica = &indicators.Replica{}
 	}
-	if p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteSilence() {
-		// The link was down long enough for memberlist to suspect us too,
-		// and its few gossips of that may all have gone while it was:
-		// refute now (refuteLoop) rather than be declared dead later.
+	if !restarted && p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteSilence() {
+		// The link to p was down (or one of us did not run) long enough
+		// for p's memberlist to suspect this node, and the few gossips of
+		// that may all have gone while it was: refute now (refuteLoop)
+		// rather than be declared dead later. Each side of a cut does
+		// this, since each may suspect the other: refuting only when
+		// most peers fell silent together (this node the island) left the
+		// island's suspicions of the others to kill them
+		// (TestFlappingNodeIsNotDeclaredDead counts every removal).
 		c.wantRefute()
 	}
 	p.det.Observe(r.Seq, r.RecvNs)

@@ -747,7 +747,13 @@ func (c *Cluster) peerBodyIdle() time.Duration {
 // (the body is checked as it is read to the end).
 func (c *Cluster) do(req *http.Request) (*http.Response, error) {
 	sign(c.cfg.Secret, c.cfg.NodeID, req)
-	resp, err := c.client.Do(req)
+	var resp *http.Response
+	var err error
+	if req.URL.Scheme == "http" {
+		resp, err = c.peerHTTP.Do(req)
+	} else {
+		resp, err = c.client.Do(req) // mutual TLS (cluster.tls): net/http's Transport
+	}
 	if err != nil {
 		return nil, err
 	}

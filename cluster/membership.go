@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -166,9 +167,62 @@ func (mlDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (mlDelegate) LocalState(join bool) []byte                { return nil }
 func (mlDelegate) MergeRemoteState(buf []byte, join bool)     {}
 
-func (d mlDelegate) NotifyJoin(n *memberlist.Node)   { d.c.memberUp(n, "join") }
-func (d mlDelegate) NotifyUpdate(n *memberlist.Node) { d.c.memberUp(n, "update") }
-func (d mlDelegate) NotifyLeave(n *memberlist.Node)  { d.c.memberDown(n) }
+func (d mlDelegate) NotifyJoin(n *memberlist.Node) {
+	d.c.mlView.set(n)
+	d.c.memberUp(n, "join")
+}
+
+func (d mlDelegate) NotifyUpdate(n *memberlist.Node) {
+	d.c.mlView.set(n)
+	d.c.memberUp(n, "update")
+}
+
+func (d mlDelegate) NotifyLeave(n *memberlist.Node) {
+	d.c.mlView.remove(n.Name)
+	d.c.memberDown(n)
+}
+
+// memberView is memberlist's members (alive or suspect, this node
+// included) as its events report them. memberlist's Members() hands out
+// pointers to the nodes it rewrites under its own lock (every alive
+// message with a new incarnation sets a node's address fields again), so
+// reading them outside its callbacks is a data race; its callbacks run
+// under that lock, and copy what they are given here.
+type memberView struct {
+	mu      sync.Mutex
+	members map[string]viewMember
+}
+
+type viewMember struct {
+	addr string
+	meta []byte
+}
+
+func (v *memberView) set(n *memberlist.Node) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.members == nil {
+		v.members = map[string]viewMember{}
+	}
+	v.members[n.Name] = viewMember{addr: n.Address(), meta: bytes.Clone(n.Meta)}
+}
+
+func (v *memberView) remove(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.members, name)
+}
+
+// snapshot is a copy of the members by name.
+func (v *memberView) snapshot() map[string]viewMember {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[string]viewMember, len(v.members))
+	for name, m := range v.members {
+		out[name] = m
+	}
+	return out
+}
 
 func (d mlDelegate) NotifyConflict(existing, other *memberlist.Node) {
 	d.c.metrics.MembershipEvents.WithLabelValues("conflict").Inc()
@@ -206,8 +260,11 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}
-	if p.configured {
-		p.advertised = addr
+	if p.configured && p.configuredByIP {
+		// A peer configured by host name is not redirected: its name is
+		// how it moves (a rescheduled pod), and memberlist follows a move
+		// by the address the node advertises, where a path fixed to what
+		// the name resolved to would keep probing its old address.
 		c.transport.setPath(n.Name, addr, p.udpString())
 	}
 	changed := !p.member
@@ -412,9 +469,6 @@ func (c *Cluster) refreshPeerAddrs(ctx context.Context) {
 			}
 			c.log.Info("a configured peer's name resolves to a new address", "peer", id, "name", addr, "addr", udp.String())
 			p.udp = udp
-			if p.advertised != "" {
-				c.transport.setPath(id, p.advertised, p.udpString())
-			}
 		}
 		c.mu.Unlock()
 	}
@@ -444,10 +498,11 @@ func (c *Cluster) resolveSeed(ctx context.Context, addr string) []string {
 // time: one is enough to learn everyone), logs the startup membership
 // once, and logs a seed unreached for seedUnreachedAfter.
 func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
-	self := m.ml.LocalNode().Address()
+	view := c.mlView.snapshot()
+	self := view[c.cfg.NodeID].addr
 	members, memberIDs := map[string]bool{}, map[string]bool{}
-	for _, n := range m.ml.Members() {
-		members[n.Address()], memberIDs[n.Name] = true, true
+	for name, n := range view {
+		members[n.addr], memberIDs[name] = true, true
 	}
 	var pending []string
 	for _, s := range c.seeds(ctx, m, memberIDs) {
@@ -483,13 +538,13 @@ func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
 		}
 	}
 	if m.joined.Load() {
-		c.reconcileMembers(m)
+		c.reconcileMembers()
 	}
 	if !m.joined.Load() && (len(pending) == 0 || m.ml.NumMembers() > 1 || len(c.cfg.Peers) == 0 && c.cfg.DNS == "") {
 		m.joined.Store(true)
 		var names []string
-		for _, n := range m.ml.Members() {
-			names = append(names, n.Name+"="+n.Address())
+		for name, n := range c.mlView.snapshot() {
+			names = append(names, name+"="+n.addr)
 		}
 		slices.Sort(names)
 		c.log.Info("cluster membership", "self", c.cfg.NodeID, "members", len(names), "nodes", strings.Join(names, ","))
@@ -501,16 +556,13 @@ func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
 // a member for good). It runs once this node has joined: before that,
 // the configuration is the best guess every node shares. A peer that
 // became a member after the snapshot was taken is left alone.
-func (c *Cluster) reconcileMembers(m *membership) {
+func (c *Cluster) reconcileMembers() {
 	at := time.Now()
-	known := map[string]bool{}
-	for _, n := range m.ml.Members() {
-		known[n.Name] = true
-	}
+	known := c.mlView.snapshot()
 	var gone []string
 	c.mu.Lock()
 	for id, p := range c.peers {
-		if p.member && !known[id] && p.memberAt.Before(at) {
+		if _, ok := known[id]; p.member && !ok && p.memberAt.Before(at) {
 			p.member = false
 			c.setTrust(p, false)
 			gone = append(gone, id)
@@ -711,9 +763,9 @@ func (c *Cluster) MembershipDetail() MembershipState {
 	if m == nil {
 		return st
 	}
-	for _, n := range m.ml.Members() {
-		ms := MemberState{ID: n.Name, Addr: n.Address()}
-		if meta, err := decodeMeta(n.Meta); err == nil {
+	for name, n := range c.mlView.snapshot() {
+		ms := MemberState{ID: name, Addr: n.addr}
+		if meta, err := decodeMeta(n.meta); err == nil {
 			ms.Region = meta.Region
 		}
 		st.Members = append(st.Members, ms)

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -87,11 +88,41 @@ func TestMembershipTakesTheConfiguredPath(t *testing.T) {
 		if got := relay.gossip.Load() - before; got == 0 {
 			t.Error("no membership packet went through the configured path")
 		}
-		if got := na.c.transport.path(b); got != relay.addr {
+		if got := na.c.transport.path("pb", b); got != relay.addr {
 			t.Errorf("membership path to pb is %s, want the relay %s", got, relay.addr)
 		}
-		if got := nb.c.transport.path(a); got != a {
+		if got := nb.c.transport.path("pa", a); got != a {
 			t.Errorf("membership path to pa is %s, want its own address (configured so)", got)
 		}
 	})
+}
+
+// The path applies to the configured peer's name at the address it
+// advertised when the path was set: an address another node takes over,
+// an address memberlist learns for the peer since, a packet with no name
+// (a join through a seed) go where memberlist says. A peer configured by
+// host name has no path: its name is how it moves, and memberlist
+// follows the move by the address it advertises (a path fixed to the
+// old resolution kept probing the old address, a ghost member).
+func TestGossipPathRules(t *testing.T) {
+	c := newTestCluster(t, "hybrid", map[string]string{"b": "127.0.0.1:9", "d": "localhost:9"})
+	meta := nodeMeta{Incarnation: 1, Epoch: 1}.encode()
+	c.memberUp(&memberlist.Node{Name: "b", Addr: net.ParseIP("127.0.0.2"), Port: 7946, Meta: meta}, "join")
+	c.memberUp(&memberlist.Node{Name: "d", Addr: net.ParseIP("127.0.0.4"), Port: 7946, Meta: meta}, "join")
+	for _, tc := range []struct{ name, addr, want string }{
+		{"b", "127.0.0.2:7946", "127.0.0.1:9"},    // the operator's path
+		{"b", "127.0.0.5:7946", "127.0.0.5:7946"}, // not the address the path is for
+		{"x", "127.0.0.2:7946", "127.0.0.2:7946"}, // another node at that address
+		{"", "127.0.0.2:7946", "127.0.0.2:7946"},  // no name: a seed
+		{"d", "127.0.0.4:7946", "127.0.0.4:7946"}, // configured by host name
+	} {
+		if got := c.transport.path(tc.name, tc.addr); got != tc.want {
+			t.Errorf("path(%q, %s) = %s, want %s", tc.name, tc.addr, got, tc.want)
+		}
+	}
+	// b now advertises its configured address: no path left.
+	c.memberUp(&memberlist.Node{Name: "b", Addr: net.ParseIP("127.0.0.1"), Port: 9, Meta: meta}, "update")
+	if got := c.transport.path("b", "127.0.0.2:7946"); got != "127.0.0.2:7946" {
+		t.Errorf("a path outlived its address: %s", got)
+	}
 }

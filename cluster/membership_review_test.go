@@ -154,16 +154,7 @@ func TestSeedBehindARelayIsNotUnreached(t *testing.T) {
 		nb := startGossipNode(t, "rb", map[string]string{"ra": a}, connB, 2, func(c *Config) { c.Monitoring = MonitorAll })
 		defer stopAll(map[string]*gossipNode{"ra": na, "rb": nb})
 		eventually(t, 30*time.Second, "ra has rb as a memberlist member", func() bool {
-			m := na.c.mlReady.Load()
-			if m == nil {
-				return false
-			}
-			for _, m := range m.ml.Members() {
-				if m.Name == "rb" && m.Address() == b {
-					return true
-				}
-			}
-			return false
+			return na.c.mlView.snapshot()["rb"].addr == b
 		})
 		time.Sleep(2 * seedUnreachedAfter)
 		if logs := na.log.String(); strings.Contains(logs, "a seed has not been reached") {

@@ -61,16 +61,21 @@ type sharedTransport struct {
 	done     chan struct{}
 	once     sync.Once
 	m        *Metrics
-	// paths maps a configured peer's advertised address to the address
-	// configured for it where the two differ (a relay, tunnel or proxy
-	// the operator put in front of the peer): membership traffic to the
-	// peer takes the operator's path, as its heartbeats and peer requests
-	// do. Kept apart from Cluster.mu: memberlist sends from its own
-	// goroutines, some holding its locks (setPath, memberUp).
+	// paths sends membership traffic for a configured peer, addressed to
+	// the address it advertises, to the address configured for it (a
+	// relay, tunnel or proxy the operator put in front of the peer), as
+	// its heartbeats and peer requests go. Keyed by node name (memberlist
+	// names the node it sends to: NodeAwareTransport), and applied only
+	// to the advertised address it was set for, so that an address
+	// another node takes over later, or one memberlist learns for this
+	// node since, is never redirected. Kept apart from Cluster.mu:
+	// memberlist sends from its own goroutines (setPath, memberUp).
 	pathMu sync.RWMutex
-	paths  map[string]string // advertised → configured
-	pathOf map[string]string // node id → its advertised address in paths
+	paths  map[string]gossipPath // node name →
 }
+
+// gossipPath is one configured peer's path.
+type gossipPath struct{ advertised, configured string }
 
 func newSharedTransport(dial func(ctx context.Context, addr string) (net.Conn, error), m *Metrics) *sharedTransport {
 	if dial == nil {
@@ -78,31 +83,44 @@ func newSharedTransport(dial func(ctx context.Context, addr string) (net.Conn, e
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	return &sharedTransport{dial: dial, packets: make(chan *memberlist.Packet, gossipQueue), streams: make(chan net.Conn, gossipQueue), done: make(chan struct{}), m: m,
-		paths: map[string]string{}, pathOf: map[string]string{}}
+		paths: map[string]gossipPath{}}
 }
 
-// setPath sends membership traffic for node id, which advertises
-// advertised, to configured instead ("" or the same address: directly).
-func (t *sharedTransport) setPath(id, advertised, configured string) {
+// setPath sends membership traffic for node name, which advertises
+// advertised, to configured ("" or the same address: directly).
+func (t *sharedTransport) setPath(name, advertised, configured string) {
 	t.pathMu.Lock()
 	defer t.pathMu.Unlock()
-	if old, ok := t.pathOf[id]; ok {
-		delete(t.paths, old)
-		delete(t.pathOf, id)
+	if configured == "" || configured == advertised {
+		delete(t.paths, name)
+		return
 	}
-	if configured != "" && configured != advertised {
-		t.paths[advertised], t.pathOf[id] = configured, advertised
-	}
+	t.paths[name] = gossipPath{advertised: advertised, configured: configured}
 }
 
-// path is where membership traffic for addr goes.
-func (t *sharedTransport) path(addr string) string {
+// path is where membership traffic for the node name at addr goes.
+func (t *sharedTransport) path(name, addr string) string {
+	if name == "" {
+		return addr
+	}
 	t.pathMu.RLock()
 	defer t.pathMu.RUnlock()
-	if p, ok := t.paths[addr]; ok {
-		return p
+	if p, ok := t.paths[name]; ok && p.advertised == addr {
+		return p.configured
 	}
 	return addr
+}
+
+var _ memberlist.NodeAwareTransport = (*sharedTransport)(nil)
+
+// WriteToAddress sends one membership packet to a named node, by its path.
+func (t *sharedTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	return t.WriteTo(b, t.path(a.Name, a.Addr))
+}
+
+// DialAddressTimeout opens a membership stream to a named node, by its path.
+func (t *sharedTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return t.DialTimeout(t.path(a.Name, a.Addr), timeout)
 }
 
 var _ memberlist.Transport = (*sharedTransport)(nil)
@@ -155,7 +173,7 @@ func (t *sharedTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	if conn == nil {
 		return time.Time{}, errors.New("cluster: membership transport not running")
 	}
-	to, err := net.ResolveUDPAddr("udp", t.path(addr))
+	to, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("cluster: membership address: %w", err)
 	}
@@ -192,7 +210,7 @@ func (t *sharedTransport) PacketCh() <-chan *memberlist.Packet { return t.packet
 func (t *sharedTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := t.dial(ctx, t.path(addr))
+	c, err := t.dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: membership stream to %s: %w", addr, err)
 	}
