@@ -16,13 +16,18 @@ package cluster
 // (Request.Write, ReadResponse); the protocol's rules that matter here:
 //
 //   - a pooled connection the peer closed while idle fails the next
-//     request before any answer arrives: it is retried once on a new
-//     connection (every peer request is safe to repeat: reads, a purge);
+//     request before any byte of the answer arrives: the peer's other
+//     pooled connections are dropped too (it restarted, most likely) and
+//     the request is sent once more on a new connection (every peer
+//     request is safe to repeat: reads, a purge);
 //   - a connection goes back to the pool only after its answer was read to
 //     the end, and neither side asked to close it;
 //   - cancelling the request's context (a suspicion of the peer, the
 //     client gone) unblocks the read at once by expiring the connection's
-//     deadline, and the connection is not reused;
+//     deadline for good (requestDeadline), and the connection is not
+//     reused;
+//   - idle connections are closed after idleTimeout (checked as
+//     connections come back, for every address);
 //   - the answer's header must arrive within headerTimeout.
 //
 // Peers over TLS (cluster.tls) keep net/http's Transport: a hand-written
@@ -49,8 +54,9 @@ type peerClient struct {
 	idleTimeout   time.Duration
 	maxIdle       int // per address
 
-	mu   sync.Mutex
-	idle map[string][]*peerConn // most recently used last
+	mu       sync.Mutex
+	idle     map[string][]*peerConn // most recently used last
+	prunedAt time.Time
 }
 
 func newPeerClient(dialTimeout, headerTimeout time.Duration) *peerClient {
@@ -77,43 +83,51 @@ var errPeerClosedIdle = errors.New("cluster: peer closed an idle connection")
 // Do sends req (its URL's host is the peer's address) and returns the
 // answer, whose body the caller must close.
 func (pc *peerClient) Do(req *http.Request) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
-		conn, reused, err := pc.get(req.Context(), req.URL.Host)
-		if err != nil {
+	addr := req.URL.Host
+	c, reused, err := pc.get(req.Context(), addr, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pc.roundTrip(req, c, reused)
+	if err == nil || !errors.Is(err, errPeerClosedIdle) {
+		return resp, err
+	}
+	// The peer closed the connection while it was idle: it has most
+	// likely closed every other one it had from us too (it restarted, or
+	// shut down its listener), so the pool to it is dropped and the
+	// request goes once more on a new connection.
+	pc.dropIdle(addr)
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return nil, err // the body was spent on the closed connection
+		}
+		if req.Body, err = req.GetBody(); err != nil {
 			return nil, err
-		}
-		resp, err := pc.roundTrip(req, conn, reused)
-		if err == nil {
-			return resp, nil
-		}
-		if attempt > 0 || !errors.Is(err, errPeerClosedIdle) {
-			return nil, err
-		}
-		if req.Body != nil && req.Body != http.NoBody {
-			if req.GetBody == nil {
-				return nil, err // the body was spent on the closed connection
-			}
-			if req.Body, err = req.GetBody(); err != nil {
-				return nil, err
-			}
 		}
 	}
+	if c, _, err = pc.get(req.Context(), addr, false); err != nil {
+		return nil, err
+	}
+	return pc.roundTrip(req, c, false)
 }
 
-// get takes an idle connection to addr, or dials one.
-func (pc *peerClient) get(ctx context.Context, addr string) (*peerConn, bool, error) {
-	now := time.Now()
-	pc.mu.Lock()
-	for l := pc.idle[addr]; len(l) > 0; l = pc.idle[addr] {
-		c := l[len(l)-1]
-		pc.idle[addr] = l[:len(l)-1]
-		if now.Sub(c.idleAt) < pc.idleTimeout {
-			pc.mu.Unlock()
-			return c, true, nil
+// get takes an idle connection to addr (when pooled allows it), or dials
+// one.
+func (pc *peerClient) get(ctx context.Context, addr string, pooled bool) (*peerConn, bool, error) {
+	if pooled {
+		now := time.Now()
+		pc.mu.Lock()
+		for l := pc.idle[addr]; len(l) > 0; l = pc.idle[addr] {
+			c := l[len(l)-1]
+			pc.idle[addr] = l[:len(l)-1]
+			if now.Sub(c.idleAt) < pc.idleTimeout {
+				pc.mu.Unlock()
+				return c, true, nil
+			}
+			_ = c.conn.Close()
 		}
-		_ = c.conn.Close()
+		pc.mu.Unlock()
 	}
-	pc.mu.Unlock()
 	conn, err := pc.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, fmt.Errorf("cluster: peer %s: %w", addr, err)
@@ -121,16 +135,52 @@ func (pc *peerClient) get(ctx context.Context, addr string) (*peerConn, bool, er
 	return &peerConn{conn: conn, br: bufio.NewReaderSize(conn, 32<<10), bw: bufio.NewWriterSize(conn, 4<<10), addr: addr}, false, nil
 }
 
-// put returns a connection whose last answer was read to the end.
+// put returns a connection whose last answer was read to the end. Now
+// and then it also closes the connections that sat idle too long, for
+// every address (a peer that moved or left has nobody taking them).
 func (pc *peerClient) put(c *peerConn) {
-	c.idleAt = time.Now()
+	now := time.Now()
+	c.idleAt = now
+	var expired []*peerConn
 	pc.mu.Lock()
 	if len(pc.idle[c.addr]) < pc.maxIdle {
 		pc.idle[c.addr] = append(pc.idle[c.addr], c)
 		c = nil
 	}
+	if now.Sub(pc.prunedAt) >= pc.idleTimeout/4 {
+		pc.prunedAt = now
+		for addr, l := range pc.idle {
+			kept := l[:0]
+			for _, ic := range l {
+				if now.Sub(ic.idleAt) < pc.idleTimeout {
+					kept = append(kept, ic)
+				} else {
+					expired = append(expired, ic)
+				}
+			}
+			if len(kept) == 0 {
+				delete(pc.idle, addr)
+			} else {
+				pc.idle[addr] = kept
+			}
+		}
+	}
 	pc.mu.Unlock()
 	if c != nil {
+		expired = append(expired, c)
+	}
+	for _, ic := range expired {
+		_ = ic.conn.Close()
+	}
+}
+
+// dropIdle closes every pooled connection to addr.
+func (pc *peerClient) dropIdle(addr string) {
+	pc.mu.Lock()
+	l := pc.idle[addr]
+	delete(pc.idle, addr)
+	pc.mu.Unlock()
+	for _, c := range l {
 		_ = c.conn.Close()
 	}
 }
@@ -148,45 +198,83 @@ func (pc *peerClient) CloseIdleConnections() {
 	}
 }
 
-// roundTrip writes req on c and reads the answer's header.
+// requestDeadline sets a connection's deadline for one request, and
+// expires it for good when the request's context ends (which unblocks a
+// read or write in progress). Both under one lock, so that a deadline
+// set after the cancellation cannot undo it.
+type requestDeadline struct {
+	mu        sync.Mutex
+	conn      net.Conn
+	cancelled bool
+	stopFn    func() bool
+}
+
+func watchDeadline(ctx context.Context, conn net.Conn) *requestDeadline {
+	d := &requestDeadline{conn: conn}
+	d.stopFn = context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.cancelled = true
+		_ = d.conn.SetDeadline(time.Unix(1, 0))
+	})
+	return d
+}
+
+// set moves the deadline, unless the request was cancelled.
+func (d *requestDeadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.cancelled {
+		_ = d.conn.SetDeadline(t)
+	}
+}
+
+// stop ends the watch; it reports whether the request was not cancelled.
+func (d *requestDeadline) stop() bool {
+	d.stopFn()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.cancelled
+}
+
+// roundTrip writes req on c and reads the answer's header. Only a failure
+// before the answer's first byte on a reused connection is errPeerClosedIdle.
 func (pc *peerClient) roundTrip(req *http.Request, c *peerConn, reused bool) (*http.Response, error) {
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
 		pc.put(c)
 		return nil, err
 	}
-	// Cancelling the context expires the deadline, which unblocks a read
-	// or write in progress; stop() reports whether that happened.
-	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
-	fail := func(err error) (*http.Response, error) {
-		stop()
+	dl := watchDeadline(ctx, c.conn)
+	fail := func(err error, beforeAnswer bool) (*http.Response, error) {
+		dl.stop()
 		_ = c.conn.Close()
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("cluster: peer %s: %w", c.addr, ctxErr)
 		}
-		if reused && isClosedIdle(err) {
-			return nil, fmt.Errorf("%w: %w", errPeerClosedIdle, err)
+		if reused && beforeAnswer && isClosedIdle(err) {
+			return nil, fmt.Errorf("%w: %s: %w", errPeerClosedIdle, c.addr, err)
 		}
 		return nil, fmt.Errorf("cluster: peer %s: %w", c.addr, err)
 	}
-	_ = c.conn.SetDeadline(time.Now().Add(pc.headerTimeout))
+	dl.set(time.Now().Add(pc.headerTimeout))
 	if err := req.Write(c.bw); err != nil {
-		return fail(err)
+		return fail(err, true)
 	}
 	if err := c.bw.Flush(); err != nil {
-		return fail(err)
+		return fail(err, true)
 	}
 	// The first byte apart: ReadResponse reports a connection closed
 	// before the status line as ErrUnexpectedEOF, the same as one cut
 	// inside it, and only the first may be retried.
 	if _, err := c.br.Peek(1); err != nil {
-		return fail(err)
+		return fail(err, true)
 	}
 	var resp *http.Response
 	for {
 		var err error
 		if resp, err = http.ReadResponse(c.br, req); err != nil {
-			return fail(err)
+			return fail(err, false)
 		}
 		// An informational answer (100 Continue, 103 Early Hints) is
 		// followed by the real one, as net/http's Transport skips them.
@@ -194,8 +282,9 @@ func (pc *peerClient) roundTrip(req *http.Request, c *peerConn, reused bool) (*h
 			break
 		}
 	}
-	_ = c.conn.SetDeadline(time.Time{}) // the body's pace is the caller's (peerBodyIdle)
-	b := &peerBody{body: resp.Body, c: c, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
+	dl.set(time.Time{}) // the body's pace is the caller's (peerBodyIdle)
+	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	b := &peerBody{body: resp.Body, c: c, pc: pc, dl: dl, keep: keep}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, nil
@@ -216,7 +305,7 @@ type peerBody struct {
 	body io.ReadCloser
 	c    *peerConn
 	pc   *peerClient
-	stop func() bool
+	dl   *requestDeadline
 	keep bool
 
 	mu   sync.Mutex
@@ -241,8 +330,11 @@ func (b *peerBody) finish(atEOF bool) {
 		return
 	}
 	b.done = true
-	notCancelled := b.stop()
-	if atEOF && b.keep && notCancelled {
+	notCancelled := b.dl.stop()
+	// A byte buffered past the answer's end would be read as the next
+	// request's answer: a peer that sent one is not talked to again on
+	// this connection.
+	if atEOF && b.keep && notCancelled && b.c.br.Buffered() == 0 {
 		b.pc.put(b.c)
 		return
 	}

@@ -81,22 +81,48 @@ func TestPeerClientReusesConnections(t *testing.T) {
 	}
 }
 
-// A connection the peer closed while it sat in the pool fails the next
-// request before any answer: the request is sent again on a new one.
+// Connections the peer closed while they sat in the pool (it restarted)
+// fail the next request before any answer: every pooled connection to
+// it is dropped and the request is sent again on a new one, so not one
+// request fails however many dead connections the pool held.
 func TestPeerClientRetriesAConnectionClosedWhileIdle(t *testing.T) {
-	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	pc := newPeerClient(time.Second, time.Second)
-	if _, _, err := peerGet(t, pc, context.Background(), "GET", srv.URL+"/1"); err != nil {
-		t.Fatal(err)
+	const pooled = 8
+	arrived := make(chan struct{}, pooled)
+	release := make(chan struct{})
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			arrived <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	pc := newPeerClient(time.Second, 5*time.Second)
+	done := make(chan error, pooled)
+	for range pooled {
+		go func() {
+			_, _, err := peerGet(t, pc, context.Background(), "GET", srv.URL+"/held")
+			done <- err
+		}()
 	}
-	srv.CloseClientConnections() // the pooled connection is closed under us
+	for range pooled {
+		<-arrived // eight requests at once: eight connections
+	}
+	close(release)
+	for range pooled {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.CloseClientConnections() // every pooled connection is closed under us
 	time.Sleep(50 * time.Millisecond)
-	_, body, err := peerGet(t, pc, context.Background(), "GET", srv.URL+"/2")
-	if err != nil || body != "ok" {
-		t.Fatalf("after the peer closed the idle connection: %q, %v", body, err)
+	for i := range pooled {
+		_, body, err := peerGet(t, pc, context.Background(), "GET", srv.URL+"/after")
+		if err != nil || body != "ok" {
+			t.Fatalf("request %d after the peer closed its idle connections: %q, %v", i, body, err)
+		}
 	}
-	if got := conns.Load(); got != 2 {
-		t.Errorf("%d connections, want 2", got)
+	if got := conns.Load(); got != pooled+1 {
+		t.Errorf("%d connections, want %d (the pooled ones, then one new)", got, pooled+1)
 	}
 }
 
