@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -217,11 +218,7 @@ func (v *memberView) remove(name string) {
 func (v *memberView) snapshot() map[string]viewMember {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make(map[string]viewMember, len(v.members))
-	for name, m := range v.members {
-		out[name] = m
-	}
-	return out
+	return maps.Clone(v.members)
 }
 
 func (d mlDelegate) NotifyConflict(existing, other *memberlist.Node) {
