@@ -642,7 +642,8 @@ func (c *Cluster) wantRefute() {
 // refuteEvery is the least time between two refutations: one probe
 // period, as memberlist cannot newly suspect a node faster than it probes.
 // A node whose heartbeats come back from many peers at once after a cut
-// refutes once.
+// refutes at most twice: at the first heartbeat, and once more a second
+// later for the others (about two per heal in the flap test).
 const refuteEvery = time.Second
 
 // refuteLoop announces this node alive with a new incarnation
