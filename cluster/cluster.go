@@ -320,6 +320,7 @@ type Cluster struct {
 	refuteWanted chan struct{}              // heartbeats returned after a silence (refuteLoop)
 	mlView       memberView                 // memberlist's members, from its events (membership.go)
 	refutes      atomic.Uint64              // refutations sent (status page)
+	refuteAfter  time.Duration              // refuteSilence, computed once
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -358,6 +359,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		viewWanted:   make(chan struct{}, 1),
 		refuteWanted: make(chan struct{}, 1),
 	}
+	c.refuteAfter = c.refuteSilence()
 	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("cluster: keyring: %w", err)
 	}
@@ -550,7 +552,7 @@ func (c *Cluster) received(r wire.Received) {
 		p.epochSeen = 0
 		p.replica = &indicators.Replica{}
 	}
-	if !restarted && p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteSilence() {
+	if !restarted && p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteAfter {
 		// The link to p was down (or one of us did not run) long enough
 		// for p's memberlist to suspect this node, and the few gossips of
 		// that may all have gone while it was: refute now (refuteLoop)

@@ -625,7 +625,9 @@ func (c *Cluster) probeTimeout() time.Duration {
 // for this node to refute a suspicion it may not have heard of: as long
 // as a probe of ours can go unanswered (less and memberlist cannot have
 // suspected us over it), and never under four heartbeat periods (a late
-// heartbeat or two is no cut).
+// heartbeat or two is no cut). New keeps it (Cluster.refuteAfter): every
+// heartbeat is compared with it, and memberlist's default configuration
+// costs a host-name lookup each time it is made.
 func (c *Cluster) refuteSilence() time.Duration {
 	return max(c.probeTimeout(), 4*c.cfg.Period)
 }
