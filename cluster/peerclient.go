@@ -67,7 +67,9 @@ func newPeerClient(dialTimeout, headerTimeout time.Duration) *peerClient {
 	}
 }
 
-// peerConn is one connection with its buffers.
+// peerConn is one connection with its buffers: 4 KiB each way, as
+// net/http's Transport keeps (uncharged, per pooled connection; a body
+// read in larger pieces bypasses the read buffer).
 type peerConn struct {
 	conn   net.Conn
 	br     *bufio.Reader
@@ -132,7 +134,7 @@ func (pc *peerClient) get(ctx context.Context, addr string, pooled bool) (*peerC
 	if err != nil {
 		return nil, false, fmt.Errorf("cluster: peer %s: %w", addr, err)
 	}
-	return &peerConn{conn: conn, br: bufio.NewReaderSize(conn, 32<<10), bw: bufio.NewWriterSize(conn, 4<<10), addr: addr}, false, nil
+	return &peerConn{conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10), addr: addr}, false, nil
 }
 
 // put returns a connection whose last answer was read to the end. Now
@@ -182,19 +184,6 @@ func (pc *peerClient) dropIdle(addr string) {
 	pc.mu.Unlock()
 	for _, c := range l {
 		_ = c.conn.Close()
-	}
-}
-
-// CloseIdleConnections closes every pooled connection.
-func (pc *peerClient) CloseIdleConnections() {
-	pc.mu.Lock()
-	idle := pc.idle
-	pc.idle = map[string][]*peerConn{}
-	pc.mu.Unlock()
-	for _, l := range idle {
-		for _, c := range l {
-			_ = c.conn.Close()
-		}
 	}
 }
 
