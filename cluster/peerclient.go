@@ -218,12 +218,13 @@ func (d *requestDeadline) set(t time.Time) {
 	}
 }
 
-// stop ends the watch; it reports whether the request was not cancelled.
+// stop ends the watch; it reports whether the cancellation can no longer
+// touch the connection. Its own flag is not enough: the cancellation may
+// have started without having taken the lock yet, and would then expire
+// the deadline of a connection already back in the pool (the next
+// request on it failed with a timeout at once).
 func (d *requestDeadline) stop() bool {
-	d.stopFn()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return !d.cancelled
+	return d.stopFn()
 }
 
 // roundTrip writes req on c and reads the answer's header. Only a failure

@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,4 +216,58 @@ func errTimeout(err error) error {
 		return err
 	}
 	return errors.New("not a timeout")
+}
+
+// Two users' answers must never mix through the pool: many requests at
+// once for pages of their own, some abandoned mid-body, some cancelled,
+// each one read to its end gets exactly its own page.
+func TestPeerClientNeverMixesAnswers(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		page := strings.Repeat(r.URL.Path+";", 2000) // about 20 KiB: several reads
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = io.WriteString(w, page)
+	})
+	pc := newPeerClient(time.Second, 5*time.Second)
+	const workers, each = 16, 40
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				path := fmt.Sprintf("/u%d-%d", g, i)
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+				resp, err := pc.Do(req)
+				if err != nil {
+					cancel()
+					errs <- err
+					continue
+				}
+				switch i % 4 {
+				case 1: // abandoned after a few bytes
+					_, _ = resp.Body.Read(make([]byte, 100))
+				case 2: // cancelled mid-body
+					_, _ = resp.Body.Read(make([]byte, 100))
+					cancel()
+					_, _ = io.ReadAll(resp.Body)
+				default:
+					body, err := io.ReadAll(resp.Body)
+					if err != nil {
+						errs <- err
+					} else if want := strings.Repeat(path+";", 2000); string(body) != want {
+						errs <- fmt.Errorf("%s got another answer (%d bytes, starting %.20q)", path, len(body), body)
+					}
+				}
+				resp.Body.Close()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
