@@ -62,8 +62,11 @@ type Config struct {
 	// the climb asks it at once anyway, so a probe of it can only add a
 	// round trip (measured in docs/cluster.md, "Two regions").
 	ProbeFirstHop bool
-	Mode          routing.Mode
-	Placement     routing.Placement
+	// SharedSilenceHold holds a peer's suspicion while no other peer's
+	// heartbeat comes on time either (sharedsilence.go).
+	SharedSilenceHold bool
+	Mode              routing.Mode
+	Placement         routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool
@@ -228,6 +231,10 @@ type Peer struct {
 	// staying silent since (silentGrace).
 	monitoredSince time.Time
 	judgedSilent   bool
+	// held: silent past its freshness point, its suspicion held because no
+	// other peer's heartbeat came on time either (sharedsilence.go).
+	held    bool
+	heldFor time.Time // the last heartbeat before the silence last counted as held
 	// Its deadline timer (armDeadline) and when it was set to fire.
 	timer    *time.Timer
 	deadline time.Time
@@ -292,20 +299,25 @@ type Cluster struct {
 	hot        *routing.Counters // ingress: requests per page (hybrid's hot test)
 	ingressQ   *routing.Counters // ingress: the q-rule for keeping a copy here
 
-	mu         sync.Mutex
-	peers      map[string]*Peer
-	advFull    []byte
-	advDelta   []byte
-	advEpoch   uint64
-	lastAdv    time.Time
-	dirty      bool
-	climbs     climbCosts // M's measurement, per site (penalty.go)
-	stalled    time.Time
-	exportedAt time.Time    // when the per-peer gauges were last set (check)
-	stopped    bool         // Run ended: deadline timers do nothing
-	local      atomic.Int64 // worst recent local scheduling delay (ns), for status
-	unknownHB  atomic.Uint64
-	nextReq    uint64
+	mu       sync.Mutex
+	peers    map[string]*Peer
+	advFull  []byte
+	advDelta []byte
+	advEpoch uint64
+	lastAdv  time.Time
+	dirty    bool
+	climbs   climbCosts // M's measurement, per site (penalty.go)
+	stalled  time.Time
+	// The shared-silence hold (sharedsilence.go): when the last heartbeat
+	// came on time from any peer, and when heartbeats came on time again
+	// after a silence every peer shared.
+	onTimeAt, recoveredAt time.Time
+	silence               silenceCounts
+	exportedAt            time.Time    // when the per-peer gauges were last set (check)
+	stopped               bool         // Run ended: deadline timers do nothing
+	local                 atomic.Int64 // worst recent local scheduling delay (ns), for status
+	unknownHB             atomic.Uint64
+	nextReq               uint64
 	// Bounded-subset monitoring (monitoring.go).
 	subset      bool             // heartbeat the neighbours and the peers routed to only
 	memberCount int              // members, self included
@@ -529,7 +541,11 @@ func (c *Cluster) received(r wire.Received) {
 			"node", r.Node, "from", from, "remedy", "give every node its own node_id")
 	}
 	var restarted bool
+	var held []suspicion // suspicions the on-time heartbeat released, reported after c.mu
 	defer func() {
+		if len(held) > 0 {
+			c.reportSuspicions(held, c.LocalDelay())
+		}
 		if restarted {
 			c.log.Info("peer restarted", "peer", r.Node)
 		}
@@ -543,6 +559,8 @@ func (c *Cluster) received(r wire.Received) {
 		c.unknownHB.Add(1)
 		return
 	}
+	recv := time.Unix(0, r.RecvNs)
+	onTime := r.Incarnation == p.incarnation && c.arrivedOnTime(p, r.Seq, recv)
 	if r.Incarnation != p.incarnation {
 		// A restart: a fresh detector, so the old history does not count.
 		restarted = p.seen
@@ -565,7 +583,8 @@ func (c *Cluster) received(r wire.Received) {
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
-	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, time.Unix(0, r.RecvNs), r.Seq, r.SendNs, r.RecvNs
+	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, recv, r.Seq, r.SendNs, r.RecvNs
+	p.held = false
 	if r.Monitors {
 		p.watchedAt = p.lastRecv
 	}
@@ -591,7 +610,10 @@ func (c *Cluster) received(r wire.Received) {
 		}
 		viewChanged = c.setTrust(p, true)
 	}
-	c.armDeadline(p, time.Unix(0, r.RecvNs))
+	c.armDeadline(p, recv)
+	if onTime {
+		held = c.rejudgeHeld(p, recv)
+	}
 	c.mu.Unlock()
 	if viewChanged {
 		c.setView()
@@ -689,7 +711,9 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		c.exportPeerGauges(now)
 	}
 	for _, p := range c.peers {
-		if p.seen && !grace {
+		if p.seen && !grace && !c.holds(p, now) {
+			// A held suspicion is held for the shadows too: the hold is
+			// the node's, not a detector's, so they compare alike.
 			c.checkShadows(p, now, c.localShift(p, local))
 		}
 		if s, ok := c.judge(p, now, local, grace); ok {
@@ -704,6 +728,7 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 // (or, never heard since it became monitored, its silentGrace) passed.
 // c.mu must be held.
 func (c *Cluster) judge(p *Peer, now time.Time, local time.Duration, grace bool) (suspicion, bool) {
+	p.held = false // held again below if it still is
 	if !p.trusted || grace || !p.monitored {
 		return suspicion{}, false
 	}
@@ -714,6 +739,14 @@ func (c *Cluster) judge(p *Peer, now time.Time, local time.Duration, grace bool)
 		return suspicion{}, false
 	}
 	if !neverHeard && !c.silent(p, now, local) {
+		return suspicion{}, false
+	}
+	if !neverHeard && c.holds(p, now) {
+		p.held = true
+		if !p.heldFor.Equal(p.lastRecv) { // counted once per silence
+			p.heldFor = p.lastRecv
+			c.countHeld()
+		}
 		return suspicion{}, false
 	}
 	p.judgedSilent = true
@@ -752,6 +785,11 @@ func (c *Cluster) armDeadline(p *Peer, now time.Time) {
 	at := p.monitoredSince.Add(c.silentGrace())
 	if p.heard {
 		at = time.Unix(0, p.det.Freshness()).Add(c.localShift(p, local))
+	}
+	if p.held {
+		// Re-judged when a heartbeat comes on time (rejudgeHeld), or when
+		// the hold ends.
+		at = p.lastRecv.Add(c.cfg.Period + c.holdCap())
 	}
 	if end := c.stalled.Add(2 * c.cfg.Period); c.inGrace(now) && at.Before(end) {
 		at = end
@@ -860,6 +898,7 @@ func (c *Cluster) localShift(p *Peer, local time.Duration) time.Duration {
 	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
 		shift = max(shift, c.stalled.Sub(p.lastRecv))
 	}
+	shift = max(shift, c.recoveryShift(p))
 	return shift
 }
 

@@ -20,6 +20,8 @@ type Metrics struct {
 	HeartbeatLoss      *prometheus.GaugeVec   // heartbeat loss rate the loss-aware margin estimates, per peer
 	PeerRTT            *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
 	LocalStalls        prometheus.Counter     // rounds skipped because this process stalled
+	HeldSuspicions     prometheus.Counter     // suspicions held for a silence every peer shared
+	SharedSilences     prometheus.Counter     // silences every peer shared, ended
 	LocalDelay         prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
 	ViewSize           prometheus.Gauge       // members in the view (self included)
 	ViewChanges        prometheus.Counter     // ring rebuilds
@@ -89,6 +91,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		HeartbeatLoss:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_heartbeat_loss_ratio", Help: "Share of the peer's heartbeats lost, as the loss-aware margin estimates it (cluster.loss_budget)."}, []string{"peer"}),
 		PeerRTT:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
 		LocalStalls:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
+		HeldSuspicions:     prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_held_suspicions_total", Help: "Suspicions held because no other peer's heartbeat came on time either (cluster.shared_silence_hold): each held peer once per silence."}),
+		SharedSilences:     prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_shared_silences_total", Help: "Silences every peer shared (no heartbeat on time for 2.5 periods) that ended; peers not heard since get a whole freshness interval from the end."}),
 		LocalDelay:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_local_delay_seconds", Help: "Worst recent scheduling delay of this process (Go run-queue latency or monitor lag), added to every freshness point before suspecting."}),
 		ViewSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_view_members", Help: "Members of the routing view, self included."}),
 		ViewChanges:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_view_changes_total", Help: "Ring rebuilds after a view change."}),
@@ -146,7 +150,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
-	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.LocalDelay,
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.NegativeProbes, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg

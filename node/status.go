@@ -20,37 +20,38 @@ import (
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string                   `json:"node"`
-	Version       string                   `json:"version"`
-	Origin        string                   `json:"origin,omitempty"` // the one-site shortcut's origin.url
-	Sites         []SiteStatus             `json:"sites"`
-	ConfigHash    string                   `json:"config_hash,omitempty"`
-	UptimeSeconds float64                  `json:"uptime_seconds"`
-	StoreBytes    int64                    `json:"store_bytes"`
-	StoreBudget   int64                    `json:"store_budget_bytes"`
-	StoreObjects  int64                    `json:"store_objects"`
-	Evictions     uint64                   `json:"store_evictions"`
-	BufferedBytes int64                    `json:"buffered_bytes"`
-	BufferBudget  int64                    `json:"buffer_budget_bytes"`
-	Requests      map[string]float64       `json:"requests_by_result"`
-	RequestRates  map[string]float64       `json:"requests_per_second_by_result"` // over the last minute
-	Disk          *DiskStatus              `json:"disk,omitempty"`
-	Coding        proxy.CodingStats        `json:"compression"`
-	Fields        map[string]float64       `json:"request_fields"` // client fields not forwarded as sent, by action
-	BadHosts      float64                  `json:"bad_host_requests"`
-	HitPath       *hitpath.Stats           `json:"hit_path,omitempty"` // nil with tuning.hit_path off
-	TLS           *TLSStatus               `json:"tls,omitempty"`
-	HitRatio      float64                  `json:"hit_ratio"`
-	Peers         []cluster.PeerState      `json:"peers,omitempty"`
-	LocalDelayMs  float64                  `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
-	Monitoring    *cluster.MonitoringState `json:"monitoring,omitempty"`
-	PeerResumes   map[string]int64         `json:"peer_body_resumes,omitempty"`  // peer answers resumed from the origin, by outcome
-	PeerWhole     map[string]int64         `json:"peer_answers_whole,omitempty"` // peer answers read whole before the header, by outcome
-	HotKeys       []proxy.HotKey           `json:"hottest_pages,omitempty"`
-	HotHidden     bool                     `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
-	Route         *cluster.Explanation     `json:"route,omitempty"`
-	RouteError    string                   `json:"route_error,omitempty"`
-	RouteURL      string                   `json:"-"`
+	Node          string                      `json:"node"`
+	Version       string                      `json:"version"`
+	Origin        string                      `json:"origin,omitempty"` // the one-site shortcut's origin.url
+	Sites         []SiteStatus                `json:"sites"`
+	ConfigHash    string                      `json:"config_hash,omitempty"`
+	UptimeSeconds float64                     `json:"uptime_seconds"`
+	StoreBytes    int64                       `json:"store_bytes"`
+	StoreBudget   int64                       `json:"store_budget_bytes"`
+	StoreObjects  int64                       `json:"store_objects"`
+	Evictions     uint64                      `json:"store_evictions"`
+	BufferedBytes int64                       `json:"buffered_bytes"`
+	BufferBudget  int64                       `json:"buffer_budget_bytes"`
+	Requests      map[string]float64          `json:"requests_by_result"`
+	RequestRates  map[string]float64          `json:"requests_per_second_by_result"` // over the last minute
+	Disk          *DiskStatus                 `json:"disk,omitempty"`
+	Coding        proxy.CodingStats           `json:"compression"`
+	Fields        map[string]float64          `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts      float64                     `json:"bad_host_requests"`
+	HitPath       *hitpath.Stats              `json:"hit_path,omitempty"` // nil with tuning.hit_path off
+	TLS           *TLSStatus                  `json:"tls,omitempty"`
+	HitRatio      float64                     `json:"hit_ratio"`
+	Peers         []cluster.PeerState         `json:"peers,omitempty"`
+	LocalDelayMs  float64                     `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
+	SharedSilence *cluster.SharedSilenceState `json:"fd_shared_silence,omitempty"` // suspicions held while no peer's heartbeat came on time
+	Monitoring    *cluster.MonitoringState    `json:"monitoring,omitempty"`
+	PeerResumes   map[string]int64            `json:"peer_body_resumes,omitempty"`  // peer answers resumed from the origin, by outcome
+	PeerWhole     map[string]int64            `json:"peer_answers_whole,omitempty"` // peer answers read whole before the header, by outcome
+	HotKeys       []proxy.HotKey              `json:"hottest_pages,omitempty"`
+	HotHidden     bool                        `json:"hottest_pages_hidden,omitempty"` // the list needs the admin token
+	Route         *cluster.Explanation        `json:"route,omitempty"`
+	RouteError    string                      `json:"route_error,omitempty"`
+	RouteURL      string                      `json:"-"`
 }
 
 // TLSStatus is the HTTPS side of the status page.
@@ -121,6 +122,8 @@ func (n *Node) Snapshot() Status {
 	if n.cluster != nil {
 		s.Peers = n.cluster.Peers()
 		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
+		ss := n.cluster.SharedSilence()
+		s.SharedSilence = &ss
 		m := n.cluster.Monitoring()
 		m.Membership = n.cluster.MembershipDetail()
 		s.PeerResumes = n.cluster.Resumes()
@@ -258,7 +261,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if not .Member}}<b class="bad">not a member</b>{{else if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{if .Rerouted}} ({{.Rerouted}} requests rerouted, {{.ReroutedWrongly}} wrongly){{end}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
-<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).</p>
+<p class="note">▲ trusted / ▼ suspected at the time shown (last 20 changes).{{with .SharedSilence}}{{if .On}} Shared-silence hold (cluster.shared_silence_hold): {{.Held}} suspicions held since start ({{.HeldNow}} now) because no other peer's heartbeat came on time either; {{.Ended}} silences every peer shared have ended.{{else}} Shared-silence hold off: a peer is suspected on its detector alone.{{end}}{{end}}</p>
 {{range .Peers}}{{if .Shadows}}<p class="note">{{.ID}}, shadow detectors (cluster.shadow_detectors: compared on the same heartbeats, never acted on):{{range $name, $h := .Shadows}} <b>{{$name}}</b>{{range $h}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}};{{end}}</p>{{end}}{{end}}
 <details><summary>Detector and indicator details</summary>
 <table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th><th>ν (its own pages)</th><th>negative probes</th><th>of which hit</th><th>ν correction</th></tr>

@@ -30,6 +30,7 @@ type MemNetwork struct {
 	conns    map[string]*MemConn
 	cut      map[[2]string]bool // from → to links that drop every packet
 	nextPort int                // the port given to the next ":0"
+	delay    time.Duration      // added to every datagram (SetDelay)
 	streams  map[string]func(net.Conn)
 }
 
@@ -84,6 +85,15 @@ func (n *MemNetwork) setCut(from, to string, cut bool) {
 	} else {
 		delete(n.cut, [2]string{from, to})
 	}
+}
+
+// SetDelay holds every datagram sent from now on for d before it is
+// delivered (0: at once), on every link, as the fault lab's relays do: a
+// datagram sent after the delay ends can arrive before one held up by it.
+func (n *MemNetwork) SetDelay(d time.Duration) {
+	n.mu.Lock()
+	n.delay = d
+	n.mu.Unlock()
 }
 
 type memPacket struct {
@@ -155,14 +165,23 @@ func (c *MemConn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
 	n.mu.Lock()
 	to := n.conns[addr.String()]
 	cut := n.cut[[2]string{c.addr.String(), addr.String()}]
+	delay := n.delay
 	n.mu.Unlock()
 	if to == nil || cut {
 		return len(b), nil
 	}
 	p := memPacket{b: append([]byte(nil), b...), from: c.addr}
-	select {
-	case to.in <- p:
-	default: // a full receive queue drops, as a socket buffer does
+	deliver := func() {
+		select {
+		case to.in <- p:
+		case <-to.closed:
+		default: // a full receive queue drops, as a socket buffer does
+		}
+	}
+	if delay > 0 {
+		time.AfterFunc(delay, deliver)
+	} else {
+		deliver()
 	}
 	return len(b), nil
 }

@@ -54,7 +54,12 @@ type StepResult struct {
 	// Detection: for each onset and each (observer, peer) pair the fault
 	// cuts, the time to the observer's suspicion.
 	DetectMs []float64
-	Missed   int // cut pairs never suspected while the fault was on
+	// AloneMs are the detections among DetectMs by observers the fault
+	// cuts off from every other node (a partition's island): with the
+	// shared-silence hold such an observer cannot tell its isolation from
+	// a delay on every link, and suspects when the hold ends.
+	AloneMs []float64
+	Missed  int // cut pairs never suspected while the fault was on
 	// HealMs is, per onset, the time from the fault's end until every node
 	// trusted every running peer again; NotHealed counts onsets after which
 	// that did not happen before the next onset or the end.
@@ -470,14 +475,26 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 				}
 				for _, iv := range ivs[k] {
 					from, to := iv[0], iv[1]
+					alone := true
+					for q := range n {
+						if q != o && !s.Fault.cut(o, q) {
+							alone = false
+						}
+					}
+					detected := func(d float64) {
+						res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, d)
+						if alone {
+							res.Steps[k].AloneMs = append(res.Steps[k].AloneMs, d)
+						}
+					}
 					if suspectedAt(ts, from) {
-						res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, 0)
+						detected(0)
 						continue
 					}
 					found := false
 					for _, t := range ts {
 						if !t.Trusted && !t.At.Before(from) && !t.At.After(to) {
-							res.Steps[k].DetectMs = append(res.Steps[k].DetectMs, ms(t.At.Sub(from)))
+							detected(ms(t.At.Sub(from)))
 							found = true
 							break
 						}

@@ -242,14 +242,15 @@ func print(w io.Writer, order []string, results map[string][]row) {
 		rows := results[name]
 		fmt.Fprintf(w, "\n### %s: %s\n\n", name, describe(rows[0].res))
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed; agreed)\t| dead everywhere ms\t| members whole ms\t|")
-		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| detect p50: reaching others / cut off from all\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed; agreed)\t| dead everywhere ms\t| members whole ms\t|")
+		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
 		for _, r := range rows {
 			res := r.res
-			var det, heal, clear []float64
+			var det, alone, heal, clear []float64
 			missed, notHealed, falseS, n1False, perPair, errs, perSide := 0, 0, res.BaselineSuspicions, 0, 0, 0, 0
 			for _, st := range res.Steps {
 				det = append(det, st.DetectMs...)
+				alone = append(alone, st.AloneMs...)
 				heal = append(heal, st.HealMs...)
 				clear = append(clear, st.ClearMs...)
 				missed += st.Missed
@@ -286,13 +287,30 @@ func print(w io.Writer, order []string, results map[string][]row) {
 				side = fmt.Sprint(perSide)
 			}
 			rerouted, falseDeaths, deaths, deadEverywhere, membersWhole := membership(r)
-			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
+			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
 				label, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
-				fmtP50(det), fmtMax(det), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
+				fmtP50(det), fmtMax(det), bySide(det, alone), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
 				n1False, rep, repDet, side, rerouted, falseDeaths, deaths, deadEverywhere, membersWhole)
 		}
 		_ = tw.Flush()
 	}
+}
+
+// bySide splits the detections det into those by observers that still
+// reach another node and those (alone, a subset of det) by observers cut
+// off from every other node, as p50s: a partition's island cannot tell its
+// isolation from a delay on every link (the shared-silence hold).
+func bySide(det, alone []float64) string {
+	if len(alone) == 0 {
+		return "–"
+	}
+	rest := slices.Clone(det)
+	for _, a := range alone {
+		if i := slices.Index(rest, a); i >= 0 {
+			rest = slices.Delete(rest, i, i+1)
+		}
+	}
+	return fmtP50(rest) + " / " + fmtP50(alone)
 }
 
 // membership formats the run's routing and memberlist figures: requests
