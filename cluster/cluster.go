@@ -65,8 +65,11 @@ type Config struct {
 	// SharedSilenceHold holds a peer's suspicion while no other peer's
 	// heartbeat comes on time either (sharedsilence.go).
 	SharedSilenceHold bool
-	Mode              routing.Mode
-	Placement         routing.Placement
+	// SharedSilenceLossless takes as evidence only a heartbeat that came
+	// on time right after its predecessor (none lost in between).
+	SharedSilenceLossless bool
+	Mode                  routing.Mode
+	Placement             routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool
@@ -233,8 +236,12 @@ type Peer struct {
 	judgedSilent   bool
 	// held: silent past its freshness point, its suspicion held because no
 	// other peer's heartbeat came on time either (sharedsilence.go).
-	held    bool
-	heldFor time.Time // the last heartbeat before the silence last counted as held
+	held bool
+	// The newest heartbeat of its current incarnation (sequence, arrival):
+	// the base of the on-time test (sharedsilence.go).
+	newestSeq uint64
+	newestAt  time.Time
+	heldFor   time.Time // the last heartbeat before the silence last counted as held
 	// Its deadline timer (armDeadline) and when it was set to fire.
 	timer    *time.Timer
 	deadline time.Time
@@ -312,6 +319,8 @@ type Cluster struct {
 	// came on time from any peer, and when heartbeats came on time again
 	// after a silence every peer shared.
 	onTimeAt, recoveredAt time.Time
+	silenceFrom           time.Time // the last on-time heartbeat before the last shared silence
+	evidenceAt            time.Time // the last heartbeat that showed the network delivers (arrivedOnTime)
 	silence               silenceCounts
 	exportedAt            time.Time    // when the per-peer gauges were last set (check)
 	stopped               bool         // Run ended: deadline timers do nothing
@@ -565,6 +574,7 @@ func (c *Cluster) received(r wire.Received) {
 		// A restart: a fresh detector, so the old history does not count.
 		restarted = p.seen
 		p.incarnation = r.Incarnation
+		p.newestSeq, p.newestAt = 0, time.Time{}
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0

@@ -20,11 +20,14 @@ import (
 // heartbeat arrives.
 //
 // When heartbeats come on time again after a silence shared by all
-// (no on-time heartbeat for quietAfter), peers not heard since get their
-// whole freshness interval from that moment, as after a stall of this
-// process (localShift): their delayed or next heartbeats are on the way,
-// and the relay of a link can deliver a newer heartbeat of one peer before
-// the held-up ones of another.
+// (no on-time heartbeat for quietAfter, and another peer still overdue),
+// the peers whose heartbeat was due inside it and not heard since get
+// their whole freshness interval from that moment, once, as after a stall
+// of this process (localShift): their delayed or next heartbeats are on
+// the way, and the relay of a link can deliver a newer heartbeat of one
+// peer before the held-up ones of another. A peer already overdue when
+// the silence began is not moved on: a crashed one would otherwise be
+// kept in view by every later gap of the others' heartbeats.
 //
 // This is the idea of Lifeguard's local health awareness (Dadgar,
 // Phillips and Currey, "Lifeguard: Local Health Awareness for More
@@ -49,38 +52,53 @@ func (c *Cluster) quietAfter() time.Duration { return 5 * c.cfg.Period / 2 }
 func (c *Cluster) holdCap() time.Duration { return c.refuteAfter }
 
 // arrivedOnTime records a heartbeat of p with sequence seq received at at,
-// before p's state takes it in, and reports whether it came on time (the
-// network delivers). c.mu is held.
+// before p's state takes it in, and reports whether it is evidence that
+// the network delivers: it came on time and, with
+// Config.SharedSilenceLossless, its predecessor was not lost either. c.mu
+// is held.
 func (c *Cluster) arrivedOnTime(p *Peer, seq uint64, at time.Time) bool {
 	const maxGap = 1 << 20 // sequence gaps beyond this (a wrapped or reset counter) say nothing
-	if !p.seen || seq <= p.lastSeqIn || seq-p.lastSeqIn > maxGap {
+	// Measured from the newest heartbeat of p's current incarnation, not
+	// the last to arrive: a reordered older one would stretch the gap.
+	baseSeq, baseAt := p.newestSeq, p.newestAt
+	if seq > baseSeq {
+		p.newestSeq, p.newestAt = seq, at
+	}
+	if baseSeq == 0 || seq <= baseSeq || seq-baseSeq > maxGap {
 		return false // the first, a reordered or an older one
 	}
-	expected := p.lastRecv.Add(time.Duration(seq-p.lastSeqIn) * c.cfg.Period)
+	expected := baseAt.Add(time.Duration(seq-baseSeq) * c.cfg.Period)
 	if at.Sub(expected) > c.onTimeSlack() {
 		return false
 	}
-	if !c.onTimeAt.IsZero() && at.Sub(c.onTimeAt) >= c.quietAfter() {
-		c.recoveredAt = at
+	if !c.onTimeAt.IsZero() && at.Sub(c.onTimeAt) >= c.quietAfter() && c.othersOverdue(p, at) {
+		c.recoveredAt, c.silenceFrom = at, c.onTimeAt
 		if c.cfg.SharedSilenceHold {
 			c.silence.ended.Add(1)
 			c.metrics.SharedSilences.Inc()
 		}
 	}
 	c.onTimeAt = at
+	if c.cfg.SharedSilenceLossless && seq != baseSeq+1 {
+		// On time after a loss: under loss on every link (a burst) the
+		// heartbeats that get through come on time, and a silent peer's
+		// are most likely lost too, not stopped.
+		return false
+	}
+	c.evidenceAt = at
 	return true
 }
 
 // holds reports whether p's suspicion is held: p is silent past its
-// freshness point, but no heartbeat from anyone came on time since p's
-// was due, another monitored peer could have sent one, and the hold has
+// freshness point, but no heartbeat from anyone came on time (and, with
+// SharedSilenceLossless, after no loss) since p's was due, another monitored peer could have sent one, and the hold has
 // not reached holdCap. c.mu is held.
 func (c *Cluster) holds(p *Peer, now time.Time) bool {
 	if !c.cfg.SharedSilenceHold {
 		return false
 	}
 	due := p.lastRecv.Add(c.cfg.Period)
-	if c.onTimeAt.After(due) || !now.Before(due.Add(c.holdCap())) {
+	if c.evidenceAt.After(due) || !now.Before(due.Add(c.holdCap())) {
 		return false
 	}
 	// With one other peer (three nodes) its next heartbeat, a period away
@@ -94,10 +112,23 @@ func (c *Cluster) holds(p *Peer, now time.Time) bool {
 	return false
 }
 
-// recoveryShift is how far p's freshness point moves for a shared silence
-// that ended after p was last heard (0 if none). c.mu is held.
+// othersOverdue reports whether a trusted monitored peer other than p has
+// been silent for over a period at at: a silence that p alone broke was
+// shared, not just a gap in p's own heartbeats. c.mu is held.
+func (c *Cluster) othersOverdue(p *Peer, at time.Time) bool {
+	for _, q := range c.peers {
+		if q != p && q.monitored && q.trusted && q.heard && at.Sub(q.lastRecv) > c.cfg.Period {
+			return true
+		}
+	}
+	return false
+}
+
+// recoveryShift is how far p's freshness point moves for the last shared
+// silence: to a whole interval after its end, if p's heartbeat was due
+// inside it and p has not been heard since (0 otherwise). c.mu is held.
 func (c *Cluster) recoveryShift(p *Peer) time.Duration {
-	if !c.cfg.SharedSilenceHold || !c.recoveredAt.After(p.lastRecv) {
+	if !c.cfg.SharedSilenceHold || !c.recoveredAt.After(p.lastRecv) || p.lastRecv.Add(c.cfg.Period).Before(c.silenceFrom) {
 		return 0
 	}
 	return c.recoveredAt.Sub(p.lastRecv)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/cluster/wire"
 )
 
 // suspicionsBy sums node nd's suspicions of every peer in ids.
@@ -169,4 +171,115 @@ func crashAndIsolation(t *testing.T, n int) {
 	if took >= holdEnds {
 		t.Errorf("a crash was suspected by all after %v: the hold (%v) delayed it", took, holdEnds)
 	}
+}
+
+// TestWhatCountsAsEvidence: the arrivals that show the network delivers,
+// by evidence mode: on time (after its predecessor plus its sequence gap in
+// periods, plus half a period) for on_time, and also right after its
+// predecessor for lossless; never the first, a reordered or a duplicate
+// heartbeat, or a wrapped counter.
+func TestWhatCountsAsEvidence(t *testing.T) {
+	const period = 100 * time.Millisecond
+	base := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name             string
+		seen             bool
+		lastSeq, seq     uint64
+		after            time.Duration // since the previous arrival
+		onTime, lossless bool          // evidence in each mode
+	}{
+		{"next, on time", true, 10, 11, period, true, true},
+		{"next, early", true, 10, 11, period / 4, true, true},
+		{"next, half a period late", true, 10, 11, period + period/2, true, true},
+		{"next, late", true, 10, 11, period + period/2 + time.Millisecond, false, false},
+		{"after two lost, on time", true, 10, 13, 3 * period, true, false},
+		{"after two lost, late", true, 10, 13, 4 * period, false, false},
+		{"delayed by a spike", true, 10, 11, 4 * period, false, false},
+		{"first heartbeat", false, 0, 11, period, false, false}, // no newest yet
+		{"reordered", true, 10, 9, period, false, false},
+		{"duplicate", true, 10, 10, period, false, false},
+		{"counter jumped", true, 10, 10 + 1<<21, period, false, false},
+	} {
+		for _, lossless := range []bool{false, true} {
+			c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+			c.cfg.SharedSilenceHold, c.cfg.SharedSilenceLossless = true, lossless
+			p := &Peer{ID: "n1", newestSeq: tc.lastSeq, newestAt: base}
+			want := tc.onTime
+			if lossless {
+				want = tc.lossless
+			}
+			if got := c.arrivedOnTime(p, tc.seq, base.Add(tc.after)); got != want {
+				t.Errorf("%s (lossless %v): evidence %v, want %v", tc.name, lossless, got, want)
+			}
+			if got := c.evidenceAt.Equal(base.Add(tc.after)); got != want {
+				t.Errorf("%s (lossless %v): evidence time recorded %v, want %v", tc.name, lossless, got, want)
+			}
+		}
+	}
+}
+
+// TestReorderedHeartbeatDoesNotStretchTheGap: an older heartbeat arriving
+// out of order does not become the base of the on-time test, so a late
+// heartbeat after it is still late (found by review: measured from the
+// reordered one, a heartbeat 200 ms late counted as on time).
+func TestReorderedHeartbeatDoesNotStretchTheGap(t *testing.T) {
+	const period = 100 * time.Millisecond
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c.cfg.SharedSilenceHold = true
+	p := &Peer{ID: "n1"}
+	t0 := time.Unix(1000, 0)
+	c.arrivedOnTime(p, 12, t0)
+	if !c.arrivedOnTime(p, 13, t0.Add(period)) {
+		t.Fatal("the next heartbeat on time was not evidence")
+	}
+	if c.arrivedOnTime(p, 11, t0.Add(period+5*time.Millisecond)) {
+		t.Error("a reordered older heartbeat was evidence")
+	}
+	if c.arrivedOnTime(p, 14, t0.Add(4*period)) {
+		t.Error("heartbeat 14, due at 200 ms and arriving at 400 ms, counted as on time after a reordered one")
+	}
+}
+
+// TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats: three nodes; two
+// of every three heartbeats into n0 are lost, so the one peer whose
+// heartbeats could release a held suspicion has gaps of three periods.
+// Those gaps are not silences every peer shared: a crash is suspected
+// within a hold's length, not left to memberlist's death (found by
+// review: 5.7 s when every gap moved the crashed peer's freshness point).
+func TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "w", 3, 4, func(c *Config) {
+			c.Monitoring, c.ProbeInterval, c.Period, c.SharedSilenceHold = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, true
+		})
+		secret := nodes[ids[0]].c.cfg.Secret
+		network.SetFilter(func(_, to string, b []byte) bool {
+			hb, err := wire.Decode(b, secret)
+			return err == nil && to == addrs[ids[0]] && hb.Seq%3 != 0
+		})
+		defer func() {
+			network.SetFilter(nil)
+			stopAll(nodes)
+			time.Sleep(3 * DefaultProbeInterval)
+		}()
+		eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
+		time.Sleep(10 * time.Second)
+		crashed := ids[2]
+		cn := nodes[crashed]
+		delete(nodes, crashed)
+		start := time.Now()
+		cn.net.HandleStreams(cn.addr, nil)
+		_ = cn.conn.Close()
+		cn.cancel()
+		<-cn.done
+		eventually(t, 8*time.Second, "n0 suspects the crashed node", func() bool { return !nodes[ids[0]].trusts(crashed) })
+		took := time.Since(start)
+		member := nodes[ids[0]].member(crashed)
+		drainMembership()
+		limit := 2 * (nodes[ids[0]].c.cfg.Period + nodes[ids[0]].c.holdCap())
+		t.Logf("suspected after %v (still a member then: %v)", took, member)
+		if took > limit || !member {
+			t.Errorf("the crash was noticed after %v (member then: %v), want the detector's suspicion within %v", took, member, limit)
+		}
+	})
 }

@@ -183,6 +183,7 @@ func Keys() []Key {
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, cd.Selection.String(), "Which peers to probe before climbing: fna-learned (the default: fna-home with ν corrected by what its negative probes found, never priced worse than fno), fna-home (estimates per peer over the pages homed there), fna (the paper: false-negative aware over all pages), fno (positive indications only) or off."},
 		{"cluster.shared_silence_hold", Bool, "true", "Hold a peer's suspicion while no other peer's heartbeat comes on time either (a delay or loss spike on every link, not a crash), for up to max(500 ms, 4 heartbeat periods) past its due time; after such a shared silence every peer gets a whole freshness interval. Needs another monitored peer (three nodes). false: suspect on the detector alone. docs/failure-detection.md."},
+		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
@@ -318,6 +319,7 @@ type Config struct {
 		Selection       cluster.Selection
 		ProbeFirstHop   bool
 		SharedSilence   bool // cluster.shared_silence_hold
+		SilenceLossless bool // cluster.shared_silence_evidence lossless
 		Monitoring      cluster.Monitoring
 		MonitorPeers    int
 		Region          string
@@ -579,6 +581,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
+	c.Cluster.SilenceLossless = p.oneOf("cluster.shared_silence_evidence", "on_time", "lossless") == "lossless"
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
 	c.Cluster.MonitorPeers = p.int("cluster.monitor_peers", 2, 64)
 	if c.Cluster.MonitorPeers%2 != 0 {

@@ -31,6 +31,7 @@ type MemNetwork struct {
 	cut      map[[2]string]bool // from → to links that drop every packet
 	nextPort int                // the port given to the next ":0"
 	delay    time.Duration      // added to every datagram (SetDelay)
+	drop     func(from, to string, b []byte) bool
 	streams  map[string]func(net.Conn)
 }
 
@@ -93,6 +94,14 @@ func (n *MemNetwork) setCut(from, to string, cut bool) {
 func (n *MemNetwork) SetDelay(d time.Duration) {
 	n.mu.Lock()
 	n.delay = d
+	n.mu.Unlock()
+}
+
+// SetFilter drops every datagram for which drop returns true (nil: none),
+// for tests that lose chosen packets on chosen links.
+func (n *MemNetwork) SetFilter(drop func(from, to string, b []byte) bool) {
+	n.mu.Lock()
+	n.drop = drop
 	n.mu.Unlock()
 }
 
@@ -165,9 +174,9 @@ func (c *MemConn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
 	n.mu.Lock()
 	to := n.conns[addr.String()]
 	cut := n.cut[[2]string{c.addr.String(), addr.String()}]
-	delay := n.delay
+	delay, drop := n.delay, n.drop
 	n.mu.Unlock()
-	if to == nil || cut {
+	if to == nil || cut || (drop != nil && drop(c.addr.String(), addr.String(), b)) {
 		return len(b), nil
 	}
 	p := memPacket{b: append([]byte(nil), b...), from: c.addr}
