@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/fdetect"
 )
 
 // suspicionsBy sums node nd's suspicions of every peer in ids.
@@ -282,4 +283,38 @@ func TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats(t *testing.T) {
 			t.Errorf("the crash was noticed after %v (member then: %v), want the detector's suspicion within %v", took, member, limit)
 		}
 	})
+}
+
+// TestLossyLinkIsNotHeld: a silence on a link whose heartbeats show loss
+// is left to the loss-aware margin; the same silence on a clean link is
+// held while no other peer's heartbeat came on time.
+func TestLossyLinkIsNotHeld(t *testing.T) {
+	const period = 100 * time.Millisecond
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"})
+	c.cfg.SharedSilenceHold = true
+	t0 := time.Unix(1000, 0)
+	link := func(lossEvery uint64) *Peer {
+		det := fdetect.NewLossAware(fdetect.NewChen(int64(period), 1000, 0), int64(period), 1e-7)
+		var last time.Time
+		for seq := uint64(1); seq <= 400; seq++ {
+			if lossEvery > 0 && seq%lossEvery == 0 {
+				continue
+			}
+			last = t0.Add(time.Duration(seq) * period)
+			det.Observe(seq, last.UnixNano())
+		}
+		return &Peer{ID: "p", det: det, lastRecv: last, monitored: true, trusted: true, heard: true}
+	}
+	witness := &Peer{ID: "w", monitored: true, trusted: true, heard: true}
+	for _, tc := range []struct {
+		name      string
+		lossEvery uint64
+		held      bool
+	}{{"clean link", 0, true}, {"5 % loss", 20, false}} {
+		p := link(tc.lossEvery)
+		c.peers = map[string]*Peer{"p": p, "w": witness}
+		if got := c.holds(p, p.lastRecv.Add(2*period)); got != tc.held {
+			t.Errorf("%s: held %v, want %v (loss %.3f)", tc.name, got, tc.held, p.det.(*fdetect.LossAware).Loss())
+		}
+	}
 }

@@ -192,12 +192,15 @@ const lossyLinkShare = 0.01
 func (c *Cluster) lossyLink(peer string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p := c.peers[peer]; p != nil {
-		if la, ok := p.det.(*fdetect.LossAware); ok {
-			return la.Loss() >= lossyLinkShare
-		}
-	}
-	return false
+	p := c.peers[peer]
+	return p != nil && p.lossy()
+}
+
+// lossy reports whether p's link shows heartbeat loss (see lossyLink).
+// c.mu is held.
+func (p *Peer) lossy() bool {
+	la, ok := p.det.(*fdetect.LossAware)
+	return ok && la.Loss() >= lossyLinkShare
 }
 
 // progressReader records when its reader last gave bytes.
