@@ -96,6 +96,20 @@ func TestHoldLeavesCrashAndIsolationDetected(t *testing.T) {
 	}
 }
 
+// noneTrusts reports whether no node of observers trusts any of peers.
+func noneTrusts(nodes map[string]*gossipNode, observers []string, peers ...string) func() bool {
+	return func() bool {
+		for _, o := range observers {
+			for _, p := range peers {
+				if nodes[o].trusts(p) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
 // crashAndIsolation cuts one of n nodes off, heals it, then crashes another.
 func crashAndIsolation(t *testing.T, n int) {
 	network := networkOf(t)
@@ -117,26 +131,12 @@ func crashAndIsolation(t *testing.T, n int) {
 		network.Cut(addrs[island], addrs[id])
 	}
 	start := time.Now()
-	eventually(t, 5*time.Second, "every other node suspects the island", func() bool {
-		for _, id := range others {
-			if nodes[id].trusts(island) {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, 5*time.Second, "every other node suspects the island", noneTrusts(nodes, others, island))
 	byOthers := time.Since(start)
 	if byOthers >= holdEnds {
 		t.Errorf("the island was suspected by all after %v: the others' on-time heartbeats should have released the hold before %v", byOthers, holdEnds)
 	}
-	eventually(t, 5*time.Second, "the island suspects every other node", func() bool {
-		for _, id := range others {
-			if nodes[island].trusts(id) {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, 5*time.Second, "the island suspects every other node", noneTrusts(nodes, []string{island}, others...))
 	byIsland := time.Since(start)
 	if byIsland < holdEnds-nodes[ids[0]].c.cfg.Period {
 		t.Errorf("the island suspected everyone after %v, before its hold (%v) could end", byIsland, holdEnds)
