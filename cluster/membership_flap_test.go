@@ -3,7 +3,6 @@ package cluster
 import (
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,7 +20,7 @@ import (
 // another.
 // Production timing (a 1 s probe interval), virtual time.
 func TestFlappingNodeIsNotDeclaredDead(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "f", 5, 4, func(c *Config) {
 			c.Monitoring, c.ProbeInterval = MonitorAll, DefaultProbeInterval

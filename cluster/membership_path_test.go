@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -67,7 +66,7 @@ func startMemRelay(t *testing.T, target string) *memRelay {
 // knows pb only through a relay and the direct link pa → pb is cut:
 // memberlist's probes go through the relay, and pb stays a member.
 func TestMembershipTakesTheConfiguredPath(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		connA, connB := listenUDP(t, "127.0.0.1:0"), listenUDP(t, "127.0.0.1:0")
 		a, b := connA.LocalAddr().String(), connB.LocalAddr().String()

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -146,7 +145,7 @@ func TestConfiguredPeerKeepsItsAddress(t *testing.T) {
 // joined through was unreached. A static peer that is a member under its
 // node id is no longer a seed.
 func TestSeedBehindARelayIsNotUnreached(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		connA, connB := listenUDP(t, "127.0.0.1:0"), listenUDP(t, "127.0.0.1:0")
 		a, b := connA.LocalAddr().String(), connB.LocalAddr().String()
 		// a knows b only at an address nobody answers on; b joins a.
@@ -189,7 +188,7 @@ func TestShutdownClosesQueuedStreams(t *testing.T) {
 // a cycle of about 11 s for as long as the cut lasted. It now stays
 // suspected (and monitored) until this node hears it again.
 func TestOneWayCutDoesNotCycleTrust(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "o", 6, 2)
 		defer stopAll(nodes)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,7 +221,7 @@ func everyoneElse(nodes map[string]*gossipNode, id string, cond func(*gossipNode
 // everywhere within memberlist's suspicion timeout; restarted, it is a
 // member again everywhere. Virtual time: the durations are the protocol's.
 func TestJoinThroughOneSeedAndAgreeOnDeath(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		const n, k = 8, 2
 		start := time.Now()
 		seedConn := listenUDP(t, "127.0.0.1:0")
@@ -309,7 +308,7 @@ func TestJoinThroughOneSeedAndAgreeOnDeath(t *testing.T) {
 // peer stays a member everywhere (memberlist's indirect probes vouch for
 // it) and the other nodes keep routing to it; healed, it is trusted again.
 func TestLocalSuspicionStaysLocal(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "l", 4, 2, func(c *Config) { c.Monitoring = MonitorAll })
 		defer stopAll(nodes)
@@ -340,7 +339,7 @@ func TestLocalSuspicionStaysLocal(t *testing.T) {
 // sides; when the links heal, the seeds loop joins the two sides again and
 // every node trusts every other.
 func TestPartitionHeals(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "v", 5, 2)
 		defer stopAll(nodes)
@@ -390,7 +389,7 @@ func TestPartitionHeals(t *testing.T) {
 // TestWrongSecretNeverJoins: a node with another cluster.secret is never
 // a member, and the refusal is logged once with the remedy and counted.
 func TestWrongSecretNeverJoins(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		ids, addrs, nodes := startGossipNodes(t, "w", 2, 2, func(c *Config) { c.Monitoring = MonitorAll })
 		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "the two trust each other", allTrust(nodes, ids))
@@ -422,7 +421,7 @@ func TestWrongSecretNeverJoins(t *testing.T) {
 // old one removed on every node, one operation at a time across the
 // cluster, keeps it joined; a node that has only the old key is refused.
 func TestKeyRotation(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		ids, addrs, nodes := startGossipNodes(t, "k", 3, 2, func(c *Config) { c.Monitoring = MonitorAll })
 		defer stopAll(nodes)
 		eventually(t, 30*time.Second, "every node trusts every other", allTrust(nodes, ids))
@@ -469,7 +468,7 @@ func TestKeyRotation(t *testing.T) {
 // a few peers, yet knows every member's region (from memberlist's
 // metadata), so per-region homes work at any size.
 func TestRegionsTravelInMetadata(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		regionOf := func(id string) string { return map[bool]string{true: "eu", false: "us"}[id[len(id)-1]%2 == 0] }
 		conns := map[string]wire.PacketConn{}
 		addrs := map[string]string{}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +17,7 @@ import (
 // again. A shadow that suspects a healthy peer (Chen with a margin of
 // −20 ms: every heartbeat is late for it) changes nobody's trust.
 func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		var shadows []ShadowDetector
 		for _, spec := range []string{"phi", "chen/alpha_ms=-20"} {
 			s, err := ParseShadowDetector(spec, 50*time.Millisecond, 0)
@@ -113,7 +112,7 @@ func TestParseShadowDetectorRejectsNonsense(t *testing.T) {
 // was rightly suspected: its reroutes are not.
 func TestReroutesOfAWrongSuspicionAreCounted(t *testing.T) {
 	for _, mode := range []routing.Mode{routing.ModeHybrid, routing.ModeRing} {
-		t.Run(mode.String(), func(t *testing.T) { synctest.Test(t, func(t *testing.T) { reroutes(t, mode) }) })
+		t.Run(mode.String(), func(t *testing.T) { virtualTime(t, func(t *testing.T) { reroutes(t, mode) }) })
 	}
 }
 
@@ -199,7 +198,7 @@ func reroutes(t *testing.T, mode routing.Mode) {
 // yet is not trusted, but nobody suspected it: its pages' requests are not
 // counted as rerouted, nor as rerouted wrongly when it starts.
 func TestAPeerNeverHeardIsNoSuspicion(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		opt := func(c *Config) { c.Monitoring = MonitorAll }
 		addrs := map[string]string{}
 		conns := map[string]wire.PacketConn{}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -60,7 +59,7 @@ func spikeNetwork(t *testing.T, hold bool) (suspicions, held float64) {
 // Virtual time, production heartbeat period.
 func TestSharedDelaySpikeIsNotACrash(t *testing.T) {
 	t.Run("hold", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
+		virtualTime(t, func(t *testing.T) {
 			s, held := spikeNetwork(t, true)
 			t.Logf("with the hold: %v suspicions, %v held", s, held)
 			if s > 0 {
@@ -72,7 +71,7 @@ func TestSharedDelaySpikeIsNotACrash(t *testing.T) {
 		})
 	})
 	t.Run("detector alone", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
+		virtualTime(t, func(t *testing.T) {
 			s, _ := spikeNetwork(t, false)
 			t.Logf("without the hold: %v suspicions", s)
 			if s == 0 {
@@ -91,7 +90,7 @@ func TestSharedDelaySpikeIsNotACrash(t *testing.T) {
 func TestHoldLeavesCrashAndIsolationDetected(t *testing.T) {
 	for _, n := range []int{5, 3} {
 		t.Run(fmt.Sprint(n, " nodes"), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { crashAndIsolation(t, n) })
+			virtualTime(t, func(t *testing.T) { crashAndIsolation(t, n) })
 		})
 	}
 }
@@ -248,7 +247,7 @@ func TestReorderedHeartbeatDoesNotStretchTheGap(t *testing.T) {
 // within a hold's length, not left to memberlist's death (found by
 // review: 5.7 s when every gap moved the crashed peer's freshness point).
 func TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
 		network := networkOf(t)
 		ids, addrs, nodes := startGossipNodes(t, "w", 3, 4, func(c *Config) {
 			c.Monitoring, c.ProbeInterval, c.Period, c.SharedSilenceHold = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, true
