@@ -49,6 +49,17 @@ func (c *Cluster) resumeAfter() time.Duration {
 // maxStallRaces bounds the origin range requests one stalling answer makes.
 const maxStallRaces = 3
 
+// A stream on a link whose heartbeats show loss (lossyLinkShare) can crawl
+// without ever going silent for resumeAfter: TCP's retransmission timeouts
+// chain (0.2, 0.4, 0.8 s …) between short runs of segments, and a 200 KB
+// answer took more than the client's 10 s at 20 % loss in the fault lab.
+// Such a stream still arriving resumeAfter after it was handed over is
+// raced against the origin once (as whole.go races a small answer that
+// crawls), and the origin's rest takes over whenever it comes first, the
+// stream's later bytes skipped; a stream that ends before the origin's
+// answer keeps its bytes. On a clean link a slow stream is left alone: it
+// is most likely the home relaying a slow origin.
+
 // resumeBody reads a peer's answer and, when it breaks or stalls, the rest
 // from the origin.
 type resumeBody struct {
@@ -61,6 +72,7 @@ type resumeBody struct {
 	coding string
 	total  int64 // the peer's Content-Length; -1 unknown
 	stall  *time.Timer
+	crawl  *time.Timer // on a lossy link: races a stream still arriving after resumeAfter
 
 	mu      sync.Mutex
 	body    io.ReadCloser // the source being read
@@ -68,26 +80,31 @@ type resumeBody struct {
 	resumed bool          // body is the origin's
 	races   int           // stalls that asked the origin (at most maxStallRaces per answer)
 	closed  bool
+	ended   bool          // the peer's stream reached its end: nothing to race
 	size    int64         // the representation's length, from the origin's Content-Range once resumed
 	next    io.ReadCloser // the origin's answer from nextAt, won a stall race: it takes over
 	nextAt  int64
 }
 
 // withResume wraps a peer's answer to req so that a break mid-body is
-// resumed from the origin.
+// resumed from the origin, and a stall (or, when lossy, a crawl) is raced
+// against it.
 //
 // Only the node the client asked resumes. A node in the middle of a climb
 // relays the answer under its own body MAC, which would vouch for the
 // peer's unauthenticated part: there the break goes downstream, and the
 // node below resumes (and does not store).
-func (c *Cluster) withResume(ctx context.Context, fr proxy.FetchRequest, resp *http.Response) {
+func (c *Cluster) withResume(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, lossy bool) {
 	if !resumable(resp) || fr.Route != nil {
 		return
 	}
 	b := &resumeBody{c: c, ctx: ctx, fr: fr, key: fr.Key, req: fr.Req, body: resp.Body, etag: resp.Header.Get("Etag"),
 		coding: resp.Header.Get("Content-Encoding"), total: resp.ContentLength}
-	b.stall = time.AfterFunc(time.Hour, b.race)
+	b.stall = time.AfterFunc(time.Hour, func() { b.race(false) })
 	b.stall.Stop()
+	if lossy {
+		b.crawl = time.AfterFunc(c.resumeAfter(), func() { b.race(true) })
+	}
 	resp.Body = b
 }
 
@@ -125,6 +142,9 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		b.mu.Lock()
 		b.got += int64(n)
 		switched := b.next != nil
+		if errors.Is(err, io.EOF) && !resumed {
+			b.ended = true // the whole stream came: a race now finds nothing to take over
+		}
 		b.mu.Unlock()
 		if switched {
 			// The origin won a stall race and cut this stream: its
@@ -190,12 +210,15 @@ func (b *resumeBody) takeNextLocked() error {
 	return nil
 }
 
-// race runs when the stream has been silent for resumeAfter: it asks the
-// origin for the rest, and if the stream is still silent when the answer
-// comes, the origin takes over and the stream is cut.
-func (b *resumeBody) race() {
+// race runs when the stream has been silent for resumeAfter (a stall), or
+// is still arriving resumeAfter after it was handed over on a lossy link (a
+// crawl): it asks the origin for the rest. A stall's answer takes over if
+// the stream is still silent when it comes; a crawl's, if the stream has
+// not ended (the bytes the stream delivered meanwhile are skipped). The
+// stream is then cut.
+func (b *resumeBody) race(crawl bool) {
 	b.mu.Lock()
-	if b.resumed || b.next != nil || b.races >= maxStallRaces || b.closed || b.ctx.Err() != nil {
+	if b.resumed || b.next != nil || b.ended || b.races >= maxStallRaces || b.closed || b.ctx.Err() != nil {
 		b.mu.Unlock()
 		return
 	}
@@ -204,7 +227,7 @@ func (b *resumeBody) race() {
 	b.mu.Unlock()
 	rest, size, err := b.fetchRest(at)
 	b.mu.Lock()
-	if err != nil || b.resumed || b.next != nil || b.closed || b.got != at {
+	if err != nil || b.resumed || b.next != nil || b.closed || b.ended || (!crawl && b.got != at) {
 		b.mu.Unlock()
 		if err == nil {
 			_ = rest.Close()
@@ -215,10 +238,14 @@ func (b *resumeBody) race() {
 		return
 	}
 	b.next, b.nextAt, b.size = rest, at, size
-	stalled := b.body
+	slow := b.body
 	b.mu.Unlock()
-	b.c.countResume(resumeRaced)
-	_ = stalled.Close() // the blocked read returns, and finds next
+	if crawl {
+		b.c.countResume(resumeCrawlRaced)
+	} else {
+		b.c.countResume(resumeRaced)
+	}
+	_ = slow.Close() // a blocked read returns, and finds next
 }
 
 // errNotResumed is an origin answer that is not the rest of the same bytes.
@@ -256,6 +283,9 @@ func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, int64, error) {
 
 func (b *resumeBody) Close() error {
 	b.stall.Stop()
+	if b.crawl != nil {
+		b.crawl.Stop()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
@@ -268,13 +298,14 @@ func (b *resumeBody) Close() error {
 
 // The outcomes of resumes, as metric labels and status-page keys.
 const (
-	resumeOK        = iota // resumed after a break
-	resumeRaced            // the origin took over a stall
-	resumeRecovered        // the stalled stream came back first
-	resumeFailed           // the body failed as before
+	resumeOK         = iota // resumed after a break
+	resumeRaced             // the origin took over a stall
+	resumeRecovered         // the stalled (or crawling) stream came back, or ended, first
+	resumeFailed            // the body failed as before
+	resumeCrawlRaced        // the origin took over a stream crawling on a lossy link
 )
 
-var resumeOutcomes = [...]string{"ok", "raced", "stall_recovered", "failed"}
+var resumeOutcomes = [...]string{"ok", "raced", "stall_recovered", "failed", "crawl_raced"}
 
 func (c *Cluster) countResume(outcome int) {
 	c.resumes[outcome].Add(1)

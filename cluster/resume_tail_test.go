@@ -71,7 +71,7 @@ func TestIntermediateLaunderesResumedBody(t *testing.T) {
 			http.Error(w, "x", http.StatusBadGateway)
 			return
 		}
-		b.withResume(r.Context(), proxy.FetchRequest{Key: "http://h/p/1", Req: out, Route: in.Route}, resp)
+		b.withResume(r.Context(), proxy.FetchRequest{Key: "http://h/p/1", Req: out, Route: in.Route}, resp, false)
 		defer resp.Body.Close()
 		for k, v := range resp.Header {
 			if k != hdrRespAuth && k != hdrBodyAuth && k != "Trailer" {

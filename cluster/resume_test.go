@@ -92,7 +92,7 @@ func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}
-	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp)
+	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, false)
 	return resp
 }
 

@@ -134,7 +134,7 @@ func (c *Cluster) releaseAhead(n int64) {
 func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, peer string) (proxy.Result, bool) {
 	fromPeer := proxy.Result{Resp: resp, From: proxy.UpstreamPeer, Addr: peer}
 	if c.cfg.PeerWholeBytes <= 0 || fr.Route != nil {
-		c.withResume(ctx, fr, resp)
+		c.withResume(ctx, fr, resp, fr.Route == nil && c.lossyLink(peer))
 		fromPeer.Resumed = resumedOf(resp)
 		return fromPeer, true
 	}
@@ -325,7 +325,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		return res
 	}
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body, release: c.aheadRelease(a.charged)}
-	c.withResume(ctx, fr, resp)
+	c.withResume(ctx, fr, resp, c.lossyLink(res.Addr))
 	res.Resumed = resumedOf(resp)
 	return res
 }
