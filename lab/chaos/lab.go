@@ -394,6 +394,32 @@ func (l *Lab) views(ctx context.Context, i int) ([]peerView, error) {
 	return s.Peers, nil
 }
 
+// resumes sums the running nodes' peer answers finished from the origin,
+// by outcome (status.json peer_body_resumes); a node that does not answer
+// (crashed) adds nothing.
+func (l *Lab) resumes(ctx context.Context) map[string]int64 {
+	sum := map[string]int64{}
+	for i := range l.nodes {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
+		resp, err := l.http.Do(req)
+		if err != nil {
+			continue
+		}
+		var s struct {
+			Resumes map[string]int64 `json:"peer_body_resumes"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for outcome, n := range s.Resumes {
+			sum[outcome] += n
+		}
+	}
+	return sum
+}
+
 // WaitConverged waits until every running node trusts every other.
 func (l *Lab) WaitConverged(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)

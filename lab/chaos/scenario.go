@@ -115,6 +115,11 @@ type Result struct {
 	// the scenario; ReroutedWrongly those of suspicions that turned out
 	// wrong. Like membership, they are the run's.
 	Rerouted, ReroutedWrongly uint64
+	// PeerResumes are the peer answers finished from the origin during the
+	// scenario, summed over the nodes, by outcome (status.json
+	// peer_body_resumes: ok after a break, raced after a stall, crawl_raced
+	// for a crawl on a lossy link, …). Like membership, they are the run's.
+	PeerResumes map[string]int64 `json:",omitempty"`
 	// BaselineDeaths are membership removals outside every step (and its
 	// grace): deaths no fault explains. Membership is the run's, so a
 	// shadow detector's result leaves the membership figures empty.
@@ -182,6 +187,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	var rr reroutes
 	go func() { defer pollWG.Done(); l.poll(pollCtx, hist, shadowHist, members, &rr) }()
 
+	resumesBefore := l.resumes(ctx)
 	start := time.Now()
 	loadOut := make(chan loadResult, 1)
 	go func() { loadOut <- l.runLoad(ctx, targets, sc) }()
@@ -248,6 +254,10 @@ func (l *Lab) Run(ctx context.Context, sc Scenario) (*Result, error) {
 	l.score(res, sc, ivs, start, lr.start, end, hist, snapshots)
 	l.scoreMembership(res, sc, ivs, start, end, members)
 	res.Rerouted, res.ReroutedWrongly = rr.all, rr.wrongly
+	res.PeerResumes = l.resumes(ctx)
+	for outcome, n := range resumesBefore {
+		res.PeerResumes[outcome] -= n
+	}
 	for _, name := range l.opts.Shadows {
 		sr := &Result{Name: sc.Name, Detector: name, Load: lr.summary, From: start, To: end}
 		l.score(sr, sc, ivs, start, lr.start, end, shadowHist[name], snapshots)

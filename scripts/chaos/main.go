@@ -242,8 +242,8 @@ func print(w io.Writer, order []string, results map[string][]row) {
 		rows := results[name]
 		fmt.Fprintf(w, "\n### %s: %s\n\n", name, describe(rows[0].res))
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| detect p50: reaching others / cut off from all\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| false deaths\t| deaths (cut, crashed; agreed)\t| dead everywhere ms\t| members whole ms\t|")
-		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+		fmt.Fprintln(tw, "| detector\t| requests\t| client errors\t| wrong/stale\t| detect p50 / max ms\t| detect p50: reaching others / cut off from all\t| missed\t| heal max ms\t| false susp. (live)\t| per link-hour\t| per pair-onset max\t| clear max ms\t| n1 false (live)\t| n1 mistakes (replay)\t| replay detect ms\t| origin/page/side max\t| rerouted (wrongly)\t| peer answers from origin (crawls)\t| false deaths\t| deaths (cut, crashed; agreed)\t| dead everywhere ms\t| members whole ms\t|")
+		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
 		for _, r := range rows {
 			res := r.res
 			var det, alone, heal, clear []float64
@@ -287,13 +287,24 @@ func print(w io.Writer, order []string, results map[string][]row) {
 				side = fmt.Sprint(perSide)
 			}
 			rerouted, falseDeaths, deaths, deadEverywhere, membersWhole := membership(r)
-			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
+			fmt.Fprintf(tw, "| %s\t| %d\t| %d (%d in faults)\t| %d / %s\t| %s / %s\t| %s\t| %d\t| %s\t| %d\t| %.2f\t| %d\t| %s\t| %d\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t| %s\t|\n",
 				label, res.Load.Requests, res.Load.Errors, errs, res.Load.Wrong, stale,
 				fmtP50(det), fmtMax(det), bySide(det, alone), missed, healS, falseS, float64(falseS)/(res.LinkSeconds/3600), perPair, fmtMax(clear),
-				n1False, rep, repDet, side, rerouted, falseDeaths, deaths, deadEverywhere, membersWhole)
+				n1False, rep, repDet, side, rerouted, fromOrigin(r), falseDeaths, deaths, deadEverywhere, membersWhole)
 		}
 		_ = tw.Flush()
 	}
+}
+
+// fromOrigin is the run's peer answers finished from the origin (after a
+// break, a stall or a crawl), with the crawls on a lossy link apart; a
+// shadow detector's row gets a dash.
+func fromOrigin(r row) string {
+	if r.shadow {
+		return "–"
+	}
+	pr := r.res.PeerResumes
+	return fmt.Sprintf("%d (%d)", pr["ok"]+pr["raced"]+pr["crawl_raced"], pr["crawl_raced"])
 }
 
 // bySide splits the detections det into those by observers that still
