@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -36,13 +35,7 @@ func crawlingPeer(t *testing.T, gap time.Duration) *Peer {
 // that is (or is not) lossy, and reads it whole.
 func fetchCrawling(t *testing.T, c *Cluster, p *Peer, lossy bool) ([]byte, bool, error) {
 	t.Helper()
-	req := httptest.NewRequest("GET", "http://h/p/1", nil)
-	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0)
-	if !ok {
-		t.Fatal("the peer did not answer")
-	}
-	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, lossy)
+	resp := askPeerOn(t, c, p, lossy)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return b, resumed(resp.Body), err

@@ -83,8 +83,9 @@ func resumeCluster(t *testing.T, origin proxy.Fetcher) *Cluster {
 	return c
 }
 
-// askPeer asks p as the climb does; the answer's body resumes.
-func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
+// climbPeer asks p for /p/1 as the climb does, and returns the request
+// and p's answer.
+func climbPeer(t *testing.T, c *Cluster, p *Peer) (*http.Request, *http.Response) {
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://h/p/1", nil)
 	req.RequestURI = ""
@@ -92,7 +93,21 @@ func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}
-	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, false)
+	return req, resp
+}
+
+// askPeer asks p as the climb does; the answer's body resumes.
+func askPeer(t *testing.T, c *Cluster, p *Peer) *http.Response {
+	t.Helper()
+	return askPeerOn(t, c, p, false)
+}
+
+// askPeerOn is askPeer on a link that is lossy or not: a crawl is raced
+// only on a lossy one.
+func askPeerOn(t *testing.T, c *Cluster, p *Peer, lossy bool) *http.Response {
+	t.Helper()
+	req, resp := climbPeer(t, c, p)
+	c.withResume(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, lossy)
 	return resp
 }
 

@@ -86,12 +86,7 @@ func originServing(t *testing.T, page []byte, asked chan struct{}) proxy.Fetcher
 // settleFrom asks p as the climb does and settles its answer at the ingress.
 func settleFrom(t *testing.T, c *Cluster, p *Peer) (proxy.Result, bool) {
 	t.Helper()
-	req := httptest.NewRequest("GET", "http://h/p/1", nil)
-	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0)
-	if !ok {
-		t.Fatal("the peer did not answer")
-	}
+	req, resp := climbPeer(t, c, p)
 	return c.settle(context.Background(), proxy.FetchRequest{Key: "http://h/p/1", Req: req}, resp, p.ID)
 }
 
