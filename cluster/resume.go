@@ -53,12 +53,14 @@ const maxStallRaces = 3
 // without ever going silent for resumeAfter: TCP's retransmission timeouts
 // chain (0.2, 0.4, 0.8 s …) between short runs of segments, and a 200 KB
 // answer took more than the client's 10 s at 20 % loss in the fault lab.
-// Such a stream still arriving resumeAfter after it was handed over is
-// raced against the origin once (as whole.go races a small answer that
-// crawls), and the origin's rest takes over whenever it comes first, the
-// stream's later bytes skipped; a stream that ends before the origin's
-// answer keeps its bytes. On a clean link a slow stream is left alone: it
-// is most likely the home relaying a slow origin.
+// Such a stream, once its reads have waited resumeAfter in all for the
+// peer's bytes, is raced against the origin once (as whole.go races a small
+// answer that crawls), and the origin's rest takes over whenever it comes
+// first, the stream's later bytes skipped; a stream that ends before the
+// origin's answer keeps its bytes. Only the time spent waiting inside the
+// peer body's Read counts: a client that reads slowly (the fill paces
+// itself to its reader) is not the peer crawling. On a clean link a slow
+// stream is left alone: it is most likely the home relaying a slow origin.
 
 // resumeBody reads a peer's answer and, when it breaks or stalls, the rest
 // from the origin.
@@ -72,7 +74,7 @@ type resumeBody struct {
 	coding string
 	total  int64 // the peer's Content-Length; -1 unknown
 	stall  *time.Timer
-	crawl  *time.Timer // on a lossy link: races a stream still arriving after resumeAfter
+	lossy  bool // the peer's link shows heartbeat loss: a crawl is raced
 
 	mu      sync.Mutex
 	body    io.ReadCloser // the source being read
@@ -81,6 +83,8 @@ type resumeBody struct {
 	races   int           // stalls that asked the origin (at most maxStallRaces per answer)
 	closed  bool
 	ended   bool          // the peer's stream reached its end: nothing to race
+	waited  time.Duration // time spent inside the peer body's Read
+	crawled bool          // a crawl race was started
 	size    int64         // the representation's length, from the origin's Content-Range once resumed
 	next    io.ReadCloser // the origin's answer from nextAt, won a stall race: it takes over
 	nextAt  int64
@@ -99,12 +103,9 @@ func (c *Cluster) withResume(ctx context.Context, fr proxy.FetchRequest, resp *h
 		return
 	}
 	b := &resumeBody{c: c, ctx: ctx, fr: fr, key: fr.Key, req: fr.Req, body: resp.Body, etag: resp.Header.Get("Etag"),
-		coding: resp.Header.Get("Content-Encoding"), total: resp.ContentLength}
+		coding: resp.Header.Get("Content-Encoding"), total: resp.ContentLength, lossy: lossy}
 	b.stall = time.AfterFunc(time.Hour, func() { b.race(false) })
 	b.stall.Stop()
-	if lossy {
-		b.crawl = time.AfterFunc(c.resumeAfter(), func() { b.race(true) })
-	}
 	resp.Body = b
 }
 
@@ -137,6 +138,7 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		if !resumed {
 			b.stall.Reset(b.c.resumeAfter())
 		}
+		readAt := time.Now()
 		n, err := body.Read(p)
 		b.stall.Stop()
 		b.mu.Lock()
@@ -144,8 +146,23 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		switched := b.next != nil
 		if errors.Is(err, io.EOF) && !resumed {
 			b.ended = true // the whole stream came: a race now finds nothing to take over
+			if switched {
+				// A race took over while this last read was returning
+				// the stream's verified end: the stream wins after all.
+				_ = b.next.Close()
+				b.next, b.size, switched = nil, 0, false
+			}
+		}
+		crawl := false
+		if !resumed && b.lossy && !b.ended && !b.crawled {
+			b.waited += time.Since(readAt)
+			crawl = b.waited >= b.c.resumeAfter()
+			b.crawled = crawl
 		}
 		b.mu.Unlock()
+		if crawl {
+			go b.race(true)
+		}
 		if switched {
 			// The origin won a stall race and cut this stream: its
 			// error is not the client's; the rest comes from the origin.
@@ -202,7 +219,15 @@ func (b *resumeBody) takeNextLocked() error {
 		return nil
 	}
 	if skip := b.got - b.nextAt; skip > 0 {
+		if b.got > b.size {
+			// The stream gave more bytes than the whole representation:
+			// not the same bytes as the origin's.
+			return io.ErrUnexpectedEOF
+		}
 		if _, err := io.CopyN(io.Discard, b.next, skip); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
 			return err
 		}
 	}
@@ -211,7 +236,7 @@ func (b *resumeBody) takeNextLocked() error {
 }
 
 // race runs when the stream has been silent for resumeAfter (a stall), or
-// is still arriving resumeAfter after it was handed over on a lossy link (a
+// its reads on a lossy link have waited resumeAfter in all for its bytes (a
 // crawl): it asks the origin for the rest. A stall's answer takes over if
 // the stream is still silent when it comes; a crawl's, if the stream has
 // not ended (the bytes the stream delivered meanwhile are skipped). The
@@ -283,9 +308,6 @@ func (b *resumeBody) fetchRest(at int64) (io.ReadCloser, int64, error) {
 
 func (b *resumeBody) Close() error {
 	b.stall.Stop()
-	if b.crawl != nil {
-		b.crawl.Stop()
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
