@@ -53,6 +53,18 @@ func wrapScripted(t *testing.T, c *Cluster, body io.ReadCloser) *resumeBody {
 	return resp.Body.(*resumeBody)
 }
 
+// startScripted wraps a scripted peer body for c and reads its first half
+// of resumePage into buf (the page's size); n is how much came.
+func startScripted(t *testing.T, c *Cluster) (peer *scriptedBody, b *resumeBody, buf []byte, n int) {
+	t.Helper()
+	peer = newScripted()
+	b = wrapScripted(t, c, peer)
+	go func() { peer.reads <- scriptedRead{data: resumePage[:len(resumePage)/2]} }()
+	buf = make([]byte, len(resumePage))
+	n, _ = io.ReadFull(b, buf[:len(resumePage)/2])
+	return peer, b, buf, n
+}
+
 // gatedOrigin is resumeOrigin answering only once release is closed.
 func gatedOrigin(t *testing.T, ranged *int, release chan struct{}) proxy.Fetcher {
 	fast := resumeOrigin(t, `"v1"`, ranged).(proxy.FetcherFunc)
@@ -70,13 +82,9 @@ func TestSkipPastTheOriginsEndIsNoCleanEnd(t *testing.T) {
 	ranged := 0
 	release := make(chan struct{})
 	c := resumeCluster(t, gatedOrigin(t, &ranged, release))
-	peer := newScripted()
-	b := wrapScripted(t, c, peer)
+	peer, b, buf, n := startScripted(t, c)
 	defer b.Close()
 	half := len(resumePage) / 2
-	go func() { peer.reads <- scriptedRead{data: resumePage[:half]} }()
-	buf := make([]byte, len(resumePage))
-	n, _ := io.ReadFull(b, buf[:half])
 	raced := make(chan struct{})
 	go func() { b.race(true); close(raced) }() // at = half
 	time.Sleep(50 * time.Millisecond)
@@ -105,13 +113,9 @@ func TestSkipPastTheOriginsEndIsNoCleanEnd(t *testing.T) {
 func TestStreamEndingAsTheCrawlRaceTakesOverWins(t *testing.T) {
 	ranged := 0
 	c := resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged))
-	peer := newScripted()
-	b := wrapScripted(t, c, peer)
+	peer, b, buf, n := startScripted(t, c)
 	defer b.Close()
 	half := len(resumePage) / 2
-	go func() { peer.reads <- scriptedRead{data: resumePage[:half]} }()
-	buf := make([]byte, len(resumePage))
-	n, _ := io.ReadFull(b, buf[:half])
 	type res struct {
 		n   int
 		err error
