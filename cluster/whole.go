@@ -134,7 +134,7 @@ func (c *Cluster) releaseAhead(n int64) {
 func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, peer string) (proxy.Result, bool) {
 	fromPeer := proxy.Result{Resp: resp, From: proxy.UpstreamPeer, Addr: peer}
 	if c.cfg.PeerWholeBytes <= 0 || fr.Route != nil {
-		c.withResume(ctx, fr, resp, fr.Route == nil && c.lossyLink(peer))
+		c.withResume(ctx, fr, resp, c.lossyLink(peer))
 		fromPeer.Resumed = resumedOf(resp)
 		return fromPeer, true
 	}
@@ -167,7 +167,7 @@ func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.
 		} else {
 			c.countWhole(wholeRead)
 		}
-		return c.peerResult(ctx, fr, resp, a, fromPeer), true
+		return c.peerResult(ctx, fr, resp, a, fromPeer, r.lossy), true
 	}
 	resp.Body.Close()
 	if asked != nil {
@@ -307,8 +307,9 @@ func (r *wholeRace) originResult(res proxy.Result) proxy.Result {
 }
 
 // peerResult is the result for a peer answer whose start a holds: the
-// whole body from memory, or the start followed by the rest of the stream.
-func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, a peerAnswer, res proxy.Result) proxy.Result {
+// whole body from memory, or the start followed by the rest of the stream
+// (whose crawl is raced when lossy: the link, as settle found it).
+func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, a peerAnswer, res proxy.Result, lossy bool) proxy.Result {
 	if !a.more {
 		// Read to its end, the MAC checked. The peer's body is closed
 		// with this one, as when it streamed: a probe winner's close ends
@@ -325,7 +326,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		return res
 	}
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body, release: c.aheadRelease(a.charged)}
-	c.withResume(ctx, fr, resp, c.lossyLink(res.Addr))
+	c.withResume(ctx, fr, resp, lossy)
 	res.Resumed = resumedOf(resp)
 	return res
 }

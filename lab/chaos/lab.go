@@ -379,19 +379,27 @@ type transition struct {
 
 // views reads node i's view of its peers.
 func (l *Lab) views(ctx context.Context, i int) ([]peerView, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
-	resp, err := l.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var s struct {
 		Peers []peerView `json:"peers"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return nil, fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
+	if err := l.status(ctx, i, &s); err != nil {
+		return nil, err
 	}
 	return s.Peers, nil
+}
+
+// status decodes node i's status.json into v.
+func (l *Lab) status(ctx context.Context, i int, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
+	resp, err := l.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("chaos: %s status: %w", nodeName(i), err)
+	}
+	return nil
 }
 
 // resumes sums the running nodes' peer answers finished from the origin,
@@ -400,17 +408,10 @@ func (l *Lab) views(ctx context.Context, i int) ([]peerView, error) {
 func (l *Lab) resumes(ctx context.Context) map[string]int64 {
 	sum := map[string]int64{}
 	for i := range l.nodes {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.adminURL(i)+"/status.json", nil)
-		resp, err := l.http.Do(req)
-		if err != nil {
-			continue
-		}
 		var s struct {
 			Resumes map[string]int64 `json:"peer_body_resumes"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&s)
-		resp.Body.Close()
-		if err != nil {
+		if l.status(ctx, i, &s) != nil {
 			continue
 		}
 		for outcome, n := range s.Resumes {
