@@ -68,8 +68,11 @@ type Config struct {
 	// SharedSilenceLossless takes as evidence only a heartbeat that came
 	// on time right after its predecessor (none lost in between).
 	SharedSilenceLossless bool
-	Mode                  routing.Mode
-	Placement             routing.Placement
+	// NetworkLossMargin widens every link's loss-aware margin to the loss
+	// most links show at once (networkloss.go).
+	NetworkLossMargin bool
+	Mode              routing.Mode
+	Placement         routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool
@@ -242,6 +245,12 @@ type Peer struct {
 	newestSeq uint64
 	newestAt  time.Time
 	heldFor   time.Time // the last heartbeat before the silence last counted as held
+	// Its quick loss estimate and the newest sequence it counted
+	// (networkloss.go), and the last heartbeat before the silence whose
+	// suspicion the network's loss last deferred.
+	quickLoss   float64
+	lossSeq     uint64
+	deferredFor time.Time
 	// Its deadline timer (armDeadline) and when it was set to fire.
 	timer    *time.Timer
 	deadline time.Time
@@ -322,11 +331,14 @@ type Cluster struct {
 	silenceFrom           time.Time // the last on-time heartbeat before the last shared silence
 	evidenceAt            time.Time // the last heartbeat that showed the network delivers (arrivedOnTime)
 	silence               silenceCounts
-	exportedAt            time.Time    // when the per-peer gauges were last set (check)
-	stopped               bool         // Run ended: deadline timers do nothing
-	local                 atomic.Int64 // worst recent local scheduling delay (ns), for status
-	unknownHB             atomic.Uint64
-	nextReq               uint64
+	// The network's loss (networkloss.go) and the suspicions it deferred.
+	netLoss     float64
+	netDeferred atomic.Uint64
+	exportedAt  time.Time    // when the per-peer gauges were last set (check)
+	stopped     bool         // Run ended: deadline timers do nothing
+	local       atomic.Int64 // worst recent local scheduling delay (ns), for status
+	unknownHB   atomic.Uint64
+	nextReq     uint64
 	// Bounded-subset monitoring (monitoring.go).
 	subset      bool             // heartbeat the neighbours and the peers routed to only
 	memberCount int              // members, self included
@@ -575,6 +587,7 @@ func (c *Cluster) received(r wire.Received) {
 		restarted = p.seen
 		p.incarnation = r.Incarnation
 		p.newestSeq, p.newestAt = 0, time.Time{}
+		p.quickLoss, p.lossSeq = 0, 0
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0
@@ -592,6 +605,7 @@ func (c *Cluster) received(r wire.Received) {
 		c.wantRefute()
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
+	c.noteQuickLoss(p, r.Seq)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
 	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, recv, r.Seq, r.SendNs, r.RecvNs
 	p.held = false
@@ -749,6 +763,7 @@ func (c *Cluster) judge(p *Peer, now time.Time, local time.Duration, grace bool)
 		return suspicion{}, false
 	}
 	if !neverHeard && !c.silent(p, now, local) {
+		c.noteDeferred(p, now, local)
 		return suspicion{}, false
 	}
 	if !neverHeard && c.holds(p, now) {
@@ -902,14 +917,15 @@ func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
 }
 
 // localShift is how far p's freshness points move on for this process's
-// own delays (see silent). c.mu is held.
+// own delays (see silent), and for the loss most links show at once
+// (networkloss.go). c.mu is held.
 func (c *Cluster) localShift(p *Peer, local time.Duration) time.Duration {
 	shift := local
 	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
 		shift = max(shift, c.stalled.Sub(p.lastRecv))
 	}
 	shift = max(shift, c.recoveryShift(p))
-	return shift
+	return shift + c.networkLossShift(p)
 }
 
 // LocalDelay is this process's worst recent scheduling delay, which the

@@ -183,6 +183,7 @@ func Keys() []Key {
 		{"cluster.region_costs", List, "", "Access cost per region pair as A/B=DURATION,… (e.g. eu/us=20ms; symmetric). A peer in a listed pair costs that much as c_j in probe selection; otherwise its measured RTT does."},
 		{"cluster.selection", String, cd.Selection.String(), "Which peers to probe before climbing: fna-learned (the default: fna-home with ν corrected by what its negative probes found, never priced worse than fno), fna-home (estimates per peer over the pages homed there), fna (the paper: false-negative aware over all pages), fno (positive indications only) or off."},
 		{"cluster.shared_silence_hold", Bool, "true", "Hold a peer's suspicion while no other peer's heartbeat comes on time either (a delay or loss spike on every link, not a crash), for up to max(500 ms, 4 heartbeat periods) past its due time; after such a shared silence every peer gets a whole freshness interval. Needs another monitored peer (three nodes); a link whose heartbeats show loss is left to cluster.loss_budget. false: suspect on the detector alone. docs/failure-detection.md."},
+		{"cluster.network_loss_margin", Bool, "true", "Widen every link's loss-aware margin (cluster.loss_budget) to the heartbeat loss at least half the monitored links show at once, learned over about 10 heartbeats: a loss burst on the whole network is not taken for crashes before each link's own estimates learn it. A crash while most links lose is detected up to 9 periods later. false: each link's own estimates only. docs/failure-detection.md."},
 		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
@@ -320,6 +321,7 @@ type Config struct {
 		ProbeFirstHop   bool
 		SharedSilence   bool // cluster.shared_silence_hold
 		SilenceLossless bool // cluster.shared_silence_evidence lossless
+		NetworkLoss     bool // cluster.network_loss_margin
 		Monitoring      cluster.Monitoring
 		MonitorPeers    int
 		Region          string
@@ -581,6 +583,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
+	c.Cluster.NetworkLoss = p.bool("cluster.network_loss_margin")
 	c.Cluster.SilenceLossless = p.oneOf("cluster.shared_silence_evidence", "on_time", "lossless") == "lossless"
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)
 	c.Cluster.MonitorPeers = p.int("cluster.monitor_peers", 2, 64)

@@ -8,10 +8,10 @@ import "math"
 // network goes 14 hours between false suspicions (docs/failure-detection.md).
 const DefaultLossBudget = 1e-7
 
-// lossAwareMaxExtra caps the periods LossAware adds: detection never gets
+// LossMaxExtra caps the periods LossAware adds: detection never gets
 // more than this many periods slower, however lossy the link (at 50 % loss
 // it would otherwise wait 23).
-const lossAwareMaxExtra = 9
+const LossMaxExtra = 9
 
 // LossAware wraps a detector for links that drop heartbeats at random: it
 // estimates the loss rate p from sequence gaps and moves the freshness
@@ -49,7 +49,7 @@ func (d *LossAware) Observe(seq uint64, arrival int64) {
 		// partition, a stalled sender), not random loss: it says nothing
 		// about the next heartbeat's chance of being lost, and counting it
 		// would slow detection for minutes after every heal.
-		if lost := seq - d.last - 1; lost <= lossAwareMaxExtra {
+		if lost := seq - d.last - 1; lost <= LossMaxExtra {
 			for range lost {
 				d.fast += (1 - d.fast) / 50
 				d.slow += (1 - d.slow) / 1000
@@ -77,15 +77,21 @@ func (d *LossAware) Freshness() int64 {
 
 // Extra is the number of periods added to the inner detector's point.
 func (d *LossAware) Extra() int {
-	p := max(d.fast, d.slow)
+	return d.ExtraAt(max(d.fast, d.slow))
+}
+
+// ExtraAt is the number of periods this wrapper adds at loss rate p: the
+// cluster asks it for the loss every link shows at once (a burst on the
+// network), which a link's own slow averages learn too late.
+func (d *LossAware) ExtraAt(p float64) int {
 	if p <= 0 || math.Log(p) <= d.logBudget {
 		return 0
 	}
 	if p >= 1 {
-		return lossAwareMaxExtra
+		return LossMaxExtra
 	}
 	k := math.Ceil(d.logBudget / math.Log(p))
-	return int(min(k-1, lossAwareMaxExtra))
+	return int(min(k-1, LossMaxExtra))
 }
 
 // Loss returns the estimated loss rate.

@@ -73,7 +73,7 @@ func TestLossAwareDetectionDelay(t *testing.T) {
 		}
 		delay := time.Duration(d.Freshness() - last)
 		t.Logf("loss %.2f: estimated %.3f, extra %d, crash detected %v after the last heartbeat", loss, d.Loss(), d.Extra(), delay)
-		if delay > time.Duration(int64(lossAwareMaxExtra+3)*revPeriod) {
+		if delay > time.Duration(int64(LossMaxExtra+3)*revPeriod) {
 			t.Errorf("loss %.2f: %v", loss, delay)
 		}
 	}

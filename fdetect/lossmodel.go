@@ -73,7 +73,7 @@ const (
 	priorLossWeight = 500
 	// lossRunMax: a run of more lost heartbeats is an outage, not random
 	// loss (as LossAware's cap).
-	lossRunMax = lossAwareMaxExtra
+	lossRunMax = LossMaxExtra
 	// outageWindow is how many outage latenesses S_out is read from.
 	outageWindow = 64
 	// lossRefresh is how many arrivals a regime's margin is reused for

@@ -66,7 +66,7 @@ func TestLossModelCoversIIDLossAtATightTarget(t *testing.T) {
 	lossyLink(d, rng, 0, 30000, func(uint64) bool { return rng.Float64() < 0.05 })
 	m := time.Duration(d.Margin())
 	t.Logf("5 %% i.i.d. loss, target 1 − 1/300000: margin %v", m)
-	if m < 3*time.Duration(revPeriod)+3*time.Millisecond || m > time.Duration(lossAwareMaxExtra+1)*time.Duration(revPeriod) {
+	if m < 3*time.Duration(revPeriod)+3*time.Millisecond || m > time.Duration(LossMaxExtra+1)*time.Duration(revPeriod) {
 		t.Errorf("margin %v, want every run of three covered (3 periods + the 3 ms of jitter above the prediction) and part of runs of four (0.05^4 = 6e-6 is above the target), never more than the cap", m)
 	}
 	// The same link with no loss: back to the jitter within the memory.
