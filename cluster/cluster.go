@@ -62,6 +62,10 @@ type Config struct {
 	// the climb asks it at once anyway, so a probe of it can only add a
 	// round trip (measured in docs/cluster.md, "Two regions").
 	ProbeFirstHop bool
+	// NegativeProbesBesideClimb starts the climb once the positively
+	// indicated peers missed, racing the negative probes' answers
+	// (beside.go), instead of waiting for every probe first.
+	NegativeProbesBesideClimb bool
 	// SharedSilenceHold holds a peer's suspicion while no other peer's
 	// heartbeat comes on time either (sharedsilence.go).
 	SharedSilenceHold bool
@@ -334,6 +338,8 @@ type Cluster struct {
 	// The network's loss (networkloss.go) and the suspicions it deferred.
 	netLoss     float64
 	netDeferred atomic.Uint64
+	races       probeRaces   // negative probes beside the climb, by winner (beside.go)
+	raceAbove   float64      // raceAbove, a field so that tests can race every negative
 	exportedAt  time.Time    // when the per-peer gauges were last set (check)
 	stopped     bool         // Run ended: deadline timers do nothing
 	local       atomic.Int64 // worst recent local scheduling delay (ns), for status
@@ -393,6 +399,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		refuteWanted: make(chan struct{}, 1),
 	}
 	c.refuteAfter = c.refuteSilence()
+	c.raceAbove = raceAbove
 	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("cluster: keyring: %w", err)
 	}

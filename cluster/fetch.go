@@ -39,11 +39,15 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
 	if c.cfg.Selection != SelectionOff {
-		if res, ok := c.probe(ctx, fr, kh, path); ok {
+		res, ok, negatives := c.probe(ctx, fr, kh, path)
+		if ok {
 			// An origin that answered a slow probe winner's race (whole.go)
 			// stands for the climb: the home keeps its pages.
 			res.Keep = (isHome && res.From != proxy.UpstreamPeer) || c.keepAtIngress(kh)
 			return res, nil
+		}
+		if negatives != nil {
+			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
 		}
 	}
 	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
@@ -370,14 +374,18 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 // probe asks the selected peers, in parallel, whether they hold the page
 // (only-if-cached); the first usable answer wins and the rest are cancelled.
 // ok is false when no peer's answer could be used: the climb goes on.
-func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (res proxy.Result, ok bool) {
+// With Config.NegativeProbesBesideClimb the answers of negatively
+// indicated peers that more likely miss than hit are not waited for: when
+// every other probe missed, negatives holds their answers still to come,
+// for climbBeside to race against the climb.
+func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (res proxy.Result, ok bool, negatives *pendingProbes) {
 	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
 	if len(cs.cands) == 0 {
-		return proxy.Result{}, false
+		return proxy.Result{}, false, nil
 	}
 	mask := c.choose(&cs)
 	if mask == 0 {
-		return proxy.Result{}, false
+		return proxy.Result{}, false, nil
 	}
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
@@ -385,27 +393,44 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	// the peer being suspected. A deadline on the whole context cut such
 	// bodies short, mid-response to the client.
 	pctx, cancel := context.WithCancel(ctx)
-	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, mask)
+	waitFor, beside := mask, uint64(0)
+	if c.cfg.NegativeProbesBesideClimb {
+		beside = cs.unlikelyNegatives(c.raceAbove) & mask
+		waitFor = mask &^ beside
+	}
+	neg := &pendingProbes{cs: &cs, cancel: cancel}
+	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, cs.peers, beside)
+	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, waitFor)
 	win, winner, got := c.firstHit(answers, sent, &cs)
 	if win == nil {
+		if neg.left > 0 {
+			return proxy.Result{}, false, neg
+		}
 		cancel()
-		return proxy.Result{}, false
+		return proxy.Result{}, false, nil
 	}
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
-	go func() {
-		// Drain and close the other answers as they come: each comes
-		// within its own header timer, and an unclosed one would keep its
-		// request registered with its peer.
-		for range sent - got {
-			a := <-answers
-			c.recordAnswer(a, &cs)
-			if a.resp != nil {
-				a.resp.Body.Close()
-			}
+	go c.drainAnswers(answers, sent-got, &cs, nil)
+	go c.drainAnswers(neg.answers, neg.left, &cs, nil)
+	res, ok = c.settle(ctx, fr, win, winner)
+	return res, ok, nil
+}
+
+// drainAnswers records and closes the n answers still to come on answers,
+// then calls done (if any): each comes within its own header timer, and an
+// unclosed one would keep its request registered with its peer.
+func (c *Cluster) drainAnswers(answers <-chan probeAnswer, n int, cs *candidateSet, done func()) {
+	for range n {
+		a := <-answers
+		c.recordAnswer(a, cs)
+		if a.resp != nil {
+			a.resp.Body.Close()
 		}
-	}()
-	return c.settle(ctx, fr, win, winner)
+	}
+	if done != nil {
+		done()
+	}
 }
 
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).

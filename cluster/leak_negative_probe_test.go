@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
 
@@ -19,8 +22,36 @@ import (
 // ingress A, whose replica of X says no but whose learned ν makes the probe
 // worth it. Bob must get his own answer and no cookie of Alice's; a public
 // page, the control, must come back from X through the same probe.
+//
+// Beside the climb (cluster.negative_probes), X's answer races A's climb:
+// the origin answers Bob a second late there, so that X's public answer,
+// the control, wins.
 func TestNegativeProbeNeverLeaksBetweenUsers(t *testing.T) {
-	nodes := startRealNodes(t, []string{"A", "H", "X"}, routing.ModeHybrid, 2, 2*time.Second, userOrigin{})
+	for _, beside := range []bool{false, true} {
+		t.Run("beside="+strconv.FormatBool(beside), func(t *testing.T) { testNegativeProbeNeverLeaks(t, beside) })
+	}
+}
+
+func testNegativeProbeNeverLeaks(t *testing.T, beside bool) {
+	var origin proxy.Fetcher = userOrigin{}
+	if beside {
+		origin = proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
+			if strings.Contains(req.Header.Get("Cookie")+req.Header.Get("Authorization"), "bob") {
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			res, err := userOrigin{}.Fetch(ctx, proxy.FetchRequest{Req: req})
+			return res.Resp, err
+		})
+	}
+	nodes := startRealNodes(t, []string{"A", "H", "X"}, routing.ModeHybrid, 2, 2*time.Second, origin)
+	nodes["A"].c.cfg.NegativeProbesBesideClimb = beside
+	if beside {
+		nodes["A"].c.raceAbove = 0 // race X's negatives, likely hits though they are
+	}
 	region := map[string]string{"A": "eu", "H": "eu", "X": "us"}
 	for id, n := range nodes {
 		n.c.cfg.Region, n.c.cfg.RegionalHomes = region[id], true

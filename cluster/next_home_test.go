@@ -29,6 +29,9 @@ type realNode struct {
 	c   *Cluster
 	ph  *proxy.Handler
 	srv *httptest.Server
+	// hold, if set, sees each peer request before the node serves it
+	// (a test's gate: it may block until the test lets it go).
+	hold atomic.Pointer[func(*http.Request)]
 }
 
 func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
@@ -47,9 +50,16 @@ func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt
 		pc := proxy.DefaultConfig()
 		pc.NodeID = id
 		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-		srv := httptest.NewServer(c.PeerHandler(ph.ServeInbound, ph.Purge))
-		t.Cleanup(srv.Close)
-		nodes[id] = &realNode{id: id, c: c, ph: ph, srv: srv}
+		n := &realNode{id: id, c: c, ph: ph}
+		peerHandler := c.PeerHandler(ph.ServeInbound, ph.Purge)
+		n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hold := n.hold.Load(); hold != nil {
+				(*hold)(r)
+			}
+			peerHandler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(n.srv.Close)
+		nodes[id] = n
 	}
 	for _, n := range nodes {
 		for _, m := range nodes {

@@ -185,6 +185,7 @@ func Keys() []Key {
 		{"cluster.shared_silence_hold", Bool, "true", "Hold a peer's suspicion while no other peer's heartbeat comes on time either (a delay or loss spike on every link, not a crash), for up to max(500 ms, 4 heartbeat periods) past its due time; after such a shared silence every peer gets a whole freshness interval. Needs another monitored peer (three nodes); a link whose heartbeats show loss is left to cluster.loss_budget. false: suspect on the detector alone. docs/failure-detection.md."},
 		{"cluster.network_loss_margin", Bool, "true", "Widen every link's loss-aware margin (cluster.loss_budget) to the heartbeat loss at least half the monitored links show at once, learned over about 10 heartbeats: a loss burst on the whole network is not taken for crashes before each link's own estimates learn it. A crash while most links lose is detected up to 9 periods later. false: each link's own estimates only. docs/failure-detection.md."},
 		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
+		{"cluster.negative_probes", String, "beside_climb", "When the climb waits for probes of negatively indicated peers: before_climb, for every probe's answer (the paper's pricing); beside_climb, only for the positively indicated ones, the negative answers racing the climb (a negative probe that misses then costs the request nothing). docs/cluster.md."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
@@ -319,6 +320,7 @@ type Config struct {
 		PeerWholeBytes  int64
 		Selection       cluster.Selection
 		ProbeFirstHop   bool
+		ProbesBeside    bool // cluster.negative_probes beside_climb
 		SharedSilence   bool // cluster.shared_silence_hold
 		SilenceLossless bool // cluster.shared_silence_evidence lossless
 		NetworkLoss     bool // cluster.network_loss_margin
@@ -582,6 +584,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
+	c.Cluster.ProbesBeside = p.oneOf("cluster.negative_probes", "before_climb", "beside_climb") == "beside_climb"
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
 	c.Cluster.NetworkLoss = p.bool("cluster.network_loss_margin")
 	c.Cluster.SilenceLossless = p.oneOf("cluster.shared_silence_evidence", "on_time", "lossless") == "lossless"

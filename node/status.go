@@ -45,6 +45,7 @@ type Status struct {
 	LocalDelayMs  float64                     `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
 	SharedSilence *cluster.SharedSilenceState `json:"fd_shared_silence,omitempty"` // suspicions held while no peer's heartbeat came on time
 	NetworkLoss   *cluster.NetworkLossState   `json:"fd_network_loss,omitempty"`   // loss most links show at once, and the suspicions it deferred
+	ProbeRaces    *cluster.ProbeRaceState     `json:"probe_races,omitempty"`       // negative probes that raced the climb, by winner
 	Monitoring    *cluster.MonitoringState    `json:"monitoring,omitempty"`
 	PeerResumes   map[string]int64            `json:"peer_body_resumes,omitempty"`  // peer answers resumed from the origin, by outcome
 	PeerWhole     map[string]int64            `json:"peer_answers_whole,omitempty"` // peer answers read whole before the header, by outcome
@@ -127,6 +128,8 @@ func (n *Node) Snapshot() Status {
 		s.SharedSilence = &ss
 		nl := n.cluster.NetworkLoss()
 		s.NetworkLoss = &nl
+		pr := n.cluster.ProbeRaces()
+		s.ProbeRaces = &pr
 		m := n.cluster.Monitoring()
 		m.Membership = n.cluster.MembershipDetail()
 		s.PeerResumes = n.cluster.Resumes()
@@ -271,7 +274,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{range .Peers}}<tr><td>{{.ID}}</td><td>{{printf "%.1f" .MarginMs}} ms</td><td>{{printf "%.1f" (pct .LossRatio)}} %</td><td>{{.Epoch}} ({{printf "%.0f" .ReplicaAgeS}} s old)</td>
 <td>{{printf "%.4f" .Exclusion.FPR}}</td><td>{{printf "%.4f" .Exclusion.FNR}}</td><td>{{printf "%.3f" .Exclusion.Q}}</td><td>{{printf "%.3f" .Exclusion.Pi}}</td><td>{{printf "%.3f" .Exclusion.Nu}}</td>
 <td>{{printf "%.3f" .HomeExclusion.Nu}}</td><td>{{.NegativeProbes}}</td><td>{{if .NegativeProbes}}{{.NegativeHits}} ({{printf "%.0f" (share .NegativeHits .NegativeProbes)}} %){{else}}—{{end}}</td><td>×{{printf "%.2f" .Calibration}}</td></tr>{{end}}</table>
-<p class="note">Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong); ν over the pages homed at the peer, which fna-home and fna-learned use; the probes sent to it despite a negative indication and how many found the page (false negatives recovered); and fna-learned's correction, realised negative-probe hits over the hits the derived ν predicted. This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.</p></details>{{end}}
+<p class="note">Estimates: the peer's fpr and fnr as it reports them, and this node's q, π (a positive indication is wrong) and ν (a negative one is wrong); ν over the pages homed at the peer, which fna-home and fna-learned use; the probes sent to it despite a negative indication and how many found the page (false negatives recovered); and fna-learned's correction, realised negative-probe hits over the hits the derived ν predicted. This node's own recent scheduling delay, added to every freshness point so that a starved node does not blame its peers: {{printf "%.1f" .LocalDelayMs}} ms.{{with .ProbeRaces}} Negative probes {{if .Beside}}race the climb (cluster.negative_probes beside_climb): the climb answered first {{.ClimbWon}} times, a negative probe's hit {{.NegativeWon}} times{{else}}are waited for before the climb (cluster.negative_probes before_climb){{end}}.{{end}}</p></details>{{end}}
 <h2>Hottest pages</h2>
 {{if .HotHidden}}<p class="note">The hottest URLs are shown with the admin token: <a href="/status?login=1">sign in</a> (any user name, the token as password).</p>{{else}}<table><tr><th>key</th><th>requests (estimate)</th></tr>{{range .HotKeys}}<tr><td><code>{{.Key}}</code></td><td>{{.Requests}}</td></tr>{{else}}<tr><td colspan="2">no requests yet</td></tr>{{end}}</table>{{end}}
 <h2>Route explorer</h2>
