@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/proxy"
-	"github.com/edgecache/edge/routing"
 )
 
 // A probe sent despite a negative indication (fna-learned, the default)
@@ -47,29 +46,12 @@ func testNegativeProbeNeverLeaks(t *testing.T, beside bool) {
 			return res.Resp, err
 		})
 	}
-	nodes := startRealNodes(t, []string{"A", "H", "X"}, routing.ModeHybrid, 2, 2*time.Second, origin)
-	nodes["A"].c.cfg.NegativeProbesBesideClimb = beside
-	if beside {
-		nodes["A"].c.raceAbove = 0 // race X's negatives, likely hits though they are
-	}
-	region := map[string]string{"A": "eu", "H": "eu", "X": "us"}
-	for id, n := range nodes {
-		n.c.cfg.Region, n.c.cfg.RegionalHomes = region[id], true
-		n.c.mu.Lock()
-		for pid, p := range n.c.peers {
-			p.region = region[pid]
-		}
-		n.c.mu.Unlock()
-	}
-	a := nodes["A"]
-	a.c.cfg.Selection = SelectionFNALearned
-	x := a.c.peers["X"]
 	// A's replica of X has estimates (so its derived ν is below 1) and has
-	// learnt that X's negatives hit: every miss at A probes X.
-	x.replica.SetEstimates(0.001, 0.3)
-	for range 200 {
-		x.replica.ObserveHomeNegativeProbe(0.999, true)
-	}
+	// learnt that X's negatives hit: every miss at A probes X (and, beside
+	// the climb, races it).
+	l := newBesideLab(t, beside, origin)
+	a := l.a
+	nodes := map[string]*realNode{"A": l.a, "H": l.h, "X": l.x}
 	users := []string{"user=alice", "user=bob"}
 	ask := func(n *realNode, p string, u int) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("GET", "http://site.example"+p, nil)
