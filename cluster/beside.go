@@ -77,9 +77,16 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		res, becameHome, err := c.climb(cctx, fr, kh, path, 0, !tree)
 		done <- climbed{res, becameHome, err}
 	}()
+	var failed *climbed
+	wait := (<-chan climbed)(done)
 	for neg.left > 0 {
 		select {
-		case cl := <-done:
+		case cl := <-wait:
+			if cl.err != nil && ctx.Err() == nil {
+				// A failed climb wins nothing: the negatives may still hit.
+				failed, wait = &cl, nil
+				continue
+			}
 			c.countRace(false)
 			go c.drainAnswers(neg.answers, neg.left, neg.cs, neg.cancel)
 			return c.climbResult(fr, kh, isHome, start, cl, cancelClimb)
@@ -94,6 +101,9 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			c.countRace(true)
 			cancelClimb()
 			go func() {
+				if failed != nil {
+					return
+				}
 				if cl := <-done; cl.err == nil && cl.res.Resp != nil {
 					cl.res.Resp.Body.Close()
 				}
@@ -114,6 +124,9 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 	// Every negative probe missed: the climb's answer is the one.
 	neg.cancel()
 	c.countRace(false)
+	if failed != nil {
+		return c.climbResult(fr, kh, isHome, start, *failed, cancelClimb)
+	}
 	return c.climbResult(fr, kh, isHome, start, <-done, cancelClimb)
 }
 

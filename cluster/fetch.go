@@ -401,7 +401,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	neg := &pendingProbes{cs: &cs, cancel: cancel}
 	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, cs.peers, beside)
 	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, waitFor)
-	win, winner, got := c.firstHit(answers, sent, &cs)
+	win, winner, got := c.firstHit(answers, sent, neg, &cs)
 	if win == nil {
 		if neg.left > 0 {
 			return proxy.Result{}, false, neg
@@ -472,11 +472,26 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 }
 
 // firstHit reads the answers until one is usable (the winner, nil if
-// none is), recording each (recordAnswer); got is how many were read.
-func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, cs *candidateSet) (win *http.Response, winner string, got int) {
-	for range sent {
-		a := <-answers
-		got++
+// none is), recording each (recordAnswer); got is how many of the sent
+// were read. Answers of neg (the negatives racing the climb, nil if none)
+// are read meanwhile too: a hit among them that comes while the others are
+// still out wins at once, as any probe's first hit always did; neg.left
+// counts down as they are read.
+func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingProbes, cs *candidateSet) (win *http.Response, winner string, got int) {
+	var negAnswers <-chan probeAnswer
+	if neg != nil && neg.left > 0 {
+		negAnswers = neg.answers
+	}
+	for got < sent {
+		var a probeAnswer
+		select {
+		case a = <-answers:
+			got++
+		case a = <-negAnswers:
+			if neg.left--; neg.left == 0 {
+				negAnswers = nil
+			}
+		}
 		if c.recordAnswer(a, cs) == "hit" {
 			return a.resp, cs.ids[a.i], got
 		}

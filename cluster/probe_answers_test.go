@@ -38,7 +38,7 @@ func TestProbeAnswersUseTheSetsReplicas(t *testing.T) {
 		cs := candidateSet{peers: []*Peer{p}, ids: []string{"p1"}, replicas: []*indicators.Replica{old}, indicated: []bool{false}, derivedNu: []float64{0.5}}
 		ch := make(chan probeAnswer, 1)
 		ch <- answer(http.StatusGatewayTimeout)
-		c.firstHit(ch, 1, &cs)
+		c.firstHit(ch, 1, nil, &cs)
 		if i%10 == 0 {
 			c.recordAnswer(answer(http.StatusOK), &cs) // a late hit, after a winner
 		}
