@@ -60,13 +60,6 @@ type pendingProbes struct {
 	cancel  context.CancelFunc // the probes' context: once their answers are in, or with the winner's body
 }
 
-// climbed is a climb's outcome.
-type climbed struct {
-	res        proxy.Result
-	becameHome bool
-	err        error
-}
-
 // climbBeside climbs the page's path while the negative probes of neg are
 // still out, and serves whichever answers first with the page (Fetch's
 // climb and probe rules for Keep and the climb's latency apply to each).
@@ -115,10 +108,9 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 				// Its body failed before anything was sent, and the
 				// climb it overtook is gone: climb again.
 				res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
-				return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, func() {})
+				return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
 			}
-			res.Keep = (isHome && res.From != proxy.UpstreamPeer) || c.keepAtIngress(kh)
-			return res, nil
+			return c.probeResult(kh, isHome, res), nil
 		}
 	}
 	// Every negative probe missed: the climb's answer is the one.
@@ -128,20 +120,6 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		return c.climbResult(fr, kh, isHome, start, *failed, cancelClimb)
 	}
 	return c.climbResult(fr, kh, isHome, start, <-done, cancelClimb)
-}
-
-// climbResult finishes a climb run under its own context (cancel ends it
-// once the answer's body is closed, or now if there is none), as Fetch
-// finishes one.
-func (c *Cluster) climbResult(fr proxy.FetchRequest, kh uint64, isHome bool, start time.Time, cl climbed, cancel context.CancelFunc) (proxy.Result, error) {
-	if cl.err != nil {
-		cancel()
-		return proxy.Result{}, cl.err
-	}
-	cl.res.Resp.Body = &cancelOnClose{ReadCloser: cl.res.Resp.Body, cancel: cancel}
-	c.recordClimb(siteName(fr, c.siteOf), time.Since(start))
-	cl.res.Keep = isHome || cl.becameHome || c.keepAtIngress(kh)
-	return cl.res, nil
 }
 
 // probeRaces counts the races by winner, for the status page.

@@ -335,16 +335,14 @@ type Cluster struct {
 	silenceFrom           time.Time // the last on-time heartbeat before the last shared silence
 	evidenceAt            time.Time // the last heartbeat that showed the network delivers (arrivedOnTime)
 	silence               silenceCounts
-	// The network's loss (networkloss.go) and the suspicions it deferred.
-	netLoss     float64
-	netDeferred atomic.Uint64
-	races       probeRaces   // negative probes beside the climb, by winner (beside.go)
-	raceAbove   float64      // raceAbove, a field so that tests can race every negative
-	exportedAt  time.Time    // when the per-peer gauges were last set (check)
-	stopped     bool         // Run ended: deadline timers do nothing
-	local       atomic.Int64 // worst recent local scheduling delay (ns), for status
-	unknownHB   atomic.Uint64
-	nextReq     uint64
+	netDeferred           atomic.Uint64 // suspicions the network's loss deferred (networkloss.go)
+	races                 probeRaces    // negative probes beside the climb, by winner (beside.go)
+	raceAbove             float64       // raceAbove, a field so that tests can race every negative
+	exportedAt            time.Time     // when the per-peer gauges were last set (check)
+	stopped               bool          // Run ended: deadline timers do nothing
+	local                 atomic.Int64  // worst recent local scheduling delay (ns), for status
+	unknownHB             atomic.Uint64
+	nextReq               uint64
 	// Bounded-subset monitoring (monitoring.go).
 	subset      bool             // heartbeat the neighbours and the peers routed to only
 	memberCount int              // members, self included
@@ -887,6 +885,7 @@ const gaugeInterval = time.Second
 
 // exportPeerGauges sets every peer's gauges. c.mu must be held.
 func (c *Cluster) exportPeerGauges(now time.Time) {
+	c.metrics.NetworkLoss.Set(c.networkLoss())
 	for _, p := range c.peers {
 		if m, ok := p.det.(fdetect.Margined); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)

@@ -41,23 +41,48 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	if c.cfg.Selection != SelectionOff {
 		res, ok, negatives := c.probe(ctx, fr, kh, path)
 		if ok {
-			// An origin that answered a slow probe winner's race (whole.go)
-			// stands for the climb: the home keeps its pages.
-			res.Keep = (isHome && res.From != proxy.UpstreamPeer) || c.keepAtIngress(kh)
-			return res, nil
+			return c.probeResult(kh, isHome, res), nil
 		}
 		if negatives != nil {
 			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
 		}
 	}
 	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
-	if err != nil {
-		return proxy.Result{}, err
+	return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
+}
+
+// probeResult finishes a probe's winning answer: an origin that answered a
+// slow probe winner's race (whole.go) stands for the climb, so the home
+// keeps its pages.
+func (c *Cluster) probeResult(kh uint64, isHome bool, res proxy.Result) proxy.Result {
+	res.Keep = (isHome && res.From != proxy.UpstreamPeer) || c.keepAtIngress(kh)
+	return res
+}
+
+// climbed is a climb's outcome.
+type climbed struct {
+	res        proxy.Result
+	becameHome bool
+	err        error
+}
+
+// climbResult finishes a climb: its latency is recorded (the miss
+// penalty), and the home always keeps its pages (it stands in front of the
+// origin). cancel, if not nil, is the context the climb ran under of its
+// own: it ends once the answer's body is closed, or now if there is none.
+func (c *Cluster) climbResult(fr proxy.FetchRequest, kh uint64, isHome bool, start time.Time, cl climbed, cancel context.CancelFunc) (proxy.Result, error) {
+	if cl.err != nil {
+		if cancel != nil {
+			cancel()
+		}
+		return proxy.Result{}, cl.err
+	}
+	if cancel != nil {
+		cl.res.Resp.Body = &cancelOnClose{ReadCloser: cl.res.Resp.Body, cancel: cancel}
 	}
 	c.recordClimb(siteName(fr, c.siteOf), time.Since(start))
-	// The home always keeps its pages: it stands in front of the origin.
-	res.Keep = isHome || becameHome || c.keepAtIngress(kh)
-	return res, nil
+	cl.res.Keep = isHome || cl.becameHome || c.keepAtIngress(kh)
+	return cl.res, nil
 }
 
 // candidateSet is the peers worth considering for a probe, with the

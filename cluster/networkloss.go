@@ -40,7 +40,7 @@ import (
 const quickLossWeight = 0.1
 
 // noteQuickLoss takes heartbeat seq of p's current incarnation into p's
-// quick loss estimate and the network's. c.mu is held.
+// quick loss estimate. c.mu is held.
 func (c *Cluster) noteQuickLoss(p *Peer, seq uint64) {
 	switch {
 	case p.lossSeq == 0:
@@ -59,12 +59,10 @@ func (c *Cluster) noteQuickLoss(p *Peer, seq uint64) {
 		p.quickLoss = max(0, p.quickLoss-quickLossWeight)
 	}
 	p.lossSeq = max(p.lossSeq, seq)
-	c.netLoss = c.networkLoss()
-	c.metrics.NetworkLoss.Set(c.netLoss)
 }
 
 // networkLoss is the lower median of the quick loss estimates of the
-// monitored links heard from. c.mu is held.
+// monitored links heard from (the gauge and the status page). c.mu is held.
 func (c *Cluster) networkLoss() float64 { return c.networkLossBesides(nil) }
 
 // networkLossBesides is networkLoss over the links other than except's:
@@ -135,7 +133,7 @@ type NetworkLossState struct {
 func (c *Cluster) NetworkLoss() NetworkLossState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := NetworkLossState{On: c.cfg.NetworkLossMargin, Loss: c.netLoss, Deferred: c.netDeferred.Load()}
+	s := NetworkLossState{On: c.cfg.NetworkLossMargin, Loss: c.networkLoss(), Deferred: c.netDeferred.Load()}
 	for _, p := range c.peers {
 		if p.monitored {
 			s.MaxExtra = max(s.MaxExtra, c.networkLossExtra(p))

@@ -78,10 +78,10 @@ func TestNetworkLossDefersSuspicionsInABurst(t *testing.T) {
 		got := l.silent(a, now)
 		if got == on {
 			t.Errorf("network_loss_margin %v: a silent %v after five lost heartbeats in a burst (network loss %.2f, link loss %.3f)",
-				on, got, l.c.netLoss, a.det.(*fdetect.LossAware).Loss())
+				on, got, l.c.networkLoss(), a.det.(*fdetect.LossAware).Loss())
 		}
 		if on && l.c.NetworkLoss().MaxExtra == 0 {
-			t.Errorf("status: no extra periods during the burst (network loss %.2f)", l.c.netLoss)
+			t.Errorf("status: no extra periods during the burst (network loss %.2f)", l.c.networkLoss())
 		}
 		if on {
 			l.c.mu.Lock()
@@ -101,7 +101,7 @@ func TestNetworkLossLeavesACrashAlone(t *testing.T) {
 	l := newNetworkLossLab(t, true)
 	a := l.peers[0]
 	l.send(601, 605, func(link int, _ uint64) bool { return link == 0 })
-	if got := l.c.netLoss; got > 0.01 {
+	if got := l.c.networkLoss(); got > 0.01 {
 		t.Fatalf("network loss %.3f with three clean links and one silent", got)
 	}
 	if !l.silent(a, l.at(603)) {
@@ -117,7 +117,7 @@ func TestOneLossyLinkDoesNotWidenTheOthers(t *testing.T) {
 	a := l.peers[0]
 	l.send(601, 700, func(link int, seq uint64) bool { return link == 1 && burst60(link, seq) })
 	l.send(701, 705, func(link int, seq uint64) bool { return link == 0 || (link == 1 && burst60(link, seq)) })
-	if got := l.c.netLoss; got > 0.01 {
+	if got := l.c.networkLoss(); got > 0.01 {
 		t.Errorf("network loss %.3f with one lossy link of four", got)
 	}
 	if !l.silent(a, l.at(703)) {
@@ -133,13 +133,13 @@ func TestOneLossyLinkDoesNotWidenTheOthers(t *testing.T) {
 func TestNetworkLossForgetsABurst(t *testing.T) {
 	l := newNetworkLossLab(t, true)
 	l.send(601, 610, burst60)
-	if l.c.netLoss < 0.2 {
-		t.Fatalf("network loss %.3f after a second of 60 %% loss on every link", l.c.netLoss)
+	if l.c.networkLoss() < 0.2 {
+		t.Fatalf("network loss %.3f after a second of 60 %% loss on every link", l.c.networkLoss())
 	}
 	l.send(611, 640, func(int, uint64) bool { return false })
 	for _, p := range l.peers {
 		if n := l.c.networkLossExtra(p); n != 0 {
-			t.Errorf("%s: %d network periods three seconds after the burst (network loss %.4f)", p.ID, n, l.c.netLoss)
+			t.Errorf("%s: %d network periods three seconds after the burst (network loss %.4f)", p.ID, n, l.c.networkLoss())
 		}
 	}
 }
@@ -149,8 +149,8 @@ func TestNetworkLossForgetsABurst(t *testing.T) {
 func TestQuickLossIgnoresOutagesAndReordering(t *testing.T) {
 	l := newNetworkLossLab(t, true)
 	l.send(650, 660, func(int, uint64) bool { return false }) // 49 missing: an outage
-	if l.c.netLoss != 0 {
-		t.Errorf("network loss %.3f after an outage", l.c.netLoss)
+	if l.c.networkLoss() != 0 {
+		t.Errorf("network loss %.3f after an outage", l.c.networkLoss())
 	}
 	a := l.peers[0]
 	l.c.mu.Lock()
