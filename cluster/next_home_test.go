@@ -34,7 +34,7 @@ type realNode struct {
 	hold atomic.Pointer[func(*http.Request)]
 }
 
-func startRealNodes(t *testing.T, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
+func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
 	t.Helper()
 	nodes := map[string]*realNode{}
 	for _, id := range ids {

@@ -42,29 +42,30 @@ var Version = "dev"
 
 // Node is one running edge process.
 type Node struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	proxy    *proxy.Handler
-	sites    atomic.Pointer[siteTable] // swapped by a reload
-	siteM    *siteMetrics
-	reloader *reloader  // nil until EnableReload
-	access   *accessLog // nil with log.access: off
-	public   *http.Server
-	admin    *http.Server
-	pubLn    net.Listener
-	admLn    net.Listener
-	draining atomic.Bool
-	started  time.Time
-	rates    rateWindow // the status page's last-minute rates (rates.go)
-	batch    *batchStats
-	cluster  *cluster.Cluster
-	peerLn   net.Listener
-	peerUDP  *net.UDPConn
-	peerSrv  *http.Server
-	tls      *tlsFront         // nil without tls.listen
-	hits     *hitpath.Listener // the plain listener's HTTP/1.1 hit path; nil with tuning.hit_path off
-	hitM     *hitpath.Metrics
+	cfg       *config.Config
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	proxy     *proxy.Handler
+	sites     atomic.Pointer[siteTable] // swapped by a reload
+	siteM     *siteMetrics
+	reloader  *reloader  // nil until EnableReload
+	access    *accessLog // nil with log.access: off
+	public    *http.Server
+	admin     *http.Server
+	pubLn     net.Listener
+	admLn     net.Listener
+	draining  atomic.Bool
+	started   time.Time
+	rates     rateWindow  // the status page's last-minute rates (rates.go)
+	batch     *batchStats // client connections
+	peerBatch *batchStats // the cluster listener's connections
+	cluster   *cluster.Cluster
+	peerLn    net.Listener
+	peerUDP   *net.UDPConn
+	peerSrv   *http.Server
+	tls       *tlsFront         // nil without tls.listen
+	hits      *hitpath.Listener // the plain listener's HTTP/1.1 hit path; nil with tuning.hit_path off
+	hitM      *hitpath.Metrics
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -77,7 +78,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		ConstLabels: prometheus.Labels{"version": Version, "node": cfg.NodeID},
 	}, func() float64 { return 1 }))
 
-	n := &Node{cfg: cfg, log: log, reg: reg, started: time.Now(), batch: new(batchStats)}
+	n := &Node{cfg: cfg, log: log, reg: reg, started: time.Now(), batch: new(batchStats), peerBatch: new(batchStats)}
 	n.siteM = newSiteMetrics(reg)
 	if cfg.Log.Access != "off" {
 		if n.access, err = newAccessLog(cfg.Log.Access, cfg.Log.AccessFormat, log, reg); err != nil {
@@ -165,6 +166,17 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		// Membership streams share the port; they are taken out before TLS.
 		n.peerLn = cl.MuxListener(n.peerLn)
+		if cfg.Tuning.WriteBatching {
+			// A peer's answer of a few KiB is net/http's full buffer and
+			// then the rest (the body's end and its MAC trailer): two
+			// segments, so the ingress wakes twice before it has the
+			// answer. Batched, it is one (under TLS, one per record pair).
+			full := plainFull
+			if peerTLS != nil {
+				full = tlsFullRecords
+			}
+			n.peerLn = batchListener{Listener: n.peerLn, stats: n.peerBatch, full: full}
+		}
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
@@ -423,6 +435,10 @@ func (n *Node) registerBatchMetrics() {
 			func() float64 { return float64(n.batch.sends.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_client_writes_merged_total", Help: "Response writes merged into one writev by tuning.write_batching."},
 			func() float64 { return float64(n.batch.merged.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_peer_write_syscalls_total", Help: "Write system calls on the cluster listener's connections (peer answers; with tuning.write_batching)."},
+			func() float64 { return float64(n.peerBatch.sends.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_peer_writes_merged_total", Help: "Peer answer writes merged into one writev by tuning.write_batching."},
+			func() float64 { return float64(n.peerBatch.merged.Load()) }),
 	)
 }
 

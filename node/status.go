@@ -38,7 +38,8 @@ type Status struct {
 	Coding        proxy.CodingStats           `json:"compression"`
 	Fields        map[string]float64          `json:"request_fields"` // client fields not forwarded as sent, by action
 	BadHosts      float64                     `json:"bad_host_requests"`
-	HitPath       *hitpath.Stats              `json:"hit_path,omitempty"` // nil with tuning.hit_path off
+	HitPath       *hitpath.Stats              `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	WriteBatching *WriteBatchingStatus        `json:"write_batching,omitempty"` // nil with tuning.write_batching off
 	TLS           *TLSStatus                  `json:"tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
 	Peers         []cluster.PeerState         `json:"peers,omitempty"`
@@ -54,6 +55,16 @@ type Status struct {
 	Route         *cluster.Explanation        `json:"route,omitempty"`
 	RouteError    string                      `json:"route_error,omitempty"`
 	RouteURL      string                      `json:"-"`
+}
+
+// WriteBatchingStatus is what tuning.write_batching did: write system
+// calls issued, and response writes merged into one writev, on client
+// connections and on the cluster listener (peer answers).
+type WriteBatchingStatus struct {
+	ClientWrites int64 `json:"client_write_syscalls"`
+	ClientMerged int64 `json:"client_writes_merged"`
+	PeerWrites   int64 `json:"peer_write_syscalls"`
+	PeerMerged   int64 `json:"peer_writes_merged"`
 }
 
 // TLSStatus is the HTTPS side of the status page.
@@ -94,6 +105,10 @@ func (n *Node) Snapshot() Status {
 	if n.hits != nil {
 		hs := n.hitM.Stats()
 		s.HitPath = &hs
+	}
+	if n.cfg.Tuning.WriteBatching {
+		s.WriteBatching = &WriteBatchingStatus{ClientWrites: n.batch.sends.Load(), ClientMerged: n.batch.merged.Load(),
+			PeerWrites: n.peerBatch.sends.Load(), PeerMerged: n.peerBatch.merged.Load()}
 	}
 	if t := n.proxy.Store().Disk(); t != nil {
 		s.Disk = &DiskStatus{Stats: t.Stats(), Path: n.cfg.Cache.DiskPath, Promoted: n.proxy.Store().Promoted()}
@@ -246,6 +261,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
+{{with .WriteBatching}}<h2>Write batching</h2>
+<p>client connections: {{.ClientWrites}} write system calls, {{.ClientMerged}} response writes merged into one · cluster listener (peer answers): {{.PeerWrites}} write system calls, {{.PeerMerged}} merged</p>{{end}}
 {{with .TLS}}<h2>HTTPS</h2>
 <p>listener <code>{{.Listen}}</code> · HTTP/1.1 and HTTP/2{{if .HTTP3}} · HTTP/3 (QUIC, advertised with Alt-Svc){{end}}{{if .Redirect}} · plain HTTP redirected{{end}}{{if .HSTS}} · HSTS <code>{{.HSTS}}</code>{{end}}{{if .ACME}} · ACME for {{range .ACME}}<code>{{.}}</code> {{end}}{{end}}</p>
 {{with .HTTP2}}<p>HTTP/2 (edge's server): open connections {{.Connections}} · hits answered on the read loop {{count .Hits}} · through the request pipeline {{count .Handled}} · client protocol errors {{count .StreamErrors}} on streams, {{count .ConnErrors}} ending connections</p>{{end}}

@@ -397,7 +397,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 		}
 		return nil
 	}
-	h.bg.Go(func() {
+	pump := func() {
 		defer resp.Body.Close()
 		err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
@@ -408,7 +408,17 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 			h.notStored(m, f.trimReason())
 		}
 		h.done(fl) // after the Put: a request arriving now finds the entry
-	})
+	}
+	if res.InMemory && resp.ContentLength >= 0 && resp.ContentLength < trimWindow {
+		// Already read whole: pumping it cannot block (below trimWindow
+		// the pump never waits for a reader to make room), and done here
+		// the leader finds it in and sends header and body together (a
+		// pump goroutine would have it flush the header alone while it
+		// waits).
+		pump()
+	} else {
+		h.bg.Go(pump)
+	}
 	return outcome{kind: outFill, own: fl.own, status: status, result: ResultMiss, reader: rd}
 }
 

@@ -103,6 +103,15 @@ type budget interface {
 	release(n int64)
 }
 
+// pumpChunkBytes is the most a pump reads from its upstream at a time.
+const pumpChunkBytes = 32 << 10
+
+// pumpChunks keeps pumps' read buffers: passed to an io.Reader, a buffer
+// escapes to the heap, and one allocated and zeroed per miss was the
+// largest allocation of a peer-answered page (BenchmarkPeerHop in
+// ./cluster).
+var pumpChunks = sync.Pool{New: func() any { return new([pumpChunkBytes]byte) }}
+
 // pump copies the upstream body into the buffer until EOF or an error.
 // limit is the largest body kept whole; final then holds the entry with
 // its whole body, if there is one.
@@ -118,7 +127,8 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 		}
 	}
 	f.mu.Unlock()
-	var chunk [32 << 10]byte
+	chunk := pumpChunks.Get().(*[pumpChunkBytes]byte)
+	defer pumpChunks.Put(chunk)
 	got := int64(0)
 	for {
 		if err := f.makeRoom(); err != nil {

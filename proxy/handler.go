@@ -62,6 +62,11 @@ type Result struct {
 	// access log.
 	Addr    string
 	Retries int
+	// InMemory says the body has already been read whole into memory (a
+	// small peer answer, its MAC checked): reading it cannot block, so the
+	// fill takes it on the request's goroutine and the client gets the
+	// header and the body in one write, without a hand-off to a pump.
+	InMemory bool
 }
 
 // FetcherFunc adapts a function that returns a response the node always

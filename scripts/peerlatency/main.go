@@ -5,7 +5,10 @@
 // the peer protocol) and one through the home (a local hit). It prints
 // both latency distributions and the difference of their medians.
 //
-//	go run ./scripts/peerlatency [-pages 400]
+//	go run ./scripts/peerlatency [-pages 400] [-profile DIR]
+//
+// With -profile, each node's CPU profile over the measured requests is
+// written to DIR/edge-N.pprof.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgecache/edge/internal/demoproc"
@@ -26,7 +30,16 @@ import (
 func main() {
 	pages := flag.Int("pages", 400, "pages measured")
 	bin := flag.String("edge", "bin/edge", "edge binary")
+	profileDir := flag.String("profile", "", "write each node's CPU profile over the measured requests to this directory")
+	profileSeconds := flag.Int("profile-seconds", 10, "length of the CPU profiles")
 	flag.Parse()
+	const adminToken = "demo-token" // edge demo's default
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	demo, err := demoproc.Start(*bin, 3, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,6 +68,16 @@ func main() {
 	for _, id := range ids {
 		get(pub[id], "/size/10?warm="+id)
 	}
+	var profiles sync.WaitGroup
+	if *profileDir != "" {
+		for i, admin := range demo.Admins() {
+			profiles.Go(func() {
+				if err := cpuProfile(admin, adminToken, *profileSeconds, fmt.Sprintf("%s/edge-%d.pprof", *profileDir, i+1)); err != nil {
+					fmt.Fprintln(os.Stderr, "profile:", err)
+				}
+			})
+		}
+	}
 	var local, peer []time.Duration
 	for i := range *pages {
 		path := fmt.Sprintf("/size/4096?k=%d", i)
@@ -75,6 +98,7 @@ func main() {
 			local = append(local, d)
 		}
 	}
+	profiles.Wait()
 	p := func(ds []time.Duration, q float64) float64 {
 		if len(ds) == 0 {
 			return 0
@@ -104,4 +128,31 @@ func homeOf(u string) string {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&r)
 	return r.Route.Home
+}
+
+// cpuProfile saves the CPU profile of the node with the given admin
+// address over the next seconds to path.
+func cpuProfile(admin, token string, seconds int, path string) error {
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, seconds), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", admin, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,0 +1,69 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPeerAnswerInOneWrite: a peer's answer of a few KiB (net/http's full
+// 4 KiB buffer, then the body's end and the MAC trailer) leaves the home in
+// one write (tuning.write_batching on the cluster listener), and the page
+// the client gets through the other node is the origin's, byte for byte.
+func TestPeerAnswerInOneWrite(t *testing.T) {
+	body := strings.Repeat("0123456789abcdef", 375) // 6,000 bytes
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		_, _ = io.WriteString(w, r.URL.Path+"\n"+body)
+	}))
+	defer origin.Close()
+	clA, clB := freeAddr(t), freeAddr(t)
+	start := func(id, cl string) *Node {
+		return startNodeYAML(t, "node_id: "+id+"\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
+			"origin: {url: '"+origin.URL+"'}\n"+
+			"cluster: {listen: '"+cl+"', peers: 'a="+clA+",b="+clB+"', secret: 'a-test-cluster-secret', heartbeat_period: 50ms}\n")
+	}
+	a, b := start("a", clA), start("b", clB)
+	get := func(n *Node, path string) (string, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + n.PublicAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return string(got), resp.Header.Get("Cache-Status")
+	}
+	forwarded := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; forwarded < 5 && time.Now().Before(deadline); i++ {
+		path := fmt.Sprintf("/p/%d", i)
+		// Filled through one node, then asked of the other: one of the
+		// two is not the page's home, and its answer comes from a peer.
+		for _, n := range []*Node{a, b} {
+			got, status := get(n, path)
+			if got != path+"\n"+body {
+				t.Fatalf("%s through %s: %d bytes, not the origin's page (%s)", path, n.cfg.NodeID, len(got), status)
+			}
+			// A peer's answer carries the peer's own Cache-Status entry
+			// before this node's ("b; hit, a; fwd=…").
+			if strings.Count(status, "fwd=") == 1 && strings.Contains(status, ", ") {
+				forwarded++
+			}
+		}
+	}
+	if forwarded < 5 {
+		t.Fatalf("only %d answers came from a peer in 20 s", forwarded)
+	}
+	merged := a.peerBatch.merged.Load() + b.peerBatch.merged.Load()
+	if merged < int64(forwarded) {
+		t.Errorf("%d peer answers, %d merged writes on the cluster listeners: want every answer's two writes merged", forwarded, merged)
+	}
+	if wb := a.Snapshot().WriteBatching; wb == nil || wb.PeerMerged != a.peerBatch.merged.Load() {
+		t.Errorf("status page write_batching %+v: want the cluster listener's merged writes (%d)", wb, a.peerBatch.merged.Load())
+	}
+}
