@@ -603,3 +603,41 @@ func TestMuxListenerSplitsMembershipFromHTTP(t *testing.T) {
 		t.Error("a heartbeat was claimed as membership traffic")
 	}
 }
+
+// TestMuxListenerHTTPConnsWriteToTCP: an HTTP connection the multiplexer
+// hands out (its first byte read back in front of its reads) names the
+// *net.TCPConn its writes go to, so a writer of several buffers above it
+// (node's batchConn) sends them in one writev.
+func TestMuxListenerHTTPConnsWriteToTCP(t *testing.T) {
+	c := newTestCluster(t, "hybrid", nil)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := c.MuxListener(raw)
+	defer ln.Close()
+	client, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := io.WriteString(client, "GET / HTTP/1.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	w, ok := conn.(interface{ WriteConn() net.Conn })
+	if !ok {
+		t.Fatalf("the multiplexer's HTTP connection (%T) does not name the connection its writes go to", conn)
+	}
+	if _, ok := w.WriteConn().(*net.TCPConn); !ok {
+		t.Fatalf("writes go to a %T, not the *net.TCPConn", w.WriteConn())
+	}
+	first := make([]byte, 3)
+	if _, err := io.ReadFull(conn, first); err != nil || string(first) != "GET" {
+		t.Fatalf("the request's first bytes %q, %v", first, err)
+	}
+}

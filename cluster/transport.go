@@ -354,6 +354,12 @@ type prefixConn struct {
 	prefix []byte
 }
 
+// WriteConn is the connection writes go to: prefixConn changes only
+// reads, and a writer of several buffers (node's batchConn) needs the
+// *net.TCPConn itself for one writev (net.Buffers falls back to a write
+// per buffer on any other type).
+func (p *prefixConn) WriteConn() net.Conn { return p.Conn }
+
 func (p *prefixConn) Read(b []byte) (int, error) {
 	if len(p.prefix) > 0 {
 		n := copy(b, p.prefix)

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,5 +66,51 @@ func TestPeerAnswerInOneWrite(t *testing.T) {
 	}
 	if wb := a.Snapshot().WriteBatching; wb == nil || wb.PeerMerged != a.peerBatch.merged.Load() {
 		t.Errorf("status page write_batching %+v: want the cluster listener's merged writes (%d)", wb, a.peerBatch.merged.Load())
+	}
+}
+
+// readOnlyWrapper changes only reads, as the cluster listener's prefixConn
+// does, and says which connection writes go to.
+type readOnlyWrapper struct{ net.Conn }
+
+func (w readOnlyWrapper) WriteConn() net.Conn { return w.Conn }
+
+// TestBatchConnWritevThroughReadWrapper: net.Buffers sends one writev only
+// to the net package's own connection types; through any other it writes
+// buffer by buffer. batchConn over a wrapper that changes only reads hands
+// its buffers to the *net.TCPConn beneath (a hostile review found the
+// cluster listener's "merged" writes were two system calls, counted as one).
+func TestBatchConnWritevThroughReadWrapper(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bc := &batchConn{Conn: readOnlyWrapper{c}, stats: new(batchStats), hold: time.Second, full: plainFull}
+	if _, ok := bc.vectored().(*net.TCPConn); !ok {
+		t.Fatalf("batchConn writes its buffers to a %T, not the *net.TCPConn beneath", bc.vectored())
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := bc.Write(make([]byte, netHTTPBufferSize)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc.Write([]byte("the rest")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(io.LimitReader(srv, netHTTPBufferSize+8))
+	if err != nil || len(got) != netHTTPBufferSize+8 || string(got[netHTTPBufferSize:]) != "the rest" {
+		t.Fatalf("read %d bytes (%v), want the held buffer and the rest in order", len(got), err)
+	}
+	if s, m := bc.stats.sends.Load(), bc.stats.merged.Load(); s != 1 || m != 1 {
+		t.Errorf("%d sends, %d merged; want one writev for both", s, m)
 	}
 }

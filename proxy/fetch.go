@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -397,9 +398,14 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 		}
 		return nil
 	}
+	inline := res.InMemory && resp.ContentLength >= 0 && resp.ContentLength < trimWindow
 	pump := func() {
 		defer resp.Body.Close()
-		err := f.pump(resp.Body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
+		var body io.Reader = resp.Body
+		if inline {
+			body = io.LimitReader(body, resp.ContentLength) // never past what cannot block
+		}
+		err := f.pump(body, resp.ContentLength, h.cfg.MaxObjectBytes, h)
 		switch {
 		case err != nil:
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
@@ -409,7 +415,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 		}
 		h.done(fl) // after the Put: a request arriving now finds the entry
 	}
-	if res.InMemory && resp.ContentLength >= 0 && resp.ContentLength < trimWindow {
+	if inline {
 		// Already read whole: pumping it cannot block (below trimWindow
 		// the pump never waits for a reader to make room), and done here
 		// the leader finds it in and sends header and body together (a

@@ -66,6 +66,8 @@ type Result struct {
 	// small peer answer, its MAC checked): reading it cannot block, so the
 	// fill takes it on the request's goroutine and the client gets the
 	// header and the body in one write, without a hand-off to a pump.
+	// Resp.ContentLength must then be the body's length (no more than that
+	// is read).
 	InMemory bool
 }
 
