@@ -23,14 +23,22 @@ import (
 // requests the connection state back (tlsStateOf, in tlsFront.wrap).
 
 // handshakeListener accepts TCP connections and returns them as *tls.Conn
-// once their handshake is done; each handshake runs in its own goroutine,
-// bounded by timeout, as net/http's own runs in the connection's.
+// once their handshake is done; handshakes run concurrently, each bounded
+// by timeout, as net/http's own run in the connections' goroutines.
+//
+// They run on reused goroutines (handshake workers): a handshake's call
+// depth (crypto/tls, the curve and signature code) grows a new goroutine's
+// stack several times, and copying it was about a tenth of the CPU of a
+// new HTTPS connection (docs/benchmarks.md, new handshakes). A worker
+// keeps its stack for the next handshake; one idle for workerIdle exits.
+// There is one worker per handshake under way, as there was one goroutine.
 type handshakeListener struct {
 	net.Listener
 	conf    *tls.Config
 	timeout time.Duration
 	log     *slog.Logger
 
+	work  chan net.Conn // an idle worker takes the next connection here
 	ready chan net.Conn
 	done  chan struct{} // closed by Close
 	once  sync.Once
@@ -48,7 +56,7 @@ func newHandshakeListener(ln net.Listener, conf *tls.Config, timeout time.Durati
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, ready: make(chan net.Conn), done: make(chan struct{})}
+	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, work: make(chan net.Conn), ready: make(chan net.Conn), done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.acceptLoop()
 	return l
@@ -74,7 +82,34 @@ func (l *handshakeListener) acceptLoop() {
 			return
 		}
 		backoff = 0
-		go l.handshake(c)
+		select {
+		case l.work <- c:
+		default: // every worker is busy: one more
+			go l.worker(c)
+		}
+	}
+}
+
+// workerIdle is how long a handshake worker waits for the next connection
+// before it exits: long enough to stay through a burst's gaps, short
+// enough that a past burst's workers do not stay for good.
+const workerIdle = 10 * time.Second
+
+// worker does c's handshake, then those of the connections given to it,
+// until it has been idle for workerIdle or the listener closes.
+func (l *handshakeListener) worker(c net.Conn) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		l.handshake(c)
+		idle.Reset(workerIdle)
+		select {
+		case c = <-l.work:
+		case <-idle.C:
+			return
+		case <-l.done:
+			return
+		}
 	}
 }
 

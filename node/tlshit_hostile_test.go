@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -81,5 +82,71 @@ func TestHandshakeListenerCloseAbandonsHandshakes(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("2 s after Close the stalled handshake still holds its connection open (until the 1 min handshake timeout)")
+	}
+}
+
+// TestHandshakeWorkersStallIndependently: handshakes run on reused
+// workers, and a worker stuck in one (a client that never sends its
+// ClientHello) holds nobody else's: with stalled connections open, a stream
+// of real handshakes is still accepted, one after another and several at
+// once. After Close no worker is left waiting.
+func TestHandshakeWorkersStallIndependently(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
+	before := runtime.NumGoroutine()
+	hs := newHandshakeListener(tcp, conf, time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for range 3 {
+		c, err := net.Dial("tcp", tcp.Addr().String()) // never sends a ClientHello
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	accepted := make(chan net.Conn)
+	go func() {
+		for {
+			c, err := hs.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() {
+		c, err := tls.Dial("tcp", tcp.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = c.Close()
+	}
+	for round := range 5 {
+		var wg sync.WaitGroup
+		n := 1 + round*3 // one alone, then several at once
+		for range n {
+			wg.Go(dial)
+		}
+		for range n {
+			select {
+			case c := <-accepted:
+				_ = c.Close()
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: a handshake was not accepted in 10 s beside 3 stalled ones", round)
+			}
+		}
+		wg.Wait()
+	}
+	_ = hs.Close()
+	<-accepted
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after Close, %d before the listener: handshake workers left behind", n, before)
 	}
 }
