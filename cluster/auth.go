@@ -52,45 +52,63 @@ const maxSkew = 5 * time.Second
 var unsignedFields = []string{"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
 	"Proxy-Connection", hdrAuth, hdrRespAuth, hdrBodyAuth}
 
-// writeCanonical writes every signed header field, sorted, into m. A field
-// whose values are all empty counts as absent.
-func writeCanonical(m hash.Hash, h http.Header) {
-	names := make([]string, 0, len(h))
+// appendCanonical appends every signed header field, sorted, to b: the
+// field's name, ':', each value followed by '\n', then a 0 byte. A field
+// whose values are all empty counts as absent. The bytes are built in one
+// buffer and written to the MAC once: a Write per string made every name
+// and value a heap copy (about 80 allocations per peer hop,
+// BenchmarkPeerHop); TestMACsAreStable holds the bytes to what they were.
+func appendCanonical(b []byte, h http.Header) []byte {
+	var small [32]string
+	names := small[:0]
 	for k, vs := range h {
-		if slices.Contains(unsignedFields, k) || strings.Join(vs, "") == "" {
+		if slices.Contains(unsignedFields, k) || allEmpty(vs) {
 			continue
 		}
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		m.Write([]byte(k))
-		m.Write([]byte{':'})
+		b = append(b, k...)
+		b = append(b, ':')
 		for _, v := range h[k] {
-			m.Write([]byte(v))
-			m.Write([]byte{'\n'})
+			b = append(b, v...)
+			b = append(b, '\n')
 		}
-		m.Write([]byte{0})
+		b = append(b, 0)
 	}
+	return b
+}
+
+func allEmpty(vs []string) bool {
+	for _, v := range vs {
+		if v != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// appendParts appends each string followed by a 0 byte.
+func appendParts(b []byte, parts ...string) []byte {
+	for _, s := range parts {
+		b = append(b, s...)
+		b = append(b, 0)
+	}
+	return b
 }
 
 func requestMAC(secret []byte, r *http.Request) string {
 	m := hmac.New(sha256.New, secret)
-	for _, s := range []string{"req", r.Method, r.Host, r.URL.RequestURI()} {
-		m.Write([]byte(s))
-		m.Write([]byte{0})
-	}
-	writeCanonical(m, r.Header)
+	b := appendParts(make([]byte, 0, 1024), "req", r.Method, r.Host, r.URL.RequestURI())
+	m.Write(appendCanonical(b, r.Header))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
 func responseMAC(secret []byte, nonce string, status int, h http.Header) string {
 	m := hmac.New(sha256.New, secret)
-	for _, s := range []string{"resp", nonce, strconv.Itoa(status)} {
-		m.Write([]byte(s))
-		m.Write([]byte{0})
-	}
-	writeCanonical(m, h)
+	b := appendParts(make([]byte, 0, 1024), "resp", nonce, strconv.Itoa(status))
+	m.Write(appendCanonical(b, h))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
