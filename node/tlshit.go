@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,15 +32,24 @@ import (
 // depth (crypto/tls, the curve and signature code) grows a new goroutine's
 // stack several times, and copying it was about a tenth of the CPU of a
 // new HTTPS connection (docs/benchmarks.md, new handshakes). A worker
-// keeps its stack for the next handshake; one idle for workerIdle exits.
-// There is one worker per handshake under way, as there was one goroutine.
+// keeps its stack for the next handshake. Idle workers wait on a stack:
+// the one idle the shortest time takes the next connection, so under a
+// light load the same few stay warm and the others time out after
+// idleFor (a queue would rotate through all of them and keep a burst's
+// workers for good; a hostile review measured 300 left under 40
+// handshakes a second). At most maxIdle wait; while none is idle a new
+// one starts, so no handshake waits for another, as with a goroutine each.
 type handshakeListener struct {
 	net.Listener
 	conf    *tls.Config
 	timeout time.Duration
 	log     *slog.Logger
 
-	work  chan net.Conn // an idle worker takes the next connection here
+	idleMu  sync.Mutex
+	idle    []*handshakeWorker // the most recently idle last
+	maxIdle int
+	idleFor time.Duration
+
 	ready chan net.Conn
 	done  chan struct{} // closed by Close
 	once  sync.Once
@@ -53,10 +64,17 @@ type handshakeListener struct {
 }
 
 func newHandshakeListener(ln net.Listener, conf *tls.Config, timeout time.Duration, log *slog.Logger) *handshakeListener {
+	return newHandshakeListenerIdle(ln, conf, timeout, log, workerIdle)
+}
+
+// newHandshakeListenerIdle is newHandshakeListener with workers that exit
+// after idleFor (tests use a short one).
+func newHandshakeListenerIdle(ln net.Listener, conf *tls.Config, timeout time.Duration, log *slog.Logger, idleFor time.Duration) *handshakeListener {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, work: make(chan net.Conn), ready: make(chan net.Conn), done: make(chan struct{})}
+	l := &handshakeListener{Listener: ln, conf: conf, timeout: timeout, log: log, ready: make(chan net.Conn), done: make(chan struct{}),
+		maxIdle: max(4, 2*runtime.GOMAXPROCS(0)), idleFor: idleFor}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.acceptLoop()
 	return l
@@ -82,9 +100,9 @@ func (l *handshakeListener) acceptLoop() {
 			return
 		}
 		backoff = 0
-		select {
-		case l.work <- c:
-		default: // every worker is busy: one more
+		if w := l.popIdle(); w != nil {
+			w.conns <- c // buffered: never blocks
+		} else {
 			go l.worker(c)
 		}
 	}
@@ -95,22 +113,80 @@ func (l *handshakeListener) acceptLoop() {
 // enough that a past burst's workers do not stay for good.
 const workerIdle = 10 * time.Second
 
-// worker does c's handshake, then those of the connections given to it,
-// until it has been idle for workerIdle or the listener closes.
+// handshakeWorker is an idle worker's mailbox: popIdle's taker sends it
+// the next connection.
+type handshakeWorker struct{ conns chan net.Conn }
+
+// worker does c's handshake, then those of the connections given to it
+// while idle, until it has been idle for idleFor, the idle stack is full,
+// or the listener closes.
 func (l *handshakeListener) worker(c net.Conn) {
-	idle := time.NewTimer(workerIdle)
+	w := &handshakeWorker{conns: make(chan net.Conn, 1)}
+	idle := time.NewTimer(l.idleFor)
 	defer idle.Stop()
 	for {
 		l.handshake(c)
-		idle.Reset(workerIdle)
-		select {
-		case c = <-l.work:
-		case <-idle.C:
-			return
-		case <-l.done:
+		if !l.pushIdle(w) {
 			return
 		}
+		idle.Reset(l.idleFor)
+		select {
+		case c = <-w.conns:
+			continue
+		case <-idle.C:
+		case <-l.done:
+		}
+		if l.removeIdle(w) {
+			return
+		}
+		// Taken off the stack by the accept loop at the same moment: its
+		// connection is on the way and is this worker's to handshake (or,
+		// closing, to fail and close).
+		c = <-w.conns
 	}
+}
+
+// pushIdle puts w on the idle stack, unless the stack is full or the
+// listener is closing.
+func (l *handshakeListener) pushIdle(w *handshakeWorker) bool {
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
+	select {
+	case <-l.done:
+		return false
+	default:
+	}
+	if len(l.idle) >= l.maxIdle {
+		return false
+	}
+	l.idle = append(l.idle, w)
+	return true
+}
+
+// popIdle takes the most recently idle worker off the stack (nil if none).
+func (l *handshakeListener) popIdle() *handshakeWorker {
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
+	n := len(l.idle)
+	if n == 0 {
+		return nil
+	}
+	w := l.idle[n-1]
+	l.idle[n-1] = nil
+	l.idle = l.idle[:n-1]
+	return w
+}
+
+// removeIdle takes w off the stack; false if popIdle took it first.
+func (l *handshakeListener) removeIdle(w *handshakeWorker) bool {
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
+	i := slices.Index(l.idle, w)
+	if i < 0 {
+		return false
+	}
+	l.idle = slices.Delete(l.idle, i, i+1)
+	return true
 }
 
 func (l *handshakeListener) handshake(c net.Conn) {
