@@ -202,4 +202,3 @@ func TestReviewHSCloseEveryState(t *testing.T) {
 		_ = base
 	}
 }
-
