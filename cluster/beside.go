@@ -91,7 +91,6 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 				}
 				continue
 			}
-			c.countRace(true)
 			cancelClimb()
 			go func() {
 				if failed != nil {
@@ -106,10 +105,13 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			res, ok := c.settle(ctx, fr, a.resp, neg.cs.ids[a.i])
 			if !ok {
 				// Its body failed before anything was sent, and the
-				// climb it overtook is gone: climb again.
+				// climb it overtook is gone: climb again. The climb
+				// answers, so the race is the climb's.
+				c.countRace(false)
 				res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
 				return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
 			}
+			c.countRace(true)
 			return c.probeResult(kh, isHome, res), nil
 		}
 	}

@@ -203,6 +203,51 @@ func TestNegativeProbeHitOvertakesTheClimb(t *testing.T) {
 	}
 }
 
+// TestNegativeHitWithABrokenBodyCountsAsClimb: X's negative probe hits
+// first, but its body breaks before A has it whole, so A climbs again and
+// serves the climb's answer. The race is counted as the climb's: the
+// client's page came from the climb, not from the negative probe.
+func TestNegativeHitWithABrokenBodyCountsAsClimb(t *testing.T) {
+	origin := &heldOrigin{open: make(chan struct{})}
+	l := newBesideLab(t, true, origin)
+	l.a.c.cfg.PeerWholeBytes = DefaultConfig().PeerWholeBytes // read whole: a broken body is a failed hop
+	p := l.pageHomedAtH("/b/")
+	want := l.ask(l.x, p)
+	if want.Code != 200 {
+		t.Fatalf("filling X: %d", want.Code)
+	}
+	// The climb's first try waits at H until X's probe has answered, so
+	// the negative hit comes first whatever the scheduling.
+	probed := make(chan struct{})
+	var once atomic.Bool
+	holdX := func(r *http.Request) {
+		if r.Header.Get(hdrMode) == hopProbe.String() && once.CompareAndSwap(false, true) {
+			defer close(probed)
+		}
+	}
+	l.x.hold.Store(&holdX)
+	l.x.cutProbes.Store(true)
+	holdH := func(r *http.Request) {
+		if r.Header.Get(hdrMode) == hopClimb.String() {
+			select {
+			case <-probed:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	l.h.hold.Store(&holdH)
+	w := l.ask(l.a, p)
+	if w.Code != 200 || w.Body.String() != want.Body.String() {
+		t.Fatalf("A answered %d %q, want the page %q", w.Code, w.Body.String(), want.Body.String())
+	}
+	if n := l.races("negative_probe"); n != 0 {
+		t.Errorf("races won by a negative probe: %v, want 0 (its body broke)", n)
+	}
+	if n := l.races("climb"); n != 1 {
+		t.Errorf("races won by the climb: %v, want 1", n)
+	}
+}
+
 // TestOnlyUnlikelyNegativesRace: a negative that more likely hits (ρ
 // below ½) is waited for like a positive; one that more likely misses
 // races the climb; positives never race.

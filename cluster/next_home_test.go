@@ -32,7 +32,22 @@ type realNode struct {
 	// hold, if set, sees each peer request before the node serves it
 	// (a test's gate: it may block until the test lets it go).
 	hold atomic.Pointer[func(*http.Request)]
+	// cutProbes, if set, breaks every probe answer after its header and
+	// first body bytes (the connection is aborted mid-body).
+	cutProbes atomic.Bool
 }
+
+// cuttingWriter writes the first body bytes it is given, then aborts the
+// connection (the client sees a body cut short).
+type cuttingWriter struct{ http.ResponseWriter }
+
+func (w cuttingWriter) Write(b []byte) (int, error) {
+	_, _ = w.ResponseWriter.Write(b[:min(len(b), 1)])
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	panic(http.ErrAbortHandler)
+}
+
+func (w cuttingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
 	t.Helper()
@@ -55,6 +70,9 @@ func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt
 		n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if hold := n.hold.Load(); hold != nil {
 				(*hold)(r)
+			}
+			if n.cutProbes.Load() && r.Header.Get(hdrMode) == hopProbe.String() {
+				w = cuttingWriter{w}
 			}
 			peerHandler.ServeHTTP(w, r)
 		}))
