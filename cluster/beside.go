@@ -111,7 +111,9 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 				res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
 				return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
 			}
-			c.countRace(true)
+			// The origin's answer, if the slow probe body's race went to
+			// it, stands for the climb (probeResult), and so does the race.
+			c.countRace(res.From == proxy.UpstreamPeer)
 			return c.probeResult(kh, isHome, res), nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,21 +217,21 @@ func TestNegativeHitWithABrokenBodyCountsAsClimb(t *testing.T) {
 	if want.Code != 200 {
 		t.Fatalf("filling X: %d", want.Code)
 	}
-	// The climb's first try waits at H until X's probe has answered, so
-	// the negative hit comes first whatever the scheduling.
-	probed := make(chan struct{})
-	var once atomic.Bool
-	holdX := func(r *http.Request) {
-		if r.Header.Get(hdrMode) == hopProbe.String() && once.CompareAndSwap(false, true) {
-			defer close(probed)
-		}
-	}
-	l.x.hold.Store(&holdX)
+	// A climb that reaches H before X's answer has been cut is held until
+	// A cancels it, so the negative hit comes first whatever the
+	// scheduling (a hostile review: released when X merely received its
+	// probe, the climb often won and the old counting passed 2 runs in 5).
+	// One that comes after the cut (A climbing again) goes on.
+	cut := make(chan struct{})
+	var once sync.Once
+	onCut := func() { once.Do(func() { close(cut) }) }
+	l.x.onCut.Store(&onCut)
 	l.x.cutProbes.Store(true)
 	holdH := func(r *http.Request) {
 		if r.Header.Get(hdrMode) == hopClimb.String() {
 			select {
-			case <-probed:
+			case <-r.Context().Done():
+			case <-cut:
 			case <-time.After(5 * time.Second):
 			}
 		}

@@ -33,17 +33,25 @@ type realNode struct {
 	// (a test's gate: it may block until the test lets it go).
 	hold atomic.Pointer[func(*http.Request)]
 	// cutProbes, if set, breaks every probe answer after its header and
-	// first body bytes (the connection is aborted mid-body).
+	// first body bytes (the connection is aborted mid-body), and calls
+	// onCut, if set, once it has.
 	cutProbes atomic.Bool
+	onCut     atomic.Pointer[func()]
 }
 
 // cuttingWriter writes the first body bytes it is given, then aborts the
 // connection (the client sees a body cut short).
-type cuttingWriter struct{ http.ResponseWriter }
+type cuttingWriter struct {
+	http.ResponseWriter
+	cut func()
+}
 
 func (w cuttingWriter) Write(b []byte) (int, error) {
 	_, _ = w.ResponseWriter.Write(b[:min(len(b), 1)])
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	if w.cut != nil {
+		w.cut()
+	}
 	panic(http.ErrAbortHandler)
 }
 
@@ -72,7 +80,11 @@ func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt
 				(*hold)(r)
 			}
 			if n.cutProbes.Load() && r.Header.Get(hdrMode) == hopProbe.String() {
-				w = cuttingWriter{w}
+				cw := cuttingWriter{ResponseWriter: w}
+				if f := n.onCut.Load(); f != nil {
+					cw.cut = *f
+				}
+				w = cw
 			}
 			peerHandler.ServeHTTP(w, r)
 		}))
