@@ -66,10 +66,7 @@ type pendingProbes struct {
 func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes) (proxy.Result, error) {
 	cctx, cancelClimb := context.WithCancel(ctx)
 	done := make(chan climbed, 1)
-	go func() {
-		res, becameHome, err := c.climb(cctx, fr, kh, path, 0, !tree)
-		done <- climbed{res, becameHome, err}
-	}()
+	go func() { done <- c.climbPath(cctx, fr, kh, path, tree) }()
 	var failed *climbed
 	wait := (<-chan climbed)(done)
 	for neg.left > 0 {
@@ -108,8 +105,7 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 				// climb it overtook is gone: climb again. The climb
 				// answers, so the race is the climb's.
 				c.countRace(false)
-				res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
-				return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
+				return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 			}
 			// The origin's answer, if the slow probe body's race went to
 			// it, stands for the climb (probeResult), and so does the race.

@@ -47,8 +47,7 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
 		}
 	}
-	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
-	return c.climbResult(fr, kh, isHome, start, climbed{res, becameHome, err}, nil)
+	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 }
 
 // probeResult finishes a probe's winning answer: an origin that answered a
@@ -64,6 +63,13 @@ type climbed struct {
 	res        proxy.Result
 	becameHome bool
 	err        error
+}
+
+// climbPath climbs the page's path from its first hop, as a cold page's
+// (climb's cold: a next home may be asked) unless the path is a tree's.
+func (c *Cluster) climbPath(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree bool) climbed {
+	res, becameHome, err := c.climb(ctx, fr, kh, path, 0, !tree)
+	return climbed{res, becameHome, err}
 }
 
 // climbResult finishes a climb: its latency is recorded (the miss
@@ -437,7 +443,9 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	// Keep the probe context alive while the winner's body is read.
 	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
 	go c.drainAnswers(answers, sent-got, &cs, nil)
-	go c.drainAnswers(neg.answers, neg.left, &cs, nil)
+	if neg.left > 0 {
+		go c.drainAnswers(neg.answers, neg.left, &cs, nil)
+	}
 	res, ok = c.settle(ctx, fr, win, winner)
 	return res, ok, nil
 }
