@@ -75,8 +75,11 @@ type Config struct {
 	// NetworkLossMargin widens every link's loss-aware margin to the loss
 	// most links show at once (networkloss.go).
 	NetworkLossMargin bool
-	Mode              routing.Mode
-	Placement         routing.Placement
+	// NetworkLossOnset also reads the network's loss from the links' last
+	// few due heartbeats, so a burst's first moments count (networkloss.go).
+	NetworkLossOnset bool
+	Mode             routing.Mode
+	Placement        routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool
@@ -255,6 +258,16 @@ type Peer struct {
 	quickLoss   float64
 	lossSeq     uint64
 	deferredFor time.Time
+	// Which of the 64 heartbeats up to lossSeq arrived (bit i: lossSeq−i),
+	// from recvFrom on (the first after an outage), and when lossSeq did:
+	// the onset estimate's window (networkloss.go).
+	recvBits uint64
+	recvFrom uint64
+	lossAt   time.Time
+	// How many of this node's heartbeats to it its latest echo showed
+	// lost, and when that echo came (networkloss.go).
+	echoLost   int
+	echoLostAt time.Time
 	// Its deadline timer (armDeadline) and when it was set to fire.
 	timer    *time.Timer
 	deadline time.Time
@@ -336,6 +349,7 @@ type Cluster struct {
 	evidenceAt            time.Time // the last heartbeat that showed the network delivers (arrivedOnTime)
 	silence               silenceCounts
 	netDeferred           atomic.Uint64 // suspicions the network's loss deferred (networkloss.go)
+	onsetDeferred         atomic.Uint64 // those the onset estimate alone deferred
 	races                 probeRaces    // negative probes beside the climb, by winner (beside.go)
 	raceAbove             float64       // raceAbove, a field so that tests can race every negative
 	exportedAt            time.Time     // when the per-peer gauges were last set (check)
@@ -593,6 +607,8 @@ func (c *Cluster) received(r wire.Received) {
 		p.incarnation = r.Incarnation
 		p.newestSeq, p.newestAt = 0, time.Time{}
 		p.quickLoss, p.lossSeq = 0, 0
+		p.recvBits, p.recvFrom, p.lossAt = 0, 0, time.Time{}
+		p.echoLost, p.echoLostAt = 0, time.Time{}
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0
@@ -610,7 +626,8 @@ func (c *Cluster) received(r wire.Received) {
 		c.wantRefute()
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
-	c.noteQuickLoss(p, r.Seq)
+	c.noteQuickLoss(p, r.Seq, recv)
+	c.noteEcho(p, r.Heartbeat, recv)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
 	p.seen, p.lastRecv, p.lastSeqIn, p.lastSend, p.recvAt = true, recv, r.Seq, r.SendNs, r.RecvNs
 	p.held = false
@@ -743,7 +760,7 @@ func (c *Cluster) check(now time.Time, local time.Duration) {
 		if p.seen && !grace && !c.holds(p, now) {
 			// A held suspicion is held for the shadows too: the hold is
 			// the node's, not a detector's, so they compare alike.
-			c.checkShadows(p, now, c.localShift(p, local))
+			c.checkShadows(p, now, c.localShift(p, now, local))
 		}
 		if s, ok := c.judge(p, now, local, grace); ok {
 			suspected = append(suspected, s)
@@ -814,7 +831,7 @@ func (c *Cluster) armDeadline(p *Peer, now time.Time) {
 	local := time.Duration(c.local.Load())
 	at := p.monitoredSince.Add(c.silentGrace())
 	if p.heard {
-		at = time.Unix(0, p.det.Freshness()).Add(c.localShift(p, local))
+		at = time.Unix(0, p.det.Freshness()).Add(c.localShift(p, now, local))
 	}
 	if p.held {
 		// Re-judged when a heartbeat comes on time (rejudgeHeld), or when
@@ -885,7 +902,7 @@ const gaugeInterval = time.Second
 
 // exportPeerGauges sets every peer's gauges. c.mu must be held.
 func (c *Cluster) exportPeerGauges(now time.Time) {
-	c.metrics.NetworkLoss.Set(c.networkLoss())
+	c.metrics.NetworkLoss.Set(c.networkLoss(now))
 	for _, p := range c.peers {
 		if m, ok := p.det.(fdetect.Margined); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
@@ -919,19 +936,19 @@ type suspicion struct {
 // and a stall of ours after p's last heartbeat, during which we could not
 // hear it (its silence then counts from the end of the stall). c.mu is held.
 func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
-	return fdetect.Suspect(p.det, now.Add(-c.localShift(p, local)).UnixNano())
+	return fdetect.Suspect(p.det, now.Add(-c.localShift(p, now, local)).UnixNano())
 }
 
 // localShift is how far p's freshness points move on for this process's
 // own delays (see silent), and for the loss most links show at once
 // (networkloss.go). c.mu is held.
-func (c *Cluster) localShift(p *Peer, local time.Duration) time.Duration {
+func (c *Cluster) localShift(p *Peer, now time.Time, local time.Duration) time.Duration {
 	shift := local
 	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
 		shift = max(shift, c.stalled.Sub(p.lastRecv))
 	}
 	shift = max(shift, c.recoveryShift(p))
-	return shift + c.networkLossShift(p)
+	return shift + c.networkLossShift(p, now)
 }
 
 // LocalDelay is this process's worst recent scheduling delay, which the

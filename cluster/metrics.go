@@ -10,53 +10,54 @@ import (
 // Metrics are the cluster's Prometheus collectors. Per-peer labels are
 // bounded by the cluster's size.
 type Metrics struct {
-	PeerUp               *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
-	Suspicions           *prometheus.CounterVec // peer suspected, per peer
-	ShadowSuspicions     *prometheus.CounterVec // suspicions by shadow detectors (Config.Shadows), per detector
-	Rerouted             prometheus.Counter     // requests sent to another home because this node suspected theirs
-	ReroutedWrongly      prometheus.Counter     // of those, the ones of suspicions that turned out wrong
-	DetectionTime        prometheus.Histogram   // last heartbeat → suspicion
-	FDMargin             *prometheus.GaugeVec   // current safety margin of the detector, per peer
-	HeartbeatLoss        *prometheus.GaugeVec   // heartbeat loss rate the loss-aware margin estimates, per peer
-	PeerRTT              *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
-	LocalStalls          prometheus.Counter     // rounds skipped because this process stalled
-	HeldSuspicions       prometheus.Counter     // suspicions held for a silence every peer shared
-	SharedSilences       prometheus.Counter     // silences every peer shared, ended
-	NetworkLoss          prometheus.Gauge       // loss most links show at once (networkloss.go)
-	NetworkLossDeferrals prometheus.Counter     // suspicions the network's loss deferred
-	LocalDelay           prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
-	ViewSize             prometheus.Gauge       // members in the view (self included)
-	ViewChanges          prometheus.Counter     // ring rebuilds
-	ViewRebuild          prometheus.Histogram   // time to rebuild the ring on a view change
-	HeartbeatPackets     *prometheus.CounterVec // heartbeat packets, by direction (sent, received)
-	HeartbeatBytes       *prometheus.CounterVec // their bytes, by direction
-	Advertisements       prometheus.Counter     // own indicator epochs published
-	AdvertisementBytes   *prometheus.CounterVec // bytes served to peers, by kind (full, delta)
-	IndicatorEpoch       prometheus.Gauge       // own epoch
-	IndicatorPulls       *prometheus.CounterVec // replicas updated, per peer
-	IndicatorRejected    *prometheus.CounterVec // payloads rejected, by reason
-	Probes               *prometheus.CounterVec // by indication (positive, negative) and outcome (hit, miss, error, lost)
-	BesideClimb          *prometheus.CounterVec // requests whose negative probes raced the climb, by winner
-	NegativeProbes       *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
-	ClimbHops            *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
-	ClimbSeconds         prometheus.Histogram   // ingress climb latency (the miss penalty M)
-	TreeHops             prometheus.Histogram   // caches on a planned path
-	PeerRequests         *prometheus.CounterVec // signed data requests served, by mode
-	PeerRejected         *prometheus.CounterVec // peer requests refused, by reason
-	Resumes              *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
-	WholeAnswers         *prometheus.CounterVec // peer answers read whole before their header went to the client, by outcome
-	IndicatorEstimates   *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration per peer
-	ReplicaEpoch         *prometheus.GaugeVec   // epoch of the replica held for each peer
-	ReplicaAge           *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
-	MonitoredPeers       prometheus.Gauge       // peers this node exchanges heartbeats with
-	MonitoringSubset     prometheus.Gauge       // 1 with bounded-subset monitoring, 0 all-to-all
-	GossipPackets        *prometheus.CounterVec // membership packets on the cluster port, by direction
-	GossipBytes          *prometheus.CounterVec // their bytes, by direction
-	GossipDropped        prometheus.Counter     // membership packets or streams dropped on a full queue
-	GossipRejected       *prometheus.CounterVec // membership traffic refused, by reason (key, plain)
-	MembershipEvents     *prometheus.CounterVec // memberlist events: join, update, leave, conflict, refused, refute
-	MembershipJoins      *prometheus.CounterVec // join attempts through seeds, by outcome
-	reg                  prometheus.Registerer
+	PeerUp                *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
+	Suspicions            *prometheus.CounterVec // peer suspected, per peer
+	ShadowSuspicions      *prometheus.CounterVec // suspicions by shadow detectors (Config.Shadows), per detector
+	Rerouted              prometheus.Counter     // requests sent to another home because this node suspected theirs
+	ReroutedWrongly       prometheus.Counter     // of those, the ones of suspicions that turned out wrong
+	DetectionTime         prometheus.Histogram   // last heartbeat → suspicion
+	FDMargin              *prometheus.GaugeVec   // current safety margin of the detector, per peer
+	HeartbeatLoss         *prometheus.GaugeVec   // heartbeat loss rate the loss-aware margin estimates, per peer
+	PeerRTT               *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
+	LocalStalls           prometheus.Counter     // rounds skipped because this process stalled
+	HeldSuspicions        prometheus.Counter     // suspicions held for a silence every peer shared
+	SharedSilences        prometheus.Counter     // silences every peer shared, ended
+	NetworkLoss           prometheus.Gauge       // loss most links show at once (networkloss.go)
+	NetworkLossDeferrals  prometheus.Counter     // suspicions the network's loss deferred
+	NetworkOnsetDeferrals prometheus.Counter     // those the onset estimate alone deferred
+	LocalDelay            prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
+	ViewSize              prometheus.Gauge       // members in the view (self included)
+	ViewChanges           prometheus.Counter     // ring rebuilds
+	ViewRebuild           prometheus.Histogram   // time to rebuild the ring on a view change
+	HeartbeatPackets      *prometheus.CounterVec // heartbeat packets, by direction (sent, received)
+	HeartbeatBytes        *prometheus.CounterVec // their bytes, by direction
+	Advertisements        prometheus.Counter     // own indicator epochs published
+	AdvertisementBytes    *prometheus.CounterVec // bytes served to peers, by kind (full, delta)
+	IndicatorEpoch        prometheus.Gauge       // own epoch
+	IndicatorPulls        *prometheus.CounterVec // replicas updated, per peer
+	IndicatorRejected     *prometheus.CounterVec // payloads rejected, by reason
+	Probes                *prometheus.CounterVec // by indication (positive, negative) and outcome (hit, miss, error, lost)
+	BesideClimb           *prometheus.CounterVec // requests whose negative probes raced the climb, by winner
+	NegativeProbes        *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
+	ClimbHops             *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
+	ClimbSeconds          prometheus.Histogram   // ingress climb latency (the miss penalty M)
+	TreeHops              prometheus.Histogram   // caches on a planned path
+	PeerRequests          *prometheus.CounterVec // signed data requests served, by mode
+	PeerRejected          *prometheus.CounterVec // peer requests refused, by reason
+	Resumes               *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
+	WholeAnswers          *prometheus.CounterVec // peer answers read whole before their header went to the client, by outcome
+	IndicatorEstimates    *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration per peer
+	ReplicaEpoch          *prometheus.GaugeVec   // epoch of the replica held for each peer
+	ReplicaAge            *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
+	MonitoredPeers        prometheus.Gauge       // peers this node exchanges heartbeats with
+	MonitoringSubset      prometheus.Gauge       // 1 with bounded-subset monitoring, 0 all-to-all
+	GossipPackets         *prometheus.CounterVec // membership packets on the cluster port, by direction
+	GossipBytes           *prometheus.CounterVec // their bytes, by direction
+	GossipDropped         prometheus.Counter     // membership packets or streams dropped on a full queue
+	GossipRejected        *prometheus.CounterVec // membership traffic refused, by reason (key, plain)
+	MembershipEvents      *prometheus.CounterVec // memberlist events: join, update, leave, conflict, refused, refute
+	MembershipJoins       *prometheus.CounterVec // join attempts through seeds, by outcome
+	reg                   prometheus.Registerer
 }
 
 // registerVerifier exports the heartbeat verifier's rejection counts, plus
@@ -87,38 +88,39 @@ func (m *Metrics) registerMembership(state func() MembershipState) {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m := &Metrics{
-		PeerUp:               prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_up", Help: "1 if the peer is trusted, 0 if suspected."}, []string{"peer"}),
-		Suspicions:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspicions_total", Help: "Times the failure detector suspected the peer."}, []string{"peer"}),
-		DetectionTime:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_fd_detection_seconds", Help: "Time from a peer's last heartbeat to its suspicion.", Buckets: []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5}}),
-		FDMargin:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
-		HeartbeatLoss:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_heartbeat_loss_ratio", Help: "Share of the peer's heartbeats lost, as the loss-aware margin estimates it (cluster.loss_budget)."}, []string{"peer"}),
-		PeerRTT:              prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
-		LocalStalls:          prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
-		HeldSuspicions:       prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_held_suspicions_total", Help: "Suspicions held because no other peer's heartbeat came on time either (cluster.shared_silence_hold): each held peer once per silence."}),
-		NetworkLoss:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_network_loss_ratio", Help: "Heartbeat loss most links show at once: the lower median of the monitored links' quick (about 10-heartbeat) loss estimates (cluster.network_loss_margin)."}),
-		NetworkLossDeferrals: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_network_loss_deferrals_total", Help: "Suspicions deferred because the loss on most links widened the peer's margin (cluster.network_loss_margin): each silence once."}),
-		SharedSilences:       prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_shared_silences_total", Help: "Silences every peer shared (no heartbeat on time for 2.5 periods) that ended; peers not heard since get a whole freshness interval from the end."}),
-		LocalDelay:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_local_delay_seconds", Help: "Worst recent scheduling delay of this process (Go run-queue latency or monitor lag), added to every freshness point before suspecting."}),
-		ViewSize:             prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_view_members", Help: "Members of the routing view, self included."}),
-		ViewChanges:          prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_view_changes_total", Help: "Ring rebuilds after a view change."}),
-		Advertisements:       prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_indicator_advertisements_total", Help: "Own indicator epochs published."}),
-		AdvertisementBytes:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_advertisement_bytes_total", Help: "Indicator bytes served to peers, by encoding."}, []string{"kind"}),
-		IndicatorEpoch:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_indicator_epoch", Help: "Own advertised indicator epoch."}),
-		IndicatorPulls:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
-		IndicatorRejected:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
-		Probes:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome (a negative-indication hit is a false negative; a positive-indication miss a false positive)."}, []string{"indication", "outcome"}),
-		ClimbHops:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome: ok, failover (the hop failed), next_home (the page's next home answered for a failed home), next_home_failed."}, []string{"outcome"}),
-		ClimbSeconds:         prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
-		TreeHops:             prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
-		PeerRequests:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
-		PeerRejected:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
-		WholeAnswers:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
-		Resumes:              prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
-		BesideClimb:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
-		NegativeProbes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
-		IndicatorEstimates:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits)."}, []string{"peer", "estimate"}),
-		ReplicaAge:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
-		ReplicaEpoch:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
+		PeerUp:                prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_up", Help: "1 if the peer is trusted, 0 if suspected."}, []string{"peer"}),
+		Suspicions:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspicions_total", Help: "Times the failure detector suspected the peer."}, []string{"peer"}),
+		DetectionTime:         prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_fd_detection_seconds", Help: "Time from a peer's last heartbeat to its suspicion.", Buckets: []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5}}),
+		FDMargin:              prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
+		HeartbeatLoss:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_heartbeat_loss_ratio", Help: "Share of the peer's heartbeats lost, as the loss-aware margin estimates it (cluster.loss_budget)."}, []string{"peer"}),
+		PeerRTT:               prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
+		LocalStalls:           prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
+		HeldSuspicions:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_held_suspicions_total", Help: "Suspicions held because no other peer's heartbeat came on time either (cluster.shared_silence_hold): each held peer once per silence."}),
+		NetworkLoss:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_network_loss_ratio", Help: "Heartbeat loss most links show at once: the lower median of the monitored links' quick (about 10-heartbeat) loss estimates (cluster.network_loss_margin)."}),
+		NetworkLossDeferrals:  prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_network_loss_deferrals_total", Help: "Suspicions deferred because the loss on most links widened the peer's margin (cluster.network_loss_margin): each silence once."}),
+		NetworkOnsetDeferrals: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_network_loss_onset_deferrals_total", Help: "Suspicions deferred by the network's loss read from the links' last few due heartbeats alone, at a loss burst's onset, before the quick estimates learned it (cluster.network_loss_onset): each silence once."}),
+		SharedSilences:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_shared_silences_total", Help: "Silences every peer shared (no heartbeat on time for 2.5 periods) that ended; peers not heard since get a whole freshness interval from the end."}),
+		LocalDelay:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_local_delay_seconds", Help: "Worst recent scheduling delay of this process (Go run-queue latency or monitor lag), added to every freshness point before suspecting."}),
+		ViewSize:              prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_view_members", Help: "Members of the routing view, self included."}),
+		ViewChanges:           prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_view_changes_total", Help: "Ring rebuilds after a view change."}),
+		Advertisements:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_indicator_advertisements_total", Help: "Own indicator epochs published."}),
+		AdvertisementBytes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_advertisement_bytes_total", Help: "Indicator bytes served to peers, by encoding."}, []string{"kind"}),
+		IndicatorEpoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_indicator_epoch", Help: "Own advertised indicator epoch."}),
+		IndicatorPulls:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
+		IndicatorRejected:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
+		Probes:                prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome (a negative-indication hit is a false negative; a positive-indication miss a false positive)."}, []string{"indication", "outcome"}),
+		ClimbHops:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome: ok, failover (the hop failed), next_home (the page's next home answered for a failed home), next_home_failed."}, []string{"outcome"}),
+		ClimbSeconds:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
+		TreeHops:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
+		PeerRequests:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
+		PeerRejected:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
+		WholeAnswers:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
+		Resumes:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
+		BesideClimb:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
+		NegativeProbes:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
+		IndicatorEstimates:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits)."}, []string{"peer", "estimate"}),
+		ReplicaAge:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
+		ReplicaEpoch:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}
 	m.ViewRebuild = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_view_rebuild_seconds", Help: "Time to rebuild the ring when the view changes.",
 		Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2}})
@@ -156,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
-	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.LocalDelay,
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg

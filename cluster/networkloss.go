@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/fdetect"
 )
 
@@ -33,15 +34,55 @@ import (
 // fdetect.LossMaxExtra periods later during a burst or right after one,
 // while the quick estimates decay (about two seconds). Measured in
 // docs/failure-detection.md ("Network loss", cluster.network_loss_margin).
+//
+// The onset (cluster.network_loss_onset). The quick estimates count a lost
+// heartbeat only when a later one reveals the gap, so in a burst's first
+// two or three periods they are still near 0 while the links already miss
+// heartbeats: a link silent for two periods then looked like a crash to
+// every node at once (measured: 8–11 false suspicions per `make chaos`
+// loss-burst run, all at the first burst's onset). So the network's loss
+// for a peer is also read from the other links' last onsetWindow due
+// heartbeats: the missing ones (revealed or still overdue by more than
+// onTimeSlack) over those due, and this node's heartbeats to them that
+// their echoes show lost (a heartbeat echoes the last one its sender
+// received from us and how long ago: held over a period, ours since were
+// lost on the way back, revealed at once). It counts only links that delivered at
+// least one of them (one silent throughout is an outage or a crash, not
+// loss), and only when at least two of them miss heartbeats: a crash
+// among clean links with one other heartbeat late, or one bad link, is
+// judged as before. Links that merely stopped together are also what a
+// node sees when a partition cuts it off with a few fellows from the
+// rest, so until a later arrival reveals one of the missing heartbeats
+// lost the onset adds at most one period (onsetUnrevealedExtra): a burst
+// shows its gaps within that period and is deferred in full, a
+// partition's far side is suspected a period later than before.
 
 // quickLossWeight is the weight of one heartbeat in a link's quick loss
 // estimate: about 10 heartbeats, a second at the default 100 ms period,
 // the length of a burst that the slow averages miss.
 const quickLossWeight = 0.1
 
-// noteQuickLoss takes heartbeat seq of p's current incarnation into p's
-// quick loss estimate. c.mu is held.
-func (c *Cluster) noteQuickLoss(p *Peer, seq uint64) {
+// onsetWindow is how many of a link's latest due heartbeats the onset
+// estimate reads: four periods, long enough that a 60 % burst shows on
+// most links within its first two or three, short enough to forget it
+// half a second after it ends.
+const onsetWindow = 4
+
+// noteQuickLoss takes heartbeat seq of p's current incarnation, arrived at
+// at, into p's quick loss estimate and its window of arrivals. c.mu is held.
+func (c *Cluster) noteQuickLoss(p *Peer, seq uint64, at time.Time) {
+	switch {
+	case p.lossSeq == 0 || seq > p.lossSeq+fdetect.LossMaxExtra+1:
+		// The first, or after an outage (as below): the window starts
+		// here, and what came before says nothing about loss.
+		p.recvBits, p.recvFrom = 1, seq
+		p.lossAt = at
+	case seq > p.lossSeq:
+		p.recvBits = p.recvBits<<(seq-p.lossSeq) | 1
+		p.lossAt = at
+	case seq >= p.recvFrom && p.lossSeq-seq < 64:
+		p.recvBits |= 1 << (p.lossSeq - seq)
+	}
 	switch {
 	case p.lossSeq == 0:
 	case seq > p.lossSeq:
@@ -61,14 +102,101 @@ func (c *Cluster) noteQuickLoss(p *Peer, seq uint64) {
 	p.lossSeq = max(p.lossSeq, seq)
 }
 
+// recentLoss reads q's last onsetWindow heartbeats due by now: how many
+// are missing (lost, or overdue past onTimeSlack), how many of those a
+// later arrival revealed lost, and how many arrived. c.mu is held.
+func (c *Cluster) recentLoss(q *Peer, now time.Time) (missing, revealed, arrived int) {
+	if q.lossSeq == 0 {
+		return 0, 0, 0
+	}
+	top := q.lossSeq // the newest heartbeat due by now
+	if late := now.Sub(q.lossAt) - c.onTimeSlack(); late > 0 {
+		top += uint64(late / c.cfg.Period)
+	}
+	for s := top; s >= q.recvFrom && top-s < onsetWindow; s-- {
+		switch {
+		case s > q.lossSeq:
+			missing++ // overdue
+		case q.recvBits&(1<<(q.lossSeq-s)) != 0:
+			arrived++
+		default:
+			missing++
+			revealed++
+		}
+	}
+	if q.echoLost > 0 && now.Sub(q.echoLostAt) < onsetWindow*c.cfg.Period {
+		lost := min(q.echoLost, onsetWindow)
+		missing, revealed = missing+lost, revealed+lost
+	}
+	return missing, revealed, arrived
+}
+
+// noteEcho takes p's heartbeat h, arrived at at, as evidence about this
+// node's heartbeats to p: an echo held past a period and onTimeSlack means
+// p received none of the ones this node sent after it (sent every period
+// to every monitored peer). c.mu is held.
+func (c *Cluster) noteEcho(p *Peer, h wire.Heartbeat, at time.Time) {
+	if h.EchoSeq == 0 || !p.monitored {
+		return
+	}
+	lost := int((time.Duration(h.EchoHoldNs) - c.onTimeSlack()) / c.cfg.Period)
+	if lost <= 0 || lost > fdetect.LossMaxExtra {
+		return // none lost, or an outage (or one we only began sending after)
+	}
+	p.echoLost, p.echoLostAt = lost, at
+}
+
+// onsetLoss is the share of the heartbeats due lately on the links other
+// than except's that are missing, or 0 without the evidence the onset
+// needs, and whether a later arrival revealed any of them lost (see the
+// top of this file). c.mu is held.
+func (c *Cluster) onsetLoss(except *Peer, now time.Time) (loss float64, revealed bool) {
+	if !c.cfg.NetworkLossOnset {
+		return 0, false
+	}
+	var missing, lost, due, missingLinks int
+	for _, q := range c.peers {
+		if q == except || !q.monitored || !q.heard {
+			continue
+		}
+		m, r, a := c.recentLoss(q, now)
+		if a == 0 {
+			continue // silent throughout: an outage or a crash, not loss
+		}
+		missing, lost, due = missing+m, lost+r, due+m+a
+		if m > 0 {
+			missingLinks++
+		}
+	}
+	if missingLinks < 2 {
+		return 0, false
+	}
+	return float64(missing) / float64(due), lost > 0
+}
+
+// onsetUnrevealedExtra caps the periods the onset adds while none of the
+// missing heartbeats is known lost: links that stopped together may be
+// the far side of a partition that cut this node off with its fellows,
+// and a period later a burst has revealed its gaps (and is deferred in
+// full) while a partition still has not.
+const onsetUnrevealedExtra = 1
+
 // networkLoss is the lower median of the quick loss estimates of the
-// monitored links heard from (the gauge and the status page). c.mu is held.
-func (c *Cluster) networkLoss() float64 { return c.networkLossBesides(nil) }
+// monitored links heard from, or their onset loss if higher (the gauge
+// and the status page). c.mu is held.
+func (c *Cluster) networkLoss(now time.Time) float64 { return c.networkLossBesides(nil, now) }
 
 // networkLossBesides is networkLoss over the links other than except's:
 // a silent link reveals no gaps, so its own estimate would drag the
 // median down exactly when its silence is in question. c.mu is held.
-func (c *Cluster) networkLossBesides(except *Peer) float64 {
+func (c *Cluster) networkLossBesides(except *Peer, now time.Time) float64 {
+	onset, _ := c.onsetLoss(except, now)
+	return max(c.quickNetworkLoss(except), onset)
+}
+
+// quickNetworkLoss is the lower median of the quick estimates of the
+// links other than except's. c.mu is held.
+func (c *Cluster) quickNetworkLoss(except *Peer) float64 {
 	var v []float64
 	for _, p := range c.peers {
 		if p != except && p.monitored && p.heard && p.lossSeq != 0 {
@@ -86,7 +214,7 @@ func (c *Cluster) networkLossBesides(except *Peer) float64 {
 // loss-aware margin beyond its own link's loss: 0 with
 // cluster.network_loss_margin off or a detector without a loss budget.
 // c.mu is held.
-func (c *Cluster) networkLossExtra(p *Peer) int {
+func (c *Cluster) networkLossExtra(p *Peer, now time.Time) int {
 	if !c.cfg.NetworkLossMargin {
 		return 0
 	}
@@ -94,7 +222,20 @@ func (c *Cluster) networkLossExtra(p *Peer) int {
 	if !ok {
 		return 0
 	}
-	net := c.networkLossBesides(p)
+	extra := extraBeyondLink(la, c.quickNetworkLoss(p))
+	if onset, revealed := c.onsetLoss(p, now); onset > 0 {
+		e := extraBeyondLink(la, onset)
+		if !revealed {
+			e = min(e, onsetUnrevealedExtra)
+		}
+		extra = max(extra, e)
+	}
+	return extra
+}
+
+// extraBeyondLink is how many periods la adds at the network's loss net
+// beyond those it adds at its own link's loss.
+func extraBeyondLink(la *fdetect.LossAware, net float64) int {
 	if net <= la.Loss() {
 		return 0
 	}
@@ -102,41 +243,52 @@ func (c *Cluster) networkLossExtra(p *Peer) int {
 }
 
 // networkLossShift is networkLossExtra in time. c.mu is held.
-func (c *Cluster) networkLossShift(p *Peer) time.Duration {
-	return time.Duration(c.networkLossExtra(p)) * c.cfg.Period
+func (c *Cluster) networkLossShift(p *Peer, now time.Time) time.Duration {
+	return time.Duration(c.networkLossExtra(p, now)) * c.cfg.Period
 }
 
 // noteDeferred counts p's suspicion as deferred by the network's loss (its
 // freshness point passed without the network's periods and not with them),
 // once per silence. c.mu is held.
 func (c *Cluster) noteDeferred(p *Peer, now time.Time, local time.Duration) {
-	shift := c.networkLossShift(p)
+	shift := c.networkLossShift(p, now)
 	if shift == 0 || p.deferredFor.Equal(p.lastRecv) {
 		return
 	}
-	if fdetect.Suspect(p.det, now.Add(-(c.localShift(p, local) - shift)).UnixNano()) {
+	if fdetect.Suspect(p.det, now.Add(-(c.localShift(p, now, local) - shift)).UnixNano()) {
 		p.deferredFor = p.lastRecv
 		c.netDeferred.Add(1)
 		c.metrics.NetworkLossDeferrals.Inc()
+		// Deferred for the onset alone: the quick estimates would not
+		// have.
+		if la, ok := p.det.(*fdetect.LossAware); ok && extraBeyondLink(la, c.quickNetworkLoss(p)) == 0 {
+			c.onsetDeferred.Add(1)
+			c.metrics.NetworkOnsetDeferrals.Inc()
+		}
 	}
 }
 
 // NetworkLossState is the network-loss margin's state, for the status page.
 type NetworkLossState struct {
-	On       bool    `json:"on"`        // cluster.network_loss_margin
-	Loss     float64 `json:"loss"`      // the network's loss now: the lower median of the links' quick estimates
-	Deferred uint64  `json:"deferred"`  // suspicions deferred by it since start, each silence once
-	MaxExtra int     `json:"max_extra"` // the most periods it adds to a peer's margin now
+	On       bool    `json:"on"`       // cluster.network_loss_margin
+	Onset    bool    `json:"onset"`    // cluster.network_loss_onset
+	Loss     float64 `json:"loss"`     // the network's loss now: the lower median of the links' quick estimates, or the onset's estimate if higher
+	Deferred uint64  `json:"deferred"` // suspicions deferred by it since start, each silence once
+	// OnsetDeferred are those of Deferred that the onset estimate alone
+	// deferred (the quick estimates would not have).
+	OnsetDeferred uint64 `json:"onset_deferred"`
+	MaxExtra      int    `json:"max_extra"` // the most periods it adds to a peer's margin now
 }
 
 // NetworkLoss returns the network-loss margin's state.
 func (c *Cluster) NetworkLoss() NetworkLossState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := NetworkLossState{On: c.cfg.NetworkLossMargin, Loss: c.networkLoss(), Deferred: c.netDeferred.Load()}
+	now := time.Now()
+	s := NetworkLossState{On: c.cfg.NetworkLossMargin, Onset: c.cfg.NetworkLossOnset, Loss: c.networkLoss(now), Deferred: c.netDeferred.Load(), OnsetDeferred: c.onsetDeferred.Load()}
 	for _, p := range c.peers {
 		if p.monitored {
-			s.MaxExtra = max(s.MaxExtra, c.networkLossExtra(p))
+			s.MaxExtra = max(s.MaxExtra, c.networkLossExtra(p, now))
 		}
 	}
 	return s
