@@ -264,8 +264,10 @@ type Peer struct {
 	recvBits uint64
 	recvFrom uint64
 	lossAt   time.Time
-	// How many of this node's heartbeats to it its latest echo showed
-	// lost, and when that echo came (networkloss.go).
+	// This node's latest heartbeats to it (a ring), how many of them its
+	// latest echo showed lost, and when that echo came (networkloss.go).
+	sent       [sentRing]sentBeat
+	sentNext   int
 	echoLost   int
 	echoLostAt time.Time
 	// Its deadline timer (armDeadline) and when it was set to fire.
@@ -563,6 +565,9 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
 		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
 	}
+	if p := c.peers[target]; p != nil {
+		p.noteSent(h.Seq, h.SendNs)
+	}
 }
 
 // received handles an accepted heartbeat. It logs only after releasing
@@ -609,6 +614,7 @@ func (c *Cluster) received(r wire.Received) {
 		p.quickLoss, p.lossSeq = 0, 0
 		p.recvBits, p.recvFrom, p.lossAt = 0, 0, time.Time{}
 		p.echoLost, p.echoLostAt = 0, time.Time{}
+		p.sent, p.sentNext = [sentRing]sentBeat{}, 0
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0

@@ -44,18 +44,25 @@ import (
 // for a peer is also read from the other links' last onsetWindow due
 // heartbeats: the missing ones (revealed or still overdue by more than
 // onTimeSlack) over those due, and this node's heartbeats to them that
-// their echoes show lost (a heartbeat echoes the last one its sender
-// received from us and how long ago: held over a period, ours since were
-// lost on the way back, revealed at once). It counts only links that delivered at
+// their echoes show lost (a heartbeat echoes the newest of ours its
+// sender had received: ours sent after it, long enough before, were lost
+// on the way, revealed at once; noteEcho). It counts only links that delivered at
 // least one of them (one silent throughout is an outage or a crash, not
 // loss), and only when at least two of them miss heartbeats: a crash
 // among clean links with one other heartbeat late, or one bad link, is
 // judged as before. Links that merely stopped together are also what a
 // node sees when a partition cuts it off with a few fellows from the
-// rest, so until a later arrival reveals one of the missing heartbeats
-// lost the onset adds at most one period (onsetUnrevealedExtra): a burst
-// shows its gaps within that period and is deferred in full, a
-// partition's far side is suspected a period later than before.
+// rest, so until a missing heartbeat is known lost (a later arrival or an
+// echo) the onset adds at most one period (onsetUnrevealedExtra): a burst
+// shows its gaps within that period and is deferred in full. A partition
+// is not always that cheap (a hostile review measured it): one heartbeat
+// lost anywhere just before the cut (background loss) lifts the cap, and
+// the far side is then deferred until its links' windows hold no
+// arrival, about onsetWindow periods and the slack after the cut (450 ms
+// at the default period against 175 ms without the onset); a minority of
+// three, seen from the majority, is two stopped links besides the judged
+// one and costs the capped period. At that moment a cut with one random
+// loss and a burst's onset look the same.
 
 // quickLossWeight is the weight of one heartbeat in a link's quick loss
 // estimate: about 10 heartbeats, a second at the default 100 ms period,
@@ -131,17 +138,46 @@ func (c *Cluster) recentLoss(q *Peer, now time.Time) (missing, revealed, arrived
 	return missing, revealed, arrived
 }
 
+// sentRing is how many of this node's latest heartbeats to a peer are
+// remembered for reading its echoes: more than fdetect.LossMaxExtra, so a
+// run of losses the margin could cover is counted whole.
+const sentRing = 16
+
+// sentBeat is one heartbeat this node sent to a peer.
+type sentBeat struct {
+	seq    uint64
+	sendNs int64
+}
+
+// noteSent remembers that this node sent heartbeat seq to p at sendNs.
+// c.mu is held.
+func (p *Peer) noteSent(seq uint64, sendNs int64) {
+	p.sent[p.sentNext] = sentBeat{seq, sendNs}
+	p.sentNext = (p.sentNext + 1) % sentRing
+}
+
 // noteEcho takes p's heartbeat h, arrived at at, as evidence about this
-// node's heartbeats to p: an echo held past a period and onTimeSlack means
-// p received none of the ones this node sent after it (sent every period
-// to every monitored peer). c.mu is held.
+// node's heartbeats to p. h echoes the newest of ours p had received when
+// it sent h; ours sent after that one, early enough to have reached p
+// before it sent h (a round trip and onTimeSlack before h arrived), were
+// lost on the way. Counting them from this node's own record of what it
+// sent, not from how long p says it held the echo, leaves out this node's
+// own late sending (a stalled sender sends late, and its heartbeats are
+// recorded when they went), heartbeats it never sent to p, and p's clock.
+// c.mu is held.
 func (c *Cluster) noteEcho(p *Peer, h wire.Heartbeat, at time.Time) {
 	if h.EchoSeq == 0 || !p.monitored {
 		return
 	}
-	lost := int((time.Duration(h.EchoHoldNs) - c.onTimeSlack()) / c.cfg.Period)
-	if lost <= 0 || lost > fdetect.LossMaxExtra {
-		return // none lost, or an outage (or one we only began sending after)
+	cutoff := at.Add(-time.Duration(p.rtt*float64(time.Second)) - c.onTimeSlack()).UnixNano()
+	lost := 0
+	for _, b := range p.sent {
+		if b.seq > h.EchoSeq && b.sendNs != 0 && b.sendNs <= cutoff {
+			lost++
+		}
+	}
+	if lost == 0 || lost > fdetect.LossMaxExtra {
+		return // none lost, or an outage
 	}
 	p.echoLost, p.echoLostAt = lost, at
 }
@@ -222,15 +258,21 @@ func (c *Cluster) networkLossExtra(p *Peer, now time.Time) int {
 	if !ok {
 		return 0
 	}
-	extra := extraBeyondLink(la, c.quickNetworkLoss(p))
-	if onset, revealed := c.onsetLoss(p, now); onset > 0 {
-		e := extraBeyondLink(la, onset)
+	quick, onset := c.networkLossParts(la, p, now)
+	return max(quick, onset)
+}
+
+// networkLossParts are the periods the quick estimates and the onset
+// estimate each add to p's margin (la is p's detector). c.mu is held.
+func (c *Cluster) networkLossParts(la *fdetect.LossAware, p *Peer, now time.Time) (quick, onset int) {
+	quick = extraBeyondLink(la, c.quickNetworkLoss(p))
+	if loss, revealed := c.onsetLoss(p, now); loss > 0 {
+		onset = extraBeyondLink(la, loss)
 		if !revealed {
-			e = min(e, onsetUnrevealedExtra)
+			onset = min(onset, onsetUnrevealedExtra)
 		}
-		extra = max(extra, e)
 	}
-	return extra
+	return quick, onset
 }
 
 // extraBeyondLink is how many periods la adds at the network's loss net
@@ -259,9 +301,12 @@ func (c *Cluster) noteDeferred(p *Peer, now time.Time, local time.Duration) {
 		p.deferredFor = p.lastRecv
 		c.netDeferred.Add(1)
 		c.metrics.NetworkLossDeferrals.Inc()
-		// Deferred for the onset alone: the quick estimates would not
-		// have.
-		if la, ok := p.det.(*fdetect.LossAware); ok && extraBeyondLink(la, c.quickNetworkLoss(p)) == 0 {
+		// Deferred for the onset alone: with the quick estimates' periods
+		// only, p would be suspected now.
+		la, _ := p.det.(*fdetect.LossAware) // networkLossShift > 0: it is one
+		quick, _ := c.networkLossParts(la, p, now)
+		quickShift := time.Duration(quick) * c.cfg.Period
+		if fdetect.Suspect(p.det, now.Add(-(c.localShift(p, now, local) - shift + quickShift)).UnixNano()) {
 			c.onsetDeferred.Add(1)
 			c.metrics.NetworkOnsetDeferrals.Inc()
 		}

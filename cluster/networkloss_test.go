@@ -324,27 +324,43 @@ func TestRecentLossWindow(t *testing.T) {
 }
 
 // TestNetworkLossOnsetReadsEchoes: the other links' own heartbeats all
-// arrive, but two of them echo a heartbeat of ours held for 170 ms: ours
-// to them since were lost on the way. That is loss on two links, revealed
-// at once, and a silent a is deferred in full; on one link it is not
-// enough, and an echo held within a period and the slack shows nothing.
+// arrive, but their echoes show which of ours they had received. Ours are
+// sent at each period's tick (recorded as the sender does); an echo of
+// 599 arriving at 601's tick means our 600, sent a period earlier, was
+// lost on the way. On two links that is loss, revealed at once, and a
+// silent a is deferred in full; on one link it is not enough. This node's
+// own late sending is not loss: a 600 that went out late (our sender
+// stalled) had no time to arrive.
 func TestNetworkLossOnsetReadsEchoes(t *testing.T) {
+	type link struct {
+		echo uint64        // the newest of ours the link echoes
+		late time.Duration // how late our 600 went out to it
+	}
 	for _, tc := range []struct {
 		name     string
-		held     []time.Duration // echo hold of links b, c and d
+		links    [3]link // b, c and d
 		deferred bool
 	}{
-		{"two links lose ours", []time.Duration{170 * time.Millisecond, 170 * time.Millisecond, 50 * time.Millisecond}, true},
-		{"one link loses ours", []time.Duration{170 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}, false},
-		{"echoes within the slack", []time.Duration{140 * time.Millisecond, 140 * time.Millisecond, 140 * time.Millisecond}, false},
-		{"an outage's echo", []time.Duration{5 * time.Second, 5 * time.Second, 50 * time.Millisecond}, false},
+		{"two links lose ours", [3]link{{echo: 599}, {echo: 599}, {echo: 600}}, true},
+		{"one link loses ours", [3]link{{echo: 599}, {echo: 600}, {echo: 600}}, false},
+		{"none lost", [3]link{{echo: 600}, {echo: 600}, {echo: 600}}, false},
+		{"our own sender was late", [3]link{{echo: 599, late: 90 * time.Millisecond}, {echo: 599, late: 90 * time.Millisecond}, {echo: 600}}, false},
+		{"an outage's echo", [3]link{{echo: 3}, {echo: 3}, {echo: 600}}, false},
 	} {
 		l := newNetworkLossLab(t, true)
 		a := l.peers[0]
 		l.send(601, 601, func(link int, _ uint64) bool { return link == 0 })
 		l.c.mu.Lock()
-		for i, hold := range tc.held {
-			l.c.noteEcho(l.peers[i+1], wire.Heartbeat{EchoSeq: 7, EchoSendNs: 1, EchoHoldNs: int64(hold)}, l.at(601))
+		for i, lk := range tc.links {
+			q := l.peers[i+1]
+			for seq := uint64(586); seq <= 601; seq++ {
+				sent := l.at(seq)
+				if seq == 600 {
+					sent = sent.Add(lk.late)
+				}
+				q.noteSent(seq, sent.UnixNano())
+			}
+			l.c.noteEcho(q, wire.Heartbeat{EchoSeq: lk.echo, EchoSendNs: 1}, l.at(601))
 		}
 		l.c.mu.Unlock()
 		now := l.firstJudged(601)
@@ -352,8 +368,8 @@ func TestNetworkLossOnsetReadsEchoes(t *testing.T) {
 			loss, revealed := l.onsetLoss(a, now)
 			t.Errorf("%s: deferred %v, want %v (onset loss %.3f, revealed %v)", tc.name, got, tc.deferred, loss, revealed)
 		}
-		// Half a second later the echoes are out of the window.
 		if tc.deferred {
+			// Half a second later the echoes are out of the window.
 			if loss, _ := l.onsetLoss(a, l.at(606)); loss != 0 {
 				t.Errorf("%s: onset loss %.3f from echoes half a second old", tc.name, loss)
 			}
