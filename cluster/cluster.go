@@ -557,17 +557,17 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	defer c.mu.Unlock()
 	h.Epoch = c.advEpoch
 	h.Region = c.cfg.Region
-	if p := c.peers[target]; p != nil {
-		h.Monitors = p.monitored
-	}
 	h.FPR, h.FNR = c.filter.Estimates()
-	if p := c.peers[target]; p != nil && p.lastSeqIn > 0 {
+	p := c.peers[target]
+	if p == nil {
+		return
+	}
+	h.Monitors = p.monitored
+	if p.lastSeqIn > 0 {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
 		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
 	}
-	if p := c.peers[target]; p != nil {
-		p.noteSent(h.Seq, h.SendNs)
-	}
+	p.noteSent(h.Seq, h.SendNs)
 }
 
 // received handles an accepted heartbeat. It logs only after releasing
@@ -949,12 +949,18 @@ func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
 // own delays (see silent), and for the loss most links show at once
 // (networkloss.go). c.mu is held.
 func (c *Cluster) localShift(p *Peer, now time.Time, local time.Duration) time.Duration {
+	return c.ownShift(p, local) + c.networkLossShift(p, now)
+}
+
+// ownShift is localShift without the network's loss: this process's own
+// delays and stalls, and the end of a silence every peer shared. c.mu is
+// held.
+func (c *Cluster) ownShift(p *Peer, local time.Duration) time.Duration {
 	shift := local
 	if !c.stalled.IsZero() && p.lastRecv.Before(c.stalled) {
 		shift = max(shift, c.stalled.Sub(p.lastRecv))
 	}
-	shift = max(shift, c.recoveryShift(p))
-	return shift + c.networkLossShift(p, now)
+	return max(shift, c.recoveryShift(p))
 }
 
 // LocalDelay is this process's worst recent scheduling delay, which the

@@ -80,31 +80,24 @@ const onsetWindow = 4
 func (c *Cluster) noteQuickLoss(p *Peer, seq uint64, at time.Time) {
 	switch {
 	case p.lossSeq == 0 || seq > p.lossSeq+fdetect.LossMaxExtra+1:
-		// The first, or after an outage (as below): the window starts
+		// The first, or after a gap longer than the margin can cover: an
+		// outage, not loss (as in LossAware). Counting it would widen every
+		// margin for seconds after each partition heals; the window starts
 		// here, and what came before says nothing about loss.
-		p.recvBits, p.recvFrom = 1, seq
-		p.lossAt = at
+		p.recvBits, p.recvFrom, p.lossAt = 1, seq, at
 	case seq > p.lossSeq:
+		for range seq - p.lossSeq - 1 {
+			p.quickLoss += (1 - p.quickLoss) * quickLossWeight
+		}
+		p.quickLoss -= p.quickLoss * quickLossWeight
 		p.recvBits = p.recvBits<<(seq-p.lossSeq) | 1
 		p.lossAt = at
-	case seq >= p.recvFrom && p.lossSeq-seq < 64:
-		p.recvBits |= 1 << (p.lossSeq - seq)
-	}
-	switch {
-	case p.lossSeq == 0:
-	case seq > p.lossSeq:
-		// A gap longer than the margin can cover is an outage, not loss
-		// (as in LossAware): counting it would widen every margin for
-		// seconds after each partition heals.
-		if lost := seq - p.lossSeq - 1; lost <= fdetect.LossMaxExtra {
-			for range lost {
-				p.quickLoss += (1 - p.quickLoss) * quickLossWeight
-			}
-			p.quickLoss -= p.quickLoss * quickLossWeight
-		}
 	case seq < p.lossSeq:
 		// Reordered: counted lost when a newer one came.
 		p.quickLoss = max(0, p.quickLoss-quickLossWeight)
+		if seq >= p.recvFrom && p.lossSeq-seq < 64 {
+			p.recvBits |= 1 << (p.lossSeq - seq)
+		}
 	}
 	p.lossSeq = max(p.lossSeq, seq)
 }
@@ -251,20 +244,21 @@ func (c *Cluster) quickNetworkLoss(except *Peer) float64 {
 // cluster.network_loss_margin off or a detector without a loss budget.
 // c.mu is held.
 func (c *Cluster) networkLossExtra(p *Peer, now time.Time) int {
-	if !c.cfg.NetworkLossMargin {
-		return 0
-	}
-	la, ok := p.det.(*fdetect.LossAware)
-	if !ok {
-		return 0
-	}
-	quick, onset := c.networkLossParts(la, p, now)
+	quick, onset := c.networkLossParts(p, now)
 	return max(quick, onset)
 }
 
 // networkLossParts are the periods the quick estimates and the onset
-// estimate each add to p's margin (la is p's detector). c.mu is held.
-func (c *Cluster) networkLossParts(la *fdetect.LossAware, p *Peer, now time.Time) (quick, onset int) {
+// estimate each add to p's margin (0 and 0 with the margin off or a
+// detector without a loss budget). c.mu is held.
+func (c *Cluster) networkLossParts(p *Peer, now time.Time) (quick, onset int) {
+	if !c.cfg.NetworkLossMargin {
+		return 0, 0
+	}
+	la, ok := p.det.(*fdetect.LossAware)
+	if !ok {
+		return 0, 0
+	}
 	quick = extraBeyondLink(la, c.quickNetworkLoss(p))
 	if loss, revealed := c.onsetLoss(p, now); loss > 0 {
 		onset = extraBeyondLink(la, loss)
@@ -293,20 +287,23 @@ func (c *Cluster) networkLossShift(p *Peer, now time.Time) time.Duration {
 // freshness point passed without the network's periods and not with them),
 // once per silence. c.mu is held.
 func (c *Cluster) noteDeferred(p *Peer, now time.Time, local time.Duration) {
-	shift := c.networkLossShift(p, now)
-	if shift == 0 || p.deferredFor.Equal(p.lastRecv) {
+	if p.deferredFor.Equal(p.lastRecv) {
 		return
 	}
-	if fdetect.Suspect(p.det, now.Add(-(c.localShift(p, now, local) - shift)).UnixNano()) {
+	quick, onset := c.networkLossParts(p, now)
+	if max(quick, onset) == 0 {
+		return
+	}
+	// Suspected with only the given periods of the network's loss added?
+	suspectedWith := func(periods int) bool {
+		shift := c.ownShift(p, local) + time.Duration(periods)*c.cfg.Period
+		return fdetect.Suspect(p.det, now.Add(-shift).UnixNano())
+	}
+	if suspectedWith(0) {
 		p.deferredFor = p.lastRecv
 		c.netDeferred.Add(1)
 		c.metrics.NetworkLossDeferrals.Inc()
-		// Deferred for the onset alone: with the quick estimates' periods
-		// only, p would be suspected now.
-		la, _ := p.det.(*fdetect.LossAware) // networkLossShift > 0: it is one
-		quick, _ := c.networkLossParts(la, p, now)
-		quickShift := time.Duration(quick) * c.cfg.Period
-		if fdetect.Suspect(p.det, now.Add(-(c.localShift(p, now, local) - shift + quickShift)).UnixNano()) {
+		if suspectedWith(quick) { // deferred for the onset alone
 			c.onsetDeferred.Add(1)
 			c.metrics.NetworkOnsetDeferrals.Inc()
 		}
