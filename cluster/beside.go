@@ -135,15 +135,25 @@ func (c *Cluster) countRace(negativeWon bool) {
 	c.metrics.BesideClimb.WithLabelValues("climb").Inc()
 }
 
-// ProbeRaceState is how negative probes raced the climb, for the status
-// page.
+// ProbeRaceState is how negative probes raced the climb, and what they
+// showed over every peer, for the status page.
 type ProbeRaceState struct {
 	Beside      bool   `json:"beside"`       // cluster.negative_probes beside_climb
 	ClimbWon    uint64 `json:"climb_won"`    // the climb answered first (or every negative probe missed)
 	NegativeWon uint64 `json:"negative_won"` // a negative probe's hit overtook the climb
+	// Pooled is fna-learned's ν correction over the negative probes of
+	// each region's peers ("" for peers of no region), the prior of a
+	// peer there with few of its own.
+	Pooled map[string]float64 `json:"pooled_nu_calibration"`
 }
 
 // ProbeRaces returns how negative probes raced the climb since start.
 func (c *Cluster) ProbeRaces() ProbeRaceState {
-	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load()}
+	pooled := map[string]float64{}
+	c.mu.Lock()
+	for region, pool := range c.calPools {
+		pooled[region] = pool.Kappa()
+	}
+	c.mu.Unlock()
+	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled}
 }

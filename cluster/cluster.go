@@ -309,9 +309,10 @@ type Transition struct {
 type Cluster struct {
 	cfg         Config
 	log         *slog.Logger
-	resumes     [len(resumeOutcomes)]atomic.Int64 // peer answers resumed from the origin, by outcome (resume.go)
-	wholes      [len(wholeOutcomes)]atomic.Int64  // peer answers read whole before the header, by outcome (whole.go)
-	budget      BufferBudget                      // charged by peer answers' read-ahead (whole.go); nil: none
+	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
+	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)
+	budget      BufferBudget                           // charged by peer answers' read-ahead (whole.go); nil: none
+	calPools    map[string]*indicators.CalibrationPool // fna-learned's negative-probe outcomes per peer region, each replica's prior (poolFor); guarded by mu
 	incarnation uint64
 	router      *routing.Router
 	// members is a ring over every known member, trusted or not, and
@@ -454,7 +455,7 @@ func (c *Cluster) addPeer(id, addr string) {
 	if err != nil {
 		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
 	}
-	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: &indicators.Replica{}, added: time.Now()}
+	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: c.newReplica(""), added: time.Now()}
 	c.metrics.peerUp(id, false)
 }
 
@@ -618,7 +619,7 @@ func (c *Cluster) received(r wire.Received) {
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0
-		p.replica = &indicators.Replica{}
+		p.replica = c.newReplica(p.region)
 	}
 	if !restarted && p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteAfter {
 		// The link to p was down (or one of us did not run) long enough
@@ -650,7 +651,7 @@ func (c *Cluster) received(r wire.Received) {
 		c.metrics.PeerRTT.WithLabelValues(p.ID).Set(p.rtt)
 	}
 	p.replica.SetEstimates(r.FPR, r.FNR)
-	p.region = r.Region
+	c.setRegion(p, r.Region)
 	needPull := r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
@@ -909,6 +910,9 @@ const gaugeInterval = time.Second
 // exportPeerGauges sets every peer's gauges. c.mu must be held.
 func (c *Cluster) exportPeerGauges(now time.Time) {
 	c.metrics.NetworkLoss.Set(c.networkLoss(now))
+	for region, pool := range c.calPools {
+		c.metrics.PooledCalibration.WithLabelValues(region).Set(pool.Kappa())
+	}
 	for _, p := range c.peers {
 		if m, ok := p.det.(fdetect.Margined); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
@@ -1090,4 +1094,40 @@ func (c *Cluster) missPenalty(site string, minCost float64) (m, climbS float64) 
 		return math.Max(1, climbS/minCost), climbS
 	}
 	return defaultMissPenalty, climbS
+}
+
+// newReplica returns an empty indicator replica for a peer of region that
+// learns with the region's other replicas. c.mu must be held.
+func (c *Cluster) newReplica(region string) *indicators.Replica {
+	r := &indicators.Replica{}
+	r.SharePool(c.poolFor(region))
+	return r
+}
+
+// poolFor returns region's calibration pool. One per region, not one per
+// node: the ring spreads pages over a region's peers alike, so what the
+// negatives of one showed speaks for the others, while another region's
+// need not (a crowd may lag into one region and not into another), and a
+// pool over both would keep this node from trying the region whose
+// negatives pay. c.mu must be held.
+func (c *Cluster) poolFor(region string) *indicators.CalibrationPool {
+	if c.calPools == nil {
+		c.calPools = map[string]*indicators.CalibrationPool{}
+	}
+	pool := c.calPools[region]
+	if pool == nil {
+		pool = &indicators.CalibrationPool{}
+		c.calPools[region] = pool
+	}
+	return pool
+}
+
+// setRegion records the region a peer reports and moves its replica to that
+// region's pool. c.mu must be held.
+func (c *Cluster) setRegion(p *Peer, region string) {
+	if p.region == region {
+		return
+	}
+	p.region = region
+	p.replica.SharePool(c.poolFor(region))
 }

@@ -75,3 +75,57 @@ func TestHomeAwareCandidates(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersLearnTogether: a node's replicas of one region's peers share a
+// calibration pool, so a peer of that region no negative probe has gone to
+// yet starts from what the others' negatives showed; a peer of another
+// region does not; a replica replaced at its peer's restart joins its
+// region's pool; and a peer that reports another region moves to that
+// region's pool. (Live, learning it afresh per peer cost each peer its own
+// round of probes that missed: docs/cluster.md.)
+func TestPeersLearnTogether(t *testing.T) {
+	c, _, regionOf := newRegionalCluster(t, 6)
+	c.mu.Lock()
+	byRegion := map[string][]*Peer{}
+	for _, p := range c.peers {
+		c.setRegion(p, regionOf(p.ID))
+		byRegion[p.region] = append(byRegion[p.region], p)
+	}
+	c.mu.Unlock()
+	if len(byRegion) != 2 {
+		t.Fatalf("regions %v, want two", byRegion)
+	}
+	var here, there []*Peer
+	for _, ps := range byRegion {
+		if len(ps) >= 2 && here == nil {
+			here = ps
+		} else {
+			there = ps
+		}
+	}
+	if len(here) < 2 || len(there) < 1 {
+		t.Fatalf("peers per region: %d and %d", len(here), len(there))
+	}
+	for range 500 {
+		here[0].replica.ObserveHomeNegativeProbe(0.2, false) // promised 80 % hits, none came
+	}
+	if k := here[1].replica.Calibration(); k > 0.1 {
+		t.Fatalf("a peer of the same region with no probes of its own: κ %v, want the pool's (near 0)", k)
+	}
+	if k := there[0].replica.Calibration(); k != 1 {
+		t.Fatalf("a peer of another region: κ %v, want 1 (its region's negatives are its own)", k)
+	}
+	if k := c.ProbeRaces().Pooled[here[0].region]; k > 0.1 {
+		t.Fatalf("status page's pooled κ %v, want near 0", k)
+	}
+	c.mu.Lock()
+	replaced := c.newReplica(here[0].region)
+	c.setRegion(there[0], here[0].region)
+	c.mu.Unlock()
+	if k := replaced.Calibration(); k > 0.1 {
+		t.Fatalf("a replaced replica: κ %v, want its region's pool's", k)
+	}
+	if k := there[0].replica.Calibration(); k > 0.1 {
+		t.Fatalf("a peer that moved region: κ %v, want its new region's pool's", k)
+	}
+}

@@ -37,7 +37,6 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/edgecache/edge/cluster/wire"
-	"github.com/edgecache/edge/indicators"
 )
 
 // Membership timing, each with its reason.
@@ -266,11 +265,11 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	}
 	changed := !p.member
 	p.member, p.memberAt = true, time.Now()
-	p.region = meta.Region
+	c.setRegion(p, meta.Region)
 	if meta.Incarnation != p.metaInc {
 		if p.metaInc != 0 {
 			// A restart: what we held of its indicator describes the old process.
-			p.replica = &indicators.Replica{}
+			p.replica = c.newReplica(p.region)
 			p.epochSeen = 0
 		}
 		p.metaInc = meta.Incarnation

@@ -49,6 +49,7 @@ type Metrics struct {
 	IndicatorEstimates    *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration per peer
 	ReplicaEpoch          *prometheus.GaugeVec   // epoch of the replica held for each peer
 	ReplicaAge            *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
+	PooledCalibration     *prometheus.GaugeVec   // fna-learned's correction over the negative probes of a region's peers (indicators.CalibrationPool)
 	MonitoredPeers        prometheus.Gauge       // peers this node exchanges heartbeats with
 	MonitoringSubset      prometheus.Gauge       // 1 with bounded-subset monitoring, 0 all-to-all
 	GossipPackets         *prometheus.CounterVec // membership packets on the cluster port, by direction
@@ -155,7 +156,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.ShadowSuspicions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_shadow_suspicions_total", Help: "Suspicions by detectors run beside cluster.detector for comparison only (cluster.shadow_detectors), summed over peers, by detector."}, []string{"detector"})
 	m.Rerouted = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_total", Help: "Requests sent to another home because this node suspected the page's home (with all-to-all monitoring a suspicion changes only this node's view)."})
 	m.ReroutedWrongly = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_wrongly_total", Help: "Rerouted requests whose suspected home was later heard from the same process: it had not crashed (a false suspicion, or a partition)."})
-	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly)
+	m.PooledCalibration = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_pooled_nu_calibration", Help: "fna-learned's ν correction over the negative probes of a region's peers (realised over predicted hits): the prior a peer of that region with few negative probes of its own starts from."}, []string{"region"})
+	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly, m.PooledCalibration)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,

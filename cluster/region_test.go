@@ -105,7 +105,7 @@ func newRegionalCluster(t *testing.T, n int) (c *Cluster, members []routing.Memb
 	c.cfg.Region, c.cfg.RegionalHomes = "eu", true
 	c.mu.Lock()
 	for id, p := range c.peers {
-		p.region = regionOf(id)
+		c.setRegion(p, regionOf(id))
 	}
 	c.mu.Unlock()
 	return c, members, regionOf

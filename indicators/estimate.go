@@ -1,6 +1,9 @@
 package indicators
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // Exclusion holds the exclusion probabilities of one peer's indicator.
 type Exclusion struct {
@@ -16,7 +19,7 @@ type Exclusion struct {
 // the indicator's false-positive and false-negative ratios, as in the paper:
 //
 //	h = clip((q − fpr) / (1 − fpr − fnr), 0, 1)
-//	π = fpr (1 − h) / q                 (1 if q = 0)
+//	π = fpr (1 − h) / q                 (if q = 0: 0 when fpr = 0, else 1)
 //	ν = (1 − fpr)(1 − h) / (1 − q)      (1 if fnr = 0 or h = 1)
 //
 // Results are clipped to [0, 1]; a system with fpr + fnr ≥ 1 is not
@@ -49,8 +52,14 @@ func exclusions(q, fpr, fnr float64) Exclusion {
 		return e
 	}
 	e.H = clip01((q - fpr) / den)
-	if q > 0 {
+	switch {
+	case q > 0:
 		e.Pi = clip01(fpr * (1 - e.H) / q)
+	case fpr == 0:
+		// 0/0: no positive counted yet, from a filter that reports no
+		// false positives. The formula's limit is 0 (a positive is a
+		// hit), not the 1 of an indicator whose positives mean nothing.
+		e.Pi = 0
 	}
 	if fnr > 0 && q < 1 {
 		e.Nu = clip01((1 - fpr) * (1 - e.H) / (1 - q))
@@ -102,9 +111,14 @@ func (e *QEstimator) Observe(positive bool) {
 	e.positives, e.n = 0, 0
 }
 
-// Q returns the current estimate (the running share before the first window ends).
+// Q returns the current estimate: the running share of the window under
+// way until a window with a positive indication has ended. Until then the
+// average is exactly 0 (every window so far was negative: the peer held
+// nothing yet), and π = fpr(1 − h)/q would price the first positives at 1,
+// never asked, for a whole window more (measured live on cold nodes:
+// docs/cluster.md, "One node's peers learn together").
 func (e *QEstimator) Q() float64 {
-	if !e.primed {
+	if !e.primed || (e.q == 0 && e.positives > 0) {
 		if e.n == 0 {
 			return 0
 		}
@@ -214,11 +228,16 @@ func (c *NuCalibration) Observe(predictedHit float64, hit bool) {
 	}
 }
 
-// Nu returns ν corrected by the outcomes so far. A derived ν of 1 is
+// Nu returns ν corrected by the outcomes so far, with no pool (a prior
+// κ of 1).
+func (c *NuCalibration) Nu(derived float64) float64 { return c.NuWith(derived, 1) }
+
+// NuWith is Nu whose κ starts from pooled (a CalibrationPool's κ: what the
+// client's other peers' negatives showed) instead of 1. A derived ν of 1 is
 // kept: it is not a prediction but a certainty (fnr = 0 just after an
 // advertisement, q = 1, or indications that mean nothing), and no bin's
 // outcomes speak for it.
-func (c *NuCalibration) Nu(derived float64) float64 {
+func (c *NuCalibration) NuWith(derived, pooled float64) float64 {
 	if derived >= 1 || math.IsNaN(derived) {
 		return 1
 	}
@@ -229,10 +248,10 @@ func (c *NuCalibration) Nu(derived float64) float64 {
 		prior = c.predicted[b] / c.n[b]
 	}
 	// A bin with few outcomes borrows what the others learnt: its prior is
-	// the derived chance scaled by the peer's overall κ (itself shrunk to 1
-	// by the prior), so that a peer whose negatives miss in one bin is not
-	// explored afresh in each.
-	prior = clip01(prior * c.Kappa())
+	// the derived chance scaled by the peer's overall κ (itself shrunk to
+	// the pool's κ by the prior), so that a peer whose negatives miss in
+	// one bin is not explored afresh in each.
+	prior = clip01(prior * c.KappaWith(pooled))
 	// The prior is worth CalibrationPrior expected hits, not probes: at a
 	// predicted chance of 4 % a few misses in a row are what the derived ν
 	// expects, not evidence against it (a bin that learnt too early from
@@ -264,6 +283,61 @@ func (c *NuCalibration) Age() {
 
 // Kappa returns the ratio of realised to predicted negative hits over
 // every bin (1 before any outcome): how far the derived ν is off.
-func (c *NuCalibration) Kappa() float64 {
-	return (c.allHits + CalibrationPrior) / (c.allPredicted + CalibrationPrior)
+func (c *NuCalibration) Kappa() float64 { return c.KappaWith(1) }
+
+// KappaWith is Kappa shrunk towards pooled rather than 1.
+func (c *NuCalibration) KappaWith(pooled float64) float64 {
+	return (c.allHits + CalibrationPrior*pooled) / (c.allPredicted + CalibrationPrior)
+}
+
+// CalibrationPool pools the negative-probe outcomes of a group of one
+// client's replicas (a node's peers of one region), so that a peer with
+// few outcomes of its own starts from what the others showed rather than
+// from the derived ν: the same estimator error (a stale filter, a clipped
+// h) tends to hit every peer of a group at once, and learning it afresh
+// per peer cost each peer its own round of exploratory probes that missed
+// (measured live:
+// docs/cluster.md, "One node's peers learn together"). A peer's own
+// outcomes outweigh the pool once they are worth CalibrationPrior expected
+// hits. Safe for concurrent use; a nil pool is a κ of 1.
+type CalibrationPool struct {
+	mu              sync.Mutex
+	hits, predicted float64
+}
+
+// observe records one negative probe's predicted hit chance and outcome.
+func (p *CalibrationPool) observe(predictedHit float64, hit bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.hits *= CalibrationKeep
+	p.predicted = p.predicted*CalibrationKeep + clip01(predictedHit)
+	if hit {
+		p.hits++
+	}
+	p.mu.Unlock()
+}
+
+// age forgets as NuCalibration.Age does, once per home indication read.
+func (p *CalibrationPool) age() {
+	if p == nil {
+		return
+	}
+	const keep = 1 - 1.0/CalibrationMemory
+	p.mu.Lock()
+	p.hits *= keep
+	p.predicted *= keep
+	p.mu.Unlock()
+}
+
+// Kappa is the pooled ratio of realised to predicted negative hits,
+// shrunk towards 1 by the prior (1 for a nil pool).
+func (p *CalibrationPool) Kappa() float64 {
+	if p == nil {
+		return 1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return (p.hits + CalibrationPrior) / (p.predicted + CalibrationPrior)
 }

@@ -235,3 +235,151 @@ func TestCountingFilterIgnoresUnknownEvictions(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrationPoolSharesWhatPeersShowed: a replica with no outcomes of
+// its own starts from what its client's other replicas' negatives showed
+// (the pool's κ), not from the derived ν; its own outcomes outweigh the
+// pool once it has some; a replica without a pool, or a derived ν of 1, is
+// unchanged; and the pool forgets as the replicas do.
+func TestCalibrationPoolSharesWhatPeersShowed(t *testing.T) {
+	var pool CalibrationPool
+	var a, b, alone Replica
+	a.SharePool(&pool)
+	b.SharePool(&pool)
+	// a's negatives were promised 90 % hits and came 5 % of the time.
+	for i := range 2000 {
+		a.ObserveHomeNegativeProbe(0.1, i%20 == 0)
+	}
+	if k := pool.Kappa(); math.Abs(k-0.05/0.9) > 0.03 {
+		t.Fatalf("pool κ %v, want ≈ %v", k, 0.05/0.9)
+	}
+	// b has no outcomes yet: its ν starts from the pool's κ.
+	var fresh NuCalibration
+	if got, want := fresh.NuWith(0.1, pool.Kappa()), 1-0.9*pool.Kappa(); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("fresh replica with the pool: ν %v, want %v", got, want)
+	}
+	b.mu.RLock()
+	got := b.nuCal.NuWith(0.1, b.pool.Kappa())
+	b.mu.RUnlock()
+	if got < 0.9 {
+		t.Fatalf("b's ν %v: the pool showed these negatives miss, want ≥ 0.9", got)
+	}
+	if k := b.Calibration(); math.Abs(k-pool.Kappa()) > 1e-9 {
+		t.Fatalf("b's κ %v before any outcome, want the pool's %v", k, pool.Kappa())
+	}
+	// A replica alone keeps the derived ν.
+	alone.mu.RLock()
+	got = alone.nuCal.NuWith(0.1, alone.pool.Kappa())
+	alone.mu.RUnlock()
+	if math.Abs(got-0.1) > 1e-12 {
+		t.Fatalf("replica without a pool: ν %v, want the derived 0.1", got)
+	}
+	// b's own outcomes, where its negatives do hit, outweigh the pool.
+	for range 400 {
+		b.ObserveHomeNegativeProbe(0.1, true)
+	}
+	b.mu.RLock()
+	got = b.nuCal.NuWith(0.1, b.pool.Kappa())
+	b.mu.RUnlock()
+	if got > 0.2 {
+		t.Fatalf("after 400 hits of its own b's ν %v, want it near its realised 0", got)
+	}
+	// Certainty is kept.
+	if got := fresh.NuWith(1, pool.Kappa()); got != 1 {
+		t.Fatalf("derived ν 1 with a pool: %v, want 1", got)
+	}
+	// The pool forgets with the requests its replicas read.
+	var p2 CalibrationPool
+	var c Replica
+	c.SharePool(&p2)
+	for range 100 {
+		c.ObserveHomeNegativeProbe(0.5, false)
+	}
+	for range 8 * CalibrationMemory {
+		c.Count(false, true)
+	}
+	if k := p2.Kappa(); math.Abs(k-1) > 0.05 {
+		t.Fatalf("pool κ %v after %d requests without probes, want back near 1", k, 8*CalibrationMemory)
+	}
+	var none *CalibrationPool
+	if none.Kappa() != 1 {
+		t.Fatal("a nil pool's κ is not 1")
+	}
+}
+
+// TestFirstPositivesBeforeAndAfterAdvertisement: requests read before a
+// peer's first advertisement are not indications and do not prime q at 0;
+// the first positive indications after it are then priced as the
+// formulas say, not π = 1 (never asked). Found live: a sixth of a cold
+// node's positive indications were dropped that way. And π's 0/0 (no
+// positive counted yet) is 0 for a filter that reports no false positives,
+// 1 for one that does.
+func TestFirstPositivesBeforeAndAfterAdvertisement(t *testing.T) {
+	var r Replica
+	for range 3 * QWindow {
+		r.Count(false, true) // nothing advertised yet
+	}
+	if q := r.HomeExclusion().Q; q != 0 {
+		t.Fatalf("q %v before any advertisement", q)
+	}
+	cfg := DefaultFilterConfig(1000)
+	f, err := NewFilter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte("k" + strconv.Itoa(i)) }
+	for i := range 100 {
+		f.Insert(key(i))
+	}
+	snap := f.Advertise(func(yield func([]byte) bool) {
+		for i := range 100 {
+			if !yield(key(i)) {
+				return
+			}
+		}
+	})
+	if err := r.Apply(EncodeFull(snap)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		r.Count(r.Test(key(i%200)), true)
+	}
+	e := r.HomeExclusion()
+	if e.Q <= 0 || e.Pi >= 0.5 {
+		t.Fatalf("after the advertisement: q %v, π %v; want q > 0 and a positive priced as likely right", e.Q, e.Pi)
+	}
+	if pi := Exclusions(0, 0, 0.1).Pi; pi != 0 {
+		t.Fatalf("q = 0, fpr = 0: π %v, want 0", pi)
+	}
+	if pi := Exclusions(0, 0.01, 0.1).Pi; pi != 1 {
+		t.Fatalf("q = 0, fpr = 0.01: π %v, want 1", pi)
+	}
+}
+
+// TestQAfterEmptyWindows: windows with no positive indication (a peer that
+// held nothing yet) leave q at exactly 0, and the window under way then
+// speaks for q as soon as it has a positive, so that the first positive
+// indications are not priced π = 1 for a whole window.
+func TestQAfterEmptyWindows(t *testing.T) {
+	var e QEstimator
+	for range 2 * QWindow {
+		e.Observe(false)
+	}
+	if q := e.Q(); q != 0 {
+		t.Fatalf("q %v after empty windows", q)
+	}
+	e.Observe(true)
+	e.Observe(false)
+	if q := e.Q(); q != 0.5 {
+		t.Fatalf("q %v with one positive of two in the window under way, want 0.5", q)
+	}
+	if pi := Exclusions(e.Q(), 1e-9, 0.5).Pi; pi >= 0.01 {
+		t.Fatalf("π %v for a positive from a nearly empty filter, want near 0", pi)
+	}
+	for range QWindow {
+		e.Observe(false)
+	}
+	if q := e.Q(); q <= 0 || q > 0.25*0.02+1e-9 {
+		t.Fatalf("q %v after a window with 1 %% positives, want the paper's average (%v)", q, 0.25*0.01)
+	}
+}

@@ -17,7 +17,16 @@ type Replica struct {
 	q        QEstimator
 	qHome    QEstimator // q over requests for keys homed at this peer
 	nuHist   NuHistory
-	nuCal    NuCalibration // fna-learned: outcomes of negative probes for keys homed here
+	nuCal    NuCalibration    // fna-learned: outcomes of negative probes for keys homed here
+	pool     *CalibrationPool // the client's pool nuCal borrows its prior κ from (nil: none)
+}
+
+// SharePool makes the replica's fna-learned calibration start from, and
+// feed, the client's pool (one per client, shared by its replicas).
+func (r *Replica) SharePool(p *CalibrationPool) {
+	r.mu.Lock()
+	r.pool = p
+	r.mu.Unlock()
 }
 
 // Apply decodes and applies an advertisement. A full payload replaces the
@@ -75,20 +84,28 @@ func (r *Replica) Test(key []byte) bool {
 // Indicate returns the indication for key and counts it for the q estimate.
 func (r *Replica) Indicate(key []byte) bool {
 	ind := r.Test(key)
-	r.mu.Lock()
-	r.q.Observe(ind)
-	r.mu.Unlock()
+	r.Count(ind, false)
 	return ind
 }
 
 // Count counts an indication already read with Test towards q, and
 // towards the home-conditioned q when the key is homed at this peer.
+// Before the first advertisement there is no indication to count: Test's
+// "no" then says nothing of the peer, and counting it primed q at 0, which
+// priced the first positive indications π = 1 (never asked) until a later
+// window moved q (measured live: a sixth of the positives a cold
+// fna-learned node saw in today's two-region setting, docs/cluster.md).
 func (r *Replica) Count(positive, home bool) {
 	r.mu.Lock()
-	r.q.Observe(positive)
+	if r.filter != nil {
+		r.q.Observe(positive)
+		if home {
+			r.qHome.Observe(positive)
+		}
+	}
 	if home {
-		r.qHome.Observe(positive)
 		r.nuCal.Age()
+		r.pool.age()
 	}
 	r.mu.Unlock()
 }
@@ -118,7 +135,7 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 	defer r.mu.RUnlock()
 	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
 	derivedNu = e.Nu
-	e.Nu = r.nuCal.Nu(derivedNu)
+	e.Nu = r.nuCal.NuWith(derivedNu, r.pool.Kappa())
 	return e, derivedNu
 }
 
@@ -128,15 +145,16 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 func (r *Replica) ObserveHomeNegativeProbe(derivedNu float64, hit bool) {
 	r.mu.Lock()
 	r.nuCal.Observe(1-derivedNu, hit)
+	r.pool.observe(1-derivedNu, hit)
 	r.mu.Unlock()
 }
 
 // Calibration returns κ, the ratio of negative-probe hits to the hits the
-// derived ν predicted (1 before any outcome).
+// derived ν predicted (the pool's κ, or 1, before any outcome of its own).
 func (r *Replica) Calibration() float64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.nuCal.Kappa()
+	return r.nuCal.KappaWith(r.pool.Kappa())
 }
 
 // ObserveNegativeProbe records whether a probe sent despite a negative

@@ -21,7 +21,7 @@ EDGE=${EDGE:-./bin/edge}
 SYN=${SYN:-$(mktemp -d)}
 SCARAB_REQUESTS=${SCARAB_REQUESTS:-200000} # Scarab: its first 200 000 requests
 REQUESTS=${REQUESTS:-100000}               # each synthetic trace (so the grid takes about an hour on 2 cores)
-POLICIES=opt,fno,fna,fna-home,fna-learned
+POLICIES=${POLICIES:-opt,fno,fna,fna-home,fna-learned} # a subset reruns only those (the summary wants all five)
 for k in scan churn drift loop; do
   [ -s "$SYN/$k.bin" ] || go run ./scripts/synthtrace -kind "$k" -requests "$REQUESTS" -o "$SYN/$k.bin"
 done

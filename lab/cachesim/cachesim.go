@@ -137,6 +137,12 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	n := c.Caches
 	clients := max(c.Clients, 1)
 	caches := make([]*simCache, n)
+	// fna-learned's calibration pools, per client and cache cost: the
+	// cluster pools per region, and a cost here stands for a region.
+	pools := make([]map[float64]*indicators.CalibrationPool, clients)
+	for i := range pools {
+		pools[i] = map[float64]*indicators.CalibrationPool{}
+	}
 	for j := range caches {
 		f, err := indicators.NewFilter(indicators.FilterConfig{Capacity: c.CacheSize, BitsPerElement: c.BPE, UpdateInterval: c.UpdateInterval, EstimateEvery: 50, FNREstimator: c.FNREstimator, Counting: c.Faithful})
 		if err != nil {
@@ -151,6 +157,14 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			return Result{}, err
 		}
 		caches[j] = &simCache{lru: l, filter: f, replicas: make([]indicators.Replica, clients)}
+		for i := range caches[j].replicas {
+			pool := pools[i][c.Costs[j]]
+			if pool == nil {
+				pool = &indicators.CalibrationPool{}
+				pools[i][c.Costs[j]] = pool
+			}
+			caches[j].replicas[i].SharePool(pool)
+		}
 	}
 	home := func(x uint64, r int) int {
 		if c.Faithful {

@@ -239,8 +239,9 @@ func main() {
 			}
 			miss := r.sum.ByResultLatency["miss"]
 			rw := row{Config: cfg, Advertise: adv, Misses: miss.Count, MissMeanMs: miss.Mean, MissP99Ms: miss.P99, P50Ms: r.sum.P50ms,
-				Origin: r.origin, ProbesPerReq: r.probesPerReq, ProbeHitRate: r.probeHit, CrossKB: float64(r.crossBytes) / 1000,
+				Origin: r.origin, CrossKB: float64(r.crossBytes) / 1000,
 				IndicatorKB: r.indicatorBytes / 1000, Errors: r.sum.Errors}
+			r.probes.fill(&rw, r.sum.Requests)
 			rows = append(rows, rw)
 			shown := adv
 			if shown == "" {
@@ -278,9 +279,16 @@ type row struct {
 	Origin       int     `json:"origin_requests"`
 	ProbesPerReq float64 `json:"probes_per_request"`
 	ProbeHitRate float64 `json:"probe_hit_rate"`
-	CrossKB      float64 `json:"cross_region_kb"`
-	IndicatorKB  float64 `json:"indicator_kb"`
-	Errors       int64   `json:"errors"`
+	// Negative-indication probes apart (a subset of the above): per
+	// request, the share that hit, and the share of the climbs they raced
+	// (cluster.negative_probes beside_climb) that a negative hit won.
+	NegProbesPerReq float64 `json:"negative_probes_per_request"`
+	NegProbeHitRate float64 `json:"negative_probe_hit_rate"`
+	RacesPerReq     float64 `json:"climb_races_per_request"`
+	RacesWonByProbe float64 `json:"climb_races_won_by_probe"`
+	CrossKB         float64 `json:"cross_region_kb"`
+	IndicatorKB     float64 `json:"indicator_kb"`
+	Errors          int64   `json:"errors"`
 }
 
 func fail(err error) {
@@ -289,11 +297,52 @@ func fail(err error) {
 }
 
 type result struct {
-	sum                    load.Summary
-	origin                 int
-	probesPerReq, probeHit float64
-	crossBytes             int64
-	indicatorBytes         float64
+	sum            load.Summary
+	origin         int
+	probes         probeCounts
+	crossBytes     int64
+	indicatorBytes float64
+}
+
+// probeCounts sums the nodes' probe counters.
+type probeCounts struct {
+	probes, hits, negProbes, negHits, races, racesWon float64
+}
+
+// add counts one edge_peer_probes_total series.
+func (c *probeCounts) add(series string, v float64) {
+	negative := strings.Contains(series, `indication="negative"`)
+	hit := strings.Contains(series, `outcome="hit"`)
+	c.probes += v
+	if hit {
+		c.hits += v
+	}
+	if negative {
+		c.negProbes += v
+		if hit {
+			c.negHits += v
+		}
+	}
+}
+
+func (c probeCounts) minus(o probeCounts) probeCounts {
+	return probeCounts{c.probes - o.probes, c.hits - o.hits, c.negProbes - o.negProbes, c.negHits - o.negHits, c.races - o.races, c.racesWon - o.racesWon}
+}
+
+// fill sets a row's probe figures for a run of n requests.
+func (c probeCounts) fill(rw *row, n int64) {
+	ratio := func(a, b float64) float64 {
+		if b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	rw.ProbesPerReq = ratio(c.probes, float64(n))
+	rw.ProbeHitRate = ratio(c.hits, c.probes)
+	rw.NegProbesPerReq = ratio(c.negProbes, float64(n))
+	rw.NegProbeHitRate = ratio(c.negHits, c.negProbes)
+	rw.RacesPerReq = ratio(c.races, float64(n))
+	rw.RacesWonByProbe = ratio(c.racesWon, c.races)
 }
 
 func freeAddr() string {
@@ -373,24 +422,27 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 	for _, n := range nodes {
 		targets = append(targets, "http://"+n.pub)
 	}
-	counters := func() (probes, hits float64, crossB int64, origin int, indicatorB float64) {
+	counters := func() (c probeCounts, crossB int64, origin int, indicatorB float64) {
 		for _, n := range nodes {
 			for k, v := range scrape(n.adm) {
 				if strings.HasPrefix(k, "edge_indicator_advertisement_bytes_total") {
 					indicatorB += v
 				}
 				if strings.HasPrefix(k, "edge_peer_probes_total{") {
-					probes += v
-					if strings.Contains(k, `outcome="hit"`) {
-						hits += v
-					}
+					c.add(k, v)
+				}
+				if strings.HasPrefix(k, "edge_peer_probe_climb_races_total{") && strings.Contains(k, `winner="negative_probe"`) {
+					c.racesWon += v
+				}
+				if strings.HasPrefix(k, "edge_peer_probe_climb_races_total{") {
+					c.races += v
 				}
 			}
 		}
 		for _, rl := range cross {
 			crossB += rl.Forward.Load() + rl.Backward.Load()
 		}
-		return probes, hits, crossB, originTotal("http://" + originAddr + "/_stats"), indicatorB
+		return c, crossB, originTotal("http://" + originAddr + "/_stats"), indicatorB
 	}
 	// The measured load continues the workload's sequence where the warm-up
 	// left it, rounded down to a multiple of the six nodes: load.Run sends
@@ -400,19 +452,13 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 	if warmup > 0 {
 		load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: warmup, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path})
 	}
-	probes0, hits0, cross0, originReqs0, ind0 := counters()
+	c0, cross0, originReqs0, ind0 := counters()
 	r.sum = load.Run(context.Background(), load.Config{Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second,
 		Path: func(i int, rng *rand.Rand) string { return path(i+warmN, rng) }})
-	probes, hits, crossBytes, originReqs, ind := counters()
-	probes, hits = probes-probes0, hits-hits0
+	c1, crossBytes, originReqs, ind := counters()
+	r.probes = c1.minus(c0)
 	r.indicatorBytes = ind - ind0
 	r.crossBytes, r.origin = crossBytes-cross0, originReqs-originReqs0
-	if r.sum.Requests > 0 {
-		r.probesPerReq = probes / float64(r.sum.Requests)
-	}
-	if probes > 0 {
-		r.probeHit = hits / probes
-	}
 	return r, nil
 }
 
