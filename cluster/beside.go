@@ -143,17 +143,20 @@ type ProbeRaceState struct {
 	NegativeWon uint64 `json:"negative_won"` // a negative probe's hit overtook the climb
 	// Pooled is fna-learned's ν correction over the negative probes of
 	// each region's peers ("" for peers of no region), the prior of a
-	// peer there with few of its own.
+	// peer there with few of its own (nil with another selection).
 	Pooled map[string]float64 `json:"pooled_nu_calibration"`
 }
 
 // ProbeRaces returns how negative probes raced the climb since start.
 func (c *Cluster) ProbeRaces() ProbeRaceState {
-	pooled := map[string]float64{}
-	c.mu.Lock()
-	for region, pool := range c.calPools {
-		pooled[region] = pool.Kappa()
+	var pooled map[string]float64
+	if c.cfg.Selection == SelectionFNALearned {
+		pooled = map[string]float64{}
+		c.mu.Lock()
+		for region, pool := range c.calPools {
+			pooled[region] = pool.Kappa()
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled}
 }

@@ -619,7 +619,7 @@ func (c *Cluster) received(r wire.Received) {
 		p.det, _ = fdetect.New(c.cfg.Detector, int64(c.cfg.Period), c.cfg.DetectorArgs)
 		p.shadows = c.newShadows()
 		p.epochSeen = 0
-		p.replica = c.newReplica(p.region)
+		c.replaceReplica(p)
 	}
 	if !restarted && p.seen && p.member && time.Unix(0, r.RecvNs).Sub(p.lastRecv) >= c.refuteAfter {
 		// The link to p was down (or one of us did not run) long enough
@@ -651,7 +651,15 @@ func (c *Cluster) received(r wire.Received) {
 		c.metrics.PeerRTT.WithLabelValues(p.ID).Set(p.rtt)
 	}
 	p.replica.SetEstimates(r.FPR, r.FNR)
-	c.setRegion(p, r.Region)
+	if r.Region == "" || ValidRegion(r.Region) {
+		c.setRegion(p, r.Region)
+	} else {
+		// The heartbeat is authenticated, so this is another build or a
+		// broken member; its region would become a map key and a metric
+		// label (membership metadata refuses the same).
+		c.warnOnce("region "+p.ID, "a peer's heartbeats carry a region that is not a region label: it is ignored",
+			"peer", p.ID, "remedy", "run the same edge release on every node, with a valid cluster.region")
+	}
 	needPull := r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
@@ -910,9 +918,7 @@ const gaugeInterval = time.Second
 // exportPeerGauges sets every peer's gauges. c.mu must be held.
 func (c *Cluster) exportPeerGauges(now time.Time) {
 	c.metrics.NetworkLoss.Set(c.networkLoss(now))
-	for region, pool := range c.calPools {
-		c.metrics.PooledCalibration.WithLabelValues(region).Set(pool.Kappa())
-	}
+	c.exportPools()
 	for _, p := range c.peers {
 		if m, ok := p.det.(fdetect.Margined); ok {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
@@ -1104,6 +1110,14 @@ func (c *Cluster) newReplica(region string) *indicators.Replica {
 	return r
 }
 
+// replaceReplica gives a restarted peer a new replica: what the old one
+// held, its calibration share in the pool included, describes the old
+// process. c.mu must be held.
+func (c *Cluster) replaceReplica(p *Peer) {
+	p.replica.SharePool(nil)
+	p.replica = c.newReplica(p.region)
+}
+
 // poolFor returns region's calibration pool. One per region, not one per
 // node: the ring spreads pages over a region's peers alike, so what the
 // negatives of one showed speaks for the others, while another region's
@@ -1130,4 +1144,27 @@ func (c *Cluster) setRegion(p *Peer, region string) {
 	}
 	p.region = region
 	p.replica.SharePool(c.poolFor(region))
+}
+
+// exportPools drops the pools of regions no peer is in any more (a renamed
+// region, departed peers), with their metric series, and, with
+// fna-learned, sets the others' gauges: the label set is bounded by the
+// peers' regions. c.mu must be held.
+func (c *Cluster) exportPools() {
+	inUse := map[string]bool{}
+	for _, p := range c.peers {
+		inUse[p.region] = true
+	}
+	for region := range c.calPools {
+		if !inUse[region] {
+			delete(c.calPools, region)
+			c.metrics.PooledCalibration.DeleteLabelValues(region)
+		}
+	}
+	if c.cfg.Selection != SelectionFNALearned {
+		return
+	}
+	for region, pool := range c.calPools {
+		c.metrics.PooledCalibration.WithLabelValues(region).Set(pool.Kappa())
+	}
 }

@@ -1,8 +1,14 @@
 package cluster
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/cluster/wire"
 
 	"github.com/edgecache/edge/routing"
 )
@@ -79,53 +85,82 @@ func TestHomeAwareCandidates(t *testing.T) {
 // TestPeersLearnTogether: a node's replicas of one region's peers share a
 // calibration pool, so a peer of that region no negative probe has gone to
 // yet starts from what the others' negatives showed; a peer of another
-// region does not; a replica replaced at its peer's restart joins its
-// region's pool; and a peer that reports another region moves to that
-// region's pool. (Live, learning it afresh per peer cost each peer its own
-// round of probes that missed: docs/cluster.md.)
+// region does not; a peer that restarts (a heartbeat of a new
+// incarnation) gets a replica whose pool no longer holds the old process's
+// outcomes; and a peer that reports another region moves to that region's
+// pool. (Live, learning it afresh per peer cost each peer its own round of
+// probes that missed: docs/cluster.md.)
 func TestPeersLearnTogether(t *testing.T) {
-	c, _, regionOf := newRegionalCluster(t, 6)
-	c.mu.Lock()
-	byRegion := map[string][]*Peer{}
-	for _, p := range c.peers {
-		c.setRegion(p, regionOf(p.ID))
-		byRegion[p.region] = append(byRegion[p.region], p)
+	c, _, regionOf := newRegionalCluster(t, 6) // eu: n2, n4; us: n1, n3, n5
+	peer := func(id string) *Peer {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.peers[id]
 	}
-	c.mu.Unlock()
-	if len(byRegion) != 2 {
-		t.Fatalf("regions %v, want two", byRegion)
+	hb := func(id string, inc, seq uint64, region string) {
+		c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: id, Incarnation: inc, Seq: seq, Region: region}, RecvNs: time.Now().UnixNano()})
 	}
-	var here, there []*Peer
-	for _, ps := range byRegion {
-		if len(ps) >= 2 && here == nil {
-			here = ps
-		} else {
-			there = ps
-		}
+	if regionOf("n2") != "eu" || regionOf("n4") != "eu" || regionOf("n1") != "us" {
+		t.Fatal("layout")
 	}
-	if len(here) < 2 || len(there) < 1 {
-		t.Fatalf("peers per region: %d and %d", len(here), len(there))
+	for _, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		hb(id, 1, 1, regionOf(id))
 	}
 	for range 500 {
-		here[0].replica.ObserveHomeNegativeProbe(0.2, false) // promised 80 % hits, none came
+		peer("n2").replica.ObserveHomeNegativeProbe(0.2, false) // promised 80 % hits, none came
 	}
-	if k := here[1].replica.Calibration(); k > 0.1 {
+	if k := peer("n4").replica.Calibration(); k > 0.1 {
 		t.Fatalf("a peer of the same region with no probes of its own: κ %v, want the pool's (near 0)", k)
 	}
-	if k := there[0].replica.Calibration(); k != 1 {
+	if k := peer("n1").replica.Calibration(); k != 1 {
 		t.Fatalf("a peer of another region: κ %v, want 1 (its region's negatives are its own)", k)
 	}
-	if k := c.ProbeRaces().Pooled[here[0].region]; k > 0.1 {
-		t.Fatalf("status page's pooled κ %v, want near 0", k)
+	c.cfg.Selection = SelectionFNALearned
+	if k, ok := c.ProbeRaces().Pooled["eu"]; !ok || k > 0.1 {
+		t.Fatalf("status page's pooled κ %v (shown: %v), want near 0", k, ok)
 	}
+	// n2 restarts: its new replica starts afresh, and n4 no longer borrows
+	// the old process's outcomes.
+	hb("n2", 2, 1, "eu")
+	if k := peer("n2").replica.Calibration(); k != 1 {
+		t.Fatalf("the restarted peer's κ %v, want 1", k)
+	}
+	if k := peer("n4").replica.Calibration(); k != 1 {
+		t.Fatalf("after n2's restart n4's κ %v, want 1 (the old process's outcomes left with its replica)", k)
+	}
+	// n4's own outcomes, then n1 moves to eu and starts from them.
+	for range 500 {
+		peer("n4").replica.ObserveHomeNegativeProbe(0.2, false)
+	}
+	hb("n1", 1, 2, "eu")
+	if k := peer("n1").replica.Calibration(); k > 0.1 {
+		t.Fatalf("a peer that moved to eu: κ %v, want eu's pool's", k)
+	}
+}
+
+// TestPeerRegionsBounded: a heartbeat's region becomes a pool and a metric
+// label, so one that is not a region label is ignored (found by review:
+// bytes that are not UTF-8 made the gauge export panic with c.mu held),
+// and the pools of regions no peer is in any more go, with their series.
+func TestPeerRegionsBounded(t *testing.T) {
+	c, _, _ := newRegionalCluster(t, 4)
+	for i := range 1000 {
+		c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "n1", Incarnation: 1, Seq: uint64(i + 1), Region: fmt.Sprintf("r%d", i)}, RecvNs: time.Now().UnixNano()})
+	}
+	c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "n1", Incarnation: 1, Seq: 5000, Region: "\xff\xfe"}, RecvNs: time.Now().UnixNano()})
 	c.mu.Lock()
-	replaced := c.newReplica(here[0].region)
-	c.setRegion(there[0], here[0].region)
-	c.mu.Unlock()
-	if k := replaced.Calibration(); k > 0.1 {
-		t.Fatalf("a replaced replica: κ %v, want its region's pool's", k)
+	defer c.mu.Unlock()
+	if r := c.peers["n1"].region; r != "r999" {
+		t.Fatalf("n1's region %q, want the last valid one, r999", r)
 	}
-	if k := there[0].replica.Calibration(); k > 0.1 {
-		t.Fatalf("a peer that moved region: κ %v, want its new region's pool's", k)
+	c.exportPools()
+	if n := len(c.calPools); n > 3 {
+		t.Fatalf("%d pools after one peer changed its region 1,000 times, want one per region in use", n)
+	}
+	ch := make(chan prometheus.Metric, 100)
+	c.metrics.PooledCalibration.Collect(ch)
+	close(ch)
+	if n := len(ch); n > 3 {
+		t.Fatalf("%d pooled-calibration series, want one per region in use", n)
 	}
 }

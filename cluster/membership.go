@@ -269,7 +269,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	if meta.Incarnation != p.metaInc {
 		if p.metaInc != 0 {
 			// A restart: what we held of its indicator describes the old process.
-			p.replica = c.newReplica(p.region)
+			c.replaceReplica(p)
 			p.epochSeen = 0
 		}
 		p.metaInc = meta.Incarnation

@@ -103,7 +103,10 @@ func (e *QEstimator) Observe(positive bool) {
 		return
 	}
 	ratio := float64(e.positives) / float64(e.n)
-	if !e.primed {
+	if !e.primed || e.q == 0 {
+		// The first window, or the first with a positive after windows
+		// without any (Q then read this window's share as it went: the
+		// average starts from it rather than dropping to a quarter of it).
 		e.q, e.primed = ratio, true
 	} else {
 		e.q = (1-QWeight)*e.q + QWeight*ratio
@@ -296,48 +299,64 @@ func (c *NuCalibration) KappaWith(pooled float64) float64 {
 // from the derived ν: the same estimator error (a stale filter, a clipped
 // h) tends to hit every peer of a group at once, and learning it afresh
 // per peer cost each peer its own round of exploratory probes that missed
-// (measured live:
-// docs/cluster.md, "One node's peers learn together"). A peer's own
-// outcomes outweigh the pool once they are worth CalibrationPrior expected
-// hits. Safe for concurrent use; a nil pool is a κ of 1.
+// (measured live: docs/cluster.md, "One node's peers learn together"). A
+// peer's own outcomes outweigh the pool once they are worth
+// CalibrationPrior expected hits.
+//
+// The pool keeps each member's share (its κ counts, decayed as the member
+// decays them) and gives a member the κ of the others only: counting a
+// peer's own outcomes in its prior too would count them twice, and a peer
+// alone in its group would lose the prior's guard. A replica replaced at
+// its peer's restart leaves, taking the old process's outcomes with it.
+// Safe for concurrent use; a nil pool is a κ of 1.
 type CalibrationPool struct {
-	mu              sync.Mutex
-	hits, predicted float64
+	mu     sync.Mutex
+	shares map[*Replica]poolShare
 }
 
-// observe records one negative probe's predicted hit chance and outcome.
-func (p *CalibrationPool) observe(predictedHit float64, hit bool) {
+type poolShare struct{ hits, predicted float64 }
+
+// set records a member's current counts (nil pool: nothing).
+func (p *CalibrationPool) set(r *Replica, hits, predicted float64) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
-	p.hits *= CalibrationKeep
-	p.predicted = p.predicted*CalibrationKeep + clip01(predictedHit)
-	if hit {
-		p.hits++
+	if p.shares == nil {
+		p.shares = map[*Replica]poolShare{}
 	}
+	p.shares[r] = poolShare{hits, predicted}
 	p.mu.Unlock()
 }
 
-// age forgets as NuCalibration.Age does, once per home indication read.
-func (p *CalibrationPool) age() {
+// leave removes a member's share.
+func (p *CalibrationPool) leave(r *Replica) {
 	if p == nil {
 		return
 	}
-	const keep = 1 - 1.0/CalibrationMemory
 	p.mu.Lock()
-	p.hits *= keep
-	p.predicted *= keep
+	delete(p.shares, r)
 	p.mu.Unlock()
 }
 
-// Kappa is the pooled ratio of realised to predicted negative hits,
-// shrunk towards 1 by the prior (1 for a nil pool).
-func (p *CalibrationPool) Kappa() float64 {
+// kappaExcept is the κ of every member but r, shrunk towards 1 by the
+// prior (1 for a nil pool or no other member).
+func (p *CalibrationPool) kappaExcept(r *Replica) float64 {
 	if p == nil {
 		return 1
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return (p.hits + CalibrationPrior) / (p.predicted + CalibrationPrior)
+	var hits, predicted float64
+	for m, s := range p.shares {
+		if m != r {
+			hits += s.hits
+			predicted += s.predicted
+		}
+	}
+	return (hits + CalibrationPrior) / (predicted + CalibrationPrior)
 }
+
+// Kappa is the pooled ratio of realised to predicted negative hits over
+// every member, shrunk towards 1 by the prior (1 for a nil pool).
+func (p *CalibrationPool) Kappa() float64 { return p.kappaExcept(nil) }

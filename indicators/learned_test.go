@@ -259,7 +259,7 @@ func TestCalibrationPoolSharesWhatPeersShowed(t *testing.T) {
 		t.Fatalf("fresh replica with the pool: ν %v, want %v", got, want)
 	}
 	b.mu.RLock()
-	got := b.nuCal.NuWith(0.1, b.pool.Kappa())
+	got := b.nuCal.NuWith(0.1, b.pool.kappaExcept(&b))
 	b.mu.RUnlock()
 	if got < 0.9 {
 		t.Fatalf("b's ν %v: the pool showed these negatives miss, want ≥ 0.9", got)
@@ -269,7 +269,7 @@ func TestCalibrationPoolSharesWhatPeersShowed(t *testing.T) {
 	}
 	// A replica alone keeps the derived ν.
 	alone.mu.RLock()
-	got = alone.nuCal.NuWith(0.1, alone.pool.Kappa())
+	got = alone.nuCal.NuWith(0.1, alone.pool.kappaExcept(&alone))
 	alone.mu.RUnlock()
 	if math.Abs(got-0.1) > 1e-12 {
 		t.Fatalf("replica without a pool: ν %v, want the derived 0.1", got)
@@ -279,7 +279,7 @@ func TestCalibrationPoolSharesWhatPeersShowed(t *testing.T) {
 		b.ObserveHomeNegativeProbe(0.1, true)
 	}
 	b.mu.RLock()
-	got = b.nuCal.NuWith(0.1, b.pool.Kappa())
+	got = b.nuCal.NuWith(0.1, b.pool.kappaExcept(&b))
 	b.mu.RUnlock()
 	if got > 0.2 {
 		t.Fatalf("after 400 hits of its own b's ν %v, want it near its realised 0", got)
@@ -305,6 +305,33 @@ func TestCalibrationPoolSharesWhatPeersShowed(t *testing.T) {
 	if none.Kappa() != 1 {
 		t.Fatal("a nil pool's κ is not 1")
 	}
+	// A replica alone in its pool is priced as one with no pool: its own
+	// outcomes are not its prior too (found by review: counted twice).
+	var solo, bare Replica
+	solo.SharePool(&CalibrationPool{})
+	for range 125 {
+		solo.ObserveHomeNegativeProbe(0.96, false)
+		bare.ObserveHomeNegativeProbe(0.96, false)
+	}
+	if ks, kb := solo.Calibration(), bare.Calibration(); ks != kb {
+		t.Fatalf("alone in a pool κ %v, without one %v: want the same", ks, kb)
+	}
+	// A replica that leaves (replaced at its peer's restart) takes its
+	// outcomes with it.
+	var p3 CalibrationPool
+	var old, other Replica
+	old.SharePool(&p3)
+	other.SharePool(&p3)
+	for range 300 {
+		old.ObserveHomeNegativeProbe(0.5, false)
+	}
+	if k := other.Calibration(); k > 0.1 {
+		t.Fatalf("before the restart the other member's κ %v, want the departed one's (near 0)", k)
+	}
+	old.SharePool(nil)
+	if k := other.Calibration(); k != 1 {
+		t.Fatalf("after the member left, the other's κ %v, want 1", k)
+	}
 }
 
 // TestFirstPositivesBeforeAndAfterAdvertisement: requests read before a
@@ -319,8 +346,8 @@ func TestFirstPositivesBeforeAndAfterAdvertisement(t *testing.T) {
 	for range 3 * QWindow {
 		r.Count(false, true) // nothing advertised yet
 	}
-	if q := r.HomeExclusion().Q; q != 0 {
-		t.Fatalf("q %v before any advertisement", q)
+	if r.qHome.primed || r.qHome.n != 0 || r.q.n != 0 {
+		t.Fatalf("indications counted before any advertisement: %+v, %+v", r.qHome, r.q)
 	}
 	cfg := DefaultFilterConfig(1000)
 	f, err := NewFilter(cfg)
@@ -342,7 +369,7 @@ func TestFirstPositivesBeforeAndAfterAdvertisement(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		r.Count(r.Test(key(i%200)), true)
+		r.Count(r.Test(key(i)), true)
 	}
 	e := r.HomeExclusion()
 	if e.Q <= 0 || e.Pi >= 0.5 {
@@ -376,10 +403,16 @@ func TestQAfterEmptyWindows(t *testing.T) {
 	if pi := Exclusions(e.Q(), 1e-9, 0.5).Pi; pi >= 0.01 {
 		t.Fatalf("π %v for a positive from a nearly empty filter, want near 0", pi)
 	}
+	for range QWindow - 2 {
+		e.Observe(false)
+	}
+	if q := e.Q(); q != 0.01 {
+		t.Fatalf("q %v once the window with 1 %% positives ended, want 0.01 (it primes the average; a quarter of it was a fourfold drop in one request)", q)
+	}
 	for range QWindow {
 		e.Observe(false)
 	}
-	if q := e.Q(); q <= 0 || q > 0.25*0.02+1e-9 {
-		t.Fatalf("q %v after a window with 1 %% positives, want the paper's average (%v)", q, 0.25*0.01)
+	if q := e.Q(); math.Abs(q-0.75*0.01) > 1e-12 {
+		t.Fatalf("q %v after a window with none, want the paper's average %v", q, 0.75*0.01)
 	}
 }

@@ -18,14 +18,19 @@ type Replica struct {
 	qHome    QEstimator // q over requests for keys homed at this peer
 	nuHist   NuHistory
 	nuCal    NuCalibration    // fna-learned: outcomes of negative probes for keys homed here
-	pool     *CalibrationPool // the client's pool nuCal borrows its prior κ from (nil: none)
+	pool     *CalibrationPool // the pool nuCal borrows its prior κ from, and feeds (nil: none)
 }
 
 // SharePool makes the replica's fna-learned calibration start from, and
-// feed, the client's pool (one per client, shared by its replicas).
+// feed, pool (one per group of a client's replicas), leaving the pool it
+// shared before; nil leaves it (a replica being replaced).
 func (r *Replica) SharePool(p *CalibrationPool) {
 	r.mu.Lock()
-	r.pool = p
+	if r.pool != p {
+		r.pool.leave(r)
+		r.pool = p
+		r.pool.set(r, r.nuCal.allHits, r.nuCal.allPredicted)
+	}
 	r.mu.Unlock()
 }
 
@@ -105,7 +110,7 @@ func (r *Replica) Count(positive, home bool) {
 	}
 	if home {
 		r.nuCal.Age()
-		r.pool.age()
+		r.pool.set(r, r.nuCal.allHits, r.nuCal.allPredicted)
 	}
 	r.mu.Unlock()
 }
@@ -135,7 +140,7 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 	defer r.mu.RUnlock()
 	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
 	derivedNu = e.Nu
-	e.Nu = r.nuCal.NuWith(derivedNu, r.pool.Kappa())
+	e.Nu = r.nuCal.NuWith(derivedNu, r.pool.kappaExcept(r))
 	return e, derivedNu
 }
 
@@ -145,7 +150,7 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 func (r *Replica) ObserveHomeNegativeProbe(derivedNu float64, hit bool) {
 	r.mu.Lock()
 	r.nuCal.Observe(1-derivedNu, hit)
-	r.pool.observe(1-derivedNu, hit)
+	r.pool.set(r, r.nuCal.allHits, r.nuCal.allPredicted)
 	r.mu.Unlock()
 }
 
@@ -154,7 +159,7 @@ func (r *Replica) ObserveHomeNegativeProbe(derivedNu float64, hit bool) {
 func (r *Replica) Calibration() float64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.nuCal.KappaWith(r.pool.Kappa())
+	return r.nuCal.KappaWith(r.pool.kappaExcept(r))
 }
 
 // ObserveNegativeProbe records whether a probe sent despite a negative
