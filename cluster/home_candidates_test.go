@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecache/edge/cluster/wire"
@@ -162,5 +164,36 @@ func TestPeerRegionsBounded(t *testing.T) {
 	close(ch)
 	if n := len(ch); n > 3 {
 		t.Fatalf("%d pooled-calibration series, want one per region in use", n)
+	}
+}
+
+// TestDepartedMemberLeavesThePool: a member memberlist agrees is gone
+// takes its calibration share out of its region's pool (found by review:
+// a departed peer is never asked again, so its share never aged and held
+// the survivors' prior for good), and brings it back when it returns.
+func TestDepartedMemberLeavesThePool(t *testing.T) {
+	c, _, _ := newRegionalCluster(t, 6) // eu: n2, n4
+	meta := nodeMeta{Region: "eu", Incarnation: 1, Epoch: 1}.encode()
+	node := func(id string) *memberlist.Node {
+		return &memberlist.Node{Name: id, Addr: net.ParseIP("127.0.0.1"), Port: 1, Meta: meta}
+	}
+	c.memberUp(node("n2"), "join")
+	c.memberUp(node("n4"), "join")
+	c.mu.Lock()
+	n2, n4 := c.peers["n2"], c.peers["n4"]
+	c.mu.Unlock()
+	for range 500 {
+		n2.replica.ObserveHomeNegativeProbe(0.2, false)
+	}
+	if k := n4.replica.Calibration(); k > 0.1 {
+		t.Fatalf("n4's κ %v while n2 is a member, want n2's (near 0)", k)
+	}
+	c.memberDown(node("n2"))
+	if k := n4.replica.Calibration(); k != 1 {
+		t.Fatalf("n4's κ %v after n2 left, want 1", k)
+	}
+	c.memberUp(node("n2"), "join")
+	if k := n4.replica.Calibration(); k > 0.1 {
+		t.Fatalf("n4's κ %v after n2 came back (same process), want n2's again", k)
 	}
 }

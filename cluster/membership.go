@@ -266,6 +266,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	changed := !p.member
 	p.member, p.memberAt = true, time.Now()
 	c.setRegion(p, meta.Region)
+	p.replica.SharePool(c.poolFor(p.region)) // back in its region's pool if it had left (memberDown)
 	if meta.Incarnation != p.metaInc {
 		if p.metaInc != 0 {
 			// A restart: what we held of its indicator describes the old process.
@@ -307,6 +308,7 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 		p.member = false
 		c.setTrust(p, false)
 		c.recomputeNeighbours()
+		p.replica.SharePool(nil) // its outcomes would stay in the region's prior, frozen
 	}
 	c.mu.Unlock()
 	if changed {
@@ -561,6 +563,7 @@ func (c *Cluster) reconcileMembers() {
 		if _, ok := known[id]; p.member && !ok && p.memberAt.Before(at) {
 			p.member = false
 			c.setTrust(p, false)
+			p.replica.SharePool(nil)
 			gone = append(gone, id)
 		}
 	}

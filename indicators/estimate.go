@@ -312,6 +312,7 @@ func (c *NuCalibration) KappaWith(pooled float64) float64 {
 type CalibrationPool struct {
 	mu     sync.Mutex
 	shares map[*Replica]poolShare
+	total  poolShare // the sum of the shares, kept as they change: a member's κ is total − its share, O(1) per read
 }
 
 type poolShare struct{ hits, predicted float64 }
@@ -325,7 +326,10 @@ func (p *CalibrationPool) set(r *Replica, hits, predicted float64) {
 	if p.shares == nil {
 		p.shares = map[*Replica]poolShare{}
 	}
+	old := p.shares[r]
 	p.shares[r] = poolShare{hits, predicted}
+	p.total.hits += hits - old.hits
+	p.total.predicted += predicted - old.predicted
 	p.mu.Unlock()
 }
 
@@ -335,7 +339,14 @@ func (p *CalibrationPool) leave(r *Replica) {
 		return
 	}
 	p.mu.Lock()
-	delete(p.shares, r)
+	if old, ok := p.shares[r]; ok {
+		delete(p.shares, r)
+		p.total.hits -= old.hits
+		p.total.predicted -= old.predicted
+		if len(p.shares) == 0 {
+			p.total = poolShare{} // no rounding left behind
+		}
+	}
 	p.mu.Unlock()
 }
 
@@ -346,14 +357,10 @@ func (p *CalibrationPool) kappaExcept(r *Replica) float64 {
 		return 1
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	var hits, predicted float64
-	for m, s := range p.shares {
-		if m != r {
-			hits += s.hits
-			predicted += s.predicted
-		}
-	}
+	own := p.shares[r]
+	hits := max(p.total.hits-own.hits, 0)
+	predicted := max(p.total.predicted-own.predicted, 0)
+	p.mu.Unlock()
 	return (hits + CalibrationPrior) / (predicted + CalibrationPrior)
 }
 

@@ -416,3 +416,41 @@ func TestQAfterEmptyWindows(t *testing.T) {
 		t.Fatalf("q %v after a window with none, want the paper's average %v", q, 0.75*0.01)
 	}
 }
+
+// TestCalibrationPoolTotalsFollowTheShares: the pool's running totals
+// (a member's prior is total − its share, O(1)) stay the sum of the shares
+// as members change, leave and rejoin.
+func TestCalibrationPoolTotalsFollowTheShares(t *testing.T) {
+	var pool CalibrationPool
+	rs := make([]Replica, 5)
+	for i := range rs {
+		rs[i].SharePool(&pool)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for step := range 20000 {
+		r := &rs[rng.IntN(len(rs))]
+		switch rng.IntN(10) {
+		case 0:
+			r.SharePool(nil)
+		case 1:
+			r.SharePool(&pool)
+		case 2:
+			r.Count(false, true)
+		default:
+			r.ObserveHomeNegativeProbe(rng.Float64(), rng.IntN(3) == 0)
+		}
+		if step%1000 == 0 {
+			pool.mu.Lock()
+			var sum poolShare
+			for _, s := range pool.shares {
+				sum.hits += s.hits
+				sum.predicted += s.predicted
+			}
+			total := pool.total
+			pool.mu.Unlock()
+			if math.Abs(sum.hits-total.hits) > 1e-6 || math.Abs(sum.predicted-total.predicted) > 1e-6 {
+				t.Fatalf("step %d: totals %+v, shares sum to %+v", step, total, sum)
+			}
+		}
+	}
+}
