@@ -1147,10 +1147,10 @@ func (c *Cluster) setRegion(p *Peer, region string) {
 }
 
 // exportPools drops the pools of regions no peer is in any more (a renamed
-// region), with their metric series (a departed member's replica has left
-// its pool already: memberDown), and, with
-// fna-learned, sets the others' gauges: the label set is bounded by the
-// peers' regions. c.mu must be held.
+// region) with their metric series, and, with fna-learned, sets the
+// others' gauges: the label set is bounded by the peers' regions. (A
+// departed member's replica has left its pool already: memberDown.) c.mu
+// must be held.
 func (c *Cluster) exportPools() {
 	inUse := map[string]bool{}
 	for _, p := range c.peers {
