@@ -309,18 +309,26 @@ type probeCounts struct {
 	probes, hits, negProbes, negHits, races, racesWon float64
 }
 
-// add counts one edge_peer_probes_total series.
+// add counts one series of a node's metrics if it is a probe or climb
+// race counter (edge_peer_probes_total, edge_peer_probe_climb_races_total).
 func (c *probeCounts) add(series string, v float64) {
-	negative := strings.Contains(series, `indication="negative"`)
-	hit := strings.Contains(series, `outcome="hit"`)
-	c.probes += v
-	if hit {
-		c.hits += v
-	}
-	if negative {
-		c.negProbes += v
+	switch {
+	case strings.HasPrefix(series, "edge_peer_probes_total{"):
+		hit := strings.Contains(series, `outcome="hit"`)
+		c.probes += v
 		if hit {
-			c.negHits += v
+			c.hits += v
+		}
+		if strings.Contains(series, `indication="negative"`) {
+			c.negProbes += v
+			if hit {
+				c.negHits += v
+			}
+		}
+	case strings.HasPrefix(series, "edge_peer_probe_climb_races_total{"):
+		c.races += v
+		if strings.Contains(series, `winner="negative_probe"`) {
+			c.racesWon += v
 		}
 	}
 }
@@ -428,15 +436,7 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 				if strings.HasPrefix(k, "edge_indicator_advertisement_bytes_total") {
 					indicatorB += v
 				}
-				if strings.HasPrefix(k, "edge_peer_probes_total{") {
-					c.add(k, v)
-				}
-				if strings.HasPrefix(k, "edge_peer_probe_climb_races_total{") && strings.Contains(k, `winner="negative_probe"`) {
-					c.racesWon += v
-				}
-				if strings.HasPrefix(k, "edge_peer_probe_climb_races_total{") {
-					c.races += v
-				}
+				c.add(k, v)
 			}
 		}
 		for _, rl := range cross {
