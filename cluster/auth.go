@@ -153,21 +153,35 @@ func newVerifier(secret []byte) *verifier {
 
 // verify checks an incoming peer request; reason is "" when it is valid.
 func (v *verifier) verify(r *http.Request, now time.Time) (reason string) {
+	reason, id := v.check(r, now)
+	if reason != "" {
+		return reason
+	}
+	return v.record(id, now)
+}
+
+// check is verify without the nonce: whether r is signed, in time and
+// untouched. id is the nonce's name for record.
+func (v *verifier) check(r *http.Request, now time.Time) (reason, id string) {
 	if r.Header.Get(hdrAuth) == "" || r.Header.Get(hdrNode) == "" {
-		return "unsigned"
+		return "unsigned", ""
 	}
 	ts, err := strconv.ParseInt(r.Header.Get(hdrTime), 10, 64)
 	nonce := r.Header.Get(hdrNonce)
 	if err != nil || len(nonce) != 32 {
-		return "malformed"
+		return "malformed", ""
 	}
 	if d := now.Sub(time.Unix(0, ts)); d > maxSkew || d < -maxSkew {
-		return "skew"
+		return "skew", ""
 	}
 	if !hmac.Equal([]byte(requestMAC(v.secret, r)), []byte(strings.ToLower(r.Header.Get(hdrAuth)))) {
-		return "mac"
+		return "mac", ""
 	}
-	id := r.Header.Get(hdrNode) + "/" + nonce
+	return "", r.Header.Get(hdrNode) + "/" + nonce
+}
+
+// record takes a checked request's nonce: "replay" if it was taken.
+func (v *verifier) record(id string, now time.Time) (reason string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if until, ok := v.seen.Get(id); ok && now.Before(until) {
@@ -175,6 +189,16 @@ func (v *verifier) verify(r *http.Request, now time.Time) (reason string) {
 	}
 	v.seen.Add(id, now.Add(nonceMemory))
 	return ""
+}
+
+// forget gives back a nonce that record took for a request nobody
+// answered (the peer read loop declined it): net/http then checks and
+// takes it again. Two copies can never both be answered, as whoever
+// answers holds the nonce from record on.
+func (v *verifier) forget(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seen.Remove(id)
 }
 
 // signingWriter signs a peer response: the status and header when they are

@@ -44,6 +44,7 @@ type Metrics struct {
 	TreeHops              prometheus.Histogram   // caches on a planned path
 	PeerRequests          *prometheus.CounterVec // signed data requests served, by mode
 	PeerRejected          *prometheus.CounterVec // peer requests refused, by reason
+	PeerLoopHits          prometheus.Counter     // of PeerRequests, the fresh hits the cluster listener's read loop answered (peerhit.go)
 	Resumes               *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
 	WholeAnswers          *prometheus.CounterVec // peer answers read whole before their header went to the client, by outcome
 	IndicatorEstimates    *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration per peer
@@ -114,14 +115,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ClimbSeconds:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
 		TreeHops:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
 		PeerRequests:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
-		PeerRejected:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
-		WholeAnswers:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
-		Resumes:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
-		BesideClimb:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
-		NegativeProbes:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
-		IndicatorEstimates:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits)."}, []string{"peer", "estimate"}),
-		ReplicaAge:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
-		ReplicaEpoch:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
+		PeerLoopHits: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_peer_loop_hits_total",
+			Help: "Of the signed data requests served to peers, the fresh RAM hits answered on the cluster listener's read loop (tuning.hit_path) instead of net/http."}),
+		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason."}, []string{"reason"}),
+		WholeAnswers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
+		Resumes:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
+		BesideClimb:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
+		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
+		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits)."}, []string{"peer", "estimate"}),
+		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
+		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}
 	m.ViewRebuild = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_view_rebuild_seconds", Help: "Time to rebuild the ring when the view changes.",
 		Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2}})
@@ -162,7 +165,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
+		m.Probes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))

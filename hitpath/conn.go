@@ -97,6 +97,16 @@ type Config struct {
 	// representation (forwarding.unkeyed_headers): the loop answers
 	// requests carrying them, as the cache does not key them.
 	UnkeyedFields []string
+	// KeepFields makes the loop give the answerer every field line
+	// (Request.Fields), for requests it must read whole: the cluster
+	// listener's signed peer requests (package cluster, peerhit.go).
+	KeepFields bool
+	// AnswererFields, with KeepFields, are fields the answerer reads and
+	// judges itself, which therefore never make the loop hand a request
+	// over (a peer probe's Cache-Control: only-if-cached, the
+	// X-Forwarded-Proto a trusted peer writes). Every other field is
+	// judged as on a client's request.
+	AnswererFields []string
 	// Skip, if set, names connections the loop leaves to net/http from
 	// the start: on a TLS listener, those that negotiated HTTP/2 (net/http
 	// must see their *tls.Conn to serve HTTP/2).
@@ -160,7 +170,7 @@ func NewListener(ln net.Listener, cfg Config, ans Answerer, m *Metrics) *Listene
 		m = NewMetrics(nil)
 	}
 	l := &Listener{Listener: ln, cfg: cfg, ans: ans, metrics: m, conns: make(map[*Conn]struct{}),
-		rules: NewFields(cfg).rules}
+		rules: loopRules(cfg)}
 	l.outPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return l
 }

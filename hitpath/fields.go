@@ -20,6 +20,16 @@ func NewFields(cfg Config) *Fields {
 	return &Fields{rules: &fieldRules{strip: lower(cfg.StripFields), unkeyed: lower(cfg.UnkeyedFields)}}
 }
 
+// loopRules are the HTTP/1.1 loop's field rules: cfg's lists, and whether
+// it keeps every field for the answerer.
+func loopRules(cfg Config) *fieldRules {
+	r := NewFields(cfg).rules
+	if cfg.KeepFields {
+		r.keep, r.own = true, lower(cfg.AnswererFields)
+	}
+	return r
+}
+
 // Request fills r from a GET or HEAD request without a body: its :path,
 // its :authority (host) and its regular fields, lower-case as HTTP/2 sends
 // them. It reports whether the hit path may answer the request; when it

@@ -17,9 +17,22 @@ type Request struct {
 	Referer        []byte
 	UserAgent      []byte
 	Close          bool // Connection: close
-	nAccept        int
-	acceptStore    [4][]byte
+	// Fields are every field line but Host's, in order, when the loop's
+	// Config.KeepFields is set (nil otherwise): for an answerer that must
+	// see the request whole (a signed peer request's MAC covers them all).
+	Fields      []Field
+	nAccept     int
+	acceptStore [4][]byte
+	fieldBuf    []Field // Fields' storage, kept across requests
 }
+
+// Field is one field line of a request, its name as sent and its value
+// trimmed of surrounding whitespace.
+type Field struct{ Name, Value []byte }
+
+// maxKeptFields bounds Request.Fields: a request with more field lines
+// is handed to net/http.
+const maxKeptFields = 64
 
 // parseResult says what parse made of the bytes it was given.
 type parseResult int
@@ -68,7 +81,8 @@ const (
 // loop reads, a stripped one is ignored as the cache would ignore it, and
 // an unknown field the operator declared unkeyed does not stop a hit.
 func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, reason string) {
-	*r = Request{}
+	keep := r.fieldBuf[:0]
+	*r = Request{fieldBuf: keep}
 	line, rest, ls := cutLine(b)
 	switch ls {
 	case lineIncomplete:
@@ -106,6 +120,9 @@ func parse(b []byte, r *Request, rules *fieldRules) (n int, res parseResult, rea
 		return 0, foreign, reasonHost // net/http refuses it and closes
 	}
 	r.AcceptEncoding = r.acceptStore[:r.nAccept]
+	if rules != nil && rules.keep {
+		r.Fields = r.fieldBuf
+	}
 	if reason != "" {
 		return len(b) - len(rest), handable, reason
 	}
@@ -153,6 +170,17 @@ func (r *Request) fieldValue(name, value []byte, rules *fieldRules) (stop, hand 
 	var strip, unkeyed []string
 	if rules != nil {
 		strip, unkeyed = rules.strip, rules.unkeyed
+		if rules.keep {
+			if len(r.fieldBuf) == maxKeptFields {
+				return "", reasonField, false
+			}
+			if fieldOf(name) != fieldHost {
+				r.fieldBuf = append(r.fieldBuf, Field{Name: name, Value: value})
+			}
+			if isStripped(name, rules.own) {
+				return "", "", false // the answerer's to judge
+			}
+		}
 	}
 	f := fieldOf(name)
 	if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
@@ -205,6 +233,8 @@ func (r *Request) fieldValue(name, value []byte, rules *fieldRules) (stop, hand 
 type fieldRules struct {
 	strip   []string // forwarding.strip_headers
 	unkeyed []string // forwarding.unkeyed_headers
+	keep    bool     // Config.KeepFields
+	own     []string // Config.AnswererFields
 }
 
 func isStripped(name []byte, strip []string) bool {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -232,5 +233,74 @@ func TestStrippedFieldsAreIgnored(t *testing.T) {
 	raw := []byte("GET / HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\nUser-Agent: u\r\n\r\n")
 	if _, res, _ := parse(raw, &r, &fieldRules{strip: []string{"accept-encoding"}}); res != answerable || len(r.AcceptEncoding) != 0 || string(r.UserAgent) != "u" {
 		t.Fatalf("stripped Accept-Encoding read: %v %q", res, r.AcceptEncoding)
+	}
+}
+
+// FuzzKeptFieldsAreNetHTTPs: with Config.KeepFields, a request the loop
+// gives its answerer carries exactly the header net/http would make of the
+// same bytes (Host aside), names canonical and values in order, so that a
+// MAC over one is a MAC over the other (package cluster, peerhit.go).
+func FuzzKeptFieldsAreNetHTTPs(f *testing.F) {
+	for _, s := range []string{
+		"GET /p HTTP/1.1\r\nHost: h\r\nEdge-Mode: climb\r\nedge-hop: 1\r\nCache-Control: only-if-cached\r\n\r\n",
+		"GET /p HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a:  2 \r\nX-Forwarded-Proto: https\r\n\r\n",
+		"GET /p HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
+		"HEAD /p?q HTTP/1.1\r\nHost: h\r\nX-Empty:\r\nAccept-Encoding: gzip\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	rules := &fieldRules{keep: true, own: []string{"cache-control", "x-forwarded-proto"}}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Request
+		if _, res, _ := parse(b, &r, rules); res != answerable {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			t.Fatalf("kept %q, net/http refuses it: %v", b, err)
+		}
+		if _, ok := req.Header["Pragma"]; ok {
+			return // net/http may add Cache-Control beside it; the answerer declines Pragma
+		}
+		got := http.Header{}
+		for _, fl := range r.Fields {
+			k := http.CanonicalHeaderKey(string(fl.Name))
+			got[k] = append(got[k], string(fl.Value))
+		}
+		if len(got) != len(req.Header) {
+			t.Fatalf("%q: kept %q, net/http %q", b, got, req.Header)
+		}
+		for k, vs := range req.Header {
+			if !slices.Equal(got[k], vs) {
+				t.Fatalf("%q: %s kept %q, net/http %q", b, k, got[k], vs)
+			}
+		}
+	})
+}
+
+// TestKeepFields: every field but Host in order; the answerer's own fields
+// never hand a request over, the others as without KeepFields; too many
+// lines go to net/http.
+func TestKeepFields(t *testing.T) {
+	rules := &fieldRules{keep: true, own: []string{"cache-control"}}
+	var r Request
+	_, res, _ := parse([]byte("GET /p HTTP/1.1\r\nEdge-Mode: probe\r\nHost: h\r\nCache-Control: only-if-cached\r\nUser-Agent: 2\r\n\r\n"), &r, rules)
+	if res != answerable || len(r.Fields) != 3 || string(r.Fields[0].Name) != "Edge-Mode" || string(r.Fields[2].Value) != "2" {
+		t.Fatalf("res %v, fields %q", res, r.Fields)
+	}
+	for _, head := range []string{
+		"GET /p HTTP/1.1\r\nHost: h\r\nAuthorization: x\r\n\r\n",
+		"GET /p HTTP/1.1\r\nHost: h\r\nIf-None-Match: x\r\n\r\n",
+		"GET /p HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: https\r\n\r\n", // not this rule set's own
+		"GET /p HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-F: 1\r\n", maxKeptFields+1) + "\r\n",
+	} {
+		if _, res, _ := parse([]byte(head), &r, rules); res != handable {
+			t.Errorf("%q: %v, want handed over", head, res)
+		}
+	}
+	// Without KeepFields nothing is kept, and the buffer is reused.
+	parse([]byte("GET /p HTTP/1.1\r\nHost: h\r\nX-B: 2\r\n\r\n"), &r, nil)
+	if r.Fields != nil {
+		t.Errorf("fields kept without KeepFields: %q", r.Fields)
 	}
 }

@@ -65,6 +65,7 @@ type Node struct {
 	peerSrv   *http.Server
 	tls       *tlsFront         // nil without tls.listen
 	hits      *hitpath.Listener // the plain listener's HTTP/1.1 hit path; nil with tuning.hit_path off
+	peerHits  *hitpath.Listener // the cluster listener's (peers' fresh hits); nil with tuning.hit_path off or cluster.tls
 	hitM      *hitpath.Metrics
 }
 
@@ -232,6 +233,16 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			h2f.h2, h2f.proto = true, n.tls.proto.WithLabelValues("h2")
 			n.tls.h2.Hits, n.tls.h2.Fields = &h2f, hitpath.NewFields(hitCfg)
 		}
+	}
+	if cl != nil && cfg.Tuning.HitPath && peerTLS == nil {
+		// A peer's request for a page held here fresh is answered on the
+		// listener's read loop (cluster/peerhit.go), as a client's hit is.
+		// Under cluster.tls the loop would need the handshake listener the
+		// TLS front has; peers there keep net/http.
+		peerCfg := hitCfg
+		peerCfg.IdleTimeout, peerCfg.ReadHeaderTimeout = cluster.PeerIdleTimeout, n.peerSrv.ReadHeaderTimeout
+		peerCfg.KeepFields, peerCfg.AnswererFields = true, cluster.PeerHitFields
+		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), hitpath.NewMetrics(nil))
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -496,7 +507,11 @@ func (n *Node) Run(ctx context.Context) error {
 		go n.access.run(accessCtx)
 	}
 	if n.cluster != nil {
-		go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
+		if n.peerHits != nil {
+			go func() { errc <- n.peerHits.Serve(n.peerSrv) }()
+		} else {
+			go func() { errc <- n.peerSrv.Serve(n.peerLn) }()
+		}
 		go func() {
 			if err := n.cluster.Run(clusterCtx, n.peerUDP); err != nil {
 				errc <- err
@@ -525,7 +540,13 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if n.cluster != nil {
 		// Peers still climbing through us get their answers, then we leave.
+		if n.peerHits != nil {
+			n.peerHits.Drain()
+		}
 		_ = n.peerSrv.Shutdown(sctx)
+		if n.peerHits != nil {
+			_ = n.peerHits.WaitWrites(sctx)
+		}
 	}
 	// Then the bodies still being stored (ours and the peers'), within the
 	// same deadline: a slow origin stream must not hold shutdown for ever.

@@ -336,3 +336,22 @@ func (n *Node) siteStatus() []SiteStatus {
 	}
 	return out
 }
+
+// peerHitServer is the node's side of the cluster listener's hit path
+// (cluster.PeerHits): the site table and the proxy's hit decision.
+type peerHitServer struct{ n *Node }
+
+func (s peerHitServer) Site(host string) (*proxy.Site, bool) {
+	if st := s.n.sites.Load().lookupCanonical(host); st != nil {
+		return st.resolved, true
+	}
+	return nil, false
+}
+
+func (s peerHitServer) AppendHit(dst []byte, req *proxy.HitRequest, date []byte, a *proxy.HitAnswer) bool {
+	return s.n.proxy.AppendHit(dst, req, date, a)
+}
+
+func (s peerHitServer) ReleaseHit(pinned *proxy.Entry, clientIP string) {
+	s.n.proxy.ReleaseHit(pinned, clientIP)
+}

@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,9 +53,16 @@ func main() {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	var headerWait []time.Duration // peer answers: until the response header, of the whole
 	var lastHeader time.Duration
-	get := func(addr, path string) (time.Duration, string) {
+	get := func(addr, path string, field ...string) (time.Duration, string) {
 		t := time.Now()
-		resp, err := client.Get("http://" + addr + path)
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, ""
+		}
+		if len(field) == 2 {
+			req.Header.Set(field[0], field[1])
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0, ""
 		}
@@ -78,7 +86,7 @@ func main() {
 			})
 		}
 	}
-	var local, peer []time.Duration
+	var local, peer, viaNetHTTP []time.Duration
 	for i := range *pages {
 		path := fmt.Sprintf("/size/4096?k=%d", i)
 		home := homeOf("http://127.0.0.1:8080" + path)
@@ -97,6 +105,13 @@ func main() {
 		if strings.HasSuffix(status, "; hit") {
 			local = append(local, d)
 		}
+		// The same hit with a conditional that does not match: the
+		// public read loop hands it to net/http and the full handler,
+		// which is what a peer hit costs the home without its own loop.
+		d, status = get(pub[home], path, "If-None-Match", `"other"`)
+		if strings.HasSuffix(status, "; hit") {
+			viaNetHTTP = append(viaNetHTTP, d)
+		}
 	}
 	profiles.Wait()
 	p := func(ds []time.Duration, q float64) float64 {
@@ -109,9 +124,36 @@ func main() {
 	}
 	fmt.Printf("3 nodes, 4 KiB pages, %s\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Printf("local hit at the home: %d requests, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms\n", len(local), p(local, .5), p(local, .9), p(local, .99))
+	fmt.Printf("the same hit via net/http: %d requests, p50 %.3f ms\n", len(viaNetHTTP), p(viaNetHTTP, .5))
 	fmt.Printf("answered by a peer:    %d requests, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms\n", len(peer), p(peer, .5), p(peer, .9), p(peer, .99))
 	fmt.Printf("  of which until its header: p50 %.3f ms\n", p(headerWait, .5))
+	var loop, served float64
+	for _, admin := range demo.Admins() {
+		loop += metric(admin, "edge_peer_loop_hits_total")
+		served += metric(admin, "edge_peer_requests_total")
+	}
+	fmt.Printf("peer requests served: %.0f, of which on the cluster listener's read loop: %.0f\n", served, loop)
 	fmt.Printf("peer p50 − local p50 = %.3f ms (target ≤ 0.5 ms)\n", p(peer, .5)-p(local, .5))
+}
+
+// metric sums a counter's series (all labels) on a node's /metrics.
+func metric(admin, name string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+				v, _ := strconv.ParseFloat(rest[i+1:], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 // homeOf asks node 1's route explorer for a URL's home.
