@@ -136,8 +136,8 @@ bench-miss: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
-FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
-	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration internal/promtext:FuzzParse \
+FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
+	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzKeptFieldsAreNetHTTPs hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration internal/promtext:FuzzParse \
 	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
 	proxy:FuzzCanonicalHost proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader
 fuzz:

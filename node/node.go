@@ -66,6 +66,7 @@ type Node struct {
 	tls       *tlsFront         // nil without tls.listen
 	hits      *hitpath.Listener // the plain listener's HTTP/1.1 hit path; nil with tuning.hit_path off
 	peerHits  *hitpath.Listener // the cluster listener's (peers' fresh hits); nil with tuning.hit_path off or cluster.tls
+	peerHitM  *hitpath.Metrics  // peerHits' counts, for the status page (edge_peer_loop_hits_total is the cluster's)
 	hitM      *hitpath.Metrics
 }
 
@@ -242,7 +243,8 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		peerCfg := hitCfg
 		peerCfg.IdleTimeout, peerCfg.ReadHeaderTimeout = cluster.PeerIdleTimeout, n.peerSrv.ReadHeaderTimeout
 		peerCfg.KeepFields, peerCfg.AnswererFields = true, cluster.PeerHitFields
-		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), hitpath.NewMetrics(nil))
+		n.peerHitM = hitpath.NewMetrics(nil)
+		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), n.peerHitM)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
 	if os.Getenv("GOMEMLIMIT") == "" {

@@ -39,6 +39,7 @@ type Status struct {
 	Fields        map[string]float64          `json:"request_fields"` // client fields not forwarded as sent, by action
 	BadHosts      float64                     `json:"bad_host_requests"`
 	HitPath       *hitpath.Stats              `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	PeerHitPath   *hitpath.Stats              `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
 	WriteBatching *WriteBatchingStatus        `json:"write_batching,omitempty"` // nil with tuning.write_batching off
 	TLS           *TLSStatus                  `json:"tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
@@ -105,6 +106,10 @@ func (n *Node) Snapshot() Status {
 	if n.hits != nil {
 		hs := n.hitM.Stats()
 		s.HitPath = &hs
+	}
+	if n.peerHits != nil {
+		ps := n.peerHitM.Stats()
+		s.PeerHitPath = &ps
 	}
 	if n.cfg.Tuning.WriteBatching {
 		s.WriteBatching = &WriteBatchingStatus{ClientWrites: n.batch.sends.Load(), ClientMerged: n.batch.merged.Load(),
@@ -261,6 +266,9 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
+{{with .PeerHitPath}}<h2>Cluster listener read loop</h2>
+<p>peers' requests answered with a fresh hit without net/http: {{.Answered}} · open peer connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
+<table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .WriteBatching}}<h2>Write batching</h2>
 <p>client connections: {{.ClientWrites}} write system calls, {{.ClientMerged}} response writes merged into one · cluster listener (peer answers): {{.PeerWrites}} write system calls, {{.PeerMerged}} merged</p>{{end}}
 {{with .TLS}}<h2>HTTPS</h2>
