@@ -60,9 +60,13 @@ func TestPeerAnswerInOneWrite(t *testing.T) {
 	if forwarded < 5 {
 		t.Fatalf("only %d answers came from a peer in 20 s", forwarded)
 	}
+	// A fresh hit answered on the cluster listener's read loop is one
+	// vectored write of head and body by construction; every other
+	// answer's two writes must have been merged.
 	merged := a.peerBatch.merged.Load() + b.peerBatch.merged.Load()
-	if merged < int64(forwarded) {
-		t.Errorf("%d peer answers, %d merged writes on the cluster listeners: want every answer's two writes merged", forwarded, merged)
+	loop := a.peerHitM.Stats().Answered + b.peerHitM.Stats().Answered
+	if merged+loop < int64(forwarded) {
+		t.Errorf("%d peer answers: %d merged writes on the cluster listeners and %d answered on their read loops: want every answer in one write", forwarded, merged, loop)
 	}
 	if wb := a.Snapshot().WriteBatching; wb == nil || wb.PeerMerged != a.peerBatch.merged.Load() {
 		t.Errorf("status page write_batching %+v: want the cluster listener's merged writes (%d)", wb, a.peerBatch.merged.Load())
