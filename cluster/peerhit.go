@@ -103,6 +103,9 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	path, query, _ := strings.Cut(req.URL.RequestURI(), "?")
+	if strings.HasPrefix(path, "/_edge/") {
+		return false // PeerHandler routes the protocol's own paths first
+	}
 	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: site,
 		// As proxy's key: a relayed request's scheme is the one its
 		// trusted X-Forwarded-Proto names.
@@ -116,6 +119,10 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	// The nonce is taken before the hit is decided, so that no replayed
 	// copy on another connection can be answered meanwhile; if this path
 	// declines, it is given back for PeerHandler, which takes it again.
+	// Between the two, a byte-identical copy on another connection can
+	// take it first: that copy is answered and this request refused
+	// (403), never both. Only an attacker on the path, who could drop
+	// the request anyway, can make that happen.
 	if reason := c.peerAuth.record(id, now); reason != "" {
 		return false // a replay: PeerHandler refuses it and counts it
 	}

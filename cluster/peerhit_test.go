@@ -43,7 +43,9 @@ func peerHitHome(t *testing.T, pc proxy.Config, origin http.HandlerFunc) (home *
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl := hitpath.NewListener(ln, hitpath.Config{KeepFields: true, AnswererFields: PeerHitFields}, home.PeerHits(handlerHits{ph}), nil)
+	// As the node wires it (node/node.go): the cache's field lists too.
+	cfg := hitpath.Config{KeepFields: true, AnswererFields: PeerHitFields, StripFields: pc.StripRequestHeaders, UnkeyedFields: pc.UnkeyedRequestHeaders}
+	hl := hitpath.NewListener(ln, cfg, home.PeerHits(handlerHits{ph}), nil)
 	srv := &http.Server{Handler: home.PeerHandler(ph.ServeInbound, ph.Purge)}
 	go func() { _ = hl.Serve(srv) }()
 	t.Cleanup(func() { _ = srv.Close() })

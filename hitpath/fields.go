@@ -25,7 +25,16 @@ func NewFields(cfg Config) *Fields {
 func loopRules(cfg Config) *fieldRules {
 	r := NewFields(cfg).rules
 	if cfg.KeepFields {
-		r.keep, r.own = true, lower(cfg.AnswererFields)
+		r.keep = true
+		for _, f := range lower(cfg.AnswererFields) {
+			// A field the cache strips is gone before ServeHTTP reads it:
+			// the answerer must not read it either, so it is judged as
+			// on a client's request (declined if it could change the
+			// answer).
+			if !isStripped([]byte(f), r.strip) {
+				r.own = append(r.own, f)
+			}
+		}
 	}
 	return r
 }

@@ -167,20 +167,28 @@ func (r *Request) field(line []byte, rules *fieldRules) (stop, hand string, host
 
 // fieldValue reads one field, its name a token and its value trimmed.
 func (r *Request) fieldValue(name, value []byte, rules *fieldRules) (stop, hand string, host bool) {
+	if rules == nil || !rules.keep {
+		return r.fieldClass(name, value, rules)
+	}
+	if fieldOf(name) != fieldHost {
+		if len(r.fieldBuf) == maxKeptFields {
+			// Too many to keep: handed over, but every line is still
+			// classified, so that framing makes it net/http's for good.
+			stop, _, host = r.fieldClass(name, value, rules)
+			return stop, reasonField, host
+		}
+		r.fieldBuf = append(r.fieldBuf, Field{Name: name, Value: value})
+	}
+	if isStripped(name, rules.own) {
+		return "", "", false // the answerer's to judge
+	}
+	return r.fieldClass(name, value, rules)
+}
+
+func (r *Request) fieldClass(name, value []byte, rules *fieldRules) (stop, hand string, host bool) {
 	var strip, unkeyed []string
 	if rules != nil {
 		strip, unkeyed = rules.strip, rules.unkeyed
-		if rules.keep {
-			if len(r.fieldBuf) == maxKeptFields {
-				return "", reasonField, false
-			}
-			if fieldOf(name) != fieldHost {
-				r.fieldBuf = append(r.fieldBuf, Field{Name: name, Value: value})
-			}
-			if isStripped(name, rules.own) {
-				return "", "", false // the answerer's to judge
-			}
-		}
 	}
 	f := fieldOf(name)
 	if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {

@@ -250,9 +250,16 @@ func FuzzKeptFieldsAreNetHTTPs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	rules := &fieldRules{keep: true, own: []string{"cache-control", "x-forwarded-proto"}}
+	f.Add([]byte("GET /p HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-F: 1\r\n", maxKeptFields) + "Content-Length: 5\r\n\r\nhello"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var r Request
-		if _, res, _ := parse(b, &r, rules); res != answerable {
+		var r, plain Request
+		n, res, _ := parse(b, &r, rules)
+		// Keeping fields never hides what makes a request net/http's for
+		// good (a body, Upgrade…), however many lines come first.
+		if n0, res0, _ := parse(b, &plain, nil); (res0 == foreign) != (res == foreign) || (res0 != foreign && n0 != n) {
+			t.Fatalf("%q: kept %v (%d bytes), without keeping %v (%d bytes)", b, res, n, res0, n0)
+		}
+		if res != answerable {
 			return
 		}
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b)))

@@ -183,7 +183,10 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
 		n.peerSrv = &http.Server{Handler: cl.PeerHandler(n.servePeer, h.Purge), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+			// Longer than a sender keeps an idle connection in its pool,
+			// so that the sender closes it; but never unbounded.
+			IdleTimeout: cluster.PeerIdleTimeout,
+			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
 	front := n.siteFront(h)
 	n.public = &http.Server{

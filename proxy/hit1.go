@@ -140,7 +140,11 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 			return false // a rule matches on a cookie, which this path does not read
 		}
 		// Without cookie conditions the request's rule is its key rule.
-		rule = req.Site.Rules.ForRequest(http.MethodGet, req.Path, nil)
+		method := http.MethodGet
+		if req.Head {
+			method = http.MethodHead // a rule may match HEAD alone
+		}
+		rule = req.Site.Rules.ForRequest(method, req.Path, nil)
 		if rule != nil && (rule.Bypass || rule.KeyedOnRequest()) {
 			return false
 		}
