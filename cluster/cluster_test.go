@@ -30,11 +30,11 @@ func mustMode(s string) routing.Mode {
 	return m
 }
 
-func newTestCluster(t *testing.T, mode string, peers map[string]string) *Cluster {
+func newTestCluster(t testing.TB, mode string, peers map[string]string) *Cluster {
 	return newTestClusterPlaced(t, mode, peers, routing.PlacementPaper)
 }
 
-func newTestClusterPlaced(t *testing.T, mode string, peers map[string]string, placement routing.Placement) *Cluster {
+func newTestClusterPlaced(t testing.TB, mode string, peers map[string]string, placement routing.Placement) *Cluster {
 	t.Helper()
 	store := proxy.NewStore(1<<20, 4)
 	c, err := New(Config{

@@ -32,7 +32,7 @@ func (s handlerHits) ReleaseHit(e *proxy.Entry, ip string) { s.h.ReleaseHit(e, i
 // node serves it, in front of origin; it returns the home's cluster, its
 // handler, its address and an ingress cluster that signs for "n0".
 // plain is the same home's handler behind net/http alone, for comparison.
-func peerHitHome(t *testing.T, pc proxy.Config, origin http.HandlerFunc) (home *Cluster, ph *proxy.Handler, p, plain *Peer, ingress *Cluster) {
+func peerHitHome(t testing.TB, pc proxy.Config, origin http.HandlerFunc) (home *Cluster, ph *proxy.Handler, p, plain *Peer, ingress *Cluster) {
 	t.Helper()
 	originSrv := httptest.NewServer(origin)
 	t.Cleanup(originSrv.Close)
@@ -58,7 +58,7 @@ func peerHitHome(t *testing.T, pc proxy.Config, origin http.HandlerFunc) (home *
 
 // signedGet sends a signed data request (mode climb or probe) and returns
 // the verified answer, its body read to the end.
-func signedGet(t *testing.T, c *Cluster, p *Peer, method, target, mode string, fields ...string) (*http.Response, string) {
+func signedGet(t testing.TB, c *Cluster, p *Peer, method, target, mode string, fields ...string) (*http.Response, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, "http://h"+target, nil)
 	req.RequestURI = ""
@@ -145,7 +145,7 @@ func TestPeerHitOnReadLoop(t *testing.T) {
 
 // rawPeerRequest is a signed request's bytes, to send as a hostile peer
 // would: twice, or altered after signing.
-func rawPeerRequest(t *testing.T, c *Cluster, target string, fields ...string) []byte {
+func rawPeerRequest(t testing.TB, c *Cluster, target string, fields ...string) []byte {
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://h"+target, nil)
 	req.RequestURI = ""
