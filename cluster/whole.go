@@ -140,6 +140,7 @@ func (c *Cluster) releaseAhead(n int64) {
 func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, peer string) (proxy.Result, bool) {
 	fromPeer := proxy.Result{Resp: resp, From: proxy.UpstreamPeer, Addr: peer}
 	if c.cfg.PeerWholeBytes <= 0 || fr.Route != nil {
+		unverifiedLength(resp)
 		c.withResume(ctx, fr, resp, c.lossyLink(peer))
 		fromPeer.Resumed = resumedOf(resp)
 		return fromPeer, true
@@ -333,6 +334,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		return res
 	}
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body, release: c.aheadRelease(a.charged)}
+	unverifiedLength(resp)
 	c.withResume(ctx, fr, resp, lossy)
 	res.Resumed = resumedOf(resp)
 	return res
@@ -356,4 +358,17 @@ func (b *prefixedBody) Close() error {
 func (c *Cluster) aheadRelease(n int64) func() {
 	var once sync.Once
 	return func() { once.Do(func() { c.releaseAhead(n) }) }
+}
+
+// unverifiedLength hides the length of a peer answer that streams: its
+// body MAC is checked only at its end, and a known length lets the
+// ingress treat the body as whole (a client's Content-Length, slices
+// stored as they stream by) before that check. A peer's answer on the
+// cluster listener's read loop carries one; net/http's is chunked.
+func unverifiedLength(resp *http.Response) {
+	if resp.Request != nil && resp.Request.Method == http.MethodHead || resp.ContentLength <= 0 {
+		return
+	}
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
 }

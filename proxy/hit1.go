@@ -133,19 +133,21 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if req.TLS {
 		scheme = "https"
 	}
-	var rule *rules.Rule
+	var rule, keyRule *rules.Rule
 	var key string
 	if req.Site != nil && req.Site.Rules != nil {
 		if req.Site.Rules.NeedsHeader() {
 			return false // a rule matches on a cookie, which this path does not read
 		}
-		// Without cookie conditions the request's rule is its key rule.
-		method := http.MethodGet
+		// As ServeHTTP: the key comes from the key rule (a GET's, without
+		// cookie conditions), bypass and the counts from the request's
+		// rule, which may match HEAD alone.
+		keyRule = req.Site.Rules.ForKey(req.Path)
+		rule = keyRule
 		if req.Head {
-			method = http.MethodHead // a rule may match HEAD alone
+			rule = req.Site.Rules.ForRequest(http.MethodHead, req.Path, nil)
 		}
-		rule = req.Site.Rules.ForRequest(method, req.Path, nil)
-		if rule != nil && (rule.Bypass || rule.KeyedOnRequest()) {
+		if rule != nil && rule.Bypass || keyRule != nil && keyRule.KeyedOnRequest() {
 			return false
 		}
 	}
@@ -156,7 +158,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	kb := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(kb)
 	if req.Site != nil {
-		*kb = h.appendKeyUnder((*kb)[:0], req.Site, rule, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
+		*kb = h.appendKeyUnder((*kb)[:0], req.Site, keyRule, scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	} else {
 		*kb = h.appendKey((*kb)[:0], scheme, req.Host, req.Path, h.keyQuery(req.RawQuery))
 	}
