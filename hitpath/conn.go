@@ -1,6 +1,7 @@
 // Package hitpath answers the fresh cache hits of HTTP/1.1 connections
-// (the plain listener's, and the TLS listener's that negotiated HTTP/1.1:
-// node/tlshit.go) without net/http's per-request machinery (a header map, a URL, a
+// (the plain listener's, the TLS listener's that negotiated HTTP/1.1:
+// node/tlshit.go, and the cluster listener's signed peer requests:
+// cluster/peerhit.go, with Config.KeepFields) without net/http's per-request machinery (a header map, a URL, a
 // context, a background-read goroutine, a cloned and sorted response
 // header), each in one write from a head serialised once per entry.
 // docs/benchmarks.md has the profile that justified it: with edge's own

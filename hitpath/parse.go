@@ -185,6 +185,9 @@ func (r *Request) fieldValue(name, value []byte, rules *fieldRules) (stop, hand 
 	return r.fieldClass(name, value, rules)
 }
 
+// fieldClass judges one field as the loop does for a client's request:
+// whether it makes the connection net/http's (stop), hands this request
+// over (hand), or is read into r.
 func (r *Request) fieldClass(name, value []byte, rules *fieldRules) (stop, hand string, host bool) {
 	var strip, unkeyed []string
 	if rules != nil {
