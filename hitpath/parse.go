@@ -26,6 +26,20 @@ type Request struct {
 	fieldBuf    []Field // Fields' storage, kept across requests
 }
 
+// AcceptEncodingStrings returns the Accept-Encoding values as strings
+// that outlive the request's buffer (nil when it has none), as the cache's
+// HitRequest takes them.
+func (r *Request) AcceptEncodingStrings() []string {
+	if len(r.AcceptEncoding) == 0 {
+		return nil
+	}
+	out := make([]string, len(r.AcceptEncoding))
+	for i, v := range r.AcceptEncoding {
+		out[i] = string(v)
+	}
+	return out
+}
+
 // Field is one field line of a request, its name as sent and its value
 // trimmed of surrounding whitespace.
 type Field struct{ Name, Value []byte }

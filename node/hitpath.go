@@ -85,14 +85,8 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	}
 	target := unsafe.String(unsafe.SliceData(r.Target), len(r.Target))
 	path, query, _ := strings.Cut(target, "?")
-	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: s.resolved,
-		TLS: f.tls, Front: f.front}
-	if len(r.AcceptEncoding) > 0 {
-		hr.Accept = make([]string, len(r.AcceptEncoding))
-		for i, v := range r.AcceptEncoding {
-			hr.Accept[i] = string(v)
-		}
-	}
+	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Accept: r.AcceptEncodingStrings(), Remote: remote,
+		Close: r.Close, Site: s.resolved, TLS: f.tls, Front: f.front}
 	var ans proxy.HitAnswer
 	if !n.proxy.AppendHit(dst, &hr, date, &ans) {
 		return false
