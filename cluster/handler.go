@@ -46,6 +46,21 @@ type route struct {
 // maxHops bounds a climb whatever the headers say (loop guard).
 const maxHops = 16
 
+// routeOf reads a data request's route; ok is false for one that is
+// refused (no mode, more than maxHops hops).
+func routeOf(h http.Header) (*route, bool) {
+	rt := &route{mode: hopModes[h.Get(hdrMode)]}
+	rt.rank, _ = strconv.Atoi(h.Get(hdrRank))
+	rt.hop, _ = strconv.Atoi(h.Get(hdrHop))
+	if p := h.Get(hdrPath); p != "" {
+		rt.remaining = strings.Split(p, ",")
+	}
+	if rt.hop > maxHops || rt.mode == 0 {
+		return nil, false
+	}
+	return rt, true
+}
+
 // PeerHandler serves the cluster listener: signed data requests (probes and
 // climbs, answered by the same caching handler as clients), indicator
 // pulls and purge fan-out. Unsigned or badly signed requests get 403.
@@ -65,13 +80,8 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		_, _ = w.Write([]byte(strconv.Itoa(n)))
 	})
 	r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rt := &route{mode: hopModes[req.Header.Get(hdrMode)]}
-		rt.rank, _ = strconv.Atoi(req.Header.Get(hdrRank))
-		rt.hop, _ = strconv.Atoi(req.Header.Get(hdrHop))
-		if p := req.Header.Get(hdrPath); p != "" {
-			rt.remaining = strings.Split(p, ",")
-		}
-		if rt.hop > maxHops || rt.mode == 0 {
+		rt, ok := routeOf(req.Header)
+		if !ok {
 			c.metrics.PeerRejected.WithLabelValues("loop").Inc()
 			http.Error(w, "bad route", http.StatusLoopDetected)
 			return

@@ -106,16 +106,11 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if strings.HasPrefix(path, "/_edge/") {
 		return false // PeerHandler routes the protocol's own paths first
 	}
-	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Remote: remote, Close: r.Close, Site: site,
+	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Accept: r.AcceptEncodingStrings(), Remote: remote,
+		Close: r.Close, Site: site,
 		// As proxy's key: a relayed request's scheme is the one its
 		// trusted X-Forwarded-Proto names.
 		TLS: strings.EqualFold(strings.TrimSpace(req.Header.Get("X-Forwarded-Proto")), "https")}
-	if len(r.AcceptEncoding) > 0 {
-		hr.Accept = make([]string, len(r.AcceptEncoding))
-		for i, v := range r.AcceptEncoding {
-			hr.Accept[i] = string(v)
-		}
-	}
 	// The nonce is taken before the hit is decided, so that no replayed
 	// copy on another connection can be answered meanwhile; if this path
 	// declines, it is given back for PeerHandler, which takes it again.
@@ -172,17 +167,6 @@ func peerRequestOf(r *hitpath.Request) (*http.Request, bool) {
 		method = http.MethodHead
 	}
 	return &http.Request{Method: method, Host: string(r.Host), URL: u, Header: h}, true
-}
-
-// routeOf reads a data request's route as PeerHandler does; ok is false
-// for what PeerHandler refuses (no mode, too many hops).
-func routeOf(h http.Header) (*route, bool) {
-	rt := &route{mode: hopModes[h.Get(hdrMode)]}
-	rt.hop, _ = strconv.Atoi(h.Get(hdrHop))
-	if rt.hop > maxHops || rt.mode == 0 {
-		return nil, false
-	}
-	return rt, true
 }
 
 // signHit returns a hit's head with the response MAC (over the status
