@@ -140,9 +140,7 @@ func (c *Cluster) releaseAhead(n int64) {
 func (c *Cluster) settle(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, peer string) (proxy.Result, bool) {
 	fromPeer := proxy.Result{Resp: resp, From: proxy.UpstreamPeer, Addr: peer}
 	if c.cfg.PeerWholeBytes <= 0 || fr.Route != nil {
-		unverifiedLength(resp)
-		c.withResume(ctx, fr, resp, c.lossyLink(peer))
-		fromPeer.Resumed = resumedOf(resp)
+		fromPeer.Resumed = c.streamPeer(ctx, fr, resp, c.lossyLink(peer))
 		return fromPeer, true
 	}
 	// The body is read on this goroutine (usually it is already in the
@@ -322,9 +320,9 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		// with this one, as when it streamed: a probe winner's close ends
 		// the other probes, whose later answers still teach fna-learned.
 		resp.Body = &prefixedBody{Reader: bytes.NewReader(a.head), body: resp.Body, release: c.aheadRelease(a.charged)}
-		// A peer's answer is chunked (its body MAC rides in a trailer);
-		// read whole, its length is known, and the client gets it as
-		// Content-Length. Not for HEAD, 204 or 304, whose length would
+		// A peer's answer from net/http is chunked (its body MAC rides in
+		// a trailer); read whole, its length is known, and the client gets
+		// it as Content-Length. Not for HEAD, 204 or 304, whose length would
 		// describe a body they do not carry.
 		if resp.ContentLength < 0 && fr.Req.Method != http.MethodHead && resp.StatusCode >= 200 &&
 			resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
@@ -334,9 +332,7 @@ func (c *Cluster) peerResult(ctx context.Context, fr proxy.FetchRequest, resp *h
 		return res
 	}
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(a.head), resp.Body), body: resp.Body, release: c.aheadRelease(a.charged)}
-	unverifiedLength(resp)
-	c.withResume(ctx, fr, resp, lossy)
-	res.Resumed = resumedOf(resp)
+	res.Resumed = c.streamPeer(ctx, fr, resp, lossy)
 	return res
 }
 
@@ -360,15 +356,17 @@ func (c *Cluster) aheadRelease(n int64) func() {
 	return func() { once.Do(func() { c.releaseAhead(n) }) }
 }
 
-// unverifiedLength hides the length of a peer answer that streams: its
-// body MAC is checked only at its end, and a known length lets the
-// ingress treat the body as whole (a client's Content-Length, slices
-// stored as they stream by) before that check. A peer's answer on the
-// cluster listener's read loop carries one; net/http's is chunked.
-func unverifiedLength(resp *http.Response) {
-	if resp.Request != nil && resp.Request.Method == http.MethodHead || resp.ContentLength <= 0 {
-		return
+// streamPeer readies a peer answer that streams to the client: its length
+// hidden (its body MAC is checked only at its end, and a known length lets
+// the ingress treat the body as whole, a client's Content-Length or slices
+// stored as they stream by, before that check; a peer's answer on the
+// cluster listener's read loop carries one, net/http's is chunked), and
+// its body resumable from the origin. It returns proxy.Result.Resumed.
+func (c *Cluster) streamPeer(ctx context.Context, fr proxy.FetchRequest, resp *http.Response, lossy bool) func() bool {
+	if (resp.Request == nil || resp.Request.Method != http.MethodHead) && resp.ContentLength > 0 {
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
 	}
-	resp.ContentLength = -1
-	resp.Header.Del("Content-Length")
+	c.withResume(ctx, fr, resp, lossy)
+	return resumedOf(resp)
 }
