@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,12 +21,12 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/edgecache/edge/internal/demoproc"
+	"github.com/edgecache/edge/internal/promtext"
 )
 
 func main() {
@@ -138,19 +139,14 @@ func main() {
 
 // metric sums a counter's series (all labels) on a node's /metrics.
 func metric(admin, name string) float64 {
-	resp, err := http.Get("http://" + admin + "/metrics")
+	m, err := promtext.Scrape(context.Background(), "http://"+admin+"/metrics")
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
-			if i := strings.LastIndexByte(rest, ' '); i >= 0 {
-				v, _ := strconv.ParseFloat(rest[i+1:], 64)
-				sum += v
-			}
+	for series, v := range m {
+		if series == name || strings.HasPrefix(series, name+"{") {
+			sum += v
 		}
 	}
 	return sum
