@@ -471,28 +471,33 @@ func (c *conn) onFrame(f http2.Frame) error {
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
+	// The changes are applied and the ACK written under wmu: a writer woken
+	// by a larger window writes its DATA after the ACK, never before it. RFC
+	// 9113 §6.5.3 asks for the ACK "immediately", and a client that waits
+	// for the ACK before it reads DATA (h2spec 6.9.2/1 does) would drop
+	// a DATA frame that overtook it. wmu is taken before mu, as
+	// writeBlockLocked takes them.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
 		}
 		switch s.ID {
 		case http2.SettingHeaderTableSize:
-			c.wmu.Lock()
 			c.henc.SetMaxDynamicTableSize(s.Val)
-			c.wmu.Unlock()
 		case http2.SettingInitialWindowSize:
 			c.mu.Lock()
+			defer c.mu.Unlock()
 			delta := int64(s.Val) - c.peerWindow
 			c.peerWindow = int64(s.Val)
 			for _, st := range c.streams {
 				if st.sendWindow+delta > 1<<31-1 {
-					c.mu.Unlock()
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
 				st.sendWindow += delta
 			}
 			c.cond.Broadcast()
-			c.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			c.mu.Lock()
 			c.peerMaxFrame = int(s.Val)
@@ -502,8 +507,6 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	}); err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	return c.fr.WriteSettingsAck()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,6 +307,61 @@ func TestSmallClientWindow(t *testing.T) {
 	}
 	if n := s.Hits.(answerer).n.Load(); n != 1 {
 		t.Fatalf("hits answered %d, want 1", n)
+	}
+}
+
+// A SETTINGS frame that opens the stream windows is acknowledged before
+// any DATA it lets through: h2spec 6.9.2/1 waits for the ACK, then for
+// DATA, and a DATA frame written between the window change and the ACK
+// was lost to it (a loaded CI run failed so).
+func TestSettingsAckPrecedesTheDataItAllows(t *testing.T) {
+	body := bytes.Repeat([]byte("s"), 4096)
+	s := &Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }),
+		Hits:    answerer{body: body, n: new(atomic.Int64)},
+		Fields:  hitpath.NewFields(hitpath.Config{}),
+	}
+	addr := serve(t, s)
+	for round := range 40 {
+		path := []string{"/hit", "/handler"}[round%2]
+		rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		acks := 0
+		next := func() http2.Frame {
+			f, err := rc.fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("round %d %s: %v", round, path, err)
+			}
+			return f
+		}
+		for acks == 0 { // the ACK of the first SETTINGS
+			if sf, ok := next().(*http2.SettingsFrame); ok && sf.IsAck() {
+				acks++
+			}
+		}
+		rc.headers(1, true, get(path)...)
+		if err := rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for len(order) < 2 || order[len(order)-1] != "DATA" {
+			switch f := next().(type) {
+			case *http2.SettingsFrame:
+				if f.IsAck() {
+					order = append(order, "ACK")
+				}
+			case *http2.DataFrame:
+				if len(f.Data()) != 1 {
+					t.Fatalf("round %d %s: DATA of %d bytes in a window of 1", round, path, len(f.Data()))
+				}
+				order = append(order, "DATA")
+			case *http2.MetaHeadersFrame:
+				order = append(order, "HEADERS")
+			}
+		}
+		if i := slices.Index(order, "ACK"); i < 0 || i > slices.Index(order, "DATA") {
+			t.Fatalf("round %d %s: frames %v: the DATA the new window allows came before the SETTINGS ACK", round, path, order)
+		}
+		rc.nc.Close()
 	}
 }
 
