@@ -20,17 +20,16 @@ type ShadowDetector struct {
 	Args fdetect.Params
 }
 
-// ParseShadowDetector reads "kind" or "kind/k=v/k=v"; lossBudget is added
-// as the node adds it to its own detector, unless the entry sets one.
-func ParseShadowDetector(spec string, period time.Duration, lossBudget float64) (ShadowDetector, error) {
+// ParseShadowDetector reads "kind" or "kind/k=v/k=v"; defaults (the node's
+// loss_budget and loss_estimator) are added as the node adds them to its
+// own detector, unless the entry sets them.
+func ParseShadowDetector(spec string, period time.Duration, defaults fdetect.Params) (ShadowDetector, error) {
 	parts := strings.Split(spec, "/")
 	args, err := fdetect.ParseParams(parts[1:])
 	if err != nil {
 		return ShadowDetector{}, fmt.Errorf("shadow detector %q: %w", spec, err)
 	}
-	if _, set := args[fdetect.LossBudgetParam]; !set && lossBudget > 0 {
-		args[fdetect.LossBudgetParam] = lossBudget
-	}
+	args.AddDefaults(defaults)
 	s := ShadowDetector{Name: spec, Kind: parts[0], Args: args}
 	if _, err := fdetect.New(s.Kind, int64(period), s.Args); err != nil {
 		return ShadowDetector{}, fmt.Errorf("shadow detector %q: %w", spec, err)

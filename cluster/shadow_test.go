@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/routing"
 )
 
@@ -20,7 +21,7 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 	virtualTime(t, func(t *testing.T) {
 		var shadows []ShadowDetector
 		for _, spec := range []string{"phi", "chen/alpha_ms=-20"} {
-			s, err := ParseShadowDetector(spec, 50*time.Millisecond, 0)
+			s, err := ParseShadowDetector(spec, 50*time.Millisecond, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,15 +91,15 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 
 func TestParseShadowDetectorRejectsNonsense(t *testing.T) {
 	for _, bad := range []string{"", "nope", "phi/threshold", "phi/threshold=x", "chen/alpah_ms=3", "ml/loss_model=7"} {
-		if _, err := ParseShadowDetector(bad, 100*time.Millisecond, 1e-7); err == nil {
+		if _, err := ParseShadowDetector(bad, 100*time.Millisecond, fdetect.Params{fdetect.LossBudgetParam: 1e-7}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	s, err := ParseShadowDetector("chen/alpha_ms=300", 100*time.Millisecond, 1e-7)
+	s, err := ParseShadowDetector("chen/alpha_ms=300", 100*time.Millisecond, fdetect.Params{fdetect.LossBudgetParam: 1e-7})
 	if err != nil || s.Kind != "chen" || s.Args["alpha_ms"] != 300 || s.Args["loss_budget"] != 1e-7 {
 		t.Fatalf("%+v %v: want chen, alpha 300 and the node's loss budget", s, err)
 	}
-	s, _ = ParseShadowDetector("phi/loss_budget=0", 100*time.Millisecond, 1e-7)
+	s, _ = ParseShadowDetector("phi/loss_budget=0", 100*time.Millisecond, fdetect.Params{fdetect.LossBudgetParam: 1e-7})
 	if s.Args["loss_budget"] != 0 {
 		t.Fatalf("an entry's own loss_budget overridden: %+v", s)
 	}

@@ -172,8 +172,9 @@ func Keys() []Key {
 		{"cluster.tls.ca_file", String, "", "PEM CA bundle that signs the peers' certificates (client and server side)."},
 		{"cluster.heartbeat_period", Duration, dur(cd.Period), "Heartbeat period Δ; detection takes a few periods."},
 		{"cluster.detector", String, cd.Detector, "Failure detector per peer: " + strings.Join(fdetect.Names, ", ") + " (docs/failure-detection.md)."},
-		{"cluster.loss_budget", Float, "1e-07", "Loss-aware margin, for every detector: the chance per heartbeat that random heartbeat loss may cause a false suspicion. The detector waits for as many extra periods as the link's measured loss needs (none on a clean link; 5 at 5 % loss, at most 9). 0 turns it off (the published detectors as they are). docs/failure-detection.md."},
+		{"cluster.loss_budget", Float, "2.5e-06", "Loss-aware margin, for every detector: the chance per heartbeat that random heartbeat loss may cause a false suspicion (2.5e-6: 0.09 per link-hour at 10 heartbeats a second). The detector waits for as many extra periods as the link's measured loss needs (none on a clean link, one at 0.1 % loss, 4 at 5 %, at most 9). 0 turns it off (the published detectors as they are). docs/failure-detection.md."},
 		{"cluster.detector_params", List, "", "Detector parameters as name=value,…; e.g. quantile=0.999 for ml, alpha_ms=200 for chen."},
+		{"cluster.loss_estimator", String, "rate", "How the loss-aware margin (cluster.loss_budget) reads a link's loss: rate (every lost heartbeat, averaged over about 50 and 1,000 heartbeats) or runs (a run of consecutive losses counted once, over about 8,000 heartbeats; the 50-heartbeat average past its first loss): a short burst then weighs like one lost heartbeat. docs/failure-detection.md."},
 		{"cluster.shadow_detectors", List, "", "Detectors run beside cluster.detector on the same heartbeats for comparison only, as detector or detector/name=value/…, e.g. phi,chen/alpha_ms=300: their suspicions are shown on the status page (status.json peers[].shadows) and counted in edge_fd_shadow_suspicions_total, never acted on. cluster.loss_budget applies to them as to cluster.detector unless an entry sets loss_budget. The fault lab (make chaos) compares detectors this way."},
 		{"cluster.peer_timeout", Duration, dur(cd.PeerTimeout), "Connect budget to a peer and a probe's deadline; a slow peer costs at most this before failover."},
 		{"cluster.peer_whole_bytes", Size, size(cd.PeerWholeBytes), "A peer's answer up to this size is read whole (its MAC checked) before its header goes to the client, so that one that breaks or crawls mid-body on a lossy link is replaced by the next hop or the origin with nothing sent; one silent for 4 × cluster.peer_timeout (at least 1 s), or still arriving then on a link whose heartbeats show loss, is raced against the origin (a slow answer on a clean link is left alone: it is likely the home relaying a slow origin). Larger answers stream from there, resumed from the origin by Range when they break. 0 streams every answer."},
@@ -317,6 +318,7 @@ type Config struct {
 		DetectorParams  []string
 		ShadowDetectors []string
 		LossBudget      float64
+		LossEstimator   string // rate or runs
 		PeerTimeout     time.Duration
 		PeerWholeBytes  int64
 		Selection       cluster.Selection
@@ -582,6 +584,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
+	c.Cluster.LossEstimator = p.oneOf("cluster.loss_estimator", "rate", "runs")
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)

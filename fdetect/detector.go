@@ -42,6 +42,17 @@ func (p Params) Get(name string, def float64) float64 {
 	return def
 }
 
+// AddDefaults sets each parameter of defaults that p does not set. A
+// loss_estimator added beside an explicit loss_budget=0 is dropped with it
+// by New.
+func (p Params) AddDefaults(defaults Params) {
+	for k, v := range defaults {
+		if _, set := p[k]; !set {
+			p[k] = v
+		}
+	}
+}
+
 // ParseParams parses "k=v" pairs.
 func ParseParams(kv []string) (Params, error) {
 	p := Params{}
@@ -128,9 +139,16 @@ func New(name string, period int64, p Params) (Detector, error) {
 		if budget < 0 || budget >= 1 {
 			return nil, fmt.Errorf("fdetect: %s %v: want 0 (off) or a chance in (0, 1)", LossBudgetParam, budget)
 		}
+		estimator := LossRate
+		if e, ok := p[LossEstimatorParam]; ok {
+			if e != float64(LossRate) && e != float64(LossRuns) {
+				return nil, fmt.Errorf("fdetect: %s %v: want 0 (rate) or 1 (runs)", LossEstimatorParam, e)
+			}
+			estimator = LossEstimator(e)
+		}
 		rest := Params{}
 		for k, v := range p {
-			if k != LossBudgetParam {
+			if k != LossBudgetParam && k != LossEstimatorParam {
 				rest[k] = v
 			}
 		}
@@ -138,7 +156,10 @@ func New(name string, period int64, p Params) (Detector, error) {
 		if err != nil || budget == 0 {
 			return d, err
 		}
-		return NewLossAware(d, period, budget), nil
+		return NewLossAwareWith(d, period, budget, estimator), nil
+	}
+	if _, ok := p[LossEstimatorParam]; ok {
+		return nil, fmt.Errorf("fdetect: %s needs %s", LossEstimatorParam, LossBudgetParam)
 	}
 	i := slices.IndexFunc(kinds, func(k kind) bool { return k.name == name })
 	if i < 0 {

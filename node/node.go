@@ -361,6 +361,30 @@ func originConfig(cfg *config.Config, log *slog.Logger, errs *prometheus.Counter
 	}
 }
 
+// detectorSummary names the failure detector and its loss-aware margin
+// for the status page.
+func detectorSummary(cfg *config.Config) string {
+	if cfg.Cluster.LossBudget <= 0 {
+		return cfg.Cluster.Detector + ", loss-aware margin off (cluster.loss_budget 0)"
+	}
+	return fmt.Sprintf("%s, loss-aware margin with budget %g per heartbeat and the %s estimator (cluster.loss_budget, cluster.loss_estimator)",
+		cfg.Cluster.Detector, cfg.Cluster.LossBudget, cfg.Cluster.LossEstimator)
+}
+
+// lossParams are the detector parameters the node adds to its own
+// detector and to every shadow, unless their entries set them: the
+// loss-aware margin's budget and estimator (none with cluster.loss_budget 0).
+func lossParams(cfg *config.Config) fdetect.Params {
+	if cfg.Cluster.LossBudget <= 0 {
+		return fdetect.Params{}
+	}
+	estimator := fdetect.LossRate
+	if cfg.Cluster.LossEstimator == "runs" {
+		estimator = fdetect.LossRuns
+	}
+	return fdetect.Params{fdetect.LossBudgetParam: cfg.Cluster.LossBudget, fdetect.LossEstimatorParam: float64(estimator)}
+}
+
 // clusterConfig maps the configuration onto the cluster's, and returns the
 // peer listener's TLS settings (nil without cluster.tls).
 func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
@@ -368,15 +392,14 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	if err != nil {
 		return cluster.Config{}, nil, fmt.Errorf("node: cluster.detector_params: %w", err)
 	}
-	if _, set := params[fdetect.LossBudgetParam]; !set && cfg.Cluster.LossBudget > 0 {
-		params[fdetect.LossBudgetParam] = cfg.Cluster.LossBudget
-	}
+	lossDefaults := lossParams(cfg)
+	params.AddDefaults(lossDefaults)
 	var shadows []cluster.ShadowDetector
 	for i, spec := range cfg.Cluster.ShadowDetectors {
 		if slices.Contains(cfg.Cluster.ShadowDetectors[:i], spec) {
 			return cluster.Config{}, nil, fmt.Errorf("node: cluster.shadow_detectors: %q twice", spec)
 		}
-		s, err := cluster.ParseShadowDetector(spec, cfg.Cluster.HeartbeatPeriod, cfg.Cluster.LossBudget)
+		s, err := cluster.ParseShadowDetector(spec, cfg.Cluster.HeartbeatPeriod, lossDefaults)
 		if err != nil {
 			return cluster.Config{}, nil, fmt.Errorf("node: cluster.shadow_detectors: %w", err)
 		}

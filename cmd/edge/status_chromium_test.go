@@ -89,7 +89,8 @@ func TestStatusPageInChromium(t *testing.T) {
 	url := "http://admin:status-token@" + a.adm + "/status?url=http://" + a.pub + "/p/7"
 	dom := string(headless(t, bin, "--dump-dom", url))
 	for _, want := range []string{"edge node", "edge-a", "Cluster", "edge-b", "trusted", "FD margin", "indicator epoch",
-		"Hottest pages", "/p/7", "Compression", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio"} {
+		"Hottest pages", "/p/7", "Compression", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio",
+		"Failure detector: ml, loss-aware margin with budget 2.5e-06 per heartbeat and the rate estimator"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("status page lacks %q", want)
 		}

@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -214,15 +215,17 @@ func replay(bin, trace, det string, from, to time.Time) *fdlab.Result {
 	name, params := splitDetector(det)
 	args := []string{"fd", "replay", "--trace", trace, "--detector", name, "--period", "100ms", "--json",
 		"--from-ns", fmt.Sprint(from.UnixNano()), "--to-ns", fmt.Sprint(to.UnixNano())}
-	// The live nodes run with the default cluster.loss_budget unless the
-	// detector's parameters set one; so does the replay.
-	budgetSet := false
+	// The live nodes run with the default cluster.loss_budget and
+	// cluster.loss_estimator unless the detector's parameters set them; so
+	// does the replay.
+	defaults := fdetect.Params{fdetect.LossBudgetParam: fdetect.DefaultLossBudget, fdetect.LossEstimatorParam: float64(fdetect.DefaultLossEstimator)}
 	for _, kv := range params {
 		args = append(args, "--param", kv)
-		budgetSet = budgetSet || strings.HasPrefix(kv, fdetect.LossBudgetParam+"=")
+		name, _, _ := strings.Cut(kv, "=")
+		delete(defaults, name)
 	}
-	if !budgetSet {
-		args = append(args, "--param", fmt.Sprintf("%s=%g", fdetect.LossBudgetParam, fdetect.DefaultLossBudget))
+	for _, name := range slices.Sorted(maps.Keys(defaults)) {
+		args = append(args, "--param", fmt.Sprintf("%s=%g", name, defaults[name]))
 	}
 	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
