@@ -26,6 +26,9 @@ func patient(c *Cluster) {
 	tr := c.client.Transport.(*http.Transport)
 	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
 	tr.ResponseHeaderTimeout = 10 * time.Second
+	// The peer client that sends data requests too: a home that encodes a
+	// large page on a loaded -race run can take seconds to its header.
+	c.peerHTTP.headerTimeout = 10 * time.Second
 }
 
 // originAt is a plain origin fetcher for the test origin at base.
