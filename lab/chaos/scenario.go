@@ -72,6 +72,10 @@ type StepResult struct {
 	FalseByObserver []int // the same, by observing node
 	PerPairOnsetMax int
 	ClearMs         []float64
+	// AfterOnsetMs is, per false suspicion, how long after its onset's
+	// start it came: the first second of a loss fault (each link's
+	// estimates still empty) or later.
+	AfterOnsetMs []float64
 	// Client errors while the fault was on (and up to 2 s after).
 	Errors int
 	// For partitions: the most origin requests for one page from one side
@@ -472,6 +476,9 @@ func (l *Lab) score(res *Result, sc Scenario, ivs [][][2]time.Time, start, loadS
 				sr.FalseSuspicions++
 				sr.FalseByObserver[o]++
 				onset := onsetOf(ivs[k], t.At)
+				if onset >= 0 {
+					sr.AfterOnsetMs = append(sr.AfterOnsetMs, ms(t.At.Sub(ivs[k][onset][0])))
+				}
 				perOnset[[2]int{k, onset}]++
 				sr.PerPairOnsetMax = max(sr.PerPairOnsetMax, perOnset[[2]int{k, onset}])
 				if x+1 < len(ts) {
