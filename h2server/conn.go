@@ -55,13 +55,14 @@ type conn struct {
 	cond          sync.Cond
 	streams       map[uint32]*stream
 	maxClientID   uint32
-	sendWindow    int64 // what the client lets us send on the connection
-	peerWindow    int64 // SETTINGS_INITIAL_WINDOW_SIZE of the client
-	peerMaxFrame  int   // SETTINGS_MAX_FRAME_SIZE of the client
-	recvWindow    int64 // what the client may still send on the connection
-	recvUnacked   int64 // body bytes consumed and not yet returned by WINDOW_UPDATE
-	running       int   // handler goroutines, reset streams' included
-	draining      bool  // GOAWAY sent or asked: no new streams
+	sendWindow    int64  // what the client lets us send on the connection
+	peerWindow    int64  // SETTINGS_INITIAL_WINDOW_SIZE of the client
+	peerMaxFrame  int    // SETTINGS_MAX_FRAME_SIZE of the client
+	settingsGen   uint64 // counts SETTINGS of the window or frame size: a reservation made under an older one is made again
+	recvWindow    int64  // what the client may still send on the connection
+	recvUnacked   int64  // body bytes consumed and not yet returned by WINDOW_UPDATE
+	running       int    // handler goroutines, reset streams' included
+	draining      bool   // GOAWAY sent or asked: no new streams
 	closed        bool
 	idleSince     time.Time
 	idleTimer     *time.Timer
@@ -489,6 +490,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		case http2.SettingInitialWindowSize:
 			c.mu.Lock()
 			defer c.mu.Unlock()
+			c.settingsGen++
 			delta := int64(s.Val) - c.peerWindow
 			c.peerWindow = int64(s.Val)
 			for _, st := range c.streams {
@@ -500,6 +502,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 			c.cond.Broadcast()
 		case http2.SettingMaxFrameSize:
 			c.mu.Lock()
+			c.settingsGen++
 			c.peerMaxFrame = int(s.Val)
 			c.mu.Unlock()
 		}

@@ -77,8 +77,9 @@ func (st *stream) endRemote() {
 }
 
 // reserve takes up to n bytes of send window (at most one frame), waiting
-// for WINDOW_UPDATE until deadline (zero: none).
-func (st *stream) reserve(n int, deadline time.Time) (int, error) {
+// for WINDOW_UPDATE until deadline (zero: none). gen is the settings
+// generation the reservation was made under.
+func (st *stream) reserve(n int, deadline time.Time) (k int, gen uint64, err error) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -90,18 +91,18 @@ func (st *stream) reserve(n int, deadline time.Time) (int, error) {
 	}()
 	for {
 		if st.reset || c.closed {
-			return 0, errStreamClosed
+			return 0, 0, errStreamClosed
 		}
 		if avail := min(st.sendWindow, c.sendWindow); avail > 0 {
 			k := min(int64(n), avail, int64(c.peerMaxFrame))
 			st.sendWindow -= k
 			c.sendWindow -= k
-			return int(k), nil
+			return int(k), c.settingsGen, nil
 		}
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return 0, errWriteTimeout
+				return 0, 0, errWriteTimeout
 			}
 			if timer == nil {
 				timer = time.AfterFunc(left, func() {
@@ -117,7 +118,7 @@ func (st *stream) reserve(n int, deadline time.Time) (int, error) {
 		err := c.flush()
 		c.mu.Lock()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if min(st.sendWindow, c.sendWindow) > 0 || st.reset || c.closed {
 			continue
@@ -142,11 +143,27 @@ func (st *stream) sendData(p []byte, end bool, deadline time.Time) error {
 		return err
 	}
 	for len(p) > 0 {
-		n, err := st.reserve(len(p), deadline)
+		n, gen, err := st.reserve(len(p), deadline)
 		if err != nil {
 			return err
 		}
 		c.wmu.Lock()
+		// A SETTINGS frame handled between the reservation and wmu (its ACK
+		// is now written) may have lowered the frame size or the window the
+		// reservation was made under: what is written after the ACK must
+		// fit the new ones, so the reservation is given back and made again.
+		c.mu.Lock()
+		stale := c.settingsGen != gen
+		if stale {
+			st.sendWindow += int64(n)
+			c.sendWindow += int64(n)
+			c.cond.Broadcast()
+		}
+		c.mu.Unlock()
+		if stale {
+			c.wmu.Unlock()
+			continue
+		}
 		err = c.writeDataLocked(st, p[:n], end && n == len(p))
 		c.wmu.Unlock()
 		if err != nil {
