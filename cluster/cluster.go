@@ -924,7 +924,7 @@ func (c *Cluster) exportPeerGauges(now time.Time) {
 			c.metrics.FDMargin.WithLabelValues(p.ID).Set(float64(m.Margin()) / 1e9)
 		}
 		if la, ok := p.det.(*fdetect.LossAware); ok {
-			c.metrics.HeartbeatLoss.WithLabelValues(p.ID).Set(la.Loss())
+			c.metrics.HeartbeatLoss.WithLabelValues(p.ID).Set(la.LostShare())
 		}
 		e := p.replica.Exclusion()
 		he := p.replica.HomeExclusion()
@@ -1062,7 +1062,7 @@ func (c *Cluster) Peers() []PeerState {
 			s.MarginMs = float64(m.Margin()) / 1e6
 		}
 		if la, ok := p.det.(*fdetect.LossAware); ok {
-			s.LossRatio = la.Loss()
+			s.LossRatio = la.LostShare()
 		}
 		out = append(out, s)
 	}

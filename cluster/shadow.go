@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,4 +96,30 @@ func shadowHistories(p *Peer) map[string][]Transition {
 		out[s.name] = append([]Transition(nil), s.history...)
 	}
 	return out
+}
+
+// DetectorSummary names the node's failure detector as it runs, its
+// parameters after the node's defaults and cluster.detector_params (which
+// may set the loss budget and estimator), for the status page.
+func (c *Cluster) DetectorSummary() string {
+	args := c.cfg.DetectorArgs
+	var other []string
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if k != fdetect.LossBudgetParam && k != fdetect.LossEstimatorParam {
+			other = append(other, fmt.Sprintf("%s=%g", k, args[k]))
+		}
+	}
+	name := c.cfg.Detector
+	if len(other) > 0 {
+		name += " (" + strings.Join(other, ", ") + ")"
+	}
+	budget := args[fdetect.LossBudgetParam]
+	if !(budget > 0) {
+		return name + ", loss-aware margin off"
+	}
+	estimator := "rate"
+	if args[fdetect.LossEstimatorParam] == float64(fdetect.LossRuns) {
+		estimator = "runs"
+	}
+	return fmt.Sprintf("%s, loss-aware margin with budget %g per heartbeat and the %s estimator", name, budget, estimator)
 }

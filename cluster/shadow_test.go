@@ -237,3 +237,23 @@ func allTrust(nodes map[string]*gossipNode, ids []string) func() bool {
 		return true
 	}
 }
+
+// The status page's summary is of the detector as it runs: parameters
+// from cluster.detector_params override the node's loss defaults (a
+// hostile review found it read the config keys alone).
+func TestDetectorSummaryIsWhatRuns(t *testing.T) {
+	for _, c := range []struct {
+		args fdetect.Params
+		want string
+	}{
+		{fdetect.Params{fdetect.LossBudgetParam: 2.5e-6, fdetect.LossEstimatorParam: 0}, "ml, loss-aware margin with budget 2.5e-06 per heartbeat and the rate estimator"},
+		{fdetect.Params{fdetect.LossBudgetParam: 1e-7, fdetect.LossEstimatorParam: 1}, "ml, loss-aware margin with budget 1e-07 per heartbeat and the runs estimator"},
+		{fdetect.Params{fdetect.LossBudgetParam: 0, fdetect.LossEstimatorParam: 1, "quantile": 0.999}, "ml (quantile=0.999), loss-aware margin off"},
+		{fdetect.Params{}, "ml, loss-aware margin off"},
+	} {
+		cl := &Cluster{cfg: Config{Detector: "ml", DetectorArgs: c.args}}
+		if got := cl.DetectorSummary(); got != c.want {
+			t.Errorf("%v: %q, want %q", c.args, got, c.want)
+		}
+	}
+}

@@ -205,7 +205,7 @@ func (c *Cluster) lossyLink(peer string) bool {
 // c.mu is held.
 func (p *Peer) lossy() bool {
 	la, ok := p.det.(*fdetect.LossAware)
-	return ok && la.Loss() >= lossyLinkShare
+	return ok && la.LostShare() >= lossyLinkShare
 }
 
 // progressReader records when its reader last gave bytes.

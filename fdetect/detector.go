@@ -136,7 +136,7 @@ const LossBudgetParam = "loss_budget"
 func New(name string, period int64, p Params) (Detector, error) {
 	// loss_budget, for every detector: wrap it in LossAware.
 	if budget, ok := p[LossBudgetParam]; ok {
-		if budget < 0 || budget >= 1 {
+		if !(budget >= 0 && budget < 1) { // NaN too
 			return nil, fmt.Errorf("fdetect: %s %v: want 0 (off) or a chance in (0, 1)", LossBudgetParam, budget)
 		}
 		estimator := LossRate

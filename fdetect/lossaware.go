@@ -39,9 +39,14 @@ type LossAware struct {
 	period     int64
 	logBudget  float64
 	estimator  LossEstimator
-	fast, slow float64 // moving averages of "this heartbeat was lost" (LossRuns: slow of "a run of losses ended here")
-	last       uint64
-	seen       bool
+	fast, slow float64 // moving averages of "this heartbeat was lost", over lossFastWindow and lossSlowWindow
+	runs       float64 // moving average of "a run of losses ended here", over lossRunsSlowWindow (LossRuns)
+	// lostBits has bit d set when heartbeat last−d was counted lost (d <
+	// 64): a late arrival undoes exactly what its loss counted, and a
+	// duplicate or a heartbeat of an uncounted outage undoes nothing.
+	lostBits uint64
+	last     uint64
+	seen     bool
 }
 
 // LossEstimator is how LossAware reads a link's loss rate from its gaps.
@@ -91,13 +96,6 @@ func NewLossAwareWith(inner Detector, period int64, budget float64, e LossEstima
 	return &LossAware{inner: inner, period: period, logBudget: math.Log(budget), estimator: e}
 }
 
-func (d *LossAware) slowWindow() float64 {
-	if d.estimator == LossRuns {
-		return lossRunsSlowWindow
-	}
-	return lossSlowWindow
-}
-
 // Observe implements Detector.
 func (d *LossAware) Observe(seq uint64, arrival int64) {
 	if d.seen && seq > d.last {
@@ -105,23 +103,40 @@ func (d *LossAware) Observe(seq uint64, arrival int64) {
 		// partition, a stalled sender), not random loss: it says nothing
 		// about the next heartbeat's chance of being lost, and counting it
 		// would slow detection for minutes after every heal.
-		if lost := seq - d.last - 1; lost <= LossMaxExtra {
-			sw := d.slowWindow()
+		shift := seq - d.last
+		d.lostBits = shiftBits(d.lostBits, shift)
+		if lost := shift - 1; lost <= LossMaxExtra {
 			for i := range lost {
+				d.lostBits |= 1 << (i + 1)
 				d.fast += (1 - d.fast) / lossFastWindow
-				if i == 0 || d.estimator != LossRuns {
-					d.slow += (1 - d.slow) / sw
-				}
+				d.slow += (1 - d.slow) / lossSlowWindow
+			}
+			if lost > 0 {
+				d.runs += (1 - d.runs) / lossRunsSlowWindow
 			}
 			d.fast -= d.fast / lossFastWindow
-			d.slow -= d.slow / sw
+			d.slow -= d.slow / lossSlowWindow
+			d.runs -= d.runs / lossRunsSlowWindow
 		}
 	}
-	if d.seen && seq < d.last {
-		// A late heartbeat was counted lost when a newer one came: it was
-		// reordered (jitter), not lost. Undo about one loss's worth.
+	if back := d.last - seq; d.seen && seq < d.last && back < 64 && d.lostBits&(1<<back) != 0 {
+		// A late heartbeat counted lost when a newer one came: it was
+		// reordered (jitter), not lost. Undo its loss, and for the runs the
+		// run it was in: gone if it was the run's only loss, split in two
+		// if it was in the middle.
+		d.lostBits &^= 1 << back
 		d.fast = max(0, d.fast-1.0/lossFastWindow)
-		d.slow = max(0, d.slow-1/d.slowWindow())
+		d.slow = max(0, d.slow-1.0/lossSlowWindow)
+		older := back < 63 && d.lostBits&(1<<(back+1)) != 0
+		newer := back > 1 && d.lostBits&(1<<(back-1)) != 0
+		change := -1.0
+		if older {
+			change++
+		}
+		if newer {
+			change++
+		}
+		d.runs = max(0, d.runs+change/lossRunsSlowWindow)
 	}
 	if !d.seen || seq > d.last {
 		d.last, d.seen = seq, true
@@ -153,12 +168,26 @@ func (d *LossAware) ExtraAt(p float64) int {
 	return int(min(k-1, LossMaxExtra))
 }
 
-// Loss returns the estimated loss rate.
+// Loss returns the loss rate the margin is priced at: LossRate's, or
+// LossRuns' (runs of losses, the fast average past its first loss).
 func (d *LossAware) Loss() float64 {
 	if d.estimator == LossRuns {
-		return max(d.fast-1.0/lossFastWindow, d.slow)
+		return max(d.fast-1.0/lossFastWindow, d.runs)
 	}
-	return max(d.fast, d.slow)
+	return d.LostShare()
+}
+
+// LostShare is the share of the link's heartbeats lost (the larger of
+// the fast and slow averages of every loss), whatever the estimator: what
+// the link's loss is shown as, and how other code tells a lossy link.
+func (d *LossAware) LostShare() float64 { return max(d.fast, d.slow) }
+
+// shiftBits moves a window of per-heartbeat bits on by n heartbeats.
+func shiftBits(b, n uint64) uint64 {
+	if n >= 64 {
+		return 0
+	}
+	return b << n
 }
 
 // Margined is a detector that can say its current safety margin (ns): how

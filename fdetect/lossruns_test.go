@@ -142,3 +142,92 @@ func TestLossRunsReorderAndOutageAreNotLoss(t *testing.T) {
 		t.Errorf("after an outage: loss %.5f, +%d periods; want the clean link's 0", o.Loss(), o.Extra())
 	}
 }
+
+// A run of four lost heartbeats that all arrive late after all was no
+// loss: the runs average ends where it began (it undid one run per late
+// heartbeat before, erasing real runs counted earlier), and a late
+// heartbeat in the middle of a run splits it in two. Found by a hostile
+// review.
+func TestLossRunsReorderUndoesWhatItCounted(t *testing.T) {
+	d := NewLossAwareWith(NewChen(revPeriod, 100, 50e6), revPeriod, runsBudget, LossRuns)
+	s := uint64(0)
+	obs := func(seq uint64) { d.Observe(seq, int64(s)*revPeriod) }
+	for ; s < 1000; s++ {
+		obs(s)
+	}
+	for range 10 { // ten real lone losses
+		s++
+		for range 100 {
+			obs(s)
+			s++
+		}
+	}
+	before := d.runs
+	obs(s + 4) // s..s+3 missing: one run
+	obs(s)
+	obs(s + 1)
+	obs(s + 2)
+	obs(s + 3) // all late: nothing was lost
+	if got := (d.runs - before) * lossRunsSlowWindow; got < -0.01 || got > 0.01 {
+		t.Errorf("a fully reordered run of 4 changed the runs average by %.3f runs, want 0", got)
+	}
+	s += 5
+	before = d.runs
+	obs(s + 4) // s..s+3 missing: one run
+	obs(s + 1) // late, in the middle: s and s+2..s+3 are two runs
+	if got := (d.runs - before) * lossRunsSlowWindow; got < 1.9 || got > 2.1 {
+		t.Errorf("a run split by a late heartbeat counts %.3f runs, want 2", got)
+	}
+	before = d.runs
+	obs(s + 1) // a duplicate undoes nothing
+	if d.runs != before {
+		t.Error("a duplicate heartbeat changed the runs average")
+	}
+}
+
+// Bad budgets stop the detector's construction, NaN included (it passed
+// the range check and made Extra() int(NaN)). Found by a hostile review.
+func TestLossBudgetRejectsNaN(t *testing.T) {
+	for _, s := range []string{"loss_budget=NaN", "loss_budget=-1e-9", "loss_budget=1", "loss_budget=+Inf"} {
+		p, err := ParseParams([]string{s})
+		if err != nil {
+			continue
+		}
+		if _, err := New("chen", revPeriod, p); err == nil {
+			t.Errorf("%s accepted", s)
+		}
+	}
+}
+
+// LostShare reads the share of heartbeats lost whatever the estimator:
+// what the status page shows and what tells other code a link is lossy
+// (cluster/whole.go, at 1 %). Loss, under runs, is the margin's price and
+// reads lower on a steadily lossy link.
+func TestLostShareIsTheLossWhateverTheEstimator(t *testing.T) {
+	rate := NewLossAwareWith(NewChen(revPeriod, 100, 50e6), revPeriod, runsBudget, LossRate)
+	runs := NewLossAwareWith(NewChen(revPeriod, 100, 50e6), revPeriod, runsBudget, LossRuns)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 3000
+	above := [2]int{}
+	for s := range uint64(n) {
+		if rng.Float64() < 0.03 {
+			continue
+		}
+		rate.Observe(s, int64(s)*revPeriod)
+		runs.Observe(s, int64(s)*revPeriod)
+		if s > n/2 {
+			if rate.LostShare() >= 0.01 {
+				above[0]++
+			}
+			if runs.LostShare() >= 0.01 {
+				above[1]++
+			}
+			if rate.LostShare() != runs.LostShare() {
+				t.Fatalf("heartbeat %d: LostShare %v with rate, %v with runs", s, rate.LostShare(), runs.LostShare())
+			}
+		}
+	}
+	if above[1] < n/2*9/10 {
+		t.Errorf("3 %% i.i.d. loss: LostShare ≥ 1 %% for %d of the last %d heartbeats, want ≥ 90 %%", above[1], n/2)
+	}
+}

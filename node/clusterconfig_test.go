@@ -56,7 +56,8 @@ func TestLossEstimatorReachesEveryDetector(t *testing.T) {
 		{"shadow_detectors: 'chen'}", float64(fdetect.LossRate), float64(fdetect.LossRate), fdetect.DefaultLossBudget},
 		{"loss_estimator: 'runs', shadow_detectors: 'chen'}", float64(fdetect.LossRuns), float64(fdetect.LossRuns), fdetect.DefaultLossBudget},
 		{"loss_estimator: 'runs', shadow_detectors: 'chen/loss_estimator=0'}", float64(fdetect.LossRuns), float64(fdetect.LossRate), fdetect.DefaultLossBudget},
-		{"loss_budget: 0, shadow_detectors: 'chen'}", -1, -1, -1},
+		{"loss_budget: 0, shadow_detectors: 'chen/loss_estimator=1'}", -1, 1, 0},
+		{"loss_budget: 0, detector_params: 'loss_estimator=1', shadow_detectors: 'chen'}", 1, -1, 0},
 	} {
 		cfg, err := config.LoadBytes([]byte(base + c.yaml + "\n"))
 		if err != nil {

@@ -361,22 +361,14 @@ func originConfig(cfg *config.Config, log *slog.Logger, errs *prometheus.Counter
 	}
 }
 
-// detectorSummary names the failure detector and its loss-aware margin
-// for the status page.
-func detectorSummary(cfg *config.Config) string {
-	if cfg.Cluster.LossBudget <= 0 {
-		return cfg.Cluster.Detector + ", loss-aware margin off (cluster.loss_budget 0)"
-	}
-	return fmt.Sprintf("%s, loss-aware margin with budget %g per heartbeat and the %s estimator (cluster.loss_budget, cluster.loss_estimator)",
-		cfg.Cluster.Detector, cfg.Cluster.LossBudget, cfg.Cluster.LossEstimator)
-}
-
 // lossParams are the detector parameters the node adds to its own
 // detector and to every shadow, unless their entries set them: the
-// loss-aware margin's budget and estimator (none with cluster.loss_budget 0).
+// loss-aware margin's budget and estimator. With cluster.loss_budget 0 it
+// is the budget alone, so that an estimator set in an entry is ignored
+// with the margin, as it is for cluster.loss_estimator, not an error.
 func lossParams(cfg *config.Config) fdetect.Params {
 	if cfg.Cluster.LossBudget <= 0 {
-		return fdetect.Params{}
+		return fdetect.Params{fdetect.LossBudgetParam: 0}
 	}
 	estimator := fdetect.LossRate
 	if cfg.Cluster.LossEstimator == "runs" {

@@ -145,7 +145,7 @@ func (n *Node) Snapshot() Status {
 	if n.cluster != nil {
 		s.Peers = n.cluster.Peers()
 		s.LocalDelayMs = n.cluster.LocalDelay().Seconds() * 1000
-		s.Detector = detectorSummary(n.cfg)
+		s.Detector = n.cluster.DetectorSummary()
 		ss := n.cluster.SharedSilence()
 		s.SharedSilence = &ss
 		nl := n.cluster.NetworkLoss()
