@@ -39,19 +39,21 @@ func TestLossAwarePartitionIsNotLoss(t *testing.T) {
 // one period late, none is lost) is counted as 5 % loss: the late one was
 // counted lost when its successor arrived, and its arrival is ignored.
 func TestLossAwareReorderIsNotLoss(t *testing.T) {
-	d := NewLossAware(NewChen(revPeriod, 100, 50e6), revPeriod, DefaultLossBudget)
-	for s := uint64(0); s < 20000; s++ {
-		seq := s
-		switch s % 20 {
-		case 10:
-			seq = s + 1
-		case 11:
-			seq = s - 1
+	for _, e := range []LossEstimator{LossRate, LossRuns} {
+		d := NewLossAwareWith(NewChen(revPeriod, 100, 50e6), revPeriod, DefaultLossBudget, e)
+		for s := uint64(0); s < 20000; s++ {
+			seq := s
+			switch s % 20 {
+			case 10:
+				seq = s + 1
+			case 11:
+				seq = s - 1
+			}
+			d.Observe(seq, int64(s)*revPeriod)
 		}
-		d.Observe(seq, int64(s)*revPeriod)
-	}
-	if d.Extra() != 0 {
-		t.Errorf("no heartbeat lost, 5 %% reordered: estimated loss %.3f, +%d periods", d.Loss(), d.Extra())
+		if d.Extra() != 0 {
+			t.Errorf("estimator %d: no heartbeat lost, 5 %% reordered: estimated loss %.5f, +%d periods", e, d.Loss(), d.Extra())
+		}
 	}
 }
 
