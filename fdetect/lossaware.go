@@ -119,7 +119,9 @@ func (d *LossAware) Observe(seq uint64, arrival int64) {
 			d.runs -= d.runs / lossRunsSlowWindow
 		}
 	}
-	if back := d.last - seq; d.seen && seq < d.last && back < 64 && d.lostBits&(1<<back) != 0 {
+	// back < 63: the run's older neighbour, bit back+1, must still be in
+	// the window to tell a split from a shortened run.
+	if back := d.last - seq; d.seen && seq < d.last && back < 63 && d.lostBits&(1<<back) != 0 {
 		// A late heartbeat counted lost when a newer one came: it was
 		// reordered (jitter), not lost. Undo its loss, and for the runs the
 		// run it was in: gone if it was the run's only loss, split in two
@@ -127,7 +129,7 @@ func (d *LossAware) Observe(seq uint64, arrival int64) {
 		d.lostBits &^= 1 << back
 		d.fast = max(0, d.fast-1.0/lossFastWindow)
 		d.slow = max(0, d.slow-1.0/lossSlowWindow)
-		older := back < 63 && d.lostBits&(1<<(back+1)) != 0
+		older := d.lostBits&(1<<(back+1)) != 0
 		newer := back > 1 && d.lostBits&(1<<(back-1)) != 0
 		change := -1.0
 		if older {

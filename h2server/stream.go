@@ -154,6 +154,16 @@ func (st *stream) sendData(p []byte, end bool, deadline time.Time) error {
 		// fit the new ones, so the reservation is given back and made again.
 		c.mu.Lock()
 		stale := c.settingsGen != gen
+		if st.writesClosed {
+			// Reset between the reservation and wmu: nothing is written,
+			// so the connection's window is given back (the client never
+			// sees these bytes and would never return them).
+			c.sendWindow += int64(n)
+			c.cond.Broadcast()
+			c.mu.Unlock()
+			c.wmu.Unlock()
+			return errStreamClosed
+		}
 		if stale {
 			st.sendWindow += int64(n)
 			c.sendWindow += int64(n)
