@@ -152,24 +152,20 @@ func (st *stream) sendData(p []byte, end bool, deadline time.Time) error {
 		// is now written) may have lowered the frame size or the window the
 		// reservation was made under: what is written after the ACK must
 		// fit the new ones, so the reservation is given back and made again.
+		// A stream reset meanwhile writes nothing, and its bytes are given
+		// back too: the client never sees them and would never return them.
 		c.mu.Lock()
-		stale := c.settingsGen != gen
-		if st.writesClosed {
-			// Reset between the reservation and wmu: nothing is written,
-			// so the connection's window is given back (the client never
-			// sees these bytes and would never return them).
-			c.sendWindow += int64(n)
-			c.cond.Broadcast()
-			c.mu.Unlock()
-			c.wmu.Unlock()
-			return errStreamClosed
-		}
-		if stale {
+		closed, stale := st.writesClosed, c.settingsGen != gen
+		if closed || stale {
 			st.sendWindow += int64(n)
 			c.sendWindow += int64(n)
 			c.cond.Broadcast()
 		}
 		c.mu.Unlock()
+		if closed {
+			c.wmu.Unlock()
+			return errStreamClosed
+		}
 		if stale {
 			c.wmu.Unlock()
 			continue
