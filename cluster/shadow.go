@@ -117,9 +117,6 @@ func (c *Cluster) DetectorSummary() string {
 	if !(budget > 0) {
 		return name + ", loss-aware margin off"
 	}
-	estimator := "rate"
-	if args[fdetect.LossEstimatorParam] == float64(fdetect.LossRuns) {
-		estimator = "runs"
-	}
+	estimator := fdetect.LossEstimator(args[fdetect.LossEstimatorParam]) // absent: 0, rate
 	return fmt.Sprintf("%s, loss-aware margin with budget %g per heartbeat and the %s estimator", name, budget, estimator)
 }

@@ -584,7 +584,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
-	c.Cluster.LossEstimator = p.oneOf("cluster.loss_estimator", "rate", "runs")
+	c.Cluster.LossEstimator = p.oneOf("cluster.loss_estimator", fdetect.LossEstimatorNames...)
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)

@@ -1,6 +1,10 @@
 package fdetect
 
-import "math"
+import (
+	"math"
+	"slices"
+	"strconv"
+)
 
 // DefaultLossBudget is the chance per heartbeat that LossAware lets a run
 // of random losses turn into a suspicion: 2.5e-6 at 10 heartbeats a second
@@ -70,6 +74,24 @@ const (
 	// that costs little").
 	LossRuns
 )
+
+// LossEstimatorNames are the estimators' names, by value: the values of
+// cluster.loss_estimator.
+var LossEstimatorNames = []string{LossRate: "rate", LossRuns: "runs"}
+
+// String is the estimator's name.
+func (e LossEstimator) String() string {
+	if e >= 0 && int(e) < len(LossEstimatorNames) {
+		return LossEstimatorNames[e]
+	}
+	return "LossEstimator(" + strconv.Itoa(int(e)) + ")"
+}
+
+// LossEstimatorNamed is the estimator of a name in LossEstimatorNames.
+func LossEstimatorNamed(name string) (LossEstimator, bool) {
+	i := slices.Index(LossEstimatorNames, name)
+	return LossEstimator(i), i >= 0
+}
 
 // DefaultLossEstimator is the node's cluster.loss_estimator.
 const DefaultLossEstimator = LossRate

@@ -370,10 +370,7 @@ func lossParams(cfg *config.Config) fdetect.Params {
 	if cfg.Cluster.LossBudget <= 0 {
 		return fdetect.Params{fdetect.LossBudgetParam: 0}
 	}
-	estimator := fdetect.LossRate
-	if cfg.Cluster.LossEstimator == "runs" {
-		estimator = fdetect.LossRuns
-	}
+	estimator, _ := fdetect.LossEstimatorNamed(cfg.Cluster.LossEstimator) // config checked the name
 	return fdetect.Params{fdetect.LossBudgetParam: cfg.Cluster.LossBudget, fdetect.LossEstimatorParam: float64(estimator)}
 }
 

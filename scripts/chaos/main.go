@@ -218,14 +218,14 @@ func replay(bin, trace, det string, from, to time.Time) *fdlab.Result {
 	// The live nodes run with the default cluster.loss_budget and
 	// cluster.loss_estimator unless the detector's parameters set them; so
 	// does the replay.
-	defaults := fdetect.Params{fdetect.LossBudgetParam: fdetect.DefaultLossBudget, fdetect.LossEstimatorParam: float64(fdetect.DefaultLossEstimator)}
-	for _, kv := range params {
-		args = append(args, "--param", kv)
-		name, _, _ := strings.Cut(kv, "=")
-		delete(defaults, name)
+	p, err := fdetect.ParseParams(params)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: detector %s: %v\n", det, err)
+		return nil
 	}
-	for _, name := range slices.Sorted(maps.Keys(defaults)) {
-		args = append(args, "--param", fmt.Sprintf("%s=%g", name, defaults[name]))
+	p.AddDefaults(fdetect.Params{fdetect.LossBudgetParam: fdetect.DefaultLossBudget, fdetect.LossEstimatorParam: float64(fdetect.DefaultLossEstimator)})
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		args = append(args, "--param", fmt.Sprintf("%s=%g", name, p[name]))
 	}
 	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
