@@ -40,7 +40,7 @@ test: vet $(TOOLS)/h2spec
 ## virtual-time: the cluster tests that run in virtual time (testing/synctest), without the race
 ## detector, which synctest bubbles can crash (golang/go#78156; see cluster/virtualtime_test.go).
 ## The race run fails a virtual-time test that is missing from this list.
-VIRTUAL_TIME_TESTS := TestFlappingNodeIsNotDeclaredDead|TestMembershipTakesTheConfiguredPath|TestOneWayCutDoesNotCycleTrust|TestSeedBehindARelayIsNotUnreached|TestJoinThroughOneSeedAndAgreeOnDeath|TestKeyRotation|TestLocalSuspicionStaysLocal|TestPartitionHeals|TestRegionsTravelInMetadata|TestWrongSecretNeverJoins|TestAPeerNeverHeardIsNoSuspicion|TestReroutesOfAWrongSuspicionAreCounted|TestShadowDetectorsAreRecordedNeverActedOn|TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats|TestHoldLeavesCrashAndIsolationDetected|TestSharedDelaySpikeIsNotACrash
+VIRTUAL_TIME_TESTS := TestFlappingNodeIsNotDeclaredDead|TestMembershipTakesTheConfiguredPath|TestOneWayCutDoesNotCycleTrust|TestSeedBehindARelayIsNotUnreached|TestJoinThroughOneSeedAndAgreeOnDeath|TestKeyRotation|TestLocalSuspicionStaysLocal|TestPartitionHeals|TestRegionsTravelInMetadata|TestWrongSecretNeverJoins|TestAPeerNeverHeardIsNoSuspicion|TestReroutesOfAWrongSuspicionAreCounted|TestShadowDetectorsAreRecordedNeverActedOn|TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats|TestHoldLeavesCrashAndIsolationDetected|TestSharedDelaySpikeIsNotACrash|TestConfirmProbeSparesALostHeartbeat|TestConfirmProbeStillDetectsACrash
 virtual-time:
 	$(GO) test -count=1 -run '^($(VIRTUAL_TIME_TESTS))$$' ./cluster
 

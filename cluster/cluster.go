@@ -78,8 +78,11 @@ type Config struct {
 	// NetworkLossOnset also reads the network's loss from the links' last
 	// few due heartbeats, so a burst's first moments count (networkloss.go).
 	NetworkLossOnset bool
-	Mode             routing.Mode
-	Placement        routing.Placement
+	// ConfirmProbe asks a silent peer directly before suspecting it, and
+	// suspects it only if no answer comes (confirm.go).
+	ConfirmProbe bool
+	Mode         routing.Mode
+	Placement    routing.Placement
 	// RegionalHomes gives a page a home in each region (Region): the
 	// first member of its rendezvous ranking in this node's region.
 	RegionalHomes bool
@@ -276,6 +279,17 @@ type Peer struct {
 	// Probes sent to it despite a negative indication, and how many hit
 	// (atomics: counted as answers come, outside c.mu).
 	negProbes, negHits atomic.Uint64
+	// Its confirmation probe (confirm.go): the nonces of the asks in
+	// flight (0: none) and when they were sent and expire, the periods
+	// answered probes moved its freshness point on in this silence and
+	// how many answered; and the answers this node gave its asks in the
+	// period from answersFrom.
+	probeNonces             [probeCopies]uint64
+	probeSentAt, probeUntil time.Time
+	probeShift              time.Duration
+	probeRounds             int
+	answersFrom             time.Time
+	answersGiven            int
 }
 
 // RegionPair is the key of Config.RegionCosts: the two labels in order, so
@@ -375,6 +389,10 @@ type Cluster struct {
 	mlView       memberView                 // memberlist's members, from its events (membership.go)
 	refutes      atomic.Uint64              // refutations sent (status page)
 	refuteAfter  time.Duration              // refuteSilence, computed once
+	// The confirmation probe (confirm.go): the heartbeat socket, set by
+	// Run, and the counts.
+	probeConn wire.PacketConn
+	confirm   confirmStats
 }
 
 // New validates cfg and returns a cluster member; Run starts it.
@@ -501,6 +519,9 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 		Sent: func(n int) { sentP.Inc(); sentB.Add(float64(n)) }}
 	c.transport.setConn(conn)
 	defer func() { _ = c.transport.Shutdown() }()
+	c.mu.Lock()
+	c.probeConn = conn
+	c.mu.Unlock()
 	// The first part to fail (membership that cannot start, a socket
 	// error) stops the others, so that Run returns it at once.
 	ctx, cancel := context.WithCancel(ctx)
@@ -586,6 +607,10 @@ func (c *Cluster) received(r wire.Received) {
 		c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
 			"node", r.Node, "from", from, "remedy", "give every node its own node_id")
 	}
+	if r.Probe != wire.NotProbe {
+		c.probeReceived(r)
+		return
+	}
 	var restarted bool
 	var held []suspicion // suspicions the on-time heartbeat released, reported after c.mu
 	defer func() {
@@ -633,6 +658,7 @@ func (c *Cluster) received(r wire.Received) {
 		c.wantRefute()
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
+	c.probeHeartbeat(p)
 	c.noteQuickLoss(p, r.Seq, recv)
 	c.noteEcho(p, r.Heartbeat, recv)
 	observeShadows(p, r.Seq, r.RecvNs, time.Unix(0, r.RecvNs))
@@ -811,6 +837,9 @@ func (c *Cluster) judge(p *Peer, now time.Time, local time.Duration, grace bool)
 		}
 		return suspicion{}, false
 	}
+	if !neverHeard && c.awaitConfirm(p, now, local) {
+		return suspicion{}, false
+	}
 	p.judgedSilent = true
 	c.setTrust(p, false)
 	silentFor := now.Sub(p.monitoredSince)
@@ -852,6 +881,13 @@ func (c *Cluster) armDeadline(p *Peer, now time.Time) {
 		// Re-judged when a heartbeat comes on time (rejudgeHeld), or when
 		// the hold ends.
 		at = p.lastRecv.Add(c.cfg.Period + c.holdCap())
+	}
+	if !p.held && p.probeUntil.After(now) {
+		// A probe waits for its answer, which would move the point on
+		// (confirm.go). Past its wait, the point as it is: judge then
+		// counts the probe unanswered. Held, the hold's time: a probe
+		// that expired while held must not re-arm the timer at once.
+		at = p.probeUntil
 	}
 	if end := c.stalled.Add(2 * c.cfg.Period); c.inGrace(now) && at.Before(end) {
 		at = end
@@ -959,7 +995,7 @@ func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
 // own delays (see silent), and for the loss most links show at once
 // (networkloss.go). c.mu is held.
 func (c *Cluster) localShift(p *Peer, now time.Time, local time.Duration) time.Duration {
-	return c.ownShift(p, local) + c.networkLossShift(p, now)
+	return c.ownShift(p, local) + c.networkLossShift(p, now) + p.probeShift
 }
 
 // ownShift is localShift without the network's loss: this process's own

@@ -25,6 +25,8 @@ type Metrics struct {
 	NetworkLoss           prometheus.Gauge       // loss most links show at once (networkloss.go)
 	NetworkLossDeferrals  prometheus.Counter     // suspicions the network's loss deferred
 	NetworkOnsetDeferrals prometheus.Counter     // those the onset estimate alone deferred
+	ConfirmProbes         *prometheus.CounterVec // confirmation probes by outcome (confirm.go)
+	ProbeAnswers          *prometheus.CounterVec // answers to peers' probes, sent or rate-limited
 	LocalDelay            prometheus.Gauge       // worst recent scheduling delay of this process, added to freshness points
 	ViewSize              prometheus.Gauge       // members in the view (self included)
 	ViewChanges           prometheus.Counter     // ring rebuilds
@@ -159,6 +161,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.ShadowSuspicions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_shadow_suspicions_total", Help: "Suspicions by detectors run beside cluster.detector for comparison only (cluster.shadow_detectors), summed over peers, by detector."}, []string{"detector"})
 	m.Rerouted = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_total", Help: "Requests sent to another home because this node suspected the page's home (with all-to-all monitoring a suspicion changes only this node's view)."})
 	m.ReroutedWrongly = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_wrongly_total", Help: "Rerouted requests whose suspected home was later heard from the same process: it had not crashed (a false suspicion, or a partition)."})
+	m.ConfirmProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_confirm_probes_total", Help: "Confirmation probes of a silent peer before suspecting it (cluster.confirm_probe), by outcome: asked (probes sent), answered (in time: no suspicion), late (answered after the wait: suspected all the same), unanswered (suspected), overtaken (a heartbeat came first)."}, []string{"outcome"})
+	m.ProbeAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_probe_answers_total", Help: "Answers this node gave to its peers' confirmation probes, by outcome: sent, or limited (over the per-peer limit of a period)."}, []string{"outcome"})
+	for _, o := range []string{"asked", "answered", "late", "unanswered", "overtaken"} {
+		m.ConfirmProbes.WithLabelValues(o)
+	}
+	for _, o := range []string{"sent", "limited"} {
+		m.ProbeAnswers.WithLabelValues(o)
+	}
+	reg.MustRegister(m.ConfirmProbes, m.ProbeAnswers)
 	m.PooledCalibration = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_pooled_nu_calibration", Help: "fna-learned's ν correction over the negative probes of a region's peers (realised over predicted hits): the prior a peer of that region with few negative probes of its own starts from."}, []string{"region"})
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly, m.PooledCalibration)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,

@@ -186,6 +186,7 @@ func Keys() []Key {
 		{"cluster.shared_silence_hold", Bool, "true", "Hold a peer's suspicion while no other peer's heartbeat comes on time either (a delay or loss spike on every link, not a crash), for up to max(500 ms, 4 heartbeat periods) past its due time; after such a shared silence every peer gets a whole freshness interval. Needs another monitored peer (three nodes); a link whose heartbeats show loss is left to cluster.loss_budget. false: suspect on the detector alone. docs/failure-detection.md."},
 		{"cluster.network_loss_margin", Bool, "true", "Widen every link's loss-aware margin (cluster.loss_budget) to the heartbeat loss at least half the monitored links show at once, learned over about 10 heartbeats: a loss burst on the whole network is not taken for crashes before each link's own estimates learn it. A crash while most links lose is detected up to 9 periods later. false: each link's own estimates only. docs/failure-detection.md."},
 		{"cluster.network_loss_onset", Bool, "true", "With cluster.network_loss_margin, also read the network's loss from the other links' last four due heartbeats (lost, or overdue by half a period) and the echoes of ours they missed, counted when at least two of those links miss heartbeats: a burst's first periods, before any later heartbeat reveals the gaps, are not taken for crashes. A node cut off together with others from the rest suspects the rest a period later, or about 4.5 periods after the cut when a heartbeat was lost just before it. false: the quick estimates only. docs/failure-detection.md."},
+		{"cluster.confirm_probe", Bool, "true", "Before suspecting a silent peer, ask it directly (eight small authenticated packets on the heartbeat port, any one answer will do) and suspect it only if no answer comes within four round trips (5 ms at least, a quarter period at most): a single lost heartbeat on a link that has lost nothing yet is not taken for a crash. A crash or a cut is detected that much later. Peers without it never answer and are judged on the detector alone. false: the detector alone. docs/failure-detection.md."},
 		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
 		{"cluster.negative_probes", String, "beside_climb", "When the climb waits for probes of negatively indicated peers: before_climb, for every probe's answer (the paper's pricing); beside_climb, only for the positively indicated ones, the negative answers racing the climb (a negative probe that misses then costs the request nothing). docs/cluster.md."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
@@ -327,6 +328,7 @@ type Config struct {
 		SharedSilence   bool // cluster.shared_silence_hold
 		SilenceLossless bool // cluster.shared_silence_evidence lossless
 		NetworkLoss     bool // cluster.network_loss_margin
+		ConfirmProbe    bool // cluster.confirm_probe
 		NetworkOnset    bool // cluster.network_loss_onset
 		Monitoring      cluster.Monitoring
 		MonitorPeers    int
@@ -592,6 +594,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ProbesBeside = p.oneOf("cluster.negative_probes", "before_climb", "beside_climb") == "beside_climb"
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
 	c.Cluster.NetworkLoss = p.bool("cluster.network_loss_margin")
+	c.Cluster.ConfirmProbe = p.bool("cluster.confirm_probe")
 	c.Cluster.NetworkOnset = p.bool("cluster.network_loss_onset")
 	c.Cluster.SilenceLossless = p.oneOf("cluster.shared_silence_evidence", "on_time", "lossless") == "lossless"
 	c.Cluster.Monitoring = parseEnum(&p, "cluster.monitoring", cluster.ParseMonitoring)

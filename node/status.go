@@ -48,6 +48,7 @@ type Status struct {
 	Detector      string                      `json:"fd_detector,omitempty"`       // cluster.detector and its loss-aware margin
 	SharedSilence *cluster.SharedSilenceState `json:"fd_shared_silence,omitempty"` // suspicions held while no peer's heartbeat came on time
 	NetworkLoss   *cluster.NetworkLossState   `json:"fd_network_loss,omitempty"`   // loss most links show at once, and the suspicions it deferred
+	Confirm       *cluster.ConfirmState       `json:"fd_confirm,omitempty"`        // confirmation probes before a suspicion
 	ProbeRaces    *cluster.ProbeRaceState     `json:"probe_races,omitempty"`       // negative probes that raced the climb, by winner
 	Monitoring    *cluster.MonitoringState    `json:"monitoring,omitempty"`
 	PeerResumes   map[string]int64            `json:"peer_body_resumes,omitempty"`  // peer answers resumed from the origin, by outcome
@@ -150,6 +151,8 @@ func (n *Node) Snapshot() Status {
 		s.SharedSilence = &ss
 		nl := n.cluster.NetworkLoss()
 		s.NetworkLoss = &nl
+		cf := n.cluster.Confirm()
+		s.Confirm = &cf
 		pr := n.cluster.ProbeRaces()
 		s.ProbeRaces = &pr
 		m := n.cluster.Monitoring()
@@ -294,7 +297,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>
 {{range .Peers}}<tr><td>{{.ID}}{{if .Region}} ({{.Region}}){{end}}{{if not .Monitored}} ◦{{end}}</td><td>{{if not .Member}}<b class="bad">not a member</b>{{else if .Trusted}}<span class="ok">trusted</span>{{else}}<b class="bad">suspected</b>{{end}}</td><td>{{if .LastSeenAgoS}}{{printf "%.2f" .LastSeenAgoS}} s ago{{else}}—{{end}}</td>
 <td>{{printf "%.2f" .RTTms}} ms</td><td>{{.Suspicions}}{{if .Rerouted}} ({{.Rerouted}} requests rerouted, {{.ReroutedWrongly}} wrongly){{end}}{{range .History}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}}</td></tr>{{end}}</table>
-<p class="note">{{with .Detector}}Failure detector: {{.}}. {{end}}▲ trusted / ▼ suspected at the time shown (last 20 changes).{{with .SharedSilence}}{{if .On}} Shared-silence hold (cluster.shared_silence_hold): {{.Held}} suspicions held since start ({{.HeldNow}} now) because no other peer's heartbeat came on time either; {{.Ended}} silences every peer shared have ended.{{else}} Shared-silence hold off: a peer is suspected on its detector alone.{{end}}{{end}}{{with .NetworkLoss}}{{if .On}} Network-loss margin (cluster.network_loss_margin): most links lose {{printf "%.1f" (pct .Loss)}} % of heartbeats now, adding up to {{.MaxExtra}} periods to a peer's margin; {{.Deferred}} suspicions deferred since start{{if .Onset}}, {{.OnsetDeferred}} of them at a burst's onset (cluster.network_loss_onset: the links' last few due heartbeats){{end}}.{{else}} Network-loss margin off: each link's margin follows its own loss only.{{end}}{{end}}</p>
+<p class="note">{{with .Detector}}Failure detector: {{.}}. {{end}}▲ trusted / ▼ suspected at the time shown (last 20 changes).{{with .SharedSilence}}{{if .On}} Shared-silence hold (cluster.shared_silence_hold): {{.Held}} suspicions held since start ({{.HeldNow}} now) because no other peer's heartbeat came on time either; {{.Ended}} silences every peer shared have ended.{{else}} Shared-silence hold off: a peer is suspected on its detector alone.{{end}}{{end}}{{with .NetworkLoss}}{{if .On}} Network-loss margin (cluster.network_loss_margin): most links lose {{printf "%.1f" (pct .Loss)}} % of heartbeats now, adding up to {{.MaxExtra}} periods to a peer's margin; {{.Deferred}} suspicions deferred since start{{if .Onset}}, {{.OnsetDeferred}} of them at a burst's onset (cluster.network_loss_onset: the links' last few due heartbeats){{end}}.{{else}} Network-loss margin off: each link's margin follows its own loss only.{{end}}{{end}}{{with .Confirm}}{{if .On}} Confirmation probe (cluster.confirm_probe): {{.Asked}} silent peers asked before a suspicion, {{.Answered}} answered in time (not suspected), {{.Late}} answered too late (suspected all the same), {{.Unanswered}} unanswered (suspected), {{.Overtaken}} overtaken by a heartbeat; {{.AnswersGiven}} answers given to peers' probes{{if .AnswersLimited}}, {{.AnswersLimited}} asks left unanswered over the limit{{end}}.{{else}} Confirmation probe off: a silent peer is suspected without asking it.{{end}}{{end}}</p>
 {{range .Peers}}{{if .Shadows}}<p class="note">{{.ID}}, shadow detectors (cluster.shadow_detectors: compared on the same heartbeats, never acted on):{{range $name, $h := .Shadows}} <b>{{$name}}</b>{{range $h}} <span class="hist">{{if .Trusted}}▲{{else}}▼{{end}}{{.At.Format "15:04:05.000"}}</span>{{end}};{{end}}</p>{{end}}{{end}}
 <details><summary>Detector and indicator details</summary>
 <table><tr><th>peer</th><th>FD margin</th><th>heartbeat loss</th><th>indicator epoch</th><th>fpr</th><th>fnr</th><th>q</th><th>π</th><th>ν</th><th>ν (its own pages)</th><th>negative probes</th><th>of which hit</th><th>ν correction</th></tr>

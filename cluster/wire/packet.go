@@ -39,18 +39,42 @@ type Heartbeat struct {
 	// Region is the sender's cluster.region label ("" if none), from which
 	// peers price access to it with a configured cost per region pair.
 	Region string
+	// Probe marks a confirmation probe or its answer, not a scheduled
+	// heartbeat (cluster/confirm.go): a node about to suspect a silent
+	// peer asks it directly, and the peer answers at once. Seq then
+	// carries the asker's nonce (the answer echoes it), so probes take no
+	// sequence number from the heartbeats the detectors learn from, and
+	// the verifier keeps them out of its replay window: a replayed answer
+	// names a nonce nobody waits for, a replayed question only earns an
+	// answer (rate-limited by the answerer).
+	Probe ProbeKind
 }
+
+// ProbeKind says whether a packet is a heartbeat, a confirmation probe or
+// a probe's answer.
+type ProbeKind uint8
+
+// The kinds of packet (flag bits 1 and 2; both set is malformed).
+const (
+	NotProbe    ProbeKind = 0
+	ProbeAsk    ProbeKind = 1
+	ProbeAnswer ProbeKind = 2
+)
 
 // MaxRegionLen bounds a region label.
 const MaxRegionLen = 32
 
 // Wire format (big-endian): "EHB" version(1) | idLen(1) id | incarnation seq
 // send epoch(8 each) | fpr fnr (float64) | echoSeq echoSend echoHold (8 each) |
-// flags(1: bit 0 Monitors) | regionLen(1) region | HMAC-SHA256 over
+// flags(1: bit 0 Monitors, bit 1 a probe, bit 2 a probe's answer) |
+// regionLen(1) region | HMAC-SHA256 over
 // everything before it (32).
 //
 // Version 3: versions 1 and 2 carried liveness rumors, which membership
 // (memberlist) replaced; their packets are refused as another version.
+// The probe bits came later within version 3: a node without them refuses
+// a probe as malformed and never answers, so its peers suspect it on
+// their detectors alone, as before.
 const (
 	hbMagic      = "EHB"
 	hbVersion    = 3
@@ -58,6 +82,9 @@ const (
 	hbFixed      = 3 + 1 + 1 + 8*4 + 8*2 + 8*3 + 1 + 1
 	macLen       = sha256.Size
 	flagMonitors = 1
+	flagAsk      = 2
+	flagAnswer   = 4
+	knownFlags   = flagMonitors | flagAsk | flagAnswer
 	// MaxPacket bounds a heartbeat datagram.
 	MaxPacket = hbFixed + maxIDLen + MaxRegionLen + macLen
 )
@@ -80,6 +107,15 @@ func (h Heartbeat) Encode(secret []byte) ([]byte, error) {
 	flags := byte(0)
 	if h.Monitors {
 		flags |= flagMonitors
+	}
+	switch h.Probe {
+	case NotProbe:
+	case ProbeAsk:
+		flags |= flagAsk
+	case ProbeAnswer:
+		flags |= flagAnswer
+	default:
+		return nil, fmt.Errorf("wire: probe kind %d, want 0..2", h.Probe)
 	}
 	b = append(b, flags, byte(len(h.Region)))
 	b = append(b, h.Region...)
@@ -144,25 +180,34 @@ func Decode(b, secret []byte) (Heartbeat, error) {
 	if !(h.FPR >= 0 && h.FPR <= 1 && h.FNR >= 0 && h.FNR <= 1) || h.EchoHoldNs < 0 {
 		return h, rejectHB(RejectMalformed)
 	}
-	region, err := decodeTail(p)
+	monitors, probe, region, err := decodeTail(p)
 	if err != nil {
 		return Heartbeat{}, err
 	}
-	h.Monitors, h.Region = p[0]&flagMonitors != 0, region
+	h.Monitors, h.Probe, h.Region = monitors, probe, region
 	return h, nil
 }
 
 // decodeTail checks the tail after the fixed fields (after the MAC
-// check): flags with no unknown bit, and a region that fills the rest.
-func decodeTail(p []byte) (string, error) {
-	if len(p) < 2 || p[0]&^flagMonitors != 0 {
-		return "", rejectHB(RejectMalformed)
+// check): flags with no unknown bit and at most one probe kind, and a
+// region that fills the rest.
+func decodeTail(p []byte) (monitors bool, probe ProbeKind, region string, err error) {
+	if len(p) < 2 || p[0]&^knownFlags != 0 {
+		return false, 0, "", rejectHB(RejectMalformed)
+	}
+	switch p[0] & (flagAsk | flagAnswer) {
+	case flagAsk:
+		probe = ProbeAsk
+	case flagAnswer:
+		probe = ProbeAnswer
+	case flagAsk | flagAnswer:
+		return false, 0, "", rejectHB(RejectMalformed)
 	}
 	rl := int(p[1])
 	if rl > MaxRegionLen || len(p) != 2+rl {
-		return "", rejectHB(RejectMalformed)
+		return false, 0, "", rejectHB(RejectMalformed)
 	}
-	return string(p[2:]), nil
+	return p[0]&flagMonitors != 0, probe, string(p[2:]), nil
 }
 
 // Verifier authenticates heartbeats and rejects replays and skewed
@@ -205,6 +250,16 @@ func (v *Verifier) Verify(b []byte, now int64) (Heartbeat, error) {
 		return h, rejectHB(RejectSkew)
 	}
 	w := v.peers[h.Node]
+	if h.Probe != NotProbe {
+		// Outside the replay window (Heartbeat.Probe): Seq is a nonce.
+		// An older incarnation's probe is refused like its heartbeats;
+		// a newer one's does not reset the window (its heartbeats will).
+		if w != nil && h.Incarnation < w.incarnation {
+			v.counts[RejectIncarnation]++
+			return h, rejectHB(RejectIncarnation)
+		}
+		return h, nil
+	}
 	switch {
 	case w == nil || h.Incarnation > w.incarnation:
 		v.peers[h.Node] = &replayWindow{incarnation: h.Incarnation, highest: h.Seq, bitmap: 1}

@@ -105,7 +105,8 @@ func TestTailRoundTripAndMalformed(t *testing.T) {
 		b    []byte
 		want RejectReason
 	}{
-		{"unknown flag", mutate(func(b []byte) []byte { b[flagsAt] |= 2; return b }), RejectMalformed},
+		{"unknown flag", mutate(func(b []byte) []byte { b[flagsAt] |= 8; return b }), RejectMalformed},
+		{"probe and answer at once", mutate(func(b []byte) []byte { b[flagsAt] |= flagAsk | flagAnswer; return b }), RejectMalformed},
 		{"region length past the end", mutate(func(b []byte) []byte { b[flagsAt+1] = MaxRegionLen; return b }), RejectMalformed},
 		{"region length above MaxRegionLen", mutate(func(b []byte) []byte { b[flagsAt+1] = MaxRegionLen + 1; return b }), RejectMalformed},
 		{"region length short of the end", mutate(func(b []byte) []byte { b[flagsAt+1] = 2; return b }), RejectMalformed},
@@ -121,6 +122,65 @@ func TestTailRoundTripAndMalformed(t *testing.T) {
 		if r, _ := ReasonOf(err); r != tc.want {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestProbesKeepOutOfTheReplayWindow: a probe and its answer round-trip
+// with their kind; they are verified outside the heartbeats' replay
+// window (their Seq is a nonce: a nonce far below the window, or one
+// seen before, is not a replay, and the heartbeats' window does not move
+// for them), but an older incarnation's probe is refused, a newer one's
+// does not reset the window, skew still counts, and an unknown kind does
+// not encode.
+func TestProbesKeepOutOfTheReplayWindow(t *testing.T) {
+	secret := []byte("s3cret")
+	now := time.Now().UnixNano()
+	enc := func(h Heartbeat) []byte {
+		b, err := h.Encode(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	v := NewVerifier(secret, 5*time.Second)
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []ProbeKind{ProbeAsk, ProbeAnswer} {
+		p := Heartbeat{Node: "n1", Incarnation: 5, Seq: 3, SendNs: now, Probe: kind}
+		for range 2 { // twice: the same nonce is no replay
+			got, err := v.Verify(enc(p), now)
+			if err != nil || !reflect.DeepEqual(got, p) {
+				t.Fatalf("probe kind %d: %+v %v", kind, got, err)
+			}
+		}
+		if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 4, Seq: 3, SendNs: now, Probe: kind}), now); err == nil {
+			t.Errorf("kind %d from an older incarnation accepted", kind)
+		}
+		if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 3, SendNs: now - int64(time.Minute), Probe: kind}), now); err == nil {
+			t.Errorf("kind %d with a skewed clock accepted", kind)
+		}
+	}
+	// A probe with a huge nonce did not move the window: the next
+	// heartbeat is accepted, and one already seen is still a replay.
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1 << 60, SendNs: now, Probe: ProbeAsk}), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1001, SendNs: now}), now); err != nil {
+		t.Errorf("heartbeat after probes: %v", err)
+	}
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err == nil {
+		t.Error("replayed heartbeat accepted after probes")
+	}
+	// A newer incarnation's probe leaves the window to its heartbeats.
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 6, Seq: 1, SendNs: now, Probe: ProbeAsk}), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1002, SendNs: now}), now); err != nil {
+		t.Errorf("a newer incarnation's probe reset the window: %v", err)
+	}
+	if _, err := (Heartbeat{Node: "n1", Probe: 3}).Encode(secret); err == nil {
+		t.Error("encoded an unknown probe kind")
 	}
 }
 
@@ -140,6 +200,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add([]byte("EHB\x03\x05"))
 	b2, _ := Heartbeat{Node: "n", Seq: 1, SendNs: 1, Monitors: true, Region: "us"}.Encode([]byte("k"))
 	f.Add(b2)
+	b3, _ := Heartbeat{Node: "n", Seq: 7, SendNs: 1, Probe: ProbeAnswer}.Encode([]byte("k"))
+	f.Add(b3)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Decode(b, []byte("k"))
 		if err == nil {
@@ -161,12 +223,14 @@ func FuzzDecodeTail(f *testing.F) {
 	f.Add(b[5+1+8*9 : len(b)-macLen])
 	f.Add([]byte{0, 0})
 	f.Add([]byte{3, 64})
+	f.Add([]byte{flagAsk, 0})
+	f.Add([]byte{flagAnswer | flagMonitors, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		region, err := decodeTail(p)
+		monitors, probe, region, err := decodeTail(p)
 		if err != nil {
 			return
 		}
-		h := Heartbeat{Node: "n", Monitors: p[0]&flagMonitors != 0, Region: region}
+		h := Heartbeat{Node: "n", Monitors: monitors, Probe: probe, Region: region}
 		enc, err := h.Encode([]byte("k"))
 		if err != nil {
 			t.Fatalf("an accepted tail does not encode: %v", err)

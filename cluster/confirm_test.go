@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/cluster/wire"
+	"github.com/edgecache/edge/fdetect"
+)
+
+// suspicionsOf is how many times node n suspected peer id.
+func suspicionsOf(n *gossipNode, id string) uint64 {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if p := n.c.peers[id]; p != nil {
+		return p.suspicions
+	}
+	return 0
+}
+
+// lostHeartbeatRun starts three nodes (all-to-all, 100 ms period, Chen's
+// detector with a 30 ms margin: what ml learns on a clean link with a
+// little jitter; on the in-memory network, with none, ml's margin
+// stays at a period), lets them learn clean links for 12 s, then drops heartbeats of n01 to
+// n00 for which lose says so (never the probes or their answers), and
+// reports how often n00 suspected n01 in the next 3 s and n00's probe
+// record.
+func lostHeartbeatRun(t *testing.T, confirm bool, lose func(seq uint64) bool) (uint64, ConfirmState) {
+	network := networkOf(t)
+	ids, addrs, nodes := startGossipNodes(t, "c", 3, 2, func(c *Config) {
+		c.Monitoring, c.ProbeInterval, c.Period, c.ConfirmProbe = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, confirm
+		c.Detector, c.DetectorArgs = "chen", fdetect.Params{"alpha_ms": 30}
+	})
+	defer func() {
+		network.SetFilter(nil)
+		stopAll(nodes)
+		time.Sleep(3 * DefaultProbeInterval)
+	}()
+	observer, silent := nodes[ids[0]], ids[1]
+	eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
+	time.Sleep(12 * time.Second)
+	before := suspicionsOf(observer, silent)
+	secret := observer.c.cfg.Secret
+	var armed atomic.Bool
+	var dropped atomic.Int64
+	armed.Store(true)
+	network.SetFilter(func(_, to string, b []byte) bool {
+		hb, err := wire.Decode(b, secret)
+		drop := armed.Load() && err == nil && hb.Probe == wire.NotProbe && hb.Node == silent && to == addrs[ids[0]] && lose(hb.Seq)
+		if drop {
+			dropped.Add(1)
+		}
+		return drop
+	})
+	time.Sleep(3 * time.Second)
+	armed.Store(false)
+	if dropped.Load() == 0 {
+		t.Fatal("no heartbeat was dropped")
+	}
+
+	return suspicionsOf(observer, silent) - before, observer.c.Confirm()
+}
+
+// TestConfirmProbeSparesALostHeartbeat: on a clean link the detector's
+// margin is a fraction of a period, so one lost heartbeat is a suspicion
+// without the probe (the case the probe exists for, checked here so
+// that the test exercises it), and none with it: the peer answers.
+func TestConfirmProbeSparesALostHeartbeat(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
+		// Every 7th heartbeat in the next 3 s (four single losses, each
+		// on a link that has lost nothing for 600 ms).
+		lose := func(seq uint64) bool { return seq%7 == 0 }
+		without, _ := lostHeartbeatRun(t, false, lose)
+		with, st := lostHeartbeatRun(t, true, lose)
+		t.Logf("suspicions without the probe %d, with it %d; probes %+v", without, with, st)
+		if without == 0 {
+			t.Fatal("no suspicion without the probe: the test does not reach the case")
+		}
+		if with != 0 || st.Answered == 0 || st.Unanswered != 0 {
+			t.Errorf("with the probe: %d suspicions, probes %+v; want 0 and every probe answered", with, st)
+		}
+	})
+}
+
+// TestConfirmProbeStillDetectsACrash: a crashed peer does not answer, so
+// it is suspected a probe's wait after its freshness point, well within
+// a period of it.
+func TestConfirmProbeStillDetectsACrash(t *testing.T) {
+	virtualTime(t, func(t *testing.T) {
+		network := networkOf(t)
+		ids, addrs, nodes := startGossipNodes(t, "k", 3, 2, func(c *Config) {
+			c.Monitoring, c.ProbeInterval, c.Period, c.ConfirmProbe = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, true
+		})
+		defer func() {
+			stopAll(nodes)
+			time.Sleep(3 * DefaultProbeInterval)
+		}()
+		eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
+		time.Sleep(10 * time.Second)
+		crashed := ids[2]
+		cn := nodes[crashed]
+		delete(nodes, crashed)
+		start := time.Now()
+		crashWithoutGoodbye(network, cn, addrs)
+		eventually(t, 5*time.Second, "n0 suspects the crashed node", func() bool { return !nodes[ids[0]].trusts(crashed) })
+		observer := nodes[ids[0]].c
+		st := observer.Confirm()
+		observer.mu.Lock()
+		took := observer.peers[crashed].suspectedAt.Sub(start)
+		observer.mu.Unlock()
+		t.Logf("suspected %v after the crash; probes %+v", took, st)
+		if st.Unanswered == 0 {
+			t.Errorf("suspected without an unanswered probe: %+v", st)
+		}
+		// ml's margin here is a period (no jitter on this network): the
+		// crash's phase, the margin and at most a quarter period's wait.
+		if limit := 2*100*time.Millisecond + 100*time.Millisecond/4; took <= 0 || took > limit {
+			t.Errorf("suspected %v after the crash, want within %v", took, limit)
+		}
+	})
+}
+
+// TestProbeAnswerRules: only an answer naming a nonce this node waits
+// for counts (a replay or a second copy does nothing); an answer in time
+// moves the freshness point on past it by whole periods, and the next
+// heartbeat clears the shift; an answer after the wait is counted and
+// changes nothing (the suspicion stands until a heartbeat); asks are
+// answered at most answersPerPeriod a period.
+func TestProbeAnswerRules(t *testing.T) {
+	const period = 100 * time.Millisecond
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c.cfg.ConfirmProbe = true
+	t0 := time.Now()
+	det, _ := fdetect.New("chen", int64(period), nil)
+	for seq := uint64(1); seq <= 50; seq++ {
+		det.Observe(seq, t0.Add(time.Duration(seq)*period).UnixNano())
+	}
+	last := t0.Add(50 * period)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer func() {
+		if p := c.peers["n1"]; p.timer != nil {
+			p.timer.Stop()
+		}
+	}()
+	p := c.peers["n1"]
+	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen, p.lastRecv = det, true, true, true, true, true, last
+	fresh := time.Unix(0, det.Freshness())
+
+	// A probe in flight (no socket here: set as awaitConfirm sets it).
+	p.probeNonces = [probeCopies]uint64{11, 13, 15}
+	p.probeSentAt, p.probeUntil = fresh, fresh.Add(5*time.Millisecond)
+	for _, nonce := range []uint64{12, 0} {
+		c.probeAnswered(p, nonce, fresh.Add(2*time.Millisecond))
+		if p.probeRounds != 0 || p.probeShift != 0 || p.probeUntil.IsZero() {
+			t.Fatalf("an answer naming %d counted", nonce)
+		}
+	}
+	c.probeAnswered(p, 13, fresh.Add(2*time.Millisecond))
+	if p.probeRounds != 1 || c.Confirm().Answered != 1 || !p.probeUntil.IsZero() {
+		t.Fatalf("an answer in time: rounds %d, %+v", p.probeRounds, c.Confirm())
+	}
+	if p.probeShift != period {
+		t.Errorf("shift %v after an answer just past the freshness point, want one period", p.probeShift)
+	}
+	c.probeAnswered(p, 15, fresh.Add(3*time.Millisecond))
+	if p.probeRounds != 1 || p.probeShift != period {
+		t.Error("a second copy's answer counted again")
+	}
+	if c.silent(p, fresh.Add(period-time.Millisecond), 0) || !c.silent(p, fresh.Add(period+time.Millisecond), 0) {
+		t.Error("the answer did not move the freshness point on by exactly one period")
+	}
+	c.probeHeartbeat(p)
+	if p.probeShift != 0 || p.probeRounds != 0 {
+		t.Errorf("a heartbeat left shift %v, rounds %d", p.probeShift, p.probeRounds)
+	}
+
+	// Unanswered in time: suspected; the late answer is counted only.
+	p.probeNonces = [probeCopies]uint64{21, 23, 25}
+	p.probeSentAt, p.probeUntil = fresh, fresh.Add(5*time.Millisecond)
+	p.probeUntil = time.Time{} // expired: judged unanswered
+	c.setTrust(p, false)
+	c.probeAnswered(p, 23, fresh.Add(8*time.Millisecond))
+	if p.trusted || p.probeShift != 0 || c.Confirm().Late != 1 {
+		t.Errorf("a late answer: trusted %v, shift %v, %+v", p.trusted, p.probeShift, c.Confirm())
+	}
+
+	at := t0
+	for i := range answersPerPeriod {
+		if !c.mayAnswer(p, at.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("ask %d of a period refused", i+1)
+		}
+	}
+	if c.mayAnswer(p, at.Add(50*time.Millisecond)) {
+		t.Error("more than answersPerPeriod asks answered in a period")
+	}
+	if !c.mayAnswer(p, at.Add(period)) {
+		t.Error("an ask a period later refused")
+	}
+}
+
+// TestExpiredProbeDoesNotSpinAHeldPeersTimer: a probe that expired while
+// the peer's suspicion is held (shared silence) leaves the deadline at
+// the hold's time, not at the probe's expiry (which, past, would re-arm
+// the timer every millisecond until the hold ended); a probe still in
+// flight sets the deadline to its wait's end.
+func TestExpiredProbeDoesNotSpinAHeldPeersTimer(t *testing.T) {
+	const period = 100 * time.Millisecond
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c.cfg.ConfirmProbe, c.cfg.SharedSilenceHold = true, true
+	now := time.Now()
+	det, _ := fdetect.New("chen", int64(period), nil)
+	for seq := uint64(1); seq <= 50; seq++ {
+		det.Observe(seq, now.Add(time.Duration(seq-50)*period-2*period).UnixNano())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer func() {
+		if p := c.peers["n1"]; p.timer != nil {
+			p.timer.Stop()
+		}
+	}()
+	p := c.peers["n1"]
+	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen = det, true, true, true, true, true
+	p.lastRecv = now.Add(-2 * period)
+	p.held, p.probeUntil = true, now.Add(-time.Millisecond)
+	c.armDeadline(p, now)
+	if want := p.lastRecv.Add(period + c.holdCap()); p.deadline.Before(want) {
+		t.Errorf("held with an expired probe: deadline in %v, want the hold's (%v)", p.deadline.Sub(now), want.Sub(now))
+	}
+	p.held, p.probeUntil = false, now.Add(4*time.Millisecond)
+	c.armDeadline(p, now)
+	if d := p.deadline.Sub(now); d < 4*time.Millisecond || d > 6*time.Millisecond {
+		t.Errorf("a probe in flight: deadline in %v, want its wait's end (4 ms, +1 ms)", d)
+	}
+}
