@@ -290,6 +290,11 @@ type Peer struct {
 	probeRounds             int
 	answersFrom             time.Time
 	answersGiven            int
+	// Its newest probe's asks seen by this node (incarnation, send time,
+	// nonces answered): an ask's replay check (mayAnswer).
+	askInc    uint64
+	askSendNs int64
+	askSeen   []uint64
 }
 
 // RegionPair is the key of Config.RegionCosts: the two labels in order, so

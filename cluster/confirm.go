@@ -93,8 +93,8 @@ func (c *Cluster) probeWait(p *Peer, local time.Duration) time.Duration {
 
 // confirmStats counts probes and answers, for the status page.
 type confirmStats struct {
-	asked, answered, late, unanswered, overtaken atomic.Uint64
-	answersGiven, answersLimited                 atomic.Uint64
+	asked, answered, late, unanswered, overtaken, skipped atomic.Uint64
+	answersGiven, answersRefused                          atomic.Uint64
 }
 
 // awaitConfirm is judge's last step before suspecting p, whose freshness
@@ -116,10 +116,18 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	if p.probeRounds >= maxProbeRounds || p.udp == nil {
 		return false
 	}
+	wait := c.probeWait(p, local)
+	if rtt := time.Duration(p.rtt * float64(time.Second)); 2*wait < 3*rtt {
+		// A far link (another region): no answer could come within
+		// the wait, so a probe would only delay the suspicion.
+		c.confirm.skipped.Add(1)
+		c.metrics.ConfirmProbes.WithLabelValues("skipped").Inc()
+		return false
+	}
 	for i := range p.probeNonces {
 		p.probeNonces[i] = rand.Uint64() | 1 // 0 is "none"
 	}
-	p.probeSentAt, p.probeUntil = now, now.Add(c.probeWait(p, local))
+	p.probeSentAt, p.probeUntil = now, now.Add(wait)
 	c.confirm.asked.Add(1)
 	c.metrics.ConfirmProbes.WithLabelValues("asked").Inc()
 	asks := make([]wire.Heartbeat, 0, probeCopies)
@@ -132,8 +140,9 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	return true
 }
 
-// sendProbePackets encodes and sends asks or answers to addr. A send error
-// is the probe's unanswered case, not an error of ours.
+// sendProbePackets encodes and sends asks or answers to addr, counted
+// with the heartbeats sent. A send error is the probe's unanswered case,
+// not an error of ours.
 func (c *Cluster) sendProbePackets(conn wire.PacketConn, addr *net.UDPAddr, hs []wire.Heartbeat) {
 	for _, h := range hs {
 		b, err := h.Encode(c.cfg.Secret)
@@ -141,7 +150,10 @@ func (c *Cluster) sendProbePackets(conn wire.PacketConn, addr *net.UDPAddr, hs [
 			c.log.Error("confirmation probe", "err", err)
 			return
 		}
-		_, _ = conn.WriteToUDP(b, addr)
+		if _, err := conn.WriteToUDP(b, addr); err == nil {
+			c.metrics.HeartbeatPackets.WithLabelValues("sent").Inc()
+			c.metrics.HeartbeatBytes.WithLabelValues("sent").Add(float64(len(b)))
+		}
 	}
 }
 
@@ -158,13 +170,17 @@ func (c *Cluster) probeReceived(r wire.Received) {
 		return
 	}
 	if r.Probe == wire.ProbeAsk {
+		// Answered at p's heartbeat address only: the packet's source is
+		// not authenticated, and whoever replays an ask chooses it. A
+		// peer whose address did not resolve yet is not answered (it
+		// suspects this node on its detector alone, as without probes).
 		addr, conn := p.udp, c.probeConn
 		if addr == nil {
-			addr = r.From // not monitored by us: answer where it came from
+			c.refuseAnswer("no_route")
 		}
-		ok := c.mayAnswer(p, at)
+		ok := addr != nil && conn != nil && c.mayAnswer(p, r.Heartbeat, at)
 		c.mu.Unlock()
-		if !ok || conn == nil || addr == nil {
+		if !ok {
 			return
 		}
 		c.confirm.answersGiven.Add(1)
@@ -176,46 +192,67 @@ func (c *Cluster) probeReceived(r wire.Received) {
 	c.mu.Unlock()
 }
 
-// mayAnswer reports whether p's ask at may be answered: at most
-// answersPerPeriod a period. c.mu is held.
-func (c *Cluster) mayAnswer(p *Peer, at time.Time) bool {
-	if at.Sub(p.answersFrom) >= c.cfg.Period {
+// mayAnswer reports whether p's ask h, received at, may be answered.
+// Asks skip the heartbeats' replay window (their Seq is a nonce), so this
+// is their replay check: only the asks of p's newest probe (its
+// incarnation and send time; the copies of one probe share them), each
+// nonce once, so a captured ask replayed later or again earns nothing,
+// and, whatever gets through, at most answersPerPeriod answers a period.
+// An asker whose clock steps back is not answered until it passes its
+// newest probe's send time again: its probes go unanswered, and it
+// suspects this node on its detector alone meanwhile. c.mu is held.
+func (c *Cluster) mayAnswer(p *Peer, h wire.Heartbeat, at time.Time) bool {
+	switch {
+	case h.Incarnation > p.askInc || h.Incarnation == p.askInc && h.SendNs > p.askSendNs:
+		p.askInc, p.askSendNs, p.askSeen = h.Incarnation, h.SendNs, p.askSeen[:0]
+	case h.Incarnation == p.askInc && h.SendNs == p.askSendNs && len(p.askSeen) < probeCopies && !slices.Contains(p.askSeen, h.Seq):
+	default:
+		c.refuseAnswer("replayed")
+		return false
+	}
+	if d := at.Sub(p.answersFrom); d >= c.cfg.Period || d < 0 {
+		// A period on, or this node's clock stepped back.
 		p.answersFrom, p.answersGiven = at, 0
 	}
 	if p.answersGiven >= answersPerPeriod {
-		c.confirm.answersLimited.Add(1)
-		c.metrics.ProbeAnswers.WithLabelValues("limited").Inc()
+		c.refuseAnswer("limited")
 		return false
 	}
+	p.askSeen = append(p.askSeen, h.Seq)
 	p.answersGiven++
 	return true
 }
 
+// refuseAnswer counts an ask left unanswered, by reason.
+func (c *Cluster) refuseAnswer(reason string) {
+	c.confirm.answersRefused.Add(1)
+	c.metrics.ProbeAnswers.WithLabelValues(reason).Inc()
+}
+
 // probeAnswered takes an answer naming nonce, received at: if this node
-// waits for it, p is alive and its freshness point moves on past at by
-// whole periods. An answer after the wait is only counted. c.mu is held.
+// waits for it and its wait has not ended, p is alive and its freshness
+// point moves on past at by whole periods. An answer after the wait is
+// only counted (late): its probe is judged unanswered all the same (or
+// overtaken, if a heartbeat comes before the judge). c.mu is held.
 func (c *Cluster) probeAnswered(p *Peer, nonce uint64, at time.Time) {
 	if nonce == 0 || !slices.Contains(p.probeNonces[:], nonce) {
 		return // a copy answered already, a replay, or a stale probe
 	}
-	p.probeNonces = [probeCopies]uint64{}
-	late := p.probeUntil.IsZero() || at.After(p.probeUntil)
-	p.probeUntil = time.Time{}
-	p.probeRounds++
-	if late {
-		c.confirm.late.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("late").Inc()
-	} else {
-		c.confirm.answered.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("answered").Inc()
-	}
-	if late {
+	p.probeNonces = [probeCopies]uint64{} // one answer per probe
+	if p.probeUntil.IsZero() || at.After(p.probeUntil) {
 		// Counted, nothing more: its suspicion stands until the next
 		// heartbeat. Trusted again now, the peer would be probed and
 		// suspected again at the next lost heartbeat of the same
-		// silence, two suspicions where the detector alone makes one.
+		// silence, two suspicions where the detector alone makes one;
+		// and the wait would have been longer than probeWait.
+		c.confirm.late.Add(1)
+		c.metrics.ConfirmProbes.WithLabelValues("late").Inc()
 		return
 	}
+	p.probeUntil = time.Time{}
+	p.probeRounds++
+	c.confirm.answered.Add(1)
+	c.metrics.ConfirmProbes.WithLabelValues("answered").Inc()
 	local := time.Duration(c.local.Load())
 	if fresh := time.Unix(0, p.det.Freshness()).Add(c.localShift(p, at, local)); !at.Before(fresh) {
 		p.probeShift += (at.Sub(fresh)/c.cfg.Period + 1) * c.cfg.Period
@@ -238,20 +275,29 @@ func (c *Cluster) probeHeartbeat(p *Peer) {
 
 // ConfirmState is the confirmation probe's record, for the status page.
 type ConfirmState struct {
-	On         bool   `json:"on"`         // cluster.confirm_probe
-	Asked      uint64 `json:"asked"`      // probes sent (probeCopies asks each)
-	Answered   uint64 `json:"answered"`   // answered in time: suspicions not made
-	Late       uint64 `json:"late"`       // answered after the wait: suspected all the same
-	Unanswered uint64 `json:"unanswered"` // no answer in time: suspected
-	Overtaken  uint64 `json:"overtaken"`  // a heartbeat came first
+	On bool `json:"on"` // cluster.confirm_probe
+	// Asked probes (probeCopies asks each) end answered (in time: no
+	// suspicion), unanswered (suspected) or overtaken (a heartbeat came
+	// first); Late counts answers that came after the wait, whose probes
+	// are among the unanswered or overtaken.
+	Asked      uint64 `json:"asked"`
+	Answered   uint64 `json:"answered"`
+	Unanswered uint64 `json:"unanswered"`
+	Overtaken  uint64 `json:"overtaken"`
+	Late       uint64 `json:"late"`
+	// Skipped are silences not probed: the link's round trip is too long
+	// for an answer within the wait.
+	Skipped uint64 `json:"skipped"`
 	// AnswersGiven are the answers this node gave its peers' probes,
-	// AnswersLimited the asks it left unanswered (answersPerPeriod).
+	// AnswersRefused the asks it left unanswered (replayed, over the
+	// limit of a period).
 	AnswersGiven   uint64 `json:"answers_given"`
-	AnswersLimited uint64 `json:"answers_limited"`
+	AnswersRefused uint64 `json:"answers_refused"`
 }
 
 // Confirm returns the confirmation probe's record.
 func (c *Cluster) Confirm() ConfirmState {
-	return ConfirmState{On: c.cfg.ConfirmProbe, Asked: c.confirm.asked.Load(), Answered: c.confirm.answered.Load(), Late: c.confirm.late.Load(),
-		Unanswered: c.confirm.unanswered.Load(), Overtaken: c.confirm.overtaken.Load(), AnswersGiven: c.confirm.answersGiven.Load(), AnswersLimited: c.confirm.answersLimited.Load()}
+	return ConfirmState{On: c.cfg.ConfirmProbe, Asked: c.confirm.asked.Load(), Answered: c.confirm.answered.Load(), Unanswered: c.confirm.unanswered.Load(),
+		Overtaken: c.confirm.overtaken.Load(), Late: c.confirm.late.Load(), Skipped: c.confirm.skipped.Load(),
+		AnswersGiven: c.confirm.answersGiven.Load(), AnswersRefused: c.confirm.answersRefused.Load()}
 }

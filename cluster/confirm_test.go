@@ -186,17 +186,36 @@ func TestProbeAnswerRules(t *testing.T) {
 		t.Errorf("a late answer: trusted %v, shift %v, %+v", p.trusted, p.probeShift, c.Confirm())
 	}
 
+	// Asks: each nonce of the newest probe once; an older probe's, or
+	// a nonce seen, is a replay; at most answersPerPeriod a period.
+	ask := func(sendNs int64, nonce uint64) wire.Heartbeat {
+		return wire.Heartbeat{Node: "n1", Incarnation: 1, Seq: nonce, SendNs: sendNs, Probe: wire.ProbeAsk}
+	}
 	at := t0
-	for i := range answersPerPeriod {
-		if !c.mayAnswer(p, at.Add(time.Duration(i)*time.Millisecond)) {
-			t.Fatalf("ask %d of a period refused", i+1)
+	for i := range probeCopies {
+		if !c.mayAnswer(p, ask(100, uint64(i+1)), at) {
+			t.Fatalf("ask %d of a probe refused", i+1)
 		}
 	}
-	if c.mayAnswer(p, at.Add(50*time.Millisecond)) {
+	if c.mayAnswer(p, ask(100, 1), at) || c.mayAnswer(p, ask(100, 99), at) {
+		t.Error("a nonce answered twice, or a ninth ask of one probe answered")
+	}
+	for i := range probeCopies {
+		if !c.mayAnswer(p, ask(200, uint64(i+1)), at.Add(time.Millisecond)) {
+			t.Fatalf("ask %d of a newer probe refused", i+1)
+		}
+	}
+	if c.mayAnswer(p, ask(100, 3), at.Add(2*time.Millisecond)) {
+		t.Error("an older probe's ask answered after a newer one")
+	}
+	if c.mayAnswer(p, ask(300, 1), at.Add(3*time.Millisecond)) {
 		t.Error("more than answersPerPeriod asks answered in a period")
 	}
-	if !c.mayAnswer(p, at.Add(period)) {
+	if !c.mayAnswer(p, ask(400, 1), at.Add(period)) {
 		t.Error("an ask a period later refused")
+	}
+	if st := c.Confirm(); st.AnswersRefused != 4 {
+		t.Errorf("refused %d asks, want 4: %+v", st.AnswersRefused, st)
 	}
 }
 

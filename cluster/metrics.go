@@ -161,12 +161,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.ShadowSuspicions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_shadow_suspicions_total", Help: "Suspicions by detectors run beside cluster.detector for comparison only (cluster.shadow_detectors), summed over peers, by detector."}, []string{"detector"})
 	m.Rerouted = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_total", Help: "Requests sent to another home because this node suspected the page's home (with all-to-all monitoring a suspicion changes only this node's view)."})
 	m.ReroutedWrongly = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_rerouted_requests_wrongly_total", Help: "Rerouted requests whose suspected home was later heard from the same process: it had not crashed (a false suspicion, or a partition)."})
-	m.ConfirmProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_confirm_probes_total", Help: "Confirmation probes of a silent peer before suspecting it (cluster.confirm_probe), by outcome: asked (probes sent), answered (in time: no suspicion), late (answered after the wait: suspected all the same), unanswered (suspected), overtaken (a heartbeat came first)."}, []string{"outcome"})
-	m.ProbeAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_probe_answers_total", Help: "Answers this node gave to its peers' confirmation probes, by outcome: sent, or limited (over the per-peer limit of a period)."}, []string{"outcome"})
-	for _, o := range []string{"asked", "answered", "late", "unanswered", "overtaken"} {
+	m.ConfirmProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_confirm_probes_total", Help: "Confirmation probes of a silent peer before suspecting it (cluster.confirm_probe), by outcome: asked (probes sent), each then answered (in time: no suspicion), unanswered (suspected) or overtaken (a heartbeat came first); late counts answers after the wait (their probes among unanswered or overtaken); skipped counts silences not probed (the link's round trip too long for the wait)."}, []string{"outcome"})
+	m.ProbeAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_fd_probe_answers_total", Help: "Asks of peers' confirmation probes, by outcome: sent (answered), replayed (not of the peer's newest probe, or its nonce answered already: refused), limited (over the per-peer limit of a period), no_route (the peer's heartbeat address not resolved yet)."}, []string{"outcome"})
+	for _, o := range []string{"asked", "answered", "unanswered", "overtaken", "late", "skipped"} {
 		m.ConfirmProbes.WithLabelValues(o)
 	}
-	for _, o := range []string{"sent", "limited"} {
+	for _, o := range []string{"sent", "replayed", "limited", "no_route"} {
 		m.ProbeAnswers.WithLabelValues(o)
 	}
 	reg.MustRegister(m.ConfirmProbes, m.ProbeAnswers)
