@@ -626,13 +626,8 @@ func (c *Cluster) received(r wire.Received) {
 			c.log.Info("peer restarted", "peer", r.Node)
 		}
 	}()
-	c.mu.Lock()
-	p := c.peers[r.Node]
+	p := c.lockPeer(r.Node)
 	if p == nil {
-		// Not a member (yet): membership comes from memberlist and the
-		// configuration, not from heartbeats.
-		c.mu.Unlock()
-		c.unknownHB.Add(1)
 		return
 	}
 	recv := time.Unix(0, r.RecvNs)
@@ -713,6 +708,20 @@ func (c *Cluster) received(r wire.Received) {
 	if needPull {
 		go c.pullIndicator(p, r.Epoch)
 	}
+}
+
+// lockPeer locks c.mu and returns the peer that sent an accepted packet,
+// or, for a node that is not a member (yet: membership comes from
+// memberlist and the configuration, not from heartbeats), counts the
+// packet and returns nil with c.mu released.
+func (c *Cluster) lockPeer(node string) *Peer {
+	c.mu.Lock()
+	p := c.peers[node]
+	if p == nil {
+		c.mu.Unlock()
+		c.unknownHB.Add(1)
+	}
+	return p
 }
 
 func appendHistory(h []Transition, t Transition) []Transition {

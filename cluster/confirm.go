@@ -162,11 +162,8 @@ func (c *Cluster) sendProbePackets(conn wire.PacketConn, addr *net.UDPAddr, hs [
 // probe it names.
 func (c *Cluster) probeReceived(r wire.Received) {
 	at := time.Unix(0, r.RecvNs)
-	c.mu.Lock()
-	p := c.peers[r.Node]
+	p := c.lockPeer(r.Node)
 	if p == nil {
-		c.mu.Unlock()
-		c.unknownHB.Add(1)
 		return
 	}
 	if r.Probe == wire.ProbeAsk {

@@ -19,27 +19,58 @@ func suspicionsOf(n *gossipNode, id string) uint64 {
 	return 0
 }
 
-// lostHeartbeatRun starts three nodes (all-to-all, 100 ms period, Chen's
-// detector with a 30 ms margin: what ml learns on a clean link with a
-// little jitter; on the in-memory network, with none, ml's margin
-// stays at a period), lets them learn clean links for 12 s, then drops heartbeats of n01 to
-// n00 for which lose says so (never the probes or their answers), and
-// reports how often n00 suspected n01 in the next 3 s and n00's probe
-// record.
-func lostHeartbeatRun(t *testing.T, confirm bool, lose func(seq uint64) bool) (uint64, ConfirmState) {
-	network := networkOf(t)
-	ids, addrs, nodes := startGossipNodes(t, "c", 3, 2, func(c *Config) {
+// probeTrio starts three nodes with the probe on or off (all-to-all,
+// 100 ms period, Chen's detector with a 30 ms margin: what ml learns on a
+// clean link with a little jitter; on the in-memory network, with none,
+// ml's margin stays at a period) and waits until they have learned clean
+// links for 12 s. stop ends them (the next trio of the test then runs
+// alone).
+func probeTrio(t *testing.T, prefix string, confirm bool) (network *wire.MemNetwork, ids []string, addrs map[string]string, nodes map[string]*gossipNode, stop func()) {
+	network = networkOf(t)
+	ids, addrs, nodes = startGossipNodes(t, prefix, 3, 2, func(c *Config) {
 		c.Monitoring, c.ProbeInterval, c.Period, c.ConfirmProbe = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, confirm
 		c.Detector, c.DetectorArgs = "chen", fdetect.Params{"alpha_ms": 30}
 	})
-	defer func() {
+	stop = func() {
 		network.SetFilter(nil)
 		stopAll(nodes)
 		time.Sleep(3 * DefaultProbeInterval)
-	}()
-	observer, silent := nodes[ids[0]], ids[1]
+	}
 	eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
 	time.Sleep(12 * time.Second)
+	return network, ids, addrs, nodes, stop
+}
+
+// monitoredPeer returns a test cluster with the probe on whose peer n1 is
+// a monitored, trusted member, its detector (Chen's) fed 50 heartbeats a
+// period apart, the last at last. The peer's timer stops at cleanup.
+func monitoredPeer(t *testing.T, period time.Duration, last time.Time) (*Cluster, *Peer) {
+	t.Helper()
+	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c.cfg.ConfirmProbe = true
+	det, _ := fdetect.New("chen", int64(period), nil)
+	for seq := uint64(1); seq <= 50; seq++ {
+		det.Observe(seq, last.Add(time.Duration(seq-50)*period).UnixNano())
+	}
+	p := c.peers["n1"]
+	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen, p.lastRecv = det, true, true, true, true, true, last
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	})
+	return c, p
+}
+
+// lostHeartbeatRun starts probeTrio, then drops heartbeats of n01 to n00
+// for which lose says so (never the probes or their answers), and reports
+// how often n00 suspected n01 in the next 3 s and n00's probe record.
+func lostHeartbeatRun(t *testing.T, confirm bool, lose func(seq uint64) bool) (uint64, ConfirmState) {
+	network, ids, addrs, nodes, stop := probeTrio(t, "c", confirm)
+	defer stop()
+	observer, silent := nodes[ids[0]], ids[1]
 	before := suspicionsOf(observer, silent)
 	secret := observer.c.cfg.Secret
 	var armed atomic.Bool
@@ -98,12 +129,7 @@ func TestConfirmProbeStillDetectsACrash(t *testing.T) {
 		}()
 		eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		time.Sleep(10 * time.Second)
-		crashed := ids[2]
-		cn := nodes[crashed]
-		delete(nodes, crashed)
-		start := time.Now()
-		crashWithoutGoodbye(network, cn, addrs)
-		eventually(t, 5*time.Second, "n0 suspects the crashed node", func() bool { return !nodes[ids[0]].trusts(crashed) })
+		crashed, start := crashAndAwait(t, network, ids, addrs, nodes, 5*time.Second)
 		observer := nodes[ids[0]].c
 		st := observer.Confirm()
 		observer.mu.Lock()
@@ -129,24 +155,11 @@ func TestConfirmProbeStillDetectsACrash(t *testing.T) {
 // answered at most answersPerPeriod a period.
 func TestProbeAnswerRules(t *testing.T) {
 	const period = 100 * time.Millisecond
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	c.cfg.ConfirmProbe = true
 	t0 := time.Now()
-	det, _ := fdetect.New("chen", int64(period), nil)
-	for seq := uint64(1); seq <= 50; seq++ {
-		det.Observe(seq, t0.Add(time.Duration(seq)*period).UnixNano())
-	}
-	last := t0.Add(50 * period)
+	c, p := monitoredPeer(t, period, t0.Add(50*period))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer func() {
-		if p := c.peers["n1"]; p.timer != nil {
-			p.timer.Stop()
-		}
-	}()
-	p := c.peers["n1"]
-	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen, p.lastRecv = det, true, true, true, true, true, last
-	fresh := time.Unix(0, det.Freshness())
+	fresh := time.Unix(0, p.det.Freshness())
 
 	// A probe in flight (no socket here: set as awaitConfirm sets it).
 	p.probeNonces = [probeCopies]uint64{11, 13, 15}
@@ -226,23 +239,11 @@ func TestProbeAnswerRules(t *testing.T) {
 // flight sets the deadline to its wait's end.
 func TestExpiredProbeDoesNotSpinAHeldPeersTimer(t *testing.T) {
 	const period = 100 * time.Millisecond
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	c.cfg.ConfirmProbe, c.cfg.SharedSilenceHold = true, true
 	now := time.Now()
-	det, _ := fdetect.New("chen", int64(period), nil)
-	for seq := uint64(1); seq <= 50; seq++ {
-		det.Observe(seq, now.Add(time.Duration(seq-50)*period-2*period).UnixNano())
-	}
+	c, p := monitoredPeer(t, period, now.Add(-2*period))
+	c.cfg.SharedSilenceHold = true
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer func() {
-		if p := c.peers["n1"]; p.timer != nil {
-			p.timer.Stop()
-		}
-	}()
-	p := c.peers["n1"]
-	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen = det, true, true, true, true, true
-	p.lastRecv = now.Add(-2 * period)
 	p.held, p.probeUntil = true, now.Add(-time.Millisecond)
 	c.armDeadline(p, now)
 	if want := p.lastRecv.Add(period + c.holdCap()); p.deadline.Before(want) {

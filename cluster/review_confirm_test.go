@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/edgecache/edge/cluster/wire"
-	"github.com/edgecache/edge/fdetect"
 )
 
 // probeLab is one monitored peer n1 with a learned clean link whose last
@@ -15,30 +14,14 @@ import (
 // nowhere). c.mu is held by the caller of its steps.
 func probeLab(t *testing.T) (*Cluster, *Peer, time.Time) {
 	t.Helper()
-	const period = 100 * time.Millisecond
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
-	c.cfg.ConfirmProbe = true
+	c, p := monitoredPeer(t, 100*time.Millisecond, time.Now().Add(5*time.Second))
 	conn, err := wire.NewMemNetwork().Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	c.probeConn = conn
-	t0 := time.Now()
-	det, _ := fdetect.New("chen", int64(period), nil)
-	for seq := uint64(1); seq <= 50; seq++ {
-		det.Observe(seq, t0.Add(time.Duration(seq)*period).UnixNano())
-	}
-	p := c.peers["n1"]
-	p.det, p.member, p.monitored, p.trusted, p.heard, p.seen, p.lastRecv = det, true, true, true, true, true, t0.Add(50*period)
-	t.Cleanup(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-	})
-	return c, p, time.Unix(0, det.Freshness())
+	return c, p, time.Unix(0, p.det.Freshness())
 }
 
 // TestReviewLateAnswerBeforeJudgeStillSuspects: an answer that comes
@@ -135,23 +118,15 @@ func TestReviewAnswerLimitSurvivesAClockStep(t *testing.T) {
 // captured one of n00's asks to n01 and replays it to n01, 16 copies
 // every 5 ms. It reports n00's suspicions of n01 and both probe records.
 func replayRun(t *testing.T, attack bool, lose func(seq uint64) bool) (uint64, ConfirmState, ConfirmState) {
-	network := networkOf(t)
-	ids, addrs, nodes := startGossipNodes(t, "a", 3, 2, func(c *Config) {
-		c.Monitoring, c.ProbeInterval, c.Period, c.ConfirmProbe = MonitorAll, DefaultProbeInterval, 100*time.Millisecond, true
-		c.Detector, c.DetectorArgs = "chen", fdetect.Params{"alpha_ms": 30}
-	})
+	network, ids, addrs, nodes, stopTrio := probeTrio(t, "a", true)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	defer func() {
 		close(stop)
 		<-done
-		network.SetFilter(nil)
-		stopAll(nodes)
-		time.Sleep(3 * DefaultProbeInterval)
+		stopTrio()
 	}()
 	observer, silent := nodes[ids[0]], ids[1]
-	eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
-	time.Sleep(12 * time.Second)
 	before := suspicionsOf(observer, silent)
 	secret := observer.c.cfg.Secret
 	var captured atomic.Value

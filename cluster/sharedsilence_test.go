@@ -187,6 +187,20 @@ func crashWithoutGoodbye(network *wire.MemNetwork, n *gossipNode, addrs map[stri
 	<-n.done
 }
 
+// crashAndAwait crashes the last of ids (crashWithoutGoodbye, out of
+// nodes) and waits, within the limit, until the first suspects it; it
+// returns the crash's id and when it came.
+func crashAndAwait(t *testing.T, network *wire.MemNetwork, ids []string, addrs map[string]string, nodes map[string]*gossipNode, within time.Duration) (string, time.Time) {
+	t.Helper()
+	crashed := ids[len(ids)-1]
+	cn := nodes[crashed]
+	delete(nodes, crashed)
+	start := time.Now()
+	crashWithoutGoodbye(network, cn, addrs)
+	eventually(t, within, "n0 suspects the crashed node", func() bool { return !nodes[ids[0]].trusts(crashed) })
+	return crashed, start
+}
+
 // TestWhatCountsAsEvidence: the arrivals that show the network delivers,
 // by evidence mode: on time (after its predecessor plus its sequence gap in
 // periods, plus half a period) for on_time, and also right after its
@@ -278,12 +292,7 @@ func TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats(t *testing.T) {
 		}()
 		eventually(t, 60*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		time.Sleep(10 * time.Second)
-		crashed := ids[2]
-		cn := nodes[crashed]
-		delete(nodes, crashed)
-		start := time.Now()
-		crashWithoutGoodbye(network, cn, addrs)
-		eventually(t, 8*time.Second, "n0 suspects the crashed node", func() bool { return !nodes[ids[0]].trusts(crashed) })
+		crashed, start := crashAndAwait(t, network, ids, addrs, nodes, 8*time.Second)
 		took := time.Since(start)
 		member := nodes[ids[0]].member(crashed)
 		drainMembership()

@@ -12,17 +12,22 @@ import (
 
 const ms = int64(time.Millisecond)
 
-func TestHeartbeatRejections(t *testing.T) {
-	secret := []byte("s3cret")
-	now := time.Now().UnixNano()
-	hb := Heartbeat{Node: "n1", Incarnation: 5, Seq: 10, SendNs: now, Epoch: 3, FPR: 0.01, FNR: 0.1}
-	enc := func(h Heartbeat) []byte {
+// encoder returns h.Encode with the secret, failing the test on an error.
+func encoder(t *testing.T, secret []byte) func(Heartbeat) []byte {
+	return func(h Heartbeat) []byte {
 		b, err := h.Encode(secret)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
+}
+
+func TestHeartbeatRejections(t *testing.T) {
+	secret := []byte("s3cret")
+	now := time.Now().UnixNano()
+	hb := Heartbeat{Node: "n1", Incarnation: 5, Seq: 10, SendNs: now, Epoch: 3, FPR: 0.01, FNR: 0.1}
+	enc := encoder(t, secret)
 	v := NewVerifier(secret, 5*time.Second)
 	if got, err := v.Verify(enc(hb), now); err != nil || !reflect.DeepEqual(got, hb) {
 		t.Fatalf("round trip: %+v %v", got, err)
@@ -135,13 +140,7 @@ func TestTailRoundTripAndMalformed(t *testing.T) {
 func TestProbesKeepOutOfTheReplayWindow(t *testing.T) {
 	secret := []byte("s3cret")
 	now := time.Now().UnixNano()
-	enc := func(h Heartbeat) []byte {
-		b, err := h.Encode(secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	enc := encoder(t, secret)
 	v := NewVerifier(secret, 5*time.Second)
 	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err != nil {
 		t.Fatal(err)
