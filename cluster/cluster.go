@@ -295,6 +295,12 @@ type Peer struct {
 	askInc    uint64
 	askSendNs int64
 	askSeen   []uint64
+	// The freshness point its probe in flight was sent for, and its
+	// latest round trips (echoes and answered probes), whose least says
+	// whether a probe can be answered in time (confirm.go).
+	probeFor   time.Time
+	rttSamples [rttSamples]time.Duration
+	rttNext    int
 }
 
 // RegionPair is the key of Config.RegionCosts: the two labels in order, so
@@ -674,6 +680,7 @@ func (c *Cluster) received(r wire.Received) {
 		} else {
 			p.rtt += 0.1 * (s - p.rtt)
 		}
+		p.noteRTT(rtt)
 		c.metrics.PeerRTT.WithLabelValues(p.ID).Set(p.rtt)
 	}
 	p.replica.SetEstimates(r.FPR, r.FNR)

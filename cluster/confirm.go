@@ -45,8 +45,9 @@ import (
 // nothing: trusting the peer again at once would only have it suspected
 // again at the next lost heartbeat of the same silence.
 //
-// Limits. A peer whose probes are answered but whose heartbeats stay lost
-// is probed at most maxProbeRounds times in one silence; after that its
+// Limits. A peer whose probes are answered (or whose freshness point
+// moved on past a probe's wait before it was judged) but whose heartbeats
+// stay lost is probed at most maxProbeRounds times in one silence; after that its
 // detector alone decides (the loss-aware margin has learned the link's
 // loss by then). The asks are not a second detector: a peer that answers
 // within probeWait is not suspected, whatever the margin said, so the
@@ -82,6 +83,29 @@ const answersPerPeriod = 2 * probeCopies
 // few milliseconds.
 const minProbeWait = 5 * time.Millisecond
 
+// rttSamples is how many of a link's latest round trips the far-link test
+// reads: the least of eight, since any one of a probe's eight asks will
+// do, and eight samples (less than a second at the default period) let a
+// delay spike, or a stall of ours that made echoes look slow, pass at
+// once (the smoothed RTT keeps one for about 20 periods).
+const rttSamples = 8
+
+// noteRTT records a round trip to p. c.mu is held.
+func (p *Peer) noteRTT(d time.Duration) {
+	p.rttSamples[p.rttNext%rttSamples] = d
+	p.rttNext++
+}
+
+// leastRTT is the least of p's latest round trips (0 while none is known).
+// c.mu is held.
+func (p *Peer) leastRTT() time.Duration {
+	n := min(p.rttNext, rttSamples)
+	if n == 0 {
+		return 0
+	}
+	return slices.Min(p.rttSamples[:n])
+}
+
 // probeWait is how long a probe of p waits for an answer: four smoothed
 // round trips plus this process's recent scheduling delay, at least
 // minProbeWait and at most a quarter period (what a crash may cost on top
@@ -93,8 +117,8 @@ func (c *Cluster) probeWait(p *Peer, local time.Duration) time.Duration {
 
 // confirmStats counts probes and answers, for the status page.
 type confirmStats struct {
-	asked, answered, late, unanswered, overtaken, skipped atomic.Uint64
-	answersGiven, answersRefused                          atomic.Uint64
+	asked, answered, late, unanswered, overtaken, skipped, superseded atomic.Uint64
+	answersGiven, answersRefused                                      atomic.Uint64
 }
 
 // awaitConfirm is judge's last step before suspecting p, whose freshness
@@ -104,20 +128,31 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	if !c.cfg.ConfirmProbe || c.probeConn == nil {
 		return false
 	}
+	point := time.Unix(0, p.det.Freshness()).Add(c.localShift(p, now, local))
 	if !p.probeUntil.IsZero() {
 		if now.Before(p.probeUntil) {
 			return true
 		}
+		waited := p.probeUntil.Sub(p.probeSentAt)
 		p.probeUntil = time.Time{} // its nonces stay: a late answer still counts
-		c.confirm.unanswered.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("unanswered").Inc()
-		return false
+		if !point.After(p.probeFor.Add(waited)) {
+			c.confirm.unanswered.Add(1)
+			c.metrics.ConfirmProbes.WithLabelValues("unanswered").Inc()
+			return false
+		}
+		// The point moved on past the probe's wait while it waited (our
+		// own delay grew, or the network's loss): that probe said
+		// nothing of this point. Ask again, within the probes a silence
+		// may have.
+		p.probeRounds++
+		c.confirm.superseded.Add(1)
+		c.metrics.ConfirmProbes.WithLabelValues("superseded").Inc()
 	}
 	if p.probeRounds >= maxProbeRounds || p.udp == nil {
 		return false
 	}
 	wait := c.probeWait(p, local)
-	if rtt := time.Duration(p.rtt * float64(time.Second)); 2*wait < 3*rtt {
+	if rtt := p.leastRTT(); 2*wait < 3*rtt {
 		// A far link (another region): no answer could come within
 		// the wait, so a probe would only delay the suspicion.
 		c.confirm.skipped.Add(1)
@@ -127,7 +162,7 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	for i := range p.probeNonces {
 		p.probeNonces[i] = rand.Uint64() | 1 // 0 is "none"
 	}
-	p.probeSentAt, p.probeUntil = now, now.Add(wait)
+	p.probeSentAt, p.probeUntil, p.probeFor = now, now.Add(wait), point
 	c.confirm.asked.Add(1)
 	c.metrics.ConfirmProbes.WithLabelValues("asked").Inc()
 	asks := make([]wire.Heartbeat, 0, probeCopies)
@@ -137,6 +172,9 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	// Sent off c.mu: a socket write is quick, but judge runs on every
 	// deadline timer and the monitor's sweep.
 	go c.sendProbePackets(c.probeConn, p.udp, asks)
+	// The timer at the wait's end: a probe the sweep started would
+	// otherwise be judged when a timer set earlier fires.
+	c.armDeadline(p, now)
 	return true
 }
 
@@ -248,6 +286,7 @@ func (c *Cluster) probeAnswered(p *Peer, nonce uint64, at time.Time) {
 	}
 	p.probeUntil = time.Time{}
 	p.probeRounds++
+	p.noteRTT(at.Sub(p.probeSentAt))
 	c.confirm.answered.Add(1)
 	c.metrics.ConfirmProbes.WithLabelValues("answered").Inc()
 	local := time.Duration(c.local.Load())
@@ -274,13 +313,15 @@ func (c *Cluster) probeHeartbeat(p *Peer) {
 type ConfirmState struct {
 	On bool `json:"on"` // cluster.confirm_probe
 	// Asked probes (probeCopies asks each) end answered (in time: no
-	// suspicion), unanswered (suspected) or overtaken (a heartbeat came
-	// first); Late counts answers that came after the wait, whose probes
-	// are among the unanswered or overtaken.
+	// suspicion), unanswered (suspected), overtaken (a heartbeat came
+	// first) or superseded (the freshness point moved on past the wait,
+	// asked again); Late counts answers that came after the wait, whose
+	// probes are among the unanswered, overtaken or superseded.
 	Asked      uint64 `json:"asked"`
 	Answered   uint64 `json:"answered"`
 	Unanswered uint64 `json:"unanswered"`
 	Overtaken  uint64 `json:"overtaken"`
+	Superseded uint64 `json:"superseded"`
 	Late       uint64 `json:"late"`
 	// Skipped are silences not probed: the link's round trip is too long
 	// for an answer within the wait.
@@ -295,6 +336,6 @@ type ConfirmState struct {
 // Confirm returns the confirmation probe's record.
 func (c *Cluster) Confirm() ConfirmState {
 	return ConfirmState{On: c.cfg.ConfirmProbe, Asked: c.confirm.asked.Load(), Answered: c.confirm.answered.Load(), Unanswered: c.confirm.unanswered.Load(),
-		Overtaken: c.confirm.overtaken.Load(), Late: c.confirm.late.Load(), Skipped: c.confirm.skipped.Load(),
+		Overtaken: c.confirm.overtaken.Load(), Superseded: c.confirm.superseded.Load(), Late: c.confirm.late.Load(), Skipped: c.confirm.skipped.Load(),
 		AnswersGiven: c.confirm.answersGiven.Load(), AnswersRefused: c.confirm.answersRefused.Load()}
 }

@@ -82,6 +82,9 @@ func TestReviewFutileProbeOnAFarLink(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.rtt = 0.060
+	for range rttSamples {
+		p.noteRTT(60 * time.Millisecond) // the far-link test reads the latest samples
+	}
 	now := fresh.Add(time.Millisecond)
 	wait := c.probeWait(p, 0)
 	if _, ok := c.judge(p, now, 0, false); !ok {
