@@ -896,7 +896,7 @@ func (c *Cluster) armDeadline(p *Peer, now time.Time) {
 	local := time.Duration(c.local.Load())
 	at := p.monitoredSince.Add(c.silentGrace())
 	if p.heard {
-		at = time.Unix(0, p.det.Freshness()).Add(c.localShift(p, now, local))
+		at = c.freshnessPoint(p, now, local)
 	}
 	if p.held {
 		// Re-judged when a heartbeat comes on time (rejudgeHeld), or when
@@ -1017,6 +1017,12 @@ func (c *Cluster) silent(p *Peer, now time.Time, local time.Duration) bool {
 // (networkloss.go). c.mu is held.
 func (c *Cluster) localShift(p *Peer, now time.Time, local time.Duration) time.Duration {
 	return c.ownShift(p, local) + c.networkLossShift(p, now) + p.probeShift
+}
+
+// freshnessPoint is p's freshness point moved on by localShift: where
+// judge could first suspect it. c.mu is held.
+func (c *Cluster) freshnessPoint(p *Peer, now time.Time, local time.Duration) time.Time {
+	return time.Unix(0, p.det.Freshness()).Add(c.localShift(p, now, local))
 }
 
 // ownShift is localShift without the network's loss: this process's own

@@ -128,7 +128,7 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	if !c.cfg.ConfirmProbe || c.probeConn == nil {
 		return false
 	}
-	point := time.Unix(0, p.det.Freshness()).Add(c.localShift(p, now, local))
+	point := c.freshnessPoint(p, now, local)
 	if !p.probeUntil.IsZero() {
 		if now.Before(p.probeUntil) {
 			return true
@@ -136,8 +136,7 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 		waited := p.probeUntil.Sub(p.probeSentAt)
 		p.probeUntil = time.Time{} // its nonces stay: a late answer still counts
 		if !point.After(p.probeFor.Add(waited)) {
-			c.confirm.unanswered.Add(1)
-			c.metrics.ConfirmProbes.WithLabelValues("unanswered").Inc()
+			c.countProbe(&c.confirm.unanswered, "unanswered")
 			return false
 		}
 		// The point moved on past the probe's wait while it waited (our
@@ -145,8 +144,7 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 		// nothing of this point. Ask again, within the probes a silence
 		// may have.
 		p.probeRounds++
-		c.confirm.superseded.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("superseded").Inc()
+		c.countProbe(&c.confirm.superseded, "superseded")
 	}
 	if p.probeRounds >= maxProbeRounds || p.udp == nil {
 		return false
@@ -155,19 +153,17 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	if rtt := p.leastRTT(); 2*wait < 3*rtt {
 		// A far link (another region): no answer could come within
 		// the wait, so a probe would only delay the suspicion.
-		c.confirm.skipped.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("skipped").Inc()
+		c.countProbe(&c.confirm.skipped, "skipped")
 		return false
 	}
 	for i := range p.probeNonces {
 		p.probeNonces[i] = rand.Uint64() | 1 // 0 is "none"
 	}
 	p.probeSentAt, p.probeUntil, p.probeFor = now, now.Add(wait), point
-	c.confirm.asked.Add(1)
-	c.metrics.ConfirmProbes.WithLabelValues("asked").Inc()
+	c.countProbe(&c.confirm.asked, "asked")
 	asks := make([]wire.Heartbeat, 0, probeCopies)
 	for _, n := range p.probeNonces {
-		asks = append(asks, wire.Heartbeat{Node: c.cfg.NodeID, Incarnation: c.incarnation, Seq: n, SendNs: now.UnixNano(), Region: c.cfg.Region, Probe: wire.ProbeAsk})
+		asks = append(asks, c.probePacket(wire.ProbeAsk, n, now))
 	}
 	// Sent off c.mu: a socket write is quick, but judge runs on every
 	// deadline timer and the monitor's sweep.
@@ -176,6 +172,18 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	// otherwise be judged when a timer set earlier fires.
 	c.armDeadline(p, now)
 	return true
+}
+
+// countProbe counts a probe's outcome for the status page (n) and the
+// metric.
+func (c *Cluster) countProbe(n *atomic.Uint64, outcome string) {
+	n.Add(1)
+	c.metrics.ConfirmProbes.WithLabelValues(outcome).Inc()
+}
+
+// probePacket is this node's ask or answer carrying nonce, sent at.
+func (c *Cluster) probePacket(kind wire.ProbeKind, nonce uint64, at time.Time) wire.Heartbeat {
+	return wire.Heartbeat{Node: c.cfg.NodeID, Incarnation: c.incarnation, Seq: nonce, SendNs: at.UnixNano(), Region: c.cfg.Region, Probe: kind}
 }
 
 // sendProbePackets encodes and sends asks or answers to addr, counted
@@ -220,7 +228,7 @@ func (c *Cluster) probeReceived(r wire.Received) {
 		}
 		c.confirm.answersGiven.Add(1)
 		c.metrics.ProbeAnswers.WithLabelValues("sent").Inc()
-		c.sendProbePackets(conn, addr, []wire.Heartbeat{{Node: c.cfg.NodeID, Incarnation: c.incarnation, Seq: r.Seq, SendNs: time.Now().UnixNano(), Region: c.cfg.Region, Probe: wire.ProbeAnswer}})
+		c.sendProbePackets(conn, addr, []wire.Heartbeat{c.probePacket(wire.ProbeAnswer, r.Seq, time.Now())})
 		return
 	}
 	c.probeAnswered(p, r.Seq, at)
@@ -280,17 +288,15 @@ func (c *Cluster) probeAnswered(p *Peer, nonce uint64, at time.Time) {
 		// suspected again at the next lost heartbeat of the same
 		// silence, two suspicions where the detector alone makes one;
 		// and the wait would have been longer than probeWait.
-		c.confirm.late.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("late").Inc()
+		c.countProbe(&c.confirm.late, "late")
 		return
 	}
 	p.probeUntil = time.Time{}
 	p.probeRounds++
 	p.noteRTT(at.Sub(p.probeSentAt))
-	c.confirm.answered.Add(1)
-	c.metrics.ConfirmProbes.WithLabelValues("answered").Inc()
+	c.countProbe(&c.confirm.answered, "answered")
 	local := time.Duration(c.local.Load())
-	if fresh := time.Unix(0, p.det.Freshness()).Add(c.localShift(p, at, local)); !at.Before(fresh) {
+	if fresh := c.freshnessPoint(p, at, local); !at.Before(fresh) {
 		p.probeShift += (at.Sub(fresh)/c.cfg.Period + 1) * c.cfg.Period
 	}
 	c.armDeadline(p, at)
@@ -301,8 +307,7 @@ func (c *Cluster) probeAnswered(p *Peer, nonce uint64, at time.Time) {
 // is held.
 func (c *Cluster) probeHeartbeat(p *Peer) {
 	if !p.probeUntil.IsZero() {
-		c.confirm.overtaken.Add(1)
-		c.metrics.ConfirmProbes.WithLabelValues("overtaken").Inc()
+		c.countProbe(&c.confirm.overtaken, "overtaken")
 	}
 	p.probeNonces = [probeCopies]uint64{}
 	p.probeUntil = time.Time{}
