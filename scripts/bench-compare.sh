@@ -19,7 +19,8 @@
 #
 # Knobs (environment): DURATION (10s), CONNS (64), THREADS (1), ROUNDS (3),
 # OBJECT (/size/4096), FLOORS (1; 0 leaves the floors out), EDGE_FLAGS (edge serve
-# flags), EDGE_ENV (its environment, e.g. GOMAXPROCS=1).
+# flags), EDGE_ENV (its environment, e.g. GOMAXPROCS=1), PIN (1: servers on
+# CPU 1, wrk on CPU 0; scripts/bench-lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,9 +45,9 @@ EDGE_NH_ADMIN=127.0.0.1:19181
 . scripts/bench-lib.sh
 bench_install nginx:nginx varnishd:varnish wrk:wrk
 
-./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
+$SERVER_PIN ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
-env ${EDGE_ENV:-} ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
+$SERVER_PIN env ${EDGE_ENV:-} ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" \
   --cache-size 256MiB --log-level warn --admin-token bench ${EDGE_FLAGS:-} 2>"$work/edge.log" &
 pids+=($!)
 edge_pid=$!
@@ -54,7 +55,7 @@ edge_pid=$!
 servers="edge nginx varnish"
 if [ "$EDGE_NH" = 1 ]; then
   printf 'tuning:\n  hit_path: false\n' >"$work/edge-nh.yaml"
-  env ${EDGE_ENV:-} ./bin/edge serve --config "$work/edge-nh.yaml" --origin "http://$ORIGIN" --listen "$EDGE_NH_ADDR" \
+  $SERVER_PIN env ${EDGE_ENV:-} ./bin/edge serve --config "$work/edge-nh.yaml" --origin "http://$ORIGIN" --listen "$EDGE_NH_ADDR" \
     --admin-listen "$EDGE_NH_ADMIN" --cache-size 256MiB --log-level warn --admin-token bench ${EDGE_FLAGS:-} 2>"$work/edge-nh.log" &
   pids+=($!)
   edge_nh_pid=$!
@@ -67,17 +68,17 @@ cat >"$work/default.vcl" <<VCL
 vcl 4.1;
 backend default { .host = "${ORIGIN%:*}"; .port = "${ORIGIN#*:}"; }
 VCL
-varnishd -F -j none -n "$work/varnish" -a "$VARNISH" -f "$work/default.vcl" -s malloc,256m \
+$SERVER_PIN varnishd -F -j none -n "$work/varnish" -a "$VARNISH" -f "$work/default.vcl" -s malloc,256m \
   -p thread_pools=2 >"$work/varnish.log" 2>&1 &
 pids+=($!)
 varnish_pid=$!
 
 if [ "$FLOORS" = 1 ]; then
   (cd bench && go build -o ../bin/hitfloor ./hitfloor)
-  ./bin/hitfloor -mode nethttp -listen "$FLOOR_NETHTTP" 2>"$work/floor-nethttp.log" &
+  $SERVER_PIN ./bin/hitfloor -mode nethttp -listen "$FLOOR_NETHTTP" 2>"$work/floor-nethttp.log" &
   pids+=($!)
   nethttp_pid=$!
-  ./bin/hitfloor -mode raw -listen "$FLOOR_RAW" 2>"$work/floor-raw.log" &
+  $SERVER_PIN ./bin/hitfloor -mode raw -listen "$FLOOR_RAW" 2>"$work/floor-raw.log" &
   pids+=($!)
   raw_pid=$!
   servers="$servers nethttp raw"
@@ -137,7 +138,7 @@ run() {
   local out procs before after
   procs=$(server_pids "$1")
   before=$(cpu_ticks $procs)
-  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$2")
+  out=$($CLIENT_PIN wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$2")
   after=$(cpu_ticks $procs)
   local rps p50 p99 errs reqs cpu
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
@@ -151,7 +152,7 @@ run() {
 }
 
 echo
-echo "wrk -t$THREADS -c$CONNS -d$DURATION on $OBJECT (cached), $ROUNDS rounds, servers interleaved; $(nproc) cores shared by wrk and the server"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION on $OBJECT (cached), $ROUNDS rounds, servers interleaved; $(if [ "${PIN:-0}" = 1 ]; then echo "servers pinned to CPU 1, wrk to CPU 0"; else echo "$(nproc) cores shared by wrk and the server"; fi)"
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r"
   run edge "http://$EDGE$OBJECT"

@@ -17,6 +17,18 @@ bench_install() {
   export PATH=$PATH:/usr/sbin
 }
 
+# PIN=1 runs the servers on CPU 1 and the load generator on CPU 0
+# (taskset), so that each has a core of its own and req/s measures the
+# server's work rather than how the kernel splits two cores between it
+# and the client. nginx then runs one worker (one core), and Go sizes
+# GOMAXPROCS to its affinity (1). Unpinned (the default), every process
+# shares both cores.
+SERVER_PIN="" CLIENT_PIN=""
+if [ "${PIN:-0}" = 1 ]; then
+  SERVER_PIN="taskset -c 1" CLIENT_PIN="taskset -c 0"
+  NGINX_WORKERS=${NGINX_WORKERS:-1}
+fi
+
 work=$(mktemp -d)
 pids=()
 bench_cleanup() {
@@ -47,7 +59,7 @@ start_nginx() {
   [ "$(id -u)" = 0 ] && user="user root;" # workers must write the cache directory
   cat >"$work/nginx.conf" <<CONF
 $user
-worker_processes auto;
+worker_processes ${NGINX_WORKERS:-auto};
 pid $work/nginx.pid;
 error_log $work/nginx-error.log warn;
 daemon on;
@@ -70,7 +82,7 @@ $2
   }
 }
 CONF
-  nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
+  $SERVER_PIN nginx -c "$work/nginx.conf" -e "$work/nginx-error.log"
 }
 
 # to_ms converts wrk's latency (512.00us, 1.20ms, 1.01s) to milliseconds.

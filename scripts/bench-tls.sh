@@ -12,7 +12,8 @@
 # two cores, so req/s alone understates the cheaper server).
 # Installs nginx, wrk, openssl and nghttp2-client from Debian if missing.
 #
-# Knobs: DURATION (10s), CONNS (64), ROUNDS (3), OBJECT (/size/4096).
+# Knobs: DURATION (10s), CONNS (64), ROUNDS (3), OBJECT (/size/4096), PIN (1:
+# servers on CPU 1, the clients on CPU 0; scripts/bench-lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,9 +36,9 @@ bench_install nginx:nginx wrk:wrk h2load:nghttp2-client openssl:openssl
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
   -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 
-./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
+$SERVER_PIN ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
-./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" --cache-size 256MiB \
+$SERVER_PIN ./bin/edge serve --origin "http://$ORIGIN" --listen "$EDGE" --admin-listen "$EDGE_ADMIN" --cache-size 256MiB \
   --tls-listen "$EDGE_TLS" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" --log-level warn 2>"$work/edge.log" &
 edge_pid=$!
 pids+=($edge_pid)
@@ -72,7 +73,7 @@ record() { echo "$*" >>"$work/results"; printf '  %-10s %-6s %10.0f/s   p50 %7s 
 keepalive() { # name url
   local c0 out rps p50 p99 cpu
   c0=$(cpu_ticks "$1")
-  out=$(wrk -t1 -c"$CONNS" -d"$DURATION" --latency "$2")
+  out=$($CLIENT_PIN wrk -t1 -c"$CONNS" -d"$DURATION" --latency "$2")
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
   p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")
@@ -82,7 +83,7 @@ keepalive() { # name url
 handshakes() { # name hostport [label s_time-mode]
   local c0 out n cpu label=${3:-handshake} mode=${4:--new}
   c0=$(cpu_ticks "$1")
-  out=$(openssl s_time -connect "$2" "$mode" -time "$SECS" -www "$OBJECT" 2>/dev/null)
+  out=$($CLIENT_PIN openssl s_time -connect "$2" "$mode" -time "$SECS" -www "$OBJECT" 2>/dev/null)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   n=$(awk '/connections in [0-9.]+s/ {for (i=1;i<=NF;i++) if ($i ~ /connections\/user/) print $(i-1)}' <<<"$out" | head -1)
   # s_time prints "N connections in Xs; Y connections/user sec": use the wall rate.
@@ -93,7 +94,7 @@ handshakes() { # name hostport [label s_time-mode]
 h2() { # name url
   local c0 out rps mean cpu
   c0=$(cpu_ticks "$1")
-  out=$(h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
+  out=$($CLIENT_PIN h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^finished in/ {for (i=1;i<=NF;i++) if ($i=="req/s,") print $(i-1)}' <<<"$out")
   mean=$(awk '/^time for request:/ {print $6}' <<<"$out") # fields: min max mean sd

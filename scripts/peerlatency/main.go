@@ -34,6 +34,7 @@ func main() {
 	bin := flag.String("edge", "bin/edge", "edge binary")
 	profileDir := flag.String("profile", "", "write each node's CPU profile over the measured requests to this directory")
 	profileSeconds := flag.Int("profile-seconds", 10, "length of the CPU profiles")
+	traceNodes := flag.Bool("trace", false, "with -profile, take each node's execution trace instead of its CPU profile (edge-N.trace)")
 	flag.Parse()
 	const adminToken = "demo-token" // edge demo's default
 	if *profileDir != "" {
@@ -81,7 +82,11 @@ func main() {
 	if *profileDir != "" {
 		for i, admin := range demo.Admins() {
 			profiles.Go(func() {
-				if err := cpuProfile(admin, adminToken, *profileSeconds, fmt.Sprintf("%s/edge-%d.pprof", *profileDir, i+1)); err != nil {
+				kind, file := "profile", fmt.Sprintf("%s/edge-%d.pprof", *profileDir, i+1)
+				if *traceNodes {
+					kind, file = "trace", fmt.Sprintf("%s/edge-%d.trace", *profileDir, i+1)
+				}
+				if err := cpuProfile(admin, adminToken, kind, *profileSeconds, file); err != nil {
 					fmt.Fprintln(os.Stderr, "profile:", err)
 				}
 			})
@@ -168,10 +173,11 @@ func homeOf(u string) string {
 	return r.Route.Home
 }
 
-// cpuProfile saves the CPU profile of the node with the given admin
+// cpuProfile saves the CPU profile (kind "profile") or execution trace
+// (kind "trace") of the node with the given admin
 // address over the next seconds to path.
-func cpuProfile(admin, token string, seconds int, path string) error {
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, seconds), nil)
+func cpuProfile(admin, token, kind string, seconds int, path string) error {
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", admin, kind, seconds), nil)
 	if err != nil {
 		return err
 	}
