@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,6 +41,16 @@ import (
 // use both) before it is handed out.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	addr, err := FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// FreeLoopbackAddr is FreeAddr for programs that are not tests (the
+// labs in scripts/, which start processes on ports of their choosing).
+func FreeLoopbackAddr() (string, error) {
 	base := portBlock()
 	for range 2000 {
 		port := base + int(nextPort.Add(1)%portSpan)
@@ -54,10 +65,9 @@ func FreeAddr(t testing.TB) string {
 			continue
 		}
 		_ = pc.Close()
-		return addr
+		return addr, nil
 	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	return "", errors.New("e2e: no free port below the ephemeral range")
 }
 
 const (

@@ -28,8 +28,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/edgecache/edge/internal/e2e"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -229,8 +229,9 @@ func main() {
 			}
 			r, err := runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
 			if errors.Is(err, errNoView) {
-				// A node's port, free when chosen, can be taken by a relay's
-				// before the node binds it: start everything afresh once.
+				// A node's port, free when chosen, can still be taken
+				// before the node binds it (by another program choosing
+				// below the ephemeral range): start everything afresh once.
 				fmt.Fprintf(os.Stderr, "%s: %v; starting again\n", cfg, err)
 				r, err = runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
 			}
@@ -353,13 +354,16 @@ func (c probeCounts) fill(rw *row, n int64) {
 	rw.RacesWonByProbe = ratio(c.racesWon, c.races)
 }
 
+// freeAddr is a loopback port below the ephemeral range, free for TCP and
+// UDP (a node's cluster port takes both): a port from :0 is an ephemeral
+// one, which the thirty relays' own sockets, bound on :0 before the nodes
+// start, took often enough that one start in four did not converge.
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		fail(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter, intra, originLatency time.Duration, rate float64, warmup, d time.Duration,
