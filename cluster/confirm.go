@@ -117,8 +117,8 @@ func (c *Cluster) probeWait(p *Peer, local time.Duration) time.Duration {
 
 // confirmStats counts probes and answers, for the status page.
 type confirmStats struct {
-	asked, answered, late, unanswered, overtaken, skipped, superseded atomic.Uint64
-	answersGiven, answersRefused                                      atomic.Uint64
+	asked, answered, late, unanswered, overtaken, skipped, superseded, abandoned atomic.Uint64
+	answersGiven, answersRefused                                                 atomic.Uint64
 }
 
 // awaitConfirm is judge's last step before suspecting p, whose freshness
@@ -309,6 +309,24 @@ func (c *Cluster) probeHeartbeat(p *Peer) {
 	if !p.probeUntil.IsZero() {
 		c.countProbe(&c.confirm.overtaken, "overtaken")
 	}
+	p.clearProbe()
+}
+
+// abandonProbe ends p's probe, if one is waiting, when this node stops
+// monitoring p (it left the membership, or is no longer a neighbour nor
+// routed to): no judge will run on it, so it would otherwise have no
+// outcome. Its nonces go too; an answer after this is not counted. c.mu
+// is held.
+func (c *Cluster) abandonProbe(p *Peer) {
+	if !p.probeUntil.IsZero() {
+		c.countProbe(&c.confirm.abandoned, "abandoned")
+	}
+	p.clearProbe()
+}
+
+// clearProbe forgets p's probe and what its answers gave: a new silence
+// starts from the detector alone. c.mu is held.
+func (p *Peer) clearProbe() {
 	p.probeNonces = [probeCopies]uint64{}
 	p.probeUntil = time.Time{}
 	p.probeShift, p.probeRounds = 0, 0
@@ -319,14 +337,16 @@ type ConfirmState struct {
 	On bool `json:"on"` // cluster.confirm_probe
 	// Asked probes (probeCopies asks each) end answered (in time: no
 	// suspicion), unanswered (suspected), overtaken (a heartbeat came
-	// first) or superseded (the freshness point moved on past the wait,
-	// asked again); Late counts answers that came after the wait, whose
+	// first), superseded (the freshness point moved on past the wait,
+	// asked again) or abandoned (this node stopped monitoring the peer
+	// during the wait); Late counts answers that came after the wait, whose
 	// probes are among the unanswered, overtaken or superseded.
 	Asked      uint64 `json:"asked"`
 	Answered   uint64 `json:"answered"`
 	Unanswered uint64 `json:"unanswered"`
 	Overtaken  uint64 `json:"overtaken"`
 	Superseded uint64 `json:"superseded"`
+	Abandoned  uint64 `json:"abandoned"`
 	Late       uint64 `json:"late"`
 	// Skipped are silences not probed: the link's round trip is too long
 	// for an answer within the wait.
@@ -341,6 +361,6 @@ type ConfirmState struct {
 // Confirm returns the confirmation probe's record.
 func (c *Cluster) Confirm() ConfirmState {
 	return ConfirmState{On: c.cfg.ConfirmProbe, Asked: c.confirm.asked.Load(), Answered: c.confirm.answered.Load(), Unanswered: c.confirm.unanswered.Load(),
-		Overtaken: c.confirm.overtaken.Load(), Superseded: c.confirm.superseded.Load(), Late: c.confirm.late.Load(), Skipped: c.confirm.skipped.Load(),
+		Overtaken: c.confirm.overtaken.Load(), Superseded: c.confirm.superseded.Load(), Abandoned: c.confirm.abandoned.Load(), Late: c.confirm.late.Load(), Skipped: c.confirm.skipped.Load(),
 		AnswersGiven: c.confirm.answersGiven.Load(), AnswersRefused: c.confirm.answersRefused.Load()}
 }

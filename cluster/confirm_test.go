@@ -255,3 +255,42 @@ func TestExpiredProbeDoesNotSpinAHeldPeersTimer(t *testing.T) {
 		t.Errorf("a probe in flight: deadline in %v, want its wait's end (4 ms, +1 ms)", d)
 	}
 }
+
+// TestProbeAbandonedWhenMonitoringStops: a probe still waiting when this
+// node stops monitoring the peer (it left the membership) ends counted
+// abandoned, so every probe asked has one outcome, and its answer, if it
+// comes after that, neither counts nor moves the peer's point.
+func TestProbeAbandonedWhenMonitoringStops(t *testing.T) {
+	c, p := monitoredPeer(t, 100*time.Millisecond, time.Now().Add(5*time.Second))
+	conn, err := wire.NewMemNetwork().Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c.probeConn = conn
+	fresh := time.Unix(0, p.det.Freshness())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, suspected := c.judge(p, fresh.Add(time.Millisecond), 0, false); suspected || p.probeUntil.IsZero() {
+		t.Fatal("no probe waiting after the freshness point")
+	}
+	nonce := p.probeNonces[0]
+	p.member, p.neighbour = false, false // memberDown, and not a neighbour
+	c.updateMonitored(fresh.Add(2 * time.Millisecond))
+	if p.monitored || !p.probeUntil.IsZero() {
+		t.Fatalf("monitored %v, probe waiting until %v: want neither", p.monitored, p.probeUntil)
+	}
+	c.probeAnswered(p, nonce, fresh.Add(3*time.Millisecond))
+	st := c.Confirm()
+	if st.Asked != 1 || st.Abandoned != 1 || st.Answered+st.Unanswered+st.Overtaken+st.Superseded+st.Late != 0 {
+		t.Errorf("probe record %+v: want one asked, abandoned, and nothing else", st)
+	}
+	if p.probeShift != 0 || p.probeRounds != 0 {
+		t.Errorf("probe shift %v, rounds %d after the abandon: want none", p.probeShift, p.probeRounds)
+	}
+	// Monitored again later, the abandoned nonces earn nothing either.
+	c.updateMonitored(fresh.Add(4 * time.Millisecond))
+	if got := c.Confirm(); got != st {
+		t.Errorf("record changed by a later sweep: %+v, was %+v", got, st)
+	}
+}

@@ -188,6 +188,9 @@ func (c *Cluster) updateMonitored(now time.Time) (viewChanged bool) {
 		if !mon {
 			// Not watched by this node: trusted while a member.
 			viewChanged = c.setTrust(p, p.member) || viewChanged
+			if p.monitored {
+				c.abandonProbe(p)
+			}
 		}
 		p.monitored = mon
 		if mon {
