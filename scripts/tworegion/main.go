@@ -17,8 +17,10 @@
 //	    [-json f] [-plot f.png]
 //
 // -setting continents is two continents: 80 ms between the regions, the
-// origin 250 ms away, 4 MiB per node (512 pages of 8 KiB, well
-// below the working set); flags given explicitly still win.
+// origin 250 ms away over https (-far-origin: every round trip to it costs
+// the 250 ms, a new connection's TLS handshake included), 4 MiB per node
+// (512 pages of 8 KiB, well below the working set); flags given explicitly
+// still win.
 package main
 
 import (
@@ -28,7 +30,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/edgecache/edge/internal/e2e"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -41,6 +42,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgecache/edge/internal/e2e"
 	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/lab/netrelay"
 	"github.com/edgecache/edge/load"
@@ -95,6 +97,7 @@ func main() {
 	interDelay := flag.Duration("inter", 10*time.Millisecond, "one-way delay between the regions")
 	intraDelay := flag.Duration("intra", 250*time.Microsecond, "one-way delay inside a region")
 	originLatency := flag.Duration("origin-latency", 60*time.Millisecond, "the origin's added latency")
+	farFlag := flag.Bool("far-origin", false, "serve the origin over https behind a relay that adds -origin-latency to every round trip (a distant origin), instead of a pause added to each response of a plain-HTTP origin (default with -setting continents)")
 	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection[/region]: /region gives each page a home per region (routing.home: region)")
 	advertiseFlag := flag.String("advertise", "", "indicator advertisement intervals to run each configuration at (indicators.advertise_max, e.g. 10s,3s,1s; empty: the default)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON here")
@@ -117,6 +120,9 @@ func main() {
 		}
 		if !set["origin-latency"] {
 			*originLatency = 250 * time.Millisecond
+		}
+		if !set["far-origin"] {
+			*farFlag = true
 		}
 		if !set["cache-size"] {
 			*cacheSize = "4MiB" // the smallest a node takes with 1 MiB slices: 512 pages of 8 KiB
@@ -200,8 +206,18 @@ func main() {
 	default:
 		fail(fmt.Errorf("workload %q: want zipf, moving, trace or lagged", *workload))
 	}
-	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, origin +%v; %s; %.0f req/s, %v warm-up then %v measured; cache %s per node; %s\n",
-		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, *originLatency, desc, *rate, *warmup, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
+	var far *farOrigin
+	originDesc := fmt.Sprintf("origin +%v", *originLatency)
+	if *farFlag {
+		var err error
+		if far, err = newFarOrigin(); err != nil {
+			fail(err)
+		}
+		defer far.Close()
+		originDesc = fmt.Sprintf("origin over https %v away (each round trip)", *originLatency)
+	}
+	fmt.Printf("two regions of 3 nodes, RTT %.1f ms inside and %.0f ms between, %s; %s; %.0f req/s, %v warm-up then %v measured; cache %s per node; %s\n",
+		2*float64(*intraDelay)/1e6, 2*float64(*interDelay)/1e6, originDesc, desc, *rate, *warmup, *duration, *cacheSize, time.Now().UTC().Format("2006-01-02"))
 	advertise := []string{""}
 	if *advertiseFlag != "" {
 		advertise = strings.Split(*advertiseFlag, ",")
@@ -227,13 +243,13 @@ func main() {
 			if adv != "" {
 				env = append(env, "EDGE_INDICATORS_ADVERTISE_MAX="+adv)
 			}
-			r, err := runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
+			r, err := runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, far, *rate, *warmup, *duration, path)
 			if errors.Is(err, errNoView) {
 				// A node's port, free when chosen, can still be taken
 				// before the node binds it (by another program choosing
 				// below the ephemeral range): start everything afresh once.
 				fmt.Fprintf(os.Stderr, "%s: %v; starting again\n", cfg, err)
-				r, err = runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, *rate, *warmup, *duration, path)
+				r, err = runOne(*bin, parts[0], parts[1], *extra, env, *cacheSize, *interDelay, *intraDelay, *originLatency, far, *rate, *warmup, *duration, path)
 			}
 			if err != nil {
 				fail(fmt.Errorf("%s: %w", cfg, err))
@@ -366,11 +382,23 @@ func freeAddr() string {
 	return addr
 }
 
-func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter, intra, originLatency time.Duration, rate float64, warmup, d time.Duration,
+func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter, intra, originLatency time.Duration, far *farOrigin, rate float64, warmup, d time.Duration,
 	path func(int, *rand.Rand) string) (result, error) {
 	var r result
 	originAddr := freeAddr()
-	origin := exec.Command(bin, "origin", "--listen", originAddr, "--latency", originLatency.String(), "--jitter", "0s")
+	originArgs := []string{"origin", "--listen", originAddr, "--latency", originLatency.String(), "--jitter", "0s"}
+	originURL, stats, statsClient := "http://"+originAddr, "http://"+originAddr+"/_stats", http.DefaultClient
+	if far != nil {
+		originArgs = []string{"origin", "--listen", originAddr, "--latency", "0s", "--jitter", "0s", "--tls-cert", far.cert, "--tls-key", far.key}
+		rl, err := netrelay.Listen("127.0.0.1:0", originAddr, netrelay.Faults{Delay: originLatency / 2})
+		if err != nil {
+			return r, err
+		}
+		defer rl.Close()
+		originURL, stats, statsClient = "https://"+rl.Addr(), "https://"+originAddr+"/_stats", far.client
+		env = append(append([]string{}, env...), "EDGE_ORIGIN_CA_FILE="+far.cert)
+	}
+	origin := exec.Command(bin, originArgs...)
 	if err := origin.Start(); err != nil {
 		return r, err
 	}
@@ -408,7 +436,7 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 		}
 	}
 	for _, n := range nodes {
-		args := []string{"serve", "--origin", "http://" + originAddr, "--listen", n.pub, "--admin-listen", n.adm, "--node-id", n.id,
+		args := []string{"serve", "--origin", originURL, "--listen", n.pub, "--admin-listen", n.adm, "--node-id", n.id,
 			"--cluster-listen", n.clus, "--peers", strings.Join(peersOf[n.id], ","), "--secret", secret,
 			"--routing-mode", mode, "--selection", sel, "--cache-size", cacheSize, "--log-level", "warn"}
 		args = append(args, strings.Fields(extra)...)
@@ -446,7 +474,7 @@ func runOne(bin, mode, sel, extra string, env []string, cacheSize string, inter,
 		for _, rl := range cross {
 			crossB += rl.Forward.Load() + rl.Backward.Load()
 		}
-		return c, crossB, originTotal("http://" + originAddr + "/_stats"), indicatorB
+		return c, crossB, originTotal(statsClient, stats), indicatorB
 	}
 	// The measured load continues the workload's sequence where the warm-up
 	// left it, rounded down to a multiple of the six nodes: load.Run sends
@@ -486,8 +514,8 @@ func scrape(admin string) map[string]float64 {
 	return m
 }
 
-func originTotal(url string) int {
-	resp, err := http.Get(url)
+func originTotal(client *http.Client, url string) int {
+	resp, err := client.Get(url)
 	if err != nil {
 		return -1
 	}
