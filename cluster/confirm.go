@@ -340,7 +340,9 @@ type ConfirmState struct {
 	// first), superseded (the freshness point moved on past the wait,
 	// asked again) or abandoned (this node stopped monitoring the peer
 	// during the wait); Late counts answers that came after the wait, whose
-	// probes are among the unanswered, overtaken or superseded.
+	// probes are among the unanswered, overtaken, superseded or abandoned
+	// (an answer after the wait, before the judge ran, of a peer that then
+	// stopped being monitored).
 	Asked      uint64 `json:"asked"`
 	Answered   uint64 `json:"answered"`
 	Unanswered uint64 `json:"unanswered"`

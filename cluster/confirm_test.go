@@ -288,9 +288,47 @@ func TestProbeAbandonedWhenMonitoringStops(t *testing.T) {
 	if p.probeShift != 0 || p.probeRounds != 0 {
 		t.Errorf("probe shift %v, rounds %d after the abandon: want none", p.probeShift, p.probeRounds)
 	}
-	// Monitored again later, the abandoned nonces earn nothing either.
+	// Monitored again later (a member and a neighbour once more, trusted
+	// as memberUp leaves it), it starts unheard: no probe before a
+	// heartbeat, and the abandoned nonce earns nothing.
+	p.member, p.neighbour = true, true
+	c.setTrust(p, true)
 	c.updateMonitored(fresh.Add(4 * time.Millisecond))
-	if got := c.Confirm(); got != st {
-		t.Errorf("record changed by a later sweep: %+v, was %+v", got, st)
+	if !p.monitored || p.heard {
+		t.Fatalf("monitored %v, heard %v: want monitored again, not yet heard", p.monitored, p.heard)
+	}
+	c.probeAnswered(p, nonce, fresh.Add(5*time.Millisecond))
+	if got := c.Confirm(); got != st || p.probeShift != 0 || !p.probeUntil.IsZero() {
+		t.Errorf("record %+v (was %+v), shift %v, probe until %v after monitoring resumed", got, st, p.probeShift, p.probeUntil)
+	}
+}
+
+// TestLateAnswerOfAnAbandonedProbe (found by a review): an answer after the
+// wait but before the judge ran is counted late; if the peer then stops
+// being monitored, its probe ends abandoned. The outcomes still add up,
+// and late stays among the ended probes.
+func TestLateAnswerOfAnAbandonedProbe(t *testing.T) {
+	c, p := monitoredPeer(t, 100*time.Millisecond, time.Now().Add(5*time.Second))
+	conn, err := wire.NewMemNetwork().Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c.probeConn = conn
+	fresh := time.Unix(0, p.det.Freshness())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, suspected := c.judge(p, fresh.Add(time.Millisecond), 0, false); suspected || p.probeUntil.IsZero() {
+		t.Fatal("no probe waiting")
+	}
+	c.probeAnswered(p, p.probeNonces[0], p.probeUntil.Add(time.Millisecond)) // late, not yet judged
+	p.member, p.neighbour = false, false
+	c.updateMonitored(p.probeUntil.Add(2 * time.Millisecond))
+	st := c.Confirm()
+	if st.Asked != st.Answered+st.Unanswered+st.Overtaken+st.Superseded+st.Abandoned {
+		t.Errorf("outcomes do not add up: %+v", st)
+	}
+	if st.Late != 1 || st.Abandoned != 1 || st.Late > st.Unanswered+st.Overtaken+st.Superseded+st.Abandoned {
+		t.Errorf("want one late answer of one abandoned probe: %+v", st)
 	}
 }

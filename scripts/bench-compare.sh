@@ -41,6 +41,7 @@ EDGE_NH=${EDGE_NH:-1}
 EDGE_NH_ADDR=127.0.0.1:18085
 EDGE_NH_ADMIN=127.0.0.1:19181
 
+BENCH_PIN_SUPPORTED=1 # every server and client below takes $SERVER_PIN / $CLIENT_PIN
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
 bench_install nginx:nginx varnishd:varnish wrk:wrk

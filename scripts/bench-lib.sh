@@ -23,8 +23,19 @@ bench_install() {
 # and the client. nginx then runs one worker (one core), and Go sizes
 # GOMAXPROCS to its affinity (1). Unpinned (the default), every process
 # shares both cores.
+# Only the scripts that pin every server and client they start (they set
+# BENCH_PIN_SUPPORTED=1 before sourcing this file) take it: elsewhere nginx
+# alone would be pinned to one core while edge ran on both.
 SERVER_PIN="" CLIENT_PIN=""
 if [ "${PIN:-0}" = 1 ]; then
+  if [ "${BENCH_PIN_SUPPORTED:-0}" != 1 ]; then
+    echo "PIN=1 is for bench-compare.sh and bench-tls.sh only: $(basename "$0") does not pin what it starts" >&2
+    exit 2
+  fi
+  if [ "$(nproc)" -lt 2 ]; then
+    echo "PIN=1 needs two CPUs (servers on CPU 1, clients on CPU 0); this machine has $(nproc)" >&2
+    exit 2
+  fi
   SERVER_PIN="taskset -c 1" CLIENT_PIN="taskset -c 0"
   NGINX_WORKERS=${NGINX_WORKERS:-1}
 fi

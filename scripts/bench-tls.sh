@@ -28,6 +28,7 @@ EDGE_TLS=127.0.0.1:18443
 EDGE_ADMIN=127.0.0.1:19190
 NGINX=127.0.0.1:18444
 
+BENCH_PIN_SUPPORTED=1 # every server and client below takes $SERVER_PIN / $CLIENT_PIN
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
 bench_install nginx:nginx wrk:wrk h2load:nghttp2-client openssl:openssl

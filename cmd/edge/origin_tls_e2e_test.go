@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,6 +56,9 @@ func TestOriginTLSFlagsAreChecked(t *testing.T) {
 	if err := os.WriteFile(bogus, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ca := newTestCA(t)
+	crtA, _, _ := ca.leaf(t, dir, "a", 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "a.test")
+	_, keyB, _ := ca.leaf(t, dir, "b", 3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "b.test")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -64,10 +68,15 @@ func TestOriginTLSFlagsAreChecked(t *testing.T) {
 		{"key alone", []string{"--tls-key", bogus}, "--tls-cert and --tls-key go together"},
 		{"a pair that does not load", []string{"--tls-cert", bogus, "--tls-key", bogus}, "--tls-cert/--tls-key"},
 		{"a missing file", []string{"--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", bogus}, "--tls-cert/--tls-key"},
+		{"a key that is not the certificate's", []string{"--tls-cert", crtA, "--tls-key", keyB}, "--tls-cert/--tls-key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"origin", "--listen", freeAddr(t)}, tc.args...)
-			cmd := exec.Command(os.Args[0], args...)
+			// An origin that started anyway would serve until killed:
+			// the deadline turns that into a failure, not a hung run.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], args...)
 			cmd.Env = append(os.Environ(), "EDGE_TEST_AS_MAIN=1")
 			out, err := cmd.CombinedOutput()
 			if err == nil {

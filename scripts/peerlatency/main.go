@@ -37,6 +37,10 @@ func main() {
 	traceNodes := flag.Bool("trace", false, "with -profile, take each node's execution trace instead of its CPU profile (edge-N.trace)")
 	flag.Parse()
 	const adminToken = "demo-token" // edge demo's default
+	if *traceNodes && *profileDir == "" {
+		fmt.Fprintln(os.Stderr, "-trace writes into the -profile directory: give -profile DIR")
+		os.Exit(2)
+	}
 	if *profileDir != "" {
 		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -273,7 +273,7 @@ func main() {
 		fail(err)
 	}
 	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(map[string]any{"scenario": desc, "date": time.Now().UTC().Format("2006-01-02"), "rows": rows}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"scenario": desc, "origin": originDesc, "far_origin": *farFlag, "date": time.Now().UTC().Format("2006-01-02"), "rows": rows}, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fail(err)
 		}
