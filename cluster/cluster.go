@@ -115,6 +115,13 @@ type Config struct {
 	// penalty M per site, when a fetch's front resolved none (the route
 	// explorer); "" is the one-site shortcut. Nil: every host shares one M.
 	SiteOf func(host string) string
+	// runQueueBlind leaves the Go runtime's run-queue latency out of this
+	// node's own delay (stall.go), keeping the monitor's ticker lag. Only
+	// tests in virtual time (testing/synctest) set it: the runtime's
+	// latencies are the real process's, while a bubble's clock moves only
+	// when every goroutine waits, so a busy machine's real delays would
+	// move freshness points in virtual time.
+	runQueueBlind bool
 }
 
 // The cluster's own fixed sizes, each with its reason.
@@ -758,7 +765,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 	last := time.Now()
 	// Our own delays count for a few periods: a heartbeat held up in our
 	// socket buffer arrives late by that much, and the next one may too.
-	watch := newSchedWatch(4 * c.cfg.Period)
+	watch := newSchedWatch(4*c.cfg.Period, !c.cfg.runQueueBlind)
 	rounds := 0
 	for {
 		select {

@@ -21,10 +21,11 @@ import (
 // point before suspecting: a peer is suspected only when it is late by more
 // than we ourselves were.
 type schedWatch struct {
-	sample []metrics.Sample
-	prev   []uint64
-	window time.Duration
-	recent []stamped // delays seen, oldest first, within window
+	sample   []metrics.Sample
+	runQueue bool // read the runtime's run-queue latency (not in virtual time: Config.runQueueBlind)
+	prev     []uint64
+	window   time.Duration
+	recent   []stamped // delays seen, oldest first, within window
 }
 
 type stamped struct {
@@ -34,8 +35,14 @@ type stamped struct {
 
 const schedLatencies = "/sched/latencies:seconds"
 
-func newSchedWatch(window time.Duration) *schedWatch {
-	w := &schedWatch{sample: []metrics.Sample{{Name: schedLatencies}}, window: window}
+// newSchedWatch watches over window; runQueue false leaves the runtime's
+// run-queue latency out (Config.runQueueBlind), the ticker lag alone then
+// guarding.
+func newSchedWatch(window time.Duration, runQueue bool) *schedWatch {
+	w := &schedWatch{sample: []metrics.Sample{{Name: schedLatencies}}, window: window, runQueue: runQueue}
+	if !runQueue {
+		return w
+	}
 	metrics.Read(w.sample)
 	if h := w.histogram(); h != nil {
 		w.prev = append([]uint64(nil), h.Counts...)
@@ -50,27 +57,39 @@ func (w *schedWatch) histogram() *metrics.Float64Histogram {
 	return w.sample[0].Value.Float64Histogram()
 }
 
+// runQueueWorst is the lower edge of the highest run-queue latency bucket
+// that grew since the last call (0 if none did).
+func (w *schedWatch) runQueueWorst() time.Duration {
+	metrics.Read(w.sample)
+	h := w.histogram()
+	if h == nil {
+		return 0
+	}
+	if len(w.prev) != len(h.Counts) {
+		w.prev = make([]uint64, len(h.Counts))
+	}
+	var worst time.Duration
+	for i := len(h.Counts) - 1; i >= 0; i-- {
+		if h.Counts[i] > w.prev[i] {
+			// Bucket i spans [Buckets[i], Buckets[i+1]): take its
+			// lower edge, the delay it proves.
+			if lo := h.Buckets[i]; !math.IsInf(lo, 0) && lo > 0 {
+				worst = time.Duration(lo * float64(time.Second))
+			}
+			break
+		}
+	}
+	copy(w.prev, h.Counts)
+	return worst
+}
+
 // observe records the ticker lag beyond its period and the scheduler's
 // worst run-queue latency since the last call, and returns the worst local
 // delay within the window.
 func (w *schedWatch) observe(now time.Time, tickerLag time.Duration) time.Duration {
 	worst := max(tickerLag, 0)
-	metrics.Read(w.sample)
-	if h := w.histogram(); h != nil {
-		if len(w.prev) != len(h.Counts) {
-			w.prev = make([]uint64, len(h.Counts))
-		}
-		for i := len(h.Counts) - 1; i >= 0; i-- {
-			if h.Counts[i] > w.prev[i] {
-				// Bucket i spans [Buckets[i], Buckets[i+1]): take its
-				// lower edge, the delay it proves.
-				if lo := h.Buckets[i]; !math.IsInf(lo, 0) && lo > 0 {
-					worst = max(worst, time.Duration(lo*float64(time.Second)))
-				}
-				break
-			}
-		}
-		copy(w.prev, h.Counts)
+	if w.runQueue {
+		worst = max(worst, w.runQueueWorst())
 	}
 	if worst > 0 {
 		w.recent = append(w.recent, stamped{now, worst})

@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 )
@@ -31,5 +32,21 @@ func virtualTime(t *testing.T, f func(t *testing.T)) {
 		}
 		t.Skip("virtual time (synctest) is run without the race detector: golang/go#78156 crashes the race runtime")
 	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	virtualTests.Store(top, true)
+	defer virtualTests.Delete(top)
 	synctest.Test(t, f)
+}
+
+// virtualTests holds the top-level names of the tests running in virtual
+// time now: their nodes leave the real run-queue latency out of their own
+// delay (Config.runQueueBlind).
+var virtualTests sync.Map
+
+// inVirtualTime reports whether t (or the test it is a subtest of) runs
+// in virtual time.
+func inVirtualTime(t testing.TB) bool {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	_, ok := virtualTests.Load(top)
+	return ok
 }
