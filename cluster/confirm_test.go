@@ -261,14 +261,7 @@ func TestExpiredProbeDoesNotSpinAHeldPeersTimer(t *testing.T) {
 // abandoned, so every probe asked has one outcome, and its answer, if it
 // comes after that, neither counts nor moves the peer's point.
 func TestProbeAbandonedWhenMonitoringStops(t *testing.T) {
-	c, p := monitoredPeer(t, 100*time.Millisecond, time.Now().Add(5*time.Second))
-	conn, err := wire.NewMemNetwork().Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c.probeConn = conn
-	fresh := time.Unix(0, p.det.Freshness())
+	c, p, fresh := probeLab(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, suspected := c.judge(p, fresh.Add(time.Millisecond), 0, false); suspected || p.probeUntil.IsZero() {
@@ -308,14 +301,7 @@ func TestProbeAbandonedWhenMonitoringStops(t *testing.T) {
 // being monitored, its probe ends abandoned. The outcomes still add up,
 // and late stays among the ended probes.
 func TestLateAnswerOfAnAbandonedProbe(t *testing.T) {
-	c, p := monitoredPeer(t, 100*time.Millisecond, time.Now().Add(5*time.Second))
-	conn, err := wire.NewMemNetwork().Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c.probeConn = conn
-	fresh := time.Unix(0, p.det.Freshness())
+	c, p, fresh := probeLab(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, suspected := c.judge(p, fresh.Add(time.Millisecond), 0, false); suspected || p.probeUntil.IsZero() {
