@@ -992,10 +992,11 @@ func (c *Cluster) exportPeerGauges(now time.Time) {
 		}
 		e := p.replica.Exclusion()
 		he := p.replica.HomeExclusion()
+		rate, _ := p.replica.NegativeHitRate()
 		for _, g := range [...]struct {
 			name string
 			v    float64
-		}{{"fpr", e.FPR}, {"fnr", e.FNR}, {"pi", e.Pi}, {"nu", e.Nu}, {"q", e.Q}, {"home_nu", he.Nu}, {"home_q", he.Q}, {"nu_calibration", p.replica.Calibration()}} {
+		}{{"fpr", e.FPR}, {"fnr", e.FNR}, {"pi", e.Pi}, {"nu", e.Nu}, {"q", e.Q}, {"home_nu", he.Nu}, {"home_q", he.Q}, {"nu_calibration", p.replica.Calibration()}, {"home_negative_hit_rate", rate}} {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, g.name).Set(g.v)
 		}
 		c.metrics.ReplicaEpoch.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
@@ -1107,7 +1108,12 @@ type PeerState struct {
 	NegativeProbes uint64               `json:"negative_probes"`
 	NegativeHits   uint64               `json:"negative_probe_hits"`
 	Calibration    float64              `json:"nu_calibration"`
-	History        []Transition         `json:"history"`
+	// NegativeHitRate is fna-rate's estimate: the hit rate of the recent
+	// negative probes for the peer's own pages (faded, over about
+	// NegativeOutcomes of them).
+	NegativeHitRate  float64      `json:"home_negative_hit_rate"`
+	NegativeOutcomes float64      `json:"home_negative_outcomes"`
+	History          []Transition `json:"history"`
 	// Shadows are the transitions of each shadow detector (Config.Shadows).
 	Shadows map[string][]Transition `json:"shadows,omitempty"`
 }
@@ -1122,6 +1128,7 @@ func (c *Cluster) Peers() []PeerState {
 			Rerouted: p.reroutedAll, ReroutedWrongly: p.reroutedWrongly,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
 			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history), Shadows: shadowHistories(p)}
+		s.NegativeHitRate, s.NegativeOutcomes = p.replica.NegativeHitRate()
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
 		}

@@ -169,6 +169,8 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		switch {
 		case isHome && c.cfg.Selection == SelectionFNALearned:
 			e, derivedNu = p.replica.LearnedHomeExclusion()
+		case isHome && c.cfg.Selection == SelectionFNARate:
+			e, derivedNu = p.replica.RateHomeExclusion()
 		case isHome:
 			e = p.replica.HomeExclusion()
 		default:
@@ -184,7 +186,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 				rho = 1
 			}
 		}
-		if count && rho >= 1 {
+		if count && rho >= 1 && (c.cfg.Selection != SelectionFNARate || ind || !isHome) {
 			// It can never be chosen (asking it lowers no miss chance), and
 			// with more than MaxCandidates peers it would take the place of
 			// one that can. The route explorer still lists it.
@@ -227,7 +229,7 @@ func (c *Cluster) choose(cs *candidateSet) uint64 {
 		}
 	}
 	var m uint64
-	if c.cfg.Selection == SelectionFNALearned {
+	if c.cfg.Selection.neverWorse() {
 		m = indicators.SelectNoWorse(usable[:n], cs.missPenalty, negative)
 	} else {
 		m = indicators.Select(usable[:n], cs.missPenalty)
@@ -235,6 +237,24 @@ func (c *Cluster) choose(cs *candidateSet) uint64 {
 	var mask uint64
 	for ; m != 0; m &= m - 1 {
 		mask |= 1 << uint(index[bits.TrailingZeros64(m)])
+	}
+	return mask
+}
+
+// explore returns the negatively indicated homes fna-rate also asks now
+// and then (indicators.ExploreChance), beyond what choose picked, so that
+// a home's rate is learnt again where it had stopped paying: a rate learnt
+// only from the probes it chose would stay where it last was. The route
+// explorer shows choose's set alone.
+func (c *Cluster) explore(cs *candidateSet) uint64 {
+	if c.cfg.Selection != SelectionFNARate {
+		return 0
+	}
+	var mask uint64
+	for i, cand := range cs.cands {
+		if cs.negative&(1<<uint(i)) != 0 && cs.home[i] && rand.Float64() < indicators.ExploreChance(cand.Cost, cs.missPenalty) {
+			mask |= 1 << uint(i)
+		}
 	}
 	return mask
 }
@@ -414,7 +434,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if len(cs.cands) == 0 {
 		return proxy.Result{}, false, nil
 	}
-	mask := c.choose(&cs)
+	mask := c.choose(&cs) | c.explore(&cs)
 	if mask == 0 {
 		return proxy.Result{}, false, nil
 	}

@@ -197,3 +197,68 @@ func TestDepartedMemberLeavesThePool(t *testing.T) {
 		t.Fatalf("n4's κ %v after n2 came back (same process), want n2's again", k)
 	}
 }
+
+// TestFNARateKeepsAndExploresHomeNegatives: with fna-rate a negatively
+// indicated home stays in a request's candidate set even when priced
+// ν = 1 (its outcomes, not the derived ν, decide; it can only be learnt
+// if it can be asked), and explore picks only such homes, only with
+// fna-rate, at about indicators.ExploreChance of them.
+func TestFNARateKeepsAndExploresHomeNegatives(t *testing.T) {
+	c, members, _ := newRegionalCluster(t, 8)
+	c.mu.Lock()
+	for _, p := range c.peers {
+		p.trusted, p.member = true, true
+	}
+	c.mu.Unlock()
+	if err := c.router.SetView(members); err != nil {
+		t.Fatal(err)
+	}
+	explored, asked := 0, 0
+	for _, sel := range []Selection{SelectionFNALearned, SelectionFNARate} {
+		c.cfg.Selection = sel
+		for pg := range 200 {
+			key := "http://h/p/" + strconv.Itoa(pg)
+			kh := routing.KeyHash(key)
+			path, _, _ := c.planFor(kh, false, func(n int) int { return n - 1 })
+			cs := c.candidates(key, "s", path, true)
+			homesIn := 0
+			for i := range cs.peers {
+				if cs.home[i] {
+					homesIn++
+				}
+				if sel == SelectionFNALearned && cs.cands[i].Rho >= 1 {
+					t.Fatalf("fna-learned: a request's candidate set holds a peer with ρ = 1")
+				}
+				if sel == SelectionFNARate && cs.cands[i].Rho >= 1 && !cs.home[i] {
+					t.Fatalf("fna-rate: %s, not a home, with ρ = 1 in a request's candidate set", cs.ids[i])
+				}
+			}
+			if sel == SelectionFNARate && homesIn == 0 {
+				t.Fatalf("page %d: no negatively indicated home kept (path %v)", pg, path)
+			}
+			for range 50 {
+				m := c.explore(&cs)
+				if sel != SelectionFNARate && m != 0 {
+					t.Fatalf("%v explored %b", sel, m)
+				}
+				for i := range cs.peers {
+					if m&(1<<uint(i)) != 0 {
+						if !cs.home[i] || cs.indicated[i] {
+							t.Fatalf("explored %s: home %v, indicated %v; want negatively indicated homes only", cs.ids[i], cs.home[i], cs.indicated[i])
+						}
+						explored++
+					}
+					if sel == SelectionFNARate && cs.home[i] {
+						asked++
+					}
+				}
+			}
+		}
+	}
+	// Equal costs: each home's chance is ExploreChance(1, M); M here is
+	// the default miss penalty over the cheapest peer.
+	t.Logf("explored %d of %d chances", explored, asked)
+	if explored == 0 || float64(explored) > 0.03*float64(asked) {
+		t.Fatalf("explored %d of %d chances, want some and at most about 2 %%", explored, asked)
+	}
+}

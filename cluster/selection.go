@@ -28,13 +28,22 @@ const (
 	// priced worse than fno's: the default, by measurement
 	// (docs/indicators.md).
 	SelectionFNALearned
+	// SelectionFNARate is fna-home whose ν for a home is the hit rate its
+	// negative probes realised (indicators.FNARate), with the same
+	// selection as fna-learned and a little exploration.
+	SelectionFNARate
 )
 
-var selectionNames = [...]string{"fna", "fno", "off", "fna-home", "fna-learned"}
+var selectionNames = [...]string{"fna", "fno", "off", "fna-home", "fna-learned", "fna-rate"}
 
 // HomeAware reports whether the policy keeps separate estimates for the
 // peers that are a page's home.
-func (s Selection) HomeAware() bool { return s == SelectionFNAHome || s == SelectionFNALearned }
+func (s Selection) HomeAware() bool {
+	return s == SelectionFNAHome || s == SelectionFNALearned || s == SelectionFNARate
+}
+
+// neverWorse reports whether the policy selects with SelectNoWorse.
+func (s Selection) neverWorse() bool { return s == SelectionFNALearned || s == SelectionFNARate }
 
 func (s Selection) String() string {
 	if s < 0 || int(s) >= len(selectionNames) {
@@ -43,7 +52,7 @@ func (s Selection) String() string {
 	return selectionNames[s]
 }
 
-// ParseSelection parses fna, fno, off, fna-home or fna-learned.
+// ParseSelection parses fna, fno, off, fna-home, fna-learned or fna-rate.
 func ParseSelection(s string) (Selection, error) {
 	for i, n := range selectionNames {
 		if s == n {

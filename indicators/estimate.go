@@ -284,6 +284,90 @@ func (c *NuCalibration) Age() {
 	}
 }
 
+// NegativeRate is the fna-rate policy's estimate of how often a peer's
+// negative indications for the keys homed at it are wrong: the hit rate
+// its negative probes realised, with the derived chance (1 − ν) as a prior
+// worth NegativeRatePrior probes.
+//
+// Why a rate and not fna-learned's correction of the derived ν: where
+// requests come back soon after a miss (a moving popularity, a crowd, a
+// trace with temporal locality) the keys asked are the keys inserted
+// since the last advertisement far more often than fnr, an average over
+// every held key, says; the derived chance is then not just off but
+// ordered the wrong way. Measured on the synthetic drift trace (paper
+// setting, fna-learned's probes binned by derived chance): negatives
+// priced 1–20 % hit 18–29 % of the time, negatives priced 35–100 % hit
+// 5 %, and the negatives right after an advertisement, which the derived
+// ν calls certain misses (fnr = 0), hit 17.6 % (docs/indicators.md). A
+// correction by bins of the derived chance cannot learn that ordering
+// from the few probes each bin gets; one rate per home can.
+//
+// A rate learnt from the probes it chose would stay where it last
+// stopped paying (no probes, no outcomes), so the selection also explores
+// (ExploreChance) and the counts fade with every request (Age).
+type NegativeRate struct {
+	hits, n float64
+}
+
+// Settings of NegativeRate, fixed before any run: the prior is worth ten
+// probes (enough to start from the derived chance, few enough that the
+// first outcomes overrule it); the memory per outcome and per request are
+// fna-learned's (CalibrationKeep, CalibrationMemory); the exploration
+// chance is 2 % of the negatives the selection left out.
+const (
+	NegativeRatePrior   = 10.0
+	NegativeRateExplore = 0.02
+)
+
+// Observe records whether a probe sent despite a negative indication for
+// a key homed at the peer hit.
+func (r *NegativeRate) Observe(hit bool) {
+	r.n = r.n*CalibrationKeep + 1
+	r.hits *= CalibrationKeep
+	if hit {
+		r.hits++
+	}
+}
+
+// Age forgets a little, once per request for a key homed at the peer.
+func (r *NegativeRate) Age() {
+	const keep = 1 - 1.0/CalibrationMemory
+	r.hits *= keep
+	r.n *= keep
+}
+
+// Nu returns ν priced by the realised rate, the derived ν its prior. A
+// derived ν of 1 (or NaN) is a prior hit chance of 0, not a certainty:
+// outcomes overrule it like any other prior.
+func (r *NegativeRate) Nu(derived float64) float64 {
+	prior := 0.0
+	if !math.IsNaN(derived) {
+		prior = clip01(1 - derived)
+	}
+	return clip01(1 - (r.hits+NegativeRatePrior*prior)/(r.n+NegativeRatePrior))
+}
+
+// Rate returns the realised hit rate and its (faded) number of outcomes.
+func (r *NegativeRate) Rate() (rate, outcomes float64) {
+	if r.n == 0 {
+		return 0, 0
+	}
+	return r.hits / r.n, r.n
+}
+
+// ExploreChance is how often fna-rate also probes a negatively indicated
+// home its selection left out, at access cost c against miss penalty m:
+// NegativeRateExplore, tapering to 0 at c = m/2. A probe can pay only if
+// the rate exceeds c/m, and negatives that hit half the time or more are
+// not to be expected, so exploring a home that costs half the miss
+// penalty or more would only cost.
+func ExploreChance(c, m float64) float64 {
+	if !(m > 0) || !(c >= 0) {
+		return 0
+	}
+	return NegativeRateExplore * max(0, 1-2*c/m)
+}
+
 // Kappa returns the ratio of realised to predicted negative hits over
 // every bin (1 before any outcome): how far the derived ν is off.
 func (c *NuCalibration) Kappa() float64 { return c.KappaWith(1) }

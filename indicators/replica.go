@@ -18,6 +18,7 @@ type Replica struct {
 	qHome    QEstimator // q over requests for keys homed at this peer
 	nuHist   NuHistory
 	nuCal    NuCalibration    // fna-learned: outcomes of negative probes for keys homed here
+	negRate  NegativeRate     // fna-rate: the same outcomes as one rate
 	pool     *CalibrationPool // the pool nuCal borrows its prior κ from, and feeds (nil: none)
 }
 
@@ -109,6 +110,7 @@ func (r *Replica) Count(positive, home bool) {
 		}
 	}
 	if home {
+		r.negRate.Age()
 		r.nuCal.Age()
 		r.pool.set(r, r.nuCal.allHits, r.nuCal.allPredicted)
 	}
@@ -144,11 +146,34 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 	return e, derivedNu
 }
 
+// RateHomeExclusion is HomeExclusion with ν priced by the hit rate of
+// earlier negative probes for keys homed here (fna-rate); derivedNu is the
+// derived ν, which ObserveHomeNegativeProbe wants back.
+func (r *Replica) RateHomeExclusion() (e Exclusion, derivedNu float64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
+	derivedNu = e.Nu
+	e.Nu = r.negRate.Nu(derivedNu)
+	return e, derivedNu
+}
+
+// NegativeHitRate returns the hit rate of the negative probes for keys
+// homed here and their (faded) number (fna-rate's estimate, kept with
+// every home-aware policy).
+func (r *Replica) NegativeHitRate() (rate, outcomes float64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.negRate.Rate()
+}
+
 // ObserveHomeNegativeProbe records the outcome of a probe sent to this
 // peer despite a negative indication for a key homed here, with the
-// derived ν it was priced with (fna-learned).
+// derived ν it was priced with (fna-learned and fna-rate: both learn from
+// every such outcome, whichever priced it).
 func (r *Replica) ObserveHomeNegativeProbe(derivedNu float64, hit bool) {
 	r.mu.Lock()
+	r.negRate.Observe(hit)
 	r.nuCal.Observe(1-derivedNu, hit)
 	r.pool.set(r, r.nuCal.allHits, r.nuCal.allPredicted)
 	r.mu.Unlock()

@@ -36,19 +36,23 @@ const (
 	// its negative probes (NuCalibration), with a selection that never
 	// prices worse than fno's under its own estimates (SelectNoWorse).
 	FNALearned Policy = "fna-learned"
+	// FNARate is ours too: fna-home whose ν for a home is the hit rate its
+	// negative probes realised (NegativeRate), with the derived ν as a
+	// prior, SelectNoWorse, and a little exploration (ExploreChance).
+	FNARate Policy = "fna-rate"
 )
 
 // HomeAware reports whether a policy conditions its estimates on the key's
 // home (the client must know each key's homes).
-func (p Policy) HomeAware() bool { return p == FNAHome || p == FNALearned }
+func (p Policy) HomeAware() bool { return p == FNAHome || p == FNALearned || p == FNARate }
 
 // ParsePolicy validates a policy name.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
-	case FNO, FNA, FNAHist, FNAHome, FNALearned:
+	case FNO, FNA, FNAHist, FNAHome, FNALearned, FNARate:
 		return p, nil
 	}
-	return "", fmt.Errorf("indicators: policy %q, want fno, fna, fna-hist, fna-home or fna-learned", s)
+	return "", fmt.Errorf("indicators: policy %q, want fno, fna, fna-hist, fna-home, fna-learned or fna-rate", s)
 }
 
 // MaxCandidates bounds a selection. Solutions are bit masks.

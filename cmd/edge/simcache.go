@@ -25,7 +25,7 @@ func simCacheCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "cache",
-		Short: "Indicator-based cache selection on a trace: opt, fno, fna, fna-hist, fna-home, fna-learned",
+		Short: "Indicator-based cache selection on a trace: opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := trace.ParseFormat(format)
@@ -86,7 +86,7 @@ func simCacheCmd() *cobra.Command {
 	fl.IntVar(&c.Clients, "clients", 1, "ingress nodes sharing the caches, each with its own replicas and estimates")
 	fl.BoolVar(&c.Faithful, "faithful", false, "the authors' simulator and estimator path: home = key mod n, a re-insertion after a false-negative miss counts towards U, a counting up-to-date filter that forgets evicted keys, and (fpr, fnr) reaching a client only with an advertisement or an answer")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
-	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist, fna-home, fna-learned")
+	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate")
 	fl.StringVar(&sweep, "sweep", "", "update-interval=16,64,256, bpe=5..15 or miss-penalty=50,100,500 (CSV on stdout or --csv)")
 	fl.StringVar(&csvOut, "csv", "", "sweep: write the CSV here instead of stdout")
 	fl.StringVar(&plotOut, "plot", "", "sweep: draw cost/opt against the swept value into this PNG")

@@ -242,6 +242,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 		} else {
 			learned := policy == string(indicators.FNAHist)
 			calibrated := policy == string(indicators.FNALearned)
+			rated := policy == string(indicators.FNARate)
 			homeAware := indicators.Policy(policy).HomeAware()
 			negative = 0
 			for j := range n {
@@ -252,6 +253,9 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				case calibrated && isHome(home, x, j, c.Replicas):
 					ind[j] = rep.IndicateHome(key)
 					e, derivedNu[j] = rep.LearnedHomeExclusion()
+				case rated && isHome(home, x, j, c.Replicas):
+					ind[j] = rep.IndicateHome(key)
+					e, derivedNu[j] = rep.RateHomeExclusion()
 				case homeAware && isHome(home, x, j, c.Replicas):
 					ind[j] = rep.IndicateHome(key)
 					e = rep.HomeExclusion()
@@ -287,10 +291,21 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 					}
 				}
 			}
-			if calibrated {
+			if calibrated || rated {
 				mask = indicators.SelectNoWorse(cands[:n], c.MissPenalty, negative)
 			} else {
 				mask = indicators.Select(cands[:n], c.MissPenalty)
+			}
+			if rated {
+				// Explore: a negatively indicated home left out is asked
+				// now and then, so that its rate is learnt again where it
+				// stopped paying.
+				for j := range n {
+					if negative&(1<<uint(j)) != 0 && derivedNu[j] >= 0 && mask&(1<<uint(j)) == 0 &&
+						rng.Float64() < indicators.ExploreChance(c.Costs[j], c.MissPenalty) {
+						mask |= 1 << uint(j)
+					}
+				}
 			}
 			if learned && c.Explore > 0 && rng.Float64() < c.Explore {
 				// Explore: also ask the cheapest negatively indicated cache

@@ -12,7 +12,7 @@
 // origin requests, probes per request and their hit rate, the bytes that
 // crossed between the regions and the indicator bytes served.
 //
-//	go run ./scripts/tworegion [-setting today|continents] [-workload zipf|moving|trace|lagged]
+//	go run ./scripts/tworegion [-setting today|continents] [-workload zipf|moving|crowd|trace|lagged]
 //	    [-rate 300] [-duration 20s] [-configs hybrid/fna,hybrid/fna/region,…] [-advertise 10s,1s]
 //	    [-json f] [-plot f.png]
 //
@@ -85,9 +85,9 @@ func lastLines(s string, n int) string {
 }
 
 func main() {
-	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page), moving (Zipf plus a flash crowd on a new page every 5 s that starts in eu and reaches us 2.5 s later), trace, or lagged (the trace in eu, and in us the same trace -lag behind)")
+	workload := flag.String("workload", "zipf", "zipf (Zipf background plus a flash crowd on one page), moving (Zipf plus a flash crowd on a new page every 5 s that starts in eu and reaches us 2.5 s later), crowd (half Zipf background, half a crowd over a new set of 200 pages every 5 s, whose requests us repeats -lag after eu), trace, or lagged (the trace in eu, and in us the same trace -lag behind)")
 	setting := flag.String("setting", "today", "today (the flags' defaults) or continents (80 ms between regions, origin +250 ms, 4 MiB per node)")
-	lag := flag.Duration("lag", 3*time.Second, "lagged: how far us trails eu")
+	lag := flag.Duration("lag", 3*time.Second, "lagged and crowd: how far us trails eu")
 	rate := flag.Float64("rate", 300, "requests per second, over all clients")
 	duration := flag.Duration("duration", 20*time.Second, "measured load per configuration")
 	warmup := flag.Duration("warmup", 0, "load before the measurement (same workload, continued), so that misses are not mostly first requests")
@@ -180,6 +180,41 @@ func main() {
 			return "/size/8192?k=" + strconv.Itoa(z.Sample(rng))
 		}
 		desc = "Zipf(0.8) over 20,000 pages of 8 KiB; 20 % to a crowd page that changes every 5 s, asked in eu first and in us from 2.5 s on"
+	case "crowd":
+		// A crowd that crosses the ocean over many pages, where moving
+		// has one page at a time (which leaves the other region's copies
+		// almost nothing to save: docs/cluster.md). The shape was fixed
+		// before its first run: half of each region's requests go to a
+		// Zipf background of its own, half to the crowd, a set of 200
+		// pages (Zipf(0.8) within it) replaced every 5 s; us repeats
+		// eu's crowd requests lag later, the same pages in the same
+		// order, as lagged does with a trace.
+		background := load.NewZipf(0.8, 20000)
+		inSet := load.NewZipf(0.8, 200)
+		perRegion := *rate / 2
+		window := int(perRegion * 5)
+		behind := int(perRegion * lag.Seconds())
+		crowdAt := func(j int) (string, bool) {
+			if j < 0 {
+				return "", false // us, before the lag is reached: background
+			}
+			r := rand.New(rand.NewPCG(uint64(j), 0x63726f7764)) // the j-th crowd draw, the same in both regions
+			if r.Float64() >= 0.5 {
+				return "", false
+			}
+			return "/size/8192?k=crowd-" + strconv.Itoa(j/window) + "-" + strconv.Itoa(inSet.Sample(r)), true
+		}
+		path = func(i int, rng *rand.Rand) string {
+			j := i/6*3 + i%3 // this region's own request count
+			if i%6 >= 3 {
+				j -= behind
+			}
+			if p, ok := crowdAt(j); ok {
+				return p
+			}
+			return "/size/8192?k=" + strconv.Itoa(background.Sample(rng))
+		}
+		desc = fmt.Sprintf("half Zipf(0.8) over 20,000 pages of 8 KiB, half a crowd over a new set of 200 pages every 5 s, repeated in us %v after eu", *lag)
 	case "trace":
 		reqs := readTrace()
 		path = func(i int, _ *rand.Rand) string {
@@ -204,7 +239,7 @@ func main() {
 		}
 		desc = fmt.Sprintf("%s replayed in eu and %v later in us (keys as 8 KiB pages)", *tracePath, *lag)
 	default:
-		fail(fmt.Errorf("workload %q: want zipf, moving, trace or lagged", *workload))
+		fail(fmt.Errorf("workload %q: want zipf, moving, crowd, trace or lagged", *workload))
 	}
 	var far *farOrigin
 	originDesc := fmt.Sprintf("origin +%v", *originLatency)

@@ -1,0 +1,88 @@
+package indicators
+
+import (
+	"math"
+	"testing"
+)
+
+// TestNegativeRateStartsFromTheDerivedNuAndLearns: before any outcome
+// fna-rate prices a home's negative as the derived ν does; its outcomes
+// then overrule the prior, a derived ν of 1 included, which fna-learned
+// keeps as a certainty (on the drift trace such negatives hit 17.6 % of
+// the time: docs/indicators.md).
+func TestNegativeRateStartsFromTheDerivedNuAndLearns(t *testing.T) {
+	var r NegativeRate
+	for _, derived := range []float64{0, 0.3, 0.96, 1} {
+		if got := r.Nu(derived); math.Abs(got-derived) > 1e-12 {
+			t.Fatalf("no outcomes: ν %v for a derived %v, want the derived", got, derived)
+		}
+	}
+	if got := r.Nu(math.NaN()); got != 1 {
+		t.Fatalf("no outcomes, derived NaN: ν %v, want 1 (a prior hit chance of 0)", got)
+	}
+	for i := range 200 {
+		r.Observe(i%5 == 0) // 20 % of the negative probes hit
+	}
+	if rate, n := r.Rate(); math.Abs(rate-0.2) > 0.01 || n < 150 {
+		t.Fatalf("rate %v over %v outcomes, want 0.2 over about 200", rate, n)
+	}
+	if got := r.Nu(1); got > 0.82 || got < 0.78 {
+		t.Fatalf("derived 1 after 200 outcomes at 20 %%: ν %v, want near 0.8 (outcomes overrule the prior)", got)
+	}
+	if got := r.Nu(0.05); got < 0.75 || got > 0.8 {
+		t.Fatalf("derived 0.05 after 200 outcomes at 20 %%: ν %v, want near 0.8, a little below", got)
+	}
+}
+
+// TestNegativeRateForgets: a rate that collapsed drifts back to the
+// derived ν once no probe goes to the peer, and a new run of outcomes
+// outweighs an old one (a memory of about 500 probes).
+func TestNegativeRateForgets(t *testing.T) {
+	var r NegativeRate
+	for range 1000 {
+		r.Observe(false)
+	}
+	if got := r.Nu(0.7); got < 0.99 {
+		t.Fatalf("after 1000 misses ν %v, want near 1", got)
+	}
+	for range 10 * CalibrationMemory {
+		r.Age()
+	}
+	if got := r.Nu(0.7); math.Abs(got-0.7) > 0.01 {
+		t.Fatalf("after %d requests without probes ν %v, want back near the derived 0.7", 10*CalibrationMemory, got)
+	}
+	for range 1000 {
+		r.Observe(false)
+	}
+	for range 2000 {
+		r.Observe(true)
+	}
+	if rate, _ := r.Rate(); rate < 0.95 {
+		t.Fatalf("2000 hits after 1000 misses: rate %v, want the recent hits to dominate", rate)
+	}
+}
+
+// TestExploreChance: exploration costs at most 2 % of the negatives left
+// out, and nothing where a probe costs half the miss penalty or more (or
+// the penalty is unknown).
+func TestExploreChance(t *testing.T) {
+	for _, tc := range []struct{ c, m, want float64 }{
+		{0, 100, 0.02}, {1, 100, 0.0196}, {25, 100, 0.01}, {50, 100, 0}, {100, 50, 0},
+		{1, 0, 0}, {1, -5, 0}, {1, math.NaN(), 0}, {math.NaN(), 100, 0}, {-1, 100, 0},
+	} {
+		if got := ExploreChance(tc.c, tc.m); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("ExploreChance(%v, %v) = %v, want %v", tc.c, tc.m, got, tc.want)
+		}
+	}
+}
+
+// TestParsePolicyKnowsFNARate: fna-rate is a home-aware policy by name.
+func TestParsePolicyKnowsFNARate(t *testing.T) {
+	p, err := ParsePolicy("fna-rate")
+	if err != nil || p != FNARate || !p.HomeAware() {
+		t.Fatalf("ParsePolicy(fna-rate) = %q, %v; home-aware %v", p, err, p.HomeAware())
+	}
+	if _, err := ParsePolicy("fna-rates"); err == nil {
+		t.Fatal("fna-rates parsed")
+	}
+}
