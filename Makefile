@@ -82,7 +82,7 @@ bench:
 
 ## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree,
 ## with global and per-region homes, on Zipf+flash crowd, a crowd moving between regions and a trace; an advertisement-interval sweep;
-## the simulator's prediction for the same costs. Tables on stdout, JSON in docs/tworegion/, plots in docs/img/ (about 30 minutes).
+## the simulator's prediction for the same costs. Tables on stdout, JSON in docs/tworegion/, plots in docs/img/ (about 40 minutes).
 ## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario once, ml running the cluster and every other
 ## detector beside it on the same heartbeats (shadow detectors), tables for docs/cluster.md (about 6 minutes).
 chaos: build
@@ -93,14 +93,14 @@ chaos-full: build
 	bash scripts/test-deps.sh
 	$(GO) run ./scripts/chaos -compare -json docs/chaos/results-full.json | tee docs/chaos/tables-full.md
 
-TWO_REGION_CONFIGS ?= hybrid/fna-learned,hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
+TWO_REGION_CONFIGS ?= hybrid/fna-rate,hybrid/fna-learned,hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna,hybrid/fna-rate/region,hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region
 TWO_REGION_RUN     := $(GO) run ./scripts/tworegion -warmup 20s -duration 30s
 two-region: build
 	mkdir -p docs/tworegion
 	$(TWO_REGION_RUN) -workload zipf -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/zipf.json -plot docs/img/tworegion-zipf.png
 	$(TWO_REGION_RUN) -workload moving -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/moving.json -plot docs/img/tworegion-moving.png
 	$(TWO_REGION_RUN) -workload trace -configs $(TWO_REGION_CONFIGS) -json docs/tworegion/trace.json -plot docs/img/tworegion-trace.png
-	$(TWO_REGION_RUN) -workload moving -configs hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region -advertise 10s,3s,1s \
+	$(TWO_REGION_RUN) -workload moving -configs hybrid/fna-rate/region,hybrid/fna-learned/region,hybrid/fna/region,hybrid/fno/region,hybrid/off/region -advertise 10s,3s,1s \
 		-json docs/tworegion/advertise.json -plot docs/img/tworegion-advertise.png
 	@echo "what edge sim cache predicts for the same costs (an eu ingress: 2 peers at 1, 3 at 40 = 20 ms / 0.5 ms; M = 122):"
 	./$(BIN) sim cache --trace ../shared/traces/cache/web07.trace.xz --format int32be --requests 200000 --caches 5 --cache-size 2048 \
@@ -108,13 +108,14 @@ two-region: build
 		--csv docs/tworegion/sim.csv --plot docs/img/tworegion-sim.png
 
 ## two-continents: the two-region lab as two continents (80 ms between the regions, the origin +250 ms, 4 MiB per node)
-## with per-region homes: fna-learned, fna, fno and off on a trace replayed in us 3 s after eu and on the moving crowd
-## (about 8 minutes; JSON in docs/tworegion/).
-TWO_CONTINENT_CONFIGS ?= hybrid/fna-learned/region,hybrid/fno/region,hybrid/off/region,hybrid/fna/region
+## with per-region homes: fna-rate, fna-learned, fna, fno and off on a trace replayed in us 3 s after eu, on the moving crowd
+## and on a crowd of many pages (about 16 minutes; JSON in docs/tworegion/).
+TWO_CONTINENT_CONFIGS ?= hybrid/fna-rate/region,hybrid/fna-learned/region,hybrid/fno/region,hybrid/off/region,hybrid/fna/region
 two-continents: build
 	mkdir -p docs/tworegion
 	$(GO) run ./scripts/tworegion -setting continents -warmup 10s -duration 30s -workload lagged -configs $(TWO_CONTINENT_CONFIGS) -json docs/tworegion/continents-lagged.json
 	$(GO) run ./scripts/tworegion -setting continents -warmup 10s -duration 30s -workload moving -configs $(TWO_CONTINENT_CONFIGS) -json docs/tworegion/continents-moving.json
+	$(GO) run ./scripts/tworegion -setting continents -warmup 10s -duration 30s -workload crowd -configs $(TWO_CONTINENT_CONFIGS) -json docs/tworegion/continents-crowd.json
 
 ## bench-compare: edge vs nginx proxy_cache vs Varnish on a cached 4 KiB object (wrk).
 bench-compare: build

@@ -148,7 +148,7 @@ func DefaultConfig() Config {
 		DNSInterval:  10 * time.Second,       // new pods join within this
 		Period:       100 * time.Millisecond, // detection takes a few periods; N² × 10 packets/s at 100 ms
 		Detector:     "ml",                   // the learned detector (docs/failure-detection.md)
-		Selection:    SelectionFNALearned,    // asks negatively indicated homes when the miss penalty pays, never priced worse than fno (docs/indicators.md)
+		Selection:    SelectionFNARate,       // asks negatively indicated homes when their probes' realised hit rate pays for them, never priced worse than fno (docs/indicators.md, "fna-rate")
 		Mode:         routing.ModeHybrid,     // a home while cold, a random tree once hot
 		Placement:    routing.PlacementDistinct,
 		Arity:        4,                      // the origin sees at most d·q fetches per page

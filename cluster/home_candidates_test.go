@@ -15,7 +15,7 @@ import (
 	"github.com/edgecache/edge/routing"
 )
 
-// TestHomeAwareCandidates: with fna-learned (the default) every trusted
+// TestHomeAwareCandidates: with fna-learned every trusted
 // peer but the climb's first hop is a candidate, negatively indicated ones
 // included; a page's home in each region is marked as such (the home of
 // the other region is the peer a negative probe is worth sending to), and

@@ -14,7 +14,7 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
-// A probe sent despite a negative indication (fna-learned, the default)
+// A probe sent despite a negative indication (fna-rate, the default, or fna-learned)
 // asks a peer the ingress did not ask before this selection: the page's home
 // in the other region. Whatever that home holds for one user must never
 // reach another through it. Alice fills the us home X; then Bob asks the eu
@@ -25,13 +25,18 @@ import (
 // Beside the climb (cluster.negative_probes), X's answer races A's climb:
 // the origin answers Bob a second late there, so that X's public answer,
 // the control, wins.
+//
+// Both policies that send such probes, fna-learned and fna-rate, are run:
+// they price X differently but must hand Bob the same answer.
 func TestNegativeProbeNeverLeaksBetweenUsers(t *testing.T) {
-	for _, beside := range []bool{false, true} {
-		t.Run("beside="+strconv.FormatBool(beside), func(t *testing.T) { testNegativeProbeNeverLeaks(t, beside) })
+	for _, sel := range []Selection{SelectionFNALearned, SelectionFNARate} {
+		for _, beside := range []bool{false, true} {
+			t.Run(sel.String()+"/beside="+strconv.FormatBool(beside), func(t *testing.T) { testNegativeProbeNeverLeaks(t, sel, beside) })
+		}
 	}
 }
 
-func testNegativeProbeNeverLeaks(t *testing.T, beside bool) {
+func testNegativeProbeNeverLeaks(t *testing.T, sel Selection, beside bool) {
 	var origin proxy.Fetcher = userOrigin{}
 	if beside {
 		origin = proxy.FetcherFunc(func(ctx context.Context, req *http.Request) (*http.Response, error) {
@@ -51,6 +56,7 @@ func testNegativeProbeNeverLeaks(t *testing.T, beside bool) {
 	// the climb, races it).
 	l := newBesideLab(t, beside, origin)
 	a := l.a
+	a.c.cfg.Selection = sel
 	nodes := map[string]*realNode{"A": l.a, "H": l.h, "X": l.x}
 	users := []string{"user=alice", "user=bob"}
 	ask := func(n *realNode, p string, u int) *httptest.ResponseRecorder {

@@ -25,12 +25,12 @@ const (
 	SelectionFNAHome
 	// SelectionFNALearned is fna-home whose ν is corrected by what its
 	// negative probes found (indicators.FNALearned), with a selection never
-	// priced worse than fno's: the default, by measurement
-	// (docs/indicators.md).
+	// priced worse than fno's (the default until 2026-12-04).
 	SelectionFNALearned
 	// SelectionFNARate is fna-home whose ν for a home is the hit rate its
 	// negative probes realised (indicators.FNARate), with the same
-	// selection as fna-learned and a little exploration.
+	// selection as fna-learned and a little exploration: the default, by
+	// measurement (docs/indicators.md, "fna-rate"; docs/cluster.md).
 	SelectionFNARate
 )
 

@@ -295,10 +295,10 @@ func (c *NuCalibration) Age() {
 // since the last advertisement far more often than fnr, an average over
 // every held key, says; the derived chance is then not just off but
 // ordered the wrong way. Measured on the synthetic drift trace (paper
-// setting, fna-learned's probes binned by derived chance): negatives
-// priced 1–20 % hit 18–29 % of the time, negatives priced 35–100 % hit
-// 5 %, and the negatives right after an advertisement, which the derived
-// ν calls certain misses (fnr = 0), hit 17.6 % (docs/indicators.md). A
+// setting, a home's negatives binned by derived chance): negatives priced
+// at most 10 % hit 13–29 % of the time, negatives priced 35–100 % hit
+// 4–5 %, and the negatives right after an advertisement, which the
+// derived ν calls certain misses (fnr = 0), hit 17.6 % (docs/indicators.md). A
 // correction by bins of the derived chance cannot learn that ordering
 // from the few probes each bin gets; one rate per home can.
 //

@@ -3,14 +3,16 @@
 # trace, rules and costs, each policy's worst ratio to fno over the sweep
 # points (and where), and the smallest share of FNO's excess cost over opt it
 # removes, (fno − policy)/(fno − opt), over points where fno − opt > 1 % of
-# opt (below that the share is noise).
+# opt (below that the share is noise). SUMMARY_POLICIES (space-separated)
+# picks the policies to summarise; by default fna, fna-home, fna-learned and
+# fna-rate.
 set -euo pipefail
 awk -F, 'NR > 1 {
   g = $1 " faithful=" $2 " costs=" $3; p = $4 "=" $5
   c[g, p, $6] = $7; pts[g, p] = 1; groups[g] = 1
 }
 END {
-  n = split("fna fna-home fna-learned", pol, " ")
+  n = split(ENVIRON["SUMMARY_POLICIES"] != "" ? ENVIRON["SUMMARY_POLICIES"] : "fna fna-home fna-learned fna-rate", pol, " ")
   printf "%-48s", "trace rules costs"
   for (i = 1; i <= n; i++) printf " %12s %-20s %7s", pol[i] "/fno", "worst at", "min rm"
   printf "\n"
