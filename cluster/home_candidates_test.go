@@ -23,16 +23,8 @@ import (
 // priced ν = 1, so it is never chosen. pageHomes names one home per
 // region, the first member of the page's ranking there.
 func TestHomeAwareCandidates(t *testing.T) {
-	c, members, regionOf := newRegionalCluster(t, 8)
+	c, members, regionOf := newTrustedRegionalCluster(t, 8)
 	c.cfg.Selection = SelectionFNALearned
-	c.mu.Lock()
-	for _, p := range c.peers {
-		p.trusted, p.member = true, true
-	}
-	c.mu.Unlock()
-	if err := c.router.SetView(members); err != nil {
-		t.Fatal(err)
-	}
 	ring := c.router.Ring()
 	for pg := range 50 {
 		key := "http://h/p/" + strconv.Itoa(pg)
@@ -204,15 +196,7 @@ func TestDepartedMemberLeavesThePool(t *testing.T) {
 // if it can be asked), and explore picks only such homes, only with
 // fna-rate, at about indicators.ExploreChance of them.
 func TestFNARateKeepsAndExploresHomeNegatives(t *testing.T) {
-	c, members, _ := newRegionalCluster(t, 8)
-	c.mu.Lock()
-	for _, p := range c.peers {
-		p.trusted, p.member = true, true
-	}
-	c.mu.Unlock()
-	if err := c.router.SetView(members); err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := newTrustedRegionalCluster(t, 8)
 	explored, asked := 0, 0
 	for _, sel := range []Selection{SelectionFNALearned, SelectionFNARate} {
 		c.cfg.Selection = sel
@@ -261,4 +245,20 @@ func TestFNARateKeepsAndExploresHomeNegatives(t *testing.T) {
 	if explored == 0 || float64(explored) > 0.03*float64(asked) {
 		t.Fatalf("explored %d of %d chances, want some and at most about 2 %%", explored, asked)
 	}
+}
+
+// newTrustedRegionalCluster is newRegionalCluster with every peer a
+// trusted member and the router's view set to all of them.
+func newTrustedRegionalCluster(t *testing.T, n int) (*Cluster, []routing.Member, func(string) string) {
+	t.Helper()
+	c, members, regionOf := newRegionalCluster(t, n)
+	c.mu.Lock()
+	for _, p := range c.peers {
+		p.trusted, p.member = true, true
+	}
+	c.mu.Unlock()
+	if err := c.router.SetView(members); err != nil {
+		t.Fatal(err)
+	}
+	return c, members, regionOf
 }
