@@ -22,7 +22,8 @@ import (
 // answers race it: a
 // negative hit that comes before the climb's answer wins and the climb is
 // cancelled; a climb that answers first wins, and the negative answers
-// still to come are recorded (fna-learned learns from each) and closed.
+// still to come are recorded (fna-learned and fna-rate learn from each)
+// and closed.
 //
 // The price: a climb that a negative hit overtakes may already have asked
 // the home, and the home the origin (cancelled with the climb, a fill may

@@ -992,11 +992,11 @@ func (c *Cluster) exportPeerGauges(now time.Time) {
 		}
 		e := p.replica.Exclusion()
 		he := p.replica.HomeExclusion()
-		rate, _ := p.replica.NegativeHitRate()
+		rate, outcomes := p.replica.NegativeHitRate()
 		for _, g := range [...]struct {
 			name string
 			v    float64
-		}{{"fpr", e.FPR}, {"fnr", e.FNR}, {"pi", e.Pi}, {"nu", e.Nu}, {"q", e.Q}, {"home_nu", he.Nu}, {"home_q", he.Q}, {"nu_calibration", p.replica.Calibration()}, {"home_negative_hit_rate", rate}} {
+		}{{"fpr", e.FPR}, {"fnr", e.FNR}, {"pi", e.Pi}, {"nu", e.Nu}, {"q", e.Q}, {"home_nu", he.Nu}, {"home_q", he.Q}, {"nu_calibration", p.replica.Calibration()}, {"home_negative_hit_rate", rate}, {"home_negative_outcomes", outcomes}} {
 			c.metrics.IndicatorEstimates.WithLabelValues(p.ID, g.name).Set(g.v)
 		}
 		c.metrics.ReplicaEpoch.WithLabelValues(p.ID).Set(float64(p.replica.Epoch()))
@@ -1239,7 +1239,10 @@ func (c *Cluster) exportPools() {
 			c.metrics.PooledCalibration.DeleteLabelValues(region)
 		}
 	}
-	if c.cfg.Selection != SelectionFNALearned {
+	// Every home-aware policy keeps the calibration (the same outcomes
+	// feed fna-learned's and fna-rate's estimates), so the series exists
+	// whichever prices the probes; dashboard panel 35 shows it.
+	if !c.cfg.Selection.HomeAware() {
 		return
 	}
 	for region, pool := range c.calPools {

@@ -101,7 +101,7 @@ type candidateSet struct {
 	indicated   []bool
 	onPath      []bool
 	home        []bool    // the peer is a home of the page (home-aware policies)
-	derivedNu   []float64 // fna-learned: a negatively indicated home's ν before correction (−1: none)
+	derivedNu   []float64 // fna-learned, fna-rate: a home's derived ν, which its probe's outcome is recorded with (−1: not a home)
 	negative    uint64    // mask of the negatively indicated candidates
 	missPenalty float64   // M, in the unit of c_j
 	climbS      float64   // the site's measured climb latency M came from (s; 0: none yet)
@@ -115,7 +115,7 @@ type candidateSet struct {
 //
 // ρ_j depends on the policy. fno: π for a positive indication, 1 for a
 // negative one. fna (the paper): π or ν from the peer's estimates over all
-// pages. Home-aware policies (fna-home, fna-learned) keep the estimates of
+// pages. Home-aware policies (fna-home, fna-learned, fna-rate) keep the estimates of
 // a page's homes (its home in each region, with regional homes) over the
 // pages homed there; a peer that is neither a home nor on the path holds a
 // page it is negatively indicated for only by chance (an ingress copy, an
@@ -241,22 +241,33 @@ func (c *Cluster) choose(cs *candidateSet) uint64 {
 	return mask
 }
 
-// explore returns the negatively indicated homes fna-rate also asks now
-// and then (indicators.ExploreChance), beyond what choose picked, so that
-// a home's rate is learnt again where it had stopped paying: a rate learnt
-// only from the probes it chose would stay where it last was. The route
-// explorer shows choose's set alone.
-func (c *Cluster) explore(cs *candidateSet) uint64 {
+// explore returns a negatively indicated home fna-rate also asks now and
+// then (indicators.ExploreChance), beyond what chosen holds, so that a
+// home's rate is learnt again where it had stopped paying: a rate learnt
+// only from the probes it chose would stay where it last was. One home at
+// most per request, picked at random among those left out: a chance per
+// home would explore more, and cost more, the more homes a page has (one
+// per region). The route explorer shows choose's set alone.
+func (c *Cluster) explore(cs *candidateSet, chosen uint64) uint64 {
 	if c.cfg.Selection != SelectionFNARate {
 		return 0
 	}
-	var mask uint64
-	for i, cand := range cs.cands {
-		if cs.negative&(1<<uint(i)) != 0 && cs.home[i] && rand.Float64() < indicators.ExploreChance(cand.Cost, cs.missPenalty) {
-			mask |= 1 << uint(i)
+	var left [indicators.MaxCandidates]int
+	n := 0
+	for i := range cs.cands {
+		if cs.negative&(1<<uint(i)) != 0 && cs.home[i] && chosen&(1<<uint(i)) == 0 {
+			left[n] = i
+			n++
 		}
 	}
-	return mask
+	if n == 0 {
+		return 0
+	}
+	i := left[rand.IntN(n)]
+	if rand.Float64() < indicators.ExploreChance(cs.cands[i].Cost, cs.missPenalty) {
+		return 1 << uint(i)
+	}
+	return 0
 }
 
 // pageHomes returns the peers that are a home of the page with hash kh:
@@ -434,7 +445,8 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if len(cs.cands) == 0 {
 		return proxy.Result{}, false, nil
 	}
-	mask := c.choose(&cs) | c.explore(&cs)
+	mask := c.choose(&cs)
+	mask |= c.explore(&cs, mask)
 	if mask == 0 {
 		return proxy.Result{}, false, nil
 	}

@@ -49,7 +49,7 @@ type Metrics struct {
 	PeerLoopHits          prometheus.Counter     // of PeerRequests, the fresh hits the cluster listener's read loop answered (peerhit.go)
 	Resumes               *prometheus.CounterVec // peer bodies broken mid-way and resumed from the origin, by outcome
 	WholeAnswers          *prometheus.CounterVec // peer answers read whole before their header went to the client, by outcome
-	IndicatorEstimates    *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration, home_negative_hit_rate per peer
+	IndicatorEstimates    *prometheus.GaugeVec   // fpr, fnr, pi, nu, q, home_nu, home_q, nu_calibration, home_negative_hit_rate, home_negative_outcomes per peer
 	ReplicaEpoch          *prometheus.GaugeVec   // epoch of the replica held for each peer
 	ReplicaAge            *prometheus.GaugeVec   // seconds since the replica of each peer last changed (indicator staleness)
 	PooledCalibration     *prometheus.GaugeVec   // fna-learned's correction over the negative probes of a region's peers (indicators.CalibrationPool)
@@ -124,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Resumes:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
 		BesideClimb:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
 		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
-		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits; home_negative_hit_rate, the recent hit rate of negative probes for the peer's own pages, which fna-rate prices them with)."}, []string{"peer", "estimate"}),
+		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits; home_negative_hit_rate, the recent hit rate of negative probes for the peer's own pages, which fna-rate prices them with (0 while fewer than one outcome is left), and home_negative_outcomes, how many (faded) outcomes it is over)."}, []string{"peer", "estimate"}),
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
 	}

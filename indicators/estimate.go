@@ -347,10 +347,12 @@ func (r *NegativeRate) Nu(derived float64) float64 {
 	return clip01(1 - (r.hits+NegativeRatePrior*prior)/(r.n+NegativeRatePrior))
 }
 
-// Rate returns the realised hit rate and its (faded) number of outcomes.
+// Rate returns the realised hit rate and its (faded) number of outcomes;
+// the rate is 0 while fewer than one outcome's worth is left (a rate of
+// what has faded away would read as a measurement).
 func (r *NegativeRate) Rate() (rate, outcomes float64) {
-	if r.n == 0 {
-		return 0, 0
+	if r.n < 1 {
+		return 0, r.n
 	}
 	return r.hits / r.n, r.n
 }
@@ -365,7 +367,11 @@ func ExploreChance(c, m float64) float64 {
 	if !(m > 0) || !(c >= 0) {
 		return 0
 	}
-	return NegativeRateExplore * max(0, 1-2*c/m)
+	x := 1 - 2*c/m
+	if !(x > 0) { // NaN too (c and m both infinite)
+		return 0
+	}
+	return NegativeRateExplore * x
 }
 
 // Kappa returns the ratio of realised to predicted negative hits over

@@ -60,6 +60,16 @@ func TestNegativeRateForgets(t *testing.T) {
 	if rate, _ := r.Rate(); rate < 0.95 {
 		t.Fatalf("2000 hits after 1000 misses: rate %v, want the recent hits to dominate", rate)
 	}
+	// Faded to less than one outcome: no rate to show (a rate of what has
+	// faded away would read as a measurement).
+	var once NegativeRate
+	once.Observe(true)
+	for range 10 * CalibrationMemory {
+		once.Age()
+	}
+	if rate, n := once.Rate(); rate != 0 || n >= 1 {
+		t.Fatalf("one hit, then %d requests: rate %v over %v, want 0 over less than one", 10*CalibrationMemory, rate, n)
+	}
 }
 
 // TestExploreChance: exploration costs at most 2 % of the negatives left
@@ -69,6 +79,7 @@ func TestExploreChance(t *testing.T) {
 	for _, tc := range []struct{ c, m, want float64 }{
 		{0, 100, 0.02}, {1, 100, 0.0196}, {25, 100, 0.01}, {50, 100, 0}, {100, 50, 0},
 		{1, 0, 0}, {1, -5, 0}, {1, math.NaN(), 0}, {math.NaN(), 100, 0}, {-1, 100, 0},
+		{math.Inf(1), math.Inf(1), 0}, {math.Inf(1), 100, 0}, {1, math.Inf(1), 0.02},
 	} {
 		if got := ExploreChance(tc.c, tc.m); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("ExploreChance(%v, %v) = %v, want %v", tc.c, tc.m, got, tc.want)

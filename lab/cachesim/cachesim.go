@@ -1,6 +1,6 @@
 // Package cachesim is the indicator paper's cache simulator: one client,
 // n LRU caches with stale Bloom indicators, and the selection policies
-// (opt, fno, fna, fna-hist, fna-home, fna-learned) priced by access costs and the miss
+// (opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate) priced by access costs and the miss
 // penalty. It is research code used by `edge sim cache`; a node runs only
 // package indicators.
 package cachesim
@@ -299,10 +299,22 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			if rated {
 				// Explore: a negatively indicated home left out is asked
 				// now and then, so that its rate is learnt again where it
-				// stopped paying.
+				// stopped paying; one at most per request, as the cluster
+				// does (Cluster.explore).
+				var left [indicators.MaxCandidates]int
+				nl := 0
 				for j := range n {
-					if negative&(1<<uint(j)) != 0 && derivedNu[j] >= 0 && mask&(1<<uint(j)) == 0 &&
-						rng.Float64() < indicators.ExploreChance(c.Costs[j], c.MissPenalty) {
+					if negative&(1<<uint(j)) != 0 && derivedNu[j] >= 0 && mask&(1<<uint(j)) == 0 {
+						left[nl] = j
+						nl++
+					}
+				}
+				if nl > 0 {
+					j := left[0]
+					if nl > 1 {
+						j = left[rng.IntN(nl)]
+					}
+					if rng.Float64() < indicators.ExploreChance(c.Costs[j], c.MissPenalty) {
 						mask |= 1 << uint(j)
 					}
 				}
