@@ -339,10 +339,23 @@ func (r *NegativeRate) Age() {
 // Nu returns ν priced by the realised rate, the derived ν its prior. A
 // derived ν of 1 (or NaN) is a prior hit chance of 0, not a certainty:
 // outcomes overrule it like any other prior.
-func (r *NegativeRate) Nu(derived float64) float64 {
+func (r *NegativeRate) Nu(derived float64) float64 { return r.NuWith(derived, 1) }
+
+// NuWith is Nu whose prior is the derived chance scaled by pooled (a
+// CalibrationPool's κ: how the group's other peers' negatives realised
+// against their derived chances), as fna-learned's prior is. Why: live, a
+// home with no outcomes of its own was priced by its derived chance alone,
+// 40–100 % for the other region's homes where 5–6 % came, so each
+// (ingress, home) pair spent its first probes waiting for misses before
+// the climb (today's setting: 0.015 waited-for negative probes per
+// request, a miss p99 of 85 ms against fno's 67; docs/cluster.md).
+func (r *NegativeRate) NuWith(derived, pooled float64) float64 {
 	prior := 0.0
 	if !math.IsNaN(derived) {
 		prior = clip01(1 - derived)
+	}
+	if pooled >= 0 && !math.IsInf(pooled, 0) { // NaN fails too: the unscaled prior
+		prior = clip01(prior * pooled)
 	}
 	return clip01(1 - (r.hits+NegativeRatePrior*prior)/(r.n+NegativeRatePrior))
 }

@@ -97,3 +97,43 @@ func TestParsePolicyKnowsFNARate(t *testing.T) {
 		t.Fatal("fna-rates parsed")
 	}
 }
+
+// TestNegativeRatePriorBorrowsThePool: a home with no outcomes of its own
+// starts from its derived chance scaled by how its group's other peers'
+// negatives realised (the pool's κ), so a fresh pair of ingress and home
+// does not wait for misses its group already showed; its own outcomes
+// then decide as before.
+func TestNegativeRatePriorBorrowsThePool(t *testing.T) {
+	var r NegativeRate
+	if got := r.NuWith(0.3, 0.1); math.Abs(got-0.93) > 1e-12 {
+		t.Fatalf("no outcomes, derived 0.3, pooled κ 0.1: ν %v, want 0.93", got)
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), -1} {
+		if got := r.NuWith(0.3, bad); math.Abs(got-0.3) > 1e-12 {
+			t.Fatalf("pooled κ %v: ν %v, want the derived 0.3", bad, got)
+		}
+	}
+	pool := &CalibrationPool{}
+	var seen, fresh Replica
+	seen.SharePool(pool)
+	fresh.SharePool(pool)
+	for range 500 {
+		seen.ObserveHomeNegativeProbe(0.3, false) // promised 70 % hits, none came
+	}
+	k := pool.kappaExcept(&fresh)
+	if k > 0.1 {
+		t.Fatalf("pool κ for the fresh peer %v, want near 0", k)
+	}
+	e, derived := fresh.RateHomeExclusion()
+	if want := fresh.negRate.NuWith(derived, k); e.Nu != want {
+		t.Fatalf("fresh peer: ν %v, want the rate's ν with the pool's κ %v", e.Nu, want)
+	}
+	if got := fresh.negRate.NuWith(0.3, k); got < 0.97 {
+		t.Fatalf("derived 0.3 with the pool's κ %v: ν %v, want near 1", k, got)
+	}
+	var alone Replica
+	alone.SetEstimates(0.001, 0.5)
+	if e, derived := alone.RateHomeExclusion(); math.Abs(e.Nu-derived) > 1e-12 {
+		t.Fatalf("a peer with no pool and no outcomes: ν %v, want the derived %v", e.Nu, derived)
+	}
+}

@@ -147,14 +147,15 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 }
 
 // RateHomeExclusion is HomeExclusion with ν priced by the hit rate of
-// earlier negative probes for keys homed here (fna-rate); derivedNu is the
-// derived ν, which ObserveHomeNegativeProbe wants back.
+// earlier negative probes for keys homed here (fna-rate), its prior the
+// derived chance scaled by the pool's κ; derivedNu is the derived ν, which
+// ObserveHomeNegativeProbe wants back.
 func (r *Replica) RateHomeExclusion() (e Exclusion, derivedNu float64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
 	derivedNu = e.Nu
-	e.Nu = r.negRate.Nu(derivedNu)
+	e.Nu = r.negRate.NuWith(derivedNu, r.pool.kappaExcept(r))
 	return e, derivedNu
 }
 
