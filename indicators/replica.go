@@ -138,12 +138,7 @@ func (r *Replica) HomeExclusion() Exclusion {
 // of earlier negative probes for keys homed here (fna-learned); derivedNu is
 // the uncorrected ν, which ObserveHomeNegativeProbe wants back.
 func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
-	derivedNu = e.Nu
-	e.Nu = r.nuCal.NuWith(derivedNu, r.pool.kappaExcept(r))
-	return e, derivedNu
+	return r.homeExclusionWith(r.nuCal.NuWith)
 }
 
 // RateHomeExclusion is HomeExclusion with ν priced by the hit rate of
@@ -151,11 +146,17 @@ func (r *Replica) LearnedHomeExclusion() (e Exclusion, derivedNu float64) {
 // derived chance scaled by the pool's κ; derivedNu is the derived ν, which
 // ObserveHomeNegativeProbe wants back.
 func (r *Replica) RateHomeExclusion() (e Exclusion, derivedNu float64) {
+	return r.homeExclusionWith(r.negRate.NuWith)
+}
+
+// homeExclusionWith is HomeExclusion with ν replaced by learned(derived ν,
+// the pool's κ for this replica), read under the replica's lock.
+func (r *Replica) homeExclusionWith(learned func(derived, pooled float64) float64) (e Exclusion, derivedNu float64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e = HomeExclusions(r.qHome.Q(), r.fpr, r.fnr)
 	derivedNu = e.Nu
-	e.Nu = r.negRate.NuWith(derivedNu, r.pool.kappaExcept(r))
+	e.Nu = learned(derivedNu, r.pool.kappaExcept(r))
 	return e, derivedNu
 }
 

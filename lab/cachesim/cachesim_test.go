@@ -96,17 +96,7 @@ func TestFaithfulPlacementIsKeyModN(t *testing.T) {
 // within simulation noise of fno, with both rule sets and with costs
 // 1,1,R,R,R as between two regions.
 func TestFNALearnedNeverLosesWhereFNAHomeDoes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	keys := make([]uint64, 60000)
-	fresh := uint64(1 << 40)
-	for i := range keys {
-		if rng.IntN(10) < 7 {
-			fresh++
-			keys[i] = fresh
-		} else {
-			keys[i] = uint64(math.Floor(math.Pow(rng.Float64(), 3) * 20000))
-		}
-	}
+	keys := oneHitHeavyKeys(5, 6, func(rng *rand.Rand) uint64 { return uint64(math.Floor(math.Pow(rng.Float64(), 3) * 20000)) })
 	hostile := false
 	for _, faithful := range []bool{false, true} {
 		for _, costs := range [][]float64{{1, 2, 3}, {1, 1, 10, 10, 10}} {
@@ -183,17 +173,7 @@ func TestFNARateLearnsSoonReuse(t *testing.T) {
 // chance cost 1.0080 × fno at three homes and 1.0134 at five (a review's
 // measurement).
 func TestFNARateExplorationDoesNotGrowWithHomes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(13, 14))
-	keys := make([]uint64, 60000)
-	fresh := uint64(1 << 40)
-	for i := range keys {
-		if rng.IntN(10) < 7 {
-			fresh++
-			keys[i] = fresh
-		} else {
-			keys[i] = uint64(rng.IntN(40000))
-		}
-	}
+	keys := oneHitHeavyKeys(13, 14, func(rng *rand.Rand) uint64 { return uint64(rng.IntN(40000)) })
 	for _, tc := range []struct{ caches, replicas int }{{3, 1}, {3, 3}, {5, 5}} {
 		costs := make([]float64, tc.caches)
 		for i := range costs {
@@ -210,4 +190,22 @@ func TestFNARateExplorationDoesNotGrowWithHomes(t *testing.T) {
 			t.Errorf("%d caches, %d homes per key: fna-rate %.3f, fno %.3f: more than 0.5 %% worse", tc.caches, tc.replicas, rate, fno)
 		}
 	}
+}
+
+// oneHitHeavyKeys is 60,000 requests of which 70 % are keys never seen
+// again and the rest come from other: a trace on which negative
+// indications are nearly always true misses.
+func oneHitHeavyKeys(seed1, seed2 uint64, other func(*rand.Rand) uint64) []uint64 {
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	keys := make([]uint64, 60000)
+	fresh := uint64(1 << 40)
+	for i := range keys {
+		if rng.IntN(10) < 7 {
+			fresh++
+			keys[i] = fresh
+		} else {
+			keys[i] = other(rng)
+		}
+	}
+	return keys
 }
