@@ -241,34 +241,29 @@ func (c *Cluster) choose(cs *candidateSet) uint64 {
 	return mask
 }
 
-// explore returns a negatively indicated home fna-rate also asks now and
-// then (indicators.ExploreChance), beyond what chosen holds, so that a
+// explore returns the negatively indicated home fna-rate also asks now
+// and then beyond what chosen holds (indicators.ExploreHome), so that a
 // home's rate is learnt again where it had stopped paying: a rate learnt
-// only from the probes it chose would stay where it last was. One home at
-// most per request, picked at random among those left out: a chance per
-// home would explore more, and cost more, the more homes a page has (one
-// per region). The route explorer shows choose's set alone.
+// only from the probes it chose would stay where it last was. The route
+// explorer shows choose's set alone.
 func (c *Cluster) explore(cs *candidateSet, chosen uint64) uint64 {
 	if c.cfg.Selection != SelectionFNARate {
 		return 0
 	}
-	var left [indicators.MaxCandidates]int
-	n := 0
+	var left uint64
 	for i := range cs.cands {
-		if cs.negative&(1<<uint(i)) != 0 && cs.home[i] && chosen&(1<<uint(i)) == 0 {
-			left[n] = i
-			n++
+		if cs.negative&(1<<uint(i)) != 0 && cs.home[i] {
+			left |= 1 << uint(i)
 		}
 	}
-	if n == 0 {
-		return 0
-	}
-	i := left[rand.IntN(n)]
-	if rand.Float64() < indicators.ExploreChance(cs.cands[i].Cost, cs.missPenalty) {
-		return 1 << uint(i)
-	}
-	return 0
+	return indicators.ExploreHome(left&^chosen, func(i int) float64 { return cs.cands[i].Cost }, cs.missPenalty, topLevelDraws{})
 }
+
+// topLevelDraws draws from math/rand/v2's top-level functions.
+type topLevelDraws struct{}
+
+func (topLevelDraws) IntN(n int) int   { return rand.IntN(n) }
+func (topLevelDraws) Float64() float64 { return rand.Float64() }
 
 // pageHomes returns the peers that are a home of the page with hash kh:
 // its home over the whole view and, with regional homes, its home in each

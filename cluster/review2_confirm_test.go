@@ -60,9 +60,7 @@ func TestReview2ExpiredProbeDecidesALaterPoint(t *testing.T) {
 	const period = 100 * time.Millisecond
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.judge(p, fresh.Add(time.Millisecond), 0, false); ok || p.probeUntil.IsZero() {
-		t.Fatal("no probe at the freshness point")
-	}
+	askAtFreshness(t, c, p, fresh)
 	until, nonce := p.probeUntil, p.probeNonces[0]
 	// The wait ends with the point moved on two periods: not silent.
 	if _, ok := c.judge(p, until.Add(time.Millisecond), 2*period, false); ok {

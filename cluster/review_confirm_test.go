@@ -24,6 +24,16 @@ func probeLab(t *testing.T) (*Cluster, *Peer, time.Time) {
 	return c, p, time.Unix(0, p.det.Freshness())
 }
 
+// askAtFreshness runs the judge a millisecond past p's freshness point
+// (c.mu held) and fails the test unless it sent a probe rather than
+// suspecting: where the probe tests start.
+func askAtFreshness(t *testing.T, c *Cluster, p *Peer, fresh time.Time) {
+	t.Helper()
+	if _, suspected := c.judge(p, fresh.Add(time.Millisecond), 0, false); suspected || p.probeUntil.IsZero() {
+		t.Fatal("no probe waiting after the freshness point")
+	}
+}
+
 // TestReviewLateAnswerBeforeJudgeStillSuspects: an answer that comes
 // after the probe's wait is, by confirm.go's contract, "counted (late)
 // and changes nothing": the suspicion stands. But one that arrives
@@ -35,9 +45,7 @@ func TestReviewLateAnswerBeforeJudgeStillSuspects(t *testing.T) {
 	c, p, fresh := probeLab(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.judge(p, fresh.Add(time.Millisecond), 0, false); ok || p.probeUntil.IsZero() {
-		t.Fatal("no probe sent at the freshness point")
-	}
+	askAtFreshness(t, c, p, fresh)
 	until, nonce := p.probeUntil, p.probeNonces[0]
 	c.probeAnswered(p, nonce, until.Add(200*time.Microsecond)) // late
 	_, suspected := c.judge(p, until.Add(time.Millisecond), 0, false)

@@ -2,6 +2,7 @@ package indicators
 
 import (
 	"math"
+	"math/bits"
 	"sync"
 )
 
@@ -385,6 +386,39 @@ func ExploreChance(c, m float64) float64 {
 		return 0
 	}
 	return NegativeRateExplore * x
+}
+
+// Draws is the randomness ExploreHome takes its draws from: a *rand.Rand
+// (the simulator's, seeded) or math/rand/v2's top-level functions.
+type Draws interface {
+	IntN(n int) int
+	Float64() float64
+}
+
+// ExploreHome returns the one negatively indicated home fna-rate also
+// asks beyond its selection, as a one-bit mask, or 0: one of left (the
+// candidates eligible, as a mask) picked at random, then asked with
+// ExploreChance(cost(i), m). One at most per request: a chance per home
+// would explore more, and cost more, the more homes a key has. With one
+// eligible home no draw picks it, so the draws a seeded simulation makes
+// do not depend on how the pick is made.
+func ExploreHome(left uint64, cost func(i int) float64, m float64, rng Draws) uint64 {
+	n := bits.OnesCount64(left)
+	if n == 0 {
+		return 0
+	}
+	k := 0
+	if n > 1 {
+		k = rng.IntN(n)
+	}
+	for ; k > 0; k-- {
+		left &= left - 1
+	}
+	i := bits.TrailingZeros64(left)
+	if rng.Float64() < ExploreChance(cost(i), m) {
+		return 1 << uint(i)
+	}
+	return 0
 }
 
 // Kappa returns the ratio of realised to predicted negative hits over

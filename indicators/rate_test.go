@@ -137,3 +137,36 @@ func TestNegativeRatePriorBorrowsThePool(t *testing.T) {
 		t.Fatalf("a peer with no pool and no outcomes: ν %v, want the derived %v", e.Nu, derived)
 	}
 }
+
+// countingDraws answers IntN with pick and Float64 with f, counting calls.
+type countingDraws struct {
+	pick, intN, floats int
+	f                  float64
+}
+
+func (d *countingDraws) IntN(int) int     { d.intN++; return d.pick }
+func (d *countingDraws) Float64() float64 { d.floats++; return d.f }
+
+// TestExploreHomePicksOneOfLeft: the pick is the IntN-th home of left in
+// ascending order, asked when the draw is below ExploreChance; one home
+// left takes no IntN draw (a seeded simulation's draws stay as they
+// were), none left takes no draw at all.
+func TestExploreHomePicksOneOfLeft(t *testing.T) {
+	cost := func(int) float64 { return 1 }
+	d := &countingDraws{pick: 1, f: 0}
+	if got := ExploreHome(0b10110, cost, 100, d); got != 0b00100 {
+		t.Fatalf("left 10110, pick 1: %b, want 00100", got)
+	}
+	d = &countingDraws{f: 0}
+	if got := ExploreHome(0b1000, cost, 100, d); got != 0b1000 || d.intN != 0 || d.floats != 1 {
+		t.Fatalf("one home left: %b with %d IntN and %d Float64 draws, want 1000 with 0 and 1", got, d.intN, d.floats)
+	}
+	d = &countingDraws{f: 0.5}
+	if got := ExploreHome(0b1000, cost, 100, d); got != 0 {
+		t.Fatalf("a draw above the chance explored %b", got)
+	}
+	d = &countingDraws{}
+	if got := ExploreHome(0, cost, 100, d); got != 0 || d.intN+d.floats != 0 {
+		t.Fatalf("nothing left: %b after %d draws, want 0 after none", got, d.intN+d.floats)
+	}
+}

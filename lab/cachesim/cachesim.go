@@ -300,24 +300,14 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				// Explore: a negatively indicated home left out is asked
 				// now and then, so that its rate is learnt again where it
 				// stopped paying; one at most per request, as the cluster
-				// does (Cluster.explore).
-				var left [indicators.MaxCandidates]int
-				nl := 0
+				// does (indicators.ExploreHome).
+				var left uint64
 				for j := range n {
-					if negative&(1<<uint(j)) != 0 && derivedNu[j] >= 0 && mask&(1<<uint(j)) == 0 {
-						left[nl] = j
-						nl++
+					if negative&(1<<uint(j)) != 0 && derivedNu[j] >= 0 {
+						left |= 1 << uint(j)
 					}
 				}
-				if nl > 0 {
-					j := left[0]
-					if nl > 1 {
-						j = left[rng.IntN(nl)]
-					}
-					if rng.Float64() < indicators.ExploreChance(c.Costs[j], c.MissPenalty) {
-						mask |= 1 << uint(j)
-					}
-				}
+				mask |= indicators.ExploreHome(left&^mask, func(j int) float64 { return c.Costs[j] }, c.MissPenalty, rng)
 			}
 			if learned && c.Explore > 0 && rng.Float64() < c.Explore {
 				// Explore: also ask the cheapest negatively indicated cache

@@ -158,6 +158,18 @@ func main() {
 		}
 		return reqs
 	}
+	// lagged maps the i-th request to its region's own request count, us's
+	// lag behind eu's: requests go round-robin over eu-1..3, us-1..3, so
+	// with lagged and crowd us asks for what eu asked lag earlier (a crowd
+	// crossing the ocean). Negative: us, before the lag is reached.
+	behind := int(*rate / 2 * lag.Seconds())
+	lagged := func(i int) int {
+		j := i/6*3 + i%3
+		if i%6 >= 3 {
+			j -= behind
+		}
+		return j
+	}
 	switch *workload {
 	case "zipf":
 		z := load.NewZipf(0.8, 20000)
@@ -191,9 +203,7 @@ func main() {
 		// order, as lagged does with a trace.
 		background := load.NewZipf(0.8, 20000)
 		inSet := load.NewZipf(0.8, 200)
-		perRegion := *rate / 2
-		window := int(perRegion * 5)
-		behind := int(perRegion * lag.Seconds())
+		window := int(*rate / 2 * 5)
 		crowdAt := func(j int) (string, bool) {
 			if j < 0 {
 				return "", false // us, before the lag is reached: background
@@ -205,11 +215,7 @@ func main() {
 			return "/size/8192?k=crowd-" + strconv.Itoa(j/window) + "-" + strconv.Itoa(inSet.Sample(r)), true
 		}
 		path = func(i int, rng *rand.Rand) string {
-			j := i/6*3 + i%3 // this region's own request count
-			if i%6 >= 3 {
-				j -= behind
-			}
-			if p, ok := crowdAt(j); ok {
+			if p, ok := crowdAt(lagged(i)); ok {
 				return p
 			}
 			return "/size/8192?k=" + strconv.Itoa(background.Sample(rng))
@@ -223,15 +229,9 @@ func main() {
 		desc = fmt.Sprintf("%s replayed (keys as 8 KiB pages)", *tracePath)
 	case "lagged":
 		reqs := readTrace()
-		// Requests go round-robin over eu-1..3, us-1..3: the eu half walks
-		// the trace, the us half walks it lag behind, so us asks for what
-		// eu asked lag earlier (a crowd crossing the ocean).
-		behind := int(*rate / 2 * lag.Seconds())
+		// The eu half walks the trace, the us half walks it lag behind.
 		path = func(i int, _ *rand.Rand) string {
-			j := i/6*3 + i%3 // this region's own request count
-			if i%6 >= 3 {
-				j -= behind
-			}
+			j := lagged(i)
 			if j < 0 {
 				j += len(reqs) // before the lag is reached, us replays the trace's end
 			}
