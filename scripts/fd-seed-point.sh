@@ -21,8 +21,13 @@ for set in tuning heldout sleep; do
     for d in chen bertier phi twowindows ml ml+loss; do
       args=()
       # ml by Chen's metric: fd sweep's default (time objective, combined
-      # knob), which leaves the loss model out: ml+loss is ml there.
-      [ "$d" = ml+loss ] && args=(--param loss_model=2)
+      # knob), which leaves the loss model out: ml+loss is ml there. By the
+      # seed's metric the sweep's default is ml+loss, so plain ml says
+      # loss_model=0.
+      case $d in
+        ml+loss) args=(--param loss_model=2) ;;
+        ml) args=(--param loss_model=0) ;;
+      esac
       v=$("$EDGE" fd sweep --trace "$DIR/$set.csv" --metric "$m" --target-pa "$pa" --detector "${d%+loss}" ${args[@]+"${args[@]}"} --json |
         jq -r 'if .found then "\(.td_ms*10|round/10)" else "(\(.td_ms*10|round/10), not reached)" end')
       row="$row | $v"

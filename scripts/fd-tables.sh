@@ -8,7 +8,8 @@
 # and T_M (mean mistake, ms) at that point. By Chen's metric ml runs its
 # time objective along its combined knob (fd sweep's default for ml by
 # that metric). `ml+loss` is ml with its composite loss margin
-# (loss_model=2, priced). The path was chosen on the tuning set and is used
+# (loss_model=2, priced), fd sweep's default for ml by the seed's metric;
+# `ml` is ml with the loss model off (loss_model=0), as the node runs it. The path was chosen on the tuning set and is used
 # unchanged on the held-out sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +47,11 @@ for set in tuning heldout sleep; do
     for p in $TARGETS; do
       row="| $p"
       for d in chen bertier phi twowindows ml ml+loss; do
-        if [ "$d" = ml+loss ]; then v=$(cell "$set" "$m" "$p" ml loss_model=2); else v=$(cell "$set" "$m" "$p" "$d"); fi
+        case $d in
+          ml+loss) v=$(cell "$set" "$m" "$p" ml loss_model=2) ;;
+          ml) v=$(cell "$set" "$m" "$p" ml loss_model=0) ;;
+          *) v=$(cell "$set" "$m" "$p" "$d") ;;
+        esac
         row="$row | $v"
       done
       echo "$row |"

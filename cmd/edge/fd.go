@@ -216,7 +216,7 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&file, "trace", "", "trace CSV")
 	f.StringVar(&name, "detector", "", strings.Join(fdlab.Names, ", "))
 	f.Float64Var(&target, "target-pa", 0.998, "target P_A")
-	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: quantile, pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause; ml by Chen's metric defaults to quantile+pause_ms with time_objective=1)")
+	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: quantile, pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause; ml by Chen's metric defaults to quantile+pause_ms with time_objective=1, by the seed's metric to quantile with loss_model=2)")
 	f.StringVar(&metricName, "metric", "seed", "seed (P_A = share of predictions, one per arrival, that the next arrival met: a lost heartbeat is unsafe unless the margin covered its gap; T_D = slack), seed-arrived (the same over received heartbeats only) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
 	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")

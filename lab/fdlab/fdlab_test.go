@@ -95,13 +95,17 @@ func TestSeedMetricCountsLostHeartbeats(t *testing.T) {
 }
 
 // TestSweepDefaultsForMLByChen: ml swept by Chen's metric runs its time
-// objective along the combined knob unless the caller says otherwise, and
-// other detectors and metrics are left alone.
+// objective along the combined knob, by the seed's metric its priced loss
+// model, unless the caller says otherwise; other detectors and the
+// received-only metric are left alone.
 func TestSweepDefaultsForMLByChen(t *testing.T) {
 	base := fdetect.Params{"window": 500}
 	p, knob := SweepDefaults("ml", MetricChen, base, "")
 	if knob != PauseQuantile || p["time_objective"] != 1 || p["window"] != 500 {
 		t.Fatalf("ml by chen: %v %q", p, knob)
+	}
+	if _, ok := p["loss_model"]; ok {
+		t.Fatalf("ml by chen got a loss model: %v", p)
 	}
 	if _, ok := base["time_objective"]; ok {
 		t.Fatal("SweepDefaults modified its argument")
@@ -109,10 +113,20 @@ func TestSweepDefaultsForMLByChen(t *testing.T) {
 	if p, knob := SweepDefaults("ml", MetricChen, fdetect.Params{"time_objective": 0}, "quantile"); knob != "quantile" || p["time_objective"] != 0 {
 		t.Fatalf("explicit choices overridden: %v %q", p, knob)
 	}
+	p, knob = SweepDefaults("ml", MetricSeed, base, "")
+	if knob != "" || p["loss_model"] != fdetect.LossModelPriced || p["window"] != 500 || len(p) != 2 {
+		t.Fatalf("ml by seed: %v %q", p, knob)
+	}
+	if _, ok := base["loss_model"]; ok {
+		t.Fatal("SweepDefaults modified its argument")
+	}
+	if p, _ := SweepDefaults("ml", MetricSeed, fdetect.Params{"loss_model": 0}, ""); p["loss_model"] != 0 {
+		t.Fatalf("explicit loss_model=0 overridden: %v", p)
+	}
 	for _, c := range []struct {
 		name string
 		m    Metric
-	}{{"ml", MetricSeed}, {"phi", MetricChen}, {"ml", MetricSeedArrived}} {
+	}{{"phi", MetricSeed}, {"phi", MetricChen}, {"ml", MetricSeedArrived}, {"chen", MetricSeed}} {
 		if p, knob := SweepDefaults(c.name, c.m, nil, ""); p != nil || knob != "" {
 			t.Errorf("%s by %s: %v %q, want nothing added", c.name, c.m, p, knob)
 		}
