@@ -170,3 +170,34 @@ func TestExploreHomePicksOneOfLeft(t *testing.T) {
 		t.Fatalf("nothing left: %b after %d draws, want 0 after none", got, d.intN+d.floats)
 	}
 }
+
+// TestNegativeRatePriorWearsAway: the prior's weight fades with the
+// outcomes, so a home whose derived ν is 0 (a prior hit chance of 1) and
+// whose negatives all miss is priced as a near-certain miss, however many
+// times cheaper than the miss penalty a probe is. A prior kept at ten
+// probes held ν at or below 1 − 10/510 ≈ 0.98 (the memory keeps about 500
+// outcomes), where at M = 100 a probe costing 1 or 2 still paid in the
+// model and never in fact (docs/indicators.md, "The client's own fills").
+// With few outcomes the prior still speaks, and after a long silence it
+// is back.
+func TestNegativeRatePriorWearsAway(t *testing.T) {
+	var r NegativeRate
+	for range 5 {
+		r.Observe(false)
+	}
+	if got := r.Nu(0); got > 0.7 {
+		t.Fatalf("derived 0, five misses: ν %v, want the prior still heard (about 1 − 10/15)", got)
+	}
+	for range 3000 {
+		r.Observe(false)
+	}
+	if got := r.Nu(0); got < 0.999 {
+		t.Fatalf("derived 0, 3005 misses: ν %v, want above 0.999 (1 − ν below 1 %% of a probe's worth at M/c = 100)", got)
+	}
+	for range 10 * CalibrationMemory {
+		r.Age()
+	}
+	if got := r.Nu(0); got > 0.05 {
+		t.Fatalf("derived 0 after %d requests without probes: ν %v, want back near the prior's 0", 10*CalibrationMemory, got)
+	}
+}

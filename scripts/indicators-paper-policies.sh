@@ -6,6 +6,8 @@
 # (--faithful); cost per request of each policy and the share of fno's
 # excess over opt it removes, (fno − policy)/(fno − opt).
 #
+# SIM_FLAGS adds flags to every run (e.g. "--own-fills --clients 4").
+#
 # Tuned on: the shared traces, scan and churn (fna-learned's settings), and
 # drift (fna-rate was designed from its diagnosis); held out: loop.
 set -euo pipefail
@@ -15,6 +17,7 @@ EDGE=${EDGE:-./bin/edge}
 SYN=${SYN:-$(mktemp -d)}
 REQUESTS=${REQUESTS:-100000}
 POLICIES=${POLICIES:-opt,fno,fna,fna-home,fna-learned,fna-rate}
+read -r -a sim_flags <<<"${SIM_FLAGS:-}"
 for k in scan churn drift loop; do
   [ -s "$SYN/$k.bin" ] || go run ./scripts/synthtrace -kind "$k" -requests "$REQUESTS" -o "$SYN/$k.bin"
 done
@@ -29,7 +32,7 @@ for t in "$T/scarab-recs.trace.xz int64be 200000 Scarab" "$T/web07.trace.xz int3
   set -- $t
   for faithful in false true; do
     "$EDGE" sim cache --trace "$1" --format "$2" --requests "$3" --faithful="$faithful" --caches 3 --cache-size 10000 --costs 1,2,3 \
-      --bpe 14 --update-interval 1000 --sweep miss-penalty=100 --policies "$POLICIES" --csv "$tmp" >/dev/null
+      --bpe 14 --update-interval 1000 --sweep miss-penalty=100 --policies "$POLICIES" ${sim_flags[@]+"${sim_flags[@]}"} --csv "$tmp" >/dev/null
     rules=ours
     [ "$faithful" = true ] && rules=authors
     awk -F, -v t="$4" -v r="$rules" -v pols="$POLICIES" 'NR > 1 { c[$2] = $3 }

@@ -62,7 +62,7 @@ func simCacheCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(cmd.OutOrStdout(), "%d requests, %d caches of %d, bpe %g, U %d, costs %s, M %g, fnr estimator %s, %d client(s), faithful %v\n", len(keys), c.Caches, c.CacheSize, c.BPE, c.UpdateInterval, costs, c.MissPenalty, c.FNREstimator, max(c.Clients, 1), c.Faithful)
+			fmt.Fprintf(cmd.OutOrStdout(), "%d requests, %d caches of %d, bpe %g, U %d, costs %s, M %g, fnr estimator %s, %d client(s), faithful %v, own fills %v\n", len(keys), c.Caches, c.CacheSize, c.BPE, c.UpdateInterval, costs, c.MissPenalty, c.FNREstimator, max(c.Clients, 1), c.Faithful, c.OwnFills)
 			fmt.Fprintln(tw, "policy\tcost/req\tcost/opt\thit ratio\tfn ratio\tfp ratio\tasked/req\tneg probes/req\tadv B/req\t")
 			for _, r := range res {
 				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.4f\t%.4f\t%.4f\t%.3f\t%.3f\t%.1f\t\n", r.Policy, r.CostPerRequest, r.CostVsOpt, r.HitRatio, r.FNRatio, r.FPRatio, r.CachesAsked, r.NegativeProbes, r.AdvBytesPerRequest)
@@ -84,6 +84,7 @@ func simCacheCmd() *cobra.Command {
 	fl.Float64Var(&c.Explore, "explore", 0.01, "fna-hist: chance per request of probing the cheapest negative cache")
 	fl.Var(&c.FNREstimator, "fnr-estimator", "how caches estimate fnr: bits (the paper), count (keys inserted since the advertisement) or exact (held keys the snapshot misses)")
 	fl.IntVar(&c.Clients, "clients", 1, "ingress nodes sharing the caches, each with its own replicas and estimates")
+	fl.BoolVar(&c.OwnFills, "own-fills", false, "each client reads the keys its own misses placed at a cache since that cache's last advertisement as positively indicated (a local update of its replica), for every policy")
 	fl.BoolVar(&c.Faithful, "faithful", false, "the authors' simulator and estimator path: home = key mod n, a re-insertion after a false-negative miss counts towards U, a counting up-to-date filter that forgets evicted keys, and (fpr, fnr) reaching a client only with an advertisement or an answer")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate")

@@ -48,6 +48,14 @@ type Config struct {
 	// has every cache's latest estimates after every insertion, as the
 	// cluster's heartbeats nearly do).
 	Faithful bool
+	// OwnFills lets every client remember the keys its own misses placed
+	// at each cache since that cache's last advertisement and read them as
+	// positively indicated (a local update of its replica), for every
+	// policy alike. The paper's client does not, so with one client every
+	// false negative is a key it placed itself; a cluster's ingress climbs
+	// through the home it fills, so it never misses those either
+	// (docs/indicators.md, "The client's own fills").
+	OwnFills bool
 }
 
 // Result is one policy's outcome.
@@ -91,6 +99,9 @@ type simCache struct {
 	filter   *indicators.Filter
 	replicas []indicators.Replica // one per client
 	advBytes int
+	// ownFills[i] holds the keys client i's misses placed here since the
+	// last advertisement (Config.OwnFills): at most U of them.
+	ownFills []map[uint64]struct{}
 }
 
 // Simulate runs every policy on keys. "opt" is the oracle that asks the
@@ -157,6 +168,12 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			return Result{}, err
 		}
 		caches[j] = &simCache{lru: l, filter: f, replicas: make([]indicators.Replica, clients)}
+		if c.OwnFills {
+			caches[j].ownFills = make([]map[uint64]struct{}, clients)
+			for i := range caches[j].ownFills {
+				caches[j].ownFills[i] = map[uint64]struct{}{}
+			}
+		}
 		for i := range caches[j].replicas {
 			pool := pools[i][c.Costs[j]]
 			if pool == nil {
@@ -183,8 +200,11 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	var cost, asked, negProbes float64
 	hits, fnNum, fnDen, fpNum, fpDen := 0, 0, 0, 0, 0
 
-	insert := func(j int, x uint64) {
+	insert := func(j int, x uint64, client int) {
 		sc := caches[j]
+		if sc.ownFills != nil {
+			sc.ownFills[client][x] = struct{}{}
+		}
 		var due bool
 		if sc.lru.Contains(x) {
 			sc.lru.Get(x)
@@ -197,6 +217,9 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			due = sc.filter.Insert(key)
 		}
 		if due {
+			for _, own := range sc.ownFills {
+				clear(own) // the advertisement has them (or their eviction)
+			}
 			snap := sc.filter.Advertise(func(yield func([]byte) bool) {
 				var b [8]byte
 				for _, k := range sc.lru.Keys() {
@@ -269,6 +292,11 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 					if learned {
 						e = rep.LearnedExclusion()
 					}
+				}
+				if !ind[j] && caches[j].ownFills != nil {
+					// Placed here by this client's own miss since the last
+					// advertisement: only homes get fills, so e is a home's.
+					_, ind[j] = caches[j].ownFills[client][x]
 				}
 				rho := e.Pi
 				if !ind[j] {
@@ -354,7 +382,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 		}
 		cost += c.MissPenalty
 		for r := range c.Replicas {
-			insert(home(x, r), x)
+			insert(home(x, r), x, client)
 		}
 	}
 	total := float64(len(keys))

@@ -209,3 +209,44 @@ func oneHitHeavyKeys(seed1, seed2 uint64, other func(*rand.Rand) uint64) []uint6
 	}
 	return keys
 }
+
+// TestOwnFillsAreTheOneClientsFalseNegatives: with one client every key a
+// cache took since its last advertisement was placed there by that
+// client's own miss, so a client that remembers its fills sees no false
+// negative at all, and fno pays less; with two clients each sees the
+// other's fills as negatives. opt, which reads the caches, is unchanged.
+func TestOwnFillsAreTheOneClientsFalseNegatives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	keys := make([]uint64, 60000)
+	for i := range keys {
+		keys[i] = uint64(math.Floor(math.Pow(rng.Float64(), 3) * 20000))
+	}
+	run := func(clients int, own, faithful bool) (opt, fno Result) {
+		t.Helper()
+		c := Config{Caches: 3, CacheSize: 1000, BPE: 14, UpdateInterval: 500, Costs: []float64{1, 2, 3}, MissPenalty: 100, Replicas: 1, Seed: 1, Clients: clients, OwnFills: own, Faithful: faithful}
+		res, err := Simulate(keys, c, []string{"opt", "fno"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0], res[1]
+	}
+	for _, faithful := range []bool{false, true} {
+		opt, fno := run(1, false, faithful)
+		optOwn, fnoOwn := run(1, true, faithful)
+		_, fnoTwo := run(2, true, faithful)
+		t.Logf("faithful %v: opt %.3f, fno %.3f (fn %.4f), with own fills %.3f (fn %.4f), two clients %.3f (fn %.4f)",
+			faithful, opt.CostPerRequest, fno.CostPerRequest, fno.FNRatio, fnoOwn.CostPerRequest, fnoOwn.FNRatio, fnoTwo.CostPerRequest, fnoTwo.FNRatio)
+		if optOwn.CostPerRequest != opt.CostPerRequest {
+			t.Errorf("faithful %v: opt %.4f with own fills, %.4f without: the oracle reads the caches", faithful, optOwn.CostPerRequest, opt.CostPerRequest)
+		}
+		if fno.FNRatio <= 0 || fnoOwn.FNRatio != 0 {
+			t.Errorf("faithful %v: false negatives %.4f without own fills, %.4f with: want some, then none", faithful, fno.FNRatio, fnoOwn.FNRatio)
+		}
+		if fnoTwo.FNRatio <= 0 {
+			t.Errorf("faithful %v: two clients saw no false negative: each should miss the other's fills", faithful)
+		}
+		if fnoOwn.CostPerRequest >= fno.CostPerRequest {
+			t.Errorf("faithful %v: fno %.3f with own fills, %.3f without: want less", faithful, fnoOwn.CostPerRequest, fno.CostPerRequest)
+		}
+	}
+}
