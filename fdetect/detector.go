@@ -11,6 +11,7 @@ package fdetect
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -51,6 +52,17 @@ func (p Params) AddDefaults(defaults Params) {
 			p[k] = v
 		}
 	}
+}
+
+// String formats p as cluster.detector_params takes it: name=value pairs
+// sorted by name, joined by commas, so a sweep's chosen point can be copied
+// into a node's config as printed.
+func (p Params) String() string {
+	parts := make([]string, 0, len(p))
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		parts = append(parts, k+"="+strconv.FormatFloat(p[k], 'g', -1, 64))
+	}
+	return strings.Join(parts, ",")
 }
 
 // ParseParams parses "k=v" pairs.

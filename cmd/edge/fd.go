@@ -209,6 +209,10 @@ func fdSweepCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "  λ_M %.5f mistakes/s, T_M %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
+			fmt.Fprintf(cmd.OutOrStdout(), "  cluster.detector: %s, cluster.detector_params: %s\n", res.Detector, res.Params)
+			if added := sweepAdded(base, res.Params, res.Param); len(added) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "  the sweep set %s for this metric; a node does not, so copy the whole line\n", added)
+			}
 			return nil
 		},
 	}
@@ -219,8 +223,23 @@ func fdSweepCmd() *cobra.Command {
 	f.StringVar(&knob, "knob", "", "search this parameter instead of the detector's main knob (ml: quantile, pause_ms, or quantile+pause_ms: the quantile up to 0.99, then the pause; ml by Chen's metric defaults to quantile+pause_ms with time_objective=1, by the seed's metric to quantile with loss_model=2)")
 	f.StringVar(&metricName, "metric", "seed", "seed (P_A = share of predictions, one per arrival, that the next arrival met: a lost heartbeat is unsafe unless the margin covered its gap; T_D = slack), seed-arrived (the same over received heartbeats only) or chen (P_A = share of time trusted, T_D = crash to suspicion)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period of the trace")
-	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve into this PNG")
+	f.StringVar(&plotOut, "plot", "", "draw every detector's (T_D, 1 − P_A) curve along the knob and with the parameters a sweep by --metric uses into this PNG")
 	f.StringArrayVar(&params, "param", nil, "other detector parameters name=value (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// sweepAdded returns the parameters a sweep's chosen point sets that the
+// operator neither passed nor searched: SweepDefaults' additions (ml's
+// loss model by the seed metric, its time objective by Chen's), which a
+// node's detector does not turn on by itself.
+func sweepAdded(base, chosen fdetect.Params, knob string) fdetect.Params {
+	added := fdetect.Params{}
+	for k, v := range chosen {
+		if _, set := base[k]; set || k == knob || (knob == fdlab.PauseQuantile && (k == "quantile" || k == "pause_ms")) {
+			continue
+		}
+		added[k] = v
+	}
+	return added
 }

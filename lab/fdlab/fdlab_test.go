@@ -3,6 +3,7 @@ package fdlab
 import (
 	"bytes"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -130,6 +131,37 @@ func TestSweepDefaultsForMLByChen(t *testing.T) {
 		if p, knob := SweepDefaults(c.name, c.m, nil, ""); p != nil || knob != "" {
 			t.Errorf("%s by %s: %v %q, want nothing added", c.name, c.m, p, knob)
 		}
+	}
+}
+
+// TestCurveIsTheSweepsLine: the trade-off plot draws ml with what a sweep
+// by the same metric adds (the loss model by the seed's metric), not the
+// bare detector, so the curve holds the point the sweep prints.
+func TestCurveIsTheSweepsLine(t *testing.T) {
+	c := DefaultGenConfig()
+	c.Duration, c.Links = 2*time.Minute, 1
+	as, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := int64(c.Period)
+	got, err := Curve(as, "ml", period, 4, nil, MetricSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Curve(as, "ml", period, 4, fdetect.Params{"loss_model": fdetect.LossModelPriced}, MetricSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := Curve(as, "ml", period, 4, fdetect.Params{"loss_model": 0}, MetricSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("default curve %v, want the loss model's %v", got, want)
+	}
+	if slices.Equal(got, bare) {
+		t.Errorf("default curve equals the bare detector's %v: the trace does not tell them apart", bare)
 	}
 }
 

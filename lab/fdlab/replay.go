@@ -446,9 +446,15 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 }
 
 // Curve replays the detector at n knob values across its range and returns
-// (T_D ms, 1 − P_A) points by metric m, for the trade-off plot.
+// (T_D ms, 1 − P_A) points by metric m, for the trade-off plot. It applies
+// SweepDefaults, parameters and knob, so a curve is the line a sweep by m
+// picks its point on.
 func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Params, m Metric) ([][2]float64, error) {
+	base, knob := SweepDefaults(name, m, base, "")
 	param := fdetect.MainKnob[name]
+	if knob != "" {
+		param = knob
+	}
 	lo, hi, set := knobRange(name, param)
 	var pts [][2]float64
 	for i := range n {
