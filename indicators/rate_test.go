@@ -173,8 +173,10 @@ func TestExploreHomePicksOneOfLeft(t *testing.T) {
 
 // TestNegativeRatePriorWearsAway: the prior's weight fades with the
 // outcomes, so a home whose derived ν is 0 (a prior hit chance of 1) and
-// whose negatives all miss is priced as a near-certain miss, however many
-// times cheaper than the miss penalty a probe is. A prior kept at ten
+// whose negatives all miss, observed back to back, is priced as a
+// near-certain miss. (With requests between the probes the prior comes
+// back a little each time, and a floor of probes remains:
+// TestNegativeRateProbeFloor.) A prior kept at ten
 // probes held ν at or below 1 − 10/510 ≈ 0.98 (the memory keeps about 500
 // outcomes), where at M = 100 a probe costing 1 or 2 still paid in the
 // model and never in fact (docs/indicators.md, "The client's own fills").
@@ -199,5 +201,43 @@ func TestNegativeRatePriorWearsAway(t *testing.T) {
 	}
 	if got := r.Nu(0); got > 0.05 {
 		t.Fatalf("derived 0 after %d requests without probes: ν %v, want back near the prior's 0", 10*CalibrationMemory, got)
+	}
+}
+
+// TestNegativeRateProbeFloor: a home whose derived ν is 0 and whose
+// negatives never hit, aged once per request for a key homed there (as
+// Replica.Count does) and probed whenever its priced hit chance 1 − ν
+// exceeds c/M, settles at a steady share of probed requests. Each probe
+// wears the prior, each request gives it back, so the outcomes kept (about
+// the probe share × CalibrationMemory) hold 1 − ν at c/M when the share is
+// about NegativeRatePrior·M/(CalibrationMemory·c): probes cost about
+// M·NegativeRatePrior/CalibrationMemory = M/2000 per home request,
+// whatever c. That is the price of a prior that comes back after silence
+// (docs/indicators.md). The prior kept at ten probes for ever probed every
+// request once M/c passed about 51.
+func TestNegativeRateProbeFloor(t *testing.T) {
+	perRequest := NegativeRatePrior / CalibrationMemory // in units of M
+	for _, mc := range []float64{20, 100, 500} {
+		var r NegativeRate
+		probes := 0
+		const warm, run = 10 * CalibrationMemory, 20 * CalibrationMemory
+		for i := range warm + run {
+			if 1-r.Nu(0) > 1/mc {
+				r.Observe(false)
+				if i >= warm {
+					probes++
+				}
+			}
+			r.Age()
+		}
+		share := float64(probes) / run
+		cost := share / mc // c·share in units of M
+		t.Logf("M/c %v: probes on %.4f of home requests, cost %.6f M per request (model %.6f)", mc, share, cost, perRequest)
+		if cost < perRequest/2 || cost > perRequest*1.5 {
+			t.Errorf("M/c %v: probes cost %.6f M per request, want about %.6f (NegativeRatePrior/CalibrationMemory)", mc, cost, perRequest)
+		}
+		if share > 0.5 {
+			t.Errorf("M/c %v: probes on %.2f of requests that never hit", mc, share)
+		}
 	}
 }

@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 T=${TRACES:-../shared/traces/cache}
 EDGE=${EDGE:-./bin/edge}
 SYN=${SYN:-$(mktemp -d)}
+mkdir -p "$SYN"
 REQUESTS=${REQUESTS:-100000}
 POLICIES=${POLICIES:-opt,fno,fna,fna-home,fna-learned,fna-rate}
 read -r -a sim_flags <<<"${SIM_FLAGS:-}"

@@ -94,13 +94,30 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// indicate reads the client's indication for key (x as a number) at one
+// cache and counts it toward the q estimates, toward the home-conditioned
+// one too when countHome (Replica.IndicateHome). A key in own, placed
+// there by this client's miss since the last advertisement, is a positive
+// indication: the client knows it, so its q counts it as one too (counting
+// the replica's raw "no" instead under-estimated q with --own-fills).
+func indicate(rep *indicators.Replica, key []byte, x uint64, own map[uint64]struct{}, countHome bool) bool {
+	ind := rep.Test(key)
+	if !ind && own != nil {
+		_, ind = own[x]
+	}
+	rep.Count(ind, countHome)
+	return ind
+}
+
 type simCache struct {
 	lru      *simplelru.LRU[uint64, struct{}]
 	filter   *indicators.Filter
 	replicas []indicators.Replica // one per client
 	advBytes int
 	// ownFills[i] holds the keys client i's misses placed here since the
-	// last advertisement (Config.OwnFills): at most U of them.
+	// last advertisement (Config.OwnFills): at most U new insertions, and
+	// under our rules also the keys already held that a miss asked for
+	// again (re-inserts count toward no advertisement).
 	ownFills []map[uint64]struct{}
 }
 
@@ -168,7 +185,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			return Result{}, err
 		}
 		caches[j] = &simCache{lru: l, filter: f, replicas: make([]indicators.Replica, clients)}
-		if c.OwnFills {
+		if c.OwnFills && policy != "opt" { // the oracle reads no indications
 			caches[j].ownFills = make([]map[uint64]struct{}, clients)
 			for i := range caches[j].ownFills {
 				caches[j].ownFills[i] = map[uint64]struct{}{}
@@ -270,33 +287,29 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			negative = 0
 			for j := range n {
 				rep := &caches[j].replicas[client]
+				homed := isHome(home, x, j, c.Replicas)
+				var own map[uint64]struct{}
+				if caches[j].ownFills != nil {
+					own = caches[j].ownFills[client]
+				}
+				ind[j] = indicate(rep, key, x, own, homeAware && homed)
 				var e indicators.Exclusion
 				derivedNu[j] = -1 // not a home: no calibration
 				switch {
-				case calibrated && isHome(home, x, j, c.Replicas):
-					ind[j] = rep.IndicateHome(key)
+				case calibrated && homed:
 					e, derivedNu[j] = rep.LearnedHomeExclusion()
-				case rated && isHome(home, x, j, c.Replicas):
-					ind[j] = rep.IndicateHome(key)
+				case rated && homed:
 					e, derivedNu[j] = rep.RateHomeExclusion()
-				case homeAware && isHome(home, x, j, c.Replicas):
-					ind[j] = rep.IndicateHome(key)
+				case homeAware && homed:
 					e = rep.HomeExclusion()
 				case homeAware:
 					// Not a home: only a false positive could point here.
-					ind[j] = rep.Indicate(key)
 					e = indicators.Exclusion{Pi: 1, Nu: 1}
 				default:
-					ind[j] = rep.Indicate(key)
 					e = rep.Exclusion()
 					if learned {
 						e = rep.LearnedExclusion()
 					}
-				}
-				if !ind[j] && caches[j].ownFills != nil {
-					// Placed here by this client's own miss since the last
-					// advertisement: only homes get fills, so e is a home's.
-					_, ind[j] = caches[j].ownFills[client][x]
 				}
 				rho := e.Pi
 				if !ind[j] {

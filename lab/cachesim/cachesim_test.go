@@ -1,6 +1,7 @@
 package cachesim
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -248,5 +249,57 @@ func TestOwnFillsAreTheOneClientsFalseNegatives(t *testing.T) {
 		if fnoOwn.CostPerRequest >= fno.CostPerRequest {
 			t.Errorf("faithful %v: fno %.3f with own fills, %.3f without: want less", faithful, fnoOwn.CostPerRequest, fno.CostPerRequest)
 		}
+	}
+}
+
+// TestOwnFillsCountTowardQ: a key the client placed itself is a positive
+// indication for the q estimate too, not only for the selection (the
+// replica's raw "no" was counted before, so with --own-fills q came out
+// lower than the indications the client acted on).
+func TestOwnFillsCountTowardQ(t *testing.T) {
+	f, err := indicators.NewFilter(indicators.DefaultFilterConfig(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [8]byte
+	for i := range 100 {
+		binary.BigEndian.PutUint64(b[:], uint64(i))
+		f.Insert(b[:])
+	}
+	snap := f.Advertise(func(yield func([]byte) bool) {
+		for i := range 100 {
+			var k [8]byte
+			binary.BigEndian.PutUint64(k[:], uint64(i))
+			if !yield(k[:]) {
+				return
+			}
+		}
+	})
+	payload := indicators.EncodeFull(snap)
+	var knows, raw indicators.Replica
+	for _, r := range []*indicators.Replica{&knows, &raw} {
+		if err := r.Apply(payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const placed = 5000 // after the advertisement: the filter says no
+	binary.BigEndian.PutUint64(b[:], placed)
+	own := map[uint64]struct{}{placed: {}}
+	for range 200 {
+		if !indicate(&knows, b[:], placed, own, true) {
+			t.Fatal("a key the client placed itself read as negative")
+		}
+		if indicate(&raw, b[:], placed, nil, true) {
+			t.Fatal("a key the filter never held read as positive without own fills")
+		}
+	}
+	if q := knows.Exclusion().Q; q < 0.9 {
+		t.Errorf("q %v after 200 own-fill positives, want near 1", q)
+	}
+	if q := knows.HomeExclusion().Q; q < 0.9 {
+		t.Errorf("home q %v after 200 own-fill positives, want near 1", q)
+	}
+	if q := raw.Exclusion().Q; q > 0.1 {
+		t.Errorf("q %v after 200 negatives, want near 0", q)
 	}
 }
