@@ -10,12 +10,7 @@ import (
 // BenchmarkDetectors measures Observe + Freshness per heartbeat on a
 // generated trace, for every detector with a per-heartbeat cost.
 func BenchmarkDetectors(b *testing.B) {
-	c := DefaultGenConfig()
-	c.Duration, c.Links = 10*time.Minute, 1
-	as, err := Generate(c)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, as := generated(b, 10*time.Minute, 1)
 	for _, v := range []struct {
 		name, detector string
 		params         fdetect.Params

@@ -134,16 +134,24 @@ func TestSweepDefaultsForMLByChen(t *testing.T) {
 	}
 }
 
-// TestCurveIsTheSweepsLine: the trade-off plot draws ml with what a sweep
-// by the same metric adds (the loss model by the seed's metric), not the
-// bare detector, so the curve holds the point the sweep prints.
-func TestCurveIsTheSweepsLine(t *testing.T) {
+// generated returns a default generated trace of the given length and
+// number of links, and the configuration that made it.
+func generated(t testing.TB, d time.Duration, links int) (GenConfig, []Arrival) {
+	t.Helper()
 	c := DefaultGenConfig()
-	c.Duration, c.Links = 2*time.Minute, 1
+	c.Duration, c.Links = d, links
 	as, err := Generate(c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, as
+}
+
+// TestCurveIsTheSweepsLine: the trade-off plot draws ml with what a sweep
+// by the same metric adds (the loss model by the seed's metric), not the
+// bare detector, so the curve holds the point the sweep prints.
+func TestCurveIsTheSweepsLine(t *testing.T) {
+	c, as := generated(t, 2*time.Minute, 1)
 	period := int64(c.Period)
 	got, err := Curve(as, "ml", period, 4, nil, MetricSeed)
 	if err != nil {
@@ -166,12 +174,7 @@ func TestCurveIsTheSweepsLine(t *testing.T) {
 }
 
 func TestSweepMeetsTarget(t *testing.T) {
-	c := DefaultGenConfig()
-	c.Duration, c.Links = 5*time.Minute, 2
-	as, err := Generate(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, as := generated(t, 5*time.Minute, 2)
 	for _, m := range Metrics {
 		for _, d := range []string{"chen", "phi", "ml"} {
 			s, err := Sweep(as, d, int64(c.Period), 0.99, nil, m, "")
