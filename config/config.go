@@ -587,6 +587,21 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.LossEstimator = p.oneOf("cluster.loss_estimator", fdetect.LossEstimatorNames...)
+	if c.Cluster.HeartbeatPeriod > 0 && slices.Contains(fdetect.Names, c.Cluster.Detector) {
+		// Built here as the node builds it, so that a bad parameter stops
+		// `edge config check` and startup with the key's name, not only
+		// `edge serve` with a wrapped error.
+		if params, err := c.DetectorParams(); err != nil {
+			p.fail("cluster.detector_params", strings.Join(c.Cluster.DetectorParams, ","), err.Error())
+		} else if _, err := fdetect.New(c.Cluster.Detector, int64(c.Cluster.HeartbeatPeriod), params); err != nil {
+			p.fail("cluster.detector_params", strings.Join(c.Cluster.DetectorParams, ","), err.Error())
+		}
+		for _, spec := range c.Cluster.ShadowDetectors {
+			if _, err := cluster.ParseShadowDetector(spec, c.Cluster.HeartbeatPeriod, c.DetectorLossDefaults()); err != nil {
+				p.fail("cluster.shadow_detectors", spec, err.Error())
+			}
+		}
+	}
 	c.Cluster.PeerTimeout = p.dur("cluster.peer_timeout", true)
 	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
@@ -1175,6 +1190,32 @@ type Site struct {
 		Timeout      time.Duration
 		ExpectStatus int
 	}
+}
+
+// DetectorLossDefaults are the detector parameters a node adds to its own
+// detector and to every shadow, unless their entries set them: the
+// loss-aware margin's budget and estimator. With cluster.loss_budget 0 it
+// is the budget alone, so that an estimator set in an entry is ignored
+// with the margin, as it is for cluster.loss_estimator, not an error.
+func (c *Config) DetectorLossDefaults() fdetect.Params {
+	if c.Cluster.LossBudget <= 0 {
+		return fdetect.Params{fdetect.LossBudgetParam: 0}
+	}
+	estimator, _ := fdetect.LossEstimatorNamed(c.Cluster.LossEstimator) // Load checked the name
+	return fdetect.Params{fdetect.LossBudgetParam: c.Cluster.LossBudget, fdetect.LossEstimatorParam: float64(estimator)}
+}
+
+// DetectorParams are the parameters a node builds cluster.detector with:
+// cluster.detector_params, then DetectorLossDefaults for what they leave
+// unset. `edge fd sweep` prints a line for detector_params that sets
+// loss_budget, so that the node runs the detector the sweep replayed.
+func (c *Config) DetectorParams() (fdetect.Params, error) {
+	params, err := fdetect.ParseParams(c.Cluster.DetectorParams)
+	if err != nil {
+		return nil, err
+	}
+	params.AddDefaults(c.DetectorLossDefaults())
+	return params, nil
 }
 
 // SiteFor returns the site that answers host (lower-case, without a

@@ -93,6 +93,13 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\nlimits: {max_buffered_bytes: 10KiB}", "limits.max_buffered_bytes"},
 		{"origin: {url: http://o}\nlimits: {max_ranges: 0}", "limits.max_ranges"},
 		{"origin: {url: http://o}\nlimits: {write_timeout: 0s}", "limits.write_timeout"},
+		{"origin: {url: http://o}\ncluster: {detector_params: 'loss_model=2,quantile=abc'}", "cluster.detector_params"},
+		{"origin: {url: http://o}\ncluster: {detector_params: 'quantile=0.99,bogus=1'}", "cluster.detector_params"},
+		{"origin: {url: http://o}\ncluster: {detector_params: 'window=+Inf'}", "cluster.detector_params"},
+		{"origin: {url: http://o}\ncluster: {detector: chen, detector_params: 'quantile=0.99'}", "cluster.detector_params"},
+		{"origin: {url: http://o}\ncluster: {detector_params: 'loss_model=7'}", "cluster.detector_params"},
+		{"origin: {url: http://o}\ncluster: {shadow_detectors: 'phi,nope'}", "cluster.shadow_detectors"},
+		{"origin: {url: http://o}\ncluster: {shadow_detectors: 'chen/alpah_ms=3'}", "cluster.shadow_detectors"},
 	}
 	for _, tc := range cases {
 		_, err := LoadBytes([]byte(tc.yaml))

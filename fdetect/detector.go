@@ -77,6 +77,11 @@ func ParseParams(kv []string) (Params, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fdetect: param %q: %w", s, err)
 		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			// No parameter means anything at NaN or ±Inf; window=+Inf
+			// once reached a detector and changed its answer unchecked.
+			return nil, fmt.Errorf("fdetect: param %q: want a finite number", s)
+		}
 		p[k] = f
 	}
 	return p, nil

@@ -2,6 +2,7 @@ package fdetect
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -129,6 +130,14 @@ func TestNewRejectsUnknownParams(t *testing.T) {
 	}
 	if _, err := ParseParams([]string{"x"}); err == nil {
 		t.Error("param without = accepted")
+	}
+	for _, bad := range []string{"window=NaN", "window=+Inf", "alpha_ms=-Inf", "quantile=inf", "q=1e999"} {
+		if _, err := ParseParams([]string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if p, err := ParseParams([]string{"alpha_ms=1e308", "quantile=0.999"}); err != nil || p["alpha_ms"] != 1e308 {
+		t.Errorf("finite params refused: %v %v", p, err)
 	}
 }
 
@@ -355,4 +364,34 @@ func TestMLAfterASenderStall(t *testing.T) {
 			t.Errorf("%s: after the stall a heartbeat was given %v before suspicion", name, time.Duration(worst))
 		}
 	}
+}
+
+// FuzzParseParams: a parameter list either fails with an error or gives
+// finite values whose String form parses back to the same parameters (the
+// form fd sweep prints for cluster.detector_params).
+func FuzzParseParams(f *testing.F) {
+	for _, s := range []string{"quantile=0.999", "loss_model=2,quantile=0.9998128602936442", "window=NaN", "a=1,a=2", "=", "x", "q=0x1p-3", "q=1_0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseParams(strings.Split(s, ","))
+		if err != nil {
+			return
+		}
+		for k, v := range p {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("%q: %s = %v accepted", s, k, v)
+			}
+		}
+		if len(p) == 0 {
+			return
+		}
+		back, err := ParseParams(strings.Split(p.String(), ","))
+		if err != nil {
+			t.Fatalf("%q: String %q does not parse: %v", s, p.String(), err)
+		}
+		if !maps.Equal(p, back) {
+			t.Fatalf("%q: %v → %q → %v", s, p, p.String(), back)
+		}
+	})
 }

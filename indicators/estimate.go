@@ -347,7 +347,9 @@ func (r *NegativeRate) Observe(hit bool) {
 // a home not probed for a while is priced at its prior again. The price:
 // a home whose prior says "hit" and whose negatives never do is still
 // probed on about NegativeRatePrior·M/(CalibrationMemory·c) of its
-// requests, M/2000 of cost per request (TestNegativeRateProbeFloor).
+// requests, M/2000 of cost per request (TestNegativeRateProbeFloor);
+// exploration (ExploreChance) adds its own c·0.02·(1 − 2c/M), the larger
+// of the two below M/c ≈ 50.
 func (r *NegativeRate) Age() {
 	const keep = 1 - 1.0/CalibrationMemory
 	r.hits *= keep

@@ -212,7 +212,8 @@ func TestNegativeRatePriorWearsAway(t *testing.T) {
 // the probe share × CalibrationMemory) hold 1 − ν at c/M when the share is
 // about NegativeRatePrior·M/(CalibrationMemory·c): probes cost about
 // M·NegativeRatePrior/CalibrationMemory = M/2000 per home request,
-// whatever c. That is the price of a prior that comes back after silence
+// whatever c (the prior's floor; exploration's, c·ExploreChance, is
+// separate and is the larger where probes are cheap). That is the price of a prior that comes back after silence
 // (docs/indicators.md). The prior kept at ten probes for ever probed every
 // request once M/c passed about 51.
 func TestNegativeRateProbeFloor(t *testing.T) {

@@ -29,7 +29,6 @@ import (
 	"github.com/edgecache/edge/cluster"
 	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/config"
-	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/hitpath"
 	"github.com/edgecache/edge/indicators"
 	"github.com/edgecache/edge/origin"
@@ -361,28 +360,14 @@ func originConfig(cfg *config.Config, log *slog.Logger, errs *prometheus.Counter
 	}
 }
 
-// lossParams are the detector parameters the node adds to its own
-// detector and to every shadow, unless their entries set them: the
-// loss-aware margin's budget and estimator. With cluster.loss_budget 0 it
-// is the budget alone, so that an estimator set in an entry is ignored
-// with the margin, as it is for cluster.loss_estimator, not an error.
-func lossParams(cfg *config.Config) fdetect.Params {
-	if cfg.Cluster.LossBudget <= 0 {
-		return fdetect.Params{fdetect.LossBudgetParam: 0}
-	}
-	estimator, _ := fdetect.LossEstimatorNamed(cfg.Cluster.LossEstimator) // config checked the name
-	return fdetect.Params{fdetect.LossBudgetParam: cfg.Cluster.LossBudget, fdetect.LossEstimatorParam: float64(estimator)}
-}
-
 // clusterConfig maps the configuration onto the cluster's, and returns the
 // peer listener's TLS settings (nil without cluster.tls).
 func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
-	params, err := fdetect.ParseParams(cfg.Cluster.DetectorParams)
+	params, err := cfg.DetectorParams()
 	if err != nil {
 		return cluster.Config{}, nil, fmt.Errorf("node: cluster.detector_params: %w", err)
 	}
-	lossDefaults := lossParams(cfg)
-	params.AddDefaults(lossDefaults)
+	lossDefaults := cfg.DetectorLossDefaults()
 	var shadows []cluster.ShadowDetector
 	for i, spec := range cfg.Cluster.ShadowDetectors {
 		if slices.Contains(cfg.Cluster.ShadowDetectors[:i], spec) {

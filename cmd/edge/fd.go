@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -174,7 +175,11 @@ func fdSweepCmd() *cobra.Command {
 					if fdetect.MainKnob[d] == "" {
 						continue // ml-seed has no knob to trace a curve with
 					}
-					pts, err := fdlab.Curve(as, d, int64(period), 24, nil, metric)
+					var curveBase fdetect.Params
+					if d == name {
+						curveBase = base // --param is for --detector's curve
+					}
+					pts, err := fdlab.Curve(as, d, int64(period), 24, curveBase, metric)
 					if err != nil {
 						return err
 					}
@@ -209,10 +214,7 @@ func fdSweepCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "  λ_M %.5f mistakes/s, T_M %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
-			fmt.Fprintf(cmd.OutOrStdout(), "  cluster.detector: %s, cluster.detector_params: %s\n", res.Detector, res.Params)
-			if added := sweepAdded(base, res.Params, res.Param); len(added) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "  the sweep set %s for this metric; a node does not, so copy the whole line\n", added)
-			}
+			printNodeConfig(cmd.OutOrStdout(), res, base)
 			return nil
 		},
 	}
@@ -227,6 +229,38 @@ func fdSweepCmd() *cobra.Command {
 	f.StringArrayVar(&params, "param", nil, "other detector parameters name=value (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printNodeConfig prints the sweep's point as a node's configuration, in
+// YAML to paste: the detector, and every parameter the replay ran with,
+// including loss_budget=0 where the operator did not set one, since a node
+// otherwise wraps its detector in the loss-aware margin
+// (cluster.loss_budget) that the replay left out. It says what the sweep
+// added on its own (SweepDefaults), and prints nothing to copy where the
+// target was not reached.
+func printNodeConfig(w io.Writer, res fdlab.SweepResult, base fdetect.Params) {
+	if !res.Found {
+		fmt.Fprintln(w, "  the target was not reached: no setting to copy into a node")
+		return
+	}
+	if res.AtRangeBottom {
+		fmt.Fprintf(w, "  every %s tried met the target: the margin comes from the other parameters (a loss budget, a pause), and this value is the search's floor\n", res.Param)
+	}
+	node := fdetect.Params{}
+	for k, v := range res.Params {
+		node[k] = v
+	}
+	_, budgetSet := node[fdetect.LossBudgetParam]
+	if !budgetSet {
+		node[fdetect.LossBudgetParam] = 0
+	}
+	fmt.Fprintf(w, "  as a node's config (edge.yaml):\n    cluster:\n      detector: %s\n      detector_params: %q\n", res.Detector, node.String())
+	if added := sweepAdded(base, res.Params, res.Param); len(added) > 0 {
+		fmt.Fprintf(w, "  the sweep set %s for this metric, which a node does not run unless detector_params say so\n", added)
+	}
+	if !budgetSet {
+		fmt.Fprintf(w, "  loss_budget=0: the replay ran without the node's loss-aware margin (cluster.loss_budget, default %g); to tune with it, sweep with --param loss_budget=%g\n", fdetect.DefaultLossBudget, fdetect.DefaultLossBudget)
+	}
 }
 
 // sweepAdded returns the parameters a sweep's chosen point sets that the

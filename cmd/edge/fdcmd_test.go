@@ -1,60 +1,112 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/lab/fdlab"
 )
 
-// TestFDSweepPrintsTheWholePoint: the line an operator copies into
-// cluster.detector_params reaches the swept P_A on replay. Printing only the
-// knob (what fd sweep did before) left out loss_model=2, which a node does
-// not run by default, and the knob alone falls short of the target.
-func TestFDSweepPrintsTheWholePoint(t *testing.T) {
+// TestFDSweepPrintsWhatANodeRuns: the YAML fd sweep prints, pasted into a
+// node's config, builds the detector the sweep replayed, so it gives the
+// P_A and T_D the sweep reported. Two reviews found ways it did not: the
+// knob alone left out loss_model=2 (P_A 0.99552 where 0.999 was swept),
+// and the whole line left the node's loss-aware margin on, which the
+// replay had not run (T_D 255 ms where 98 was swept).
+func TestFDSweepPrintsWhatANodeRuns(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "hb.csv")
 	if out, err := runCmd(fdGenCmd(), "--duration", "5m", "--links", "2", "--seed", "3", "--out", trace); err != nil {
 		t.Fatalf("fd gen: %v\n%s", err, out)
-	}
-	const target = 0.999
-	out, err := runCmd(fdSweepCmd(), "--trace", trace, "--detector", "ml", "--target-pa", "0.999")
-	if err != nil {
-		t.Fatalf("fd sweep: %v\n%s", err, out)
-	}
-	_, line, ok := strings.Cut(out, "cluster.detector_params: ")
-	if !ok {
-		t.Fatalf("no cluster.detector_params line in:\n%s", out)
-	}
-	line, _, _ = strings.Cut(line, "\n")
-	if !strings.Contains(out, "the sweep set loss_model=2") {
-		t.Errorf("output does not say the sweep added the loss model:\n%s", out)
-	}
-	printed, err := fdetect.ParseParams(strings.Split(line, ","))
-	if err != nil {
-		t.Fatalf("printed params %q do not parse: %v", line, err)
-	}
-	if printed["loss_model"] != float64(fdetect.LossModelPriced) {
-		t.Fatalf("printed params %v lack loss_model=2", printed)
 	}
 	as, err := loadArrivals(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paOf := func(p fdetect.Params) float64 {
-		r, err := fdlab.Replay(as, int64(100e6), func() (fdetect.Detector, error) { return fdetect.New("ml", int64(100e6), p) })
+	const period = int64(100 * time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		args   []string
+		metric fdlab.Metric
+		added  string
+	}{
+		{"ml by the seed's metric", []string{"--detector", "ml"}, fdlab.MetricSeed, "loss_model=2"},
+		{"ml by Chen's metric", []string{"--detector", "ml", "--metric", "chen"}, fdlab.MetricChen, "time_objective=1"},
+		{"chen", []string{"--detector", "chen"}, fdlab.MetricSeed, ""},
+		{"ml with the node's margin", []string{"--detector", "ml", "--param", "loss_budget=2.5e-6", "--target-pa", "0.99"}, fdlab.MetricSeed, ""},
+	} {
+		args := append([]string{"--trace", trace, "--target-pa", "0.999"}, c.args...)
+		out, err := runCmd(fdSweepCmd(), args...)
+		if err != nil {
+			t.Fatalf("%s: fd sweep: %v\n%s", c.name, err, out)
+		}
+		var res fdlab.SweepResult
+		jsonOut, err := runCmd(fdSweepCmd(), append(args, "--json")...)
+		if err != nil {
+			t.Fatalf("%s: fd sweep --json: %v", c.name, err)
+		}
+		if err := json.Unmarshal([]byte(jsonOut), &res); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_, snippet, ok := strings.Cut(out, "    cluster:\n")
+		if !ok {
+			t.Fatalf("%s: no config to paste in:\n%s", c.name, out)
+		}
+		lines := strings.SplitN(snippet, "\n", 3)
+		yaml := "origin: {url: 'http://127.0.0.1:1'}\ncluster:\n" + lines[0][2:] + "\n" + lines[1][2:] + "\n"
+		cfg, err := config.LoadBytes([]byte(yaml))
+		if err != nil {
+			t.Fatalf("%s: the printed config does not load: %v\n%s", c.name, err, yaml)
+		}
+		params, err := cfg.DetectorParams()
 		if err != nil {
 			t.Fatal(err)
 		}
-		pa, _ := r.Overall.QoS(fdlab.MetricSeed)
-		return pa
+		r, err := fdlab.Replay(as, period, func() (fdetect.Detector, error) { return fdetect.New(cfg.Cluster.Detector, period, params) })
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		pa, td := r.Overall.QoS(c.metric)
+		if pa != res.PA || td != res.TDms {
+			t.Errorf("%s: the node's detector replays to P_A %.5f, T_D %.1f ms; the sweep reported %.5f, %.1f ms\n%s", c.name, pa, td, res.PA, res.TDms, yaml)
+		}
+		if c.added != "" && !strings.Contains(out, "the sweep set "+c.added) {
+			t.Errorf("%s: output does not say the sweep added %s:\n%s", c.name, c.added, out)
+		}
+		if c.added == "" && strings.Contains(out, "the sweep set") {
+			t.Errorf("%s: output names an addition the sweep did not make:\n%s", c.name, out)
+		}
 	}
-	if pa := paOf(printed); pa < target {
-		t.Errorf("the printed point %s replays to P_A %.5f, below the target %g", line, pa, target)
+}
+
+// TestFDSweepSaysWhenTheKnobDoesNothing: where another parameter sets the
+// whole margin (here a 3 s pause floor; a review met it with the loss
+// budget on a lossier trace), every value of the knob meets the target,
+// and the sweep says so rather than presenting the search's floor as a
+// choice. A target beyond reach gives nothing to copy.
+func TestFDSweepSaysWhenTheKnobDoesNothing(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "hb.csv")
+	if out, err := runCmd(fdGenCmd(), "--duration", "5m", "--links", "2", "--seed", "3", "--out", trace); err != nil {
+		t.Fatalf("fd gen: %v\n%s", err, out)
 	}
-	knobOnly := fdetect.Params{"quantile": printed["quantile"]}
-	t.Logf("printed point: P_A %.5f; its quantile alone (loss model off): %.5f", paOf(printed), paOf(knobOnly))
+	out, err := runCmd(fdSweepCmd(), "--trace", trace, "--detector", "ml", "--target-pa", "0.99", "--knob", "quantile", "--param", "time_objective=1", "--param", "pause_ms=3000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "every quantile tried met the target") {
+		t.Errorf("no warning that the knob sets nothing:\n%s", out)
+	}
+	out, err = runCmd(fdSweepCmd(), "--trace", trace, "--detector", "phi", "--target-pa", "0.9999999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "no setting to copy") || strings.Contains(out, "detector_params:") {
+		t.Errorf("an unreached target offered a setting to copy:\n%s", out)
+	}
 }
 
 func TestParamsStringRoundTrips(t *testing.T) {

@@ -124,6 +124,13 @@ func TestSweepDefaultsForMLByChen(t *testing.T) {
 	if p, _ := SweepDefaults("ml", MetricSeed, fdetect.Params{"loss_model": 0}, ""); p["loss_model"] != 0 {
 		t.Fatalf("explicit loss_model=0 overridden: %v", p)
 	}
+	// A loss budget's margin already covers the losses: no loss model on top.
+	if p, _ := SweepDefaults("ml", MetricSeed, fdetect.Params{"loss_budget": 2.5e-6}, ""); len(p) != 1 {
+		t.Fatalf("loss model added beside a loss budget: %v", p)
+	}
+	if p, _ := SweepDefaults("ml", MetricSeed, fdetect.Params{"loss_budget": 0}, ""); p["loss_model"] != fdetect.LossModelPriced {
+		t.Fatalf("loss_budget=0 (off) kept the loss model out: %v", p)
+	}
 	for _, c := range []struct {
 		name string
 		m    Metric

@@ -282,6 +282,9 @@ type SweepResult struct {
 	PA       float64 `json:"pa"`
 	TDms     float64 `json:"td_ms"`
 	Found    bool    `json:"found"`
+	// AtRangeBottom: the target is met at the knob's lowest value, so
+	// something else (a loss budget, a pause floor) sets the margin.
+	AtRangeBottom bool `json:"at_range_bottom,omitempty"`
 	// Params are every parameter the chosen point set (the knob and base).
 	Params fdetect.Params `json:"params"`
 	// Chen's mistake rate λ_M and mean mistake duration T_M at the chosen
@@ -342,7 +345,8 @@ func knobRange(name, param string) (lo, hi float64, set func(p fdetect.Params, x
 //     per-heartbeat quantile alone cannot reach P_A 0.999 on traces with
 //     sender stalls;
 //   - by the seed's metric, the priced loss model (loss_model=2, unless
-//     base sets loss_model): the metric counts a lost heartbeat as an
+//     base sets loss_model or a positive loss_budget, whose margin already
+//     covers the losses): the metric counts a lost heartbeat as an
 //     unsafe prediction, which a quantile of delay errors never covers, so
 //     without it ml cannot reach P_A 0.999 on any of the generated sets
 //     (docs/failure-detection.md, "Results by the seed's own metric").
@@ -361,6 +365,12 @@ func SweepDefaults(name string, m Metric, base fdetect.Params, knob string) (fde
 			knob = PauseQuantile
 		}
 	case MetricSeed:
+		if b := base[fdetect.LossBudgetParam]; b > 0 {
+			// The loss-aware margin already covers the losses the
+			// metric counts; the loss model on top covers them twice
+			// (no better than without it, measured by a review).
+			return base, knob
+		}
 		add = fdetect.Params{"loss_model": fdetect.LossModelPriced}
 	default:
 		return base, knob
@@ -427,6 +437,7 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 	}
 	best := top
 	bestX := hi
+	bottom := lo
 	for range 30 {
 		mid := (lo + hi) / 2
 		r, err := eval(mid)
@@ -442,6 +453,10 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 	p, v := params(bestX)
 	res.record(v, p, best.Overall)
 	res.Found = true
+	// Every point tried met the target: the knob sets none of the margin
+	// that meets it (a loss budget or a pause floor does), and its value
+	// is an artefact of the search.
+	res.AtRangeBottom = lo == bottom
 	return res, nil
 }
 
@@ -463,6 +478,17 @@ func Curve(arrivals []Arrival, name string, period int64, n int, base fdetect.Pa
 			f *= f * 0.2 // margins beyond 1 s say little; sample densely near 0
 		}
 		x := lo + (hi-lo)*f
+		if param == PauseQuantile {
+			// A quarter of the points along the quantile (T_D moves
+			// little there), the rest along the pause, densely near 0.
+			q := max(n/4, 1)
+			if i < q {
+				x = float64(i) / float64(q)
+			} else {
+				g := float64(i-q+1) / float64(max(n-q, 1))
+				x = 1 + g*g
+			}
+		}
 		p := fdetect.Params{}
 		for k, v := range base {
 			p[k] = v
