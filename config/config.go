@@ -581,13 +581,17 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ProbeInterval = p.dur("cluster.membership_probe_interval", true)
 	c.Cluster.SuspicionMult = p.int("cluster.membership_suspicion_mult", 1, 64)
 	c.Cluster.Secret = p.str("cluster.secret")
+	errsBefore := len(p.errs)
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
 	c.Cluster.Detector = p.oneOf("cluster.detector", fdetect.Names...)
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
 	c.Cluster.LossBudget = p.float("cluster.loss_budget", 0, 0.5)
 	c.Cluster.LossEstimator = p.oneOf("cluster.loss_estimator", fdetect.LossEstimatorNames...)
-	if c.Cluster.HeartbeatPeriod > 0 && slices.Contains(fdetect.Names, c.Cluster.Detector) {
+	// Every detector key parsed well: build the detectors only then, so
+	// that a bad period, name, list or loss key is reported once, not
+	// again against detector_params and each shadow.
+	if len(p.errs) == errsBefore && c.Cluster.HeartbeatPeriod > 0 && slices.Contains(fdetect.Names, c.Cluster.Detector) {
 		// Built here as the node builds it, so that a bad parameter stops
 		// `edge config check` and startup with the key's name, not only
 		// `edge serve` with a wrapped error.
@@ -596,8 +600,10 @@ func Load(v *viper.Viper) (*Config, error) {
 		} else if _, err := fdetect.New(c.Cluster.Detector, int64(c.Cluster.HeartbeatPeriod), params); err != nil {
 			p.fail("cluster.detector_params", strings.Join(c.Cluster.DetectorParams, ","), err.Error())
 		}
-		for _, spec := range c.Cluster.ShadowDetectors {
-			if _, err := cluster.ParseShadowDetector(spec, c.Cluster.HeartbeatPeriod, c.DetectorLossDefaults()); err != nil {
+		for i, spec := range c.Cluster.ShadowDetectors {
+			if slices.Contains(c.Cluster.ShadowDetectors[:i], spec) {
+				p.fail("cluster.shadow_detectors", spec, "is listed twice")
+			} else if _, err := cluster.ParseShadowDetector(spec, c.Cluster.HeartbeatPeriod, c.DetectorLossDefaults()); err != nil {
 				p.fail("cluster.shadow_detectors", spec, err.Error())
 			}
 		}

@@ -100,6 +100,10 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncluster: {detector_params: 'loss_model=7'}", "cluster.detector_params"},
 		{"origin: {url: http://o}\ncluster: {shadow_detectors: 'phi,nope'}", "cluster.shadow_detectors"},
 		{"origin: {url: http://o}\ncluster: {shadow_detectors: 'chen/alpah_ms=3'}", "cluster.shadow_detectors"},
+		{"origin: {url: http://o}\ncluster: {shadow_detectors: 'phi,chen,phi'}", "cluster.shadow_detectors"},
+		// A node without peers builds no detector, but its detector keys
+		// are checked all the same: a typo shows before it joins a cluster.
+		{"origin: {url: http://o}\ncluster: {detector: chen, detector_params: 'quantile=0.99'}", "cluster.detector_params"},
 	}
 	for _, tc := range cases {
 		_, err := LoadBytes([]byte(tc.yaml))
@@ -210,5 +214,26 @@ func TestOperationsReferenceIsCurrent(t *testing.T) {
 	}
 	if got := strings.TrimSpace(s[i+len(RefBegin) : j]); got != strings.TrimSpace(Reference()) {
 		t.Error("docs/operations.md's configuration reference is stale: replace it with `go run ./cmd/edge config docs`")
+	}
+}
+
+// TestBadLossKeyIsReportedOnce: a bad detector key stops the detector
+// build, so the error names that key alone, not also detector_params (left
+// unset) and every good shadow (a review found three such echoes).
+func TestBadLossKeyIsReportedOnce(t *testing.T) {
+	for _, yaml := range []string{
+		"origin: {url: http://o}\ncluster: {loss_estimator: run, shadow_detectors: 'phi,chen'}",
+		"origin: {url: http://o}\ncluster: {loss_budget: 2, shadow_detectors: 'phi,chen'}",
+		"origin: {url: http://o}\ncluster: {heartbeat_period: 0s, shadow_detectors: 'phi'}",
+	} {
+		_, err := LoadBytes([]byte(yaml))
+		if err == nil {
+			t.Fatalf("%q loaded", yaml)
+		}
+		for _, echo := range []string{"cluster.detector_params", "cluster.shadow_detectors"} {
+			if strings.Contains(err.Error(), echo) {
+				t.Errorf("%q: %v: names %s, which is fine", yaml, err, echo)
+			}
+		}
 	}
 }

@@ -170,14 +170,19 @@ func fdSweepCmd() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), "edge fd sweep: the trace has no delay_ns column: Chen's T_D leaves out the one-way delay")
 			}
 			if plotOut != "" {
+				if name == "" && len(base) > 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "edge fd sweep: --param applies to --detector's curve; without --detector the curves ignore it")
+				}
 				var ss []series
 				for _, d := range fdlab.Names {
 					if fdetect.MainKnob[d] == "" {
 						continue // ml-seed has no knob to trace a curve with
 					}
 					var curveBase fdetect.Params
-					if d == name {
+					label := d
+					if d == name && len(base) > 0 {
 						curveBase = base // --param is for --detector's curve
+						label = fmt.Sprintf("%s (%s)", d, base)
 					}
 					pts, err := fdlab.Curve(as, d, int64(period), 24, curveBase, metric)
 					if err != nil {
@@ -189,7 +194,7 @@ func fdSweepCmd() *cobra.Command {
 							xy = append(xy, plotter.XY{X: p[0], Y: p[1]})
 						}
 					}
-					ss = append(ss, series{d, xy})
+					ss = append(ss, series{label, xy})
 				}
 				if err := drawLines(plotOut, "failure detectors: detection time vs mistakes", "T_D (ms)", "1 − P_A", false, true, ss); err != nil {
 					return err
@@ -214,7 +219,7 @@ func fdSweepCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "  λ_M %.5f mistakes/s, T_M %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
-			printNodeConfig(cmd.OutOrStdout(), res, base)
+			printNodeConfig(cmd.OutOrStdout(), res, base, period)
 			return nil
 		},
 	}
@@ -232,13 +237,15 @@ func fdSweepCmd() *cobra.Command {
 }
 
 // printNodeConfig prints the sweep's point as a node's configuration, in
-// YAML to paste: the detector, and every parameter the replay ran with,
-// including loss_budget=0 where the operator did not set one, since a node
-// otherwise wraps its detector in the loss-aware margin
-// (cluster.loss_budget) that the replay left out. It says what the sweep
+// YAML to merge: the heartbeat period, the detector, and every parameter
+// the replay ran with, including loss_budget=0 where the operator did not
+// set one, since a node otherwise wraps its detector in the loss-aware
+// margin (cluster.loss_budget) that the replay left out, and the replay's
+// loss estimator beside a budget, since a node otherwise takes
+// cluster.loss_estimator's. It says what the sweep
 // added on its own (SweepDefaults), and prints nothing to copy where the
 // target was not reached.
-func printNodeConfig(w io.Writer, res fdlab.SweepResult, base fdetect.Params) {
+func printNodeConfig(w io.Writer, res fdlab.SweepResult, base fdetect.Params, period time.Duration) {
 	if !res.Found {
 		fmt.Fprintln(w, "  the target was not reached: no setting to copy into a node")
 		return
@@ -250,11 +257,16 @@ func printNodeConfig(w io.Writer, res fdlab.SweepResult, base fdetect.Params) {
 	for k, v := range res.Params {
 		node[k] = v
 	}
-	_, budgetSet := node[fdetect.LossBudgetParam]
+	budget, budgetSet := node[fdetect.LossBudgetParam]
 	if !budgetSet {
 		node[fdetect.LossBudgetParam] = 0
 	}
-	fmt.Fprintf(w, "  as a node's config (edge.yaml):\n    cluster:\n      detector: %s\n      detector_params: %q\n", res.Detector, node.String())
+	if _, ok := node[fdetect.LossEstimatorParam]; !ok && budget > 0 {
+		// The replay's estimator (fdetect.New's default), not whatever
+		// cluster.loss_estimator the node has.
+		node[fdetect.LossEstimatorParam] = float64(fdetect.LossRate)
+	}
+	fmt.Fprintf(w, "  for a node's config (edge.yaml; merge into its cluster: section):\n    cluster:\n      heartbeat_period: %s\n      detector: %s\n      detector_params: %q\n", period, res.Detector, node.String())
 	if added := sweepAdded(base, res.Params, res.Param); len(added) > 0 {
 		fmt.Fprintf(w, "  the sweep set %s for this metric, which a node does not run unless detector_params say so\n", added)
 	}

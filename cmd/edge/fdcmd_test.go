@@ -38,6 +38,9 @@ func TestFDSweepPrintsWhatANodeRuns(t *testing.T) {
 		{"ml by Chen's metric", []string{"--detector", "ml", "--metric", "chen"}, fdlab.MetricChen, "time_objective=1"},
 		{"chen", []string{"--detector", "chen"}, fdlab.MetricSeed, ""},
 		{"ml with the node's margin", []string{"--detector", "ml", "--param", "loss_budget=2.5e-6", "--target-pa", "0.99"}, fdlab.MetricSeed, ""},
+		// The node's own cluster.loss_estimator must not replace the
+		// replay's (a third review: P_A 0.99774 where 0.99824 was swept).
+		{"chen with a budget, on a node with the runs estimator", []string{"--detector", "chen", "--param", "loss_budget=2.5e-6", "--target-pa", "0.998"}, fdlab.MetricSeed, ""},
 	} {
 		args := append([]string{"--trace", trace, "--target-pa", "0.999"}, c.args...)
 		out, err := runCmd(fdSweepCmd(), args...)
@@ -56,8 +59,13 @@ func TestFDSweepPrintsWhatANodeRuns(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no config to paste in:\n%s", c.name, out)
 		}
-		lines := strings.SplitN(snippet, "\n", 3)
-		yaml := "origin: {url: 'http://127.0.0.1:1'}\ncluster:\n" + lines[0][2:] + "\n" + lines[1][2:] + "\n"
+		yaml := "origin: {url: 'http://127.0.0.1:1'}\ncluster:\n  loss_estimator: runs\n  loss_budget: 1e-5\n"
+		for line := range strings.Lines(snippet) {
+			if !strings.HasPrefix(line, "      ") {
+				break
+			}
+			yaml += line[4:]
+		}
 		cfg, err := config.LoadBytes([]byte(yaml))
 		if err != nil {
 			t.Fatalf("%s: the printed config does not load: %v\n%s", c.name, err, yaml)
