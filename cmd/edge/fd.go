@@ -242,9 +242,9 @@ func fdSweepCmd() *cobra.Command {
 // set one, since a node otherwise wraps its detector in the loss-aware
 // margin (cluster.loss_budget) that the replay left out, and the replay's
 // loss estimator beside a budget, since a node otherwise takes
-// cluster.loss_estimator's. It says what the sweep
-// added on its own (SweepDefaults), and prints nothing to copy where the
-// target was not reached.
+// cluster.loss_estimator's. It says what the sweep added on its own
+// (SweepDefaults), and prints nothing to copy where the target was not
+// reached.
 func printNodeConfig(w io.Writer, res fdlab.SweepResult, base fdetect.Params, period time.Duration) {
 	if !res.Found {
 		fmt.Fprintln(w, "  the target was not reached: no setting to copy into a node")
