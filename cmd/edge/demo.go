@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,9 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				if extra != "" {
 					args = append(args, strings.Fields(extra)...)
 				}
-				procs = append(procs, exec.Command(self, args...))
+				node := exec.Command(self, args...)
+				node.Env = demoNodeEnv(os.Environ(), runtime.NumCPU(), nodes)
+				procs = append(procs, node)
 			}
 			for _, p := range procs {
 				p.Stdout, p.Stderr = os.Stdout, os.Stderr
@@ -184,4 +187,21 @@ func waitReady(ctx context.Context, url string, timeout time.Duration) error {
 		}
 	}
 	return fmt.Errorf("demo: %s not ready after %s", url, timeout)
+}
+
+// demoNodeEnv is a demo node's environment: the demo's own, with GOMAXPROCS
+// set to the node's share of the cores (at least one) unless the user set
+// it. The demo's nodes share one host; with a P per core each, the Go
+// runtime hands woken goroutines to threads on other cores, and a page a
+// peer answers took 66–163 µs longer (three nodes on two cores, six pairs
+// of scripts/peerlatency-ab.sh; docs/benchmarks.md, "One scheduler thread
+// per node"). A node on a host of its own keeps the runtime's default.
+func demoNodeEnv(environ []string, cores, nodes int) []string {
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return environ
+		}
+	}
+	share := max(1, cores/max(nodes, 1))
+	return append(append([]string(nil), environ...), "GOMAXPROCS="+strconv.Itoa(share))
 }
