@@ -292,12 +292,14 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			negative = 0
 			for j := range n {
 				rep := &caches[j].replicas[client]
-				homed := isHome(home, x, j, c.Replicas)
+				// Only home-aware policies ask whether j is a home of x
+				// (a ranking per replica), as before indicate existed.
+				homed := homeAware && isHome(home, x, j, c.Replicas)
 				var own map[uint64]struct{}
 				if caches[j].ownFills != nil {
 					own = caches[j].ownFills[client]
 				}
-				ind[j] = indicate(rep, key, x, own, homeAware && homed)
+				ind[j] = indicate(rep, key, x, own, homed)
 				var e indicators.Exclusion
 				derivedNu[j] = -1 // not a home: no calibration
 				switch {
