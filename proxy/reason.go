@@ -33,6 +33,7 @@ const (
 	whyPurged            reason = "purged"             // a purge came while it was fetched
 	whyBodyError         reason = "body-error"         // the body did not arrive whole
 	whyRule              reason = "rule"               // a cache rule of the site bypasses the store (bypass: true)
+	whySliceVaries       reason = "slice-varies"       // a slice came with a Vary its unvarying object has not: someone's own
 )
 
 // scope is what a reason is about.
@@ -68,6 +69,7 @@ var reasonScopes = map[reason]scope{
 	whyResumed:           aboutFill,
 	whyPurged:            aboutFill,
 	whyBodyError:         aboutFill,
+	whySliceVaries:       aboutFill,
 	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
 }
 

@@ -273,17 +273,34 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		s.stream = nil
 	}
 	s.fetched++
-	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
+	led := false
+	v, err, _ := h.slices.Do(skey, func() (any, error) {
+		led = true
+		return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+	})
 	if err != nil {
 		return nil, err
 	}
-	e := v.(*Entry)
-	if !isSlice(e, s.m, a, b) {
-		// We joined a fetch made for another version of the object
-		// (another manifest): fetch our own, checked against ours.
-		return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+	f := v.(fetchedSlice)
+	if !led && (!f.shared || !isSlice(f.e, s.m, a, b)) {
+		// We joined a fetch whose answer was its requester's alone (made
+		// with credentials or a cookie the origin answered for that user),
+		// or made for another version of the object (another manifest):
+		// fetch our own, checked against ours.
+		f, err = h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+		if err != nil {
+			return nil, err
+		}
 	}
-	return e, nil
+	return f.e, nil
+}
+
+// fetchedSlice is a slice fetched with one request's fields: shared
+// when the cache could store it for everyone (sliceShareable), otherwise
+// it is that request's alone.
+type fetchedSlice struct {
+	e      *Entry
+	shared bool
 }
 
 // fromStream reads slice k from the response that revealed the object.
@@ -308,7 +325,8 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 			s.stream.Close()
 			s.stream = nil
 			s.fetched++
-			return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+			f, err := h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+			return f.e, err
 		}
 	}
 	if err != nil || !ran {
@@ -335,13 +353,15 @@ func (h *Handler) storeSlice(e *Entry, purges uint64) {
 }
 
 // fetchSlice fetches bytes a–b of the object m describes with a Range
-// request, checks that they are what was asked of the same object, and
-// stores them.
-func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (*Entry, error) {
+// request made from r, checks that they are what was asked of the same
+// object, and stores them when the cache may keep them for everyone
+// (sliceShareable): the request carries r's fields, so the origin may
+// have answered for r's user alone.
+func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
 	if !h.acquireUpstream() {
-		return nil, errOverload
+		return fetchedSlice{}, errOverload
 	}
 	defer h.releaseUpstream()
 	out := h.outboundRequest(r, ctx, true)
@@ -349,27 +369,27 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	reqTime := h.now()
 	res, err := h.fetch(ctx, skey, out)
 	if err != nil {
-		return nil, err
+		return fetchedSlice{}, err
 	}
 	resp := res.Resp
 	defer resp.Body.Close()
 	respTime := h.now()
 	if resp.StatusCode == http.StatusOK {
-		return nil, errNoRanges
+		return fetchedSlice{}, errNoRanges
 	}
 	if resp.StatusCode != http.StatusPartialContent {
-		return nil, fmt.Errorf("proxy: slice %s: origin answered %d", skey, resp.StatusCode)
+		return fetchedSlice{}, fmt.Errorf("proxy: slice %s: origin answered %d", skey, resp.StatusCode)
 	}
 	ra, rb, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || ra != a || rb != b || total != m.sliceSize() {
-		return nil, fmt.Errorf("%w: asked %d-%d/%d, got %q", errChanged, a, b, m.sliceSize(), resp.Header.Get("Content-Range"))
+		return fetchedSlice{}, fmt.Errorf("%w: asked %d-%d/%d, got %q", errChanged, a, b, m.sliceSize(), resp.Header.Get("Content-Range"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, b-a+2))
 	if err != nil {
-		return nil, fmt.Errorf("proxy: reading slice %s: %w", skey, err)
+		return fetchedSlice{}, fmt.Errorf("proxy: reading slice %s: %w", skey, err)
 	}
 	if int64(len(body)) != b-a+1 {
-		return nil, fmt.Errorf("proxy: slice %s: %d bytes, want %d", skey, len(body), b-a+1)
+		return fetchedSlice{}, fmt.Errorf("proxy: slice %s: %d bytes, want %d", skey, len(body), b-a+1)
 	}
 	whole := *resp
 	whole.StatusCode = http.StatusOK
@@ -377,14 +397,39 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	delete(whole.Header, "Content-Range")
 	e := h.newEntry(skey, &whole, reqTime, respTime, m.life)
 	if !sameObject(e, m) {
-		return nil, errChanged
+		return fetchedSlice{}, errChanged
 	}
 	e = e.withBody(body)
-	if keep && res.Keep {
+	shared := h.sliceShareable(e, r, resp.Header)
+	if shared && keep && res.Keep {
 		h.storeSlice(e, purges)
 	}
 	h.metrics.SliceFetches.WithLabelValues("range").Inc()
-	return e, nil
+	return fetchedSlice{e: e, shared: shared}, nil
+}
+
+// sliceShareable reports whether a slice fetched with r's fields may be
+// stored and handed to other requests: what a whole response must pass
+// (storable under r's credentials with the header the origin sent, which
+// still has its Set-Cookie; shareable: a heuristic lifetime with
+// credentials or a cookie), and no Vary, as a sliced object's manifest
+// has none (sliceable): a slice that varies is another representation,
+// selected by fields the slices are not keyed by.
+func (h *Handler) sliceShareable(e *Entry, r *http.Request, sent http.Header) bool {
+	if len(e.VaryNames) > 0 {
+		h.countNotStored(whySliceVaries)
+		return false
+	}
+	m := miss{reqCC: requestDirectives(r), hasAuth: len(r.Header["Authorization"]) > 0}
+	if ok, why := h.policy().storableUnder(e.life, m.reqCC, m.hasAuth, e.Status, sent); !ok {
+		h.countNotStored(why)
+		return false
+	}
+	if why := h.shareable(e, r, m); why != "" {
+		h.countNotStored(why)
+		return false
+	}
+	return true
 }
 
 // ParseContentRange parses "bytes a-b/total" (a known total; a ≤ b < total).
