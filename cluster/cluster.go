@@ -236,20 +236,20 @@ type Peer struct {
 	suspicions                             uint64
 	suspectedAt                            time.Time
 	history                                []Transition
-	waiting                                map[uint64]context.CancelFunc // requests to this peer awaiting headers
-	pulledAt                               time.Time                     // when the replica last changed
-	member                                 bool                          // in the membership (configured, or alive in memberlist)
-	configured                             bool                          // named in cluster.peers: its address there is the path to it
-	configuredByIP                         bool                          // configured by IP address, not host name (membership takes its path: transport.go)
-	memberAt                               time.Time                     // when memberlist last reported it alive
-	metaInc                                uint64                        // the incarnation in its memberlist metadata
-	neighbour                              bool                          // on this node's monitoring rings (every member with all-to-all)
-	monitored                              bool                          // this node heartbeats it and runs the detector on the link
-	routedAt                               time.Time                     // when this node last sent it a request
-	watchedAt                              time.Time                     // when it last sent a heartbeat saying it monitors us
-	heard                                  bool                          // heard directly since it became monitored
-	region                                 string                        // its cluster.region, from its heartbeats or metadata
-	added                                  time.Time                     // when this node learned of it (never-reached warnings count from here)
+	waiting                                map[uint64]*openPeerRequest // requests to this peer not yet ended (fetch.go send)
+	pulledAt                               time.Time                   // when the replica last changed
+	member                                 bool                        // in the membership (configured, or alive in memberlist)
+	configured                             bool                        // named in cluster.peers: its address there is the path to it
+	configuredByIP                         bool                        // configured by IP address, not host name (membership takes its path: transport.go)
+	memberAt                               time.Time                   // when memberlist last reported it alive
+	metaInc                                uint64                      // the incarnation in its memberlist metadata
+	neighbour                              bool                        // on this node's monitoring rings (every member with all-to-all)
+	monitored                              bool                        // this node heartbeats it and runs the detector on the link
+	routedAt                               time.Time                   // when this node last sent it a request
+	watchedAt                              time.Time                   // when it last sent a heartbeat saying it monitors us
+	heard                                  bool                        // heard directly since it became monitored
+	region                                 string                      // its cluster.region, from its heartbeats or metadata
+	added                                  time.Time                   // when this node learned of it (never-reached warnings count from here)
 	// When it became monitored, and whether we already suspected it for
 	// staying silent since (silentGrace).
 	monitoredSince time.Time

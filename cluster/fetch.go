@@ -798,9 +798,12 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 }
 
 // send signs and sends a request to a peer. Until its body is closed the
-// request is registered with the peer, so that suspecting the peer cancels
+// request is registered with the peer, so that suspecting the peer acts on
 // it: before the headers the climb fails over at once instead of waiting
-// for the timeout; mid-body the stream ends (a dead peer sends no more).
+// for the timeout; mid-body a stream that is silent, or goes silent, for
+// suspectedPeerSilence ends (a dead peer sends no more), and one still
+// flowing goes on (a false suspicion, the peer alive: cutting it would
+// cost the client its answer or the origin a resume).
 // A peer that is trusted, on a lossy link whose TCP retransmits stall the
 // stream for seconds, keeps streaming: only peerBodyIdle of total silence
 // ends it, for a peer that heartbeats but whose answer hangs.
@@ -809,14 +812,15 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(out.Context())
 	out = out.WithContext(ctx)
 	out.URL = &u
+	w := &openPeerRequest{cancel: cancel}
 	c.mu.Lock()
 	u.Scheme, u.Host = c.scheme, p.Addr // Addr changes under c.mu (memberUp)
 	c.nextReq++
 	id := c.nextReq
 	if p.waiting == nil {
-		p.waiting = map[uint64]context.CancelFunc{}
+		p.waiting = map[uint64]*openPeerRequest{}
 	}
-	p.waiting[id] = cancel
+	p.waiting[id] = w
 	p.routedAt = time.Now() // keeps its link monitored (monitoring.go)
 	c.mu.Unlock()
 	done := func() {
@@ -830,9 +834,38 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		done()
 		return nil, err
 	}
-	resp.Body = origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
+	body := origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
+	c.mu.Lock()
+	w.body = body // (a suspicion before this ended the request: setTrust cancelled it)
+	c.mu.Unlock()
+	resp.Body = body
 	return resp, nil
 }
+
+// openPeerRequest is a request to a peer, registered with it until its body
+// is closed.
+type openPeerRequest struct {
+	cancel context.CancelFunc
+	body   origin.IdleBody // set once the header came; nil before
+}
+
+// suspect acts on a request to a peer this node has just suspected:
+// before the header it ends (reporting whether it did), mid-body its
+// silence may last suspectedPeerSilence from now on. c.mu is held.
+func (w *openPeerRequest) suspect(silence time.Duration) (ended bool) {
+	if w.body == nil {
+		w.cancel()
+		return true
+	}
+	w.body.SetLimit(silence)
+	return false
+}
+
+// suspectedPeerSilence is how long a stream from a suspected peer may go
+// silent: cluster.peer_timeout, what a slow peer may cost before failover.
+// A stream from a live peer on a clean link is never silent that long
+// (its bytes are on the wire); from a dead or cut-off one it ends then.
+func (c *Cluster) suspectedPeerSilence() time.Duration { return c.cfg.PeerTimeout }
 
 // peerBodyIdle is how long a trusted peer's answer may go silent mid-body:
 // long enough for TCP to ride out a loss burst (retransmission timeouts

@@ -21,6 +21,7 @@ type Metrics struct {
 	PeerRTT               *prometheus.GaugeVec   // smoothed RTT from heartbeat echoes, per peer
 	LocalStalls           prometheus.Counter     // rounds skipped because this process stalled
 	HeldSuspicions        prometheus.Counter     // suspicions held for a silence every peer shared
+	SuspectedPeerRequests *prometheus.CounterVec // requests open to a peer when it was suspected: ended (no header yet) or streaming (left to run while it flows)
 	SharedSilences        prometheus.Counter     // silences every peer shared, ended
 	NetworkLoss           prometheus.Gauge       // loss most links show at once (networkloss.go)
 	NetworkLossDeferrals  prometheus.Counter     // suspicions the network's loss deferred
@@ -99,6 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		HeartbeatLoss:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_heartbeat_loss_ratio", Help: "Share of the peer's heartbeats lost, as the loss-aware margin's averages of every loss read it (cluster.loss_budget)."}, []string{"peer"}),
 		PeerRTT:               prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_rtt_seconds", Help: "Smoothed round-trip time to the peer, from heartbeat echoes."}, []string{"peer"}),
 		LocalStalls:           prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_local_stalls_total", Help: "Detector rounds skipped because this process itself stalled."}),
+		SuspectedPeerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspected_requests_total", Help: "Requests open to a peer when this node suspected it: ended (no header yet: failed over at once) or streaming (the body goes on while it flows and ends after cluster.peer_timeout of silence)."}, []string{"outcome"}),
 		HeldSuspicions:        prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_held_suspicions_total", Help: "Suspicions held because no other peer's heartbeat came on time either (cluster.shared_silence_hold): each held peer once per silence."}),
 		NetworkLoss:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_fd_network_loss_ratio", Help: "Heartbeat loss most links show at once: the lower median of the monitored links' quick (about 10-heartbeat) loss estimates (cluster.network_loss_margin)."}),
 		NetworkLossDeferrals:  prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_fd_network_loss_deferrals_total", Help: "Suspicions deferred because the loss on most links widened the peer's margin (cluster.network_loss_margin): each silence once."}),
@@ -174,7 +176,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly, m.PooledCalibration)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
-	reg.MustRegister(m.PeerUp, m.Suspicions, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
+	reg.MustRegister(m.PeerUp, m.Suspicions, m.SuspectedPeerRequests, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
 		m.Probes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg

@@ -214,7 +214,10 @@ func (c *Cluster) monitorPeers() int {
 }
 
 // setTrust changes p's trust, records the transition and, on distrust,
-// fails over the requests waiting on p now rather than at their timeout.
+// fails over the requests waiting on p for their header now rather than at
+// their timeout, and lets the streams from p go silent only briefly
+// (openPeerRequest.suspect); on trust, their silence limit is a trusted peer's
+// again.
 // It returns whether trust changed. c.mu must be held.
 func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 	if p.trusted == trusted {
@@ -228,9 +231,19 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		p.suspicions++
 		p.suspectedAt = now
 		c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
-		for id, cancel := range p.waiting {
-			cancel()
-			delete(p.waiting, id)
+		for id, w := range p.waiting {
+			if w.suspect(c.suspectedPeerSilence()) {
+				delete(p.waiting, id)
+				c.metrics.SuspectedPeerRequests.WithLabelValues("ended").Inc()
+			} else {
+				c.metrics.SuspectedPeerRequests.WithLabelValues("streaming").Inc()
+			}
+		}
+	} else {
+		for _, w := range p.waiting {
+			if w.body != nil {
+				w.body.SetLimit(c.peerBodyIdle()) // trusted again: a trusted peer's silence
+			}
 		}
 	}
 	return true

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/indicators"
+	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
@@ -373,5 +376,106 @@ func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
 	}
 	if d := time.Since(start); d > c.peerBodyIdle()/2 {
 		t.Errorf("the body ended %v after it stalled; want it ended at the suspicion, not the %v idle timeout", d, c.peerBodyIdle())
+	}
+}
+
+// TestSuspicionLeavesAFlowingBodyAlone: a false suspicion (the peer alive,
+// its answer still coming) does not cut the answer: the client gets every
+// byte. A stream that then goes silent ends after cluster.peer_timeout,
+// not the trusted peer's long idle timeout.
+func TestSuspicionLeavesAFlowingBodyAlone(t *testing.T) {
+	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionOff, &countingOrigin{})
+	p1 := startFakePeer(t, "p1")
+	const chunks, chunk = 30, 1000
+	suspected := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	p1.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ *route) {
+		for i := range chunks {
+			if i == 10 {
+				<-suspected // the suspicion comes mid-body
+			}
+			_, _ = io.WriteString(w, strings.Repeat("x", chunk))
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(20 * time.Millisecond) // flowing: never silent for long
+		}
+	})
+	join(c, p1)
+	path := keyHomedAt(t, c, "p1")
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.RequestURI = ""
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Resp.Body.Close()
+	if _, err := io.ReadFull(res.Resp.Body, make([]byte, chunk)); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.setTrust(c.peers["p1"], false)
+	c.mu.Unlock()
+	close(suspected)
+	rest, err := io.ReadAll(res.Resp.Body)
+	if err != nil || len(rest) != (chunks-1)*chunk {
+		t.Fatalf("after a false suspicion the body gave %d more bytes and %v; want all %d", len(rest), err, (chunks-1)*chunk)
+	}
+	if got := testutil.ToFloat64(c.metrics.SuspectedPeerRequests.WithLabelValues("streaming")); got != 1 {
+		t.Errorf("edge_peer_suspected_requests_total{outcome=streaming} = %v, want 1", got)
+	}
+}
+
+// TestSuspicionEndsABodyThatGoesSilentLater: a stream from a suspected peer
+// that goes silent ends after cluster.peer_timeout of silence; a peer
+// trusted again gets a trusted peer's limit back.
+func TestSuspicionEndsABodyThatGoesSilentLater(t *testing.T) {
+	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionOff, &countingOrigin{})
+	p1 := startFakePeer(t, "p1")
+	release := make(chan struct{})
+	defer close(release)
+	p1.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ *route) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+		_ = http.NewResponseController(w).Flush()
+		<-release
+	})
+	join(c, p1)
+	path := keyHomedAt(t, c, "p1")
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.RequestURI = ""
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := res.Resp.Body
+	defer body.Close()
+	if _, err := io.ReadFull(body, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	setTrust := func(trusted bool) {
+		c.mu.Lock()
+		c.setTrust(c.peers["p1"], trusted)
+		c.mu.Unlock()
+	}
+	// Suspected and trusted again before the silence ran out: the body is
+	// a trusted peer's again and outlives several peer timeouts.
+	setTrust(false)
+	setTrust(true)
+	got := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := io.ReadAll(body); got <- err }()
+	select {
+	case err := <-got:
+		t.Fatalf("a trusted-again peer's body ended %v into a silence: %v", time.Since(start), err)
+	case <-time.After(3 * c.cfg.PeerTimeout):
+	}
+	// Suspected now, silent for 3 × peer_timeout already: it ends at once.
+	setTrust(false)
+	select {
+	case err := <-got:
+		if !errors.Is(err, origin.ErrBodyStalled) {
+			t.Fatalf("a suspected peer's silent body ended with %v, want %v", err, origin.ErrBodyStalled)
+		}
+	case <-time.After(c.peerBodyIdle() / 2):
+		t.Fatalf("a suspected peer's body silent for %v did not end", time.Since(start))
 	}
 }

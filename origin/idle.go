@@ -21,16 +21,31 @@ var ErrBodyStalled = errors.New("response body stalled")
 // sender's fault.
 type idleBody struct {
 	io.ReadCloser
-	limit  time.Duration
 	cancel context.CancelFunc
-	mu     sync.Mutex
 	timer  *time.Timer
-	fired  bool
+
+	mu        sync.Mutex
+	limit     time.Duration
+	reading   bool      // a Read is waiting for the sender
+	waitStart time.Time // when that Read began
+	fired     bool
+}
+
+// IdleBody is a response body with an idle limit that can be changed
+// while it is read: the cluster shortens a peer's when it suspects the
+// peer, so that a stream still flowing goes on and a silent one ends.
+type IdleBody interface {
+	io.ReadCloser
+	// SetLimit makes limit the longest a Read may wait, counted from the
+	// start of a Read already waiting: one that has waited longer ends
+	// now (from another goroutine: SetLimit never calls cancel itself, so
+	// it may be called under the lock cancel takes).
+	SetLimit(limit time.Duration)
 }
 
 // WithIdleTimeout wraps body so that a stall longer than limit cancels the
 // request (through cancel) and fails the read.
-func WithIdleTimeout(body io.ReadCloser, limit time.Duration, cancel context.CancelFunc) io.ReadCloser {
+func WithIdleTimeout(body io.ReadCloser, limit time.Duration, cancel context.CancelFunc) IdleBody {
 	b := &idleBody{ReadCloser: body, limit: limit, cancel: cancel}
 	b.timer = time.AfterFunc(limit, b.fire)
 	b.timer.Stop() // started by each Read
@@ -45,16 +60,29 @@ func (b *idleBody) fire() {
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	b.timer.Reset(b.limit)
-	n, err := b.ReadCloser.Read(p)
-	b.timer.Stop()
 	b.mu.Lock()
+	b.reading, b.waitStart = true, time.Now()
+	b.timer.Reset(b.limit)
+	b.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	b.reading = false
+	b.timer.Stop()
 	fired := b.fired
 	b.mu.Unlock()
 	if fired {
 		return n, ErrBodyStalled
 	}
 	return n, err
+}
+
+func (b *idleBody) SetLimit(limit time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limit = limit
+	if b.reading && !b.fired {
+		b.timer.Reset(max(0, limit-time.Since(b.waitStart)))
+	}
 }
 
 func (b *idleBody) Close() error {
