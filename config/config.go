@@ -411,6 +411,13 @@ func readYAML(v *viper.Viper, data []byte) error {
 	if err := v.MergeConfig(bytes.NewReader(data)); err != nil {
 		return withYAMLContext(err, data)
 	}
+	if texts := stringKeysAsWritten(data); len(texts) > 0 {
+		// In the file's layer, so that the environment and flags still
+		// override them.
+		if err := v.MergeConfigMap(texts); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
 	known := make(map[string]bool)
 	for _, k := range Keys() {
 		known[k.Name] = true
@@ -429,6 +436,48 @@ func readYAML(v *viper.Viper, data []byte) error {
 		}
 	}
 	return joinErrors(errs)
+}
+
+// stringKeysAsWritten finds the string keys (node_id, cluster.secret,
+// admin.token …) whose value the YAML decoder read as something else,
+// a number or a boolean, and gives their text as written, as a nested map
+// for viper: decoded, 0123 is 83 (an octal number), 1e3 is 1000 and a
+// 29-digit secret a float that has lost most of its digits, which str
+// would then print. Keys inside lists (sites) are not looked at.
+func stringKeysAsWritten(data []byte) map[string]any {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil // MergeConfig read it, so this cannot fail; if it did, nothing to add
+	}
+	isString := map[string]bool{}
+	for _, k := range Keys() {
+		if k.Kind == String {
+			isString[k.Name] = true
+		}
+	}
+	out := map[string]any{}
+	var walk func(n *yaml.Node, prefix string, into map[string]any)
+	walk = func(n *yaml.Node, prefix string, into map[string]any) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			name := strings.ToLower(n.Content[i].Value)
+			key, val := prefix+name, n.Content[i+1]
+			switch {
+			case val.Kind == yaml.ScalarNode && isString[key] && val.ShortTag() != "!!str" && val.ShortTag() != "!!null":
+				into[name] = val.Value
+			case val.Kind == yaml.MappingNode:
+				sub := map[string]any{}
+				walk(val, key+".", sub)
+				if len(sub) > 0 {
+					into[name] = sub
+				}
+			}
+		}
+	}
+	walk(doc.Content[0], "", out)
+	return out
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+):`)
@@ -583,6 +632,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.Secret = p.str("cluster.secret")
 	errsBefore := len(p.errs)
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
+	if hp := c.Cluster.HeartbeatPeriod; hp > 0 && (hp < minHeartbeatPeriod || hp > maxHeartbeatPeriod) {
+		p.fail("cluster.heartbeat_period", hp.String(), fmt.Sprintf("must be between %v and %v: below, every peer costs a busy loop of packets; above, a dead peer is noticed minutes late", minHeartbeatPeriod, maxHeartbeatPeriod))
+	}
 	c.Cluster.Detector = p.oneOf("cluster.detector", fdetect.Names...)
 	c.Cluster.DetectorParams = p.list("cluster.detector_params")
 	c.Cluster.ShadowDetectors = p.list("cluster.shadow_detectors")
@@ -769,6 +821,13 @@ type parser struct {
 	// sets its own.
 	siteRate RateLimit
 }
+
+// The heartbeat period's bounds: 1 ms is 1,000 packets a second to each
+// monitored peer; a minute makes detection take minutes.
+const (
+	minHeartbeatPeriod = time.Millisecond
+	maxHeartbeatPeriod = time.Minute
+)
 
 // minRate is the slowest rate a limit may have: one request in about 17
 // minutes; slower is a typo, and 1/rate must stay a sane Retry-After.

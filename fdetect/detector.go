@@ -82,6 +82,9 @@ func ParseParams(kv []string) (Params, error) {
 			// once reached a detector and changed its answer unchecked.
 			return nil, fmt.Errorf("fdetect: param %q: want a finite number", s)
 		}
+		if _, twice := p[k]; twice {
+			return nil, fmt.Errorf("fdetect: param %q given twice", k)
+		}
 		p[k] = f
 	}
 	return p, nil
@@ -95,6 +98,63 @@ type kind struct {
 	params   []string
 	mainKnob string
 	build    func(period int64, p Params) Detector
+}
+
+// paramRange is what a parameter may be: between lo and hi (each bound
+// included unless open), a whole number if whole. A value outside once
+// reached the detectors unchecked: window=1e18 made a slice that cannot
+// exist (a panic at startup), alpha_ms=1e13 overflowed into a negative
+// margin, threshold=-1 left every peer suspected, and ml fell back to its
+// defaults for quantile=1.5 without a word.
+type paramRange struct {
+	lo, hi         float64
+	loOpen, hiOpen bool
+	whole          bool
+}
+
+// paramRanges are the parameters' ranges, by name (a name means the same
+// thing in every detector that takes it). Windows stop at a million
+// heartbeats (a day at 10 a second; 8 MB of floats per link), times at
+// ten minutes.
+var paramRanges = map[string]paramRange{
+	"window":         {lo: 1, hi: 1e6, whole: true},
+	"long":           {lo: 1, hi: 1e6, whole: true},
+	"short":          {lo: 1, hi: 1e6, whole: true},
+	"time_window":    {lo: 1, hi: 1e7, whole: true},
+	"order":          {lo: 0, hi: 64, whole: true},
+	"alpha_ms":       {lo: 0, hi: 600_000},
+	"min_std_ms":     {lo: 0, hi: 600_000},
+	"pause_ms":       {lo: 0, hi: 600_000},
+	"beta":           {lo: 0, hi: 1000},
+	"phi":            {lo: 0, hi: 1000},
+	"gamma":          {lo: 0, hi: 1, loOpen: true},
+	"threshold":      {lo: 0, hi: 300, loOpen: true}, // φ = −log10 of a chance: 300 is 1e-300
+	"quantile":       {lo: 0, hi: 1, loOpen: true, hiOpen: true},
+	"lr":             {lo: 0, hi: 2, loOpen: true, hiOpen: true}, // NLMS is stable in (0, 2)
+	"base_rate":      {lo: 0, hi: 1, loOpen: true},
+	"outage":         {lo: 0, hi: 1e6, loOpen: true},
+	"early_penalty":  {lo: 0, hi: 1e6},
+	"time_objective": {lo: 0, hi: 1, whole: true},
+	"loss_model":     {lo: LossModelOff, hi: LossModelPriced, whole: true},
+}
+
+// check reports what is wrong with v for the parameter name ("" if
+// nothing is).
+func (r paramRange) check(v float64) string {
+	switch {
+	case r.whole && v != math.Trunc(v):
+		return "want a whole number"
+	case v < r.lo || v > r.hi || (r.loOpen && v == r.lo) || (r.hiOpen && v == r.hi):
+		lb, hb := "[", "]"
+		if r.loOpen {
+			lb = "("
+		}
+		if r.hiOpen {
+			hb = ")"
+		}
+		return fmt.Sprintf("want a value in %s%g, %g%s", lb, r.lo, r.hi, hb)
+	}
+	return ""
 }
 
 // nsOfMs converts a parameter in milliseconds to nanoseconds.
@@ -193,6 +253,11 @@ func New(name string, period int64, p Params) (Detector, error) {
 	}
 	if v, ok := p["loss_model"]; ok && v != LossModelOff && v != LossModelBudget && v != LossModelPriced {
 		return nil, fmt.Errorf("fdetect: ml loss_model %v: want 0 (off), 1 (budget) or 2 (priced)", v)
+	}
+	for _, param := range slices.Sorted(maps.Keys(p)) {
+		if why := paramRanges[param].check(p[param]); why != "" {
+			return nil, fmt.Errorf("fdetect: %s %s=%v: %s", name, param, p[param], why)
+		}
 	}
 	return k.build(period, p), nil
 }

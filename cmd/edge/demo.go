@@ -196,12 +196,20 @@ func waitReady(ctx context.Context, url string, timeout time.Duration) error {
 // peer answers took 66–163 µs longer (three nodes on two cores, six pairs
 // of scripts/peerlatency-ab.sh; docs/benchmarks.md, "One scheduler thread
 // per node"). A node on a host of its own keeps the runtime's default.
+// Only a positive whole number counts as set, as only that is what the Go
+// runtime obeys: an empty, zero, negative or malformed GOMAXPROCS, which it
+// ignores, is replaced by the share.
 func demoNodeEnv(environ []string, cores, nodes int) []string {
+	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return environ
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return environ
+			}
+			continue // ignored by the runtime: dropped for the share
 		}
+		out = append(out, kv)
 	}
 	share := max(1, cores/max(nodes, 1))
-	return append(append([]string(nil), environ...), "GOMAXPROCS="+strconv.Itoa(share))
+	return append(out, "GOMAXPROCS="+strconv.Itoa(share))
 }

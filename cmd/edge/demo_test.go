@@ -25,4 +25,11 @@ func TestDemoNodeEnvSharesTheCores(t *testing.T) {
 	if env := demoNodeEnv(own, 2, 3); !slices.Equal(env, own) {
 		t.Errorf("the user's GOMAXPROCS replaced: %v", env)
 	}
+	// What the runtime ignores is not the user's choice: the share replaces it.
+	for _, v := range []string{"", "0", "-1", "abc", "1.5"} {
+		env := demoNodeEnv([]string{"GOMAXPROCS=" + v, "PATH=/bin"}, 2, 3)
+		if !slices.Equal(env, []string{"PATH=/bin", "GOMAXPROCS=1"}) {
+			t.Errorf("GOMAXPROCS=%q, which the runtime ignores: %v, want the share alone", v, env)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -126,7 +127,19 @@ func parseSweep(s string) (string, []float64, error) {
 		return name, out, nil
 	}
 	out, err := parseFloats(vals)
-	return name, out, err
+	if err != nil {
+		return "", nil, err
+	}
+	if name == "update-interval" {
+		// A whole number of insertions: 1.9 would run as 1 and be printed
+		// as 1.9.
+		for _, v := range out {
+			if v != math.Trunc(v) || v < 1 {
+				return "", nil, fmt.Errorf("--sweep %q: update-interval %v: want a whole number of insertions ≥ 1", s, v)
+			}
+		}
+	}
+	return name, out, nil
 }
 
 type sweepPoint struct {

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -79,20 +78,35 @@ func (c Config) Validate() error {
 		return fmt.Errorf("indicators: caches %d, want 1..%d", c.Caches, indicators.MaxCandidates)
 	case len(c.Costs) != c.Caches:
 		return fmt.Errorf("indicators: %d costs for %d caches", len(c.Costs), c.Caches)
-	case c.CacheSize < 1 || c.BPE <= 0 || c.UpdateInterval < 1 || c.MissPenalty < 1:
-		return fmt.Errorf("indicators: cache size, bpe and update interval must be positive and the miss penalty ≥ 1")
+	case c.CacheSize < 1 || c.UpdateInterval < 1:
+		return fmt.Errorf("indicators: cache size %d and update interval %d must be positive", c.CacheSize, c.UpdateInterval)
+	case !(c.BPE > 0 && c.BPE <= maxBPE): // NaN too
+		return fmt.Errorf("indicators: bpe %v, want (0, %d] bits per element", c.BPE, maxBPE)
+	case !(c.MissPenalty >= 1 && c.MissPenalty <= maxCost):
+		return fmt.Errorf("indicators: miss penalty %v, want [1, %g] (costs are normalised so the cheapest access is 1)", c.MissPenalty, maxCost)
+	case !(c.Explore >= 0 && c.Explore <= 1):
+		return fmt.Errorf("indicators: explore %v, want a chance in [0, 1]", c.Explore)
 	case c.Replicas < 1 || c.Replicas > c.Caches:
 		return fmt.Errorf("indicators: replicas %d, want 1..%d", c.Replicas, c.Caches)
 	case c.Clients < 0 || c.Clients > 1024:
 		return fmt.Errorf("indicators: clients %d, want 0..1024 (0 means 1)", c.Clients)
 	}
 	for _, x := range c.Costs {
-		if x < 1 || math.IsNaN(x) {
-			return fmt.Errorf("indicators: cost %v, costs are normalised so the cheapest is 1", x)
+		if !(x >= 1 && x <= maxCost) {
+			return fmt.Errorf("indicators: cost %v, want [1, %g]: costs are normalised so the cheapest is 1", x, maxCost)
 		}
 	}
 	return nil
 }
+
+// Bounds of Validate: 64 bits per element is a filter with a false
+// positive rate far below anything a trace can measure (the papers use
+// 5–15); a cost or miss penalty above 10^9 times the cheapest access
+// leaves no trade-off to simulate (and +Inf made every cost NaN).
+const (
+	maxBPE  = 64
+	maxCost = 1e9
+)
 
 // indicate reads the client's indication for key (x as a number) at one
 // cache and counts the advertised filter's answer toward the q estimates,

@@ -201,6 +201,31 @@ func TestSweepMeetsTarget(t *testing.T) {
 	}
 }
 
+// TestSweepRefusesWhatItCannotHonour: a target P_A outside (0, 1] (NaN
+// once "met" with a config to copy), and a --param naming the knob the
+// sweep sets (once dropped without a word).
+func TestSweepRefusesWhatItCannotHonour(t *testing.T) {
+	c, as := generated(t, time.Minute, 1)
+	for _, target := range []float64{math.NaN(), -1, 0, 1.5} {
+		if _, err := Sweep(as, "chen", int64(c.Period), target, nil, MetricSeed, ""); err == nil {
+			t.Errorf("target %v accepted", target)
+		}
+	}
+	for _, tc := range []struct {
+		name, knob string
+		base       fdetect.Params
+	}{
+		{"chen", "", fdetect.Params{"alpha_ms": 5}},
+		{"ml", "", fdetect.Params{"quantile": 0.9}},
+		{"ml", PauseQuantile, fdetect.Params{"pause_ms": 10}},
+	} {
+		_, err := Sweep(as, tc.name, int64(c.Period), 0.99, tc.base, MetricChen, tc.knob)
+		if err == nil || !strings.Contains(err.Error(), "knob") {
+			t.Errorf("%s %v knob %q: %v, want the swept knob refused", tc.name, tc.base, tc.knob, err)
+		}
+	}
+}
+
 func TestGeneratorHasStallsAndLoss(t *testing.T) {
 	c := DefaultGenConfig()
 	c.Duration, c.Links, c.StallEvery = 10*time.Minute, 1, time.Minute

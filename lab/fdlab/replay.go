@@ -413,6 +413,21 @@ func Sweep(arrivals []Arrival, name string, period int64, target float64, base f
 	if param == "" {
 		return SweepResult{}, fmt.Errorf("fdetect: no sweep for detector %q", name)
 	}
+	if !(target > 0 && target <= 1) { // NaN too
+		return SweepResult{}, fmt.Errorf("fdlab: target P_A %v: want a share in (0, 1]", target)
+	}
+	swept := []string{param}
+	if param == PauseQuantile {
+		swept = []string{"quantile", "pause_ms"}
+	}
+	for _, k := range swept {
+		if v, set := base[k]; set {
+			// The search sets it: a value given for it would be dropped
+			// without a word, and the printed config would not be the
+			// one asked for.
+			return SweepResult{}, fmt.Errorf("fdlab: %s=%v is the knob the sweep searches; leave it out, or sweep another with --knob", k, v)
+		}
+	}
 	lo, hi, set := knobRange(name, param)
 	params := func(x float64) (fdetect.Params, float64) {
 		p := fdetect.Params{}
