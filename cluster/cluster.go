@@ -223,33 +223,36 @@ type Peer struct {
 	// during the current suspicion; reroutedAll in all, reroutedWrongly
 	// those of suspicions that turned out wrong (reroute.go).
 	rerouted, reroutedAll, reroutedWrongly uint64
-	incarnation                            uint64
-	trusted                                bool
-	seen                                   bool
-	lastRecv                               time.Time
-	lastSend                               int64 // the peer's SendNs of its last heartbeat (for our echo)
-	lastSeqIn                              uint64
-	recvAt                                 int64 // when we received it
-	rtt                                    float64
-	epochSeen                              uint64
-	replica                                *indicators.Replica
-	suspicions                             uint64
-	suspectedAt                            time.Time
-	history                                []Transition
-	waiting                                map[uint64]*openPeerRequest // requests to this peer not yet ended (fetch.go send)
-	pulledAt                               time.Time                   // when the replica last changed
-	member                                 bool                        // in the membership (configured, or alive in memberlist)
-	configured                             bool                        // named in cluster.peers: its address there is the path to it
-	configuredByIP                         bool                        // configured by IP address, not host name (membership takes its path: transport.go)
-	memberAt                               time.Time                   // when memberlist last reported it alive
-	metaInc                                uint64                      // the incarnation in its memberlist metadata
-	neighbour                              bool                        // on this node's monitoring rings (every member with all-to-all)
-	monitored                              bool                        // this node heartbeats it and runs the detector on the link
-	routedAt                               time.Time                   // when this node last sent it a request
-	watchedAt                              time.Time                   // when it last sent a heartbeat saying it monitors us
-	heard                                  bool                        // heard directly since it became monitored
-	region                                 string                      // its cluster.region, from its heartbeats or metadata
-	added                                  time.Time                   // when this node learned of it (never-reached warnings count from here)
+	// requests open to it when this node suspected it: ended (before
+	// their header) or left streaming (openPeerRequest.suspect)
+	suspectEnded, suspectStreaming uint64
+	incarnation                    uint64
+	trusted                        bool
+	seen                           bool
+	lastRecv                       time.Time
+	lastSend                       int64 // the peer's SendNs of its last heartbeat (for our echo)
+	lastSeqIn                      uint64
+	recvAt                         int64 // when we received it
+	rtt                            float64
+	epochSeen                      uint64
+	replica                        *indicators.Replica
+	suspicions                     uint64
+	suspectedAt                    time.Time
+	history                        []Transition
+	waiting                        map[uint64]*openPeerRequest // requests to this peer not yet ended (fetch.go send)
+	pulledAt                       time.Time                   // when the replica last changed
+	member                         bool                        // in the membership (configured, or alive in memberlist)
+	configured                     bool                        // named in cluster.peers: its address there is the path to it
+	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
+	memberAt                       time.Time                   // when memberlist last reported it alive
+	metaInc                        uint64                      // the incarnation in its memberlist metadata
+	neighbour                      bool                        // on this node's monitoring rings (every member with all-to-all)
+	monitored                      bool                        // this node heartbeats it and runs the detector on the link
+	routedAt                       time.Time                   // when this node last sent it a request
+	watchedAt                      time.Time                   // when it last sent a heartbeat saying it monitors us
+	heard                          bool                        // heard directly since it became monitored
+	region                         string                      // its cluster.region, from its heartbeats or metadata
+	added                          time.Time                   // when this node learned of it (never-reached warnings count from here)
 	// When it became monitored, and whether we already suspected it for
 	// staying silent since (silentGrace).
 	monitoredSince time.Time
@@ -1094,11 +1097,16 @@ type PeerState struct {
 	// next home while this node suspected it; ReroutedWrongly those of
 	// suspicions that turned out wrong (the peer was heard again from the
 	// same process).
-	Rerouted        uint64               `json:"rerouted_requests"`
-	ReroutedWrongly uint64               `json:"rerouted_requests_wrongly"`
-	Epoch           uint64               `json:"indicator_epoch"`
-	ReplicaAgeS     float64              `json:"indicator_age_s"`
-	Exclusion       indicators.Exclusion `json:"estimates"`
+	Rerouted        uint64 `json:"rerouted_requests"`
+	ReroutedWrongly uint64 `json:"rerouted_requests_wrongly"`
+	// SuspectEnded and SuspectStreaming are the requests open to it when
+	// this node suspected it: ended before their header (failed over), or
+	// left streaming while their bytes flowed.
+	SuspectEnded     uint64               `json:"suspected_requests_ended"`
+	SuspectStreaming uint64               `json:"suspected_requests_streaming"`
+	Epoch            uint64               `json:"indicator_epoch"`
+	ReplicaAgeS      float64              `json:"indicator_age_s"`
+	Exclusion        indicators.Exclusion `json:"estimates"`
 	// HomeExclusion is the estimates over the pages homed at the peer
 	// (fna-home, fna-learned), NegativeProbes and NegativeHits the probes
 	// sent despite a negative indication and how many hit, and
@@ -1125,7 +1133,7 @@ func (c *Cluster) Peers() []PeerState {
 	out := make([]PeerState, 0, len(c.peers))
 	for _, p := range c.peers {
 		s := PeerState{ID: p.ID, Addr: p.Addr, Member: p.member, Trusted: p.trusted, Monitored: p.monitored, Region: p.region, RTTms: p.rtt * 1000, Suspicions: p.suspicions,
-			Rerouted: p.reroutedAll, ReroutedWrongly: p.reroutedWrongly,
+			Rerouted: p.reroutedAll, ReroutedWrongly: p.reroutedWrongly, SuspectEnded: p.suspectEnded, SuspectStreaming: p.suspectStreaming,
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
 			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history), Shadows: shadowHistories(p)}
 		s.NegativeHitRate, s.NegativeOutcomes = p.replica.NegativeHitRate()

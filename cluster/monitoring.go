@@ -234,8 +234,10 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		for id, w := range p.waiting {
 			if w.suspect(c.suspectedPeerSilence()) {
 				delete(p.waiting, id)
+				p.suspectEnded++
 				c.metrics.SuspectedPeerRequests.WithLabelValues("ended").Inc()
 			} else {
+				p.suspectStreaming++
 				c.metrics.SuspectedPeerRequests.WithLabelValues("streaming").Inc()
 			}
 		}
