@@ -432,7 +432,11 @@ func readYAML(v *viper.Viper, data []byte) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !known[k] {
-			errs = append(errs, &Error{Key: k, Reason: "is not a known key (see docs/operations.md)" + didyoumean.Suggest(k, names), Source: "the config file"})
+			hint := ""
+			if len(errs) < maxErrorsShown { // only these are shown: a suggestion costs a scan of every name
+				hint = didyoumean.Suggest(k, names)
+			}
+			errs = append(errs, &Error{Key: k, Reason: "is not a known key (see docs/operations.md)" + hint, Source: "the config file"})
 		}
 	}
 	return joinErrors(errs)
@@ -998,12 +1002,21 @@ func joinErrors(errs []error) error {
 type Errors struct{ List []error }
 
 func (e *Errors) Error() string {
-	lines := make([]string, len(e.List))
-	for i, err := range e.List {
+	shown := e.List[:min(len(e.List), maxErrorsShown)]
+	lines := make([]string, len(shown), len(shown)+1)
+	for i, err := range shown {
 		lines[i] = err.Error()
+	}
+	if more := len(e.List) - len(shown); more > 0 {
+		lines = append(lines, fmt.Sprintf("… and %d more", more))
 	}
 	return fmt.Sprintf("%d errors:\n  %s", len(e.List), strings.Join(lines, "\n  "))
 }
+
+// maxErrorsShown bounds the errors one message lists: a file of thousands
+// of unknown keys once made a message of as many lines, in the log and in
+// /reload's answer. The first ones are the ones to fix first anyway.
+const maxErrorsShown = 20
 
 // Unwrap gives errors.As the first error (and the others).
 func (e *Errors) Unwrap() []error { return e.List }
@@ -1210,7 +1223,12 @@ func (p *parser) list(key string) []string {
 // parseEnum reads a typed value with the type's own parser, so the names
 // a key accepts are defined once, next to the type.
 func parseEnum[T any](p *parser, key string, parse func(string) (T, error)) T {
+	before := len(p.errs)
 	s := strings.ToLower(p.str(key))
+	if len(p.errs) > before {
+		var zero T // str said what is wrong (not a string): one error per key
+		return zero
+	}
 	v, err := parse(s)
 	if err != nil {
 		p.fail(key, s, err.Error())

@@ -49,3 +49,23 @@ func TestHeartbeatPeriodBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestOneErrorPerKeyAndABoundedMessage: a list where a choice is wanted
+// is one error naming the key (not a second about the empty choice), and
+// a file of thousands of unknown keys gives a message of 20 lines and a
+// count, not thousands.
+func TestOneErrorPerKeyAndABoundedMessage(t *testing.T) {
+	_, err := LoadBytes([]byte("origin:\n  url: http://o:80\ncluster:\n  selection: [fno]\n"))
+	if err == nil || strings.Count(err.Error(), "cluster.selection") != 1 || strings.Contains(err.Error(), "errors:") {
+		t.Errorf("selection: [fno]: %v, want one error naming cluster.selection", err)
+	}
+	var b strings.Builder
+	b.WriteString("origin:\n  url: http://o:80\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "unknown_%d: 1\n", i)
+	}
+	_, err = LoadBytes([]byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "500 errors") || !strings.Contains(err.Error(), "and 480 more") || strings.Count(err.Error(), "\n") > 25 {
+		t.Errorf("500 unknown keys: a message of %d lines: %.200q", strings.Count(fmt.Sprint(err), "\n"), fmt.Sprint(err))
+	}
+}
