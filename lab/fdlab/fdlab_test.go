@@ -226,6 +226,30 @@ func TestSweepRefusesWhatItCannotHonour(t *testing.T) {
 	}
 }
 
+// TestGenerateRefusesWhatItCannotMake: NaN, chances outside [0, 1] and
+// negative durations once made traces replay refuses (a receive time of
+// −2^63, heartbeats received before they were sent).
+func TestGenerateRefusesWhatItCannotMake(t *testing.T) {
+	for name, mod := range map[string]func(c *GenConfig){
+		"jitter-shape NaN": func(c *GenConfig) { c.JitterShape = math.NaN() },
+		"queue-rho NaN":    func(c *GenConfig) { c.QueueRho = math.NaN() },
+		"loss-bad 2":       func(c *GenConfig) { c.LossBad = 2 },
+		"good-to-bad -1":   func(c *GenConfig) { c.GoodToBad = -1 },
+		"loss-good NaN":    func(c *GenConfig) { c.LossGood = math.NaN() },
+		"jitter -1ms":      func(c *GenConfig) { c.JitterScale = -time.Millisecond },
+		"shift-max -1s":    func(c *GenConfig) { c.ShiftMax = -time.Second },
+		"stall-max -1s":    func(c *GenConfig) { c.StallMax = -time.Second },
+		"stall-max < min":  func(c *GenConfig) { c.StallMax = c.StallMin / 2 },
+	} {
+		c := DefaultGenConfig()
+		c.Duration, c.Links = time.Second, 1
+		mod(&c)
+		if _, err := Generate(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
 func TestGeneratorHasStallsAndLoss(t *testing.T) {
 	c := DefaultGenConfig()
 	c.Duration, c.Links, c.StallEvery = 10*time.Minute, 1, time.Minute

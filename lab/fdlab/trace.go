@@ -184,8 +184,36 @@ func DefaultGenConfig() GenConfig {
 // ends), delays are a regime base plus Pareto jitter, losses follow a
 // Gilbert–Elliott chain, and the receiver's clock drifts and is offset.
 func Generate(c GenConfig) ([]Arrival, error) {
-	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || c.JitterShape <= 0 || c.QueueRho < 0 || c.QueueRho >= 1 {
-		return nil, fmt.Errorf("fdlab: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape > 0, 0 ≤ queue-rho < 1")
+	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || !(c.JitterShape > 0 && c.JitterShape <= 1e6) || !(c.QueueRho >= 0 && c.QueueRho < 1) {
+		return nil, fmt.Errorf("fdlab: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape in (0, 1e6], 0 ≤ queue-rho < 1")
+	}
+	// NaN fails every comparison, so each check is written to pass only a
+	// good value: --jitter-shape NaN once wrote a receive time of −2^63,
+	// and a negative jitter heartbeats received before they were sent.
+	type chance struct {
+		name string
+		v    float64
+	}
+	for _, p := range []chance{{"loss-good", c.LossGood}, {"loss-bad", c.LossBad}, {"good-to-bad", c.GoodToBad}, {"bad-to-good", c.BadToGood}} {
+		if !(p.v >= 0 && p.v <= 1) {
+			return nil, fmt.Errorf("fdlab: gen %s %v: want a chance in [0, 1]", p.name, p.v)
+		}
+	}
+	if !(c.DriftPPM >= 0 && c.DriftPPM <= 1e5) {
+		return nil, fmt.Errorf("fdlab: gen drift %v ppm: want [0, 1e5]", c.DriftPPM)
+	}
+	type span struct {
+		name string
+		d    time.Duration
+	}
+	for _, p := range []span{{"base-delay", c.BaseDelay}, {"shift-every", c.ShiftEvery}, {"shift-max", c.ShiftMax}, {"jitter", c.JitterScale},
+		{"queue-mean", c.QueueMean}, {"queue-std", c.QueueStd}, {"stall-every", c.StallEvery}, {"stall-min", c.StallMin}, {"stall-max", c.StallMax}, {"skew", c.SkewMax}} {
+		if p.d < 0 {
+			return nil, fmt.Errorf("fdlab: gen %s %v: want a duration ≥ 0", p.name, p.d)
+		}
+	}
+	if c.StallMax < c.StallMin {
+		return nil, fmt.Errorf("fdlab: gen stall-max %v below stall-min %v", c.StallMax, c.StallMin)
 	}
 	if c.Sender == "" {
 		c.Sender = SenderTick
