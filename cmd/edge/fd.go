@@ -109,6 +109,14 @@ func fdReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if res.Overall.Heartbeats == 0 {
+				// A row of zeros reads like a detector that never met its
+				// target; say instead that nothing was measured.
+				if fromNs != 0 || toNs != 0 {
+					return fmt.Errorf("edge fd replay: no heartbeat received in the window [%d, %d) ns", fromNs, toNs)
+				}
+				return fmt.Errorf("edge fd replay: no heartbeat measured: each link's first %d are its warm-up", fdlab.Warmup)
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -207,6 +215,9 @@ func fdSweepCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if res.Heartbeats == 0 {
+				return fmt.Errorf("edge fd sweep: no heartbeat measured: each link's first %d are its warm-up", fdlab.Warmup)
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -219,6 +230,11 @@ func fdSweepCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "  quantile %.6g, pause %.1f ms\n", res.Params["quantile"], res.Params["pause_ms"])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "  λ_M %.5f mistakes/s, T_M %.1f ms\n", res.MistakeRate, res.MistakeDurationMs)
+			if need := 1 / (1 - target); target < 1 && float64(res.Heartbeats) < 10*need {
+				// Ten expected mistakes are the least that tells a
+				// P_A of target from a better or worse one.
+				fmt.Fprintf(cmd.ErrOrStderr(), "edge fd sweep: measured on %d heartbeats, where a P_A of %g expects one mistake in %.0f: too few to tell (want %.0f or more)\n", res.Heartbeats, target, need, 10*need)
+			}
 			printNodeConfig(cmd.OutOrStdout(), res, base, period)
 			return nil
 		},

@@ -136,3 +136,23 @@ func TestParamsStringRoundTrips(t *testing.T) {
 		t.Errorf("empty params = %q", got)
 	}
 }
+
+// TestFDReplaySaysWhenNothingWasMeasured: a window with no arrivals, or a
+// trace shorter than the warm-up, is an error, not a row of zeros that
+// reads like a detector missing every target.
+func TestFDReplaySaysWhenNothingWasMeasured(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "hb.csv")
+	if out, err := runCmd(fdGenCmd(), "--duration", "1m", "--links", "1", "--seed", "3", "--out", trace); err != nil {
+		t.Fatalf("fd gen: %v\n%s", err, out)
+	}
+	if out, err := runCmd(fdReplayCmd(), "--trace", trace, "--detector", "chen", "--from-ns", "1", "--to-ns", "2"); err == nil || !strings.Contains(err.Error(), "no heartbeat") {
+		t.Errorf("an empty window: %v\n%s", err, out)
+	}
+	short := filepath.Join(t.TempDir(), "short.csv")
+	if out, err := runCmd(fdGenCmd(), "--duration", "30s", "--links", "1", "--seed", "3", "--out", short); err != nil {
+		t.Fatalf("fd gen: %v\n%s", err, out)
+	}
+	if out, err := runCmd(fdReplayCmd(), "--trace", short, "--detector", "chen"); err == nil || !strings.Contains(err.Error(), "warm-up") {
+		t.Errorf("a trace within the warm-up: %v\n%s", err, out)
+	}
+}

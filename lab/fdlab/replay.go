@@ -79,6 +79,9 @@ func ReplayWindow(arrivals []Arrival, period int64, build func() (fdetect.Detect
 		}
 		as := bySite[s]
 		sort.SliceStable(as, func(i, j int) bool { return as[i].Recv < as[j].Recv })
+		if err := plausibleGaps(s, as, period); err != nil {
+			return out, err
+		}
 		r := replayLink(d, as, period, measure)
 		out.Links[s] = r
 		all.merge(r)
@@ -86,6 +89,29 @@ func ReplayWindow(arrivals []Arrival, period int64, build func() (fdetect.Detect
 	all.finish()
 	out.Overall = all
 	return out, nil
+}
+
+// plausibleGaps refuses a link whose sequence numbers skip far more
+// heartbeats than the time between arrivals holds: a jump to 2^62 once
+// printed 4.6e18 heartbeats lost and a negative T_D. A run of k lost
+// heartbeats takes about k periods; four times that plus a minute is
+// allowed, for jitter, stalls and a slow clock.
+func plausibleGaps(site string, as []Arrival, period int64) error {
+	var top uint64
+	var topRecv int64
+	for i, a := range as {
+		if i > 0 && a.Seq > top {
+			skipped := a.Seq - top - 1
+			limit := uint64(4*max(a.Recv-topRecv, 0)/period) + uint64(time.Minute)/uint64(period)
+			if skipped > limit {
+				return fmt.Errorf("fdlab: link %s: sequence number jumps from %d to %d in %v: not heartbeats every %v", site, top, a.Seq, time.Duration(a.Recv-topRecv), time.Duration(period))
+			}
+		}
+		if i == 0 || a.Seq > top {
+			top, topRecv = a.Seq, a.Recv
+		}
+	}
+	return nil
 }
 
 // replayLink measures one link. Two freshness points matter:
@@ -291,10 +317,13 @@ type SweepResult struct {
 	// point, whatever the metric: a T_D means little without them.
 	MistakeRate       float64 `json:"mistake_rate_per_s"`
 	MistakeDurationMs float64 `json:"mistake_duration_ms"`
+	// Heartbeats is how many heartbeats the chosen point was measured
+	// on: below 1/(1 − target) a target is met by a handful of them.
+	Heartbeats int `json:"heartbeats"`
 }
 
 func (s *SweepResult) record(x float64, p fdetect.Params, r Result) {
-	s.Value, s.Params = x, p
+	s.Value, s.Params, s.Heartbeats = x, p, r.Heartbeats
 	s.PA, s.TDms = r.QoS(s.Metric)
 	s.MistakeRate, s.MistakeDurationMs = r.MistakeRate, r.MistakeMeanMs
 }
