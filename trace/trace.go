@@ -88,13 +88,13 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trace: xz: %w", err)
 		}
-		br = bufio.NewReaderSize(xr, 64<<10)
+		br = bufio.NewReaderSize(codecReader{xr, "xz"}, 64<<10)
 	case bytes.HasPrefix(head, gzipMagic):
 		gr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: gzip: %w", err)
 		}
-		br = bufio.NewReaderSize(gr, 64<<10)
+		br = bufio.NewReaderSize(codecReader{gr, "gzip"}, 64<<10)
 	}
 	return &Reader{f: f, br: br}, nil
 }
@@ -126,9 +126,12 @@ func (r *Reader) Next() (Request, error) {
 			if err == io.EOF {
 				return Request{}, io.EOF
 			}
-			return Request{}, fmt.Errorf("trace: line %d: %w", r.line+1, err)
+			return Request{}, fmt.Errorf("trace: line %d: %w", r.line+1, err) // a codecError says the compression's fault
 		}
 		r.line++
+		if strings.IndexByte(s, 0) >= 0 { // a text key never has one; int64be keys almost always do
+			return Request{}, fmt.Errorf("trace: line %d: binary data in a text trace (a binary one wants --format int64be or int32be)", r.line)
+		}
 		s = strings.TrimSpace(s)
 		if s == "" || s[0] == '#' {
 			continue
@@ -152,9 +155,42 @@ func (r *Reader) Next() (Request, error) {
 	}
 }
 
+// codecReader marks a decompressor's errors as the compression's, so that a
+// damaged or cut .gz or .xz is reported as such and not as a record cut
+// short (a cut gzip stream says io.ErrUnexpectedEOF, which the record
+// reader would take for a file ending mid-record).
+type codecReader struct {
+	r    io.Reader
+	name string
+}
+
+func (c codecReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &codecError{c.name, err}
+	}
+	return n, err
+}
+
+// codecError is a decompressor's error.
+type codecError struct {
+	codec string
+	err   error
+}
+
+func (e *codecError) Error() string {
+	return fmt.Sprintf("the %s stream is damaged or cut short: %v", e.codec, e.err)
+}
+
+func (e *codecError) Unwrap() error { return e.err }
+
 func (r *Reader) binaryEOF(n int, err error, width int) error {
 	if errors.Is(err, io.EOF) {
 		return io.EOF
+	}
+	var ce *codecError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("trace: entry %d: %w", r.line+1, ce)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("trace: entry %d: %d trailing bytes, not a whole %d-byte key", r.line+1, n, width)
