@@ -50,6 +50,47 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 }
 
+// CoalesceScope implements proxy.CoalesceScoper: which fills a request
+// may join. A tree's path starts at a random leaf, so a peer may lie on the
+// path of the fill this node leads for its own client while this node
+// lies on the path of the peer's own client's fill. A climb from that
+// peer that joined our client's fill waited on it, our fill waited on the
+// peer's climb handler, which had joined the peer's client fill, which
+// waited on us: both clients until the peer header timeout, 4 ×
+// cluster.peer_timeout (TestTreeClimbsDoNotWaitOnEachOther; one round in
+// four with three nodes). So a climb joins only climbs, whose paths lead
+// up to the home and never back, and a client's fill that goes straight
+// to the origin (this node is a cold page's home): every wait then ends at
+// the origin. A client's fill that may climb through peers is kept apart
+// ("client"); this node's clients share it. The price: such a node may
+// fetch a page once for its clients and once for climbs through it.
+func (c *Cluster) CoalesceScope(key string, r any) string {
+	if rt, ok := r.(*route); ok && rt != nil {
+		return ""
+	}
+	if c.cfg.Mode == routing.ModeNone || !c.clientFillMayClimb(routing.KeyHash(key)) {
+		return ""
+	}
+	return "client"
+}
+
+// clientFillMayClimb reports whether a fill for this node's own client
+// may ask peers: a page whose path is a tree (ModeTree; ModeHybrid's hot
+// pages, judged as plan will with this request counted), or a page homed
+// elsewhere.
+func (c *Cluster) clientFillMayClimb(kh uint64) bool {
+	if c.cfg.Mode == routing.ModeTree {
+		return true
+	}
+	if c.cfg.Mode == routing.ModeHybrid {
+		if n, _ := c.hot.Peek(kh, 0); n+1 >= c.hot.Q() {
+			return true
+		}
+	}
+	_, home, _ := c.planFor(kh, false, func(int) int { return 0 })
+	return home != c.cfg.NodeID
+}
+
 // probeResult finishes a probe's winning answer: an origin that answered a
 // slow probe winner's race (whole.go) stands for the climb, so the home
 // keeps its pages.
@@ -802,8 +843,9 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 // it: before the headers the climb fails over at once instead of waiting
 // for the timeout; mid-body a stream that is silent, or goes silent, for
 // suspectedPeerSilence ends (a dead peer sends no more), and one still
-// flowing goes on (a false suspicion, the peer alive: cutting it would
-// cost the client its answer or the origin a resume).
+// flowing goes on for up to suspectedPeerGrace (a false suspicion, the
+// peer alive: cutting it would cost the client its answer or the origin a
+// resume).
 // A peer that is trusted, on a lossy link whose TCP retransmits stall the
 // stream for seconds, keeps streaming: only peerBodyIdle of total silence
 // ends it, for a peer that heartbeats but whose answer hangs.
@@ -826,6 +868,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	done := func() {
 		c.mu.Lock()
 		delete(p.waiting, id)
+		w.end()
 		c.mu.Unlock()
 		cancel()
 	}
@@ -843,22 +886,46 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 }
 
 // openPeerRequest is a request to a peer, registered with it until its body
-// is closed.
+// is closed. Its fields change under c.mu.
 type openPeerRequest struct {
 	cancel context.CancelFunc
 	body   origin.IdleBody // set once the header came; nil before
+	grace  *time.Timer     // while its peer is suspected: ends it at suspectedPeerGrace
 }
 
 // suspect acts on a request to a peer this node has just suspected:
-// before the header it ends (reporting whether it did), mid-body its
-// silence may last suspectedPeerSilence from now on. c.mu is held.
-func (w *openPeerRequest) suspect(silence time.Duration) (ended bool) {
+// before the header it ends (reporting whether it did); mid-body its
+// silence may last silence from now on, and the whole stream grace more
+// (a suspected peer that trickles a byte now and then never goes silent).
+func (w *openPeerRequest) suspect(silence, grace time.Duration) (ended bool) {
 	if w.body == nil {
 		w.cancel()
 		return true
 	}
 	w.body.SetLimit(silence)
+	if w.grace == nil {
+		w.grace = time.AfterFunc(grace, w.cancel)
+	}
 	return false
+}
+
+// trust gives a request to a peer trusted again a trusted peer's limits.
+func (w *openPeerRequest) trust(idle time.Duration) {
+	if w.body != nil {
+		w.body.SetLimit(idle)
+	}
+	if w.grace != nil {
+		w.grace.Stop()
+		w.grace = nil
+	}
+}
+
+// end stops what suspect started, when the request ends.
+func (w *openPeerRequest) end() {
+	if w.grace != nil {
+		w.grace.Stop()
+		w.grace = nil
+	}
 }
 
 // suspectedPeerSilence is how long a stream from a suspected peer may go
@@ -866,6 +933,14 @@ func (w *openPeerRequest) suspect(silence time.Duration) (ended bool) {
 // A stream from a live peer on a clean link is never silent that long
 // (its bytes are on the wire); from a dead or cut-off one it ends then.
 func (c *Cluster) suspectedPeerSilence() time.Duration { return c.cfg.PeerTimeout }
+
+// suspectedPeerGrace is how long a stream from a suspected peer may still
+// take in all: as long as a silent stream waits before it is raced against
+// the origin (resumeAfter). A falsely suspected peer's answer on the wire
+// arrives well within it; one that trickles is ended then, and resumed from
+// the origin where it can be (before 2026-12-04 every stream ended at the
+// suspicion).
+func (c *Cluster) suspectedPeerGrace() time.Duration { return c.resumeAfter() }
 
 // peerBodyIdle is how long a trusted peer's answer may go silent mid-body:
 // long enough for TCP to ride out a loss burst (retransmission timeouts

@@ -232,7 +232,7 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		p.suspectedAt = now
 		c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
 		for id, w := range p.waiting {
-			if w.suspect(c.suspectedPeerSilence()) {
+			if w.suspect(c.suspectedPeerSilence(), c.suspectedPeerGrace()) {
 				delete(p.waiting, id)
 				p.suspectEnded++
 				c.metrics.SuspectedPeerRequests.WithLabelValues("ended").Inc()
@@ -243,9 +243,7 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		}
 	} else {
 		for _, w := range p.waiting {
-			if w.body != nil {
-				w.body.SetLimit(c.peerBodyIdle()) // trusted again: a trusted peer's silence
-			}
+			w.trust(c.peerBodyIdle())
 		}
 	}
 	return true

@@ -15,12 +15,12 @@ import (
 // and two shadow detectors on the same heartbeats. A node cut off is
 // suspected by every shadow too (a false transition in peers[].shadows,
 // edge_fd_shadow_suspicions_total); after the heal the shadows trust it
-// again. A shadow that suspects a healthy peer (Chen with a margin of
-// −20 ms: every heartbeat is late for it) changes nobody's trust.
+// again. A shadow that suspects a healthy peer (φ with a threshold of
+// 0.001: it suspects right after every arrival) changes nobody's trust.
 func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 	virtualTime(t, func(t *testing.T) {
 		var shadows []ShadowDetector
-		for _, spec := range []string{"phi", "chen/alpha_ms=-20"} {
+		for _, spec := range []string{"phi", "phi/threshold=0.001"} {
 			s, err := ParseShadowDetector(spec, 50*time.Millisecond, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -35,7 +35,7 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 		eventually(t, 15*time.Second, "every node trusts every other", allTrust(nodes, ids))
 		time.Sleep(5 * time.Second) // the eager shadow suspects, over and over
 		watcher := nodes["s00"]
-		eager := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("chen/alpha_ms=-20"))
+		eager := testutil.ToFloat64(watcher.c.metrics.ShadowSuspicions.WithLabelValues("phi/threshold=0.001"))
 		if eager == 0 {
 			t.Fatal("a shadow whose point comes before every arrival never suspected")
 		}
@@ -69,7 +69,7 @@ func TestShadowDetectorsAreRecordedNeverActedOn(t *testing.T) {
 			t.Fatal("s02 not in s00's peers")
 			return PeerState{}
 		}
-		for _, name := range []string{"phi", "chen/alpha_ms=-20"} {
+		for _, name := range []string{"phi", "phi/threshold=0.001"} {
 			h := state().Shadows[name]
 			if len(h) == 0 || h[len(h)-1].Trusted {
 				t.Fatalf("%s: history %v, want a suspicion last while cut", name, h)

@@ -50,7 +50,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 	if !m.hasAuth { // a request with credentials never shares a fetch
 		vary := m.vary
 		for range 2 { // the second pass joins the fill of our own variant
-			ckey := coalesceKey(m.key, h.varyKey(vary, r))
+			ckey := h.fillKey(r, m.key, h.varyKey(vary, r))
 			f, leader := h.co.join(ckey, h.purges.Load())
 			if leader {
 				return h.lead(w, r, f, ckey, m)
@@ -316,7 +316,17 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	m, resp := fl.m, fl.res.Resp
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
 	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
-	if why := h.shareable(e, r, m); why != "" {
+	why := h.shareable(e, r, m)
+	if why == "" && !h.sameVary(e, m.stale) {
+		// The 304 says the page now varies on other fields: the stored
+		// copy was chosen by the old ones, and what this 304 validated it
+		// for is this request's values of the new ones. It answers this
+		// request alone, and the stored copy goes (the next request for
+		// the page fetches it and stores it under the new Vary).
+		why = whyVaryChanged
+		h.store.RemoveVariant(m.stale)
+	}
+	if why != "" {
 		h.notStored(m, why)
 		if m.aboutTheURL(why) {
 			h.store.RemoveVariant(m.stale)
@@ -625,6 +635,17 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 	return e
 }
 
+// sameVary reports whether e, updated from a 304, selects by the same
+// request fields as stale: the Vary names its merged header gives, as
+// newEntry reads them, against the ones stale was stored under.
+func (h *Handler) sameVary(e, stale *Entry) bool {
+	names, _ := VaryNames(e.Header)
+	if h.cfg.Compression != nil {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "accept-encoding" })
+	}
+	return slices.Equal(names, stale.VaryNames)
+}
+
 // setValidators turns out into a conditional request for e.
 func setValidators(hdr http.Header, e *Entry) {
 	if e.etag != "" {
@@ -638,7 +659,7 @@ func setValidators(hdr http.Header, e *Entry) {
 // refreshInBackground revalidates e once, however many requests see it
 // stale, through the same fill path as a client miss.
 func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
-	ckey := coalesceKey(key, e.VaryKey)
+	ckey := h.fillKey(r, key, e.VaryKey)
 	f, leader := h.co.join(ckey, h.purges.Load())
 	if !leader {
 		return // a fetch for this variant is already under way

@@ -152,7 +152,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 		Name: "edge_sliced_responses_total", Help: "Responses served from objects stored in slices.",
 	})
 	m.SliceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_slice_failures_total", Help: "Sliced objects given up: origin without Range support, object changed between slices, fetch error.",
+		Name: "edge_slice_failures_total", Help: "Sliced responses given up (forwarded whole, or cut), by reason: no-ranges (origin without Range support; the object is streamed from then on), changed (the object changed between slices; dropped), not-shared (a slice's answer may not be shared; the object stays), refused (the origin answered a slice with another status; the object stays), error.",
 	}, []string{"reason"})
 	m.RequestFields = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_request_fields_total", Help: "Client request fields not forwarded as sent, by action: dropped (underscore names, method overrides, URL rewrites), replaced (an untrusted client's forwarding fields), keyed (unknown fields, forwarded and made part of the cache key).",
@@ -163,7 +163,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	for _, s := range []string{"stream", "range"} {
 		m.SliceFetches.WithLabelValues(s)
 	}
-	for _, r := range []string{"no-ranges", "changed", "error"} {
+	for _, r := range []string{"no-ranges", "changed", "not-shared", "refused", "error"} {
 		m.SliceFailures.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced,

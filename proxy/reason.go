@@ -34,6 +34,7 @@ const (
 	whyBodyError         reason = "body-error"         // the body did not arrive whole
 	whyRule              reason = "rule"               // a cache rule of the site bypasses the store (bypass: true)
 	whySliceVaries       reason = "slice-varies"       // a slice came with a Vary its unvarying object has not: someone's own
+	whyVaryChanged       reason = "vary-changed"       // a 304 named other Vary fields than the stored copy's: valid for its request alone
 )
 
 // scope is what a reason is about.
@@ -70,6 +71,7 @@ var reasonScopes = map[reason]scope{
 	whyPurged:            aboutFill,
 	whyBodyError:         aboutFill,
 	whySliceVaries:       aboutFill,
+	whyVaryChanged:       aboutFill,    // the stale copy is removed by revalidated itself; the URL is not passed by
 	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
 }
 

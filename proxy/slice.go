@@ -155,6 +155,17 @@ var errNoRanges = errors.New("proxy: the origin does not support Range requests"
 // errChanged: a slice came from another version of the object.
 var errChanged = errors.New("proxy: the object changed at the origin between slices")
 
+// errNotShared: a slice's answer may not be shared (private, Set-Cookie, a
+// Vary of its own …), so it is no piece of the shared object the manifest
+// describes: the request is forwarded whole instead, and the object kept.
+var errNotShared = errors.New("proxy: a slice's answer may not be shared")
+
+// errSliceRefused: the origin answered a slice request with neither 206
+// nor 200 (a 401 without the credentials slices are not sent with, a
+// 5xx): the request is forwarded whole, with its own fields, and the
+// object kept for the requests it answers.
+var errSliceRefused = errors.New("proxy: the origin refused a slice")
+
 // slicer reads a sliced object for one response, slice by slice.
 type slicer struct {
 	h     *Handler
@@ -273,31 +284,27 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		s.stream = nil
 	}
 	s.fetched++
-	led := false
-	v, err, _ := h.slices.Do(skey, func() (any, error) {
-		led = true
-		return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
-	})
+	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
 	if err != nil {
 		return nil, err
 	}
 	f := v.(fetchedSlice)
-	if !led && (!f.shared || !isSlice(f.e, s.m, a, b)) {
-		// We joined a fetch whose answer was its requester's alone (made
-		// with credentials or a cookie the origin answered for that user),
-		// or made for another version of the object (another manifest):
-		// fetch our own, checked against ours.
-		f, err = h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
-		if err != nil {
+	if f.shared && !isSlice(f.e, s.m, a, b) {
+		// We joined a fetch made for another version of the object
+		// (another manifest): fetch our own, checked against ours.
+		if f, err = h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges); err != nil {
 			return nil, err
 		}
+	}
+	if !f.shared {
+		return nil, errNotShared
 	}
 	return f.e, nil
 }
 
-// fetchedSlice is a slice fetched with one request's fields: shared
-// when the cache could store it for everyone (sliceShareable), otherwise
-// it is that request's alone.
+// fetchedSlice is a fetched slice, shared when the cache may store it for
+// everyone (sliceShareable). One that is not cannot be sent under the
+// manifest's header, which says the object is shared: errNotShared.
 type fetchedSlice struct {
 	e      *Entry
 	shared bool
@@ -317,10 +324,12 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		if s.keep {
 			h.storeSlice(e, s.purges)
 		}
-		return e, nil
+		// The same type as fetchSlice's: a Range fetch of this slice may
+		// join this flight, and this one a Range fetch's.
+		return fetchedSlice{e: e, shared: true}, nil
 	})
 	if err == nil && !ran {
-		if !isSlice(v.(*Entry), s.m, a, b) {
+		if f := v.(fetchedSlice); !f.shared || !isSlice(f.e, s.m, a, b) {
 			// Another version's slice (see slice): fetch ours.
 			s.stream.Close()
 			s.stream = nil
@@ -337,11 +346,11 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		return v.(*Entry), nil
+		return v.(fetchedSlice).e, nil
 	}
 	s.streamAt = k + 1
 	h.metrics.SliceFetches.WithLabelValues("stream").Inc()
-	return v.(*Entry), nil
+	return v.(fetchedSlice).e, nil
 }
 
 // storeSlice stores a slice unless a purge came since purges was read.
@@ -353,10 +362,9 @@ func (h *Handler) storeSlice(e *Entry, purges uint64) {
 }
 
 // fetchSlice fetches bytes a–b of the object m describes with a Range
-// request made from r, checks that they are what was asked of the same
-// object, and stores them when the cache may keep them for everyone
-// (sliceShareable): the request carries r's fields, so the origin may
-// have answered for r's user alone.
+// request made from r (without its credentials and cookies), checks that
+// they are what was asked of the same object, and stores them when the
+// cache may keep them for everyone (sliceShareable).
 func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
@@ -366,6 +374,17 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	defer h.releaseUpstream()
 	out := h.outboundRequest(r, ctx, true)
 	out.Header.Set("Range", "bytes="+strconv.FormatInt(a, 10)+"-"+strconv.FormatInt(b, 10))
+	// A slice is a piece of the shared object the manifest describes, and
+	// is asked for as that object, without the requester's credentials or
+	// cookies: asked with them, an origin that answers each user their own
+	// copy (a watermark) under the same validator sent one user's bytes
+	// into a response whose header, the manifest's, said public (stored
+	// downstream and at the next node of a cluster for everyone), and
+	// handed them to readers who joined the fetch. An origin that will not
+	// answer without them fails the slice, and the request is forwarded
+	// whole (sliceFailed).
+	out.Header.Del("Authorization")
+	out.Header.Del("Cookie")
 	reqTime := h.now()
 	res, err := h.fetch(ctx, skey, out)
 	if err != nil {
@@ -378,7 +397,7 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 		return fetchedSlice{}, errNoRanges
 	}
 	if resp.StatusCode != http.StatusPartialContent {
-		return fetchedSlice{}, fmt.Errorf("proxy: slice %s: origin answered %d", skey, resp.StatusCode)
+		return fetchedSlice{}, fmt.Errorf("%w: slice %s: origin answered %d", errSliceRefused, skey, resp.StatusCode)
 	}
 	ra, rb, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || ra != a || rb != b || total != m.sliceSize() {
@@ -400,7 +419,7 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 		return fetchedSlice{}, errChanged
 	}
 	e = e.withBody(body)
-	shared := h.sliceShareable(e, r, resp.Header)
+	shared := h.sliceShareable(e, out, resp.Header)
 	if shared && keep && res.Keep {
 		h.storeSlice(e, purges)
 	}
@@ -690,7 +709,7 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 func (h *Handler) sliceFailed(w http.ResponseWriter, r *http.Request, m *Entry, err error) {
 	h.dropSliced(m, err)
 	switch {
-	case errors.Is(err, errNoRanges), errors.Is(err, errChanged):
+	case errors.Is(err, errNoRanges), errors.Is(err, errChanged), errors.Is(err, errNotShared), errors.Is(err, errSliceRefused):
 		h.servePass(w, r, whySlicedFallback)
 	case errors.Is(err, errOverload):
 		w.Header().Set("Retry-After", "1")
@@ -713,6 +732,10 @@ func (h *Handler) dropSliced(m *Entry, err error) {
 	case errors.Is(err, errChanged):
 		h.removeKey(m.Key) // the next request learns the new object
 		h.metrics.SliceFailures.WithLabelValues("changed").Inc()
+	case errors.Is(err, errNotShared):
+		h.metrics.SliceFailures.WithLabelValues("not-shared").Inc() // this request's answer; the object stays
+	case errors.Is(err, errSliceRefused):
+		h.metrics.SliceFailures.WithLabelValues("refused").Inc()
 	case errors.Is(err, errBufferFull), errors.Is(err, errOverload):
 		// Load, not the object: keep it.
 	default:

@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// pausingOrigin answers every page after a pause, cacheable, counting its
+// fetches: long enough that two nodes' fills of one page overlap.
+type pausingOrigin struct {
+	pause time.Duration
+	n     atomic.Int64
+}
+
+func (o *pausingOrigin) Fetch(ctx context.Context, _ proxy.FetchRequest) (proxy.Result, error) {
+	o.n.Add(1)
+	select {
+	case <-time.After(o.pause):
+	case <-ctx.Done():
+		return proxy.Result{}, ctx.Err()
+	}
+	h := http.Header{"Cache-Control": {"max-age=600"}}
+	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader("page")), ContentLength: 4}, Keep: true}, nil
+}
+
+// TestTreeClimbsDoNotWaitOnEachOther: in a tree, two ingresses can each lie
+// on the other's path (with two nodes, the home's client climbs through
+// the leaf and the leaf's client through the home; with three, two
+// siblings whose clients' random leaves lie under each other). A climb from a peer
+// that joined the fill this node leads for its own client waited on that
+// fill, which waited on the peer's climb, which waited on the peer's own
+// fill: both clients waited until the peer header timeout
+// (4 × cluster.peer_timeout). A climb now joins only fills that cannot
+// wait on a peer.
+func TestTreeClimbsDoNotWaitOnEachOther(t *testing.T) {
+	origin := &pausingOrigin{pause: 300 * time.Millisecond}
+	const peerTimeout = time.Second // a wait on each other takes 4 s
+	ids := []string{"A", "B", "C"}
+	nodes := startRealNodes(t, ids, routing.ModeTree, 2, peerTimeout, origin)
+	for round := range 12 {
+		path := "/hot/" + strconv.Itoa(round)
+		var wg sync.WaitGroup
+		took := map[string]time.Duration{}
+		var mu sync.Mutex
+		for _, id := range ids {
+			wg.Go(func() {
+				start := time.Now()
+				w := httptest.NewRecorder()
+				nodes[id].ph.ServeHTTP(w, httptest.NewRequest("GET", "http://site.example"+path, nil))
+				mu.Lock()
+				took[id] = time.Since(start)
+				mu.Unlock()
+				if w.Code != http.StatusOK || w.Body.String() != "page" {
+					t.Errorf("%s at %s: %d %q", path, id, w.Code, w.Body.String())
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%s: %v, origin fetches so far %d", path, took, origin.n.Load())
+		for id, d := range took {
+			if d >= 4*peerTimeout {
+				t.Errorf("%s at %s took %v: the two fills waited on each other until the peer header timeout", path, id, d)
+			}
+		}
+	}
+}
