@@ -62,8 +62,10 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 // up to the home and never back, and a client's fill that goes straight
 // to the origin (this node is a cold page's home): every wait then ends at
 // the origin. A client's fill that may climb through peers is kept apart
-// ("client"); this node's clients share it. The price: such a node may
-// fetch a page once for its clients and once for climbs through it.
+// ("client"); this node's clients share it, and join a climb's fill under
+// way rather than lead one (a client waits on a climb safely). The price:
+// a node whose client's fill started first may fetch a page once for its
+// clients and once for climbs through it.
 func (c *Cluster) CoalesceScope(key string, r any) string {
 	if rt, ok := r.(*route); ok && rt != nil {
 		return ""
@@ -843,9 +845,9 @@ func peerRequest(ctx context.Context, req *http.Request) *http.Request {
 // it: before the headers the climb fails over at once instead of waiting
 // for the timeout; mid-body a stream that is silent, or goes silent, for
 // suspectedPeerSilence ends (a dead peer sends no more), and one still
-// flowing goes on for up to suspectedPeerGrace (a false suspicion, the
-// peer alive: cutting it would cost the client its answer or the origin a
-// resume).
+// flowing goes on while it moves at suspectedPeerRate (a false suspicion,
+// the peer alive: cutting it would cost the client its answer or the
+// origin a resume).
 // A peer that is trusted, on a lossy link whose TCP retransmits stall the
 // stream for seconds, keeps streaming: only peerBodyIdle of total silence
 // ends it, for a peer that heartbeats but whose answer hangs.
@@ -890,23 +892,53 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 type openPeerRequest struct {
 	cancel context.CancelFunc
 	body   origin.IdleBody // set once the header came; nil before
-	grace  *time.Timer     // while its peer is suspected: ends it at suspectedPeerGrace
+	// While its peer is suspected, grace checks every suspectedPeerGrace
+	// that the stream still moves (checkSuspectedStream), from the
+	// progress it had at the last check.
+	grace      *time.Timer
+	lastRead   int64
+	lastWaited time.Duration
 }
 
 // suspect acts on a request to a peer this node has just suspected:
 // before the header it ends (reporting whether it did); mid-body its
-// silence may last silence from now on, and the whole stream grace more
-// (a suspected peer that trickles a byte now and then never goes silent).
-func (w *openPeerRequest) suspect(silence, grace time.Duration) (ended bool) {
+// silence may last suspectedPeerSilence from now on, and the stream must
+// keep moving at suspectedPeerRate (a suspected peer that trickles a byte
+// now and then is never silent). c.mu is held.
+func (w *openPeerRequest) suspect(c *Cluster) (ended bool) {
 	if w.body == nil {
 		w.cancel()
 		return true
 	}
-	w.body.SetLimit(silence)
+	w.body.SetLimit(c.suspectedPeerSilence())
 	if w.grace == nil {
-		w.grace = time.AfterFunc(grace, w.cancel)
+		w.lastRead, w.lastWaited = w.body.Progress()
+		w.grace = time.AfterFunc(c.suspectedPeerGrace(), func() { c.checkSuspectedStream(w) })
 	}
 	return false
+}
+
+// checkSuspectedStream ends a stream from a suspected peer that sent less
+// than suspectedPeerRate over the time its reader waited for it since the
+// last check, and checks again later otherwise. A reader that did not
+// wait for half the grace (a slow client pacing the fill) says nothing of
+// the peer, and the stream goes on.
+func (c *Cluster) checkSuspectedStream(w *openPeerRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.grace == nil {
+		return // trusted again, or ended
+	}
+	read, waited := w.body.Progress()
+	dr, dw := read-w.lastRead, waited-w.lastWaited
+	w.lastRead, w.lastWaited = read, waited
+	if dw >= c.suspectedPeerGrace()/2 && float64(dr) < suspectedPeerRate*dw.Seconds() {
+		w.cancel()
+		w.grace = nil
+		c.metrics.SuspectedPeerRequests.WithLabelValues("crawled").Inc()
+		return
+	}
+	w.grace.Reset(c.suspectedPeerGrace())
 }
 
 // trust gives a request to a peer trusted again a trusted peer's limits.
@@ -914,13 +946,11 @@ func (w *openPeerRequest) trust(idle time.Duration) {
 	if w.body != nil {
 		w.body.SetLimit(idle)
 	}
-	if w.grace != nil {
-		w.grace.Stop()
-		w.grace = nil
-	}
+	w.end()
 }
 
-// end stops what suspect started, when the request ends.
+// end stops what suspect started, when the request ends or the peer is
+// trusted again.
 func (w *openPeerRequest) end() {
 	if w.grace != nil {
 		w.grace.Stop()
@@ -934,13 +964,19 @@ func (w *openPeerRequest) end() {
 // (its bytes are on the wire); from a dead or cut-off one it ends then.
 func (c *Cluster) suspectedPeerSilence() time.Duration { return c.cfg.PeerTimeout }
 
-// suspectedPeerGrace is how long a stream from a suspected peer may still
-// take in all: as long as a silent stream waits before it is raced against
-// the origin (resumeAfter). A falsely suspected peer's answer on the wire
-// arrives well within it; one that trickles is ended then, and resumed from
-// the origin where it can be (before 2026-12-04 every stream ended at the
-// suspicion).
+// suspectedPeerGrace is how often a stream from a suspected peer is
+// checked for progress: as long as a silent stream waits before it is
+// raced against the origin (resumeAfter).
 func (c *Cluster) suspectedPeerGrace() time.Duration { return c.resumeAfter() }
+
+// suspectedPeerRate (bytes a second of the reader's waiting) is the
+// slowest a suspected peer's stream may go: far below any link a page
+// crosses (a falsely suspected peer's answer on the wire goes on, however
+// large), far above a trickle that holds a client for hours (a review's
+// test: a byte every 400 ms, 128 KiB in 14 hours). A stream cut for it is
+// resumed from the origin where it can be. Before 2026-12-04 every stream
+// ended at the suspicion.
+const suspectedPeerRate = 16 << 10
 
 // peerBodyIdle is how long a trusted peer's answer may go silent mid-body:
 // long enough for TCP to ride out a loss burst (retransmission timeouts

@@ -232,7 +232,7 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		p.suspectedAt = now
 		c.metrics.Suspicions.WithLabelValues(p.ID).Inc()
 		for id, w := range p.waiting {
-			if w.suspect(c.suspectedPeerSilence(), c.suspectedPeerGrace()) {
+			if w.suspect(c) {
 				delete(p.waiting, id)
 				p.suspectEnded++
 				c.metrics.SuspectedPeerRequests.WithLabelValues("ended").Inc()

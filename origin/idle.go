@@ -29,6 +29,11 @@ type idleBody struct {
 	reading   bool      // a Read is waiting for the sender
 	waitStart time.Time // when that Read began
 	fired     bool
+	// read and waited are the bytes Reads returned and the time they
+	// waited for them, in all: how fast the sender sends, whatever the
+	// reader's own pace.
+	read   int64
+	waited time.Duration
 }
 
 // IdleBody is a response body with an idle limit that can be changed
@@ -41,6 +46,9 @@ type IdleBody interface {
 	// now (from another goroutine: SetLimit never calls cancel itself, so
 	// it may be called under the lock cancel takes).
 	SetLimit(limit time.Duration)
+	// Progress is the bytes read so far and the time Reads spent waiting
+	// for them (a Read under way counts up to now).
+	Progress() (read int64, waited time.Duration)
 }
 
 // WithIdleTimeout wraps body so that a stall longer than limit cancels the
@@ -67,6 +75,8 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.mu.Lock()
 	b.reading = false
+	b.read += int64(n)
+	b.waited += time.Since(b.waitStart)
 	b.timer.Stop()
 	fired := b.fired
 	b.mu.Unlock()
@@ -74,6 +84,16 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		return n, ErrBodyStalled
 	}
 	return n, err
+}
+
+func (b *idleBody) Progress() (int64, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waited := b.waited
+	if b.reading {
+		waited += time.Since(b.waitStart)
+	}
+	return b.read, waited
 }
 
 func (b *idleBody) SetLimit(limit time.Duration) {

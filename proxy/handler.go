@@ -456,15 +456,17 @@ type CoalesceScoper interface {
 }
 
 // fillKey names the fill that r, a request for key of the variant
-// varyKey, joins or leads.
-func (h *Handler) fillKey(r *http.Request, key, varyKey string) string {
+// varyKey, leads; unscoped is the fill of the same variant in the
+// shared scope, which r may join if it is under way (a request kept apart
+// may wait on a shared fill; only the other way round makes a cycle).
+func (h *Handler) fillKey(r *http.Request, key, varyKey string) (own, unscoped string) {
 	ck := coalesceKey(key, varyKey)
 	if s, ok := h.fetcher.(CoalesceScoper); ok {
 		if scope := s.CoalesceScope(key, inboundOf(r).Route); scope != "" {
-			return scope + "\x00" + ck
+			return scope + "\x00" + ck, ck
 		}
 	}
-	return ck
+	return ck, ck
 }
 
 func coalesceKey(key, varyKey string) string {

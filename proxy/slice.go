@@ -285,6 +285,19 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	}
 	s.fetched++
 	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
+	if errors.Is(err, errSliceRefused) && (len(s.r.Header["Authorization"]) > 0 || len(s.r.Header["Cookie"]) > 0) {
+		// An object the origin serves only to a reader with credentials
+		// or a cookie: asked again with them, its answer is a piece of
+		// the shared object only if it says it may be shared.
+		f, err := h.fetchSliceAs(s.r, s.m, skey, a, b, s.keep, s.purges, true)
+		if err != nil {
+			return nil, err
+		}
+		if !f.shared || !isSlice(f.e, s.m, a, b) {
+			return nil, errNotShared
+		}
+		return f.e, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +348,9 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 			s.stream = nil
 			s.fetched++
 			f, err := h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+			if err == nil && !f.shared {
+				err = errNotShared // never under the manifest's header
+			}
 			return f.e, err
 		}
 	}
@@ -366,6 +382,14 @@ func (h *Handler) storeSlice(e *Entry, purges uint64) {
 // they are what was asked of the same object, and stores them when the
 // cache may keep them for everyone (sliceShareable).
 func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (fetchedSlice, error) {
+	return h.fetchSliceAs(r, m, skey, a, b, keep, purges, false)
+}
+
+// fetchSliceAs is fetchSlice, with the reader's credentials and cookies
+// when asReader: for an object the origin serves only with them, and has
+// said may be shared (RFC 9111 §3.5: public, s-maxage, must-revalidate),
+// which sliceShareable checks of the answer under those credentials.
+func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, asReader bool) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
 	if !h.acquireUpstream() {
@@ -383,8 +407,10 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 	// handed them to readers who joined the fetch. An origin that will not
 	// answer without them fails the slice, and the request is forwarded
 	// whole (sliceFailed).
-	out.Header.Del("Authorization")
-	out.Header.Del("Cookie")
+	if !asReader {
+		out.Header.Del("Authorization")
+		out.Header.Del("Cookie")
+	}
 	reqTime := h.now()
 	res, err := h.fetch(ctx, skey, out)
 	if err != nil {
@@ -701,6 +727,11 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 		// connection, never a short body that looks whole.
 		h.log.Warn("sliced response cut", "key", m.Key, "err", s.err)
 		h.dropSliced(m, s.err)
+		if errors.Is(s.err, errNotShared) || errors.Is(s.err, errSliceRefused) {
+			// Kept, the object would cut every response that needs this
+			// slice after its header: the next request is a plain miss.
+			h.removeKey(m.Key)
+		}
 		panic(http.ErrAbortHandler)
 	}
 }
