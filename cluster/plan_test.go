@@ -355,13 +355,7 @@ func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
 		<-release                                              // a silent peer
 	})
 	join(c, p1)
-	path := keyHomedAt(t, c, "p1")
-	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-	req.RequestURI = ""
-	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := fetchHomedAtP1(t, c)
 	defer res.Resp.Body.Close()
 	go func() {
 		time.Sleep(200 * time.Millisecond)
@@ -370,7 +364,7 @@ func TestSuspicionEndsAPeerBodyMidStream(t *testing.T) {
 		c.mu.Unlock()
 	}()
 	start := time.Now()
-	_, err = io.ReadAll(res.Resp.Body)
+	_, err := io.ReadAll(res.Resp.Body)
 	if err == nil {
 		t.Fatal("the body of a suspected peer ended cleanly")
 	}
@@ -401,13 +395,7 @@ func TestSuspicionLeavesAFlowingBodyAlone(t *testing.T) {
 		}
 	})
 	join(c, p1)
-	path := keyHomedAt(t, c, "p1")
-	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-	req.RequestURI = ""
-	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := fetchHomedAtP1(t, c)
 	defer res.Resp.Body.Close()
 	if _, err := io.ReadFull(res.Resp.Body, make([]byte, chunk)); err != nil {
 		t.Fatal(err)
@@ -478,4 +466,17 @@ func TestSuspicionEndsABodyThatGoesSilentLater(t *testing.T) {
 	case <-time.After(c.peerBodyIdle() / 2):
 		t.Fatalf("a suspected peer's body silent for %v did not end", time.Since(start))
 	}
+}
+
+// fetchHomedAtP1 asks c for a page homed at peer p1 (joined to c).
+func fetchHomedAtP1(t *testing.T, c *Cluster) proxy.Result {
+	t.Helper()
+	path := keyHomedAt(t, c, "p1")
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.RequestURI = ""
+	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
 
@@ -36,13 +33,7 @@ func TestAFlowingStreamFromAFalselySuspectedPeerIsNotCut(t *testing.T) {
 		}
 	})
 	join(c, p1)
-	path := keyHomedAt(t, c, "p1")
-	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-	req.RequestURI = ""
-	res, err := c.Fetch(context.Background(), proxy.FetchRequest{Key: proxy.CacheKey("http", "site.example", path, ""), Req: req})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := fetchHomedAtP1(t, c)
 	defer res.Resp.Body.Close()
 	buf := make([]byte, chunk)
 	if _, err := io.ReadFull(res.Resp.Body, buf); err != nil {

@@ -35,6 +35,29 @@ func personalDoc(size int, personal func(r *http.Request) (who, cc string, extra
 	}
 }
 
+// slicedProxy is a handler in front of origin that stores responses above
+// 1 MiB in slices of 1 MiB.
+func slicedProxy(t *testing.T, origin http.HandlerFunc) (*Handler, *atomic.Int64) {
+	return handlerProxy(t, origin, func(c *Config) {
+		c.SliceBytes = 1 << 20
+		c.MaxObjectBytes = 1 << 20
+	})
+}
+
+// frontAfterFirstRead serves h on a real socket and reads /doc.pdf's first
+// 100 bytes anonymously (the manifest and slice 0 stored, generic bytes),
+// the start of every slice isolation test.
+func frontAfterFirstRead(t *testing.T, h *Handler) *httptest.Server {
+	t.Helper()
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	if code, body, _ := getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99"); code != http.StatusPartialContent || !strings.HasPrefix(body, "generic.") {
+		t.Fatalf("anonymous first read: %d %.20q", code, body)
+	}
+	h.Wait()
+	return front
+}
+
 func getWith(t *testing.T, base, path string, hdr ...string) (int, string, http.Header) {
 	t.Helper()
 	code, body, h, err := tryGetWith(base, path, hdr...)
@@ -97,10 +120,7 @@ func TestSliceFetchedForOneUserIsNotStoredForEveryone(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := handlerProxy(t, personalDoc(size, tc.personal), func(c *Config) {
-				c.SliceBytes = 1 << 20
-				c.MaxObjectBytes = 1 << 20
-			})
+			h, _ := slicedProxy(t, personalDoc(size, tc.personal))
 			front := httptest.NewServer(h)
 			defer front.Close()
 			// 1. An anonymous reader opens the document: the first slice
@@ -133,7 +153,7 @@ func TestSliceFetchedForOneUserIsNotStoredForEveryone(t *testing.T) {
 func TestConcurrentSliceFetchDoesNotShareAPrivateAnswer(t *testing.T) {
 	const size = 3 << 20
 	var withCredentials atomic.Int64
-	h, _ := handlerProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
+	h, _ := slicedProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
 		if r.Header.Get("Authorization") == "" {
 			time.Sleep(200 * time.Millisecond) // a slow origin: readers meet on one fetch
 			return "", "", nil
@@ -142,16 +162,8 @@ func TestConcurrentSliceFetchDoesNotShareAPrivateAnswer(t *testing.T) {
 			withCredentials.Add(1)
 		}
 		return "ALICE-SECRET.", "private, no-store", nil
-	}), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
-	front := httptest.NewServer(h)
-	defer front.Close()
-	if code, body, _ := getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99"); code != http.StatusPartialContent || !strings.HasPrefix(body, "generic.") {
-		t.Fatalf("anonymous first read: %d", code)
-	}
-	h.Wait()
+	}))
+	front := frontAfterFirstRead(t, h)
 	rng := "bytes=" + strconv.Itoa(2<<20) + "-" + strconv.Itoa(2<<20+99)
 	done := make(chan string, 1)
 	go func() {

@@ -38,10 +38,7 @@ func authOnlyDoc(size int) http.HandlerFunc {
 // credentials).
 func TestFullReadOfACredentialsOnlyObjectIsNotCut(t *testing.T) {
 	const size = 3 << 20
-	h, calls := handlerProxy(t, authOnlyDoc(size), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
+	h, calls := slicedProxy(t, authOnlyDoc(size))
 	front := httptest.NewServer(h)
 	defer front.Close()
 	if code, _, _ := getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99", "Cookie", "s=alice"); code != 206 {
@@ -63,10 +60,7 @@ func TestFullReadOfACredentialsOnlyObjectIsNotCut(t *testing.T) {
 // (slices 1–2 never stored); her next full read is whole.
 func TestAbandonedStreamThenFullReadWithAuthorization(t *testing.T) {
 	const size = 3 << 20
-	h, _ := handlerProxy(t, authOnlyDoc(size), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
+	h, _ := slicedProxy(t, authOnlyDoc(size))
 	front := httptest.NewServer(h)
 	defer front.Close()
 	req, _ := http.NewRequest("GET", front.URL+"/doc.pdf", nil)
@@ -100,7 +94,7 @@ func TestStreamFallbackNeverSendsAnUnsharedSlice(t *testing.T) {
 		generic[i] = byte('a' + i%26)
 	}
 	var once sync.Once
-	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+	h, _ := slicedProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("ETag", `"v1"`)
 		if r.Header.Get("Range") != "" {
@@ -122,9 +116,6 @@ func TestStreamFallbackNeverSendsAnUnsharedSlice(t *testing.T) {
 		once.Do(func() { close(paused) })
 		<-resume
 		w.Write(generic[half:])
-	}, func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
 	})
 	front := httptest.NewServer(h)
 	defer front.Close()

@@ -51,10 +51,7 @@ func TestStreamAndRangeReadersShareASlice(t *testing.T) {
 	const size = 3 << 20
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var ranges atomic.Int64
-	h, _ := handlerProxy(t, slowWholeDoc(size, paused, resume, 0, &ranges), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
+	h, _ := slicedProxy(t, slowWholeDoc(size, paused, resume, 0, &ranges))
 	front := httptest.NewServer(h)
 	defer front.Close()
 	whole := make(chan error, 1)
@@ -105,10 +102,7 @@ func TestStreamJoinsARangeFetchOfItsSlice(t *testing.T) {
 	const size = 3 << 20
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var ranges atomic.Int64
-	h, _ := handlerProxy(t, slowWholeDoc(size, paused, resume, 800*time.Millisecond, &ranges), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
+	h, _ := slicedProxy(t, slowWholeDoc(size, paused, resume, 800*time.Millisecond, &ranges))
 	front := httptest.NewServer(h)
 	defer front.Close()
 	whole := make(chan error, 1)
@@ -151,7 +145,7 @@ func TestAnonymousReaderIsNotFailedByACredentialedOne(t *testing.T) {
 	const size = 3 << 20
 	var aliceAt sync.Once
 	atOrigin := make(chan struct{})
-	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+	h, _ := slicedProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
 			aliceAt.Do(func() { close(atOrigin) })
 			time.Sleep(400 * time.Millisecond)
@@ -159,16 +153,8 @@ func TestAnonymousReaderIsNotFailedByACredentialedOne(t *testing.T) {
 			return
 		}
 		personalDoc(size, func(*http.Request) (string, string, http.Header) { return "", "", nil })(w, r)
-	}, func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
 	})
-	front := httptest.NewServer(h)
-	defer front.Close()
-	if code, body, _ := getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99"); code != http.StatusPartialContent || !strings.HasPrefix(body, "generic.") {
-		t.Fatalf("anonymous first read: %d", code)
-	}
-	h.Wait()
+	front := frontAfterFirstRead(t, h)
 	rng := "bytes=" + strconv.Itoa(2<<20) + "-" + strconv.Itoa(2<<20+99)
 	done := make(chan int, 1)
 	go func() {
@@ -193,21 +179,13 @@ func TestAnonymousReaderIsNotFailedByACredentialedOne(t *testing.T) {
 // relaying, a CDN in front) may store her bytes for everyone.
 func TestSliceBytesMatchTheManifestsHeader(t *testing.T) {
 	const size = 3 << 20
-	h, _ := handlerProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
+	h, _ := slicedProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
 		if r.Header.Get("Authorization") == "" {
 			return "", "", nil
 		}
 		return "ALICE-SECRET.", "private, max-age=60", nil
-	}), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
-	front := httptest.NewServer(h)
-	defer front.Close()
-	if code, _, _ := getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99"); code != http.StatusPartialContent {
-		t.Fatalf("anonymous first read: %d", code)
-	}
-	h.Wait()
+	}))
+	front := frontAfterFirstRead(t, h)
 	rng := "bytes=" + strconv.Itoa(1<<20) + "-" + strconv.Itoa(1<<20+99)
 	code, body, hdr := getWith(t, front.URL, "/doc.pdf", "Range", rng, "Authorization", "Bearer alice")
 	t.Logf("alice: %d %q Cache-Control %q Cache-Status %q", code, body[:min(len(body), 26)], hdr.Get("Cache-Control"), hdr.Get("Cache-Status"))
@@ -221,15 +199,12 @@ func TestSliceBytesMatchTheManifestsHeader(t *testing.T) {
 func TestAnonymousReadersShareOneSliceFetch(t *testing.T) {
 	const size = 3 << 20
 	var ranges atomic.Int64
-	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+	h, _ := slicedProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Range") != "" && r.Header.Get("Range") != "bytes=0-1048575" {
 			ranges.Add(1)
 			time.Sleep(300 * time.Millisecond)
 		}
 		personalDoc(size, func(*http.Request) (string, string, http.Header) { return "", "", nil })(w, r)
-	}, func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
 	})
 	front := httptest.NewServer(h)
 	defer front.Close()
@@ -261,7 +236,7 @@ func TestAnonymousReadersShareOneSliceFetch(t *testing.T) {
 func TestAPersonalETagDoesNotEvictTheObject(t *testing.T) {
 	const size = 3 << 20
 	generic := bytes.Repeat([]byte("generic."), size/8)
-	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+	h, calls := slicedProxy(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		w.Header().Set("Content-Type", "application/pdf")
 		if r.Header.Get("Cookie") != "" {
@@ -270,9 +245,6 @@ func TestAPersonalETagDoesNotEvictTheObject(t *testing.T) {
 			w.Header().Set("ETag", `"v1"`)
 		}
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(generic))
-	}, func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
 	})
 	front := httptest.NewServer(h)
 	defer front.Close()
@@ -295,15 +267,12 @@ func TestAPersonalETagDoesNotEvictTheObject(t *testing.T) {
 // Cache-Control) is not stored for others.
 func TestCookieHeuristicSliceIsNotShared(t *testing.T) {
 	const size = 3 << 20
-	h, _ := handlerProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
+	h, _ := slicedProxy(t, personalDoc(size, func(r *http.Request) (string, string, http.Header) {
 		if r.Header.Get("Cookie") == "" {
 			return "", "", nil
 		}
 		return "ALICE-SECRET.", "", nil
-	}), func(c *Config) {
-		c.SliceBytes = 1 << 20
-		c.MaxObjectBytes = 1 << 20
-	})
+	}))
 	front := httptest.NewServer(h)
 	defer front.Close()
 	getWith(t, front.URL, "/doc.pdf", "Range", "bytes=0-99")
