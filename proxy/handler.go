@@ -391,7 +391,11 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		return h.servePass(w, r, d.pass)
 	case d.answers():
 		h.writeEntry(w, r, e, q.now, d.status(), nil)
-		if d.refresh() {
+		// A peer's probe (only-if-cached, with a route) does not refresh:
+		// its route may not fetch (the cluster refuses it), so such a
+		// refresh only ever failed, and a client joining its fill got
+		// the failure (a review).
+		if d.refresh() && !(reqCC.OnlyIfCached && inboundOf(r).Route != nil) {
 			h.refreshInBackground(r, key, e, reqCC, hasAuth)
 		}
 		return d.result()

@@ -166,6 +166,12 @@ var errNotShared = errors.New("proxy: a slice's answer may not be shared")
 // object kept for the requests it answers.
 var errSliceRefused = errors.New("proxy: the origin refused a slice")
 
+// errSliceForbidden is errSliceRefused with a 401 or 403: the one refusal
+// a reader's credentials may turn, so the one a slice is asked again for
+// with them (a 5xx or 429 is not, or every reader with credentials would
+// fetch its own while the origin fails).
+var errSliceForbidden = fmt.Errorf("%w (unauthorized or forbidden)", errSliceRefused)
+
 // slicer reads a sliced object for one response, slice by slice.
 type slicer struct {
 	h     *Handler
@@ -285,7 +291,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	}
 	s.fetched++
 	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
-	if errors.Is(err, errSliceRefused) && (len(s.r.Header["Authorization"]) > 0 || len(s.r.Header["Cookie"]) > 0) {
+	if errors.Is(err, errSliceForbidden) && (len(s.r.Header["Authorization"]) > 0 || len(s.r.Header["Cookie"]) > 0) {
 		// An object the origin serves only to a reader with credentials
 		// or a cookie: asked again with them, its answer is a piece of
 		// the shared object only if it says it may be shared.
@@ -423,7 +429,11 @@ func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int6
 		return fetchedSlice{}, errNoRanges
 	}
 	if resp.StatusCode != http.StatusPartialContent {
-		return fetchedSlice{}, fmt.Errorf("%w: slice %s: origin answered %d", errSliceRefused, skey, resp.StatusCode)
+		refusal := errSliceRefused
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			refusal = errSliceForbidden
+		}
+		return fetchedSlice{}, fmt.Errorf("%w: slice %s: origin answered %d", refusal, skey, resp.StatusCode)
 	}
 	ra, rb, total, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || ra != a || rb != b || total != m.sliceSize() {
@@ -726,12 +736,12 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 		// Headers (and a length) are out: the only honest end is a cut
 		// connection, never a short body that looks whole.
 		h.log.Warn("sliced response cut", "key", m.Key, "err", s.err)
+		// errNotShared and errSliceRefused keep the object: they may come
+		// of this request's own fields (a WAF's refusal, an expired
+		// token), and dropping the object for them let any client evict
+		// it for everyone (a review). A reader the origin refuses a slice
+		// is cut; one it serves, with or without credentials, is not.
 		h.dropSliced(m, s.err)
-		if errors.Is(s.err, errNotShared) || errors.Is(s.err, errSliceRefused) {
-			// Kept, the object would cut every response that needs this
-			// slice after its header: the next request is a plain miss.
-			h.removeKey(m.Key)
-		}
 		panic(http.ErrAbortHandler)
 	}
 }
