@@ -51,24 +51,37 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 }
 
 // CoalesceScope implements proxy.CoalesceScoper: which fills a request
-// may join. A tree's path starts at a random leaf, so a peer may lie on the
-// path of the fill this node leads for its own client while this node
-// lies on the path of the peer's own client's fill. A climb from that
-// peer that joined our client's fill waited on it, our fill waited on the
-// peer's climb handler, which had joined the peer's client fill, which
-// waited on us: both clients until the peer header timeout, 4 ×
-// cluster.peer_timeout (TestTreeClimbsDoNotWaitOnEachOther; one round in
-// four with three nodes). So a climb joins only climbs, whose paths lead
-// up to the home and never back, and client fills that do not climb a tree
-// (a cold page's: to its home, or from the home to the origin). A client's
-// fill that may climb a tree is kept apart ("client"); this node's clients
-// share it, and join a climb's fill under way rather than lead one (a
-// client waits on a climb safely). The price: on a hot page's first burst
-// a node whose client's fill started first may fetch the page once for
-// its clients and once for climbs through it.
+// may join. A tree's path starts at a random leaf and leaves out the
+// ingress, so two nodes may each lie on the path of the other's client's
+// fill, and two climbs at one node may carry different rests of their
+// paths (the one its home's client sent leaves the home out). A climb that
+// joined a fill waiting, through others, on the climb's own sender waited
+// until the peer header timeout, 4 × cluster.peer_timeout
+// (TestTreeClimbsDoNotWaitOnEachOther: one round in four with three
+// nodes). So:
+//   - a climb joins only climbs with the same rest of its path, which
+//     lead up that path and never back;
+//   - a climb with nothing left (the origin next) also joins the fills
+//     of the shared scope: a cold page's client fill, which goes to its
+//     home (whose own fills go to the origin), and the home's client fill
+//     for a hot page, which climbs from a leaf below it along a path that
+//     leaves the home out, so nothing it waits on can wait on it; climbs
+//     that join it spare the origin a second fetch (under load, in a
+//     partition, a page reached the origin four times from one side when
+//     the home's clients and the climbs to it fetched apart:
+//     TestChaosShort);
+//   - any other client's fill for a hot page is kept apart ("client");
+//     this node's clients share it, and join a climb's fill under way
+//     rather than lead one (a client waits on a climb safely).
+//
+// The price: on a hot page's first burst a node that is not the page's
+// home may fetch it once for its clients and once for climbs through it.
 func (c *Cluster) CoalesceScope(key string, r any) string {
 	if rt, ok := r.(*route); ok && rt != nil {
-		return ""
+		if len(rt.remaining) == 0 {
+			return ""
+		}
+		return "climb:" + strings.Join(rt.remaining, ",")
 	}
 	if c.cfg.Mode == routing.ModeNone || !c.clientFillMayClimb(routing.KeyHash(key)) {
 		return ""
@@ -77,22 +90,21 @@ func (c *Cluster) CoalesceScope(key string, r any) string {
 }
 
 // clientFillMayClimb reports whether a fill for this node's own client
-// may climb a tree through peers: ModeTree, and ModeHybrid's hot pages
-// (judged as plan will, with this request counted). A cold page's fill
-// goes to its home, whose own fills go to the origin, so no cycle forms
-// there while the nodes agree on the home; kept in the shared scope, a
-// next home's climb (its home suspected) joins the next home's own fill,
-// one origin fetch per page per side of a partition, where keeping it
-// apart made three (TestChaosShort, under a loaded clean-clone run).
+// may climb a tree through peers, and this node is not the page's home:
+// ModeTree, and ModeHybrid's hot pages (judged as plan will, with this
+// request counted).
 func (c *Cluster) clientFillMayClimb(kh uint64) bool {
 	switch c.cfg.Mode {
 	case routing.ModeTree:
-		return true
 	case routing.ModeHybrid:
-		n, _ := c.hot.Peek(kh, 0)
-		return n+1 >= c.hot.Q()
+		if n, _ := c.hot.Peek(kh, 0); n+1 < c.hot.Q() {
+			return false
+		}
+	default:
+		return false
 	}
-	return false
+	_, home, _ := c.planFor(kh, true, func(int) int { return 0 })
+	return home != c.cfg.NodeID
 }
 
 // probeResult finishes a probe's winning answer: an origin that answered a
