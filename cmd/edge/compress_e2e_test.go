@@ -39,7 +39,8 @@ x.send();
 var nav = performance.getEntriesByType("navigation")[0];
 document.getElementById("out").textContent = "xhr-encoding=" + x.getResponseHeader("content-encoding") +
   " xhr-intact=" + (x.responseText.indexOf("row 599 of") > 0) +
-  " nav-smaller=" + (nav.encodedBodySize > 0 && nav.encodedBodySize * 3 < nav.decodedBodySize);
+  " nav-smaller=" + (nav.encodedBodySize > 0 && nav.encodedBodySize * 3 < nav.decodedBodySize) +
+  " nav-sizes=" + nav.encodedBodySize + "/" + nav.decodedBodySize;
 </script></body></html>`)
 	return b.String()
 }
@@ -135,6 +136,10 @@ func TestCompressionInChromium(t *testing.T) {
 	for _, want := range []string{"xhr-encoding=zstd", "xhr-intact=true", "nav-smaller=true"} {
 		if !strings.Contains(dom, want) {
 			out, _, _ := strings.Cut(dom[max(strings.Index(dom, `<pre id="out">`), 0):], "</pre>")
+			// nav-sizes (encoded/decoded bytes of the navigation) says why
+			// a nav-smaller=false was false: once, in a loaded clean-clone
+			// run (b5dc0c2), 1 failure in 32 runs, not reproduced in four
+			// runs beside two busy loops.
 			t.Fatalf("the browser's page lacks %q: %s", want, out)
 		}
 	}
