@@ -395,7 +395,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		// its route may not fetch (the cluster refuses it), so such a
 		// refresh only ever failed, and a client joining its fill got
 		// the failure (a review).
-		if d.refresh() && !(reqCC.OnlyIfCached && inboundOf(r).Route != nil) {
+		if d.refresh() && (!reqCC.OnlyIfCached || inboundOf(r).Route == nil) {
 			h.refreshInBackground(r, key, e, reqCC, hasAuth)
 		}
 		return d.result()
