@@ -50,63 +50,6 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 }
 
-// CoalesceScope implements proxy.CoalesceScoper: which fills a request
-// may join. A tree's path starts at a random leaf and leaves out the
-// ingress, so two nodes may each lie on the path of the other's client's
-// fill, and two climbs at one node may carry different rests of their
-// paths (the one its home's client sent leaves the home out). A climb that
-// joined a fill waiting, through others, on the climb's own sender waited
-// until the peer header timeout, 4 × cluster.peer_timeout
-// (TestTreeClimbsDoNotWaitOnEachOther: one round in four with three
-// nodes). So:
-//   - a climb joins only climbs with the same rest of its path, which
-//     lead up that path and never back;
-//   - a climb with nothing left (the origin next) also joins the fills
-//     of the shared scope: a cold page's client fill, which goes to its
-//     home (whose own fills go to the origin), and the home's client fill
-//     for a hot page, which climbs from a leaf below it along a path that
-//     leaves the home out, so nothing it waits on can wait on it; climbs
-//     that join it spare the origin a second fetch (under load, in a
-//     partition, a page reached the origin four times from one side when
-//     the home's clients and the climbs to it fetched apart:
-//     TestChaosShort);
-//   - any other client's fill for a hot page is kept apart ("client");
-//     this node's clients share it, and join a climb's fill under way
-//     rather than lead one (a client waits on a climb safely).
-//
-// The price: on a hot page's first burst a node that is not the page's
-// home may fetch it once for its clients and once for climbs through it.
-func (c *Cluster) CoalesceScope(key string, r any) string {
-	if rt, ok := r.(*route); ok && rt != nil {
-		if len(rt.remaining) == 0 {
-			return ""
-		}
-		return "climb:" + strings.Join(rt.remaining, ",")
-	}
-	if c.cfg.Mode == routing.ModeNone || !c.clientFillMayClimb(routing.KeyHash(key)) {
-		return ""
-	}
-	return "client"
-}
-
-// clientFillMayClimb reports whether a fill for this node's own client
-// may climb a tree through peers, and this node is not the page's home:
-// ModeTree, and ModeHybrid's hot pages (judged as plan will, with this
-// request counted).
-func (c *Cluster) clientFillMayClimb(kh uint64) bool {
-	switch c.cfg.Mode {
-	case routing.ModeTree:
-	case routing.ModeHybrid:
-		if n, _ := c.hot.Peek(kh, 0); n+1 < c.hot.Q() {
-			return false
-		}
-	default:
-		return false
-	}
-	_, home, _ := c.planFor(kh, true, func(int) int { return 0 })
-	return home != c.cfg.NodeID
-}
-
 // probeResult finishes a probe's winning answer: an origin that answered a
 // slow probe winner's race (whole.go) stands for the climb, so the home
 // keeps its pages.

@@ -31,22 +31,6 @@ func (c *coalescer) join(key string, purges uint64) (*fill, bool) {
 	return f, true
 }
 
-// joinFirst joins the fill under way for also, if there is one, and
-// otherwise joins or leads under key (join); it returns the key of the
-// fill joined or led.
-func (c *coalescer) joinFirst(also, key string, purges uint64) (*fill, string, bool) {
-	if also != key {
-		c.mu.Lock()
-		f, ok := c.fills[also]
-		c.mu.Unlock()
-		if ok && f.purges == purges {
-			return f, also, false
-		}
-	}
-	f, leader := c.join(key, purges)
-	return f, key, leader
-}
-
 // done removes the leader's fill: later requests look in the store again.
 func (c *coalescer) done(key string, f *fill) {
 	c.mu.Lock()

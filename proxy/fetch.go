@@ -50,8 +50,8 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 	if !m.hasAuth { // a request with credentials never shares a fetch
 		vary := m.vary
 		for range 2 { // the second pass joins the fill of our own variant
-			own, unscoped := h.fillKey(r, m.key, h.varyKey(vary, r))
-			f, ckey, leader := h.co.joinFirst(unscoped, own, h.purges.Load())
+			ckey := coalesceKey(m.key, h.varyKey(vary, r))
+			f, leader := h.co.join(ckey, h.purges.Load())
 			if leader {
 				return h.lead(w, r, f, ckey, m)
 			}
@@ -659,7 +659,7 @@ func setValidators(hdr http.Header, e *Entry) {
 // refreshInBackground revalidates e once, however many requests see it
 // stale, through the same fill path as a client miss.
 func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
-	ckey, _ := h.fillKey(r, key, e.VaryKey)
+	ckey := coalesceKey(key, e.VaryKey)
 	f, leader := h.co.join(ckey, h.purges.Load())
 	if !leader {
 		return // a fetch for this variant is already under way

@@ -450,29 +450,6 @@ func (h *Handler) missFor(key string, r *http.Request) miss {
 }
 
 // coalesceKey names one variant of a URL for request merging.
-// CoalesceScoper is a Fetcher that keeps some requests out of each
-// other's fills: a request joins only a fill of its own scope (""
-// for most). The cluster keeps a peer's climb out of a fill this node leads
-// for its own client when that fill may wait on peers, which could be
-// waiting on this one (cluster.(*Cluster).CoalesceScope).
-type CoalesceScoper interface {
-	CoalesceScope(key string, route any) string
-}
-
-// fillKey names the fill that r, a request for key of the variant
-// varyKey, leads; unscoped is the fill of the same variant in the
-// shared scope, which r may join if it is under way (a request kept apart
-// may wait on a shared fill; only the other way round makes a cycle).
-func (h *Handler) fillKey(r *http.Request, key, varyKey string) (own, unscoped string) {
-	ck := coalesceKey(key, varyKey)
-	if s, ok := h.fetcher.(CoalesceScoper); ok {
-		if scope := s.CoalesceScope(key, inboundOf(r).Route); scope != "" {
-			return scope + "\x00" + ck, ck
-		}
-	}
-	return ck, ck
-}
-
 func coalesceKey(key, varyKey string) string {
 	if varyKey == "" {
 		return key
