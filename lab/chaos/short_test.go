@@ -22,11 +22,22 @@ import (
 // a fetch or two per page per side of the partition. The timing targets
 // (1 s detection, 2 s convergence, no false suspicion at 5 % loss) are
 // measured by `make chaos` on a quiet machine (docs/cluster.md); here the
-// bounds are loose, for a loaded CI machine. It lives in this package, not
-// with cmd/edge's end-to-end tests, so that it runs beside them.
+// bounds are loose, for a loaded CI machine.
+//
+// `make test` runs it apart, after the race run (EDGE_CHAOS_APART skips it
+// there). Beside the race-detected packages, on two cores with two busy
+// loops, one clean-clone run (b4e1c5b) starved the nodes until they
+// suspected each other before the partition began (detections of 0 ms),
+// and a home moved twice: 3 origin fetches for a page from one side. With
+// two busy loops alone it passed 5 runs in 5, and 3 in 3 beside the race
+// suite of proxy, cluster and node; the failure was not reproduced. The
+// bound below is what a node sees when it is given its heartbeats' CPU.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven namespaces and six processes")
+	}
+	if os.Getenv("EDGE_CHAOS_APART") != "" {
+		t.Skip("make test runs this apart from the race run (make chaos-short)")
 	}
 	if err := netns.Check(); err != nil {
 		prereq.Missing(t, "network namespaces and nftables (root)", err)
