@@ -299,10 +299,10 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !f.shared || !isSlice(f.e, s.m, a, b) {
-			return nil, errNotShared
+		if f.shared && !isSlice(f.e, s.m, a, b) {
+			return nil, errNotShared // not a piece of this object: no piece of ours
 		}
-		return f.e, nil
+		return f.entry()
 	}
 	if err != nil {
 		return nil, err
@@ -315,10 +315,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 			return nil, err
 		}
 	}
-	if !f.shared {
-		return nil, errNotShared
-	}
-	return f.e, nil
+	return f.entry()
 }
 
 // fetchedSlice is a fetched slice, shared when the cache may store it for
@@ -327,6 +324,15 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 type fetchedSlice struct {
 	e      *Entry
 	shared bool
+}
+
+// entry is the slice to send under the manifest's header: errNotShared
+// when it may not be shared.
+func (f fetchedSlice) entry() (*Entry, error) {
+	if !f.shared {
+		return nil, errNotShared
+	}
+	return f.e, nil
 }
 
 // fromStream reads slice k from the response that revealed the object.
@@ -354,10 +360,10 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 			s.stream = nil
 			s.fetched++
 			f, err := h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
-			if err == nil && !f.shared {
-				err = errNotShared // never under the manifest's header
+			if err != nil {
+				return nil, err
 			}
-			return f.e, err
+			return f.entry() // never under the manifest's header unless shared
 		}
 	}
 	if err != nil || !ran {
