@@ -42,6 +42,7 @@ const (
 	hdrPath     = "Edge-Path"      // remaining climb path, comma-separated id:rank
 	hdrRank     = "Edge-Rank"      // tree rank the receiver plays
 	hdrHop      = "Edge-Hop"       // hops so far (loop guard)
+	hdrWait     = "Edge-Wait"      // the sending fill's place in the wait order (proxy.WaitOrder)
 )
 
 // maxSkew bounds the clock difference accepted on a signed peer request.

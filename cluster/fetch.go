@@ -38,6 +38,12 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	start := time.Now()
 	path, home, tree := c.plan(kh)
 	isHome := home == c.cfg.NodeID
+	if fr.Direct {
+		// Placed as waiting on no peer (MayWaitOnPeers), so climbs may
+		// have joined its fill: it must not climb (the page may have
+		// turned hot since).
+		path, tree = nil, false
+	}
 	if c.cfg.Selection != SelectionOff {
 		res, ok, negatives := c.probe(ctx, fr, kh, path)
 		if ok {
@@ -48,6 +54,48 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		}
 	}
 	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
+}
+
+var _ proxy.PeerWaiter = (*Cluster)(nil)
+
+// ClimbOrder implements proxy.PeerWaiter: a climb's wait order.
+func (c *Cluster) ClimbOrder(r any) (proxy.WaitOrder, bool) {
+	if rt, ok := r.(*route); ok && rt != nil && rt.mode == hopClimb {
+		return rt.order, true
+	}
+	return proxy.WaitOrder{}, false
+}
+
+// MayWaitOnPeers implements proxy.PeerWaiter: whether a fill for key,
+// led for a climb along route or for this node's client (route nil), may
+// ask a peer to fetch. A climb may when a cache is left on its path; a
+// client's fill, unless this node is alone or the page's home and the
+// page is cold (no tree), as plan will judge it with this request
+// counted. Fetch holds a false to it (FetchRequest.Direct).
+func (c *Cluster) MayWaitOnPeers(key string, r any) bool {
+	if rt, ok := r.(*route); ok && rt != nil {
+		for _, s := range rt.remaining {
+			if id, _, _ := strings.Cut(s, ":"); id != "" && id != c.cfg.NodeID {
+				return true
+			}
+		}
+		return false
+	}
+	switch c.cfg.Mode {
+	case routing.ModeNone:
+		return false
+	case routing.ModeHybrid:
+		kh := routing.KeyHash(key)
+		if n, _ := c.hot.Peek(kh, 0); n+1 < c.hot.Q() {
+			_, home, _ := c.planFor(kh, false, func(int) int { return 0 })
+			return home != c.cfg.NodeID
+		}
+		return c.router.Ring().Len() > 1
+	case routing.ModeRing:
+		_, home, _ := c.planFor(routing.KeyHash(key), false, func(int) int { return 0 })
+		return home != c.cfg.NodeID
+	}
+	return c.router.Ring().Len() > 1 // a tree: any leaf's path may hold a peer
 }
 
 // probeResult finishes a probe's winning answer: an origin that answered a
@@ -641,7 +689,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		for _, r := range path[i+1:] {
 			rest = append(rest, r.id+":"+strconv.Itoa(r.rank))
 		}
-		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount)
+		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount, fr.Order)
 		if ok {
 			if res, ok := fromPeer(resp, h.id); ok {
 				c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "ok", "failover")).Inc()
@@ -661,7 +709,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			becameHome = true
 		case next != "":
 			if p := c.peer(next); p != nil {
-				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount); ok {
+				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount, fr.Order); ok {
 					if res, ok := fromPeer(resp, next); ok {
 						c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "next_home", "next_home_failed")).Inc()
 						return res, false, nil
@@ -688,13 +736,15 @@ func hopOutcome(res proxy.Result, answered, failed string) string {
 
 // climbTo asks peer p, as the page's rank-rank cache with rest of the path
 // above it; ok is false (and the answer closed) when it failed, and
-// unreachable says it did not answer at all (a 5xx is an answer).
-func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int) (resp *http.Response, ok, unreachable bool) {
+// unreachable says it did not answer at all (a 5xx is an answer). order
+// is the sending fill's place in the wait order.
+func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int, order proxy.WaitOrder) (resp *http.Response, ok, unreachable bool) {
 	out := peerRequest(ctx, req)
 	out.Header.Set(hdrMode, hopClimb.String())
 	out.Header.Set(hdrRank, strconv.Itoa(rank))
 	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
 	out.Header.Set(hdrPath, strings.Join(rest, ","))
+	out.Header.Set(hdrWait, order.String())
 	resp, err := c.send(out, p)
 	if err != nil {
 		return nil, false, true

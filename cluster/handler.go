@@ -41,6 +41,9 @@ type route struct {
 	remaining []string // caches after this one, towards the origin
 	rank      int      // tree rank this cache plays
 	hop       int
+	// order is the sending fill's place in the wait order (the zero
+	// order, the oldest, from a sender that gives none or a bad one).
+	order proxy.WaitOrder
 }
 
 // maxHops bounds a climb whatever the headers say (loop guard).
@@ -55,6 +58,7 @@ func routeOf(h http.Header) (*route, bool) {
 	if p := h.Get(hdrPath); p != "" {
 		rt.remaining = strings.Split(p, ",")
 	}
+	rt.order, _ = proxy.ParseWaitOrder(h.Get(hdrWait))
 	if rt.hop > maxHops || rt.mode == 0 {
 		return nil, false
 	}

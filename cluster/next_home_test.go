@@ -59,12 +59,18 @@ func (w cuttingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher) map[string]*realNode {
 	t.Helper()
+	return startRealNodesHot(t, ids, mode, arity, pt, origin, 1000)
+}
+
+// startRealNodesHot is startRealNodes with routing.hot_threshold hot.
+func startRealNodesHot(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int) map[string]*realNode {
+	t.Helper()
 	nodes := map[string]*realNode{}
 	for _, id := range ids {
 		store := proxy.NewStore(1<<20, 4)
 		c, err := New(Config{
 			NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
-			Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: 1000,
+			Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: hot,
 			PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000),
 		}, origin, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 		if err != nil {

@@ -19,14 +19,16 @@ func newCoalescer() *coalescer { return &coalescer{fills: make(map[string]*fill)
 // call done; otherwise the fill under way for key (a caller that only
 // wants to lead, like a background refresh, ignores it). purges is the handler's
 // purge count now: a fill started before a later purge is not joined (it
-// may carry what was purged), and a new one replaces it.
-func (c *coalescer) join(key string, purges uint64) (*fill, bool) {
+// may carry what was purged), and a new one replaces it. A fill led here
+// stands at w in the wait order (waitorder.go).
+func (c *coalescer) join(key string, purges uint64, w fillWait) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.fills[key]; ok && f.purges == purges {
 		return f, false
 	}
 	f := newFill(purges)
+	f.waitAt = w
 	c.fills[key] = f
 	return f, true
 }

@@ -38,7 +38,8 @@ type miss struct {
 	// holdsSlot: the fetch holds an upstream slot, which the body pump
 	// gives back.
 	holdsSlot bool
-	ruling    *ruling // the request's cache rules (nil: none)
+	ruling    *ruling  // the request's cache rules (nil: none)
+	wait      fillWait // where a fill this miss leads stands in the wait order
 }
 
 // fetchAndServe answers a miss: it joins the fill of the same variant if
@@ -47,13 +48,20 @@ type miss struct {
 // shareable, fresh for this request, and selected by this request's Vary
 // fields. Otherwise the waiter fetches for itself.
 func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) string {
+	m.wait = h.waitOf(r, m.key)
 	if !m.hasAuth { // a request with credentials never shares a fetch
 		vary := m.vary
 		for range 2 { // the second pass joins the fill of our own variant
 			ckey := coalesceKey(m.key, h.varyKey(vary, r))
-			f, leader := h.co.join(ckey, h.purges.Load())
+			f, leader := h.co.join(ckey, h.purges.Load(), m.wait)
 			if leader {
 				return h.lead(w, r, f, ckey, m)
+			}
+			if !f.joinableBy(m.wait) {
+				// A peer's climb, and the fill may be waiting on that
+				// peer: fetch apart rather than close a cycle.
+				h.metrics.FillsKeptApart.Inc()
+				break
 			}
 			if err := f.wait(r.Context(), h.cfg.CoalesceTimeout); err != nil {
 				if errors.Is(err, errCoalesceTimeout) {
@@ -135,6 +143,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	}
 	if f == nil {
 		f = newFill(h.purges.Load()) // not coalesced, but the body still streams through a fill
+		f.waitAt = m.wait
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
@@ -222,7 +231,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		setValidators(out.Header, m.stale)
 	}
 	fl.reqTime = h.now()
-	res, err := h.fetch(ctx, m.key, out)
+	res, err := h.fetchFor(ctx, m.key, out, f.waitAt)
 	if err != nil {
 		f.publish(nil, false, err)
 		h.done(fl)
@@ -482,9 +491,14 @@ func (h *Handler) countNotStored(why reason) {
 // fetch sends req upstream and counts the outcome. req was made from the
 // client's request (outboundRequest), whose Inbound it still carries.
 func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
+	return h.fetchFor(ctx, key, req, h.waitOf(req, key))
+}
+
+// fetchFor is fetch for a fill standing at w in the wait order.
+func (h *Handler) fetchFor(ctx context.Context, key string, req *http.Request, w fillWait) (Result, error) {
 	in := inboundOf(req)
 	t := h.now()
-	res, err := h.fetcher.Fetch(ctx, FetchRequest{Key: key, Req: req, Site: in.Site, Route: in.Route})
+	res, err := h.fetcher.Fetch(ctx, FetchRequest{Key: key, Req: req, Site: in.Site, Route: in.Route, Order: w.order, Direct: w.direct})
 	d := h.now().Sub(t)
 	h.metrics.OriginDuration.Observe(d.Seconds())
 	if info := in.Upstream; info != nil {
@@ -660,7 +674,8 @@ func setValidators(hdr http.Header, e *Entry) {
 // stale, through the same fill path as a client miss.
 func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
 	ckey := coalesceKey(key, e.VaryKey)
-	f, leader := h.co.join(ckey, h.purges.Load())
+	wt := h.waitOf(r, key)
+	f, leader := h.co.join(ckey, h.purges.Load(), wt)
 	if !leader {
 		return // a fetch for this variant is already under way
 	}
@@ -671,7 +686,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
 		m := h.missFor(key, r)
-		m.stale, m.reqCC, m.hasAuth, m.fwd, m.background = e, reqCC, hasAuth, "stale", true
+		m.stale, m.reqCC, m.hasAuth, m.fwd, m.background, m.wait = e, reqCC, hasAuth, "stale", true, wt
 		o := h.fillFrom(ctx, f, ckey, rr, m)
 		switch o.kind {
 		case outEntry:

@@ -21,6 +21,7 @@ import (
 type fill struct {
 	ready  chan struct{} // closed once the outcome below is set
 	purges uint64        // the handler's purge count when the fill started
+	waitAt fillWait      // its place in the wait order (waitorder.go); set before it is shared
 
 	// The outcome, written before ready is closed and read-only after.
 	entry  *Entry // the shared response; its Body is set when the fill completes

@@ -40,6 +40,12 @@ type FetchRequest struct {
 	// front gave it (nil for a client's request): the cluster's state of
 	// a climb that reached this node.
 	Route any
+	// Order is the fetching fill's place in the wait order, which the
+	// cluster sends with a climb (waitorder.go).
+	Order WaitOrder
+	// Direct: the fill was placed as waiting on no peer
+	// (PeerWaiter.MayWaitOnPeers said false), so the fetch must not climb.
+	Direct bool
 }
 
 // Result is a fetcher's answer.

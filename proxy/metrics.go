@@ -36,6 +36,7 @@ type Metrics struct {
 	OriginRequests  *prometheus.CounterVec   // upstream fetches by outcome (2xx…5xx, error)
 	OriginDuration  prometheus.Histogram     // time to upstream response headers
 	Coalesced       prometheus.Counter       // requests merged into another request's fetch
+	FillsKeptApart  prometheus.Counter       // peers' climbs that fetched apart rather than wait on a fill that may wait on them
 	Rejected        *prometheus.CounterVec   // requests refused by a limit, by reason
 	NotStored       *prometheus.CounterVec   // fetched responses not stored, by reason
 	Purged          *prometheus.CounterVec   // entries purged, by kind (hard, soft)
@@ -94,11 +95,16 @@ func (m *Metrics) countOnly(result string) {
 type Stats struct {
 	Requests      map[string]uint64 // client requests by result label
 	BufferedBytes int64             // bytes charged to the buffer budget
+	Coalesced     float64           // requests answered by another request's fetch
+	// FillsKeptApart: peers' climbs that fetched for themselves rather
+	// than join a fill that may wait on them (waitorder.go).
+	FillsKeptApart float64
 }
 
 // Stats returns the current counters.
 func (h *Handler) Stats() Stats {
-	s := Stats{Requests: make(map[string]uint64, len(h.metrics.byResult)), BufferedBytes: h.buffered.Load()}
+	s := Stats{Requests: make(map[string]uint64, len(h.metrics.byResult)), BufferedBytes: h.buffered.Load(),
+		Coalesced: counterValue(h.metrics.Coalesced), FillsKeptApart: counterValue(h.metrics.FillsKeptApart)}
 	for k, rm := range h.metrics.byResult {
 		s.Requests[k] = rm.total.Load()
 	}
@@ -125,6 +131,9 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 		}),
 		Coalesced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_coalesced_requests_total", Help: "Requests answered by another request's upstream fetch.",
+		}),
+		FillsKeptApart: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_fills_kept_apart_total", Help: "Peers' climbs that fetched for themselves rather than join a fill that may be waiting on them (the wait order).",
 		}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_rejected_requests_total", Help: "Requests refused by a limit, by reason.",
@@ -166,7 +175,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	for _, r := range []string{"no-ranges", "changed", "not-shared", "refused", "error"} {
 		m.SliceFailures.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced,
+	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced, m.FillsKeptApart,
 		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes,
 		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields)
 	reg.MustRegister(

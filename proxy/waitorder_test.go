@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestParseWaitOrderRefusesMalformed(t *testing.T) {
+	for _, s := range []string{
+		"", ".", "1.", ".1", "1", "x.1", "1.x", "1.2.3", " 1.2", "1.2 ", "1.-2",
+		"1.11111111111111111", // 17 hex digits
+		"99999999999999999999.1", "1.0x1", "+.1",
+	} {
+		if o, ok := ParseWaitOrder(s); ok {
+			t.Errorf("ParseWaitOrder(%q) = %v, want refused", s, o)
+		}
+	}
+	for _, c := range []struct {
+		s    string
+		want WaitOrder
+	}{
+		{"0.0", WaitOrder{}},
+		{"1733300000000000000.ff", WaitOrder{At: 1733300000000000000, Tie: 255}},
+		{"-5.1", WaitOrder{At: -5, Tie: 1}},
+		{"9223372036854775807.ffffffffffffffff", WaitOrder{At: math.MaxInt64, Tie: math.MaxUint64}},
+	} {
+		if o, ok := ParseWaitOrder(c.s); !ok || o != c.want {
+			t.Errorf("ParseWaitOrder(%q) = %v, %v; want %v", c.s, o, ok, c.want)
+		}
+	}
+}
+
+// FuzzWaitOrder: whatever a peer sends, a parsed order prints back to
+// itself, and Before is a strict order on what parses.
+func FuzzWaitOrder(f *testing.F) {
+	f.Add("1733300000000000000.ff", "1733300000000000000.fe")
+	f.Add("0.0", "-1.1")
+	f.Add("1.2.3", "")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		oa, okA := ParseWaitOrder(a)
+		ob, okB := ParseWaitOrder(b)
+		if okA {
+			if back, ok := ParseWaitOrder(oa.String()); !ok || back != oa {
+				t.Fatalf("%q parsed to %v, which prints %q and reads back %v, %v", a, oa, oa.String(), back, ok)
+			}
+			if oa.Before(oa) {
+				t.Fatalf("%v before itself", oa)
+			}
+		}
+		if okA && okB && oa != ob && oa.Before(ob) == ob.Before(oa) {
+			t.Fatalf("%v and %v: not exactly one before the other", oa, ob)
+		}
+	})
+}
+
+func TestNewWaitOrderIsNeverZero(t *testing.T) {
+	for range 1000 {
+		if NewWaitOrder(time.Unix(0, 0)).IsZero() {
+			t.Fatal("a new order is the zero order, which reads as none sent")
+		}
+	}
+}
+
+// TestJoinRuleNeverClosesACycle checks the rule's argument on its own: a
+// climb joins a fill whose header is in, a direct fill or an older fill,
+// and nothing else; a client joins anything.
+func TestJoinRuleNeverClosesACycle(t *testing.T) {
+	older, younger := WaitOrder{At: 1, Tie: 1}, WaitOrder{At: 2, Tie: 1}
+	fillAt := func(w fillWait, headerIn bool) *fill {
+		f := newFill(0)
+		f.waitAt = w
+		if headerIn {
+			f.publish(nil, false, nil)
+		}
+		return f
+	}
+	for _, c := range []struct {
+		name  string
+		f     *fill
+		req   fillWait
+		joins bool
+	}{
+		{"client, any fill", fillAt(fillWait{order: younger}, false), fillWait{order: older}, true},
+		{"climb, older fill", fillAt(fillWait{order: older}, false), fillWait{order: younger, climb: true}, true},
+		{"climb, younger fill", fillAt(fillWait{order: younger}, false), fillWait{order: older, climb: true}, false},
+		{"climb, its own order", fillAt(fillWait{order: older}, false), fillWait{order: older, climb: true}, false},
+		{"climb, younger but direct fill", fillAt(fillWait{order: younger, direct: true}, false), fillWait{order: older, climb: true}, true},
+		{"climb, younger fill with its header in", fillAt(fillWait{order: younger}, true), fillWait{order: older, climb: true}, true},
+		{"climb without an order, any fill waiting", fillAt(fillWait{order: older}, false), fillWait{climb: true}, false},
+	} {
+		if got := c.f.joinableBy(c.req); got != c.joins {
+			t.Errorf("%s: joinable %v, want %v", c.name, got, c.joins)
+		}
+	}
+}
