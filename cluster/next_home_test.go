@@ -65,6 +65,13 @@ func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt
 // startRealNodesHot is startRealNodes with routing.hot_threshold hot.
 func startRealNodesHot(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int) map[string]*realNode {
 	t.Helper()
+	return startRealNodesWith(t, ids, mode, arity, pt, origin, hot, nil)
+}
+
+// startRealNodesWith is startRealNodesHot with each node's proxy config
+// passed through tune (nil: the defaults).
+func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int, tune func(*proxy.Config)) map[string]*realNode {
+	t.Helper()
 	nodes := map[string]*realNode{}
 	for _, id := range ids {
 		store := proxy.NewStore(1<<20, 4)
@@ -78,6 +85,9 @@ func startRealNodesHot(t testing.TB, ids []string, mode routing.Mode, arity int,
 		}
 		pc := proxy.DefaultConfig()
 		pc.NodeID = id
+		if tune != nil {
+			tune(&pc)
+		}
 		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
 		n := &realNode{id: id, c: c, ph: ph}
 		peerHandler := c.PeerHandler(ph.ServeInbound, ph.Purge)

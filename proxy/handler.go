@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
-	"golang.org/x/sync/singleflight"
 )
 
 // Fetcher gets a response for a request the local store cannot answer.
@@ -197,7 +196,7 @@ type Handler struct {
 	bg           background // background refreshes and body pumps
 	hot          *hotKeys
 	pol          atomic.Pointer[Policy] // cfg.Policy, replaced whole by SetPolicy (live reload)
-	slices       singleflight.Group     // slice fetches under way, by slice key (slice.go)
+	slices       flights                // slice fetches under way, by slice key (slice.go, flights.go)
 }
 
 // policy returns the caching policy in force. A request reads it once per

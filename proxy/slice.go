@@ -290,12 +290,16 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		s.stream = nil
 	}
 	s.fetched++
-	v, err, _ := h.slices.Do(skey, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges) })
+	w := h.waitOf(s.r, skey)
+	v, err, _, apart := h.slices.do(skey, w, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
+	if apart {
+		h.metrics.FillsKeptApart.Inc()
+	}
 	if errors.Is(err, errSliceForbidden) && (len(s.r.Header["Authorization"]) > 0 || len(s.r.Header["Cookie"]) > 0) {
 		// An object the origin serves only to a reader with credentials
 		// or a cookie: asked again with them, its answer is a piece of
 		// the shared object only if it says it may be shared.
-		f, err := h.fetchSliceAs(s.r, s.m, skey, a, b, s.keep, s.purges, true)
+		f, err := h.fetchSliceAs(s.r, s.m, skey, a, b, s.keep, s.purges, true, h.waitOf(s.r, skey))
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +315,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	if f.shared && !isSlice(f.e, s.m, a, b) {
 		// We joined a fetch made for another version of the object
 		// (another manifest): fetch our own, checked against ours.
-		if f, err = h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges); err != nil {
+		if f, err = h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, h.waitOf(s.r, skey)); err != nil {
 			return nil, err
 		}
 	}
@@ -339,7 +343,11 @@ func (f fetchedSlice) entry() (*Entry, error) {
 func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	h := s.h
 	ran := false
-	v, err, _ := h.slices.Do(skey, func() (any, error) {
+	// Reading on from a response whose header is in waits on no peer's
+	// header: a flight of it stands as direct (waitorder.go).
+	w := h.waitOf(s.r, skey)
+	w.direct = true
+	v, err, _, _ := h.slices.do(skey, w, func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {
@@ -359,7 +367,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 			s.stream.Close()
 			s.stream = nil
 			s.fetched++
-			f, err := h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges)
+			f, err := h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, h.waitOf(s.r, skey))
 			if err != nil {
 				return nil, err
 			}
@@ -393,15 +401,15 @@ func (h *Handler) storeSlice(e *Entry, purges uint64) {
 // request made from r (without its credentials and cookies), checks that
 // they are what was asked of the same object, and stores them when the
 // cache may keep them for everyone (sliceShareable).
-func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64) (fetchedSlice, error) {
-	return h.fetchSliceAs(r, m, skey, a, b, keep, purges, false)
+func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, w fillWait) (fetchedSlice, error) {
+	return h.fetchSliceAs(r, m, skey, a, b, keep, purges, false, w)
 }
 
 // fetchSliceAs is fetchSlice, with the reader's credentials and cookies
 // when asReader: for an object the origin serves only with them, and has
 // said may be shared (RFC 9111 §3.5: public, s-maxage, must-revalidate),
 // which sliceShareable checks of the answer under those credentials.
-func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, asReader bool) (fetchedSlice, error) {
+func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, asReader bool, w fillWait) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
 	if !h.acquireUpstream() {
@@ -424,7 +432,7 @@ func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int6
 		out.Header.Del("Cookie")
 	}
 	reqTime := h.now()
-	res, err := h.fetch(ctx, skey, out)
+	res, err := h.fetchFor(ctx, skey, out, w)
 	if err != nil {
 		return fetchedSlice{}, err
 	}
@@ -552,7 +560,11 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 	if m.hasAuth {
 		return "", false // a request with credentials shares no fetch
 	}
-	v, err, _ := h.slices.Do(m.key+"\x00probe", func() (any, error) { return h.probe(r, m) })
+	wt := h.waitOf(r, m.key)
+	v, err, _, apart := h.slices.do(m.key+"\x00probe", wt, func() (any, error) { return h.probe(r, m, wt) })
+	if apart {
+		h.metrics.FillsKeptApart.Inc()
+	}
 	p, _ := v.(probed)
 	if err != nil || p.e == nil {
 		return "", false
@@ -574,7 +586,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 	return ResultMiss, true
 }
 
-func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
+func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
 	if !h.acquireUpstream() {
@@ -585,7 +597,7 @@ func (h *Handler) probe(r *http.Request, m miss) (probed, error) {
 	out := h.outboundRequest(r, ctx, true)
 	out.Header.Set("Range", "bytes=0-"+strconv.FormatInt(h.cfg.SliceBytes-1, 10))
 	reqTime := h.now()
-	res, err := h.fetch(ctx, m.key, out)
+	res, err := h.fetchFor(ctx, m.key, out, w)
 	if err != nil {
 		return probed{}, err
 	}

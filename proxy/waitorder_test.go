@@ -94,3 +94,54 @@ func TestJoinRuleNeverClosesACycle(t *testing.T) {
 		}
 	}
 }
+
+// TestFlightsKeepTheWaitOrder: a slice flight under way is shared by a
+// client and by a younger climb, and a climb older than the flight (or a
+// flight that is direct) is placed as the join rule says; one that may
+// not share it runs its own fetch at once.
+func TestFlightsKeepTheWaitOrder(t *testing.T) {
+	older, younger := WaitOrder{At: 1, Tie: 1}, WaitOrder{At: 2, Tie: 1}
+	var g flights
+	release := make(chan struct{})
+	started := make(chan struct{})
+	leaderDone := make(chan any)
+	go func() {
+		v, _, _, _ := g.do("k", fillWait{order: younger}, func() (any, error) {
+			close(started)
+			<-release
+			return "leader's", nil
+		})
+		leaderDone <- v
+	}()
+	<-started
+	// An older climb may not wait on the younger flight: it runs apart,
+	// while the leader is still blocked.
+	v, err, shared, apart := g.do("k", fillWait{order: older, climb: true}, func() (any, error) { return "own", nil })
+	if v != "own" || err != nil || shared || !apart {
+		t.Fatalf("older climb: %v, %v, shared %v, apart %v; want its own fetch, apart", v, err, shared, apart)
+	}
+	joined := make(chan any, 2)
+	for _, w := range []fillWait{{order: older}, {order: WaitOrder{At: 3, Tie: 1}, climb: true}} {
+		go func() {
+			v, _, shared, apart := g.do("k", w, func() (any, error) { return "should not run", nil })
+			if !shared || apart {
+				v = "not shared"
+			}
+			joined <- v
+		}()
+	}
+	for waiting := 0; waiting < 2; time.Sleep(time.Millisecond) { // both on the flight before it ends
+		g.mu.Lock()
+		waiting = g.m["k"].waiters
+		g.mu.Unlock()
+	}
+	close(release)
+	if v := <-leaderDone; v != "leader's" {
+		t.Fatalf("leader: %v", v)
+	}
+	for range 2 {
+		if v := <-joined; v != "leader's" {
+			t.Errorf("a client or a younger climb got %v, want the flight's result", v)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"errors"
+	"sync"
+)
+
+// flights runs one fetch per key among the requests that ask for it at
+// once, as singleflight does, under the wait order (waitorder.go): a
+// range slice's fetch, and the probe of an object's first slice, may climb
+// to a peer whose own flight for the same slice climbs back here, and
+// with singleflight the two waited on each other until the peer header
+// timeout (a hostile review's TestSliceFlightsDoNotWaitOnEachOther: 3
+// rounds of 12 at 2.2 s). A peer's climb shares a flight only if the
+// flight waits on no peer or is older than the climb's fill; otherwise it
+// fetches apart.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+type flight struct {
+	done    chan struct{}
+	at      fillWait
+	waiters int // callers sharing it (under flights.mu)
+	val     any
+	err     error
+}
+
+// do runs fn for key once among the callers that may wait on each other:
+// a caller placed at w shares the flight under way if joinableBy allows,
+// else runs fn by itself (apart reports that). A flight led here stands at
+// w. shared reports that the result came from another caller's fn.
+func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, err error, shared, apart bool) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = make(map[string]*flight)
+	}
+	if f, ok := g.m[key]; ok {
+		if f.joinableBy(w) {
+			f.waiters++
+			g.mu.Unlock()
+			<-f.done
+			return f.val, f.err, true, false
+		}
+		g.mu.Unlock()
+		v, err = fn()
+		return v, err, false, true
+	}
+	f := &flight{done: make(chan struct{}), at: w}
+	g.m[key] = f
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.m, key)
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	f.err = errFlightAbandoned // what the waiters see if fn panics
+	f.val, f.err = fn()
+	return f.val, f.err, false, false
+}
+
+var errFlightAbandoned = errors.New("proxy: a shared fetch ended without a result")
+
+// joinableBy is fill.joinableBy for a flight, which has no header apart
+// from its result.
+func (f *flight) joinableBy(w fillWait) bool {
+	return !w.climb || f.at.direct || f.at.order.Before(w.order)
+}
