@@ -31,7 +31,7 @@ type flight struct {
 // a caller placed at w shares the flight under way if joinableBy allows,
 // else runs fn by itself (apart reports that). A flight led here stands at
 // w. shared reports that the result came from another caller's fn.
-func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, err error, shared, apart bool) {
+func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, shared, apart bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = make(map[string]*flight)
@@ -41,11 +41,11 @@ func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, err
 			f.waiters++
 			g.mu.Unlock()
 			<-f.done
-			return f.val, f.err, true, false
+			return f.val, true, false, f.err
 		}
 		g.mu.Unlock()
 		v, err = fn()
-		return v, err, false, true
+		return v, false, true, err
 	}
 	f := &flight{done: make(chan struct{}), at: w}
 	g.m[key] = f
@@ -58,7 +58,7 @@ func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, err
 	}()
 	f.err = errFlightAbandoned // what the waiters see if fn panics
 	f.val, f.err = fn()
-	return f.val, f.err, false, false
+	return f.val, false, false, f.err
 }
 
 var errFlightAbandoned = errors.New("proxy: a shared fetch ended without a result")

@@ -291,7 +291,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	}
 	s.fetched++
 	w := h.waitOf(s.r, skey)
-	v, err, _, apart := h.slices.do(skey, w, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
+	v, _, apart, err := h.slices.do(skey, w, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}
@@ -347,7 +347,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	// header: a flight of it stands as direct (waitorder.go).
 	w := h.waitOf(s.r, skey)
 	w.direct = true
-	v, err, _, _ := h.slices.do(skey, w, func() (any, error) {
+	v, _, _, err := h.slices.do(skey, w, func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {
@@ -561,7 +561,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		return "", false // a request with credentials shares no fetch
 	}
 	wt := h.waitOf(r, m.key)
-	v, err, _, apart := h.slices.do(m.key+"\x00probe", wt, func() (any, error) { return h.probe(r, m, wt) })
+	v, _, apart, err := h.slices.do(m.key+"\x00probe", wt, func() (any, error) { return h.probe(r, m, wt) })
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}

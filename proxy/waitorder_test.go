@@ -116,14 +116,14 @@ func TestFlightsKeepTheWaitOrder(t *testing.T) {
 	<-started
 	// An older climb may not wait on the younger flight: it runs apart,
 	// while the leader is still blocked.
-	v, err, shared, apart := g.do("k", fillWait{order: older, climb: true}, func() (any, error) { return "own", nil })
+	v, shared, apart, err := g.do("k", fillWait{order: older, climb: true}, func() (any, error) { return "own", nil })
 	if v != "own" || err != nil || shared || !apart {
 		t.Fatalf("older climb: %v, %v, shared %v, apart %v; want its own fetch, apart", v, err, shared, apart)
 	}
 	joined := make(chan any, 2)
 	for _, w := range []fillWait{{order: older}, {order: WaitOrder{At: 3, Tie: 1}, climb: true}} {
 		go func() {
-			v, _, shared, apart := g.do("k", w, func() (any, error) { return "should not run", nil })
+			v, shared, apart, _ := g.do("k", w, func() (any, error) { return "should not run", nil })
 			if !shared || apart {
 				v = "not shared"
 			}
