@@ -65,28 +65,37 @@ func startRealNodes(t testing.TB, ids []string, mode routing.Mode, arity int, pt
 // startRealNodesHot is startRealNodes with routing.hot_threshold hot.
 func startRealNodesHot(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int) map[string]*realNode {
 	t.Helper()
-	return startRealNodesWith(t, ids, mode, arity, pt, origin, hot, nil)
+	return startRealNodesWith(t, ids, mode, arity, pt, origin, hot, nodeTuning{})
 }
 
-// startRealNodesWith is startRealNodesHot with each node's proxy config
-// passed through tune (nil: the defaults).
-func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int, tune func(*proxy.Config)) map[string]*realNode {
+// nodeTuning changes what startRealNodesWith gives each node.
+type nodeTuning struct {
+	proxy      func(*proxy.Config) // nil: the defaults
+	storeBytes int64               // 0: 1 MiB
+	peerWhole  int64               // cluster.peer_whole_bytes (0: every peer answer streams)
+}
+
+// startRealNodesWith is startRealNodesHot with the nodes tuned by nt.
+func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int, nt nodeTuning) map[string]*realNode {
 	t.Helper()
 	nodes := map[string]*realNode{}
+	if nt.storeBytes == 0 {
+		nt.storeBytes = 1 << 20
+	}
 	for _, id := range ids {
-		store := proxy.NewStore(1<<20, 4)
+		store := proxy.NewStore(nt.storeBytes, 4)
 		c, err := New(Config{
 			NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
 			Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: hot,
-			PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000),
+			PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000), PeerWholeBytes: nt.peerWhole,
 		}, origin, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
 		pc := proxy.DefaultConfig()
 		pc.NodeID = id
-		if tune != nil {
-			tune(&pc)
+		if nt.proxy != nil {
+			nt.proxy(&pc)
 		}
 		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
 		n := &realNode{id: id, c: c, ph: ph}

@@ -72,7 +72,7 @@ func sliceProbeFlights(t *testing.T, mode routing.Mode, hot int) {
 	const pt = 500 * time.Millisecond
 	origin := &rangeOrigin{pause: 100 * time.Millisecond}
 	ids := []string{"A", "B", "C"}
-	nodes := startRealNodesWith(t, ids, mode, 2, pt, origin, hot, func(pc *proxy.Config) { pc.SliceBytes = 1024 })
+	nodes := startRealNodesWith(t, ids, mode, 2, pt, origin, hot, nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = 1024 }})
 	for round := range 16 {
 		path := "/big/" + strconv.Itoa(round)
 		var wg sync.WaitGroup
@@ -113,7 +113,7 @@ func TestSliceFlightsDoNotWaitOnEachOther(t *testing.T) {
 	const pt = 500 * time.Millisecond
 	origin := &rangeOrigin{pause: 100 * time.Millisecond}
 	ids := []string{"A", "B", "C"}
-	nodes := startRealNodesWith(t, ids, routing.ModeTree, 2, pt, origin, 1000, func(pc *proxy.Config) { pc.SliceBytes = 1024 })
+	nodes := startRealNodesWith(t, ids, routing.ModeTree, 2, pt, origin, 1000, nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = 1024 }})
 	get := func(id, path, rg string) (int, int) {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "http://site.example"+path, nil)

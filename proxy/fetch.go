@@ -384,6 +384,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 		delete(e.Header, "Content-Length")
 	}
 	f.upstream = fl.upstreamStatus()
+	f.peerBody = res.From == UpstreamPeer && !res.InMemory
 	f.publish(e, true, nil)
 	var rd *fillReader
 	if !m.background {

@@ -30,6 +30,10 @@ type fill struct {
 	// upstream is the Cache-Status of the cluster peer that answered
 	// ("" for the origin), for waiters' answers as for the leader's.
 	upstream string
+	// peerBody: the body is still streaming from a cluster peer (neither
+	// the origin's nor read whole), so the fill waits on that peer until
+	// it ends, header or not (waitorder.go).
+	peerBody bool
 
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) whenever the state below changes

@@ -22,7 +22,8 @@ type flights struct {
 type flight struct {
 	done    chan struct{}
 	at      fillWait
-	waiters int // callers sharing it (under flights.mu)
+	purges  uint64 // the handler's purge count when it started
+	waiters int    // callers sharing it (under flights.mu)
 	val     any
 	err     error
 }
@@ -31,12 +32,14 @@ type flight struct {
 // a caller placed at w shares the flight under way if joinableBy allows,
 // else runs fn by itself (apart reports that). A flight led here stands at
 // w. shared reports that the result came from another caller's fn.
-func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, shared, apart bool, err error) {
+// purges is the handler's purge count now: a flight started before a
+// later purge is not shared (it may fetch what was purged), as with fills.
+func (g *flights) do(key string, w fillWait, purges uint64, fn func() (any, error)) (v any, shared, apart bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = make(map[string]*flight)
 	}
-	if f, ok := g.m[key]; ok {
+	if f, ok := g.m[key]; ok && f.purges == purges {
 		if f.joinableBy(w) {
 			f.waiters++
 			g.mu.Unlock()
@@ -47,12 +50,14 @@ func (g *flights) do(key string, w fillWait, fn func() (any, error)) (v any, sha
 		v, err = fn()
 		return v, false, true, err
 	}
-	f := &flight{done: make(chan struct{}), at: w}
-	g.m[key] = f
+	f := &flight{done: make(chan struct{}), at: w, purges: purges}
+	g.m[key] = f // replacing one from before a purge, which ends unshared
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
-		delete(g.m, key)
+		if g.m[key] == f {
+			delete(g.m, key)
+		}
 		g.mu.Unlock()
 		close(f.done)
 	}()

@@ -166,6 +166,13 @@ var errNotShared = errors.New("proxy: a slice's answer may not be shared")
 // object kept for the requests it answers.
 var errSliceRefused = errors.New("proxy: the origin refused a slice")
 
+// errSliceNotCached: an only-if-cached request (a peer's probe among them)
+// reached a slice that is not stored. It is answered 504 as any such miss,
+// never by a fetch: a probe that fetched (or joined a fetch of) a slice
+// waited on flights that may climb back to the prober (a review), and a
+// probe's route may not fetch at all.
+var errSliceNotCached = errors.New("proxy: only-if-cached and a slice is not stored")
+
 // errSliceForbidden is errSliceRefused with a 401 or 403: the one refusal
 // a reader's credentials may turn, so the one a slice is asked again for
 // with them (a 5xx or 429 is not, or every reader with credentials would
@@ -191,7 +198,10 @@ type slicer struct {
 	fetched  int    // slices this response had to fetch
 	keep     bool   // store what is fetched (the cluster's q-rule may say no)
 	purges   uint64 // purges when the response started: a later one stops storing
-	err      error
+	// cachedOnly: the request is only-if-cached; a slice not stored is
+	// errSliceNotCached, never fetched.
+	cachedOnly bool
+	err        error
 }
 
 // Read implements io.Reader over the object.
@@ -289,9 +299,12 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 		s.stream.Close() // the reads left the stream's order: Range requests from here
 		s.stream = nil
 	}
+	if s.cachedOnly {
+		return nil, errSliceNotCached
+	}
 	s.fetched++
 	w := h.waitOf(s.r, skey)
-	v, _, apart, err := h.slices.do(skey, w, func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
+	v, _, apart, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}
@@ -347,7 +360,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	// header: a flight of it stands as direct (waitorder.go).
 	w := h.waitOf(s.r, skey)
 	w.direct = true
-	v, _, _, err := h.slices.do(skey, w, func() (any, error) {
+	v, _, _, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {
@@ -561,7 +574,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		return "", false // a request with credentials shares no fetch
 	}
 	wt := h.waitOf(r, m.key)
-	v, _, apart, err := h.slices.do(m.key+"\x00probe", wt, func() (any, error) { return h.probe(r, m, wt) })
+	v, _, apart, err := h.slices.do(m.key+"\x00probe", wt, h.purges.Load(), func() (any, error) { return h.probe(r, m, wt) })
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}
@@ -713,7 +726,8 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status cacheStatus, own http.Header, stream io.ReadCloser, keep bool) {
 	// The slices are read in the size the manifest was cut in, whatever
 	// cache.slice_bytes is now.
-	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: h.purges.Load()}
+	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: h.purges.Load(),
+		cachedOnly: requestDirectives(r).OnlyIfCached}
 	defer s.close()
 	h.metrics.SlicedResponses.Inc()
 	// The first slice this response needs is read before any header is
@@ -770,6 +784,8 @@ func (h *Handler) sliceFailed(w http.ResponseWriter, r *http.Request, m *Entry, 
 	switch {
 	case errors.Is(err, errNoRanges), errors.Is(err, errChanged), errors.Is(err, errNotShared), errors.Is(err, errSliceRefused):
 		h.servePass(w, r, whySlicedFallback)
+	case errors.Is(err, errSliceNotCached):
+		h.writeError(w, http.StatusGatewayTimeout, refused("miss", "only-if-cached"), "not in cache")
 	case errors.Is(err, errOverload):
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
@@ -795,8 +811,8 @@ func (h *Handler) dropSliced(m *Entry, err error) {
 		h.metrics.SliceFailures.WithLabelValues("not-shared").Inc() // this request's answer; the object stays
 	case errors.Is(err, errSliceRefused):
 		h.metrics.SliceFailures.WithLabelValues("refused").Inc()
-	case errors.Is(err, errBufferFull), errors.Is(err, errOverload):
-		// Load, not the object: keep it.
+	case errors.Is(err, errBufferFull), errors.Is(err, errOverload), errors.Is(err, errSliceNotCached):
+		// Load, or this request's only-if-cached, not the object: keep it.
 	default:
 		h.metrics.SliceFailures.WithLabelValues("error").Inc()
 	}

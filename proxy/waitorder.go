@@ -22,9 +22,9 @@ import (
 // (wound-wait's order, without the wound): every fill has a WaitOrder, a
 // climb carries the order of the fill that sent it, and a fill led for a
 // climb takes the climb's order. A climb joins a fill only if the fill
-// cannot be waiting on anything (its header is in, or it fetches from the
-// origin alone: FetchRequest.Direct) or it is strictly older than the
-// climb's fill. Along any chain of waits the order then never grows and
+// cannot be waiting on anything (its header is in and its body is not
+// streaming from a peer, or it fetches from the origin alone:
+// FetchRequest.Direct) or it is strictly older than the climb's fill. Along any chain of waits the order then never grows and
 // strictly falls at every join, so no chain comes back to where it began:
 // there is no cycle, whatever the nodes believe about a page. A climb
 // refused a join fetches for itself, its own order carried on; a client's
@@ -125,8 +125,22 @@ func (f *fill) joinableBy(w fillWait) bool {
 	}
 	select {
 	case <-f.ready:
-		return true // its header is in: it waits on no one's header now
+		// Its header is in, and its body comes from the origin, from
+		// memory or has all come: it waits on no one now. A body still
+		// streaming from a peer waits on that peer (whose own body may be
+		// a sliced object's slices, fetched along paths that climb back
+		// here: a review's cycle), and is placed by its order.
+		if !f.peerBody || f.bodyDone() {
+			return true
+		}
 	default:
 	}
 	return f.waitAt.direct || f.waitAt.order.Before(w.order)
+}
+
+// bodyDone reports whether the fill's body has ended.
+func (f *fill) bodyDone() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
 }

@@ -106,7 +106,7 @@ func TestFlightsKeepTheWaitOrder(t *testing.T) {
 	started := make(chan struct{})
 	leaderDone := make(chan any)
 	go func() {
-		v, _, _, _ := g.do("k", fillWait{order: younger}, func() (any, error) {
+		v, _, _, _ := g.do("k", fillWait{order: younger}, 0, func() (any, error) {
 			close(started)
 			<-release
 			return "leader's", nil
@@ -116,14 +116,14 @@ func TestFlightsKeepTheWaitOrder(t *testing.T) {
 	<-started
 	// An older climb may not wait on the younger flight: it runs apart,
 	// while the leader is still blocked.
-	v, shared, apart, err := g.do("k", fillWait{order: older, climb: true}, func() (any, error) { return "own", nil })
+	v, shared, apart, err := g.do("k", fillWait{order: older, climb: true}, 0, func() (any, error) { return "own", nil })
 	if v != "own" || err != nil || shared || !apart {
 		t.Fatalf("older climb: %v, %v, shared %v, apart %v; want its own fetch, apart", v, err, shared, apart)
 	}
 	joined := make(chan any, 2)
 	for _, w := range []fillWait{{order: older}, {order: WaitOrder{At: 3, Tie: 1}, climb: true}} {
 		go func() {
-			v, shared, apart, _ := g.do("k", w, func() (any, error) { return "should not run", nil })
+			v, shared, apart, _ := g.do("k", w, 0, func() (any, error) { return "should not run", nil })
 			if !shared || apart {
 				v = "not shared"
 			}
