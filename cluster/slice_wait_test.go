@@ -34,20 +34,25 @@ func (o *rangeOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.R
 	case <-ctx.Done():
 		return proxy.Result{}, ctx.Err()
 	}
-	body := bytes.Repeat([]byte{'x'}, rangeObjectSize)
 	h := http.Header{"Cache-Control": {"max-age=600"}, "Etag": {`"v1"`}, "Content-Type": {"application/octet-stream"}}
-	if rg := fr.Req.Header.Get("Range"); strings.HasPrefix(rg, "bytes=") {
+	return rangeAnswer(h, bytes.Repeat([]byte{'x'}, rangeObjectSize), fr.Req.Header.Get("Range")), nil
+}
+
+// rangeAnswer answers body under h, or the part a "bytes=a-b" (or "a-")
+// Range asks for with a 206, as a test origin with Range support does.
+func rangeAnswer(h http.Header, body []byte, rg string) proxy.Result {
+	if strings.HasPrefix(rg, "bytes=") {
 		a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
 		ai, _ := strconv.Atoi(a)
 		bi, err := strconv.Atoi(b)
-		if err != nil || bi >= rangeObjectSize {
-			bi = rangeObjectSize - 1
+		if err != nil || bi >= len(body) {
+			bi = len(body) - 1
 		}
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, rangeObjectSize))
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, len(body)))
 		part := body[ai : bi+1]
-		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusPartialContent, Header: h, Body: io.NopCloser(bytes.NewReader(part)), ContentLength: int64(len(part))}, Keep: true}, nil
+		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusPartialContent, Header: h, Body: io.NopCloser(bytes.NewReader(part)), ContentLength: int64(len(part))}, Keep: true}
 	}
-	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: rangeObjectSize}, Keep: true}, nil
+	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}, Keep: true}
 }
 
 // TestSliceProbeFlightsDoNotWaitOnEachOther (a hostile review's): a Range

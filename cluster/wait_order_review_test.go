@@ -39,20 +39,8 @@ func (o *bigRangeOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (prox
 	case <-ctx.Done():
 		return proxy.Result{}, ctx.Err()
 	}
-	body := bytes.Repeat([]byte{'x'}, o.size)
 	h := http.Header{"Cache-Control": {"max-age=600"}, "Etag": {`"v1"`}, "Content-Type": {"application/octet-stream"}}
-	if strings.HasPrefix(rg, "bytes=") {
-		a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
-		ai, _ := strconv.Atoi(a)
-		bi, err := strconv.Atoi(b)
-		if err != nil || bi >= o.size {
-			bi = o.size - 1
-		}
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, o.size))
-		part := body[ai : bi+1]
-		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusPartialContent, Header: h, Body: io.NopCloser(bytes.NewReader(part)), ContentLength: int64(len(part))}, Keep: true}, nil
-	}
-	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(o.size)}, Keep: true}, nil
+	return rangeAnswer(h, bytes.Repeat([]byte{'x'}, o.size), rg), nil
 }
 
 func homeOf(n *realNode, key string) string {
@@ -156,19 +144,7 @@ func (o *versionedRangeOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest)
 	if fr.Req.Header.Get("If-None-Match") == tag {
 		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusNotModified, Header: h, Body: http.NoBody}, Keep: true}, nil
 	}
-	body := bytes.Repeat([]byte{byte('a' + o.ver.Load())}, o.size)
-	if strings.HasPrefix(rg, "bytes=") {
-		a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
-		ai, _ := strconv.Atoi(a)
-		bi, err := strconv.Atoi(b)
-		if err != nil || bi >= o.size {
-			bi = o.size - 1
-		}
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, o.size))
-		part := body[ai : bi+1]
-		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusPartialContent, Header: h, Body: io.NopCloser(bytes.NewReader(part)), ContentLength: int64(len(part))}, Keep: true}, nil
-	}
-	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(o.size)}, Keep: true}, nil
+	return rangeAnswer(h, bytes.Repeat([]byte{byte('a' + o.ver.Load())}, o.size), rg), nil
 }
 
 // TestAFillStreamingFromAPeerIsJoinedByItsOrder (a hostile review's): the
@@ -351,19 +327,11 @@ func (o *perUserOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy
 		fill = user[0]
 		h = http.Header{"Etag": {`"` + user + `"`}, "Content-Type": {"application/octet-stream"}, "Cache-Control": {"private, max-age=600"}, "Set-Cookie": {"sid=" + user}, "Vary": {"Cookie, Authorization"}}
 	}
-	body := bytes.Repeat([]byte{fill}, size)
-	if rg := fr.Req.Header.Get("Range"); strings.HasPrefix(rg, "bytes=") && size > 100 {
-		a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
-		ai, _ := strconv.Atoi(a)
-		bi, err := strconv.Atoi(b)
-		if err != nil || bi >= size {
-			bi = size - 1
-		}
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, size))
-		part := body[ai : bi+1]
-		return proxy.Result{Resp: &http.Response{StatusCode: http.StatusPartialContent, Header: h, Body: io.NopCloser(bytes.NewReader(part)), ContentLength: int64(len(part))}, Keep: true}, nil
+	rg := fr.Req.Header.Get("Range")
+	if size <= 100 {
+		rg = "" // small objects answer whole
 	}
-	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(size)}, Keep: true}, nil
+	return rangeAnswer(h, bytes.Repeat([]byte{fill}, size), rg), nil
 }
 
 // TestNoPrivateAnswerCrossesUsersUnderTheWaitOrder: users with a cookie or a bearer
