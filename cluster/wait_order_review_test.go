@@ -43,6 +43,22 @@ func (o *bigRangeOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (prox
 	return rangeAnswer(h, bytes.Repeat([]byte{'x'}, o.size), rg), nil
 }
 
+// objectHomedAtBWithSlice1AtA finds a path whose object's home is B in
+// a's view and whose slice 1's home is A.
+func objectHomedAtBWithSlice1AtA(t *testing.T, a *realNode) string {
+	t.Helper()
+	for i := range 100000 {
+		p := "/obj/" + strconv.Itoa(i)
+		u, _ := url.Parse("http://site.example" + p)
+		key := a.ph.URLKey(u)
+		if homeOf(a, key) == "B" && homeOf(a, key+"\x00slice=1") == "A" {
+			return p
+		}
+	}
+	t.Fatal("no object homed at B with slice 1 at A")
+	return ""
+}
+
 func homeOf(n *realNode, key string) string {
 	_, home, _ := n.c.planFor(routing.KeyHash(key), false, func(int) int { return 0 })
 	return home
@@ -60,19 +76,7 @@ func TestStreamFlightsStandAsDirect(t *testing.T) {
 	origin := &bigRangeOrigin{size: 3*sb - 100, pause: 50 * time.Millisecond}
 	nodes := startRealNodesWith(t, []string{"A", "B"}, routing.ModeRing, 2, pt, origin, 1000, nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = sb }})
 	a, b := nodes["A"], nodes["B"]
-	var path string
-	for i := 0; i < 100000; i++ {
-		p := "/obj/" + strconv.Itoa(i)
-		u, _ := url.Parse("http://site.example" + p)
-		key := a.ph.URLKey(u)
-		if homeOf(a, key) == "B" && homeOf(a, key+"\x00slice=1") == "A" {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Fatal("no path")
-	}
+	path := objectHomedAtBWithSlice1AtA(t, a)
 	get := func(n *realNode, rg string) (int, int, time.Duration) {
 		start := time.Now()
 		w := httptest.NewRecorder()
@@ -188,16 +192,7 @@ func headerInFillWaits(t *testing.T, mode routing.Mode, sb int, defaults bool) {
 	}
 	nodes := startRealNodesWith(t, []string{"A", "B"}, mode, 2, pt, origin, 1000, nt)
 	a, b := nodes["A"], nodes["B"]
-	var path string
-	for i := 0; i < 100000; i++ {
-		p := "/obj/" + strconv.Itoa(i)
-		u, _ := url.Parse("http://site.example" + p)
-		key := a.ph.URLKey(u)
-		if homeOf(a, key) == "B" && homeOf(a, key+"\x00slice=1") == "A" {
-			path = p
-			break
-		}
-	}
+	path := objectHomedAtBWithSlice1AtA(t, a)
 	get := func(n *realNode, rg string) (int, int, time.Duration, string) {
 		start := time.Now()
 		w := httptest.NewRecorder()
