@@ -33,13 +33,16 @@ type flight struct {
 // else runs fn by itself (apart reports that). A flight led here stands at
 // w. shared reports that the result came from another caller's fn.
 // purges is the handler's purge count now: a flight started before a
-// later purge is not shared (it may fetch what was purged), as with fills.
+// later purge is not shared (it may fetch what was purged), as with fills,
+// and the new flight takes its place.
 func (g *flights) do(key string, w fillWait, purges uint64, fn func() (any, error)) (v any, shared, apart bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = make(map[string]*flight)
 	}
-	if f, ok := g.m[key]; ok && f.purges == purges {
+	// A flight newer than the caller's count (a purge came between the
+	// caller reading it and here) is after the purge too: shared.
+	if f, ok := g.m[key]; ok && f.purges >= purges {
 		if f.joinableBy(w) {
 			f.waiters++
 			g.mu.Unlock()

@@ -733,6 +733,13 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 	// The first slice this response needs is read before any header is
 	// written, so that an origin without ranges, or an object that
 	// changed, can still be answered whole.
+	if s.cachedOnly && r.Method != http.MethodHead && !h.slicesStored(m, s, r) {
+		// Answered 504 before any header: found missing mid-body, the
+		// only end would be a cut connection (a review), and a peer's
+		// probe must read as a miss, not a hit that breaks.
+		h.sliceFailed(w, r, m, errSliceNotCached)
+		return
+	}
 	if r.Method != http.MethodHead {
 		if k := firstOffset(r) / s.ssize; k*s.ssize < s.size {
 			e, err := s.slice(k)
@@ -776,6 +783,56 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 		h.dropSliced(m, s.err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// slicesStored reports whether every slice r's answer may read is in the
+// store: those a single byte range covers, else (several ranges, If-Range,
+// none) the whole object's.
+func (h *Handler) slicesStored(m *Entry, s *slicer, r *http.Request) bool {
+	from, to := coveredSpan(r, s.size)
+	for k := from / s.ssize; k <= to/s.ssize && k*s.ssize < s.size; k++ {
+		a, b := s.span(k)
+		if e, _ := h.store.Lookup(sliceKey(m.Key, k), nil); e == nil || !isSlice(e, m, a, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// coveredSpan is the bytes [from, to] of an object of size bytes that r's
+// answer may send: a single "bytes=a-b", "a-" or "-n" range's, else all.
+func coveredSpan(r *http.Request, size int64) (from, to int64) {
+	all := func() (int64, int64) { return 0, size - 1 }
+	rng := r.Header["Range"]
+	if len(rng) != 1 || len(r.Header["If-Range"]) > 0 {
+		return all()
+	}
+	spec, ok := strings.CutPrefix(rng[0], "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return all()
+	}
+	a, b, ok := strings.Cut(strings.TrimSpace(spec), "-")
+	if !ok {
+		return all()
+	}
+	if a == "" { // the last n bytes
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return all()
+		}
+		return max(size-n, 0), size - 1
+	}
+	x, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || x < 0 || x >= size {
+		return all()
+	}
+	y := size - 1
+	if b != "" {
+		if y, err = strconv.ParseInt(b, 10, 64); err != nil || y < x {
+			return all()
+		}
+	}
+	return x, min(y, size-1)
 }
 
 // sliceFailed answers a request whose first slice could not be had.
