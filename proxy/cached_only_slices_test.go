@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func rangeOriginFn(size int) http.HandlerFunc {
@@ -99,4 +100,75 @@ func TestOnlyIfCachedOnStoredSlices(t *testing.T) {
 	if calls.Load() != before {
 		t.Errorf("origin asked %d times", calls.Load()-before)
 	}
+}
+
+func TestCoveredSpan(t *testing.T) {
+	const size = 1000
+	for _, c := range []struct {
+		rng, ifRange string
+		from, to     int64
+	}{
+		{"", "", 0, 999},
+		{"bytes=0-9", "", 0, 9},
+		{"bytes=990-", "", 990, 999},
+		{"bytes=-10", "", 990, 999},
+		{"bytes=-5000", "", 0, 999},
+		{"bytes=500-5000", "", 500, 999},
+		{"bytes=0-9,20-29", "", 0, 999}, // several ranges: all
+		{"bytes=0-9", `"v1"`, 0, 999},   // If-Range may ask for all
+		{"bytes=9-0", "", 0, 999},       // malformed
+		{"bytes=1000-", "", 0, 999},     // unsatisfiable: ServeContent's business
+		{"bytes=-0", "", 0, 999},        // malformed
+		{"items=0-9", "", 0, 999},       // not bytes
+		{"bytes=x-9", "", 0, 999},       // malformed
+		{"bytes=0-9x", "", 0, 999},      // malformed
+		{"bytes= 0-9", "", 0, 9},        // white space ServeContent also skips
+		{"bytes=99999999999999999999-", "", 0, 999},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+		if c.rng != "" {
+			r.Header.Set("Range", c.rng)
+		}
+		if c.ifRange != "" {
+			r.Header.Set("If-Range", c.ifRange)
+		}
+		if from, to := coveredSpan(r, size); from != c.from || to != c.to {
+			t.Errorf("Range %q If-Range %q: [%d, %d], want [%d, %d]", c.rng, c.ifRange, from, to, c.from, c.to)
+		}
+	}
+}
+
+// FuzzCoveredSpan: whatever the Range field says, the span lies within the
+// object and covers every byte net/http's ServeContent would send for it.
+func FuzzCoveredSpan(f *testing.F) {
+	f.Add("bytes=0-9", int64(1000))
+	f.Add("bytes=-10", int64(5))
+	f.Add("bytes=0-9,20-29", int64(100))
+	f.Fuzz(func(t *testing.T, rng string, size int64) {
+		if size <= 0 || size > 1<<20 {
+			return
+		}
+		r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+		r.Header["Range"] = []string{rng}
+		from, to := coveredSpan(r, size)
+		if from < 0 || to >= size || from > to {
+			t.Fatalf("Range %q, size %d: [%d, %d] outside the object", rng, size, from, to)
+		}
+		w := httptest.NewRecorder()
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("x", int(size))))
+		if w.Code != http.StatusPartialContent {
+			return // whole (inside the span only if it is all) or refused
+		}
+		cr := w.Header().Get("Content-Range")
+		if cr == "" {
+			return // multipart: the span is all
+		}
+		var a, b, total int64
+		if _, err := fmt.Sscanf(cr, "bytes %d-%d/%d", &a, &b, &total); err != nil {
+			t.Fatalf("Content-Range %q: %v", cr, err)
+		}
+		if a < from || b > to {
+			t.Fatalf("Range %q, size %d: ServeContent sent %d-%d outside the span [%d, %d]", rng, size, a, b, from, to)
+		}
+	})
 }
