@@ -81,21 +81,20 @@ func (c *Cluster) MayWaitOnPeers(key string, r any) bool {
 		}
 		return false
 	}
+	kh := routing.KeyHash(key)
 	switch c.cfg.Mode {
 	case routing.ModeNone:
 		return false
-	case routing.ModeHybrid:
-		kh := routing.KeyHash(key)
-		if n, _ := c.hot.Peek(kh, 0); n+1 < c.hot.Q() {
-			_, home, _ := c.planFor(kh, false, func(int) int { return 0 })
-			return home != c.cfg.NodeID
-		}
-		return c.router.Ring().Len() > 1
 	case routing.ModeRing:
-		_, home, _ := c.planFor(routing.KeyHash(key), false, func(int) int { return 0 })
-		return home != c.cfg.NodeID
+	case routing.ModeHybrid:
+		if n, _ := c.hot.Peek(kh, 0); n+1 >= c.hot.Q() {
+			return c.router.Ring().Len() > 1 // hot: a tree
+		}
+	default:
+		return c.router.Ring().Len() > 1 // a tree: any leaf's path may hold a peer
 	}
-	return c.router.Ring().Len() > 1 // a tree: any leaf's path may hold a peer
+	_, home, _ := c.planFor(kh, false, func(int) int { return 0 }) // the home alone
+	return home != c.cfg.NodeID
 }
 
 // probeResult finishes a probe's winning answer: an origin that answered a

@@ -27,8 +27,7 @@ func (c *coalescer) join(key string, purges uint64, w fillWait) (*fill, bool) {
 	if f, ok := c.fills[key]; ok && f.purges == purges {
 		return f, false
 	}
-	f := newFill(purges)
-	f.waitAt = w
+	f := newFill(purges, w)
 	c.fills[key] = f
 	return f, true
 }

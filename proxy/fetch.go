@@ -142,8 +142,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		return ResultRejected
 	}
 	if f == nil {
-		f = newFill(h.purges.Load()) // not coalesced, but the body still streams through a fill
-		f.waitAt = m.wait
+		f = newFill(h.purges.Load(), m.wait) // not coalesced, but the body still streams through a fill
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)

@@ -68,9 +68,10 @@ const trimWindow = 256 << 10
 // block, never the whole buffer; consumed blocks are dropped, not copied.
 const blockSize = 32 << 10
 
-// newFill starts a fill when the handler has seen purges purges.
-func newFill(purges uint64) *fill {
-	return &fill{purges: purges, ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
+// newFill starts a fill when the handler has seen purges purges, standing
+// at w in the wait order.
+func newFill(purges uint64, w fillWait) *fill {
+	return &fill{purges: purges, waitAt: w, ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
 }
 
 // publish sets the outcome and wakes the waiters.

@@ -39,7 +39,7 @@ func (b *lastThenEOF) Read(p []byte) (int, error) {
 func TestLastByteBeforeCommitWhenEOFComesLater(t *testing.T) {
 	p := newTestProxy(t, nil)
 	const size = 10_000
-	f := newFill(0)
+	f := newFill(0, fillWait{})
 	f.entry = &Entry{Status: 200, Header: http.Header{}}
 	rd, _ := f.reader()
 	committed := make(chan struct{})

@@ -28,7 +28,7 @@ func TestFillCommitsBeforeTheLastByteIsRead(t *testing.T) {
 	p := newTestProxy(t, nil)
 	const size = 10_000
 	for i := range 300 {
-		f := newFill(0)
+		f := newFill(0, fillWait{})
 		f.entry = &Entry{Status: 200, Header: http.Header{}}
 		rd, _ := f.reader()
 		committed, late := false, false

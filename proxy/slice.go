@@ -358,7 +358,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	ran := false
 	// Reading on from a response whose header is in waits on no peer's
 	// header: a flight of it stands as direct (waitorder.go).
-	w := h.waitOf(s.r, skey)
+	w := h.orderOf(s.r)
 	w.direct = true
 	v, _, _, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) {
 		ran = true

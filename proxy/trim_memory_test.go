@@ -14,7 +14,7 @@ import (
 func TestTrimTransitionQuadraticCopy(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
-	f := newFill(0)
+	f := newFill(0, fillWait{})
 	f.entry = &Entry{Status: 200}
 	rd, _ := f.reader()
 	body := bytes.NewReader(make([]byte, 16<<20))
@@ -57,7 +57,7 @@ func TestTrimTransitionQuadraticCopy(t *testing.T) {
 func TestTrimGenerationsPinned(t *testing.T) {
 	p := newTestProxy(t, nil)
 	h := p.h
-	f := newFill(0)
+	f := newFill(0, fillWait{})
 	f.entry = &Entry{Status: 200}
 	slow, _ := f.reader()
 	const n = 40
@@ -115,7 +115,7 @@ func TestTrimGenerationsPinned(t *testing.T) {
 // of its own fetch.
 func TestReaderOnAbandonedFill(t *testing.T) {
 	p := newTestProxy(t, nil)
-	f := newFill(0)
+	f := newFill(0, fillWait{})
 	f.entry = &Entry{Status: 200}
 	rd, _ := f.reader()
 	rd.Close() // e.g. a HEAD leader

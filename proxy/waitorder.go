@@ -100,18 +100,22 @@ type fillWait struct {
 
 // waitOf places a fill for key led (or joined) by r.
 func (h *Handler) waitOf(r *http.Request, key string) fillWait {
+	w := h.orderOf(r)
+	if pw, ok := h.fetcher.(PeerWaiter); ok {
+		w.direct = !pw.MayWaitOnPeers(key, inboundOf(r).Route)
+	}
+	return w
+}
+
+// orderOf is r's order, and whether r is a peer's climb: the climb's own
+// order, or a new chain's; direct when nothing can wait on a peer.
+func (h *Handler) orderOf(r *http.Request) fillWait {
 	pw, ok := h.fetcher.(PeerWaiter)
 	if !ok {
 		return fillWait{direct: true} // no peers: nothing to wait on
 	}
-	route := inboundOf(r).Route
-	w := fillWait{direct: !pw.MayWaitOnPeers(key, route)}
-	if route == nil {
-		w.order = NewWaitOrder(time.Now())
-		return w
-	}
-	w.order, w.climb = pw.ClimbOrder(route)
-	if !w.climb {
+	var w fillWait
+	if w.order, w.climb = pw.ClimbOrder(inboundOf(r).Route); !w.climb {
 		w.order = NewWaitOrder(time.Now())
 	}
 	return w

@@ -68,8 +68,7 @@ func TestNewWaitOrderIsNeverZero(t *testing.T) {
 func TestJoinRuleNeverClosesACycle(t *testing.T) {
 	older, younger := WaitOrder{At: 1, Tie: 1}, WaitOrder{At: 2, Tie: 1}
 	fillAt := func(w fillWait, headerIn bool) *fill {
-		f := newFill(0)
-		f.waitAt = w
+		f := newFill(0, w)
 		if headerIn {
 			f.publish(nil, false, nil)
 		}
