@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,23 +41,8 @@ func TestAProbeOfAPartlyStoredSlicedObjectIsAMiss(t *testing.T) {
 	nodes := startRealNodesWith(t, []string{"A", "B"}, routing.ModeRing, 2, 400*time.Millisecond, origin, 1000,
 		nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = sb }, peerWhole: 1024})
 	a, b := nodes["A"], nodes["B"]
-	var path string
-	for i := 0; i < 100000; i++ {
-		p := "/obj/" + strconv.Itoa(i)
-		u, _ := url.Parse("http://site.example" + p)
-		if homeOf(a, a.ph.URLKey(u)) == "B" {
-			path = p
-			break
-		}
-	}
-	// B (the home) keeps the manifest and slice 0 only.
-	w := httptest.NewRecorder()
-	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-	req.Header.Set("Range", "bytes=0-9")
-	b.ph.ServeHTTP(w, req)
-	if w.Code != 206 {
-		t.Fatalf("prime: %d", w.Code)
-	}
+	path := objectWhere(t, a, func(key string) bool { return homeOf(a, key) == "B" })
+	primeSlice0(t, b, path) // B (the home) keeps the manifest and slice 0 only
 	// A's probe for X, whole (what a miss at A sends B with selection on).
 	out := httptest.NewRequest("GET", "http://site.example"+path, nil)
 	out.RequestURI = ""

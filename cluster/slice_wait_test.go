@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,31 +79,17 @@ func sliceProbeFlights(t *testing.T, mode routing.Mode, hot int) {
 	nodes := startRealNodesWith(t, ids, mode, 2, pt, origin, hot, nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = 1024 }})
 	for round := range 16 {
 		path := "/big/" + strconv.Itoa(round)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		took := map[string]time.Duration{}
-		for _, id := range ids {
-			wg.Go(func() {
-				start := time.Now()
-				w := httptest.NewRecorder()
-				req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-				req.Header.Set("Range", "bytes=0-99")
-				nodes[id].ph.ServeHTTP(w, req)
-				mu.Lock()
-				took[id] = time.Since(start)
-				mu.Unlock()
-				if w.Code != http.StatusPartialContent || w.Body.Len() != 100 {
-					t.Errorf("%s at %s: %d, %d bytes", path, id, w.Code, w.Body.Len())
-				}
-			})
-		}
-		wg.Wait()
-		t.Logf("%s: %v (origin fetches so far %d)", path, took, origin.n.Load())
-		for id, d := range took {
-			if d >= 4*pt {
-				t.Errorf("%s at %s took %v: the slice probe flights waited on each other until the peer header timeout", path, id, d)
+		took := askEveryNodeAtOnce(t, ids, func(id string) {
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+			req.Header.Set("Range", "bytes=0-99")
+			nodes[id].ph.ServeHTTP(w, req)
+			if w.Code != http.StatusPartialContent || w.Body.Len() != 100 {
+				t.Errorf("%s at %s: %d, %d bytes", path, id, w.Code, w.Body.Len())
 			}
-		}
+		})
+		t.Logf("%s: %v (origin fetches so far %d)", path, took, origin.n.Load())
+		noneWaitedOut(t, path, took, pt, "the slice probe flights")
 	}
 }
 
@@ -135,27 +120,12 @@ func TestSliceFlightsDoNotWaitOnEachOther(t *testing.T) {
 				get(id, path, "bytes=0-9")
 			}
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		took := map[string]time.Duration{}
-		for _, id := range ids {
-			wg.Go(func() {
-				start := time.Now()
-				code, n := get(id, path, "bytes=3000-3099") // slice 2: nobody holds it
-				mu.Lock()
-				took[id] = time.Since(start)
-				mu.Unlock()
-				if code != http.StatusPartialContent || n != 100 {
-					t.Errorf("%s at %s: %d, %d bytes", path, id, code, n)
-				}
-			})
-		}
-		wg.Wait()
-		t.Logf("%s: %v (origin fetches so far %d)", path, took, origin.n.Load())
-		for id, d := range took {
-			if d >= 4*pt {
-				t.Errorf("%s at %s took %v: the slice flights waited on each other until the peer header timeout", path, id, d)
+		took := askEveryNodeAtOnce(t, ids, func(id string) {
+			if code, n := get(id, path, "bytes=3000-3099"); code != http.StatusPartialContent || n != 100 { // slice 2: nobody holds it
+				t.Errorf("%s at %s: %d, %d bytes", path, id, code, n)
 			}
-		}
+		})
+		t.Logf("%s: %v (origin fetches so far %d)", path, took, origin.n.Load())
+		noneWaitedOut(t, path, took, pt, "the slice flights")
 	}
 }

@@ -51,29 +51,15 @@ func TestTreeClimbsDoNotWaitOnEachOther(t *testing.T) {
 	nodes := startRealNodes(t, ids, routing.ModeTree, 2, peerTimeout, origin)
 	for round := range 12 {
 		path := "/hot/" + strconv.Itoa(round)
-		var wg sync.WaitGroup
-		took := map[string]time.Duration{}
-		var mu sync.Mutex
-		for _, id := range ids {
-			wg.Go(func() {
-				start := time.Now()
-				w := httptest.NewRecorder()
-				nodes[id].ph.ServeHTTP(w, httptest.NewRequest("GET", "http://site.example"+path, nil))
-				mu.Lock()
-				took[id] = time.Since(start)
-				mu.Unlock()
-				if w.Code != http.StatusOK || w.Body.String() != "page" {
-					t.Errorf("%s at %s: %d %q", path, id, w.Code, w.Body.String())
-				}
-			})
-		}
-		wg.Wait()
-		t.Logf("%s: %v, origin fetches so far %d", path, took, origin.n.Load())
-		for id, d := range took {
-			if d >= 4*peerTimeout {
-				t.Errorf("%s at %s took %v: the two fills waited on each other until the peer header timeout", path, id, d)
+		took := askEveryNodeAtOnce(t, ids, func(id string) {
+			w := httptest.NewRecorder()
+			nodes[id].ph.ServeHTTP(w, httptest.NewRequest("GET", "http://site.example"+path, nil))
+			if w.Code != http.StatusOK || w.Body.String() != "page" {
+				t.Errorf("%s at %s: %d %q", path, id, w.Code, w.Body.String())
 			}
-		}
+		})
+		t.Logf("%s: %v, origin fetches so far %d", path, took, origin.n.Load())
+		noneWaitedOut(t, path, took, peerTimeout, "the fills")
 	}
 }
 
@@ -128,5 +114,36 @@ func TestFlashCrowdOriginFetches(t *testing.T) {
 				t.Errorf("%d origin fetches for %d %s pages, want at most %d each", n, pages, c.name, c.most)
 			}
 		})
+	}
+}
+
+// askEveryNodeAtOnce runs ask for every node in ids at once and returns
+// how long each took.
+func askEveryNodeAtOnce(t *testing.T, ids []string, ask func(id string)) map[string]time.Duration {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	took := map[string]time.Duration{}
+	for _, id := range ids {
+		wg.Go(func() {
+			start := time.Now()
+			ask(id)
+			mu.Lock()
+			took[id] = time.Since(start)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return took
+}
+
+// noneWaitedOut fails each node whose answer took the peer header
+// timeout (4 × peer timeout pt): what waits on each other ends with.
+func noneWaitedOut(t *testing.T, path string, took map[string]time.Duration, pt time.Duration, what string) {
+	t.Helper()
+	for id, d := range took {
+		if d >= 4*pt {
+			t.Errorf("%s at %s took %v: %s waited on each other until the peer header timeout", path, id, d, what)
+		}
 	}
 }

@@ -47,16 +47,34 @@ func (o *bigRangeOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (prox
 // a's view and whose slice 1's home is A.
 func objectHomedAtBWithSlice1AtA(t *testing.T, a *realNode) string {
 	t.Helper()
+	return objectWhere(t, a, func(key string) bool { return homeOf(a, key) == "B" && homeOf(a, key+"\x00slice=1") == "A" })
+}
+
+// objectWhere finds a path /obj/N whose cache key (in a's view) is ok.
+func objectWhere(t *testing.T, a *realNode, ok func(key string) bool) string {
+	t.Helper()
 	for i := range 100000 {
 		p := "/obj/" + strconv.Itoa(i)
 		u, _ := url.Parse("http://site.example" + p)
-		key := a.ph.URLKey(u)
-		if homeOf(a, key) == "B" && homeOf(a, key+"\x00slice=1") == "A" {
+		if ok(a.ph.URLKey(u)) {
 			return p
 		}
 	}
-	t.Fatal("no object homed at B with slice 1 at A")
+	t.Fatal("no such object")
 	return ""
+}
+
+// primeSlice0 has n keep path's manifest and its slice 0 (a Range of its
+// first bytes, asked of n).
+func primeSlice0(t *testing.T, n *realNode, path string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
+	req.Header.Set("Range", "bytes=0-9")
+	n.ph.ServeHTTP(w, req)
+	if w.Code != http.StatusPartialContent {
+		t.Fatalf("prime %s at %s: %d", path, n.id, w.Code)
+	}
 }
 
 func homeOf(n *realNode, key string) string {
@@ -261,23 +279,8 @@ func TestAProbeNeverFetchesASlice(t *testing.T) {
 	origin := &bigRangeOrigin{size: 3*sb - 100}
 	nodes := startRealNodesWith(t, []string{"A", "B"}, routing.ModeRing, 2, pt, origin, 1000, nodeTuning{proxy: func(pc *proxy.Config) { pc.SliceBytes = sb }})
 	a, b := nodes["A"], nodes["B"]
-	var path string
-	for i := 0; i < 100000; i++ {
-		p := "/obj/" + strconv.Itoa(i)
-		u, _ := url.Parse("http://site.example" + p)
-		if homeOf(a, a.ph.URLKey(u)) == "B" {
-			path = p
-			break
-		}
-	}
-	// B (the home) keeps the manifest and slice 0.
-	w := httptest.NewRecorder()
-	req := httptest.NewRequest("GET", "http://site.example"+path, nil)
-	req.Header.Set("Range", "bytes=0-9")
-	b.ph.ServeHTTP(w, req)
-	if w.Code != 206 {
-		t.Fatalf("prime: %d", w.Code)
-	}
+	path := objectWhere(t, a, func(key string) bool { return homeOf(a, key) == "B" })
+	primeSlice0(t, b, path) // B (the home) keeps the manifest and slice 0
 	before := origin.n.Load()
 	// A probes B for slice 1 (what a Range miss at A sends with selection on).
 	out := httptest.NewRequest("GET", "http://site.example"+path, nil)
