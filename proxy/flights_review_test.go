@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,22 +121,10 @@ func TestASliceFlightIsNotJoinedAfterAPurge(t *testing.T) {
 		w.Header().Set("Cache-Control", "max-age=600")
 		w.Header().Set("ETag", `"same"`)
 		w.Header().Set("Content-Type", "application/octet-stream")
-		rg := r.Header.Get("Range")
-		if rg == "" {
-			_, _ = w.Write(body)
-			return
-		}
-		a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
-		ai, _ := strconv.Atoi(a)
-		bi, _ := strconv.Atoi(b)
-		bi = min(bi, size-1)
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", ai, bi, size))
-		w.Header().Set("Content-Length", strconv.Itoa(bi-ai+1))
-		w.WriteHeader(http.StatusPartialContent)
-		if ai > 0 {
+		if rg := r.Header.Get("Range"); rg != "" && !strings.HasPrefix(rg, "bytes=0-") {
 			time.Sleep(400 * time.Millisecond) // slice 1 is slow
 		}
-		_, _ = w.Write(body[ai : bi+1])
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	}, func(c *Config) { c.SliceBytes = 1024 })
 	if w := serve(h, "GET", "/big", "Range", "bytes=0-9"); w.Code != 206 || w.Body.String() != "oooooooooo" {
 		t.Fatalf("prime: %d %q", w.Code, w.Body.String())
