@@ -17,14 +17,16 @@ func newCoalescer() *coalescer { return &coalescer{fills: make(map[string]*fill)
 
 // join returns (f, true) if the caller became the leader for key, who must
 // call done; otherwise the fill under way for key (a caller that only
-// wants to lead, like a background refresh, ignores it). purges is the handler's
-// purge count now: a fill started before a later purge is not joined (it
-// may carry what was purged), and a new one replaces it. A fill led here
-// stands at w in the wait order (waitorder.go).
+// wants to lead, like a background refresh, ignores it). purges is the
+// handler's purge count when the caller looked the store up (miss.purgesAt):
+// a fill started before a later purge is not joined (it may carry what was
+// purged), and a new one, which starts from purges, replaces it; a fill
+// started after it is (what it brings is newer than the caller's lookup).
+// A fill led here stands at w in the wait order (waitorder.go).
 func (c *coalescer) join(key string, purges uint64, w fillWait) (*fill, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f, ok := c.fills[key]; ok && f.purges == purges {
+	if f, ok := c.fills[key]; ok && f.purges >= purges {
 		return f, false
 	}
 	f := newFill(purges, w)

@@ -40,6 +40,13 @@ type miss struct {
 	holdsSlot bool
 	ruling    *ruling  // the request's cache rules (nil: none)
 	wait      fillWait // where a fill this miss leads stands in the wait order
+	// purgesAt is the handler's purge count before the lookup that found
+	// stale (or nothing). A fill this miss leads starts from it, not from
+	// the count when the fill begins: a purge between the two would
+	// otherwise let a 304 put the purged body back in the store, and hand
+	// it to requests made after the purge (they join only fills begun
+	// after it, co.join).
+	purgesAt uint64
 }
 
 // fetchAndServe answers a miss: it joins the fill of the same variant if
@@ -53,7 +60,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 		vary := m.vary
 		for range 2 { // the second pass joins the fill of our own variant
 			ckey := coalesceKey(m.key, h.varyKey(vary, r))
-			f, leader := h.co.join(ckey, h.purges.Load(), m.wait)
+			f, leader := h.co.join(ckey, m.purgesAt, m.wait)
 			if leader {
 				return h.lead(w, r, f, ckey, m)
 			}
@@ -142,7 +149,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		return ResultRejected
 	}
 	if f == nil {
-		f = newFill(h.purges.Load(), m.wait) // not coalesced, but the body still streams through a fill
+		f = newFill(m.purgesAt, m.wait) // not coalesced, but the body still streams through a fill
 	}
 	m.holdsSlot = true
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
@@ -216,6 +223,22 @@ func (h *Handler) done(fl *filling) {
 // stillCurrent reports whether no purge came since the fill started, so
 // that what it stores does not undo one.
 func (h *Handler) stillCurrent(fl *filling) bool { return h.purges.Load() == fl.purges }
+
+// putUnlessPurged stores e unless a purge came since the purge count was
+// purges. A purge between the check and the Put is caught by a second
+// check after it, and e's variant goes again: Purge counts before it
+// removes, so either it removes e or the second check sees it.
+func (h *Handler) putUnlessPurged(e *Entry, purges uint64) bool {
+	if h.purges.Load() != purges {
+		return false
+	}
+	h.store.Put(e)
+	if h.purges.Load() != purges {
+		h.store.RemoveVariant(e)
+		return false
+	}
+	return true
+}
 
 // fillFrom is the one fill path, used by client misses and by background
 // refresh: fetch (validating m.stale if set) and act on the answer, which
@@ -343,8 +366,8 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 		h.done(fl)
 		return outcome{kind: outEntry, entry: e, own: fl.own, status: status.withDetail(string(why)), result: ResultRevalidated}
 	}
-	if fl.res.Keep && h.stillCurrent(fl) {
-		h.store.Put(e)
+	if fl.res.Keep {
+		h.putUnlessPurged(e, fl.purges)
 	}
 	fl.f.completeWith(e)
 	fl.f.upstream = fl.upstreamStatus()
@@ -356,8 +379,8 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 // fillSliced stores a sliced object's manifest; the response's body holds
 // its first slices, which the leader reveals.
 func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
-	if fl.res.Keep && h.stillCurrent(fl) {
-		h.store.Put(man)
+	if fl.res.Keep {
+		h.putUnlessPurged(man, fl.purges)
 	}
 	h.passes.Remove(fl.m.passKey)
 	h.large.Remove(fl.m.passKey)
@@ -672,10 +695,11 @@ func setValidators(hdr http.Header, e *Entry) {
 
 // refreshInBackground revalidates e once, however many requests see it
 // stale, through the same fill path as a client miss.
-func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool) {
+// purgesAt is the purge count before the lookup that found e.
+func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, reqCC CacheControl, hasAuth bool, purgesAt uint64) {
 	ckey := coalesceKey(key, e.VaryKey)
 	wt := h.waitOf(r, key)
-	f, leader := h.co.join(ckey, h.purges.Load(), wt)
+	f, leader := h.co.join(ckey, purgesAt, wt)
 	if !leader {
 		return // a fetch for this variant is already under way
 	}
@@ -685,7 +709,7 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		defer cancel()
 		// The refresh carries the triggering request's credentials and
 		// directives, so the same storability rules apply to it.
-		m := h.missFor(key, r)
+		m := h.missFor(key, r, purgesAt)
 		m.stale, m.reqCC, m.hasAuth, m.fwd, m.background, m.wait = e, reqCC, hasAuth, "stale", true, wt
 		o := h.fillFrom(ctx, f, ckey, rr, m)
 		switch o.kind {
@@ -699,6 +723,11 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		case outStream:
 			o.resp.Body.Close()
 			h.metrics.Refreshes.WithLabelValues("uncacheable").Inc()
+		case outSliced:
+			// The new manifest is stored; its slices are fetched when
+			// asked for. Nobody reads the first ones this answer carries.
+			o.resp.Body.Close()
+			h.metrics.Refreshes.WithLabelValues("ok").Inc()
 		default:
 			h.metrics.Refreshes.WithLabelValues("error").Inc()
 		}

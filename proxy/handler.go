@@ -377,6 +377,11 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	q := queryOf(r, h.now())
 	hasAuth := q.hasAuth
 
+	// Read before the lookup: a fill this request leads or joins, or its
+	// background refresh, validates what the lookup found and must not
+	// store it, nor hand it to later requests, if a purge came since
+	// (miss.purgesAt).
+	purgesAt := h.purges.Load()
 	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) })
 	if e != nil && e.fromDisk {
 		// A disk hit's body is in memory while it is written: it is
@@ -401,7 +406,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		// refresh only ever failed, and a client joining its fill got
 		// the failure (a review).
 		if d.refresh() && (!reqCC.OnlyIfCached || inboundOf(r).Route == nil) {
-			h.refreshInBackground(r, key, e, reqCC, hasAuth)
+			h.refreshInBackground(r, key, e, reqCC, hasAuth, purgesAt)
 		}
 		return d.result()
 	}
@@ -409,7 +414,7 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 		h.writeError(w, http.StatusGatewayTimeout, refused("miss", "only-if-cached"), "not in cache")
 		return ResultOnlyIfCached
 	}
-	m := h.missFor(key, r)
+	m := h.missFor(key, r, purgesAt)
 	if e == nil {
 		if _, large := h.large.Get(m.passKey); large {
 			// Known to be larger than we store: forward as is, Range included.
@@ -440,14 +445,14 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 // missFor starts the miss of r under key with what the request itself
 // decides: its keyed fields (computed once), its Cookie, and from them the
 // passKey.
-func (h *Handler) missFor(key string, r *http.Request) miss {
+func (h *Handler) missFor(key string, r *http.Request, purgesAt uint64) miss {
 	g := rulingOf(r)
 	// The request's own fields in its key: those the cache does not know
 	// (fieldKey) and those a key rule adds. Either makes the request's
 	// answer a variant of its own: never sliced (slices are shared by
 	// URL), and remembered apart in the hit-for-pass memories.
 	fk := h.fieldKey(r.Header) + g.keyExtra(r.Header)
-	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: g}
+	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: g, purgesAt: purgesAt}
 	if m.hasCookie {
 		m.passKey += "\x00cookie"
 	}

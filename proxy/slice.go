@@ -404,10 +404,10 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 
 // storeSlice stores a slice unless a purge came since purges was read.
 func (h *Handler) storeSlice(e *Entry, purges uint64) {
-	if e.cc.NoStore || e.cc.Private || h.purges.Load() != purges {
+	if e.cc.NoStore || e.cc.Private {
 		return
 	}
-	h.store.Put(e)
+	h.putUnlessPurged(e, purges)
 }
 
 // fetchSlice fetches bytes a–b of the object m describes with a Range
