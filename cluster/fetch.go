@@ -233,6 +233,9 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 				rho = 1
 			}
 		}
+		if c.cfg.Selection == SelectionRaceAll {
+			rho = 0 // asked whatever its indicator says
+		}
 		if count && rho >= 1 && (c.cfg.Selection != SelectionFNARate || ind || !isHome) {
 			// It can never be chosen (asking it lowers no miss chance), and
 			// with more than MaxCandidates peers it would take the place of
@@ -262,6 +265,9 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 // others, the route explorer's lists them too, and both must choose alike
 // (SelectNoWorse is exact only up to ExactUpTo candidates).
 func (c *Cluster) choose(cs *candidateSet) uint64 {
+	if c.cfg.Selection == SelectionRaceAll {
+		return 1<<uint(len(cs.cands)) - 1
+	}
 	var usable [indicators.MaxCandidates]indicators.Candidate
 	var index [indicators.MaxCandidates]int
 	var negative uint64
@@ -492,6 +498,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if mask == 0 {
 		return proxy.Result{}, false, nil
 	}
+	raceAll := c.cfg.Selection == SelectionRaceAll
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
 	// link TCP may take seconds), bounded by send's idle timeout and by
@@ -499,7 +506,10 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	// bodies short, mid-response to the client.
 	pctx, cancel := context.WithCancel(ctx)
 	waitFor, beside := mask, uint64(0)
-	if c.cfg.NegativeProbesBesideClimb {
+	switch {
+	case raceAll:
+		waitFor, beside = 0, mask
+	case c.cfg.NegativeProbesBesideClimb:
 		beside = cs.unlikelyNegatives(c.raceAbove) & mask
 		waitFor = mask &^ beside
 	}

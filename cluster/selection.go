@@ -32,9 +32,17 @@ const (
 	// selection as fna-learned and a little exploration: the default, by
 	// measurement (docs/indicators.md, "fna-rate"; docs/cluster.md).
 	SelectionFNARate
+	// SelectionRaceAll asks every trusted peer but the climb's first hop on
+	// every miss, each probe racing the climb, none waited for: a miss
+	// costs the nearest copy the cluster holds, or the climb when none
+	// does. No indicator is read. It prices nothing, sends the most probes
+	// and bytes between regions, and is there as a measurement: the miss
+	// latency no selection rule can beat in the same run, against which the
+	// others' gains are read (docs/cluster.md, "The bound").
+	SelectionRaceAll
 )
 
-var selectionNames = [...]string{"fna", "fno", "off", "fna-home", "fna-learned", "fna-rate"}
+var selectionNames = [...]string{"fna", "fno", "off", "fna-home", "fna-learned", "fna-rate", "race-all"}
 
 // HomeAware reports whether the policy keeps separate estimates for the
 // peers that are a page's home.
@@ -52,7 +60,8 @@ func (s Selection) String() string {
 	return selectionNames[s]
 }
 
-// ParseSelection parses fna, fno, off, fna-home, fna-learned or fna-rate.
+// ParseSelection parses fna, fno, off, fna-home, fna-learned, fna-rate or
+// race-all.
 func ParseSelection(s string) (Selection, error) {
 	for i, n := range selectionNames {
 		if s == n {

@@ -83,7 +83,7 @@ then flags. Every key is documented in config.yaml.`,
 	f.String("peers", "", "static peers ID=HOST:PORT,… (cluster.peers)")
 	f.String("secret", "", "cluster secret (cluster.secret)")
 	f.String("routing-mode", "", "hybrid, tree, ring or none (routing.mode)")
-	f.String("selection", "", "fna, fno or off (cluster.selection)")
+	f.String("selection", "", "fna-rate, fna-learned, fna-home, fna, fno, off or race-all (cluster.selection)")
 	f.String("monitoring", "", "all, subset or auto: which peers to heartbeat (cluster.monitoring)")
 	f.String("monitor-peers", "", "neighbours per node with subset monitoring (cluster.monitor_peers)")
 	f.String("tls-listen", "", "HTTPS listen address (tls.listen)")
