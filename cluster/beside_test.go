@@ -98,19 +98,7 @@ func TestClimbDoesNotWaitForANegativeProbe(t *testing.T) {
 		if w := l.ask(l.h, p); w.Code != 200 {
 			t.Fatalf("filling H: %d", w.Code)
 		}
-		var released atomic.Bool
-		release := make(chan struct{})
-		hold := func(r *http.Request) {
-			if r.Header.Get(hdrMode) == hopProbe.String() {
-				<-release
-			}
-		}
-		l.x.hold.Store(&hold)
-		go func() {
-			time.Sleep(300 * time.Millisecond)
-			released.Store(true)
-			close(release)
-		}()
+		released := holdProbes(300*time.Millisecond, l.x)
 		w := l.ask(l.a, p)
 		answeredHeld := !released.Load()
 		if w.Code != 200 || !strings.Contains(w.Body.String(), "for ") {
@@ -124,6 +112,27 @@ func TestClimbDoesNotWaitForANegativeProbe(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, "X's probe answer recorded", func() bool { return l.negativeProbes() == 1 })
 	}
+}
+
+// holdProbes holds every probe the nodes get for d, and reports when it
+// has let them go.
+func holdProbes(d time.Duration, nodes ...*realNode) *atomic.Bool {
+	released := &atomic.Bool{}
+	release := make(chan struct{})
+	hold := func(r *http.Request) {
+		if r.Header.Get(hdrMode) == hopProbe.String() {
+			<-release
+		}
+	}
+	for _, n := range nodes {
+		n.hold.Store(&hold)
+	}
+	go func() {
+		time.Sleep(d)
+		released.Store(true)
+		close(release)
+	}()
+	return released
 }
 
 // heldOrigin holds every fetch while shut (until its context ends).

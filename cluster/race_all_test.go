@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,20 +53,7 @@ func TestRaceAllAsksEveryPeerAndWaitsForNone(t *testing.T) {
 	if w := l.ask(l.h, p); w.Code != 200 {
 		t.Fatalf("filling H: %d", w.Code)
 	}
-	var released atomic.Bool
-	release := make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Header.Get(hdrMode) == hopProbe.String() {
-			<-release
-		}
-	}
-	l.x.hold.Store(&hold)
-	l.y.hold.Store(&hold)
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		released.Store(true)
-		close(release)
-	}()
+	released := holdProbes(300*time.Millisecond, l.x, l.y)
 	w := l.ask(l.a, p)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), p) {
 		t.Fatalf("A answered %d %q", w.Code, w.Body.String())
