@@ -343,6 +343,7 @@ type Transition struct {
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
 	cfg         Config
+	copies      copyHold // while a purge goes round, no peer's page is kept (purgehold.go)
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
 	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)

@@ -28,6 +28,19 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 // proxy computed for fr.Req; fr.Route, the route the peer handler read, is
 // set at a peer and nil at the ingress.
 func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	mark := c.copies.mark(time.Now())
+	res, err := c.fetch(ctx, fr)
+	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.clearSince(mark, time.Now()) {
+		// A purge went round meanwhile: the peer may not have had it yet
+		// (purgehold.go).
+		res.Keep = false
+		c.copies.notKept.Add(1)
+		c.metrics.PurgeHeldCopies.Inc()
+	}
+	return res, err
+}
+
+func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	kh := routing.KeyHash(fr.Key)
 	if rt, ok := fr.Route.(*route); ok && rt != nil {
 		return c.continueClimb(ctx, fr, kh, rt)
@@ -44,7 +57,7 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		// turned hot since).
 		path, tree = nil, false
 	}
-	if c.cfg.Selection != SelectionOff {
+	if c.cfg.Selection != SelectionOff && probeable(fr.Req) {
 		res, ok, negatives := c.probe(ctx, fr, kh, path)
 		if ok {
 			return c.probeResult(kh, isHome, res), nil
@@ -550,6 +563,18 @@ func (c *Cluster) drainAnswers(answers <-chan probeAnswer, n int, cs *candidateS
 	}
 }
 
+// probeable reports whether req may be asked of peers by probe: a probe
+// asks only-if-cached in place of the request's own Cache-Control, so a
+// request with directives of its own (a reload's no-cache or max-age=0,
+// Pragma) would be answered from a peer's store with what it asked to
+// have checked. Such a request climbs, carrying them (a review's test,
+// TestNoCacheIsNotAnsweredByAProbe).
+func probeable(req *http.Request) bool {
+	_, cc := req.Header["Cache-Control"]
+	_, pragma := req.Header["Pragma"]
+	return !cc && !pragma
+}
+
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).
 type probeAnswer struct {
 	resp *http.Response
@@ -619,9 +644,11 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingPro
 	return nil, "", got
 }
 
-// recordAnswer classifies one probe answer (hit: the page, below 500 and
-// not 504; miss: 504, the peer does not hold it; lost: another 5xx;
-// error: no headers in time), counts it, and tells a negatively indicated
+// recordAnswer classifies one probe answer (hit: the page from the peer's
+// store, below 500, not 504, its own Cache-Status member a hit; miss: 504,
+// the peer does not hold it; lost: anything else, a 5xx or a refusal of
+// the peer's own such as its per-client limit's 429; error: no headers in
+// time), counts it, and tells a negatively indicated
 // peer's replica what its answer showed. Answers that come after the
 // winner are recorded too: a far home's hit comes after a near peer's, and
 // leaving it out would teach fna-learned that far negatives miss.
@@ -631,7 +658,7 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 	case a.resp == nil:
 		outcome = "error"
 	case a.resp.StatusCode == http.StatusGatewayTimeout:
-	case a.resp.StatusCode < 500:
+	case a.resp.StatusCode < 500 && proxy.AnsweredFromStore(a.resp.Header):
 		outcome = "hit"
 	default:
 		outcome = "lost"

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -76,6 +78,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 	r.Use(c.authenticate)
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
+		c.holdPeerCopies() // before the purge: purgehold.go
 		n, err := purge(proxy.ParsePurgeQuery(req.URL.Query()))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -113,8 +116,8 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// FanOutPurge sends a purge to every trusted peer and returns how many
-// accepted it.
+// FanOutPurge sends a purge to every trusted peer at once and returns how
+// many accepted it.
 func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 	q := p.Query()
 	c.mu.Lock()
@@ -125,18 +128,24 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 		}
 	}
 	c.mu.Unlock()
-	ok := 0
+	// All at once: until the last peer has purged, the first ones keep no
+	// peer's page (purgehold.go), for a window that must cover the round.
+	var ok atomic.Int64
+	var wg sync.WaitGroup
 	for _, a := range addrs {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+a+"/_edge/purge?"+q, nil)
-		resp, err := c.do(req)
-		if err != nil {
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			ok++
-		}
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+a+"/_edge/purge?"+q, nil)
+			resp, err := c.do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok.Add(1)
+			}
+		})
 	}
-	return ok
+	wg.Wait()
+	return int(ok.Load())
 }

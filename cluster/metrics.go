@@ -41,6 +41,7 @@ type Metrics struct {
 	IndicatorRejected     *prometheus.CounterVec // payloads rejected, by reason
 	Probes                *prometheus.CounterVec // by indication (positive, negative) and outcome (hit, miss, error, lost)
 	BesideClimb           *prometheus.CounterVec // requests whose negative probes raced the climb, by winner
+	PurgeHeldCopies       prometheus.Counter     // peers' pages not kept because a purge was going round (purgehold.go)
 	NegativeProbes        *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
 	ClimbHops             *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
 	ClimbSeconds          prometheus.Histogram   // ingress climb latency (the miss penalty M)
@@ -172,6 +173,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ProbeAnswers.WithLabelValues(o)
 	}
 	reg.MustRegister(m.ConfirmProbes, m.ProbeAnswers)
+	m.PurgeHeldCopies = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_purge_held_peer_copies_total", Help: "Pages a peer gave this node that it served but did not keep, because a purge was going round the cluster (the peer may not have had it yet)."})
+	reg.MustRegister(m.PurgeHeldCopies)
 	m.PooledCalibration = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_pooled_nu_calibration", Help: "fna-learned's ν correction over the negative probes of a region's peers (realised over predicted hits): the prior a peer of that region with few negative probes of its own starts from."}, []string{"region"})
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly, m.PooledCalibration)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,

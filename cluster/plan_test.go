@@ -208,6 +208,7 @@ func TestProbeHitAndMiss(t *testing.T) {
 		if r.Header.Get("Cache-Control") != "only-if-cached" {
 			t.Errorf("a probe without only-if-cached: %q", r.Header.Get("Cache-Control"))
 		}
+		w.Header().Set("Cache-Status", "p1; hit") // as a node's store answers (proxy.AnsweredFromStore)
 		_, _ = io.WriteString(w, "from p1's store")
 	})
 	body, _, err := fetchBody(t, c, path)
@@ -226,6 +227,7 @@ func TestProbeHitAndMiss(t *testing.T) {
 	// A probe hit whose body takes longer than the peer timeout (a lossy
 	// link) is read to the end: the probe's deadline is for headers only.
 	p1.setAnswer(func(w http.ResponseWriter, r *http.Request, rt *route) {
+		w.Header().Set("Cache-Status", "p1; hit")
 		_, _ = io.WriteString(w, strings.Repeat("a", 100_000))
 		time.Sleep(2 * c.cfg.PeerTimeout)
 		_, _ = io.WriteString(w, "end")

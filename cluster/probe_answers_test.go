@@ -32,7 +32,9 @@ func TestProbeAnswersUseTheSetsReplicas(t *testing.T) {
 		}
 	}()
 	answer := func(status int) probeAnswer {
-		return probeAnswer{resp: &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader(""))}, i: 0}
+		// A node's store answers with its own Cache-Status member a hit.
+		h := http.Header{"Cache-Status": {"p1; hit"}}
+		return probeAnswer{resp: &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, i: 0}
 	}
 	for i := range 200 {
 		cs := candidateSet{peers: []*Peer{p}, ids: []string{"p1"}, replicas: []*indicators.Replica{old}, indicated: []bool{false}, derivedNu: []float64{0.5}}

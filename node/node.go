@@ -687,14 +687,16 @@ func RedactArgs(args []string) []string {
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := proxy.ParsePurgeQuery(q)
-	count, err := n.proxy.Purge(p)
+	var count, peers int
+	var err error
+	if n.cluster != nil && q.Get("local") != "1" {
+		count, peers, err = n.cluster.Purge(r.Context(), p, n.proxy.Purge)
+	} else {
+		count, err = n.proxy.Purge(p)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
-	}
-	peers := 0
-	if n.cluster != nil && q.Get("local") != "1" {
-		peers = n.cluster.FanOutPurge(r.Context(), p)
 	}
 	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers)
 	w.Header().Set("Content-Type", "application/json")

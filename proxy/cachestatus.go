@@ -1,6 +1,10 @@
 package proxy
 
-import "strconv"
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
 
 // cacheStatus is one Cache-Status field value of this node (RFC 9211),
 // the part after the node's name. Every answer's value is built here, so
@@ -86,4 +90,26 @@ func (h *Handler) field(s cacheStatus) []string {
 // origin failed (code: its status, 0 when it did not answer).
 func staleOnError(code int) cacheStatus {
 	return forwarded("stale").withStatus(code).withDetail("origin-error")
+}
+
+// AnsweredFromStore reports whether an answer's last Cache-Status member,
+// the answering cache's own (RFC 9211 lists the caches nearest the origin
+// first), says it came from that cache's store: "name; hit…". A cluster
+// probe's answer is the page only then; anything else the cache made up
+// itself (a refusal, its per-client limit's 429) is not.
+func AnsweredFromStore(h http.Header) bool {
+	vals := h.Values("Cache-Status")
+	if len(vals) == 0 {
+		return false
+	}
+	last := vals[len(vals)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	_, params, ok := strings.Cut(last, ";")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(params, ";")
+	return strings.TrimSpace(first) == "hit"
 }

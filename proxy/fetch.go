@@ -226,15 +226,16 @@ func (h *Handler) stillCurrent(fl *filling) bool { return h.purges.Load() == fl.
 
 // putUnlessPurged stores e unless a purge came since the purge count was
 // purges. A purge between the check and the Put is caught by a second
-// check after it, and e's variant goes again: Purge counts before it
-// removes, so either it removes e or the second check sees it.
+// check after it, and e's variant goes again (unless a later fill has
+// replaced it): Purge counts before it removes, so either it removes e or
+// the second check sees it.
 func (h *Handler) putUnlessPurged(e *Entry, purges uint64) bool {
 	if h.purges.Load() != purges {
 		return false
 	}
 	h.store.Put(e)
 	if h.purges.Load() != purges {
-		h.store.RemoveVariant(e)
+		h.store.RemoveVariantUnlessReplaced(e)
 		return false
 	}
 	return true
@@ -434,7 +435,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 				h.passes.Remove(m.passKey)
 			}
 			if !h.stillCurrent(fl) {
-				h.store.Remove(m.key) // a purge came between the check and the Put
+				h.store.RemoveVariantUnlessReplaced(whole) // a purge came between the check and the Put
 			}
 			return inserted
 		}

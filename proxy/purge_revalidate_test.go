@@ -215,3 +215,87 @@ func TestRefreshOfASlicedObject(t *testing.T) {
 		t.Errorf("after the refresh: ETag %q, want the new version's", et)
 	}
 }
+
+// TestSliceProbeDoesNotStoreItsManifestAfterAPurge: a purge that lands
+// while the first-slice probe of a sliced object stores what it fetched
+// (here: right as its first slice goes in) must leave nothing of the
+// object behind; the probe stored its manifest with no second look.
+func TestSliceProbeDoesNotStoreItsManifestAfterAPurge(t *testing.T) {
+	var version atomic.Int32
+	version.Store(1)
+	var originCalls atomic.Int64
+	body := func() []byte { return bytes.Repeat([]byte{byte('0' + version.Load())}, 3<<20) }
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		originCalls.Add(1)
+		v := string(rune('0' + version.Load()))
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		w.Header().Set("Content-Type", "video/mp4")
+		// The validator lags the content (the premise of the package's
+		// own purge tests: what an operator purges for).
+		w.Header().Set("ETag", `"same"`)
+		w.Header().Set("X-Version", v)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body()))
+	}, func(c *Config) { c.SliceBytes = 1 << 20; c.MaxObjectBytes = 1 << 20 })
+
+	var fired atomic.Bool
+	h.store.OnInsert(func(key string) {
+		if strings.HasSuffix(key, "\x00slice=0") && fired.CompareAndSwap(false, true) {
+			// The origin's content changes and the operator purges,
+			// while the probe is between its purge check and Put(man).
+			version.Store(2)
+			if _, err := h.Purge(PurgeRequest{URL: "http://example.com/movie.mp4"}); err != nil {
+				t.Errorf("purge: %v", err)
+			}
+		}
+	})
+	w := serve(h, "GET", "/movie.mp4", "Range", "bytes=0-0")
+	if w.Code != http.StatusPartialContent {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	if !fired.Load() {
+		t.Fatal("the purge did not land during the probe")
+	}
+	// The purge has returned. Requests made after it:
+	before := originCalls.Load()
+	hd := serve(h, "HEAD", "/movie.mp4")
+	t.Logf("HEAD after the purge: %d, X-Version %q, ETag %q, Cache-Status %q, origin requests %d",
+		hd.Code, hd.Header().Get("X-Version"), hd.Header().Get("ETag"), hd.Header().Get("Cache-Status"), originCalls.Load()-before)
+	if hd.Header().Get("X-Version") == "1" {
+		t.Errorf("a HEAD made after the purge was answered with the purged object's header (the probe stored its manifest after the purge)")
+	}
+	key := h.requestKey(httptest.NewRequest("GET", "http://example.com/movie.mp4", nil))
+	if e, _ := h.store.Lookup(key, nil); e != nil && e.Header.Get("X-Version") == "1" {
+		t.Errorf("the purged object's manifest is in the store after the purge returned")
+	}
+}
+
+// TestPutUnlessPurgedKeepsANewerEntry: a fill overtaken by a purge takes
+// back what it stored, but not an entry a fill begun after the purge has
+// stored meanwhile.
+func TestPutUnlessPurgedKeepsANewerEntry(t *testing.T) {
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {}, nil)
+	const key = "http://example.com/k"
+	old, newer := testEntry(key, 10), testEntry(key, 20)
+	before := h.purges.Load()
+	var fired atomic.Bool
+	var storedNewer bool
+	h.store.OnInsert(func(string) {
+		if fired.CompareAndSwap(false, true) {
+			if _, err := h.Purge(PurgeRequest{URL: key}); err != nil {
+				t.Error(err)
+			}
+			storedNewer = h.putUnlessPurged(newer, h.purges.Load()) // a fill begun after the purge
+		}
+	})
+	if h.putUnlessPurged(old, before) {
+		t.Fatal("the old fill's entry was kept across the purge")
+	}
+	if !storedNewer {
+		t.Fatal("the newer fill did not store")
+	}
+	e, _ := h.store.Lookup(key, nil)
+	t.Logf("after both: stored %v (the newer entry: %v)", e != nil, e == newer)
+	if e != newer {
+		t.Errorf("the old fill's RemoveVariant removed the entry a fill begun after the purge stored")
+	}
+}

@@ -644,7 +644,7 @@ func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	if err != nil || int64(len(body)) != b+1 {
 		return probed{}, nil
 	}
-	keep := res.Keep && h.purges.Load() == purges
+	keep := res.Keep && h.purges.Load() == purges // a first look: the Puts below look again
 	if total > b+1 {
 		man := h.manifestFor(r, m, &whole, reqTime, respTime)
 		if man == nil {
@@ -652,7 +652,7 @@ func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 		}
 		if keep {
 			h.storeSlice(sliceOf(man, sliceKey(m.key, 0), body), purges)
-			h.store.Put(man)
+			keep = h.putUnlessPurged(man, purges)
 		}
 		h.metrics.SliceFetches.WithLabelValues("range").Inc()
 		return probed{e: man, keep: keep}, nil
@@ -665,7 +665,7 @@ func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	}
 	e = e.withBody(body)
 	if keep {
-		h.store.Put(e)
+		keep = h.putUnlessPurged(e, purges)
 	}
 	return probed{e: e, keep: keep}, nil
 }
@@ -712,10 +712,7 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 		return probed{}, nil
 	}
 	e = e.withBody(body)
-	keep := res.Keep && h.purges.Load() == purges
-	if keep {
-		h.store.Put(e)
-	}
+	keep := res.Keep && h.putUnlessPurged(e, purges)
 	h.metrics.SliceFailures.WithLabelValues("no-ranges").Inc()
 	return probed{e: e, keep: keep}, nil
 }

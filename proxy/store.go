@@ -352,6 +352,26 @@ func (s *Store) Remove(key string) int {
 	return max(n, len(o.variants))
 }
 
+// RemoveVariantUnlessReplaced is RemoveVariant for an entry stored by a
+// fill that a purge overtook: unless the RAM tier now holds another entry
+// for e's variant (a Put after e's, which replaced e on the disk tier
+// too), e's variant goes from both tiers. A Put that comes between the
+// check and the removal loses its entry: a miss more, never a purged
+// answer.
+func (s *Store) RemoveVariantUnlessReplaced(e *Entry) int {
+	s.mu.Lock()
+	if o, ok := s.lru.Peek(e.Key); ok {
+		for _, v := range o.variants {
+			if v.VaryKey == e.VaryKey && v != e {
+				s.mu.Unlock()
+				return 0
+			}
+		}
+	}
+	s.mu.Unlock()
+	return s.RemoveVariant(e)
+}
+
 // RemoveVariant deletes e's variant of its URL (the one with e's Vary
 // key), from both tiers, and reports how many stored responses it
 // removed. The URL's other variants stay.
