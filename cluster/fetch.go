@@ -875,11 +875,10 @@ func (c *Cluster) isTrusted(p *Peer) bool {
 // peerRequest copies a request for a peer: same method, target and Host
 // (the cache key depends on them) and headers, no body.
 func peerRequest(ctx context.Context, req *http.Request) *http.Request {
-	out := req.Clone(ctx)
+	out := req.Clone(ctx) // a deep copy, its Header included
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
-	out.Header = req.Header.Clone()
 	return out
 }
 
