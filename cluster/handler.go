@@ -78,8 +78,9 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 	r.Use(c.authenticate)
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
-		c.holdPeerCopies() // before the purge: purgehold.go
-		n, err := purge(proxy.ParsePurgeQuery(req.URL.Query()))
+		p := proxy.ParsePurgeQuery(req.URL.Query())
+		c.holdForPeersPurge(p) // before the purge: purgehold.go
+		n, err := purge(p)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -132,6 +133,10 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 	// peer's page (purgehold.go), for a window that must cover the round.
 	var ok atomic.Int64
 	var wg sync.WaitGroup
+	// Each bounded, so that a peer's hold outlasts the round
+	// (fanOutBound): a peer that answers later counts as not purged.
+	ctx, cancel := context.WithTimeout(ctx, fanOutBound(c.cfg.PeerTimeout))
+	defer cancel()
 	for _, a := range addrs {
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+a+"/_edge/purge?"+q, nil)

@@ -9,72 +9,145 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
-// A purge goes round the cluster one node after another, and until it has
-// reached every node a page it purged at one node can come back from
-// another that still holds it: an ingress purged first climbs to the page's
-// home, purged last, and keeps what the home still had, for good (a hostile
-// review's test, TestPurgeFanOutDoesNotRefillFromAPeer). So from the moment
-// a node takes a purge, and for purgeHold after, it keeps no page a peer
-// gave it: it serves such a page to the request that asked (the purge is
-// still on its way) but does not store it. Pages from the origin are kept
-// as ever. Every node's hold starts before its own purge, and the purge
-// reaches all peers at once, within a peer timeout, so by the time the
-// last node has purged, no node has kept a copy from a node that had not.
+// A purge goes round the cluster, and until it has reached every node a
+// page it purged at one node can come back from another that still holds
+// it: an ingress purged first climbs to the page's home, purged last, and
+// keeps what the home still had, for good (a hostile review's test,
+// TestPurgeFanOutDoesNotRefillFromAPeer). So while a purge goes round,
+// every node it has reached keeps no page a peer gives it under a key the
+// purge names: it serves such a page to the request that asked (the purge
+// is still on its way) but does not store it. Pages from the origin, and
+// pages the purge does not name, are kept as ever (a purge of one URL
+// holding back every page was a review's finding,
+// TestAnUnrelatedPurgeDoesNotStopKeeping). A tag purge names pages only
+// by their stored headers, so it holds back every page.
+//
+// The round's end bounds the hold. The node sending the purge holds from
+// before its own purge until the last peer has answered (Purge). A peer
+// cannot know when that is, so it holds from before its own purge for
+// purgeHold, longer than any round can last after it was reached: the
+// fan-out asks every peer at once, each request bounded by fanOutBound.
+// (A fixed window at the sender too was shorter than a slow round: a
+// review's test, TestPurgeHoldOutlastsASlowRound.)
 
-// purgeHold is how long a node keeps no peer's page after taking a purge:
-// the fan-out reaches every peer at once, each request bounded by the peer
-// timeout, so four of them cover it with room for a slow node.
+// fanOutBound bounds one peer's purge request: the dial and the answer's
+// header, each bounded by the peer client (cluster.go: newPeerClient).
+func fanOutBound(peerTimeout time.Duration) time.Duration { return 5 * peerTimeout }
+
+// purgeHold is how long a peer keeps no peer's page after taking a purge:
+// past the end of any round that reached it, with a second to spare.
 func purgeHold(peerTimeout time.Duration) time.Duration {
-	return max(4*peerTimeout, time.Second)
+	return fanOutBound(peerTimeout) + time.Second
 }
 
-// copyHold is the window in which peers' pages are not kept.
+// keepEnded is how long an ended hold is remembered, for fetches that
+// began before it ended; a fetch older than that keeps nothing a hold
+// forgotten since may have named.
+const keepEnded = time.Minute
+
+// PurgeScope tells which cache keys a purge names; nil: every key.
+type PurgeScope func(key string) bool
+
+// copyHold is the purges going round, as far as this node knows.
 type copyHold struct {
-	mu      sync.Mutex
-	until   time.Time
-	seq     uint64        // holds started
-	notKept atomic.Uint64 // peers' pages served but not kept (the status page)
+	mu        sync.Mutex
+	seq       uint64 // holds started
+	holds     []*hold
+	forgotten time.Time     // the latest end of a hold no longer remembered
+	notKept   atomic.Uint64 // peers' pages served but not kept (the status page)
 }
 
-// holdMark is what a fetch saw of the hold when it began.
+// hold is one purge going round.
+type hold struct {
+	seq   uint64
+	scope PurgeScope
+	open  bool      // until the sender's round ends (closed by end)
+	until time.Time // otherwise, its end
+}
+
+// holdMark is what a fetch saw of the holds when it began.
 type holdMark struct {
-	seq  uint64
-	held bool
+	seq uint64
+	at  time.Time
 }
 
-func (h *copyHold) start(now time.Time, d time.Duration) {
+// start holds what scope names, for d from now (a purge taken from a
+// peer), or until end if d is 0 (a purge this node sends round).
+func (h *copyHold) start(scope PurgeScope, now time.Time, d time.Duration) *hold {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	if end := now.Add(d); end.After(h.until) {
-		h.until = end
-	}
+	e := &hold{seq: h.seq, scope: scope, open: d == 0, until: now.Add(d)}
+	h.holds = append(h.holds, e)
+	return e
+}
+
+func (h *copyHold) end(e *hold, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e.open, e.until = false, now
 }
 
 func (h *copyHold) mark(now time.Time) holdMark {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return holdMark{seq: h.seq, held: now.Before(h.until)}
+	return holdMark{seq: h.seq, at: now}
 }
 
-// clearSince reports whether no hold was on at m, none is on now, and none
-// started in between: a page fetched over that time may be kept.
-func (h *copyHold) clearSince(m holdMark, now time.Time) bool {
+// keepable reports whether a page under key, fetched from a peer from m
+// until now, may be kept: no hold naming key was on at any moment between.
+func (h *copyHold) keepable(m holdMark, key string, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !m.held && m.seq == h.seq && !now.Before(h.until)
+	kept := h.holds[:0]
+	for _, e := range h.holds {
+		if !e.open && e.until.Before(now.Add(-keepEnded)) {
+			if e.until.After(h.forgotten) {
+				h.forgotten = e.until
+			}
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(h.holds[len(kept):])
+	h.holds = kept
+	if !m.at.After(h.forgotten) && !h.forgotten.IsZero() {
+		return false // a hold forgotten since may have overlapped the fetch
+	}
+	for _, e := range h.holds {
+		overlaps := e.seq > m.seq || e.open || e.until.After(m.at)
+		if overlaps && (e.scope == nil || e.scope(key)) {
+			return false
+		}
+	}
+	return true
 }
 
-// holdPeerCopies starts this node's hold: called before its own purge.
-func (c *Cluster) holdPeerCopies() {
-	c.copies.start(time.Now(), purgeHold(c.cfg.PeerTimeout))
+// SetPurgeScope gives the cluster the test of which keys a purge names
+// (proxy.Handler.PurgeScope); without it every purge holds back every
+// peer's page while it goes round.
+func (c *Cluster) SetPurgeScope(f func(proxy.PurgeRequest) func(string) bool) { c.purgeScope = f }
+
+func (c *Cluster) scopeOf(p proxy.PurgeRequest) PurgeScope {
+	if c.purgeScope == nil {
+		return nil
+	}
+	return c.purgeScope(p)
+}
+
+// holdForPeersPurge starts the hold of a purge taken from a peer: called
+// before this node's purge.
+func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest) {
+	c.copies.start(c.scopeOf(p), time.Now(), purgeHold(c.cfg.PeerTimeout))
 }
 
 // Purge purges p here (local) and at every trusted peer at once, this node
-// keeping no peer's page meanwhile; it returns local's count and how many
-// peers purged.
+// keeping no peer's page that p names from before its own purge until
+// every peer has answered; it returns local's count and how many peers
+// purged.
 func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) (n, peers int, err error) {
-	c.holdPeerCopies()
+	e := c.copies.start(c.scopeOf(p), time.Now(), 0)
+	defer func() { c.copies.end(e, time.Now()) }()
 	if n, err = local(p); err != nil {
 		return 0, 0, err
 	}
@@ -82,5 +155,5 @@ func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(pr
 }
 
 // PurgeHeldCopies is how many pages peers gave this node that it served
-// but did not keep because a purge was going round.
+// but did not keep because a purge naming them was going round.
 func (c *Cluster) PurgeHeldCopies() uint64 { return c.copies.notKept.Load() }

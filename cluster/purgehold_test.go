@@ -1,34 +1,50 @@
 package cluster
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestCopyHold: a page may be kept only if no hold was on when its fetch
-// began, none is on when it ends, and none began in between.
+// TestCopyHold: a peer's page may be kept only if no hold naming its key
+// was on at any moment of its fetch.
 func TestCopyHold(t *testing.T) {
 	var h copyHold
 	t0 := time.Unix(1000, 0)
+	aOnly := func(key string) bool { return strings.HasPrefix(key, "a") }
 	m := h.mark(t0)
-	if !h.clearSince(m, t0.Add(time.Second)) {
-		t.Error("no hold at all: not clear")
+	if !h.keepable(m, "a1", t0.Add(time.Second)) {
+		t.Error("no hold at all: not keepable")
 	}
-	h.start(t0.Add(time.Second), 2*time.Second) // on from 1 s to 3 s
-	if h.clearSince(m, t0.Add(5*time.Second)) {
-		t.Error("a hold began during the fetch (and ended before its end): clear")
+	h.start(aOnly, t0.Add(time.Second), 2*time.Second) // on from 1 s to 3 s
+	if h.keepable(m, "a1", t0.Add(5*time.Second)) {
+		t.Error("a hold naming the key began during the fetch (and ended before its end): keepable")
 	}
-	during := h.mark(t0.Add(2 * time.Second))
-	if !during.held || h.clearSince(during, t0.Add(4*time.Second)) {
-		t.Error("a fetch begun during the hold: clear")
+	if !h.keepable(m, "b1", t0.Add(5*time.Second)) {
+		t.Error("a hold not naming the key held it back")
 	}
-	after := h.mark(t0.Add(3 * time.Second))
-	if after.held || !h.clearSince(after, t0.Add(4*time.Second)) {
-		t.Error("a fetch begun and ended after the hold: not clear")
+	if during := h.mark(t0.Add(2 * time.Second)); h.keepable(during, "a1", t0.Add(4*time.Second)) {
+		t.Error("a fetch begun during the hold: keepable")
 	}
-	h.start(t0.Add(4*time.Second), time.Second)
-	h.start(t0.Add(4*time.Second), 10*time.Millisecond) // a shorter hold does not end a longer one
-	if m := h.mark(t0.Add(4*time.Second + 500*time.Millisecond)); !m.held {
-		t.Error("a shorter hold cut a longer one short")
+	if after := h.mark(t0.Add(3 * time.Second)); !h.keepable(after, "a1", t0.Add(4*time.Second)) {
+		t.Error("a fetch begun and ended after the hold: not keepable")
+	}
+	// The sender's hold lasts until it ends it, however long.
+	e := h.start(nil, t0.Add(10*time.Second), 0)
+	if m := h.mark(t0.Add(20 * time.Second)); h.keepable(m, "b1", t0.Add(30*time.Second)) {
+		t.Error("an open hold of every key let a page be kept")
+	}
+	h.end(e, t0.Add(40*time.Second))
+	if m := h.mark(t0.Add(41 * time.Second)); !h.keepable(m, "b1", t0.Add(42*time.Second)) {
+		t.Error("an ended hold still holds")
+	}
+	// A fetch older than what is remembered keeps nothing: this one began
+	// while e was on, which is forgotten by the time it ends.
+	old := holdMark{seq: e.seq, at: t0.Add(35 * time.Second)}
+	if h.keepable(old, "b1", t0.Add(40*time.Second+keepEnded+time.Minute)) {
+		t.Error("a fetch that began before a forgotten hold ended was kept")
+	}
+	if fresh := h.mark(t0.Add(40*time.Second + keepEnded + 2*time.Minute)); !h.keepable(fresh, "b1", t0.Add(40*time.Second+keepEnded+2*time.Minute+time.Second)) {
+		t.Error("a fetch after every hold was forgotten: not keepable")
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -50,4 +51,43 @@ func FuzzAnsweredFromStore(f *testing.F) {
 			t.Errorf("%q then our forward: from the store", before)
 		}
 	})
+}
+
+// TestPurgeScopeNamesWhatPurgeRemoves: the keys PurgeScope names are the
+// ones Purge removes, slices with their object; a tag names no key.
+func TestPurgeScopeNamesWhatPurgeRemoves(t *testing.T) {
+	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {}, nil)
+	key := func(path string) string {
+		return h.requestKey(httptest.NewRequest("GET", "http://example.com"+path, nil))
+	}
+	for _, c := range []struct {
+		p      PurgeRequest
+		names  []string
+		leaves []string
+	}{
+		{PurgeRequest{URL: "http://example.com/a?x=1"}, []string{key("/a?x=1"), sliceKey(key("/a?x=1"), 2)}, []string{key("/a?x=12"), key("/a"), key("/b")}},
+		{PurgeRequest{Prefix: "/img/"}, []string{key("/img/1.png"), sliceKey(key("/img/big"), 0)}, []string{key("/imgs/1.png"), key("/")}},
+		{PurgeRequest{Prefix: "http://example.com/img/"}, []string{key("/img/1.png")}, []string{key("/im"), key("/css/a")}},
+	} {
+		scope := h.PurgeScope(c.p)
+		if scope == nil {
+			t.Fatalf("%+v: no scope", c.p)
+		}
+		for _, k := range c.names {
+			if !scope(k) {
+				t.Errorf("%+v does not name %q", c.p, k)
+			}
+		}
+		for _, k := range c.leaves {
+			if scope(k) {
+				t.Errorf("%+v names %q", c.p, k)
+			}
+		}
+	}
+	if h.PurgeScope(PurgeRequest{Tag: "t"}) != nil {
+		t.Error("a tag purge names keys")
+	}
+	if h.PurgeScope(PurgeRequest{}) != nil {
+		t.Error("an invalid purge names keys")
+	}
 }

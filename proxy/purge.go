@@ -101,6 +101,29 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	return n, nil
 }
 
+// PurgeScope returns a test of the cache keys p names, a slice's key
+// included with its object's; nil when keys cannot tell (a tag, which
+// pages carry is known only from their stored headers) or p is not valid.
+// The cluster holds back peers' copies of what it names while the purge
+// goes round (cluster/purgehold.go).
+func (h *Handler) PurgeScope(p PurgeRequest) func(key string) bool {
+	if p.Validate() != nil {
+		return nil
+	}
+	switch {
+	case p.URL != "":
+		u, _ := url.Parse(p.URL)
+		k := h.URLKey(u)
+		return func(key string) bool { return key == k || strings.HasPrefix(key, k+"\x00") }
+	case strings.HasPrefix(p.Prefix, "/"):
+		return func(key string) bool { return strings.HasPrefix(pathOfKey(key), p.Prefix) }
+	case p.Prefix != "":
+		pk := h.prefixKey(p.Prefix)
+		return func(key string) bool { return strings.HasPrefix(key, pk) }
+	}
+	return nil
+}
+
 // keyQuery returns a query as the cache key holds it (sorted when the
 // operator opted in to cache.sort_query).
 // SortedQuery is q with its parameters sorted, as cache.sort_query keys

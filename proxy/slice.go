@@ -563,6 +563,14 @@ type probed struct {
 	keep bool
 }
 
+// ownDirectives reports whether r carries Cache-Control or Pragma of its
+// own: directives another request's fetch was not made under.
+func ownDirectives(r *http.Request) bool {
+	_, cc := r.Header["Cache-Control"]
+	_, pragma := r.Header["Pragma"]
+	return cc || pragma
+}
+
 // probeSliced answers a Range request for a URL not in the store by asking
 // the origin for the first slice only (concurrent requests share one
 // probe): a 206 shows the object's size, so that a one-byte range of a
@@ -574,7 +582,18 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		return "", false // a request with credentials shares no fetch
 	}
 	wt := h.waitOf(r, m.key)
-	v, _, apart, err := h.slices.do(m.key+"\x00probe", wt, h.purges.Load(), func() (any, error) { return h.probe(r, m, wt) })
+	var v any
+	var apart bool
+	var err error
+	if ownDirectives(r) {
+		// A reload's no-cache, a max-age=0: another request's probe may
+		// have been answered by a store this one asked to have checked
+		// (a review's test, TestNoCacheRangeDoesNotJoinAPeersStoredAnswer).
+		// It probes for itself, its directives going with it.
+		v, err = h.probe(r, m, wt)
+	} else {
+		v, _, apart, err = h.slices.do(m.key+"\x00probe", wt, h.purges.Load(), func() (any, error) { return h.probe(r, m, wt) })
+	}
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}

@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// purgeHoldLab: A (ingress) and H (the page's home), hybrid, peer timeout
+// pt; the page is fetched once at A (A's ingress count 1) and kept at H;
+// then the origin changes to v2.
+func purgeHoldLab(t *testing.T, pt time.Duration) (a, h *realNode, o *versionedOrigin, p string) {
+	o = &versionedOrigin{}
+	o.version.Store(1)
+	nodes := startRealNodes(t, []string{"A", "H"}, routing.ModeHybrid, 2, pt, o)
+	a, h = nodes["A"], nodes["H"]
+	for i := range 1000 {
+		q := "/doc/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		if r := rankingOf(a, q); len(r) > 0 && r[0] == "H" {
+			p = q
+			break
+		}
+	}
+	if p == "" {
+		t.Fatal("no page homed at H")
+	}
+	if w := askWith(a, p); w.Body.String() != "v1 "+p {
+		t.Fatalf("first: %q", w.Body.String())
+	}
+	if w := askWith(h, p); !strings.Contains(w.Header().Get("Cache-Status"), "H; hit") {
+		t.Fatalf("H does not hold the page: %q", w.Header().Get("Cache-Status"))
+	}
+	o.version.Store(2)
+	return a, h, o, p
+}
+
+// pastTheOldWindow sleeps past the fixed window the hold once had at the
+// sending node (max(4 × peer_timeout, 1 s) from the purge's start), which
+// a slow round outlasted.
+func pastTheOldWindow(pt time.Duration, since time.Time) {
+	time.Sleep(time.Until(since.Add(max(4*pt, time.Second) + 50*time.Millisecond)))
+}
+
+// TestPurgeHoldOutlastsASlowRound: the hold was a fixed 4 × peer_timeout
+// from the moment the purging node starts it, but the round it must cover
+// is not bounded by that: the node's own purge runs inside the hold before
+// the fan-out starts (a prefix or tag purge walks the whole store, both
+// tiers), and each peer's request may take a dial (up to peer_timeout)
+// and then a header wait (up to 4 × peer_timeout, the header deadline is
+// set after the dial). A peer that answers 200 within those bounds, after
+// the purging node's hold has ended, lets that node refill for good from
+// it in between; the purge call then returns with every peer purged, and
+// the node serves the purged copy from its store.
+func TestPurgeHoldOutlastsASlowRound(t *testing.T) {
+	t.Run("slow-local-purge", func(t *testing.T) {
+		const pt = 250 * time.Millisecond // hold: max(1 s, 1 s) = 1 s
+		a, _, _, p := purgeHoldLab(t, pt)
+		localDone := make(chan struct{})
+		local := func(pr proxy.PurgeRequest) (int, error) {
+			n, err := a.ph.Purge(pr) // the URL is gone at once ...
+			close(localDone)
+			// ... and the rest of a broad purge's walk over a large store
+			// takes a while (stands in for store.Keys + removals).
+			time.Sleep(max(4*pt, time.Second) + 300*time.Millisecond)
+			return n, err
+		}
+		purged := make(chan int, 1)
+		start := time.Now()
+		go func() {
+			_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, local)
+			if err != nil {
+				t.Error(err)
+			}
+			purged <- peers
+		}()
+		<-localDone
+		pastTheOldWindow(pt, start)
+		w := askWith(a, p) // a client request during the purge call
+		t.Logf("during the purge call, past the old window: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
+		if n := <-purged; n != 1 {
+			t.Fatalf("peers purged: %d", n)
+		}
+		w = askWith(a, p)
+		t.Logf("after the purge returned (every peer purged): %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
+		if w.Body.String() == "v1 "+p {
+			t.Errorf("after a purge that returned with every peer purged, A answers the purged copy from its store")
+		}
+	})
+
+	t.Run("slow-dial-and-peer", func(t *testing.T) {
+		const pt = 500 * time.Millisecond // hold 2 s; dial timeout 0.5 s; header timeout 2 s after the dial
+		a, h, _, p := purgeHoldLab(t, pt)
+		// One new connection to H takes 450 ms to set up (a lost SYN on a
+		// lossy link; within the dial timeout): the purge's.
+		var slowOnce atomic.Bool
+		dial := a.c.peerHTTP.dial
+		a.c.peerHTTP.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if slowOnce.CompareAndSwap(true, false) {
+				time.Sleep(450 * time.Millisecond)
+			}
+			return dial(ctx, network, addr)
+		}
+		a.c.peerHTTP.dropIdle(strings.TrimPrefix(h.srv.URL, "http://"))
+		slowOnce.Store(true)
+		// H takes 1.85 s to get to its purge (busy; within the 2 s header
+		// timeout, so it counts as purged).
+		hold := func(r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
+				time.Sleep(1850 * time.Millisecond)
+			}
+		}
+		h.hold.Store(&hold)
+		purged := make(chan int, 1)
+		start := time.Now()
+		go func() {
+			_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
+			if err != nil {
+				t.Error(err)
+			}
+			purged <- peers
+		}()
+		pastTheOldWindow(pt, start)
+		w := askWith(a, p)
+		t.Logf("at %v, past the old window: %q, Cache-Status %q", time.Since(start).Round(time.Millisecond), w.Body.String(), w.Header().Get("Cache-Status"))
+		if n := <-purged; n != 1 {
+			t.Fatalf("peers purged: %d (at %v)", n, time.Since(start))
+		}
+		t.Logf("purge returned at %v", time.Since(start).Round(time.Millisecond))
+		w = askWith(a, p)
+		t.Logf("after the purge returned (every peer purged): %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
+		if w.Body.String() == "v1 "+p {
+			t.Errorf("after a purge that returned with every peer purged, A answers the purged copy from its store")
+		}
+	})
+}
+
+// TestAnUnrelatedPurgeDoesNotStopKeeping (a cost, not a stale answer):
+// the hold was global, not scoped to what was purged. A purge of one URL
+// stops every node keeping any page a peer gives it, for 4 × peer_timeout;
+// a CMS purging a tag every few seconds keeps the ingress q-rule (and the
+// tree's mid-path copies) off for good.
+func TestAnUnrelatedPurgeDoesNotStopKeeping(t *testing.T) {
+	a, _, _, p := purgeHoldLab(t, 500*time.Millisecond) // A has asked for p once (count 1)
+	if _, _, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/unrelated"}, a.ph.Purge); err != nil {
+		t.Fatal(err)
+	}
+	askWith(a, p) // the second request: A's q-rule keeps it
+	w := askWith(a, p)
+	t.Logf("third request for %s after a purge of /unrelated: Cache-Status %q; held copies %d", p, w.Header().Get("Cache-Status"), a.c.PurgeHeldCopies())
+	if !strings.Contains(w.Header().Get("Cache-Status"), "A; hit") {
+		t.Errorf("a purge of an unrelated URL kept A from keeping %s", p)
+	}
+}
