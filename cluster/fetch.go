@@ -30,7 +30,7 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	mark := c.copies.mark(time.Now())
 	res, err := c.fetch(ctx, fr)
-	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.keepable(mark, fr.Key, time.Now()) {
+	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.keepable(mark, fr.Key, peerAge(res), time.Now()) {
 		// A purge naming the page went round meanwhile: the peer may not
 		// have had it yet (purgehold.go).
 		res.Keep = false
@@ -38,6 +38,15 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		c.metrics.PurgeHeldCopies.Inc()
 	}
 	return res, err
+}
+
+// peerAge is how old a peer's page says it is (0 without a valid Age).
+func peerAge(res proxy.Result) time.Duration {
+	if res.Resp == nil {
+		return 0
+	}
+	age, _ := proxy.ParseAge(res.Resp.Header)
+	return age
 }
 
 func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {

@@ -79,7 +79,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
 		p := proxy.ParsePurgeQuery(req.URL.Query())
-		c.holdForPeersPurge(p) // before the purge: purgehold.go
+		c.holdForPeersPurge(p, req.URL.Query().Get("hold_ms")) // before the purge: purgehold.go
 		n, err := purge(p)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -120,7 +120,9 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 // FanOutPurge sends a purge to every trusted peer at once and returns how
 // many accepted it.
 func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
-	q := p.Query()
+	// The sender's hold length goes with it: a peer holds at least as long
+	// (its own peer_timeout may be shorter: purgehold.go).
+	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10)
 	c.mu.Lock()
 	var addrs []string
 	for _, peer := range c.peers {
@@ -134,8 +136,11 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
 	var ok atomic.Int64
 	var wg sync.WaitGroup
 	// Each bounded, so that a peer's hold outlasts the round
-	// (fanOutBound): a peer that answers later counts as not purged.
-	ctx, cancel := context.WithTimeout(ctx, fanOutBound(c.cfg.PeerTimeout))
+	// (fanOutBound): a peer that answers later counts as not purged. Not
+	// cut short by the caller (an admin client that gives up): the peers
+	// that have the request purge anyway, and this node's hold must last
+	// until they have.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
 	defer cancel()
 	for _, a := range addrs {
 		wg.Go(func() {

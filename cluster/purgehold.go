@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,15 @@ func purgeHold(peerTimeout time.Duration) time.Duration {
 	return fanOutBound(peerTimeout) + time.Second
 }
 
-// keepEnded is how long an ended hold is remembered, for fetches that
-// began before it ended; a fetch older than that keeps nothing a hold
-// forgotten since may have named.
-const keepEnded = time.Minute
+// keepEnded is how long an ended hold is remembered: for fetches that
+// began before it ended (a fetch older than that keeps nothing a hold
+// forgotten since may have named), and for pages made before it began
+// that still reach this node after it (pageMadeBefore).
+const keepEnded = 10 * time.Minute
+
+// ageSlack is how much older a peer's page may be than its Age says: each
+// cache on the way rounds the Age it sends down to the second.
+const ageSlack = 3 * time.Second
 
 // PurgeScope tells which cache keys a purge names; nil: every key.
 type PurgeScope func(key string) bool
@@ -60,6 +66,7 @@ type copyHold struct {
 // hold is one purge going round.
 type hold struct {
 	seq   uint64
+	began time.Time
 	scope PurgeScope
 	open  bool      // until the sender's round ends (closed by end)
 	until time.Time // otherwise, its end
@@ -77,7 +84,7 @@ func (h *copyHold) start(scope PurgeScope, now time.Time, d time.Duration) *hold
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	e := &hold{seq: h.seq, scope: scope, open: d == 0, until: now.Add(d)}
+	e := &hold{seq: h.seq, began: now, scope: scope, open: d == 0, until: now.Add(d)}
 	h.holds = append(h.holds, e)
 	return e
 }
@@ -95,8 +102,17 @@ func (h *copyHold) mark(now time.Time) holdMark {
 }
 
 // keepable reports whether a page under key, fetched from a peer from m
-// until now, may be kept: no hold naming key was on at any moment between.
-func (h *copyHold) keepable(m holdMark, key string, now time.Time) bool {
+// until now, age old (its Age field), may be kept: no hold naming key was
+// on at any moment between, and the page was not made before a purge that
+// names it (pageMadeBefore).
+//
+// The second rule is what the first cannot see: a page made before a
+// purge can reach this node after its hold, through a peer that took it
+// during the round and still streams it to anyone who joins (a review's
+// test, TestAHeldFillIsNotJoinedAfterTheRound). Its Age, which every cache
+// on the way adds to, says when it was made: earlier than the purge, it
+// is what the purge removed.
+func (h *copyHold) keepable(m holdMark, key string, age time.Duration, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kept := h.holds[:0]
@@ -114,9 +130,11 @@ func (h *copyHold) keepable(m holdMark, key string, now time.Time) bool {
 	if !m.at.After(h.forgotten) && !h.forgotten.IsZero() {
 		return false // a hold forgotten since may have overlapped the fetch
 	}
+	made := now.Add(-age - ageSlack) // the earliest it can have been made
 	for _, e := range h.holds {
 		overlaps := e.seq > m.seq || e.open || e.until.After(m.at)
-		if overlaps && (e.scope == nil || e.scope(key)) {
+		madeBefore := made.Before(e.began)
+		if (overlaps || madeBefore) && (e.scope == nil || e.scope(key)) {
 			return false
 		}
 	}
@@ -135,10 +153,21 @@ func (c *Cluster) scopeOf(p proxy.PurgeRequest) PurgeScope {
 	return c.purgeScope(p)
 }
 
+// maxSendersHold bounds the hold a sender may ask of a peer.
+const maxSendersHold = 10 * time.Minute
+
 // holdForPeersPurge starts the hold of a purge taken from a peer: called
-// before this node's purge.
-func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest) {
-	c.copies.start(c.scopeOf(p), time.Now(), purgeHold(c.cfg.PeerTimeout))
+// before this node's purge. sendersMs is the sender's own hold length
+// (the hold_ms parameter): a peer holds for the longer of its own and
+// the sender's, since the round is bounded by the sender's peer timeout,
+// which need not be this node's (a review's test,
+// TestPeerHoldFollowsTheSendersBound).
+func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest, sendersMs string) {
+	d := purgeHold(c.cfg.PeerTimeout)
+	if ms, err := strconv.ParseInt(sendersMs, 10, 64); err == nil && ms > 0 {
+		d = max(d, min(time.Duration(ms)*time.Millisecond, maxSendersHold))
+	}
+	c.copies.start(c.scopeOf(p), time.Now(), d)
 }
 
 // Purge purges p here (local) and at every trusted peer at once, this node

@@ -271,7 +271,11 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 // recipient uses the first value, and an Age that is not a non-negative
 // integer is ignored (ok is false, as when the field is absent): it does
 // not make the response stale.
-func parseAge(h http.Header) (age time.Duration, ok bool) {
+func parseAge(h http.Header) (age time.Duration, ok bool) { return ParseAge(h) }
+
+// ParseAge is parseAge for other packages: the cluster reads how old a
+// peer's page is (cluster/purgehold.go).
+func ParseAge(h http.Header) (age time.Duration, ok bool) {
 	vs := h.Values("Age")
 	if len(vs) == 0 {
 		return 0, false
