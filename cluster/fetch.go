@@ -30,10 +30,10 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	mark := c.copies.mark(time.Now())
 	res, err := c.fetch(ctx, fr)
-	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.keepable(mark, fr.Key, peerAge(res), time.Now()) {
+	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.keepable(mark, fr.Key, res.Resp.Header, peerAge(res), time.Now()) {
 		// A purge naming the page went round meanwhile: the peer may not
 		// have had it yet (purgehold.go).
-		res.Keep = false
+		res.Keep, res.PurgeHeld = false, true
 		c.copies.notKept.Add(1)
 		c.metrics.PurgeHeldCopies.Inc()
 	}

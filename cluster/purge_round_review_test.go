@@ -224,3 +224,91 @@ func TestAnAdminClientsTimeoutDoesNotCutTheRound(t *testing.T) {
 		t.Errorf("every node has purged p, yet A keeps and answers the purged copy (refilled from H after its own hold was cut with the admin request)")
 	}
 }
+
+// TestAnUnrelatedTagPurgeDoesNotStopKeeping: a tag purge that names no
+// page held back, by the Age rule, every peer's page older than it, under
+// every key, for ten minutes: each request at A went to the home.
+func TestAnUnrelatedTagPurgeDoesNotStopKeeping(t *testing.T) {
+	const pt = 250 * time.Millisecond // peers' hold: 5 × 250 ms + 1 s = 2.25 s
+	a, h, _, p := purgeHoldLab(t, pt) // A asked p once; H holds v1 (no tags at all)
+	start := time.Now()
+	if _, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{Tag: "no-page-has-this-tag"}, a.ph.Purge); err != nil || peers != 1 {
+		t.Fatalf("purge: %d %v", peers, err)
+	}
+	// Past every hold (A's ended with the round, H's after 2.25 s), and past
+	// the Age rule's 3 s slack.
+	time.Sleep(time.Until(start.Add(4 * time.Second)))
+	hits := 0
+	for i := range 6 {
+		w := askWith(a, p)
+		cs := w.Header().Get("Cache-Status")
+		t.Logf("request %d at A, %v after the tag purge: %q Age %q Cache-Status %q", i+2, time.Since(start).Round(time.Millisecond), w.Body.String(), w.Header().Get("Age"), cs)
+		if strings.Contains(cs, "A; hit") {
+			hits++
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("held copies at A: %d; H's page was not named by the purge (H still answers it: %q)", a.c.PurgeHeldCopies(), askWith(h, p).Header().Get("Cache-Status"))
+	if hits == 0 {
+		t.Errorf("after a tag purge that names no page, A never keeps a peer's page older than the purge (every request goes to the home), %v after the round and every hold ended", time.Since(start).Round(time.Second))
+	}
+}
+
+// taggedOrigin is versionedOrigin whose pages carry Surrogate-Key: t.
+type taggedOrigin struct{ versionedOrigin }
+
+func (o *taggedOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	res, err := o.versionedOrigin.Fetch(ctx, fr)
+	if err == nil {
+		res.Resp.Header.Set("Surrogate-Key", "t other")
+	}
+	return res, err
+}
+
+// TestATagPurgeHoldsBackTheTaggedPage: a tag purge names a page by the
+// tag its answer carries: while the purge is on its way to the home, a
+// request at A takes the home's old copy, and A does not keep it.
+func TestATagPurgeHoldsBackTheTaggedPage(t *testing.T) {
+	o := &taggedOrigin{}
+	o.version.Store(1)
+	nodes := startRealNodes(t, []string{"A", "H"}, routing.ModeHybrid, 2, 500*time.Millisecond, o)
+	a, h := nodes["A"], nodes["H"]
+	var p string
+	for i := range 1000 {
+		q := "/tagged/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		if r := rankingOf(a, q); len(r) > 0 && r[0] == "H" {
+			p = q
+			break
+		}
+	}
+	if w := askWith(a, p); w.Body.String() != "v1 "+p || w.Header().Get("Surrogate-Key") != "t other" {
+		t.Fatalf("first: %q, Surrogate-Key %q", w.Body.String(), w.Header().Get("Surrogate-Key"))
+	}
+	o.version.Store(2)
+	reached, release := make(chan struct{}), make(chan struct{})
+	hold := func(r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
+			close(reached)
+			<-release
+		}
+	}
+	h.hold.Store(&hold)
+	done := make(chan int, 1)
+	go func() {
+		_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{Tag: "t"}, a.ph.Purge)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- peers
+	}()
+	<-reached
+	w := askWith(a, p) // the home's old copy, during the round
+	t.Logf("during the round: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
+	close(release)
+	if n := <-done; n != 1 {
+		t.Fatalf("peers purged: %d", n)
+	}
+	if w := askWith(a, p); w.Body.String() != "v2 "+p {
+		t.Errorf("after the tag purge returned: %q, Cache-Status %q (A kept the old copy)", w.Body.String(), w.Header().Get("Cache-Status"))
+	}
+}

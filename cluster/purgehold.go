@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,9 @@ import (
 // is still on its way) but does not store it. Pages from the origin, and
 // pages the purge does not name, are kept as ever (a purge of one URL
 // holding back every page was a review's finding,
-// TestAnUnrelatedPurgeDoesNotStopKeeping). A tag purge names pages only
-// by their stored headers, so it holds back every page.
+// TestAnUnrelatedPurgeDoesNotStopKeeping; a tag purge holding back every
+// page for ten minutes another, TestAnUnrelatedTagPurgeDoesNotStopKeeping):
+// a URL or prefix names keys, a tag the answers that carry it.
 //
 // The round's end bounds the hold. The node sending the purge holds from
 // before its own purge until the last peer has answered (Purge). A peer
@@ -51,8 +53,9 @@ const keepEnded = 10 * time.Minute
 // cache on the way rounds the Age it sends down to the second.
 const ageSlack = 3 * time.Second
 
-// PurgeScope tells which cache keys a purge names; nil: every key.
-type PurgeScope func(key string) bool
+// PurgeScope tells whether a purge names the page under a key whose
+// answer has header hdr (proxy.Handler.PurgeScope); nil: every page.
+type PurgeScope func(key string, hdr http.Header) bool
 
 // copyHold is the purges going round, as far as this node knows.
 type copyHold struct {
@@ -112,7 +115,7 @@ func (h *copyHold) mark(now time.Time) holdMark {
 // test, TestAHeldFillIsNotJoinedAfterTheRound). Its Age, which every cache
 // on the way adds to, says when it was made: earlier than the purge, it
 // is what the purge removed.
-func (h *copyHold) keepable(m holdMark, key string, age time.Duration, now time.Time) bool {
+func (h *copyHold) keepable(m holdMark, key string, hdr http.Header, age time.Duration, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kept := h.holds[:0]
@@ -134,7 +137,7 @@ func (h *copyHold) keepable(m holdMark, key string, age time.Duration, now time.
 	for _, e := range h.holds {
 		overlaps := e.seq > m.seq || e.open || e.until.After(m.at)
 		madeBefore := made.Before(e.began)
-		if (overlaps || madeBefore) && (e.scope == nil || e.scope(key)) {
+		if (overlaps || madeBefore) && (e.scope == nil || e.scope(key, hdr)) {
 			return false
 		}
 	}
@@ -144,7 +147,9 @@ func (h *copyHold) keepable(m holdMark, key string, age time.Duration, now time.
 // SetPurgeScope gives the cluster the test of which keys a purge names
 // (proxy.Handler.PurgeScope); without it every purge holds back every
 // peer's page while it goes round.
-func (c *Cluster) SetPurgeScope(f func(proxy.PurgeRequest) func(string) bool) { c.purgeScope = f }
+func (c *Cluster) SetPurgeScope(f func(proxy.PurgeRequest) func(string, http.Header) bool) {
+	c.purgeScope = f
+}
 
 func (c *Cluster) scopeOf(p proxy.PurgeRequest) PurgeScope {
 	if c.purgeScope == nil {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,40 +12,40 @@ import (
 func TestCopyHold(t *testing.T) {
 	var h copyHold
 	t0 := time.Unix(1000, 0)
-	aOnly := func(key string) bool { return strings.HasPrefix(key, "a") }
+	aOnly := func(key string, _ http.Header) bool { return strings.HasPrefix(key, "a") }
 	m := h.mark(t0)
-	if !h.keepable(m, "a1", 0, t0.Add(time.Second)) {
+	if !h.keepable(m, "a1", nil, 0, t0.Add(time.Second)) {
 		t.Error("no hold at all: not keepable")
 	}
 	h.start(aOnly, t0.Add(time.Second), 2*time.Second) // on from 1 s to 3 s
-	if h.keepable(m, "a1", 0, t0.Add(5*time.Second)) {
+	if h.keepable(m, "a1", nil, 0, t0.Add(5*time.Second)) {
 		t.Error("a hold naming the key began during the fetch (and ended before its end): keepable")
 	}
-	if !h.keepable(m, "b1", 0, t0.Add(5*time.Second)) {
+	if !h.keepable(m, "b1", nil, 0, t0.Add(5*time.Second)) {
 		t.Error("a hold not naming the key held it back")
 	}
-	if during := h.mark(t0.Add(2 * time.Second)); h.keepable(during, "a1", 0, t0.Add(4*time.Second)) {
+	if during := h.mark(t0.Add(2 * time.Second)); h.keepable(during, "a1", nil, 0, t0.Add(4*time.Second)) {
 		t.Error("a fetch begun during the hold: keepable")
 	}
-	if after := h.mark(t0.Add(3 * time.Second)); !h.keepable(after, "a1", 0, t0.Add(4*time.Second)) {
+	if after := h.mark(t0.Add(3 * time.Second)); !h.keepable(after, "a1", nil, 0, t0.Add(4*time.Second)) {
 		t.Error("a fetch begun and ended after the hold: not keepable")
 	}
 	// The sender's hold lasts until it ends it, however long.
 	e := h.start(nil, t0.Add(10*time.Second), 0)
-	if m := h.mark(t0.Add(20 * time.Second)); h.keepable(m, "b1", 0, t0.Add(30*time.Second)) {
+	if m := h.mark(t0.Add(20 * time.Second)); h.keepable(m, "b1", nil, 0, t0.Add(30*time.Second)) {
 		t.Error("an open hold of every key let a page be kept")
 	}
 	h.end(e, t0.Add(40*time.Second))
-	if m := h.mark(t0.Add(41 * time.Second)); !h.keepable(m, "b1", 0, t0.Add(42*time.Second)) {
+	if m := h.mark(t0.Add(41 * time.Second)); !h.keepable(m, "b1", nil, 0, t0.Add(42*time.Second)) {
 		t.Error("an ended hold still holds")
 	}
 	// A fetch older than what is remembered keeps nothing: this one began
 	// while e was on, which is forgotten by the time it ends.
 	old := holdMark{seq: e.seq, at: t0.Add(35 * time.Second)}
-	if h.keepable(old, "b1", 0, t0.Add(40*time.Second+keepEnded+time.Minute)) {
+	if h.keepable(old, "b1", nil, 0, t0.Add(40*time.Second+keepEnded+time.Minute)) {
 		t.Error("a fetch that began before a forgotten hold ended was kept")
 	}
-	if fresh := h.mark(t0.Add(40*time.Second + keepEnded + 2*time.Minute)); !h.keepable(fresh, "b1", 0, t0.Add(40*time.Second+keepEnded+2*time.Minute+time.Second)) {
+	if fresh := h.mark(t0.Add(40*time.Second + keepEnded + 2*time.Minute)); !h.keepable(fresh, "b1", nil, 0, t0.Add(40*time.Second+keepEnded+2*time.Minute+time.Second)) {
 		t.Error("a fetch after every hold was forgotten: not keepable")
 	}
 	// A page made before a purge that names it, reaching this node after
@@ -54,13 +55,25 @@ func TestCopyHold(t *testing.T) {
 	e2 := g.start(aOnly, t0, 0)
 	g.end(e2, t0.Add(time.Second))
 	late := g.mark(t0.Add(10 * time.Second))
-	if g.keepable(late, "a1", 12*time.Second, t0.Add(11*time.Second)) {
+	if g.keepable(late, "a1", nil, 12*time.Second, t0.Add(11*time.Second)) {
 		t.Error("a page made before the purge (Age 12 s at 11 s after it) was kept")
 	}
-	if !g.keepable(late, "a1", 2*time.Second, t0.Add(11*time.Second)) {
+	if !g.keepable(late, "a1", nil, 2*time.Second, t0.Add(11*time.Second)) {
 		t.Error("a page made 9 s after the purge was not kept")
 	}
-	if !g.keepable(late, "b1", 12*time.Second, t0.Add(11*time.Second)) {
+	if !g.keepable(late, "b1", nil, 12*time.Second, t0.Add(11*time.Second)) {
 		t.Error("an old page the purge does not name was not kept")
+	}
+	// A tag purge names the answers that carry the tag.
+	var tg copyHold
+	tagged := func(_ string, hdr http.Header) bool { return hdr.Get("Surrogate-Key") == "t" }
+	e3 := tg.start(tagged, t0, 0)
+	tg.end(e3, t0.Add(time.Second))
+	later := tg.mark(t0.Add(10 * time.Second))
+	if tg.keepable(later, "x", http.Header{"Surrogate-Key": {"t"}}, time.Minute, t0.Add(11*time.Second)) {
+		t.Error("an old page carrying the purged tag was kept")
+	}
+	if !tg.keepable(later, "x", http.Header{}, time.Minute, t0.Add(11*time.Second)) {
+		t.Error("an old page without the purged tag was not kept")
 	}
 }

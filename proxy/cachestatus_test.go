@@ -54,7 +54,8 @@ func FuzzAnsweredFromStore(f *testing.F) {
 }
 
 // TestPurgeScopeNamesWhatPurgeRemoves: the keys PurgeScope names are the
-// ones Purge removes, slices with their object; a tag names no key.
+// ones Purge removes, slices with their object; a tag names the answers
+// that carry it.
 func TestPurgeScopeNamesWhatPurgeRemoves(t *testing.T) {
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {}, nil)
 	key := func(path string) string {
@@ -74,18 +75,29 @@ func TestPurgeScopeNamesWhatPurgeRemoves(t *testing.T) {
 			t.Fatalf("%+v: no scope", c.p)
 		}
 		for _, k := range c.names {
-			if !scope(k) {
+			if !scope(k, nil) {
 				t.Errorf("%+v does not name %q", c.p, k)
 			}
 		}
 		for _, k := range c.leaves {
-			if scope(k) {
+			if scope(k, nil) {
 				t.Errorf("%+v names %q", c.p, k)
 			}
 		}
 	}
-	if h.PurgeScope(PurgeRequest{Tag: "t"}) != nil {
-		t.Error("a tag purge names keys")
+	tag := h.PurgeScope(PurgeRequest{Tag: "t"})
+	for _, c := range []struct {
+		hdr  http.Header
+		want bool
+	}{
+		{http.Header{"Surrogate-Key": {"a t b"}}, true},
+		{http.Header{"Cache-Tag": {"a,t"}}, true},
+		{http.Header{"Surrogate-Key": {"tt a"}}, false},
+		{http.Header{}, false},
+	} {
+		if got := tag(key("/a"), c.hdr); got != c.want {
+			t.Errorf("tag t, %v: %v, want %v", c.hdr, got, c.want)
+		}
 	}
 	if h.PurgeScope(PurgeRequest{}) != nil {
 		t.Error("an invalid purge names keys")

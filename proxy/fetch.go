@@ -398,8 +398,12 @@ func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
 func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	f, m, res, resp := fl.f, fl.m, fl.res, fl.res.Resp
 	status := forwarded(m.fwd).withStatus(resp.StatusCode).markStored().withUpstream(fl.upstreamStatus())
+	notKept := whyQRule
+	if res.PurgeHeld {
+		notKept = whyPurged
+	}
 	if !res.Keep {
-		status = forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(whyQRule)).withUpstream(fl.upstreamStatus())
+		status = forwarded(m.fwd).withStatus(resp.StatusCode).withDetail(string(notKept)).withUpstream(fl.upstreamStatus())
 	}
 	if resp.ContentLength >= 0 {
 		e.Header["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
@@ -424,7 +428,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	f.commit = func(whole *Entry) (after func()) {
 		switch {
 		case !res.Keep:
-			h.countNotStored(whyQRule)
+			h.countNotStored(notKept)
 		case res.Resumed != nil && res.Resumed():
 			h.countNotStored(whyResumed)
 		case !h.stillCurrent(fl):

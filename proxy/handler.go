@@ -54,6 +54,10 @@ type Result struct {
 	// storable. False (the cluster's q-rule) still lets the response be
 	// shared with requests waiting for the same fetch.
 	Keep bool
+	// PurgeHeld says Keep is false because a purge naming the page was
+	// going round the cluster (cluster/purgehold.go): it is counted and
+	// labelled as purged, not as the placement's choice.
+	PurgeHeld bool
 	// Resumed reports, once the body has ended, whether it was spliced
 	// from two sources (a cluster peer's answer that broke, finished by
 	// the origin): such a body is served but never stored, since its first

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -101,12 +103,13 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	return n, nil
 }
 
-// PurgeScope returns a test of the cache keys p names, a slice's key
-// included with its object's; nil when keys cannot tell (a tag, which
-// pages carry is known only from their stored headers) or p is not valid.
-// The cluster holds back peers' copies of what it names while the purge
-// goes round (cluster/purgehold.go).
-func (h *Handler) PurgeScope(p PurgeRequest) func(key string) bool {
+// PurgeScope returns a test of whether p names the page under a cache
+// key whose answer has header hdr: a URL its key and its slices' keys,
+// a prefix the keys under it, a tag the answers that carry it in
+// Surrogate-Key or Cache-Tag (as the stored entries Purge looks at); nil
+// when p is not valid. The cluster holds back peers' copies of what it
+// names while the purge goes round (cluster/purgehold.go).
+func (h *Handler) PurgeScope(p PurgeRequest) func(key string, hdr http.Header) bool {
 	if p.Validate() != nil {
 		return nil
 	}
@@ -114,14 +117,27 @@ func (h *Handler) PurgeScope(p PurgeRequest) func(key string) bool {
 	case p.URL != "":
 		u, _ := url.Parse(p.URL)
 		k := h.URLKey(u)
-		return func(key string) bool { return key == k || strings.HasPrefix(key, k+"\x00") }
+		return func(key string, _ http.Header) bool { return key == k || strings.HasPrefix(key, k+"\x00") }
 	case strings.HasPrefix(p.Prefix, "/"):
-		return func(key string) bool { return strings.HasPrefix(pathOfKey(key), p.Prefix) }
+		return func(key string, _ http.Header) bool { return strings.HasPrefix(pathOfKey(key), p.Prefix) }
 	case p.Prefix != "":
 		pk := h.prefixKey(p.Prefix)
-		return func(key string) bool { return strings.HasPrefix(key, pk) }
+		return func(key string, _ http.Header) bool { return strings.HasPrefix(key, pk) }
 	}
-	return nil
+	return func(_ string, hdr http.Header) bool { return hasTag(hdr, p.Tag) }
+}
+
+// hasTag reports whether a response's Surrogate-Key or Cache-Tag carries
+// tag, as an entry's surrogates are read (finishEntry).
+func hasTag(hdr http.Header, tag string) bool {
+	for _, name := range [...]string{"Surrogate-Key", "Cache-Tag"} {
+		for _, v := range hdr.Values(name) {
+			if slices.Contains(splitTags(v), tag) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // keyQuery returns a query as the cache key holds it (sorted when the

@@ -34,8 +34,8 @@ func TestPurgeScopeSpellings(t *testing.T) {
 		p := PurgeRequest{URL: c.purge}
 		k := reqKey(c.request)
 		scope := h.PurgeScope(p)
-		t.Logf("purge %q → request key %q: named %v", c.purge, k, scope != nil && scope(k))
-		if scope == nil || !scope(k) || !scope(sliceKey(k, 0)) {
+		t.Logf("purge %q → request key %q: named %v", c.purge, k, scope != nil && scope(k, nil))
+		if scope == nil || !scope(k, nil) || !scope(sliceKey(k, 0), nil) {
 			t.Errorf("%q does not name %q", c.purge, k)
 		}
 	}
