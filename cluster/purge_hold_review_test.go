@@ -21,16 +21,7 @@ func purgeHoldLab(t *testing.T, pt time.Duration) (a, h *realNode, o *versionedO
 	o.version.Store(1)
 	nodes := startRealNodes(t, []string{"A", "H"}, routing.ModeHybrid, 2, pt, o)
 	a, h = nodes["A"], nodes["H"]
-	for i := range 1000 {
-		q := "/doc/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
-		if r := rankingOf(a, q); len(r) > 0 && r[0] == "H" {
-			p = q
-			break
-		}
-	}
-	if p == "" {
-		t.Fatal("no page homed at H")
-	}
+	p = pageHomedAt(t, a, "H", "/doc/")
 	if w := askWith(a, p); w.Body.String() != "v1 "+p {
 		t.Fatalf("first: %q", w.Body.String())
 	}
@@ -71,27 +62,13 @@ func TestPurgeHoldOutlastsASlowRound(t *testing.T) {
 			time.Sleep(max(4*pt, time.Second) + 300*time.Millisecond)
 			return n, err
 		}
-		purged := make(chan int, 1)
 		start := time.Now()
-		go func() {
-			_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, local)
-			if err != nil {
-				t.Error(err)
-			}
-			purged <- peers
-		}()
+		purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, local)
 		<-localDone
 		pastTheOldWindow(pt, start)
 		w := askWith(a, p) // a client request during the purge call
 		t.Logf("during the purge call, past the old window: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
-		if n := <-purged; n != 1 {
-			t.Fatalf("peers purged: %d", n)
-		}
-		w = askWith(a, p)
-		t.Logf("after the purge returned (every peer purged): %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
-		if w.Body.String() == "v1 "+p {
-			t.Errorf("after a purge that returned with every peer purged, A answers the purged copy from its store")
-		}
+		noPurgedCopyAfter(t, a, p, purged, 1, start)
 	})
 
 	t.Run("slow-dial-and-peer", func(t *testing.T) {
@@ -111,33 +88,13 @@ func TestPurgeHoldOutlastsASlowRound(t *testing.T) {
 		slowOnce.Store(true)
 		// H takes 1.85 s to get to its purge (busy; within the 2 s header
 		// timeout, so it counts as purged).
-		hold := func(r *http.Request) {
-			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-				time.Sleep(1850 * time.Millisecond)
-			}
-		}
-		h.hold.Store(&hold)
-		purged := make(chan int, 1)
+		holdPurgesAt(h, nil, 1850*time.Millisecond)
 		start := time.Now()
-		go func() {
-			_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
-			if err != nil {
-				t.Error(err)
-			}
-			purged <- peers
-		}()
+		purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
 		pastTheOldWindow(pt, start)
 		w := askWith(a, p)
 		t.Logf("at %v, past the old window: %q, Cache-Status %q", time.Since(start).Round(time.Millisecond), w.Body.String(), w.Header().Get("Cache-Status"))
-		if n := <-purged; n != 1 {
-			t.Fatalf("peers purged: %d (at %v)", n, time.Since(start))
-		}
-		t.Logf("purge returned at %v", time.Since(start).Round(time.Millisecond))
-		w = askWith(a, p)
-		t.Logf("after the purge returned (every peer purged): %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
-		if w.Body.String() == "v1 "+p {
-			t.Errorf("after a purge that returned with every peer purged, A answers the purged copy from its store")
-		}
+		noPurgedCopyAfter(t, a, p, purged, 1, start)
 	})
 }
 
@@ -156,5 +113,66 @@ func TestAnUnrelatedPurgeDoesNotStopKeeping(t *testing.T) {
 	t.Logf("third request for %s after a purge of /unrelated: Cache-Status %q; held copies %d", p, w.Header().Get("Cache-Status"), a.c.PurgeHeldCopies())
 	if !strings.Contains(w.Header().Get("Cache-Status"), "A; hit") {
 		t.Errorf("a purge of an unrelated URL kept A from keeping %s", p)
+	}
+}
+
+// pageHomedAt is a page under prefix whose home, as n ranks it, is home.
+func pageHomedAt(t *testing.T, n *realNode, home, prefix string) string {
+	t.Helper()
+	for i := range 1000 {
+		q := prefix + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		if r := rankingOf(n, q); len(r) > 0 && r[0] == home {
+			return q
+		}
+	}
+	t.Fatalf("no page homed at %s in 1000", home)
+	return ""
+}
+
+// holdPurgesAt makes n's peer purge handler wait, once reached, until
+// release is closed (or for the given pause, if release is nil); reached
+// closes when the purge request arrives.
+func holdPurgesAt(n *realNode, release <-chan struct{}, pause time.Duration) (reached <-chan struct{}) {
+	r := make(chan struct{})
+	hold := func(req *http.Request) {
+		if req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/_edge/purge") {
+			close(r)
+			if release != nil {
+				<-release
+			} else {
+				time.Sleep(pause)
+			}
+		}
+	}
+	n.hold.Store(&hold)
+	return r
+}
+
+// purgeInBackground sends pr round from n, as node.purge does, with local
+// as n's own purge; the channel gets how many peers purged.
+func purgeInBackground(t *testing.T, n *realNode, pr proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) <-chan int {
+	purged := make(chan int, 1)
+	go func() {
+		_, peers, err := n.c.Purge(context.Background(), pr, local)
+		if err != nil {
+			t.Error(err)
+		}
+		purged <- peers
+	}()
+	return purged
+}
+
+// noPurgedCopyAfter waits for the purge sent round (peers is how many
+// must have purged) and checks that n then answers p with no purged copy.
+func noPurgedCopyAfter(t *testing.T, n *realNode, p string, purged <-chan int, peers int, start time.Time) {
+	t.Helper()
+	if got := <-purged; got != peers {
+		t.Fatalf("peers purged: %d, want %d (at %v)", got, peers, time.Since(start))
+	}
+	t.Logf("purge returned at %v", time.Since(start).Round(time.Millisecond))
+	w := askWith(n, p)
+	t.Logf("%s after the purge returned (every peer purged): %q, Cache-Status %q", n.id, w.Body.String(), w.Header().Get("Cache-Status"))
+	if w.Body.String() == "v1 "+p {
+		t.Errorf("after a purge that returned with every peer purged, %s answers the purged copy from its store", n.id)
 	}
 }

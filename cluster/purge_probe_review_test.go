@@ -167,47 +167,10 @@ func probed429(t *testing.T, sel Selection) {
 // which still holds the old copy. A must not keep it: after the purge has
 // reached every node, A must not answer the purged copy (purgehold.go).
 func TestPurgeFanOutDoesNotRefillFromAPeer(t *testing.T) {
-	o := &versionedOrigin{}
-	o.version.Store(1)
-	nodes := startRealNodes(t, []string{"A", "H"}, routing.ModeHybrid, 2, 2*time.Second, o)
-	a, h := nodes["A"], nodes["H"]
-	var p string
-	for i := range 1000 {
-		q := "/doc/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
-		if r := rankingOf(a, q); len(r) > 0 && r[0] == "H" {
-			p = q
-			break
-		}
-	}
-	if p == "" {
-		t.Fatal("no page homed at H")
-	}
-	if w := askWith(a, p); w.Body.String() != "v1 "+p {
-		t.Fatalf("first: %q", w.Body.String())
-	}
-	if w := askWith(h, p); !strings.Contains(w.Header().Get("Cache-Status"), "H; hit") {
-		t.Fatalf("H does not hold the page: %q", w.Header().Get("Cache-Status"))
-	}
-	o.version.Store(2) // the content changes; the operator purges it at A
-
-	reached := make(chan struct{})
+	a, h, _, p := purgeHoldLab(t, 2*time.Second) // the content changes; the operator purges it at A
 	release := make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-			close(reached)
-			<-release // the fan-out's round trips to the peers before H
-		}
-	}
-	h.hold.Store(&hold)
-	pr := proxy.PurgeRequest{URL: "http://site.example" + p}
-	purged := make(chan int, 1)
-	go func() { // as node.purge does
-		_, peers, err := a.c.Purge(context.Background(), pr, a.ph.Purge)
-		if err != nil {
-			t.Error(err)
-		}
-		purged <- peers
-	}()
+	reached := holdPurgesAt(h, release, 0) // the fan-out's round trips to the peers before H
+	purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
 	<-reached
 	w := askWith(a, p) // a client request made after A's purge, during the fan-out
 	t.Logf("during the fan-out: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))

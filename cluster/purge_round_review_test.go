@@ -86,23 +86,9 @@ func TestAHeldFillIsNotJoinedAfterTheRound(t *testing.T) {
 	// 2. The page changes; the operator purges it at A. H is reached last
 	// (within the bound).
 	o.version.Store(2)
-	reached := make(chan struct{})
 	release := make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-			close(reached)
-			<-release
-		}
-	}
-	h.hold.Store(&hold)
-	purged := make(chan int, 1)
-	go func() {
-		_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
-		if err != nil {
-			t.Error(err)
-		}
-		purged <- peers
-	}()
+	reached := holdPurgesAt(h, release, 0)
+	purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
 	<-reached
 	time.Sleep(100 * time.Millisecond) // P and Q have purged (and hold)
 	// 3. Clients at P and Q ask for p during the round: each climbs to H
@@ -157,36 +143,14 @@ func TestPeerHoldFollowsTheSendersBound(t *testing.T) {
 		t.Fatalf("first: %q", w.Body.String())
 	}
 	o.version.Store(2)
-	reached := make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-			close(reached)
-			time.Sleep(3 * time.Second) // within A's header timeout (4 s) and bound (5 s)
-		}
-	}
-	h.hold.Store(&hold)
-	purged := make(chan int, 1)
+	reached := holdPurgesAt(h, nil, 3*time.Second) // within A's header timeout (4 s) and bound (5 s)
 	start := time.Now()
-	go func() {
-		_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
-		if err != nil {
-			t.Error(err)
-		}
-		purged <- peers
-	}()
+	purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
 	<-reached
 	time.Sleep(time.Until(start.Add(2300 * time.Millisecond))) // past P's hold, before H's purge
 	w := askWith(pp, p)
 	t.Logf("P at %v, during the round: %q, Cache-Status %q", time.Since(start).Round(time.Millisecond), w.Body.String(), w.Header().Get("Cache-Status"))
-	if n := <-purged; n != 2 {
-		t.Fatalf("peers purged: %d", n)
-	}
-	t.Logf("purge returned at %v with every peer purged", time.Since(start).Round(time.Millisecond))
-	w = askWith(pp, p)
-	t.Logf("P after the purge returned: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
-	if w.Body.String() == "v1 "+p {
-		t.Errorf("after a purge that returned with every peer purged, P answers the purged copy from its store")
-	}
+	noPurgedCopyAfter(t, pp, p, purged, 2, start)
 }
 
 // TestAnAdminClientsTimeoutDoesNotCutTheRound: node.purge passes the admin
@@ -197,15 +161,8 @@ func TestPeerHoldFollowsTheSendersBound(t *testing.T) {
 // peer and keeps the purged copy for good, though the peer has purged.
 func TestAnAdminClientsTimeoutDoesNotCutTheRound(t *testing.T) {
 	a, h, _, p := purgeHoldLab(t, 500*time.Millisecond) // A has asked for p once; H holds v1; the origin is at v2
-	reached := make(chan struct{})
 	release := make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-			close(reached)
-			<-release // H is busy: its purge runs once it gets to it
-		}
-	}
-	h.hold.Store(&hold)
+	reached := holdPurgesAt(h, release, 0)                                         // H is busy: its purge runs once it gets to it
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // the admin client's patience
 	defer cancel()
 	_, peers, err := a.c.Purge(ctx, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
@@ -273,34 +230,14 @@ func TestATagPurgeHoldsBackTheTaggedPage(t *testing.T) {
 	o.version.Store(1)
 	nodes := startRealNodes(t, []string{"A", "H"}, routing.ModeHybrid, 2, 500*time.Millisecond, o)
 	a, h := nodes["A"], nodes["H"]
-	var p string
-	for i := range 1000 {
-		q := "/tagged/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
-		if r := rankingOf(a, q); len(r) > 0 && r[0] == "H" {
-			p = q
-			break
-		}
-	}
+	p := pageHomedAt(t, a, "H", "/tagged/")
 	if w := askWith(a, p); w.Body.String() != "v1 "+p || w.Header().Get("Surrogate-Key") != "t other" {
 		t.Fatalf("first: %q, Surrogate-Key %q", w.Body.String(), w.Header().Get("Surrogate-Key"))
 	}
 	o.version.Store(2)
-	reached, release := make(chan struct{}), make(chan struct{})
-	hold := func(r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/_edge/purge") {
-			close(reached)
-			<-release
-		}
-	}
-	h.hold.Store(&hold)
-	done := make(chan int, 1)
-	go func() {
-		_, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{Tag: "t"}, a.ph.Purge)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- peers
-	}()
+	release := make(chan struct{})
+	reached := holdPurgesAt(h, release, 0)
+	done := purgeInBackground(t, a, proxy.PurgeRequest{Tag: "t"}, a.ph.Purge)
 	<-reached
 	w := askWith(a, p) // the home's old copy, during the round
 	t.Logf("during the round: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
