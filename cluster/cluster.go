@@ -343,8 +343,8 @@ type Transition struct {
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
 	cfg         Config
-	copies      copyHold                                                // while a purge goes round, no peer's page it names is kept (purgehold.go)
-	purgeScope  func(proxy.PurgeRequest) func(string, http.Header) bool // which pages a purge names (SetPurgeScope); nil: every page
+	copies      copyHold   // while a purge goes round, no peer's page it names is kept (purgehold.go)
+	purgeNamer  PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
 	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)

@@ -99,7 +99,7 @@ func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int
 		}
 		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
 		n := &realNode{id: id, c: c, ph: ph}
-		c.SetPurgeScope(ph.PurgeScope)
+		c.SetPurgeNamer(ph)
 		peerHandler := c.PeerHandler(ph.ServeInbound, ph.Purge)
 		n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if hold := n.hold.Load(); hold != nil {

@@ -17,7 +17,7 @@ func TestCopyHold(t *testing.T) {
 	if !h.keepable(m, "a1", nil, 0, t0.Add(time.Second)) {
 		t.Error("no hold at all: not keepable")
 	}
-	h.start(aOnly, t0.Add(time.Second), 2*time.Second) // on from 1 s to 3 s
+	h.start("", aOnly, t0.Add(time.Second), 2*time.Second) // on from 1 s to 3 s
 	if h.keepable(m, "a1", nil, 0, t0.Add(5*time.Second)) {
 		t.Error("a hold naming the key began during the fetch (and ended before its end): keepable")
 	}
@@ -31,7 +31,7 @@ func TestCopyHold(t *testing.T) {
 		t.Error("a fetch begun and ended after the hold: not keepable")
 	}
 	// The sender's hold lasts until it ends it, however long.
-	e := h.start(nil, t0.Add(10*time.Second), 0)
+	e := h.start("", nil, t0.Add(10*time.Second), 0)
 	if m := h.mark(t0.Add(20 * time.Second)); h.keepable(m, "b1", nil, 0, t0.Add(30*time.Second)) {
 		t.Error("an open hold of every key let a page be kept")
 	}
@@ -52,7 +52,7 @@ func TestCopyHold(t *testing.T) {
 	// the hold (through a peer that still streams it), is not kept; one made
 	// after it is.
 	var g copyHold
-	e2 := g.start(aOnly, t0, 0)
+	e2 := g.start("", aOnly, t0, 0)
 	g.end(e2, t0.Add(time.Second))
 	late := g.mark(t0.Add(10 * time.Second))
 	if g.keepable(late, "a1", nil, 12*time.Second, t0.Add(11*time.Second)) {
@@ -67,7 +67,7 @@ func TestCopyHold(t *testing.T) {
 	// A tag purge names the answers that carry the tag.
 	var tg copyHold
 	tagged := func(_ string, hdr http.Header) bool { return hdr.Get("Surrogate-Key") == "t" }
-	e3 := tg.start(tagged, t0, 0)
+	e3 := tg.start("", tagged, t0, 0)
 	tg.end(e3, t0.Add(time.Second))
 	later := tg.mark(t0.Add(10 * time.Second))
 	if tg.keepable(later, "x", http.Header{"Surrogate-Key": {"t"}}, time.Minute, t0.Add(11*time.Second)) {
@@ -75,5 +75,15 @@ func TestCopyHold(t *testing.T) {
 	}
 	if !tg.keepable(later, "x", http.Header{}, time.Minute, t0.Add(11*time.Second)) {
 		t.Error("an old page without the purged tag was not kept")
+	}
+	// A URL purge's hold is found by its key, its slices' keys too.
+	var u copyHold
+	e4 := u.start("http://s/a", nil, t0, 0)
+	u.end(e4, t0.Add(time.Second))
+	at := u.mark(t0.Add(10 * time.Second))
+	for key, want := range map[string]bool{"http://s/a": false, "http://s/a\x00slice=3": false, "http://s/ab": true, "http://s/b": true} {
+		if got := u.keepable(at, key, nil, time.Minute, t0.Add(11*time.Second)); got != want {
+			t.Errorf("after a purge of http://s/a, an old page under %q keepable %v, want %v", key, got, want)
+		}
 	}
 }

@@ -121,7 +121,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
 	if cl != nil {
 		cl.SetBufferBudget(h) // peer answers read ahead share limits.max_buffered_bytes
-		cl.SetPurgeScope(h.PurgeScope)
+		cl.SetPurgeNamer(h)
 	}
 	n.proxy, n.cluster = h, cl
 	n.registerBatchMetrics()

@@ -103,6 +103,16 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	return n, nil
 }
 
+// PurgeKey is the key a URL purge names (with its slices' keys, which
+// extend it after a NUL); "" for any other purge or an invalid one.
+func (h *Handler) PurgeKey(p PurgeRequest) string {
+	if p.URL == "" || p.Validate() != nil {
+		return ""
+	}
+	u, _ := url.Parse(p.URL)
+	return h.URLKey(u)
+}
+
 // PurgeScope returns a test of whether p names the page under a cache
 // key whose answer has header hdr: a URL its key and its slices' keys,
 // a prefix the keys under it, a tag the answers that carry it in
