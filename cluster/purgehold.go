@@ -64,13 +64,12 @@ type PurgeScope func(key string, hdr http.Header) bool
 // answer cost 82 µs at 6,000); the others, prefixes and tags, are looked
 // at one by one.
 type copyHold struct {
-	mu        sync.Mutex
-	seq       uint64             // holds started
-	byKey     map[string][]*hold // URL purges, by the URL's key
-	scoped    []*hold            // every other purge
-	prunedAt  time.Time          // when the ended holds were last forgotten
-	forgotten time.Time          // the latest end of a hold no longer remembered
-	notKept   atomic.Uint64      // peers' pages served but not kept (the status page)
+	mu       sync.Mutex
+	seq      uint64             // holds started
+	byKey    map[string][]*hold // URL purges, by the URL's key
+	scoped   []*hold            // every other purge
+	prunedAt time.Time          // when the ended holds were last forgotten
+	notKept  atomic.Uint64      // peers' pages served but not kept (the status page)
 }
 
 // hold is one purge going round.
@@ -128,9 +127,6 @@ func (h *copyHold) pruneLocked(now time.Time) {
 		kept := l[:0]
 		for _, e := range l {
 			if !e.open && e.until.Before(old) {
-				if e.until.After(h.forgotten) {
-					h.forgotten = e.until
-				}
 				continue
 			}
 			kept = append(kept, e)
@@ -175,8 +171,11 @@ func (h *copyHold) keepable(m holdMark, key string, hdr http.Header, age time.Du
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
-	if !m.at.After(h.forgotten) && !h.forgotten.IsZero() {
-		return false // a hold forgotten since may have overlapped the fetch
+	if now.Sub(m.at) >= keepEnded {
+		// A hold forgotten since (or about to be: the prune runs once a
+		// second) may have overlapped the fetch. Keep is decided when the
+		// answer's header comes, which no timeout lets take this long.
+		return false
 	}
 	made := now.Add(-age - ageSlack) // the earliest it can have been made
 	against := func(l []*hold) bool {
@@ -191,8 +190,18 @@ func (h *copyHold) keepable(m holdMark, key string, hdr http.Header, age time.Du
 		}
 		return false
 	}
-	base, _, _ := strings.Cut(key, "\x00") // a slice's object
-	return !against(h.byKey[base]) && !against(h.scoped)
+	if against(h.scoped) || against(h.byKey[key]) {
+		return false
+	}
+	// A slice's key, or a keyed variant's, extends its URL's after a NUL
+	// (which a site's name, in front, cannot hold: config refuses control
+	// characters; each NUL is tried all the same).
+	for i := range len(key) {
+		if key[i] == 0 && against(h.byKey[key[:i]]) {
+			return false
+		}
+	}
+	return true
 }
 
 // PurgeNamer tells which pages a purge names (proxy.Handler does).

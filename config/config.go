@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -1442,8 +1443,8 @@ func (p *parser) sites(key string) []Site {
 				}
 			}
 			switch {
-			case s.Name == "" || strings.ContainsAny(s.Name, " ;,=:\"\t/") || len(s.Name) > 64:
-				p.fail(at+".name", s.Name, "must be a non-empty name of at most 64 bytes without spaces or ;,=:\"/")
+			case s.Name == "" || strings.ContainsAny(s.Name, " ;,=:\"\t/") || strings.ContainsFunc(s.Name, unicode.IsControl) || len(s.Name) > 64:
+				p.fail(at+".name", s.Name, "must be a non-empty name of at most 64 bytes without spaces, control characters or ;,=:\"/")
 				return
 			case names[s.Name]:
 				p.fail(at+".name", s.Name, "names two sites")

@@ -237,3 +237,20 @@ func TestBadLossKeyIsReportedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteNameRefusesControlCharacters: a site's name leads every key of
+// the site; a NUL in it once hid the site's URL purges from the cluster's
+// purge hold (a review's test), and no name needs a control character.
+func TestSiteNameRefusesControlCharacters(t *testing.T) {
+	for _, name := range []string{`shop\0x`, `shop\tx`, `shop\nx`, `a\x7f`} {
+		yaml := "sites:\n  - name: \"" + name + "\"\n    hosts: [a.test]\n    origins: [\"http://127.0.0.1:1\"]\n"
+		_, err := LoadBytes([]byte(yaml))
+		if err == nil || !strings.Contains(err.Error(), "sites[0].name") {
+			t.Errorf("name %q: %v, want an error naming sites[0].name", name, err)
+		}
+	}
+	ok := "sites:\n  - name: shop-eu\n    hosts: [a.test]\n    origins: [\"http://127.0.0.1:1\"]\n"
+	if _, err := LoadBytes([]byte(ok)); err != nil {
+		t.Errorf("a plain name: %v", err)
+	}
+}
