@@ -66,7 +66,12 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		// turned hot since).
 		path, tree = nil, false
 	}
-	if c.cfg.Selection != SelectionOff && probeable(fr.Req) {
+	// A probe asks only-if-cached in place of the request's own
+	// Cache-Control: a request with directives of its own (a reload's
+	// no-cache, Pragma) would be answered from a peer's store with what it
+	// asked to have checked, so it climbs with them (a review's test,
+	// TestNoCacheIsNotAnsweredByAProbe).
+	if c.cfg.Selection != SelectionOff && !proxy.HasOwnDirectives(fr.Req) {
 		res, ok, negatives := c.probe(ctx, fr, kh, path)
 		if ok {
 			return c.probeResult(kh, isHome, res), nil
@@ -570,18 +575,6 @@ func (c *Cluster) drainAnswers(answers <-chan probeAnswer, n int, cs *candidateS
 	if done != nil {
 		done()
 	}
-}
-
-// probeable reports whether req may be asked of peers by probe: a probe
-// asks only-if-cached in place of the request's own Cache-Control, so a
-// request with directives of its own (a reload's no-cache or max-age=0,
-// Pragma) would be answered from a peer's store with what it asked to
-// have checked. Such a request climbs, carrying them (a review's test,
-// TestNoCacheIsNotAnsweredByAProbe).
-func probeable(req *http.Request) bool {
-	_, cc := req.Header["Cache-Control"]
-	_, pragma := req.Header["Pragma"]
-	return !cc && !pragma
 }
 
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).

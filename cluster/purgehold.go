@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,11 +82,10 @@ type hold struct {
 }
 
 // names reports whether e names the page under key whose answer has hdr.
+// A URL purge's hold is only ever looked at under its key or a key that
+// extends it after a NUL (keepable's look-up), which is what it names.
 func (e *hold) names(key string, hdr http.Header) bool {
-	if e.key != "" {
-		return key == e.key || strings.HasPrefix(key, e.key+"\x00") // its slices
-	}
-	return e.scope == nil || e.scope(key, hdr)
+	return e.key != "" || e.scope == nil || e.scope(key, hdr)
 }
 
 // holdMark is what a fetch saw of the holds when it began.

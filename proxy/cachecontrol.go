@@ -266,15 +266,12 @@ func skipToComma(s string) string {
 // seconds converts a delta-seconds directive value to a Duration.
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
-// parseAge parses the Age field as RFC 9111 §5.1 says: Age is one
+// ParseAge parses the Age field as RFC 9111 §5.1 says: Age is one
 // delta-seconds value, but when it arrives repeated or as a list the
 // recipient uses the first value, and an Age that is not a non-negative
 // integer is ignored (ok is false, as when the field is absent): it does
 // not make the response stale.
-func parseAge(h http.Header) (age time.Duration, ok bool) { return ParseAge(h) }
-
-// ParseAge is parseAge for other packages: the cluster reads how old a
-// peer's page is (cluster/purgehold.go).
+// The cluster reads a peer's page's age with it too (cluster/purgehold.go).
 func ParseAge(h http.Header) (age time.Duration, ok bool) {
 	vs := h.Values("Age")
 	if len(vs) == 0 {

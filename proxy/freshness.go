@@ -199,7 +199,7 @@ func (p *Policy) finishEntry(e *Entry) {
 	if apparent < 0 {
 		apparent = 0
 	}
-	ageValue, _ := parseAge(e.Header)
+	ageValue, _ := ParseAge(e.Header)
 	corrected := ageValue + e.ResponseTime.Sub(e.RequestTime)
 	if corrected < apparent {
 		corrected = apparent

@@ -125,8 +125,7 @@ func (h *Handler) PurgeScope(p PurgeRequest) func(key string, hdr http.Header) b
 	}
 	switch {
 	case p.URL != "":
-		u, _ := url.Parse(p.URL)
-		k := h.URLKey(u)
+		k := h.PurgeKey(p)
 		return func(key string, _ http.Header) bool { return key == k || strings.HasPrefix(key, k+"\x00") }
 	case strings.HasPrefix(p.Prefix, "/"):
 		return func(key string, _ http.Header) bool { return strings.HasPrefix(pathOfKey(key), p.Prefix) }

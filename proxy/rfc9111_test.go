@@ -412,7 +412,7 @@ func TestAgeFirstValueAndInvalidIgnored(t *testing.T) {
 		{[]string{"abc, 10"}, 0, false}, // the first value is invalid: the field is ignored
 		{nil, 0, false},
 	} {
-		got, ok := parseAge(http.Header{"Age": tc.in})
+		got, ok := ParseAge(http.Header{"Age": tc.in})
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("Age %q = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}

@@ -563,9 +563,10 @@ type probed struct {
 	keep bool
 }
 
-// ownDirectives reports whether r carries Cache-Control or Pragma of its
-// own: directives another request's fetch was not made under.
-func ownDirectives(r *http.Request) bool {
+// HasOwnDirectives reports whether r carries Cache-Control or Pragma of
+// its own: directives another request's fetch, or a cluster probe (which
+// asks only-if-cached in their place), was not made under.
+func HasOwnDirectives(r *http.Request) bool {
 	_, cc := r.Header["Cache-Control"]
 	_, pragma := r.Header["Pragma"]
 	return cc || pragma
@@ -585,7 +586,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 	var v any
 	var apart bool
 	var err error
-	if ownDirectives(r) {
+	if HasOwnDirectives(r) {
 		// A reload's no-cache, a max-age=0: another request's probe may
 		// have been answered by a store this one asked to have checked
 		// (a review's test, TestNoCacheRangeDoesNotJoinAPeersStoredAnswer).
