@@ -26,11 +26,15 @@ import (
 // the origin answers Bob a second late there, so that X's public answer,
 // the control, wins.
 //
-// Both policies that send such probes, fna-learned and fna-rate, are run:
-// they price X differently but must hand Bob the same answer.
+// Every policy that sends such probes, fna-learned, fna-rate and
+// race-all, is run: they price X differently (race-all not at all) but
+// must hand Bob the same answer. race-all's probes always race the climb.
 func TestNegativeProbeNeverLeaksBetweenUsers(t *testing.T) {
-	for _, sel := range []Selection{SelectionFNALearned, SelectionFNARate} {
+	for _, sel := range []Selection{SelectionFNALearned, SelectionFNARate, SelectionRaceAll} {
 		for _, beside := range []bool{false, true} {
+			if sel == SelectionRaceAll && !beside {
+				continue
+			}
 			t.Run(sel.String()+"/beside="+strconv.FormatBool(beside), func(t *testing.T) { testNegativeProbeNeverLeaks(t, sel, beside) })
 		}
 	}
