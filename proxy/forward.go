@@ -115,8 +115,10 @@ func madeForKeyedFields(varyKey string) bool { return strings.Contains(varyKey, 
 // forwarding.unkeyed_headers): "" for a request without any, which is
 // every browser's. A request that carries X-Forwarded-Prefix-like fields
 // the table misses gets a variant of its own: the origin still sees the
-// field, and no one else is served what it made of it.
-func (h *Handler) fieldKey(hd http.Header) string {
+// field, and no one else is served what it made of it. A field a rule set
+// to the same value for every request of the key (uniform, see
+// ruling.uniformEdits) is not the request's and is not keyed.
+func (h *Handler) fieldKey(hd http.Header, uniform [][2]string) string {
 	var stack [8]string
 	names := stack[:0]
 	for name := range hd {
@@ -124,6 +126,9 @@ func (h *Handler) fieldKey(hd http.Header) string {
 			continue
 		}
 		if _, ok := h.unkeyed[name]; ok {
+			continue
+		}
+		if setTo(uniform, name, hd[name]) {
 			continue
 		}
 		names = append(names, name)
@@ -153,6 +158,16 @@ func (h *Handler) fieldKey(hd http.Header) string {
 	var digest [sha256.Size]byte
 	b.WriteString(hex.EncodeToString(sum.Sum(digest[:0])[:16]))
 	return b.String()
+}
+
+// setTo reports whether edits set name to exactly values.
+func setTo(edits [][2]string, name string, values []string) bool {
+	for _, kv := range edits {
+		if kv[0] == name {
+			return len(values) == 1 && values[0] == kv[1]
+		}
+	}
+	return false
 }
 
 // forwardHeader returns the header fields the upstream receives for r (a
@@ -240,7 +255,8 @@ func (h *Handler) varyKey(names []string, r *http.Request) string {
 		}
 		vk = VaryKey(names, hd)
 	}
-	return vk + h.fieldKey(r.Header) + rulingOf(r).keyRule().KeyExtra(r.Header)
+	g := rulingOf(r)
+	return vk + h.fieldKey(r.Header, g.uniformEdits()) + g.keyRule().KeyExtra(r.Header)
 }
 
 // outboundRequest copies a sanitized r for the upstream. With forFill the

@@ -149,6 +149,21 @@ func (g *ruling) sortsQuery() bool {
 	return r != nil && r.Query.Sort
 }
 
+// uniformEdits is the fields the request's rule sets when every request
+// sharing the key is sent them with the same values: the request's rule
+// is the key rule, and no rule of the set depends on a cookie (so the
+// rule, like the key, is a function of the path). Such a field says
+// nothing of the request and is not keyed (fieldKey): a shared secret
+// for the origin (request_headers: {set: {X-Origin-Token: …}}) made every
+// request a keyed variant, never sliced and never answered by the hit
+// path (a review's test).
+func (g *ruling) uniformEdits() [][2]string {
+	if g == nil || g.req == nil || g.req != g.key || g.set.NeedsHeader() {
+		return nil
+	}
+	return g.req.Request.Set
+}
+
 // keyExtra is what the key rule adds to r's key ("" when nothing).
 func (g *ruling) keyExtra(h http.Header) string { return g.keyRule().KeyExtra(h) }
 
@@ -184,10 +199,21 @@ func (e *Entry) applyLifetime(targeted bool) {
 		// cookie or credentials.
 		e.heuristic = true
 	}
+	// A stale window longer than the origin's own lengthens what the
+	// origin let others be served as well: an answer the origin marked
+	// max-age=0 (revalidate before every use) must not reach the next
+	// user stale because a rule says stale_while_revalidate, when the
+	// request carried a cookie or credentials (a review's leak).
 	if l.SWR != rules.Unset {
+		if w := int(l.SWR / time.Second); w > max(e.cc.StaleWhile, 0) {
+			e.heuristic = true
+		}
 		e.cc.StaleWhile = int(l.SWR / time.Second)
 	}
 	if l.SIE != rules.Unset {
+		if w := int(l.SIE / time.Second); w > max(e.cc.StaleIfError, 0) {
+			e.heuristic = true
+		}
 		e.cc.StaleIfError = int(l.SIE / time.Second)
 	}
 }

@@ -48,7 +48,18 @@ var protectedResponseFields = []string{
 
 // protectedRequestFields are request fields an edit may not touch: the
 // framing of the request and its route.
-var protectedRequestFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer"}
+var protectedRequestFields = append([]string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer"},
+	clientSelectingFields...)
+
+// clientSelectingFields are request fields the edge answers the client
+// by: it negotiates the coding, serves the range and answers the
+// conditional from what the client sent, and reads the client's
+// directives, all on the request a rule's edits change. An edit meant
+// for the origin (nginx's proxy_set_header Accept-Encoding gzip) would
+// reach the client too: a client that accepts no coding was sent gzip
+// (a review's test).
+var clientSelectingFields = []string{"Accept-Encoding", "Range", "If-Range", "If-Match", "If-None-Match", "If-Modified-Since",
+	"If-Unmodified-Since", "Cache-Control", "Pragma"}
 
 // ruleKeys are the keys a rule may have, for the error that names an
 // unknown one.
@@ -79,7 +90,7 @@ func Parse(at string, raw any) (*Set, error) {
 	if len(list) > MaxRules {
 		return nil, &Error{Key: at, Reason: fmt.Sprintf("has %d rules; at most %d", len(list), MaxRules)}
 	}
-	s := &Set{}
+	s := &Set{ambiguous: &Rule{Name: AmbiguousPathRule, Index: -1, Bypass: true, Lifetime: NoLifetime}}
 	names := map[string]bool{}
 	// Every rule is checked, so that one run names each wrong one (the
 	// first error of a rule ends that rule).
@@ -212,6 +223,9 @@ func parseRule(at string, m map[string]any) (*Rule, error) {
 			return nil, &Error{Key: at + ".revalidate_interval", Value: v, Reason: "must be above 0 and goes with client_no_cache: coalesce"}
 		}
 	}
+	if r.StripCookies && len(r.KeyCookies) > 0 {
+		return nil, &Error{Key: at + ".key.cookies", Reason: "and strip_cookies exclude each other: the cookies are removed before the key is made, so the key would never see them"}
+	}
 	if r.cookie != "" && (!r.Query.Empty() || r.KeyedOnRequest()) {
 		return nil, &Error{Key: at + ".key", Reason: "cannot be set by a rule that matches on a cookie: a URL's key must not depend on whether a request carries a cookie (a purge of the URL could not find it)"}
 	}
@@ -256,6 +270,9 @@ func (r *Rule) parseMatch(at string, v any) error {
 		p, ok := m["path"].(string)
 		if !ok || p == "" || (p[0] != '/' && p[0] != '*') {
 			return &Error{Key: at + ".path", Value: m["path"], Reason: "must start with / (a prefix) or * (a glob): /static/, *.css, /img/*.png"}
+		}
+		if strings.Contains(p, "?") && strings.Contains(p, "=") {
+			return &Error{Key: at + ".path", Value: p, Reason: "spells a query: rules match the path alone (? is a one-byte glob); match the path (/index.php) and key or bypass on what it needs"}
 		}
 		if strings.ContainsAny(p, "*?") {
 			r.glob = p
@@ -394,6 +411,9 @@ func headerEdit(at string, v any, protected []string) (HeaderEdit, error) {
 		}
 		c := http.CanonicalHeaderKey(name)
 		if slices.Contains(protected, c) {
+			if slices.Contains(clientSelectingFields, c) {
+				return "", &Error{Key: key, Value: name, Reason: "may not be edited by a rule: the edge answers the client by it (the coding, the range, the conditional, the client's directives), so an edit meant for the origin would reach the client too; the edge asks the origin for what it needs itself"}
+			}
 			return "", &Error{Key: key, Value: name, Reason: "may not be edited by a rule: the cache reads it to decide what it may store and share, or how the message is framed (use ttl, default_ttl or strip_cookies)"}
 		}
 		return c, nil

@@ -281,6 +281,33 @@ type Set struct {
 	// needsHeader: some request-side rule matches on a cookie, so that
 	// finding one needs the request's fields.
 	needsHeader bool
+	// ambiguous is the rule of every request whose path is ambiguous
+	// (AmbiguousPath): a bypass, named AmbiguousPathRule. One per set,
+	// as its Slot is per set.
+	ambiguous *Rule
+}
+
+// AmbiguousPathRule names the bypass a site with rules gives a request
+// whose path is ambiguous. A configured name cannot take it (names start
+// with a letter or a digit).
+const AmbiguousPathRule = "_ambiguous-path"
+
+// AmbiguousPath reports whether a (percent-decoded) path has dot
+// segments or empty segments ("/./", "/../", "//", a trailing "/." or
+// "/.."). Rules match a path as it is written, and origins differ in
+// what they do with such a path: nginx, Apache, Tomcat and IIS serve
+// /api/me for //api/me, /./api/me and /x/../api/me, other servers route
+// the path as written. Whatever a rule decides for one reading may be
+// wrong for the other (a bypass of /api/ skipped, a ttl for /static/
+// given to /static/../api/me), so under rules such a request is passed
+// to the origin and never answered from nor stored in the cache.
+// Browsers resolve dot segments before they send a request: only a
+// crafted link or a client of its own sends one.
+func AmbiguousPath(path string) bool {
+	if strings.Contains(path, "//") || strings.HasSuffix(path, "/.") || strings.HasSuffix(path, "/..") {
+		return true
+	}
+	return strings.Contains(path, "/./") || strings.Contains(path, "/../")
 }
 
 // decodedPath is the path rules match on: percent-decoded, so that no
@@ -303,6 +330,9 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 		return nil
 	}
 	path = decodedPath(path)
+	if AmbiguousPath(path) {
+		return s.ambiguous
+	}
 	for _, r := range s.Rules {
 		if !r.ResponseOnly() && r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) {
 			return r
@@ -320,6 +350,9 @@ func (s *Set) ForKey(path string) *Rule {
 		return nil
 	}
 	path = decodedPath(path)
+	if AmbiguousPath(path) {
+		return s.ambiguous
+	}
 	for _, r := range s.Rules {
 		if !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet) && r.matchPath(path) {
 			return r
@@ -338,6 +371,9 @@ func (s *Set) ForResponse(method, path string, h http.Header, status int) *Rule 
 		return nil
 	}
 	path = decodedPath(path)
+	if AmbiguousPath(path) {
+		return s.ambiguous // passed: nothing of it is stored, and no rule's edits apply
+	}
 	for _, r := range s.Rules {
 		if r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) &&
 			(len(r.statuses) == 0 || slices.Contains(r.statuses, status)) {
@@ -353,10 +389,19 @@ func (r *Rule) KeyQuery(raw string) string {
 	if r == nil || r.Query.Empty() || raw == "" {
 		return raw
 	}
+	// Some origins (Rack 2, Python before 3.9.2) also split parameters
+	// at ';': "utm_source=x;id=2" would hide a parameter the key must see
+	// inside one it drops. A query with a ';' drops nothing from its key
+	// (it is still sorted, if the rule sorts: a reordering drops nothing).
+	keepAll := strings.IndexByte(raw, ';') >= 0
 	params := strings.Split(raw, "&")
 	kept := params[:0]
 	for _, p := range params {
 		if p == "" {
+			continue
+		}
+		if keepAll {
+			kept = append(kept, p)
 			continue
 		}
 		name, _, _ := strings.Cut(p, "=")
@@ -412,14 +457,23 @@ func (r *Rule) KeyExtra(h http.Header) string {
 	return " rule=" + r.Name + ":" + hex.EncodeToString(sum.Sum(d[:0])[:12])
 }
 
-// cookieValues returns the values of every cookie named name, in order.
-func cookieValues(h http.Header, name string) []string {
+// cookieValues returns the values of every cookie whose name matches
+// pattern, in order. For a pattern (a trailing *: a prefix, * alone:
+// every cookie) each value comes with its cookie's name ("name=value"):
+// SSESS1=a and SSESS2=a are two sessions. For a plain name, the value
+// alone (the bytes keys had before patterns were keyed, so stored
+// entries keep their keys).
+func cookieValues(h http.Header, pattern string) []string {
 	var out []string
+	prefix, isPattern := strings.CutSuffix(pattern, "*")
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
 			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if n == name {
+			switch {
+			case !isPattern && n == pattern:
 				out = append(out, v)
+			case isPattern && strings.HasPrefix(n, prefix):
+				out = append(out, n+"="+v)
 			}
 		}
 	}

@@ -47,7 +47,7 @@ var (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18085", "address")
-	mode := flag.String("mode", "raw", "raw or nethttp")
+	mode := flag.String("mode", "raw", "raw, epoll or nethttp")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -57,7 +57,7 @@ func main() {
 	case "nethttp":
 		srv := &http.Server{Handler: http.HandlerFunc(serveNetHTTP), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 		log.Fatal(srv.Serve(mergingListener{ln}))
-	case "raw":
+	case "raw", "epoll":
 		var date atomic.Pointer[[]byte]
 		refresh := func() {
 			b := []byte("Date: " + time.Now().UTC().Format(http.TimeFormat) + "\r\n")
@@ -69,6 +69,10 @@ func main() {
 				refresh()
 			}
 		}()
+		if *mode == "epoll" {
+			_ = ln.Close() // each loop listens on its own SO_REUSEPORT socket
+			serveEpoll(*listen, &date)
+		}
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -77,7 +81,7 @@ func main() {
 			go serveRaw(c, &date)
 		}
 	default:
-		log.Fatalf("mode %q: want raw or nethttp", *mode)
+		log.Fatalf("mode %q: want raw, epoll or nethttp", *mode)
 	}
 }
 

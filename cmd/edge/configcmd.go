@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/rules"
 )
 
 func configCmd() *cobra.Command {
@@ -95,7 +96,10 @@ func explainCmd() *cobra.Command {
 			}
 			rule := site.Rules.ForRequest(strings.ToUpper(method), path, hdr)
 			name := "none"
-			if rule != nil {
+			switch {
+			case rule != nil && rule.Name == rules.AmbiguousPathRule:
+				name = rule.Name + " (the path has dot or empty segments, which origins read differently: passed to the origin, never cached)"
+			case rule != nil:
 				name = fmt.Sprintf("%s (rules[%d])", rule.Name, rule.Index)
 			}
 			fmt.Fprintf(out, "rule      %s\n", name)
