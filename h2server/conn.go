@@ -63,6 +63,7 @@ type conn struct {
 	recvUnacked   int64  // body bytes consumed and not yet returned by WINDOW_UPDATE
 	running       int    // handler goroutines, reset streams' included
 	draining      bool   // GOAWAY sent or asked: no new streams
+	ready         bool   // the handshake is over (both SETTINGS): a drain may send GOAWAY
 	closed        bool
 	idleSince     time.Time
 	idleTimer     *time.Timer
@@ -217,6 +218,17 @@ func (c *conn) serve() {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
+	c.mu.Lock()
+	c.ready = true
+	drainAsked := c.draining
+	c.mu.Unlock()
+	if drainAsked {
+		// Drained during the handshake: its GOAWAY and grace wait for
+		// now, after our SETTINGS (the server's first frame, RFC 9113
+		// §3.4) and after the deadline above, which would have undone
+		// the grace and left the connection open for good.
+		c.drain()
+	}
 	c.startIdle()
 
 	for {
@@ -373,6 +385,10 @@ func (c *conn) shutdown() {
 func (c *conn) drain() {
 	c.mu.Lock()
 	c.draining = true
+	if !c.ready {
+		c.mu.Unlock()
+		return // serve drains once the handshake is over
+	}
 	idle := len(c.streams) == 0
 	last := c.maxClientID // with draining set: a later HEADERS is ignored, and not covered
 	c.mu.Unlock()
@@ -726,12 +742,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if id%2 != 1 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-	}
+	// A stream that depends on itself is a stream error (RFC 9113
+	// §5.3.1), answered once its ID is recorded: the body the client
+	// already sent on it must read as DATA on a reset stream, not on an
+	// idle one (a connection error that took every other stream down).
+	selfDependent := f.HasPriority() && f.Priority.StreamDep == id
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
 		c.mu.Unlock()
+		if selfDependent {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
 		return c.onTrailers(st, f)
 	}
 	if id <= c.maxClientID {
@@ -751,6 +772,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	case c.draining:
 		c.mu.Unlock()
 		return nil // after GOAWAY: ignored, the client retries elsewhere
+	case selfDependent:
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	case uint32(len(c.streams)) >= c.srv.maxStreams() || c.running >= resetHandlersFactor*int(c.srv.maxStreams()):
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
