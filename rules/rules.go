@@ -307,6 +307,12 @@ func AmbiguousPath(path string) bool {
 	if strings.Contains(path, "//") || strings.HasSuffix(path, "/.") || strings.HasSuffix(path, "/..") {
 		return true
 	}
+	// A backslash is a slash to IIS and some frameworks, and Tomcat and
+	// Jetty drop a segment's ";parameters": /api\me and /api;x/me are
+	// /api/me there.
+	if strings.ContainsAny(path, "\\;") {
+		return true
+	}
 	return strings.Contains(path, "/./") || strings.Contains(path, "/../")
 }
 

@@ -81,3 +81,29 @@ func TestRequestEditOfWhatSelectsTheClientsAnswerIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAmbiguousPathsArePassed: every spelling an origin may read as
+// another path gets the set's bypass, whatever rule its letters match;
+// plain paths keep their rules.
+func TestAmbiguousPathsArePassed(t *testing.T) {
+	s, err := parseSrc(t, `[{name: static, match: {path: /static/}, ttl: 1h}, {name: pages, default_ttl: 5m}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"//api/me", "/./api/me", "/x/../api/me", "/%2e/api/me", "/static/%2e%2e/api/me", "/static/..",
+		"/static/.", "/static/x%2F%2Fy", "/static\\..\\api", "/static/%5c../api", "/static;x/a.css", "/static/a.css%3bjsessionid=1"} {
+		for _, r := range []*Rule{s.ForRequest("GET", p, nil), s.ForKey(p), s.ForRequest("HEAD", p, nil)} {
+			if r == nil || r.Name != AmbiguousPathRule || !r.Bypass || r.KeyedOnRequest() {
+				t.Errorf("%s: got rule %v, want the bypass %s", p, r, AmbiguousPathRule)
+			}
+		}
+		if r := s.ForResponse("GET", p, nil, 200); r == nil || r.Lifetime.Sets() {
+			t.Errorf("%s: the response rule %v gives a lifetime", p, r)
+		}
+	}
+	for _, p := range []string{"/static/a.css", "/static/.well-known/x", "/a..b/c", "/static/...", "/"} {
+		if r := s.ForRequest("GET", p, nil); r == nil || r.Name == AmbiguousPathRule {
+			t.Errorf("%s: a plain path got %v", p, r)
+		}
+	}
+}
