@@ -157,8 +157,15 @@ func (g *ruling) sortsQuery() bool {
 // for the origin (request_headers: {set: {X-Origin-Token: …}}) made every
 // request a keyed variant, never sliced and never answered by the hit
 // path (a review's test).
+//
+// GET and HEAD share entries, so both must get the rule: a HEAD under a
+// rule of its own ahead of the key rule filled the entry without the
+// field, and GETs were served that (a review's poisoning).
 func (g *ruling) uniformEdits() [][2]string {
-	if g == nil || g.req == nil || g.req != g.key || g.set.NeedsHeader() {
+	if g == nil || g.req == nil || len(g.req.Request.Set) == 0 || g.req != g.key || g.set.NeedsHeader() {
+		return nil
+	}
+	if g.set.ForRequest(http.MethodHead, g.path, nil) != g.key {
 		return nil
 	}
 	return g.req.Request.Set

@@ -266,8 +266,8 @@ func (r *Rule) matchCookie(h http.Header) bool {
 	}
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
-			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if nameMatch(r.cookie, name) {
+			name, _, _ := strings.Cut(part, "=")
+			if nameMatch(r.cookie, strings.TrimSpace(name)) {
 				return true
 			}
 		}
@@ -335,16 +335,46 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
+	return s.pick(path, func(r *Rule, path string) bool {
+		return !r.ResponseOnly() && r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h)
+	})
+}
+
+// pick returns the first rule that ok accepts for path (percent-decoded
+// first), or the set's bypass when the path is ambiguous: spelled so
+// that origins read it as another path (AmbiguousPath), or cased so that
+// a case-insensitive origin (IIS, ASP.NET Core, Express by default)
+// reads it as a path another rule names (/API/me past a bypass of
+// /api/: a review's leak).
+func (s *Set) pick(path string, ok func(r *Rule, path string) bool) *Rule {
 	path = decodedPath(path)
 	if AmbiguousPath(path) {
 		return s.ambiguous
 	}
-	for _, r := range s.Rules {
-		if !r.ResponseOnly() && r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) {
-			return r
+	first := func(path string) *Rule {
+		for _, r := range s.Rules {
+			if ok(r, path) {
+				return r
+			}
+		}
+		return nil
+	}
+	r := first(path)
+	if hasUpper(path) && first(strings.ToLower(path)) != r {
+		return s.ambiguous
+	}
+	return r
+}
+
+// hasUpper reports whether path has a byte strings.ToLower could change:
+// an ASCII capital, or any non-ASCII byte.
+func hasUpper(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; ('A' <= c && c <= 'Z') || c >= 0x80 {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // ForKey returns the rule that shapes the cache key of path: the first
@@ -355,16 +385,9 @@ func (s *Set) ForKey(path string) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
-	path = decodedPath(path)
-	if AmbiguousPath(path) {
-		return s.ambiguous
-	}
-	for _, r := range s.Rules {
-		if !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet) && r.matchPath(path) {
-			return r
-		}
-	}
-	return nil
+	return s.pick(path, func(r *Rule, path string) bool {
+		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet) && r.matchPath(path)
+	})
 }
 
 // NeedsHeader reports whether finding a request's rule reads its fields.
@@ -376,17 +399,12 @@ func (s *Set) ForResponse(method, path string, h http.Header, status int) *Rule 
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
-	path = decodedPath(path)
-	if AmbiguousPath(path) {
-		return s.ambiguous // passed: nothing of it is stored, and no rule's edits apply
-	}
-	for _, r := range s.Rules {
-		if r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) &&
-			(len(r.statuses) == 0 || slices.Contains(r.statuses, status)) {
-			return r
-		}
-	}
-	return nil
+	// An ambiguous path gets the bypass: passed, nothing of it is
+	// stored, and no rule's edits apply.
+	return s.pick(path, func(r *Rule, path string) bool {
+		return r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) &&
+			(len(r.statuses) == 0 || slices.Contains(r.statuses, status))
+	})
 }
 
 // KeyQuery returns the query as the cache key has it under r (r may be
@@ -395,29 +413,31 @@ func (r *Rule) KeyQuery(raw string) string {
 	if r == nil || r.Query.Empty() || raw == "" {
 		return raw
 	}
-	// Some origins (Rack 2, Python before 3.9.2) also split parameters
-	// at ';': "utm_source=x;id=2" would hide a parameter the key must see
-	// inside one it drops. A query with a ';' drops nothing from its key
-	// (it is still sorted, if the rule sorts: a reordering drops nothing).
-	keepAll := strings.IndexByte(raw, ';') >= 0
+	// The key drops a parameter only when every way origins read its
+	// name drops it too. Some origins (Rack 2, Python before 3.9.2) also
+	// split parameters at ';' ("utm_source=x;id=2" hides id inside a
+	// dropped parameter), PHP reads '.', ' ' and '[' in a name as '_' and
+	// skips leading spaces (per.page is per_page), ASP.NET Core reads
+	// names in any case (Per_Page): a query in which one reading would
+	// keep what the key drops drops nothing from its key (it is still
+	// sorted if the rule sorts: a reordering drops nothing). Reviews'
+	// poisonings, each with its test.
 	params := strings.Split(raw, "&")
-	kept := params[:0]
-	for _, p := range params {
-		if p == "" {
-			continue
-		}
-		if keepAll {
-			kept = append(kept, p)
-			continue
-		}
+	keepAll := strings.IndexByte(raw, ';') >= 0
+	names := make([]string, len(params))
+	for i, p := range params {
 		name, _, _ := strings.Cut(p, "=")
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if len(r.Query.Allow) > 0 && !anyName(r.Query.Allow, name) {
-			continue
+		names[i] = name
+		if !keepAll && p != "" && r.dropsParam(name) != r.dropsParam(foldParamName(name)) {
+			keepAll = true
 		}
-		if anyName(r.Query.Ignore, name) {
+	}
+	kept := params[:0]
+	for i, p := range params {
+		if p == "" || (!keepAll && r.dropsParam(names[i])) {
 			continue
 		}
 		kept = append(kept, p)
@@ -426,6 +446,27 @@ func (r *Rule) KeyQuery(raw string) string {
 		slices.Sort(kept)
 	}
 	return strings.Join(kept, "&")
+}
+
+// dropsParam reports whether the key leaves out a parameter of name.
+func (r *Rule) dropsParam(name string) bool {
+	return (len(r.Query.Allow) > 0 && !anyName(r.Query.Allow, name)) || anyName(r.Query.Ignore, name)
+}
+
+// foldParamName is a parameter's name as the most forgiving origins read
+// it: lower case (ASP.NET Core), leading spaces skipped and '.', ' ' and
+// '[' read as '_' (PHP).
+func foldParamName(name string) string {
+	name = strings.TrimLeft(name, " ")
+	return strings.Map(func(c rune) rune {
+		switch {
+		case c == '.' || c == ' ' || c == '[':
+			return '_'
+		case 'A' <= c && c <= 'Z':
+			return c + 'a' - 'A'
+		}
+		return c
+	}, name)
 }
 
 // KeyExtra returns what of h the rule adds to the cache key ("" when
@@ -450,8 +491,11 @@ func (r *Rule) KeyExtra(h http.Header) string {
 		// Every cookie of the name, in order: origins differ on which of
 		// two they read (the first, or the last), so a request with two
 		// must not share the entry of a request with one.
+		// Each value after a NUL, which no cookie holds: with '=' as the
+		// separator "a=1; b=2" and "a=1=b=2" hashed alike (a review's
+		// poisoning).
 		for _, v := range cookieValues(h, name) {
-			sum.Write([]byte{'='})
+			sum.Write([]byte{0})
 			sum.Write([]byte(v))
 		}
 		sum.Write([]byte{1})
@@ -474,7 +518,10 @@ func cookieValues(h http.Header, pattern string) []string {
 	prefix, isPattern := strings.CutSuffix(pattern, "*")
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
+			// Names trimmed as servers read them ("sid =x" is sid to Go,
+			// Node, Python and Tomcat: a review's poisoning).
 			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			n = strings.TrimSpace(n)
 			switch {
 			case !isPattern && n == pattern:
 				out = append(out, v)
