@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -81,6 +82,12 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		p := proxy.ParsePurgeQuery(req.URL.Query())
 		c.holdForPeersPurge(p, req.URL.Query().Get("hold_ms")) // before the purge: purgehold.go
 		n, err := purge(p)
+		if errors.Is(err, proxy.ErrPurgeIncomplete) {
+			// Taken effect here, a file left on a failing disk: not
+			// counted as purged by the sender.
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

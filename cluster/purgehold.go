@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -250,10 +251,13 @@ func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest, sendersMs string) {
 func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) (n, peers int, err error) {
 	e := c.startHold(p, 0)
 	defer func() { c.copies.end(e, time.Now()) }()
-	if n, err = local(p); err != nil {
+	if n, err = local(p); err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {
 		return 0, 0, err
 	}
-	return n, c.FanOutPurge(ctx, p), nil
+	// An incomplete local purge (a file its disk could not remove) has
+	// taken effect here: the peers are asked all the same, and the error
+	// is reported with their count.
+	return n, c.FanOutPurge(ctx, p), err
 }
 
 // PurgeHeldCopies is how many pages peers gave this node that it served

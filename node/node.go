@@ -695,6 +695,13 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	} else {
 		count, err = n.proxy.Purge(p)
 	}
+	if errors.Is(err, proxy.ErrPurgeIncomplete) {
+		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers, "err", err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers, "error": err.Error()})
+		return
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -73,6 +74,7 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 		return 0, err
 	}
 	h.purges.Add(1) // fills under way will not store what they fetched before the purge
+	failedBefore := h.store.diskRemoveFailures()
 	var keys []string
 	switch {
 	case p.URL != "":
@@ -100,8 +102,17 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 		}
 	}
 	h.metrics.Purged.WithLabelValues(kind).Add(float64(n))
+	if failed := h.store.diskRemoveFailures() - failedBefore; failed > 0 {
+		return n, fmt.Errorf("%w: the disk tier could not remove or mark %d file(s) (%s); nothing purged is served now, but a file left may come back at the next start: purge again once the disk is writable",
+			ErrPurgeIncomplete, failed, h.store.Disk().Stats().LastError)
+	}
 	return n, nil
 }
+
+// ErrPurgeIncomplete is a purge that took effect in this process but left
+// files on a failing disk (see Handler.Purge): the caller reports it, and
+// still asks the peers.
+var ErrPurgeIncomplete = errors.New("proxy: purge incomplete")
 
 // PurgeKey is the key a URL purge names (with its slices' keys, which
 // extend it after a NUL); "" for any other purge or an invalid one.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/edgecache/edge/disk"
+	"github.com/edgecache/edge/rules"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -27,10 +28,10 @@ type Store struct {
 	onInsert    func(key string)
 	onDrop      func(e *Entry) // called under the lock for every entry that leaves
 
-	disk     *disk.Tier                // the second tier, or nil (tiers.go)
-	tierOpts TierOptions               // how the store uses it
-	revive   func(*disk.Record) *Entry // rebuilds an entry read from disk (the handler's)
-	promoted atomic.Uint64             // disk hits copied into RAM
+	disk     *disk.Tier                                 // the second tier, or nil (tiers.go)
+	tierOpts TierOptions                                // how the store uses it
+	revive   func(*disk.Record, *rules.Lifetime) *Entry // rebuilds an entry read from disk (the handler's)
+	promoted atomic.Uint64                              // disk hits copied into RAM
 
 	seed         maphash.Seed
 	changeCounts [changeBuckets]atomic.Uint64 // per key bucket (tiers.go)
@@ -47,7 +48,7 @@ func (s *Store) OnInsert(f func(key string)) { s.onInsert = f }
 
 // OnRevive registers f to rebuild an entry from a disk record (freshness,
 // codings and size come from the current policy).
-func (s *Store) OnRevive(f func(*disk.Record) *Entry) { s.revive = f }
+func (s *Store) OnRevive(f func(*disk.Record, *rules.Lifetime) *Entry) { s.revive = f }
 
 // StoreStats are the store's running counters.
 type StoreStats struct {
@@ -118,19 +119,24 @@ func (s *Store) addEntry(e *Entry) {
 // also returns the URL's current Vary names, which callers use to coalesce
 // requests for the same variant.
 func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
-	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) })
+	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) }, nil)
 }
 
 // LookupFunc is Lookup with the request's variant key computed by varyKey
-// for the URL's Vary names (none for a URL that does not vary).
-func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*Entry, []string) {
+// for the URL's Vary names (none for a URL that does not vary). life, when
+// not nil, is the cache rules' lifetime for a response of a status to the
+// request: an entry read from disk is rebuilt under it, as its fill was
+// (the record keeps the response, not the rule; without it a rule's ttl,
+// max_ttl, default_ttl and stale windows were lost on every disk hit and
+// on the promoted copy: a review's test).
+func (s *Store) LookupFunc(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime) (*Entry, []string) {
 	s.mu.Lock()
 	o, ok := s.lru.Get(key)
 	if !ok {
 		s.mu.Unlock()
 		if s.disk != nil {
 			var vary []string
-			e := s.lookupDisk(key, func(names []string) string { vary = names; return varyKey(names) })
+			e := s.lookupDisk(key, func(names []string) string { vary = names; return varyKey(names) }, life)
 			return e, vary
 		}
 		return nil, nil
@@ -154,7 +160,7 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string) (*En
 	s.mu.Unlock()
 	if s.disk != nil {
 		// RAM keeps at most MaxVariants per URL; the disk may have more.
-		if e := s.lookupDisk(key, func([]string) string { return vk }); e != nil && slices.Equal(e.VaryNames, vary) {
+		if e := s.lookupDisk(key, func([]string) string { return vk }, life); e != nil && slices.Equal(e.VaryNames, vary) {
 			return e, vary
 		}
 	}
@@ -185,7 +191,15 @@ func (s *Store) putQuiet(e *Entry) (ok bool, inserted func()) {
 			s.onInsert(e.Key)
 		}
 	}
-	if s.disk != nil {
+	// A variant made for a request's own keyed fields (proxy.fieldKey:
+	// fields the cache does not know) is not written to disk: RAM keeps
+	// few of them and never lets them displace what everyone is served,
+	// and the disk, which keeps no cap per URL, let one client sending
+	// junk field values evict every other URL from it (a review's test).
+	if s.disk != nil && madeForKeyedFields(e.VaryKey) && e.size >= s.tierOpts.DiskOnlyBytes {
+		return false, nil // too large for RAM to hold usefully, and not for the disk: its requester's alone
+	}
+	if s.disk != nil && !madeForKeyedFields(e.VaryKey) {
 		s.disk.Write(record(e))
 		if e.size >= s.tierOpts.DiskOnlyBytes {
 			// Too large for RAM to hold usefully: disk only. What it

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/edgecache/edge/disk"
+	"github.com/edgecache/edge/rules"
 )
 
 // The store's second tier. With a disk tier attached the store writes
@@ -40,6 +41,15 @@ func (s *Store) AttachDisk(t *disk.Tier, o TierOptions) {
 // Promoted returns how many disk hits were copied into RAM.
 func (s *Store) Promoted() uint64 { return s.promoted.Load() }
 
+// diskRemoveFailures is the disk tier's count of files it could not
+// remove or mark (0 without one).
+func (s *Store) diskRemoveFailures() uint64 {
+	if s.disk == nil {
+		return 0
+	}
+	return s.disk.RemoveFailures()
+}
+
 // Disk returns the store's disk tier, or nil.
 func (s *Store) Disk() *disk.Tier { return s.disk }
 
@@ -54,13 +64,17 @@ func record(e *Entry) *disk.Record {
 
 // lookupDisk reads key's variant from the disk tier, promoting it to RAM
 // on its PromoteHits-th disk hit.
-func (s *Store) lookupDisk(key string, varyKey func(names []string) string) *Entry {
+func (s *Store) lookupDisk(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime) *Entry {
 	before := s.changes(key).Load()
 	rec, hits := s.disk.Lookup(key, varyKey)
 	if rec == nil || s.revive == nil {
 		return nil
 	}
-	e := s.revive(rec)
+	var lt *rules.Lifetime
+	if life != nil {
+		lt = life(rec.Status)
+	}
+	e := s.revive(rec, lt)
 	if e == nil {
 		return nil
 	}
@@ -69,7 +83,7 @@ func (s *Store) lookupDisk(key string, varyKey func(names []string) string) *Ent
 		// The promoted entry is a second, independent entry: this
 		// response's e is charged to the buffer budget by its writer,
 		// the stored one to the store.
-		s.promote(s.revive(rec), before)
+		s.promote(s.revive(rec, lt), before)
 	}
 	return e
 }
@@ -109,11 +123,12 @@ func (s *Store) changes(key string) *atomic.Uint64 {
 }
 
 // revive rebuilds an entry read from disk, deriving freshness, codings and
-// size under the current policy, as a fill does.
-func (h *Handler) revive(r *disk.Record) *Entry {
+// size under the current policy and the rules' lifetime life (nil: none),
+// as a fill does.
+func (h *Handler) revive(r *disk.Record, life *rules.Lifetime) *Entry {
 	e := &Entry{
 		Key: r.Key, VaryKey: r.VaryKey, VaryNames: r.VaryNames, Status: r.Status,
-		Header: r.Header, Body: r.Body, RequestTime: r.RequestTime, ResponseTime: r.ResponseTime,
+		Header: r.Header, Body: r.Body, RequestTime: r.RequestTime, ResponseTime: r.ResponseTime, life: life,
 	}
 	h.classify(e)
 	h.policy().finishEntry(e)
