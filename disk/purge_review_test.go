@@ -37,13 +37,7 @@ func (f *roFS) SetStale(n string) error {
 // the next start's scan, which nothing on a read-only disk can prevent, and
 // the operator is told to purge again (a review found it reported success).
 func TestPurgeOnAFailingDiskIsCountedAndHoldsInProcess(t *testing.T) {
-	dir := t.TempDir()
-	f := &roFS{osFS: osFS{tmp: filepath.Join(dir, "v1", "tmp")}}
-	tier, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, FS: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tier.Close(context.Background())
+	tier, f := tierOnReadOnlyFS(t)
 	tier.Write(rec("https://a/leaked-price", "old-secret"))
 	drain(t, tier)
 	f.ro = true // the file system goes read-only
@@ -61,13 +55,7 @@ func TestPurgeOnAFailingDiskIsCountedAndHoldsInProcess(t *testing.T) {
 // A soft purge whose write of the file's stale flag fails holds in this
 // process (the index's flag is read with the file), and is counted.
 func TestSoftPurgeOnAFailingDiskIsCountedAndHoldsInProcess(t *testing.T) {
-	dir := t.TempDir()
-	f := &roFS{osFS: osFS{tmp: filepath.Join(dir, "v1", "tmp")}}
-	tier, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, FS: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tier.Close(context.Background())
+	tier, f := tierOnReadOnlyFS(t)
 	tier.Write(rec("https://a/p", "v1"))
 	drain(t, tier)
 	f.ro = true
@@ -80,4 +68,18 @@ func TestSoftPurgeOnAFailingDiskIsCountedAndHoldsInProcess(t *testing.T) {
 	if got := tier.RemoveFailures(); got != 1 {
 		t.Errorf("RemoveFailures %d, want 1", got)
 	}
+}
+
+// tierOnReadOnlyFS opens a tier on files whose file system goes
+// read-only when the returned roFS's ro is set.
+func tierOnReadOnlyFS(t *testing.T) (*Tier, *roFS) {
+	t.Helper()
+	dir := t.TempDir()
+	f := &roFS{osFS: osFS{tmp: filepath.Join(dir, "v1", "tmp")}}
+	tier, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, FS: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tier.Close(context.Background()) })
+	return tier, f
 }
