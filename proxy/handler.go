@@ -386,7 +386,8 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	// store it, nor hand it to later requests, if a purge came since
 	// (miss.purgesAt).
 	purgesAt := h.purges.Load()
-	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) }, rulingOf(r).lifetime)
+	g := rulingOf(r)
+	e, vary := h.store.LookupFunc(key, func(names []string) string { return h.varyKey(names, r) }, g.lifetime, g.lifetimeShared())
 	if e != nil && e.fromDisk {
 		// A disk hit's body is in memory while it is written: it is
 		// charged to the buffer budget for that long, so that slow

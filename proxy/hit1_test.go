@@ -173,7 +173,7 @@ func TestAppendHitDeclinesSoftPurged(t *testing.T) {
 		t.Fatal("fresh hit declined")
 	}
 	p.h.ReleaseHit(a.Pinned, a.ClientIP)
-	e, _ := p.h.store.LookupFunc(p.h.key("http", "example.com", "/p", ""), func([]string) string { return "" }, nil)
+	e, _ := p.h.store.LookupFunc(p.h.key("http", "example.com", "/p", ""), func([]string) string { return "" }, nil, true)
 	e.MarkStale()
 	if p.h.AppendHit(nil, &hr, nil, &a) {
 		t.Fatalf("a soft-purged entry was served by the hit path:\n%s", a.Head)

@@ -80,6 +80,14 @@ func (g *ruling) lifetime(status int) *rules.Lifetime {
 	return nil
 }
 
+// lifetimeShared reports whether the rules give every request of a key the
+// lifetime they give this one: no rule depends on a cookie, and the
+// request is a GET (a rule may name HEAD alone). Only then may an entry
+// rebuilt under this request's lifetime (a disk hit) be kept for others.
+func (g *ruling) lifetimeShared() bool {
+	return g == nil || (!g.set.NeedsHeader() && g.method == http.MethodGet)
+}
+
 // requestRule is the request's rule (nil: none).
 func (g *ruling) requestRule() *rules.Rule {
 	if g == nil {

@@ -139,7 +139,9 @@ func (h *Handler) markStale(key string) int {
 }
 
 func (h *Handler) forSlices(key string, f func(string)) {
-	m, _ := h.store.Lookup(key, nil)
+	// A purge's look-up: no promotion of a disk copy into RAM (which
+	// would be rebuilt without the request's rules).
+	m, _ := h.store.LookupFunc(key, func(names []string) string { return VaryKey(names, nil) }, nil, false)
 	if m == nil || m.sliceSize() == 0 {
 		return
 	}

@@ -119,7 +119,7 @@ func (s *Store) addEntry(e *Entry) {
 // also returns the URL's current Vary names, which callers use to coalesce
 // requests for the same variant.
 func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
-	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) }, nil)
+	return s.LookupFunc(key, func(names []string) string { return VaryKey(names, req) }, nil, true)
 }
 
 // LookupFunc is Lookup with the request's variant key computed by varyKey
@@ -128,15 +128,18 @@ func (s *Store) Lookup(key string, req http.Header) (*Entry, []string) {
 // request: an entry read from disk is rebuilt under it, as its fill was
 // (the record keeps the response, not the rule; without it a rule's ttl,
 // max_ttl, default_ttl and stale windows were lost on every disk hit and
-// on the promoted copy: a review's test).
-func (s *Store) LookupFunc(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime) (*Entry, []string) {
+// on the promoted copy: a review's test). promote lets a disk hit be copied
+// into RAM for everyone: only when life is the same for every request of
+// the key (a cookie rule's lifetime, given to the copy, reached everyone:
+// a review's test), and not for a look-up that is no read (a purge's).
+func (s *Store) LookupFunc(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime, promote bool) (*Entry, []string) {
 	s.mu.Lock()
 	o, ok := s.lru.Get(key)
 	if !ok {
 		s.mu.Unlock()
 		if s.disk != nil {
 			var vary []string
-			e := s.lookupDisk(key, func(names []string) string { vary = names; return varyKey(names) }, life)
+			e := s.lookupDisk(key, func(names []string) string { vary = names; return varyKey(names) }, life, promote)
 			return e, vary
 		}
 		return nil, nil
@@ -160,7 +163,7 @@ func (s *Store) LookupFunc(key string, varyKey func(names []string) string, life
 	s.mu.Unlock()
 	if s.disk != nil {
 		// RAM keeps at most MaxVariants per URL; the disk may have more.
-		if e := s.lookupDisk(key, func([]string) string { return vk }, life); e != nil && slices.Equal(e.VaryNames, vary) {
+		if e := s.lookupDisk(key, func([]string) string { return vk }, life, promote); e != nil && slices.Equal(e.VaryNames, vary) {
 			return e, vary
 		}
 	}

@@ -64,7 +64,7 @@ func record(e *Entry) *disk.Record {
 
 // lookupDisk reads key's variant from the disk tier, promoting it to RAM
 // on its PromoteHits-th disk hit.
-func (s *Store) lookupDisk(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime) *Entry {
+func (s *Store) lookupDisk(key string, varyKey func(names []string) string, life func(status int) *rules.Lifetime, promote bool) *Entry {
 	before := s.changes(key).Load()
 	rec, hits := s.disk.Lookup(key, varyKey)
 	if rec == nil || s.revive == nil {
@@ -79,7 +79,7 @@ func (s *Store) lookupDisk(key string, varyKey func(names []string) string, life
 		return nil
 	}
 	e.fromDisk = true
-	if hits >= s.tierOpts.PromoteHits && e.size < s.tierOpts.DiskOnlyBytes {
+	if promote && hits >= s.tierOpts.PromoteHits && e.size < s.tierOpts.DiskOnlyBytes {
 		// The promoted entry is a second, independent entry: this
 		// response's e is charged to the buffer budget by its writer,
 		// the stored one to the store.

@@ -120,6 +120,9 @@ func Parse(at string, raw any) (*Set, error) {
 		if r.cookie != "" && !r.ResponseOnly() {
 			s.needsHeader = true
 		}
+		if hasUpper(r.prefix) || hasUpper(r.glob) || (r.re != nil && hasUpper(r.re.String())) {
+			s.hasUpperPattern = true
+		}
 		s.Rules = append(s.Rules, r)
 	}
 	switch len(errs) {
@@ -152,7 +155,7 @@ func (e Errors) Unwrap() []error {
 }
 
 func parseRule(at string, m map[string]any) (*Rule, error) {
-	r := &Rule{Lifetime: NoLifetime, prefix: "/"}
+	r := &Rule{Lifetime: NoLifetime, prefix: "/", prefixFold: "/"}
 	for k := range m {
 		if !slices.Contains(ruleKeys, k) {
 			return nil, &Error{Key: at + "." + k, Reason: "is not a key of a rule (" + strings.Join(ruleKeys, ", ") + ")" + didyoumean.Suggest(k, ruleKeys)}
@@ -275,9 +278,9 @@ func (r *Rule) parseMatch(at string, v any) error {
 			return &Error{Key: at + ".path", Value: p, Reason: "spells a query: rules match the path alone (? is a one-byte glob); match the path (/index.php) and key or bypass on what it needs"}
 		}
 		if strings.ContainsAny(p, "*?") {
-			r.glob = p
+			r.glob, r.globFold = p, strings.ToLower(p)
 		} else {
-			r.prefix = p
+			r.prefix, r.prefixFold = p, strings.ToLower(p)
 		}
 	}
 	if hasRE {
@@ -290,6 +293,7 @@ func (r *Rule) parseMatch(at string, v any) error {
 			return &Error{Key: at + ".path_regex", Value: p, Reason: "does not compile: " + err.Error()}
 		}
 		r.re = re
+		r.reFold = regexp.MustCompile("(?i)" + p) // p compiled above: so does this
 		r.reLit, _ = re.LiteralPrefix()
 		if rest, ok := strings.CutPrefix(p, "^"); ok && !strings.ContainsAny(rest, "(|") {
 			// Anchored: the literal that begins the rest begins the path.

@@ -191,6 +191,11 @@ type Rule struct {
 	prefix string
 	glob   string
 	re     *regexp.Regexp
+	// The pattern as a case-insensitive origin reads it: prefix and
+	// glob lower-cased, the regular expression with (?i). See
+	// Set.pick.
+	prefixFold, globFold string
+	reFold               *regexp.Regexp
 	// reLit is a literal every match of re holds: at the start of the
 	// path when reAnchored, else somewhere in it. Checked first, it
 	// keeps most paths from running the regular expression at all.
@@ -231,6 +236,18 @@ func (r *Rule) ResponseOnly() bool { return len(r.statuses) > 0 }
 // request beyond its URL.
 func (r *Rule) KeyedOnRequest() bool {
 	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
+}
+
+// matchPathFold reports whether the rule's pattern matches path (lower
+// case) as a case-insensitive origin reads both.
+func (r *Rule) matchPathFold(lowerPath string) bool {
+	switch {
+	case r.reFold != nil:
+		return r.reFold.MatchString(lowerPath)
+	case r.globFold != "":
+		return globMatch(r.globFold, lowerPath)
+	}
+	return strings.HasPrefix(lowerPath, r.prefixFold)
 }
 
 // matchPath reports whether the rule's path pattern matches path.
@@ -285,6 +302,9 @@ type Set struct {
 	// (AmbiguousPath): a bypass, named AmbiguousPathRule. One per set,
 	// as its Slot is per set.
 	ambiguous *Rule
+	// hasUpperPattern: some rule's path pattern has a capital, so a
+	// lower-case path may match it folded and not as written.
+	hasUpperPattern bool
 }
 
 // AmbiguousPathRule names the bypass a site with rules gives a request
@@ -335,36 +355,54 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
-	return s.pick(path, func(r *Rule, path string) bool {
-		return !r.ResponseOnly() && r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h)
+	return s.pick(path, func(r *Rule) bool {
+		return !r.ResponseOnly() && r.matchMethod(method) && r.matchCookie(h)
 	})
 }
 
 // pick returns the first rule that ok accepts for path (percent-decoded
-// first), or the set's bypass when the path is ambiguous: spelled so
-// that origins read it as another path (AmbiguousPath), or cased so that
-// a case-insensitive origin (IIS, ASP.NET Core, Express by default)
-// reads it as a path another rule names (/API/me past a bypass of
-// /api/: a review's leak).
-func (s *Set) pick(path string, ok func(r *Rule, path string) bool) *Rule {
+// first; match is the rule's path test, ok the rest), or the set's bypass
+// when the path is ambiguous: spelled so that origins read it as another
+// path (AmbiguousPath), or cased so that a case-insensitive origin (IIS,
+// ASP.NET Core, Express by default) reads it as a path a rule names that
+// the path's own letters do not, when one of the two rules keeps answers
+// apart (a bypass, or a key on the request's fields): /API/me past a
+// bypass of /api/, /account/ past one of /Account/ (reviews' leaks).
+// Rules that differ only in lifetimes or edits keep the exact match, so a
+// camera's IMG_1234.JPG is still cached under a rule for *.jpg's
+// neighbour.
+func (s *Set) pick(path string, ok func(r *Rule) bool) *Rule {
 	path = decodedPath(path)
 	if AmbiguousPath(path) {
 		return s.ambiguous
 	}
-	first := func(path string) *Rule {
-		for _, r := range s.Rules {
-			if ok(r, path) {
-				return r
-			}
+	var exact *Rule
+	for _, r := range s.Rules {
+		if r.matchPath(path) && ok(r) {
+			exact = r
+			break
 		}
-		return nil
 	}
-	r := first(path)
-	if hasUpper(path) && first(strings.ToLower(path)) != r {
+	if !s.hasUpperPattern && !hasUpper(path) {
+		return exact // the folded reading is the same
+	}
+	lower := strings.ToLower(path)
+	var folded *Rule
+	for _, r := range s.Rules {
+		if r.matchPathFold(lower) && ok(r) {
+			folded = r
+			break
+		}
+	}
+	if folded != exact && (keepsApart(exact) || keepsApart(folded)) {
 		return s.ambiguous
 	}
-	return r
+	return exact
 }
+
+// keepsApart reports whether a rule keeps answers from being shared as
+// another rule would: a bypass, or a key on the request's own fields.
+func keepsApart(r *Rule) bool { return r != nil && (r.Bypass || r.KeyedOnRequest()) }
 
 // hasUpper reports whether path has a byte strings.ToLower could change:
 // an ASCII capital, or any non-ASCII byte.
@@ -385,8 +423,8 @@ func (s *Set) ForKey(path string) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
-	return s.pick(path, func(r *Rule, path string) bool {
-		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet) && r.matchPath(path)
+	return s.pick(path, func(r *Rule) bool {
+		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
 	})
 }
 
@@ -401,8 +439,8 @@ func (s *Set) ForResponse(method, path string, h http.Header, status int) *Rule 
 	}
 	// An ambiguous path gets the bypass: passed, nothing of it is
 	// stored, and no rule's edits apply.
-	return s.pick(path, func(r *Rule, path string) bool {
-		return r.matchMethod(method) && r.matchPath(path) && r.matchCookie(h) &&
+	return s.pick(path, func(r *Rule) bool {
+		return r.matchMethod(method) && r.matchCookie(h) &&
 			(len(r.statuses) == 0 || slices.Contains(r.statuses, status))
 	})
 }
@@ -454,9 +492,17 @@ func (r *Rule) dropsParam(name string) bool {
 }
 
 // foldParamName is a parameter's name as the most forgiving origins read
-// it: lower case (ASP.NET Core), leading spaces skipped and '.', ' ' and
-// '[' read as '_' (PHP).
+// it: cut at a NUL (PHP), an array's base name (per_page for per_page[]
+// and per_page[0]: PHP, Rack, ASP.NET model binding), lower case
+// (ASP.NET Core), leading spaces skipped and '.', ' ' and an unclosed '['
+// read as '_' (PHP).
 func foldParamName(name string) string {
+	if i := strings.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.IndexByte(name, '['); i > 0 && strings.IndexByte(name[i:], ']') > 0 {
+		name = name[:i]
+	}
 	name = strings.TrimLeft(name, " ")
 	return strings.Map(func(c rune) rune {
 		switch {
