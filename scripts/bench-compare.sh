@@ -8,13 +8,11 @@
 # Installs nginx, Varnish and wrk from Debian packages if missing.
 # Everything listens on 127.0.0.1 and is stopped on exit.
 #
-# Three floors run beside them (bench/hitfloor): "nethttp", a bare net/http
+# Two floors run beside them (bench/hitfloor): "nethttp", a bare net/http
 # server answering the same 4 KiB from a pre-built header map with write
-# merging (the floor of any hit path that keeps net/http), "raw", a
+# merging (the floor of any hit path that keeps net/http), and "raw", a
 # minimal HTTP/1.1 loop with one write per response (the floor of a
-# specialised hit path on goroutines), and "epoll", the same answers from
-# one event loop per P on its own epoll set (the floor of an event-loop
-# hit path, nginx's model). They serve one object and are not servers.
+# specialised hit path). They serve one object and are not servers.
 #
 # "edge-nh" is a second edge with tuning.hit_path off: every hit goes
 # through net/http, as before the hit path (EDGE_NH=0 leaves it out).
@@ -38,7 +36,6 @@ NGINX=127.0.0.1:18081
 VARNISH=127.0.0.1:18082
 FLOOR_NETHTTP=127.0.0.1:18083
 FLOOR_RAW=127.0.0.1:18084
-FLOOR_EPOLL=127.0.0.1:18085
 FLOORS=${FLOORS:-1}
 EDGE_NH=${EDGE_NH:-1}
 EDGE_NH_ADDR=127.0.0.1:18085
@@ -85,13 +82,9 @@ if [ "$FLOORS" = 1 ]; then
   $SERVER_PIN ./bin/hitfloor -mode raw -listen "$FLOOR_RAW" 2>"$work/floor-raw.log" &
   pids+=($!)
   raw_pid=$!
-  $SERVER_PIN ./bin/hitfloor -mode epoll -listen "$FLOOR_EPOLL" 2>"$work/floor-epoll.log" &
-  pids+=($!)
-  epoll_pid=$!
-  servers="$servers nethttp raw epoll"
+  servers="$servers nethttp raw"
   wait_http "http://$FLOOR_NETHTTP$OBJECT"
   wait_http "http://$FLOOR_RAW$OBJECT"
-  wait_http "http://$FLOOR_EPOLL$OBJECT"
 fi
 
 wait_http "http://$EDGE$OBJECT"
@@ -138,7 +131,6 @@ server_pids() {
   varnish) tree_pids "$varnish_pid" ;;
   nethttp) echo "$nethttp_pid" ;;
   raw) echo "$raw_pid" ;;
-  epoll) echo "$epoll_pid" ;;
   esac
 }
 
@@ -173,7 +165,6 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ "$FLOORS" = 1 ]; then
     run nethttp "http://$FLOOR_NETHTTP$OBJECT"
     run raw "http://$FLOOR_RAW$OBJECT"
-    run epoll "http://$FLOOR_EPOLL$OBJECT"
   fi
 done
 
@@ -194,7 +185,7 @@ awk -v servers="$servers" '
       printf "  edge hit path against edge through net/http: req/s %.2fx, CPU per request %.2fx\n", R["edge"]/R["edge-nh"], C["edge"]/C["edge-nh"]
     }
     if ("nethttp" in C) {
-      printf "  floors: net/http %.2f µs/req (edge adds %.2f), raw HTTP/1.1 loop %.2f µs/req, epoll loop %.2f µs/req; net/http/nginx req/s %.2f, raw/nginx req/s %.2f, epoll/nginx req/s %.2f\n", C["nethttp"], C["edge"]-C["nethttp"], C["raw"], C["epoll"], R["nethttp"]/R["nginx"], R["raw"]/R["nginx"], R["epoll"]/R["nginx"]
+      printf "  floors: net/http %.2f µs/req (edge adds %.2f), raw HTTP/1.1 loop %.2f µs/req; net/http/nginx req/s %.2f, raw/nginx req/s %.2f\n", C["nethttp"], C["edge"]-C["nethttp"], C["raw"], R["nethttp"]/R["nginx"], R["raw"]/R["nginx"]
     }
   }' "$work/results"
 echo
