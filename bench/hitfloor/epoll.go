@@ -12,10 +12,8 @@ import (
 	"log"
 	"net"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 func serveEpoll(listen string, date *atomic.Pointer[[]byte]) {
@@ -105,13 +103,7 @@ func epollLoop(lfd int, date *atomic.Pointer[[]byte]) {
 				if bytes.Contains(req[:end], []byte("onnection: close")) {
 					closeAfter = true
 				}
-				out = append(out, "HTTP/1.1 200 OK\r\n"...)
-				out = append(out, *date.Load()...)
-				out = append(out, "Age: "...)
-				out = strconv.AppendInt(out, int64(time.Since(stored)/time.Second), 10)
-				out = append(out, "\r\n"...)
-				out = append(out, block...)
-				out = append(out, body...)
+				out = appendAnswer(out, date)
 				req = req[end+4:]
 			}
 			for len(out) > 0 {

@@ -1,6 +1,6 @@
-// Command hitfloor serves one cached 4 KiB object as cheaply as two kinds of
+// Command hitfloor serves one cached 4 KiB object as cheaply as three kinds of
 // Go server can, to bound what edge's hit could cost (scripts/bench-compare.sh
-// runs both next to edge, nginx and Varnish):
+// runs the first two next to edge, nginx and Varnish):
 //
 //   - -mode nethttp: net/http with a handler that copies a pre-built header
 //     map and writes the body, behind a listener that merges net/http's
@@ -11,8 +11,12 @@
 //     request-line and header scanner, one read deadline per request, and
 //     one write per response from a pre-serialised header block plus Date
 //     and Age. This is the floor of a specialised HTTP/1.1 hit path.
+//   - -mode epoll: the raw mode's answers from one epoll loop per P, each
+//     on a locked OS thread with its own SO_REUSEPORT socket (epoll.go):
+//     the floor of an event-loop hit path (docs/benchmarks.md, "An
+//     event-loop floor").
 //
-// Neither is a server: no limits, no fallback, one object. They exist only
+// None is a server: no limits, no fallback, one object. They exist only
 // to be measured.
 package main
 
@@ -133,17 +137,23 @@ func serveRaw(c net.Conn, date *atomic.Pointer[[]byte]) {
 				closeAfter = true
 			}
 		}
-		out = append(out[:0], "HTTP/1.1 200 OK\r\n"...)
-		out = append(out, *date.Load()...)
-		out = append(out, "Age: "...)
-		out = strconv.AppendInt(out, int64(time.Since(stored)/time.Second), 10)
-		out = append(out, "\r\n"...)
-		out = append(out, block...)
-		out = append(out, body...)
+		out = appendAnswer(out[:0], date)
 		if _, err := c.Write(out); err != nil || closeAfter {
 			return
 		}
 	}
+}
+
+// appendAnswer appends the object's answer: status line, Date, Age, the
+// pre-serialised block and the body.
+func appendAnswer(out []byte, date *atomic.Pointer[[]byte]) []byte {
+	out = append(out, "HTTP/1.1 200 OK\r\n"...)
+	out = append(out, *date.Load()...)
+	out = append(out, "Age: "...)
+	out = strconv.AppendInt(out, int64(time.Since(stored)/time.Second), 10)
+	out = append(out, "\r\n"...)
+	out = append(out, block...)
+	return append(out, body...)
 }
 
 // mergingListener wraps connections in mergingConn.
