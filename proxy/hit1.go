@@ -142,7 +142,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		// As ServeHTTP: the key comes from the key rule (a GET's, without
 		// cookie conditions), bypass and the counts from the request's
 		// rule, which may match HEAD alone.
-		keyRule = req.Site.Rules.ForKey(req.Path)
+		keyRule = req.Site.Rules.ForKey(req.Path, req.RawQuery)
 		rule = keyRule
 		if req.Head {
 			rule = req.Site.Rules.ForRequest(http.MethodHead, req.Path, nil)

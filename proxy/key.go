@@ -133,7 +133,7 @@ func (h *Handler) keyOn(site *Site, scheme, host, path, rawQuery string) string 
 	// Resolved once at the front: no second look-up of the Host.
 	var rule *rules.Rule
 	if site.Rules != nil {
-		rule = site.Rules.ForKey(path)
+		rule = site.Rules.ForKey(path, rawQuery)
 	}
 	return h.keyUnder(site, rule, scheme, host, path, rawQuery)
 }

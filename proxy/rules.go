@@ -58,7 +58,13 @@ func rulingOf(r *http.Request) *ruling {
 		g.header = http.Header{"Cookie": c}
 	}
 	g.req = g.set.ForRequest(r.Method, path, r.Header)
-	g.key = g.set.ForKey(path)
+	g.key = g.set.ForKey(path, r.URL.RawQuery)
+	if g.key != nil && g.key.Name == rules.AmbiguousPathRule {
+		// The key rule's reading of the path is ambiguous: the request
+		// passes, whatever its own rule (a cookie rule ahead of the key
+		// rule is no reason to share it: a review's leak).
+		g.req = g.key
+	}
 	in.ruling = g
 	return g
 }
@@ -81,11 +87,12 @@ func (g *ruling) lifetime(status int) *rules.Lifetime {
 }
 
 // lifetimeShared reports whether the rules give every request of a key the
-// lifetime they give this one: no rule depends on a cookie, and the
-// request is a GET (a rule may name HEAD alone). Only then may an entry
+// lifetime they give this one: no rule that matches on a cookie sets a
+// lifetime (a bypass for logged-in users, the usual one, does not), and
+// the request is a GET (a rule may name HEAD alone). Only then may an entry
 // rebuilt under this request's lifetime (a disk hit) be kept for others.
 func (g *ruling) lifetimeShared() bool {
-	return g == nil || (!g.set.NeedsHeader() && g.method == http.MethodGet)
+	return g == nil || (!g.set.CookieLifetimes() && g.method == http.MethodGet)
 }
 
 // requestRule is the request's rule (nil: none).

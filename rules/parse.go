@@ -123,6 +123,12 @@ func Parse(at string, raw any) (*Set, error) {
 		if hasUpper(r.prefix) || hasUpper(r.glob) || (r.re != nil && hasUpper(r.re.String())) {
 			s.hasUpperPattern = true
 		}
+		if keepsApart(r) || !r.Query.Empty() {
+			s.foldMatters = true
+		}
+		if r.cookie != "" && r.Lifetime.Sets() {
+			s.cookieLifetimes = true
+		}
 		s.Rules = append(s.Rules, r)
 	}
 	switch len(errs) {
@@ -278,9 +284,9 @@ func (r *Rule) parseMatch(at string, v any) error {
 			return &Error{Key: at + ".path", Value: p, Reason: "spells a query: rules match the path alone (? is a one-byte glob); match the path (/index.php) and key or bypass on what it needs"}
 		}
 		if strings.ContainsAny(p, "*?") {
-			r.glob, r.globFold = p, strings.ToLower(p)
+			r.glob, r.globFold = p, foldPath(p)
 		} else {
-			r.prefix, r.prefixFold = p, strings.ToLower(p)
+			r.prefix, r.prefixFold = p, foldPath(p)
 		}
 	}
 	if hasRE {
@@ -302,6 +308,7 @@ func (r *Rule) parseMatch(at string, v any) error {
 				r.reAnchored = true
 			}
 		}
+		r.reLitFold = foldPath(r.reLit)
 	}
 	if v, ok := m["methods"]; ok {
 		l, err := stringList(at+".methods", v)

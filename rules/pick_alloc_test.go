@@ -10,7 +10,7 @@ func TestForKeyAllocatesNothingOnALowerCasePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		_ = s.ForKey("/blog/post-7")
+		_ = s.ForKey("/blog/post-7", "")
 		_ = s.ForRequest("HEAD", "/blog/post-7", nil)
 	}); n != 0 {
 		t.Errorf("%v allocations per look-up", n)

@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ClientNoCache is how a client's request to skip the cache
@@ -192,10 +194,10 @@ type Rule struct {
 	glob   string
 	re     *regexp.Regexp
 	// The pattern as a case-insensitive origin reads it: prefix and
-	// glob lower-cased, the regular expression with (?i). See
+	// glob folded (foldPath), the regular expression with (?i). See
 	// Set.pick.
-	prefixFold, globFold string
-	reFold               *regexp.Regexp
+	prefixFold, globFold, reLitFold string
+	reFold                          *regexp.Regexp
 	// reLit is a literal every match of re holds: at the start of the
 	// path when reAnchored, else somewhere in it. Checked first, it
 	// keeps most paths from running the regular expression at all.
@@ -238,16 +240,25 @@ func (r *Rule) KeyedOnRequest() bool {
 	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
 }
 
-// matchPathFold reports whether the rule's pattern matches path (lower
-// case) as a case-insensitive origin reads both.
-func (r *Rule) matchPathFold(lowerPath string) bool {
+// matchPathFold reports whether the rule's pattern matches path as a
+// case-insensitive origin reads both: the prefix or glob folded as the
+// path is (folded: foldPath(path)); a regular expression under (?i), or
+// as written against the folded path (under (?i) a negated class such as
+// [^A-Z] excludes every letter, so /api/me would match neither reading
+// of ^/api/[^A-Z]+$ otherwise: a review's test).
+func (r *Rule) matchPathFold(path, folded string) bool {
 	switch {
-	case r.reFold != nil:
-		return r.reFold.MatchString(lowerPath)
-	case r.globFold != "":
-		return globMatch(r.globFold, lowerPath)
+	case r.re != nil:
+		// Either reading holds some spelling of the literal every match
+		// holds (reLit, folded): checked first, as matchPath does.
+		if r.reAnchored && !strings.HasPrefix(folded, r.reLitFold) || !r.reAnchored && !strings.Contains(folded, r.reLitFold) {
+			return false
+		}
+		return r.reFold.MatchString(path) || r.re.MatchString(folded)
+	case r.glob != "":
+		return globMatch(r.globFold, folded)
 	}
-	return strings.HasPrefix(lowerPath, r.prefixFold)
+	return strings.HasPrefix(folded, r.prefixFold)
 }
 
 // matchPath reports whether the rule's path pattern matches path.
@@ -305,6 +316,11 @@ type Set struct {
 	// hasUpperPattern: some rule's path pattern has a capital, so a
 	// lower-case path may match it folded and not as written.
 	hasUpperPattern bool
+	// foldMatters: some rule keeps answers apart (a bypass, a key on the
+	// request, a query key), so a path's case may matter (pick).
+	foldMatters bool
+	// cookieLifetimes: a rule that matches on a cookie sets a lifetime.
+	cookieLifetimes bool
 }
 
 // AmbiguousPathRule names the bypass a site with rules gives a request
@@ -351,27 +367,29 @@ func decodedPath(path string) string {
 // ForRequest returns the first rule that is not response-only and
 // matches method, the (escaped or decoded) path and the request's fields
 // (h may be nil when no rule matches on them: see NeedsHeader), or nil.
+// An ambiguous path gets the set's bypass (see pick).
 func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.matchMethod(method) && r.matchCookie(h)
+	}, func(exact, folded *Rule) bool {
+		return keepsApart(exact) || keepsApart(folded)
 	})
 }
 
 // pick returns the first rule that ok accepts for path (percent-decoded
-// first; match is the rule's path test, ok the rest), or the set's bypass
-// when the path is ambiguous: spelled so that origins read it as another
-// path (AmbiguousPath), or cased so that a case-insensitive origin (IIS,
-// ASP.NET Core, Express by default) reads it as a path a rule names that
-// the path's own letters do not, when one of the two rules keeps answers
-// apart (a bypass, or a key on the request's fields): /API/me past a
-// bypass of /api/, /account/ past one of /Account/ (reviews' leaks).
-// Rules that differ only in lifetimes or edits keep the exact match, so a
-// camera's IMG_1234.JPG is still cached under a rule for *.jpg's
-// neighbour.
-func (s *Set) pick(path string, ok func(r *Rule) bool) *Rule {
+// first; the path test is pick's), or the set's bypass when the path is
+// ambiguous: spelled so that origins read it as another path
+// (AmbiguousPath), or cased so that a case-insensitive origin (IIS,
+// ASP.NET Core, Express by default) reads it as a path another rule names
+// than the path's own letters do, when apart says the difference matters
+// (a bypass, a key on the request: /API/me past a bypass of /api/,
+// /account/ past one of /Account/; reviews' leaks). Rules that differ in
+// lifetimes alone keep the exact match, so IMG_1234.JPG is still cached.
+// apart nil: case is not looked at.
+func (s *Set) pick(path string, ok func(r *Rule) bool, apart func(exact, folded *Rule) bool) *Rule {
 	path = decodedPath(path)
 	if AmbiguousPath(path) {
 		return s.ambiguous
@@ -383,18 +401,18 @@ func (s *Set) pick(path string, ok func(r *Rule) bool) *Rule {
 			break
 		}
 	}
-	if !s.hasUpperPattern && !hasUpper(path) {
-		return exact // the folded reading is the same
+	if apart == nil || !s.foldMatters || (!s.hasUpperPattern && !hasUpper(path)) {
+		return exact // no rule keeps answers apart, or the folded reading is the same
 	}
-	lower := strings.ToLower(path)
-	var folded *Rule
+	folded := foldPath(path)
+	var other *Rule
 	for _, r := range s.Rules {
-		if r.matchPathFold(lower) && ok(r) {
-			folded = r
+		if r.matchPathFold(path, folded) && ok(r) {
+			other = r
 			break
 		}
 	}
-	if folded != exact && (keepsApart(exact) || keepsApart(folded)) {
+	if other != exact && apart(exact, other) {
 		return s.ambiguous
 	}
 	return exact
@@ -404,7 +422,7 @@ func (s *Set) pick(path string, ok func(r *Rule) bool) *Rule {
 // another rule would: a bypass, or a key on the request's own fields.
 func keepsApart(r *Rule) bool { return r != nil && (r.Bypass || r.KeyedOnRequest()) }
 
-// hasUpper reports whether path has a byte strings.ToLower could change:
+// hasUpper reports whether path has a byte case folding could change:
 // an ASCII capital, or any non-ASCII byte.
 func hasUpper(path string) bool {
 	for i := 0; i < len(path); i++ {
@@ -415,35 +433,85 @@ func hasUpper(path string) bool {
 	return false
 }
 
-// ForKey returns the rule that shapes the cache key of path: the first
-// rule that is not response-only, has no cookie condition and matches a
-// GET of path (nil: none). The key of a URL cannot depend on whether a
-// request carries a cookie, or a purge of the URL could not find it.
-func (s *Set) ForKey(path string) *Rule {
+// foldPath maps every rune of s to one member of its case-folding orbit
+// (unicode.SimpleFold): the ASCII letter in lower case when the orbit has
+// one (so ſ and the Kelvin sign are s and k), else the orbit's smallest
+// rune (Σ, σ and ς alike). Two spellings a case-insensitive origin reads
+// as one fold to the same string; an ASCII path without capitals is
+// itself (no allocation).
+func foldPath(s string) string {
+	if !hasUpper(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < utf8.RuneSelf {
+			return unicode.ToLower(f)
+		}
+		least = min(least, f)
+	}
+	return least
+}
+
+// ForKey returns the rule that shapes the cache key of path with its
+// query rawQuery: the first rule that is not response-only, has no
+// cookie condition and matches a GET of path (nil: none). The key of a
+// URL cannot depend on whether a request carries a cookie, or a purge of
+// the URL could not find it. An ambiguous path gets the set's bypass
+// (see pick), also where the two readings' rules key the query apart
+// (a review's leak: /API/orders?token=… under a rule dropping every
+// parameter).
+func (s *Set) ForKey(path, rawQuery string) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
+	}, func(exact, folded *Rule) bool {
+		return keepsApart(exact) || keepsApart(folded) || exact.KeyQuery(rawQuery) != folded.KeyQuery(rawQuery)
 	})
 }
 
 // NeedsHeader reports whether finding a request's rule reads its fields.
 func (s *Set) NeedsHeader() bool { return s != nil && s.needsHeader }
 
+// CookieLifetimes reports whether a rule that matches on a cookie sets a
+// lifetime, so that the lifetime of one request's answer may differ from
+// another's for the same key.
+func (s *Set) CookieLifetimes() bool { return s != nil && s.cookieLifetimes }
+
 // ForResponse returns the first rule matching method, path, the
-// request's fields and the response's status, or nil.
+// request's fields and the response's status, or nil. Case is not looked
+// at (the request's rule and key rule decided whether the request
+// passed); an ambiguously spelled path gets the bypass.
 func (s *Set) ForResponse(method, path string, h http.Header, status int) *Rule {
 	if s == nil || len(s.Rules) == 0 {
 		return nil
 	}
-	// An ambiguous path gets the bypass: passed, nothing of it is
-	// stored, and no rule's edits apply.
 	return s.pick(path, func(r *Rule) bool {
 		return r.matchMethod(method) && r.matchCookie(h) &&
 			(len(r.statuses) == 0 || slices.Contains(r.statuses, status))
-	})
+	}, nil)
 }
+
+// SpelledAmbiguously reports whether an escaped path has dot or empty
+// segments, a backslash or a ';' once decoded (AmbiguousPath).
+func SpelledAmbiguously(path string) bool { return AmbiguousPath(decodedPath(path)) }
 
 // KeyQuery returns the query as the cache key has it under r (r may be
 // nil: the query as sent).

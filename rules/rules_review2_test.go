@@ -32,7 +32,7 @@ func TestKeyCookiePatternIsKeyedOrRefused(t *testing.T) {
 		if err != nil {
 			continue // refused: the operator is told
 		}
-		r := s.ForKey("/dashboard")
+		r := s.ForKey("/dashboard", "")
 		a := r.KeyExtra(http.Header{"Cookie": {"SSESS9f3a=alice"}})
 		b := r.KeyExtra(http.Header{"Cookie": {"SSESS9f3a=bob"}})
 		if a == b {
@@ -92,7 +92,7 @@ func TestAmbiguousPathsArePassed(t *testing.T) {
 	}
 	for _, p := range []string{"//api/me", "/./api/me", "/x/../api/me", "/%2e/api/me", "/static/%2e%2e/api/me", "/static/..",
 		"/static/.", "/static/x%2F%2Fy", "/static\\..\\api", "/static/%5c../api", "/static;x/a.css", "/static/a.css%3bjsessionid=1"} {
-		for _, r := range []*Rule{s.ForRequest("GET", p, nil), s.ForKey(p), s.ForRequest("HEAD", p, nil)} {
+		for _, r := range []*Rule{s.ForRequest("GET", p, nil), s.ForKey(p, ""), s.ForRequest("HEAD", p, nil)} {
 			if r == nil || r.Name != AmbiguousPathRule || !r.Bypass || r.KeyedOnRequest() {
 				t.Errorf("%s: got rule %v, want the bypass %s", p, r, AmbiguousPathRule)
 			}

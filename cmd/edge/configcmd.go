@@ -95,10 +95,16 @@ func explainCmd() *cobra.Command {
 				path = "/"
 			}
 			rule := site.Rules.ForRequest(strings.ToUpper(method), path, hdr)
+			keyRule := site.Rules.ForKey(path, u.RawQuery)
+			if keyRule != nil && keyRule.Name == rules.AmbiguousPathRule {
+				rule = keyRule // the request passes, as the proxy decides (ruling)
+			}
 			name := "none"
 			switch {
+			case rule != nil && rule.Name == rules.AmbiguousPathRule && rules.SpelledAmbiguously(path):
+				name = rule.Name + " (the path has dot or empty segments, a backslash or a ';', which origins read differently: passed to the origin, never cached)"
 			case rule != nil && rule.Name == rules.AmbiguousPathRule:
-				name = rule.Name + " (the path has dot or empty segments, which origins read differently: passed to the origin, never cached)"
+				name = rule.Name + " (read in another case, as IIS, ASP.NET Core and Express read paths, it matches a rule that keeps answers apart: passed to the origin, never cached)"
 			case rule != nil:
 				name = fmt.Sprintf("%s (rules[%d])", rule.Name, rule.Index)
 			}
@@ -106,7 +112,6 @@ func explainCmd() *cobra.Command {
 			for _, line := range rule.Explain() {
 				fmt.Fprintf(out, "          %s\n", line)
 			}
-			keyRule := site.Rules.ForKey(path)
 			query := u.RawQuery
 			if cfg.Cache.SortQuery {
 				query = proxy.SortedQuery(query)
