@@ -237,6 +237,9 @@ const maxSendersHold = 10 * time.Minute
 // which need not be this node's (a review's test,
 // TestPeerHoldFollowsTheSendersBound).
 func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest, sendersMs string) {
+	if p.Validate() != nil {
+		return // refused by the purge itself: it names nothing (a hold would name everything)
+	}
 	d := purgeHold(c.cfg.PeerTimeout)
 	if ms, err := strconv.ParseInt(sendersMs, 10, 64); err == nil && ms > 0 {
 		d = max(d, min(time.Duration(ms)*time.Millisecond, maxSendersHold))
@@ -249,6 +252,12 @@ func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest, sendersMs string) {
 // every peer has answered; it returns local's count and how many peers
 // purged.
 func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) (n, peers int, err error) {
+	// A purge that names nothing is refused before it holds anything: its
+	// scope would be nil, which a hold reads as every page (a review
+	// found a 400 stopping the node keeping peers' pages for ten minutes).
+	if err := p.Validate(); err != nil {
+		return 0, 0, err
+	}
 	e := c.startHold(p, 0)
 	defer func() { c.copies.end(e, time.Now()) }()
 	if n, err = local(p); err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {

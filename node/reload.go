@@ -107,8 +107,21 @@ func (n *Node) Reload() (string, error) {
 	}
 	old := n.sites.Swap(table)
 	// Requests in flight finish on the old pools; stopping a pool ends its
-	// health checks and closes idle connections only.
-	go old.stop()
+	// health checks and closes idle connections only. The metric series
+	// of origins the new table no longer has go.
+	kept := map[[2]string]bool{}
+	for _, s := range table.sites {
+		site, urls := s.pool.Origins()
+		for _, u := range urls {
+			kept[[2]string{site, u}] = true
+		}
+	}
+	go func() {
+		old.stop()
+		for _, s := range old.sites {
+			s.pool.Forget(func(site, url string) bool { return kept[[2]string{site, url}] })
+		}
+	}()
 	n.proxy.SetPolicy(cachePolicy(cfg))
 	if r.level != nil {
 		var l slog.Level

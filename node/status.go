@@ -175,6 +175,12 @@ func (n *Node) statusJSON(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(n.guardHot(n.Snapshot(), r))
 }
 
+// routeNeedsToken: the route explorer tells how often a URL was asked
+// here and whether a peer holds it, which names what users visited (a
+// review asked it whether /account/reset?token=… had been opened): like
+// the hottest URLs, it needs the admin token.
+const routeNeedsToken = "the route explorer needs the admin token (open the page with ?login=1, or send it as a bearer token)"
+
 // guardHot hides the hottest URLs (they can name users' private pages)
 // from a request without the admin token.
 func (n *Node) guardHot(s Status, r *http.Request) Status {
@@ -350,6 +356,10 @@ func (n *Node) explain(s *Status, u string) {
 }
 
 func (n *Node) routeJSON(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("url") != "" && !n.authorized(r, true) {
+		http.Error(w, routeNeedsToken, http.StatusUnauthorized)
+		return
+	}
 	s := n.Snapshot()
 	n.explain(&s, r.URL.Query().Get("url"))
 	w.Header().Set("Content-Type", "application/json")
@@ -366,7 +376,11 @@ func (n *Node) statusPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := n.guardHot(n.Snapshot(), r)
-	n.explain(&s, r.URL.Query().Get("url"))
+	if u := r.URL.Query().Get("url"); u != "" && !n.authorized(r, true) {
+		s.RouteError = routeNeedsToken
+	} else {
+		n.explain(&s, u)
+	}
 	type row struct {
 		Name        string
 		Value, Rate float64

@@ -384,6 +384,35 @@ func (p *Pool) Start() {
 }
 
 // Stop ends the checks and closes idle connections.
+// Origins returns the pool's site and its origins' URLs, as its metrics
+// name them.
+func (p *Pool) Origins() (site string, urls []string) {
+	for _, m := range p.members {
+		urls = append(urls, m.url)
+	}
+	return p.cfg.Site, urls
+}
+
+// Forget removes the metric series of the pool's origins that keep does
+// not keep (a reload removed them): an origin no longer configured must
+// not stay on the dashboard as in rotation, or ejected, for good (a
+// review's test). Series a newer pool shares are left to it.
+func (p *Pool) Forget(keep func(site, url string) bool) {
+	mt := p.cfg.Metrics
+	if mt == nil {
+		return
+	}
+	for _, m := range p.members {
+		if keep(p.cfg.Site, m.url) {
+			continue
+		}
+		mt.Up.DeleteLabelValues(p.cfg.Site, m.url)
+		mt.Outstanding.DeleteLabelValues(p.cfg.Site, m.url)
+		mt.Ejections.DeleteLabelValues(p.cfg.Site, m.url, "passive")
+		mt.Ejections.DeleteLabelValues(p.cfg.Site, m.url, "active")
+	}
+}
+
 func (p *Pool) Stop() {
 	p.stopped.Do(func() { close(p.stop) })
 	for _, m := range p.members {
