@@ -147,7 +147,10 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		if req.Head {
 			rule = req.Site.Rules.ForRequest(http.MethodHead, req.Path, nil)
 		}
-		if rule != nil && rule.Bypass || keyRule != nil && keyRule.KeyedOnRequest() {
+		// The key rule's bypass too: ServeHTTP passes a request whose key
+		// rule is the ambiguous-path bypass whatever the request's own
+		// (HEAD) rule says (a review's test).
+		if rule != nil && rule.Bypass || keyRule != nil && (keyRule.Bypass || keyRule.KeyedOnRequest()) {
 			return false
 		}
 	}

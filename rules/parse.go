@@ -120,9 +120,12 @@ func Parse(at string, raw any) (*Set, error) {
 		if r.cookie != "" && !r.ResponseOnly() {
 			s.needsHeader = true
 		}
-		if hasUpper(r.prefix) || hasUpper(r.glob) || (r.re != nil && hasUpper(r.re.String())) {
+		// A regular expression may match capitals however it is written
+		// ([[:upper:]], \x41): every one counts as having them.
+		if hasUpper(r.prefix) || hasUpper(r.glob) || r.re != nil {
 			s.hasUpperPattern = true
 		}
+		r.caseFree = r.re == nil && !hasLetter(r.prefix) && !hasLetter(r.glob)
 		if keepsApart(r) || !r.Query.Empty() {
 			s.foldMatters = true
 		}

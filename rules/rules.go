@@ -198,6 +198,9 @@ type Rule struct {
 	// Set.pick.
 	prefixFold, globFold, reLitFold string
 	reFold                          *regexp.Regexp
+	// caseFree: the pattern has no letter, so every spelling of a path
+	// matches it or none does (pick's scan ends there).
+	caseFree bool
 	// reLit is a literal every match of re holds: at the start of the
 	// path when reAnchored, else somewhere in it. Checked first, it
 	// keeps most paths from running the regular expression at all.
@@ -240,25 +243,39 @@ func (r *Rule) KeyedOnRequest() bool {
 	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
 }
 
-// matchPathFold reports whether the rule's pattern matches path as a
-// case-insensitive origin reads both: the prefix or glob folded as the
-// path is (folded: foldPath(path)); a regular expression under (?i), or
-// as written against the folded path (under (?i) a negated class such as
-// [^A-Z] excludes every letter, so /api/me would match neither reading
-// of ^/api/[^A-Z]+$ otherwise: a review's test).
-func (r *Rule) matchPathFold(path, folded string) bool {
+// foldedPath is a path with its folded spelling (foldPath), and its
+// upper-case one made when a regular expression first needs it.
+type foldedPath struct {
+	path, folded, upper string
+}
+
+func (f *foldedPath) upperCase() string {
+	if f.upper == "" {
+		f.upper = strings.ToUpper(f.path)
+	}
+	return f.upper
+}
+
+// matchPathFold reports whether the rule's pattern matches some spelling
+// of the path a case-insensitive origin reads as the same: the prefix or
+// glob folded as the path is; a regular expression under (?i), or as
+// written against the folded (lower-case) or the upper-case spelling
+// (under (?i) a negated class such as [^A-Z] or [^a-z] excludes every
+// letter, so otherwise /api/me would match no reading of ^/api/[^A-Z]+$
+// or ^/api/[^a-z]+$: reviews' tests).
+func (r *Rule) matchPathFold(f *foldedPath) bool {
 	switch {
 	case r.re != nil:
-		// Either reading holds some spelling of the literal every match
+		// Every reading holds some spelling of the literal every match
 		// holds (reLit, folded): checked first, as matchPath does.
-		if r.reAnchored && !strings.HasPrefix(folded, r.reLitFold) || !r.reAnchored && !strings.Contains(folded, r.reLitFold) {
+		if r.reAnchored && !strings.HasPrefix(f.folded, r.reLitFold) || !r.reAnchored && !strings.Contains(f.folded, r.reLitFold) {
 			return false
 		}
-		return r.reFold.MatchString(path) || r.re.MatchString(folded)
+		return r.reFold.MatchString(f.path) || r.re.MatchString(f.folded) || r.re.MatchString(f.upperCase())
 	case r.glob != "":
-		return globMatch(r.globFold, folded)
+		return globMatch(r.globFold, f.folded)
 	}
-	return strings.HasPrefix(folded, r.prefixFold)
+	return strings.HasPrefix(f.folded, r.prefixFold)
 }
 
 // matchPath reports whether the rule's path pattern matches path.
@@ -374,8 +391,8 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 	}
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.matchMethod(method) && r.matchCookie(h)
-	}, func(exact, folded *Rule) bool {
-		return keepsApart(exact) || keepsApart(folded)
+	}, func(exact, r *Rule) bool {
+		return !keepsApart(exact) && keepsApart(r)
 	})
 }
 
@@ -383,13 +400,16 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 // first; the path test is pick's), or the set's bypass when the path is
 // ambiguous: spelled so that origins read it as another path
 // (AmbiguousPath), or cased so that a case-insensitive origin (IIS,
-// ASP.NET Core, Express by default) reads it as a path another rule names
-// than the path's own letters do, when apart says the difference matters
-// (a bypass, a key on the request: /API/me past a bypass of /api/,
-// /account/ past one of /Account/; reviews' leaks). Rules that differ in
-// lifetimes alone keep the exact match, so IMG_1234.JPG is still cached.
-// apart nil: case is not looked at.
-func (s *Set) pick(path string, ok func(r *Rule) bool, apart func(exact, folded *Rule) bool) *Rule {
+// ASP.NET Core, Express by default) reads it as a path that another
+// spelling would give a stricter rule (stricter(exact, r)): /API/me past
+// a bypass of /api/, /account/ past one of /Account/, /MEDIA/PRIVATE/x
+// past a bypass of /Media/Private/ behind a caching rule for /media/
+// (reviews' leaks). A rule matching some spelling is a candidate until a
+// rule that every spelling matches (a pattern without letters, such as
+// "/") ends the scan: no later rule is any spelling's first. Rules that
+// differ in lifetimes alone keep the exact match, so IMG_1234.JPG is
+// still cached. stricter nil: case is not looked at.
+func (s *Set) pick(path string, ok func(r *Rule) bool, stricter func(exact, r *Rule) bool) *Rule {
 	path = decodedPath(path)
 	if AmbiguousPath(path) {
 		return s.ambiguous
@@ -401,19 +421,20 @@ func (s *Set) pick(path string, ok func(r *Rule) bool, apart func(exact, folded 
 			break
 		}
 	}
-	if apart == nil || !s.foldMatters || (!s.hasUpperPattern && !hasUpper(path)) {
-		return exact // no rule keeps answers apart, or the folded reading is the same
+	if stricter == nil || !s.foldMatters || (!s.hasUpperPattern && !hasUpper(path)) {
+		return exact // no rule keeps answers apart, or every spelling reads alike
 	}
-	folded := foldPath(path)
-	var other *Rule
+	f := foldedPath{path: path, folded: foldPath(path)}
 	for _, r := range s.Rules {
-		if r.matchPathFold(path, folded) && ok(r) {
-			other = r
+		if !r.matchPathFold(&f) || !ok(r) {
+			continue
+		}
+		if r != exact && stricter(exact, r) {
+			return s.ambiguous
+		}
+		if r.caseFree {
 			break
 		}
-	}
-	if other != exact && apart(exact, other) {
-		return s.ambiguous
 	}
 	return exact
 }
@@ -482,8 +503,8 @@ func (s *Set) ForKey(path, rawQuery string) *Rule {
 	}
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
-	}, func(exact, folded *Rule) bool {
-		return keepsApart(exact) || keepsApart(folded) || exact.KeyQuery(rawQuery) != folded.KeyQuery(rawQuery)
+	}, func(exact, r *Rule) bool {
+		return !keepsApart(exact) && (keepsApart(r) || exact.KeyQuery(rawQuery) != r.KeyQuery(rawQuery))
 	})
 }
 
@@ -783,4 +804,14 @@ func (r *Rule) Explain() []string {
 		add("matches, and sets nothing")
 	}
 	return out
+}
+
+// hasLetter reports whether s has an ASCII letter or any non-ASCII byte.
+func hasLetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; ('a' <= c && c <= 'z') || s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
