@@ -86,7 +86,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if dom := string(headless(t, bin, "--dump-dom", "http://"+a.adm+"/status")); strings.Contains(dom, "/p/7</code>") || !strings.Contains(dom, "admin token") {
 		t.Errorf("the hottest URLs are visible without the admin token")
 	}
-	url := "http://admin:status-token@" + a.adm + "/status?url=http://" + a.pub + "/p/7"
+	url := "http://admin:status-token@" + a.adm + "/status?login=1&url=http://" + a.pub + "/p/7" // login=1: a 401 makes the browser send the credentials
 	dom := string(headless(t, bin, "--dump-dom", url))
 	for _, want := range []string{"edge node", "edge-a", "Cluster", "edge-b", "trusted", "FD margin", "indicator epoch",
 		"Hottest pages", "/p/7", "Compression", "Route explorer", "home (rank 2)", "cold path", "miss penalty", "hit ratio",
