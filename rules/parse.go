@@ -121,8 +121,8 @@ func Parse(at string, raw any) (*Set, error) {
 			s.needsHeader = true
 		}
 		// A regular expression may match capitals however it is written
-		// ([[:upper:]], \x41): every one counts as having them.
-		if hasUpper(r.prefix) || hasUpper(r.glob) || r.re != nil {
+		// ([[:upper:]], \x41): its parsed form says (caseClosed).
+		if hasUpper(r.prefix) || hasUpper(r.glob) || r.reCaseSensitive {
 			s.hasUpperPattern = true
 		}
 		r.caseFree = r.re == nil && !hasLetter(r.prefix) && !hasLetter(r.glob)
@@ -302,7 +302,11 @@ func (r *Rule) parseMatch(at string, v any) error {
 			return &Error{Key: at + ".path_regex", Value: p, Reason: "does not compile: " + err.Error()}
 		}
 		r.re = re
-		r.reFold = regexp.MustCompile("(?i)" + p) // p compiled above: so does this
+		closed, sensitive, err := caseClosed(p)
+		if err != nil {
+			return &Error{Key: at + ".path_regex", Value: p, Reason: "cannot be read in every case: " + err.Error()}
+		}
+		r.reFold, r.reCaseSensitive = closed, sensitive
 		r.reLit, _ = re.LiteralPrefix()
 		if rest, ok := strings.CutPrefix(p, "^"); ok && !strings.ContainsAny(rest, "(|") {
 			// Anchored: the literal that begins the rest begins the path.

@@ -35,8 +35,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // ClientNoCache is how a client's request to skip the cache
@@ -201,6 +199,9 @@ type Rule struct {
 	// caseFree: the pattern has no letter, so every spelling of a path
 	// matches it or none does (pick's scan ends there).
 	caseFree bool
+	// reCaseSensitive: the regular expression may reject a lower-case
+	// path some other spelling of which it accepts (caseClosed).
+	reCaseSensitive bool
 	// reLit is a literal every match of re holds: at the start of the
 	// path when reAnchored, else somewhere in it. Checked first, it
 	// keeps most paths from running the regular expression at all.
@@ -243,39 +244,23 @@ func (r *Rule) KeyedOnRequest() bool {
 	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
 }
 
-// foldedPath is a path with its folded spelling (foldPath), and its
-// upper-case one made when a regular expression first needs it.
-type foldedPath struct {
-	path, folded, upper string
-}
 
-func (f *foldedPath) upperCase() string {
-	if f.upper == "" {
-		f.upper = strings.ToUpper(f.path)
-	}
-	return f.upper
-}
 
-// matchPathFold reports whether the rule's pattern matches some spelling
-// of the path a case-insensitive origin reads as the same: the prefix or
-// glob folded as the path is; a regular expression under (?i), or as
-// written against the folded (lower-case) or the upper-case spelling
-// (under (?i) a negated class such as [^A-Z] or [^a-z] excludes every
-// letter, so otherwise /api/me would match no reading of ^/api/[^A-Z]+$
-// or ^/api/[^a-z]+$: reviews' tests).
-func (r *Rule) matchPathFold(f *foldedPath) bool {
+// matchPathFold reports whether the rule's pattern matches some case
+// spelling of path (folded: foldPath(path)): the prefix or glob folded as
+// the path is, a regular expression case-closed (fold.go), checked first
+// against the folded literal every match holds, as matchPath does.
+func (r *Rule) matchPathFold(path, folded string) bool {
 	switch {
 	case r.re != nil:
-		// Every reading holds some spelling of the literal every match
-		// holds (reLit, folded): checked first, as matchPath does.
-		if r.reAnchored && !strings.HasPrefix(f.folded, r.reLitFold) || !r.reAnchored && !strings.Contains(f.folded, r.reLitFold) {
+		if r.reAnchored && !strings.HasPrefix(folded, r.reLitFold) || !r.reAnchored && !strings.Contains(folded, r.reLitFold) {
 			return false
 		}
-		return r.reFold.MatchString(f.path) || r.re.MatchString(f.folded) || r.re.MatchString(f.upperCase())
+		return r.reFold.MatchString(path)
 	case r.glob != "":
-		return globMatch(r.globFold, f.folded)
+		return globMatch(r.globFold, folded)
 	}
-	return strings.HasPrefix(f.folded, r.prefixFold)
+	return strings.HasPrefix(folded, r.prefixFold)
 }
 
 // matchPath reports whether the rule's path pattern matches path.
@@ -392,7 +377,7 @@ func (s *Set) ForRequest(method, path string, h http.Header) *Rule {
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.matchMethod(method) && r.matchCookie(h)
 	}, func(exact, r *Rule) bool {
-		return !keepsApart(exact) && keepsApart(r)
+		return !covers(exact, r)
 	})
 }
 
@@ -424,9 +409,9 @@ func (s *Set) pick(path string, ok func(r *Rule) bool, stricter func(exact, r *R
 	if stricter == nil || !s.foldMatters || (!s.hasUpperPattern && !hasUpper(path)) {
 		return exact // no rule keeps answers apart, or every spelling reads alike
 	}
-	f := foldedPath{path: path, folded: foldPath(path)}
+	folded := foldPath(path)
 	for _, r := range s.Rules {
-		if !r.matchPathFold(&f) || !ok(r) {
+		if !r.matchPathFold(path, folded) || !ok(r) {
 			continue
 		}
 		if r != exact && stricter(exact, r) {
@@ -439,55 +424,57 @@ func (s *Set) pick(path string, ok func(r *Rule) bool, stricter func(exact, r *R
 	return exact
 }
 
+// covers reports whether an answer kept under exact is kept at least as
+// far apart as r would keep it: exact bypasses, or r neither bypasses nor
+// keys on a field, cookie or device class exact does not key on. Keyed on
+// a cookie an attacker sets (lang) is not keyed on the session (sid) a
+// bypassed or sid-keyed spelling would need (a review's leak).
+func covers(exact, r *Rule) bool {
+	switch {
+	case exact != nil && exact.Bypass, r == nil:
+		return true
+	case r.Bypass:
+		return false
+	}
+	var headers, cookies []string
+	device := false
+	if exact != nil {
+		headers, cookies, device = exact.KeyHeaders, exact.KeyCookies, exact.KeyDevice
+	}
+	for _, h := range r.KeyHeaders {
+		if !slices.Contains(headers, h) {
+			return false
+		}
+	}
+	for _, c := range r.KeyCookies {
+		if !slices.Contains(cookies, c) {
+			return false
+		}
+	}
+	return !r.KeyDevice || device
+}
+
+// queryCovers reports whether a key's query keeps every parameter
+// another's keeps.
+func queryCovers(exact, other string) bool {
+	if exact == other || other == "" {
+		return true
+	}
+	kept := strings.Split(exact, "&")
+	for _, p := range strings.Split(other, "&") {
+		if !slices.Contains(kept, p) {
+			return false
+		}
+	}
+	return true
+}
+
 // keepsApart reports whether a rule keeps answers from being shared as
 // another rule would: a bypass, or a key on the request's own fields.
 func keepsApart(r *Rule) bool { return r != nil && (r.Bypass || r.KeyedOnRequest()) }
 
-// hasUpper reports whether path has a byte case folding could change:
-// an ASCII capital, or any non-ASCII byte.
-func hasUpper(path string) bool {
-	for i := 0; i < len(path); i++ {
-		if c := path[i]; ('A' <= c && c <= 'Z') || c >= 0x80 {
-			return true
-		}
-	}
-	return false
-}
 
-// foldPath maps every rune of s to one member of its case-folding orbit
-// (unicode.SimpleFold): the ASCII letter in lower case when the orbit has
-// one (so ſ and the Kelvin sign are s and k), else the orbit's smallest
-// rune (Σ, σ and ς alike). Two spellings a case-insensitive origin reads
-// as one fold to the same string; an ASCII path without capitals is
-// itself (no allocation).
-func foldPath(s string) string {
-	if !hasUpper(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		b.WriteRune(foldRune(r))
-	}
-	return b.String()
-}
 
-func foldRune(r rune) rune {
-	if r < utf8.RuneSelf {
-		if 'A' <= r && r <= 'Z' {
-			return r + 'a' - 'A'
-		}
-		return r
-	}
-	least := r
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		if f < utf8.RuneSelf {
-			return unicode.ToLower(f)
-		}
-		least = min(least, f)
-	}
-	return least
-}
 
 // ForKey returns the rule that shapes the cache key of path with its
 // query rawQuery: the first rule that is not response-only, has no
@@ -504,7 +491,7 @@ func (s *Set) ForKey(path, rawQuery string) *Rule {
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
 	}, func(exact, r *Rule) bool {
-		return !keepsApart(exact) && (keepsApart(r) || exact.KeyQuery(rawQuery) != r.KeyQuery(rawQuery))
+		return !covers(exact, r) || !(exact != nil && exact.Bypass) && !queryCovers(exact.KeyQuery(rawQuery), r.KeyQuery(rawQuery))
 	})
 }
 
@@ -806,12 +793,3 @@ func (r *Rule) Explain() []string {
 	return out
 }
 
-// hasLetter reports whether s has an ASCII letter or any non-ASCII byte.
-func hasLetter(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i] | 0x20; ('a' <= c && c <= 'z') || s[i] >= 0x80 {
-			return true
-		}
-	}
-	return false
-}
