@@ -244,8 +244,6 @@ func (r *Rule) KeyedOnRequest() bool {
 	return len(r.KeyHeaders) > 0 || len(r.KeyCookies) > 0 || r.KeyDevice
 }
 
-
-
 // matchPathFold reports whether the rule's pattern matches some case
 // spelling of path (folded: foldPath(path)): the prefix or glob folded as
 // the path is, a regular expression case-closed (fold.go), checked first
@@ -472,9 +470,6 @@ func queryCovers(exact, other string) bool {
 // keepsApart reports whether a rule keeps answers from being shared as
 // another rule would: a bypass, or a key on the request's own fields.
 func keepsApart(r *Rule) bool { return r != nil && (r.Bypass || r.KeyedOnRequest()) }
-
-
-
 
 // ForKey returns the rule that shapes the cache key of path with its
 // query rawQuery: the first rule that is not response-only, has no
@@ -792,4 +787,3 @@ func (r *Rule) Explain() []string {
 	}
 	return out
 }
-
