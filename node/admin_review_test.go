@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -278,52 +277,3 @@ func TestConfigHashDoesNotLeakTheToken(t *testing.T) {
 }
 
 
-func unrelatedPurgeDuringFill(t *testing.T, purge bool) {
-	var bigFetches atomic.Int64
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=600")
-		if r.URL.Path == "/big" {
-			bigFetches.Add(1)
-			w.Header().Set("Content-Length", "20000")
-			for range 4 {
-				_, _ = w.Write(make([]byte, 5000))
-				w.(http.Flusher).Flush()
-				time.Sleep(100 * time.Millisecond)
-			}
-			return
-		}
-		_, _ = io.WriteString(w, "small")
-	}))
-	defer origin.Close()
-	n := startNodeYAML(t, "node_id: p\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"', token: 'admin-token-0123456789'}\norigin: {url: '"+origin.URL+"'}\n")
-	for i := range 3 {
-		done := make(chan string)
-		go func() {
-			resp, err := http.Get("http://" + n.PublicAddr() + "/big")
-			if err != nil {
-				done <- err.Error()
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			done <- resp.Header.Get("Cache-Status")
-		}()
-		time.Sleep(150 * time.Millisecond)
-		// The newsroom purges another article, as it does every second.
-		if !purge {
-			t.Logf("request %d for /big: Cache-Status %q", i+1, <-done)
-			continue
-		}
-		req, _ := http.NewRequest("POST", "http://"+n.AdminAddr()+"/purge?url="+url.QueryEscape("http://"+n.PublicAddr()+"/news/article-"+string(rune('0'+i))), nil)
-		req.Header.Set("Authorization", "Bearer admin-token-0123456789")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		t.Logf("request %d for /big: Cache-Status %q", i+1, <-done)
-	}
-	if got := bigFetches.Load(); got > 1 {
-		t.Errorf("/big fetched from the origin %d times in 3 requests: purges of unrelated URLs during its fill kept it from being stored", got)
-	}
-}

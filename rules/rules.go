@@ -486,7 +486,10 @@ func (s *Set) ForKey(path, rawQuery string) *Rule {
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
 	}, func(exact, r *Rule) bool {
-		return !covers(exact, r) || !(exact != nil && exact.Bypass) && !queryCovers(exact.KeyQuery(rawQuery), r.KeyQuery(rawQuery))
+		if covers(exact, r) && (exact == nil || !exact.Bypass) {
+			return !queryCovers(exact.KeyQuery(rawQuery), r.KeyQuery(rawQuery))
+		}
+		return !covers(exact, r)
 	})
 }
 
