@@ -59,6 +59,24 @@ func TestBypassRuleCoversEverySpellingOfItsPath(t *testing.T) {
 		"/api/me", "//api/me", "/./api/me", "/x/../api/me", "/%2e/api/me", "/static/%2e%2e/api/me")
 }
 
+// personalOrigin answers a path routes names with the sid cookie's own
+// page, marked for the browser's cache (max-age) as such pages often are,
+// and every other path with "page".
+func personalOrigin(routes func(path string) bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !routes(r.URL.Path) {
+			_, _ = writeString(w, "page")
+			return
+		}
+		user := "anonymous"
+		if c, err := r.Cookie("sid"); err == nil {
+			user = c.Value
+		}
+		w.Header().Set("Cache-Control", "max-age=60") // meant for the browser
+		_, _ = writeString(w, "account data of "+user)
+	}
+}
+
 // apiBypassCovers runs a site with a bypass of /api/ and a rule caching
 // pages, in front of an origin that reads a path through readPath (as the
 // kind of origin under test does) and answers /api/ with a per-user page
@@ -70,18 +88,7 @@ func apiBypassCovers(t *testing.T, readPath func(string) string, targets ...stri
 - {name: api, match: {path: /api/}, bypass: true}
 - {name: pages, default_ttl: 5m}
 `)
-	p := newRuleProxy(t, site, func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(readPath(r.URL.Path), "/api/") {
-			_, _ = writeString(w, "page")
-			return
-		}
-		user := "anonymous"
-		if c, err := r.Cookie("sid"); err == nil {
-			user = c.Value
-		}
-		w.Header().Set("Cache-Control", "max-age=60") // meant for the browser
-		_, _ = writeString(w, "account data of "+user)
-	}, nil)
+	p := newRuleProxy(t, site, personalOrigin(func(path string) bool { return strings.HasPrefix(readPath(path), "/api/") }), nil)
 	for _, target := range targets {
 		alice := p.get(target, "Cookie", "sid=alice")
 		if !strings.Contains(alice.Body.String(), "alice") {

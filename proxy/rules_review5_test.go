@@ -88,18 +88,7 @@ func TestCaseAmbiguityCountsTheQueryKey(t *testing.T) {
 // answer was alice's ("": it was not).
 func caseLeak(t *testing.T, src string, routesAPI func(path string) bool, target string) string {
 	t.Helper()
-	p := newRuleProxy(t, ruleSite(t, src), func(w http.ResponseWriter, r *http.Request) {
-		if !routesAPI(r.URL.Path) {
-			_, _ = writeString(w, "page")
-			return
-		}
-		user := "anonymous"
-		if c, err := r.Cookie("sid"); err == nil {
-			user = c.Value
-		}
-		w.Header().Set("Cache-Control", "max-age=60") // meant for the browser
-		_, _ = writeString(w, "account data of "+user)
-	}, nil)
+	p := newRuleProxy(t, ruleSite(t, src), personalOrigin(routesAPI), nil)
 	alice := p.get(target, "Cookie", "sid=alice")
 	if !strings.Contains(alice.Body.String(), "alice") {
 		t.Fatalf("%s: alice got %q", target, alice.Body.String())
