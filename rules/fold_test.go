@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // FuzzCaseClosed: every pattern that compiles is read in every case
@@ -22,6 +23,11 @@ func FuzzCaseClosed(f *testing.F) {
 		closed, _, err := caseClosed(pattern)
 		if err != nil {
 			t.Fatalf("%q compiles but is not read in every case: %v", pattern, err)
+		}
+		// Without a cased letter every spelling is s itself: the closed
+		// form reads exactly as the original (writeRegexp's round trip).
+		if !strings.ContainsFunc(s, func(r rune) bool { return unicode.SimpleFold(r) != r }) && re.MatchString(s) != closed.MatchString(s) {
+			t.Fatalf("%q and its case-closed form %q disagree on %q, which has no cased letter", pattern, closed, s)
 		}
 		for _, spelling := range []string{s, strings.ToUpper(s), strings.ToLower(s)} {
 			if re.MatchString(spelling) && !closed.MatchString(s) {
