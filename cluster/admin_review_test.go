@@ -29,4 +29,3 @@ func TestAnInvalidPurgeDoesNotStopKeeping(t *testing.T) {
 		}
 	}
 }
-

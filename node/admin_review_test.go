@@ -275,5 +275,3 @@ func TestConfigHashDoesNotLeakTheToken(t *testing.T) {
 		}
 	}
 }
-
-
