@@ -99,8 +99,9 @@ func main() {
 	var local, peer, viaNetHTTP []time.Duration
 	for i := range *pages {
 		path := fmt.Sprintf("/size/4096?k=%d", i)
-		home := homeOf("http://127.0.0.1:8080" + path)
+		home := homeOf("http://127.0.0.1:8080"+path, adminToken)
 		if home == "" {
+			demo.Stop() // os.Exit skips the deferred Stop: the demo's nodes would outlive the run
 			fmt.Fprintln(os.Stderr, "no route explanation")
 			os.Exit(1)
 		}
@@ -161,9 +162,15 @@ func metric(admin, name string) float64 {
 	return sum
 }
 
-// homeOf asks node 1's route explorer for a URL's home.
-func homeOf(u string) string {
-	resp, err := http.Get("http://127.0.0.1:9180/status/route.json?url=" + url.QueryEscape(u))
+// homeOf asks node 1's route explorer for a URL's home (it needs the
+// admin token: the explorer tells which URLs were asked).
+func homeOf(u, token string) string {
+	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9180/status/route.json?url="+url.QueryEscape(u), nil)
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return ""
 	}
