@@ -25,8 +25,10 @@ func FuzzCaseClosed(f *testing.F) {
 			t.Fatalf("%q compiles but is not read in every case: %v", pattern, err)
 		}
 		// Without a cased letter every spelling is s itself: the closed
-		// form reads exactly as the original (writeRegexp's round trip).
-		if !strings.ContainsFunc(s, func(r rune) bool { return unicode.SimpleFold(r) != r }) && re.MatchString(s) != closed.MatchString(s) {
+		// form reads exactly as the original (writeRegexp's round trip),
+		// but for \b and \B, which it drops (a superset, see closeCase).
+		wordBoundary := strings.Contains(pattern, `\b`) || strings.Contains(pattern, `\B`)
+		if !wordBoundary && !strings.ContainsFunc(s, func(r rune) bool { return unicode.SimpleFold(r) != r }) && re.MatchString(s) != closed.MatchString(s) {
 			t.Fatalf("%q and its case-closed form %q disagree on %q, which has no cased letter", pattern, closed, s)
 		}
 		for _, spelling := range []string{s, strings.ToUpper(s), strings.ToLower(s)} {
