@@ -115,6 +115,11 @@ func KeyScheme(scheme string, keep bool) string {
 // requestKey builds the cache key of r. Requests reach us in origin form, so
 // the scheme comes from whether the connection was TLS.
 func (h *Handler) requestKey(r *http.Request) string {
+	if g := rulingOf(r); g != nil {
+		// The key rule rulingOf found for this path and query: a second
+		// look-up would read the path in every case again.
+		return h.keyUnder(inboundOf(r).Site, g.key, h.scheme(r), r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+	}
 	return h.requestKeyFor(r, r.URL.EscapedPath(), r.URL.RawQuery)
 }
 

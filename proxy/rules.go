@@ -59,7 +59,7 @@ func rulingOf(r *http.Request) *ruling {
 	}
 	g.req = g.set.ForRequest(r.Method, path, r.Header)
 	g.key = g.set.ForKey(path, r.URL.RawQuery)
-	if g.key != nil && g.key.Name == rules.AmbiguousPathRule {
+	if g.key.IsAmbiguousPath() {
 		// The key rule's reading of the path is ambiguous: the request
 		// passes, whatever its own rule (a cookie rule ahead of the key
 		// rule is no reason to share it: a review's leak).

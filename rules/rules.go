@@ -328,6 +328,9 @@ type Set struct {
 // with a letter or a digit).
 const AmbiguousPathRule = "_ambiguous-path"
 
+// IsAmbiguousPath reports whether r is the bypass of an ambiguous path.
+func (r *Rule) IsAmbiguousPath() bool { return r != nil && r.Name == AmbiguousPathRule }
+
 // AmbiguousPath reports whether a (percent-decoded) path has dot
 // segments or empty segments ("/./", "/../", "//", a trailing "/." or
 // "/.."). Rules match a path as it is written, and origins differ in
@@ -486,10 +489,13 @@ func (s *Set) ForKey(path, rawQuery string) *Rule {
 	return s.pick(path, func(r *Rule) bool {
 		return !r.ResponseOnly() && r.cookie == "" && r.matchMethod(http.MethodGet)
 	}, func(exact, r *Rule) bool {
-		if covers(exact, r) && (exact == nil || !exact.Bypass) {
-			return !queryCovers(exact.KeyQuery(rawQuery), r.KeyQuery(rawQuery))
+		switch {
+		case !covers(exact, r):
+			return true
+		case exact != nil && exact.Bypass:
+			return false // passed already: its query is no key
 		}
-		return !covers(exact, r)
+		return !queryCovers(exact.KeyQuery(rawQuery), r.KeyQuery(rawQuery))
 	})
 }
 

@@ -96,14 +96,14 @@ func explainCmd() *cobra.Command {
 			}
 			rule := site.Rules.ForRequest(strings.ToUpper(method), path, hdr)
 			keyRule := site.Rules.ForKey(path, u.RawQuery)
-			if keyRule != nil && keyRule.Name == rules.AmbiguousPathRule {
+			if keyRule.IsAmbiguousPath() {
 				rule = keyRule // the request passes, as the proxy decides (ruling)
 			}
 			name := "none"
 			switch {
-			case rule != nil && rule.Name == rules.AmbiguousPathRule && rules.SpelledAmbiguously(path):
+			case rule.IsAmbiguousPath() && rules.SpelledAmbiguously(path):
 				name = rule.Name + " (the path has dot or empty segments, a backslash or a ';', which origins read differently: passed to the origin, never cached)"
-			case rule != nil && rule.Name == rules.AmbiguousPathRule:
+			case rule.IsAmbiguousPath():
 				name = rule.Name + " (read in another case, as IIS, ASP.NET Core and Express read paths, it matches a rule that keeps answers apart: passed to the origin, never cached)"
 			case rule != nil:
 				name = fmt.Sprintf("%s (rules[%d])", rule.Name, rule.Index)
