@@ -46,6 +46,11 @@ type Config struct {
 	// (membership.go); 0 takes DefaultProbeInterval and DefaultSuspicionMult.
 	ProbeInterval time.Duration
 	SuspicionMult int
+	// ForgetDepartedAfter is how long a peer that left the membership
+	// stays in this node's peer table (status page, per-peer metric
+	// series) before it is forgotten (forget.go). Configured peers are
+	// never forgotten.
+	ForgetDepartedAfter time.Duration
 	// GossipDial opens membership streams to a peer's cluster port; nil
 	// dials TCP. Tests give an in-memory one (with wire.MemNetwork).
 	GossipDial   func(ctx context.Context, addr string) (net.Conn, error)
@@ -164,6 +169,12 @@ func DefaultConfig() Config {
 		MonitorPeers:   DefaultMonitorPeers,
 		ProbeInterval:  DefaultProbeInterval,
 		SuspicionMult:  DefaultSuspicionMult,
+		// Long enough for an operator paged about a departure to find it
+		// on the status page, and for a few scrapes to record the peer's
+		// last values; short enough that a fleet replacing nodes every few
+		// minutes keeps a table (and about a dozen series per peer) the
+		// size of the nodes that left in that time.
+		ForgetDepartedAfter: 10 * time.Minute,
 	}
 }
 
@@ -188,6 +199,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: ProbeInterval %v: want a positive interval", c.ProbeInterval)
 	case c.SuspicionMult < 0:
 		return fmt.Errorf("cluster: SuspicionMult %d: want at least 1", c.SuspicionMult)
+	case c.ForgetDepartedAfter < 0:
+		return fmt.Errorf("cluster: ForgetDepartedAfter %v: want a positive duration", c.ForgetDepartedAfter)
 	}
 	if c.Region != "" && !ValidRegion(c.Region) {
 		return fmt.Errorf("cluster: Region %q: want up to %d lower-case letters, digits, . _ -, starting with a letter or digit", c.Region, wire.MaxRegionLen)
@@ -242,6 +255,7 @@ type Peer struct {
 	waiting                        map[uint64]*openPeerRequest // requests to this peer not yet ended (fetch.go send)
 	pulledAt                       time.Time                   // when the replica last changed
 	member                         bool                        // in the membership (configured, or alive in memberlist)
+	leftAt                         time.Time                   // when it last left the membership (forget.go)
 	configured                     bool                        // named in cluster.peers: its address there is the path to it
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
 	memberAt                       time.Time                   // when memberlist last reported it alive
@@ -792,6 +806,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 			c.check(now, local)
 			if rounds++; rounds%max(1, int(6400*time.Millisecond/tick)) == 0 {
 				c.checkUnreached(now)
+				c.forgetDeparted(now)
 			}
 		}
 	}

@@ -306,6 +306,7 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	changed := p != nil && p.member
 	if changed {
 		p.member = false
+		p.leftAt = time.Now()
 		c.setTrust(p, false)
 		c.recomputeNeighbours()
 		p.replica.SharePool(nil) // its outcomes would stay in the region's prior, frozen
@@ -562,6 +563,7 @@ func (c *Cluster) reconcileMembers() {
 	for id, p := range c.peers {
 		if _, ok := known[id]; p.member && !ok && p.memberAt.Before(at) {
 			p.member = false
+			p.leftAt = at
 			c.setTrust(p, false)
 			p.replica.SharePool(nil)
 			gone = append(gone, id)

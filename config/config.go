@@ -166,6 +166,7 @@ func Keys() []Key {
 		{"cluster.dns", String, "", "A DNS name whose addresses are seeds (a Kubernetes headless service), re-resolved every cluster.dns_interval until joined; members then come from membership (memberlist)."},
 		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved for seeds once this node has joined (before that, every 2 s), and how often the cluster.peers given by host name are re-resolved, so that a peer that moves behind its name is followed."},
 		{"cluster.membership_probe_interval", Duration, dur(cd.ProbeInterval), "memberlist's probe period: a dead node is declared dead everywhere after about suspicion_mult × log10(nodes) of these (measured 9.7 s at 100 nodes), agreed by indirect probes; a node's own routing drops a silent peer sooner, by its heartbeats (docs/cluster.md)."},
+		{"cluster.forget_departed_after", Duration, dur(cd.ForgetDepartedAfter), "How long a peer that left the membership (dead or gone, agreed by memberlist) stays on the status page and in its per-peer metric series before this node forgets it; a peer named in cluster.peers is never forgotten. Keeps the peer table and /metrics bounded when nodes come and go (autoscaling, rolling deploys)."},
 		{"cluster.membership_suspicion_mult", Int, strconv.Itoa(cd.SuspicionMult), "memberlist's suspicion timeout multiplier (its LAN default); Lifeguard shortens a suspicion that others confirm."},
 		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},
 		{"cluster.tls.cert_file", String, "", "PEM certificate of this node for mutual TLS on the peer listener (TCP). With key_file and ca_file, peers must present a certificate from the CA for peer HTTP; membership traffic on the same port is encrypted and authenticated by the membership key (cluster.secret) instead."},
@@ -314,6 +315,7 @@ type Config struct {
 		Advertise       string
 		ProbeInterval   time.Duration
 		SuspicionMult   int
+		ForgetDeparted  time.Duration
 		Secret          string
 		HeartbeatPeriod time.Duration
 		Detector        string
@@ -634,6 +636,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	c.Cluster.ProbeInterval = p.dur("cluster.membership_probe_interval", true)
 	c.Cluster.SuspicionMult = p.int("cluster.membership_suspicion_mult", 1, 64)
+	c.Cluster.ForgetDeparted = p.dur("cluster.forget_departed_after", true)
 	c.Cluster.Secret = p.str("cluster.secret")
 	errsBefore := len(p.errs)
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)
