@@ -220,21 +220,23 @@ func (h *Handler) done(fl *filling) {
 	}
 }
 
-// stillCurrent reports whether no purge came since the fill started, so
-// that what it stores does not undo one.
-func (h *Handler) stillCurrent(fl *filling) bool { return h.purges.Load() == fl.purges }
+// stillCurrent reports whether no purge naming e came since the fill
+// started, so that storing e does not undo one.
+func (h *Handler) stillCurrent(fl *filling, e *Entry) bool {
+	return !h.purges.touchedSince(fl.purges, e.Key, e.Header)
+}
 
-// putUnlessPurged stores e unless a purge came since the purge count was
-// purges. A purge between the check and the Put is caught by a second
-// check after it, and e's variant goes again (unless a later fill has
-// replaced it): Purge counts before it removes, so either it removes e or
-// the second check sees it.
+// putUnlessPurged stores e unless a purge naming it came since the purge
+// count was purges. A purge between the check and the Put is caught by a
+// second check after it, and e's variant goes again (unless a later fill
+// has replaced it): Purge records itself before it removes, so either it
+// removes e or the second check sees it.
 func (h *Handler) putUnlessPurged(e *Entry, purges uint64) bool {
-	if h.purges.Load() != purges {
+	if h.purges.touchedSince(purges, e.Key, e.Header) {
 		return false
 	}
 	h.store.Put(e)
-	if h.purges.Load() != purges {
+	if h.purges.touchedSince(purges, e.Key, e.Header) {
 		h.store.RemoveVariantUnlessReplaced(e)
 		return false
 	}
@@ -431,14 +433,14 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 			h.countNotStored(notKept)
 		case res.Resumed != nil && res.Resumed():
 			h.countNotStored(whyResumed)
-		case !h.stillCurrent(fl):
+		case !h.stillCurrent(fl, whole):
 			h.countNotStored(whyPurged)
 		default:
 			ok, inserted := h.store.putQuiet(whole)
 			if ok {
 				h.passes.Remove(m.passKey)
 			}
-			if !h.stillCurrent(fl) {
+			if !h.stillCurrent(fl, whole) {
 				h.store.RemoveVariantUnlessReplaced(whole) // a purge came between the check and the Put
 			}
 			return inserted

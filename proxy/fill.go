@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -72,6 +73,18 @@ const blockSize = 32 << 10
 // at w in the wait order.
 func newFill(purges uint64, w fillWait) *fill {
 	return &fill{purges: purges, waitAt: w, ready: make(chan struct{}), changed: make(chan struct{}), readers: map[*fillReader]struct{}{}}
+}
+
+// header is the answer's header once the outcome is known, else nil.
+func (f *fill) header() http.Header {
+	select {
+	case <-f.ready:
+		if f.entry != nil {
+			return f.entry.Header
+		}
+	default:
+	}
+	return nil
 }
 
 // publish sets the outcome and wakes the waiters.

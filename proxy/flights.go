@@ -15,8 +15,9 @@ import (
 // flight waits on no peer or is older than the climb's fill; otherwise it
 // fetches apart.
 type flights struct {
-	mu sync.Mutex
-	m  map[string]*flight
+	mu     sync.Mutex
+	m      map[string]*flight
+	purges *purgeLog // the handler's; nil: every purge names every key
 }
 
 type flight struct {
@@ -33,8 +34,8 @@ type flight struct {
 // else runs fn by itself (apart reports that). A flight led here stands at
 // w. shared reports that the result came from another caller's fn.
 // purges is the handler's purge count now: a flight started before a
-// later purge is not shared (it may fetch what was purged), as with fills,
-// and the new flight takes its place.
+// later purge that names key is not shared (it may fetch what was
+// purged), as with fills, and the new flight takes its place.
 func (g *flights) do(key string, w fillWait, purges uint64, fn func() (any, error)) (v any, shared, apart bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
@@ -42,7 +43,7 @@ func (g *flights) do(key string, w fillWait, purges uint64, fn func() (any, erro
 	}
 	// A flight newer than the caller's count (a purge came between the
 	// caller reading it and here) is after the purge too: shared.
-	if f, ok := g.m[key]; ok && f.purges >= purges {
+	if f, ok := g.m[key]; ok && !g.purges.touched(f.purges, purges, key, nil) {
 		if f.joinableBy(w) {
 			f.waiters++
 			g.mu.Unlock()

@@ -190,7 +190,7 @@ type Handler struct {
 	now                  func() time.Time
 
 	buffered atomic.Int64  // bytes charged to MaxBufferedBytes
-	purges   atomic.Uint64 // purges so far: a fill started before one does not store
+	purges   purgeLog // purges so far and what they named: a fill started before one that names its page does not store
 
 	via          string   // our Via element
 	viaOnly      []string // Via of a response that had none; shared, read-only
@@ -221,7 +221,7 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{
-		cfg: cfg, store: store, fetcher: f, co: newCoalescer(), metrics: m, log: log,
+		cfg: cfg, store: store, fetcher: f, metrics: m, log: log,
 		passes:       expirable.NewLRU[string, struct{}](10000, nil, cfg.PassTTL),
 		large:        expirable.NewLRU[string, struct{}](10000, nil, 10*time.Minute),
 		sem:          make(chan struct{}, cfg.MaxInflight),
@@ -231,6 +231,7 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		hitStatus:    []string{cfg.NodeID + "; hit"},
 		viaOnly:      []string{"1.1 " + cfg.NodeID},
 	}
+	h.co, h.slices.purges = newCoalescer(&h.purges), &h.purges
 	forms, live := cfg.Compression.slots()
 	h.formSlots, h.liveSlots = make(chan struct{}, forms), make(chan struct{}, live)
 	h.SetPolicy(cfg.Policy)

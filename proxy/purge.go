@@ -73,7 +73,9 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
-	h.purges.Add(1) // fills under way will not store what they fetched before the purge
+	// Fills under way will not store (nor be joined with) what they
+	// fetched before the purge, if it names their page.
+	h.purges.begin(h.PurgeScope(p), p.Tag != "")
 	failedBefore := h.store.diskRemoveFailures()
 	var keys []string
 	switch {

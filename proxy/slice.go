@@ -666,7 +666,7 @@ func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	if err != nil || int64(len(body)) != b+1 {
 		return probed{}, nil
 	}
-	keep := res.Keep && h.purges.Load() == purges // a first look: the Puts below look again
+	keep := res.Keep && !h.purges.touchedSince(purges, m.key, whole.Header) // a first look: the Puts below look again
 	if total > b+1 {
 		man := h.manifestFor(r, m, &whole, reqTime, respTime)
 		if man == nil {
