@@ -189,8 +189,8 @@ type Handler struct {
 	clients              clientLimiter
 	now                  func() time.Time
 
-	buffered atomic.Int64  // bytes charged to MaxBufferedBytes
-	purges   purgeLog // purges so far and what they named: a fill started before one that names its page does not store
+	buffered atomic.Int64 // bytes charged to MaxBufferedBytes
+	purges   purgeLog     // purges so far and what they named: a fill started before one that names its page does not store
 
 	via          string   // our Via element
 	viaOnly      []string // Via of a response that had none; shared, read-only

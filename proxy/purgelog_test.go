@@ -164,8 +164,8 @@ func TestPurgeLogTouched(t *testing.T) {
 	is := func(k string) func(string, http.Header) bool {
 		return func(key string, _ http.Header) bool { return key == k }
 	}
-	l.begin(is("a"), false) // 1
-	l.begin(is("b"), false) // 2
+	l.begin(is("a"), false)                                                         // 1
+	l.begin(is("b"), false)                                                         // 2
 	l.begin(func(_ string, hdr http.Header) bool { return hasTag(hdr, "x") }, true) // 3
 	tagged := http.Header{"Surrogate-Key": {"x"}}
 	for _, c := range []struct {
@@ -179,7 +179,7 @@ func TestPurgeLogTouched(t *testing.T) {
 		{0, 1, "a", nil, true},
 		{1, 2, "a", nil, false},
 		{1, 2, "b", nil, true},
-		{2, 3, "a", nil, true},           // a tag purge, no header: counts
+		{2, 3, "a", nil, true},            // a tag purge, no header: counts
 		{2, 3, "a", http.Header{}, false}, // the header shows no tag
 		{2, 3, "a", tagged, true},
 		{0, 3, "c", http.Header{}, false},
