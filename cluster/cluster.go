@@ -358,6 +358,7 @@ type Transition struct {
 type Cluster struct {
 	cfg         Config
 	copies      copyHold   // while a purge goes round, no peer's page it names is kept (purgehold.go)
+	owed        owedPurges // purges peers did not take, delivered when they are back (purgeowed.go)
 	purgeNamer  PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
@@ -500,6 +501,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 	}
 	m.registerVerifier(c.verifier, c.unknownHB.Load)
 	m.registerMembership(c.membershipState)
+	m.registerOwed(c.owed.count)
 	c.setView()
 	return c, nil
 }
@@ -719,7 +721,10 @@ func (c *Cluster) received(r wire.Received) {
 		c.warnOnce("region "+p.ID, "a peer's heartbeats carry a region that is not a region label: it is ignored",
 			"peer", p.ID, "remedy", "run the same edge release on every node, with a valid cluster.region")
 	}
-	needPull := r.Epoch > p.epochSeen
+	// A departed peer's indicator is not pulled: it is not asked for
+	// pages, and a pull in flight when it is forgotten would count it
+	// again in a series nothing deletes (a review's test).
+	needPull := p.member && r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
 	if p.member && (p.monitored || !p.trusted) {
@@ -804,6 +809,9 @@ func (c *Cluster) monitor(ctx context.Context) error {
 				continue
 			}
 			c.check(now, local)
+			if rounds%max(1, int(owedRetry/tick)) == 0 {
+				c.redeliverPurges(ctx, now)
+			}
 			if rounds++; rounds%max(1, int(6400*time.Millisecond/tick)) == 0 {
 				c.checkUnreached(now)
 				c.forgetDeparted(now)
@@ -1110,6 +1118,9 @@ type PeerState struct {
 	MarginMs     float64 `json:"fd_margin_ms"`
 	LossRatio    float64 `json:"heartbeat_loss"` // estimated by the loss-aware margin
 	Suspicions   uint64  `json:"suspicions"`
+	// OwedPurges are the purges it did not take when they went round,
+	// delivered when this node trusts it again (purgeowed.go).
+	OwedPurges int `json:"owed_purges"`
 	// Rerouted are requests whose page's home was this peer, sent to the
 	// next home while this node suspected it; ReroutedWrongly those of
 	// suspicions that turned out wrong (the peer was heard again from the
@@ -1154,6 +1165,7 @@ func (c *Cluster) Peers() []PeerState {
 			Epoch: p.replica.Epoch(), Exclusion: p.replica.Exclusion(), HomeExclusion: p.replica.HomeExclusion(),
 			NegativeProbes: p.negProbes.Load(), NegativeHits: p.negHits.Load(), Calibration: p.replica.Calibration(), History: slices.Clone(p.history), Shadows: shadowHistories(p)}
 		s.NegativeHitRate, s.NegativeOutcomes = p.replica.NegativeHitRate()
+		s.OwedPurges = c.owed.owedTo(p.ID)
 		if p.seen {
 			s.LastSeenAgoS = time.Since(p.lastRecv).Seconds()
 		}
@@ -1217,7 +1229,10 @@ func (c *Cluster) newReplica(region string) *indicators.Replica {
 // process. c.mu must be held.
 func (c *Cluster) replaceReplica(p *Peer) {
 	p.replica.SharePool(nil)
-	p.replica = c.newReplica(p.region)
+	p.replica = &indicators.Replica{}
+	if p.member { // a departed peer's stays out of the region's prior (memberDown)
+		p.replica.SharePool(c.poolFor(p.region))
+	}
 }
 
 // poolFor returns region's calibration pool. One per region, not one per
@@ -1245,7 +1260,9 @@ func (c *Cluster) setRegion(p *Peer, region string) {
 		return
 	}
 	p.region = region
-	p.replica.SharePool(c.poolFor(region))
+	if p.member { // a departed peer's stays out of the region's prior (memberDown)
+		p.replica.SharePool(c.poolFor(region))
+	}
 }
 
 // exportPools drops the pools of regions no peer is in any more (a renamed

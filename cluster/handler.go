@@ -3,8 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,45 +124,63 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// FanOutPurge sends a purge to every trusted peer at once and returns how
-// many accepted it.
-func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) int {
-	// The sender's hold length goes with it: a peer holds at least as long
-	// (its own peer_timeout may be shorter: purgehold.go).
-	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10)
+// FanOut is what became of a purge sent round the peers: how many took it
+// now, and how many it is owed to (suspected, gone or not answering:
+// delivered when they are trusted again, purgeowed.go).
+type FanOut struct {
+	Purged int `json:"peers_purged"`
+	Owed   int `json:"peers_owed"`
+}
+
+// FanOutPurge sends a purge to every trusted peer at once, and owes it to
+// the peers it could not send it to, or that did not take it.
+func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut {
+	now := time.Now()
+	type target struct{ id, addr string }
+	var send []target
+	owe := map[string]bool{}
 	c.mu.Lock()
-	var addrs []string
 	for _, peer := range c.peers {
-		if peer.trusted {
-			addrs = append(addrs, peer.Addr)
+		if peer.trusted && peer.member {
+			send = append(send, target{peer.ID, peer.Addr})
+		} else {
+			owe[peer.ID] = true
 		}
 	}
 	c.mu.Unlock()
+	for _, id := range c.owed.ids() {
+		if !slices.ContainsFunc(send, func(t target) bool { return t.id == id }) {
+			owe[id] = true // departed and forgotten, but it may come back
+		}
+	}
 	// All at once: until the last peer has purged, the first ones keep no
 	// peer's page (purgehold.go), for a window that must cover the round.
 	var ok atomic.Int64
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	// Each bounded, so that a peer's hold outlasts the round
-	// (fanOutBound): a peer that answers later counts as not purged. Not
-	// cut short by the caller (an admin client that gives up): the peers
-	// that have the request purge anyway, and this node's hold must last
-	// until they have.
+	// (fanOutBound): a peer that answers later counts as not purged, and
+	// is owed it. Not cut short by the caller (an admin client that gives
+	// up): the peers that have the request purge anyway, and this node's
+	// hold must last until they have.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
 	defer cancel()
-	for _, a := range addrs {
+	for _, t := range send {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+a+"/_edge/purge?"+q, nil)
-			resp, err := c.do(req)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			taken, owed := c.sendPurge(ctx, t.addr, p)
+			if taken {
 				ok.Add(1)
+			}
+			if owed {
+				mu.Lock()
+				owe[t.id] = true
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return int(ok.Load())
+	for id := range owe {
+		c.owed.owe(id, p, now, c.metrics)
+	}
+	return FanOut{Purged: int(ok.Load()), Owed: len(owe)}
 }

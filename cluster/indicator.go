@@ -109,10 +109,13 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 		c.retryPull(p)
 		return
 	}
-	c.metrics.IndicatorPulls.WithLabelValues(p.ID).Inc()
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peers[p.ID] != p {
+		return // forgotten while the pull was under way (forget.go): no series again
+	}
+	c.metrics.IndicatorPulls.WithLabelValues(p.ID).Inc()
 	p.pulledAt = time.Now()
-	c.mu.Unlock()
 }
 
 // retryPull lets the next heartbeat trigger another pull.

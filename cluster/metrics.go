@@ -10,6 +10,7 @@ import (
 // Metrics are the cluster's Prometheus collectors. Per-peer labels are
 // bounded by the cluster's size.
 type Metrics struct {
+	OwedPurgeEvents       *prometheus.CounterVec
 	PeerUp                *prometheus.GaugeVec   // 1 trusted, 0 suspected, per peer
 	Suspicions            *prometheus.CounterVec // peer suspected, per peer
 	ShadowSuspicions      *prometheus.CounterVec // suspicions by shadow detectors (Config.Shadows), per detector
@@ -77,6 +78,12 @@ func (m *Metrics) registerVerifier(v *wire.Verifier, unknown func() uint64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "edge_heartbeat_rejections_total", Help: "Heartbeats refused, by reason.", ConstLabels: prometheus.Labels{"reason": "unknown_peer"},
 	}, func() float64 { return float64(unknown()) }))
+}
+
+// registerOwed exports how many purges peers are owed.
+func (m *Metrics) registerOwed(count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_purge_owed", Help: "Purges owed to peers that did not take them when they went round, summed over peers (delivered when each is trusted again; cluster/purgeowed.go)."},
+		func() float64 { return float64(count()) }))
 }
 
 // registerMembership exports memberlist's own view: its member count
@@ -173,6 +180,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ProbeAnswers.WithLabelValues(o)
 	}
 	reg.MustRegister(m.ConfirmProbes, m.ProbeAnswers)
+	m.OwedPurgeEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_events_total", Help: "Purges owed to peers that did not take them when they went round (suspected, gone, not answering), by what became of them: delivered (taken when the peer was trusted again), refused (the peer answered it will not take it), failed (a delivery attempt that got no answer: tried again), collapsed (a peer owed too many purges is owed one purge of everything instead), expired (dropped a day after the last purge owed to a peer that did not come back)."}, []string{"outcome"})
+	for _, o := range []string{"delivered", "refused", "failed", "collapsed", "expired"} {
+		m.OwedPurgeEvents.WithLabelValues(o)
+	}
+	reg.MustRegister(m.OwedPurgeEvents)
 	m.PurgeHeldCopies = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_purge_held_peer_copies_total", Help: "Pages a peer gave this node that it served but did not keep, because a purge was going round the cluster (the peer may not have had it yet)."})
 	reg.MustRegister(m.PurgeHeldCopies)
 	m.PooledCalibration = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_pooled_nu_calibration", Help: "fna-learned's ν correction over the negative probes of a region's peers (realised over predicted hits): the prior a peer of that region with few negative probes of its own starts from."}, []string{"region"})

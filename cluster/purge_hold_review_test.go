@@ -157,7 +157,7 @@ func purgeInBackground(t *testing.T, n *realNode, pr proxy.PurgeRequest, local f
 		if err != nil {
 			t.Error(err)
 		}
-		purged <- peers
+		purged <- peers.Purged
 	}()
 	return purged
 }

@@ -166,7 +166,7 @@ func TestAnAdminClientsTimeoutDoesNotCutTheRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // the admin client's patience
 	defer cancel()
 	_, peers, err := a.c.Purge(ctx, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)
-	t.Logf("purge returned after the client gave up: peers %d, err %v", peers, err)
+	t.Logf("purge returned after the client gave up: peers %d, err %v", peers.Purged, err)
 	<-reached
 	w := askWith(a, p) // A's second request: kept (q-rule)
 	t.Logf("A after the cut round: %q, Cache-Status %q", w.Body.String(), w.Header().Get("Cache-Status"))
@@ -189,8 +189,8 @@ func TestAnUnrelatedTagPurgeDoesNotStopKeeping(t *testing.T) {
 	const pt = 250 * time.Millisecond // peers' hold: 5 × 250 ms + 1 s = 2.25 s
 	a, h, _, p := purgeHoldLab(t, pt) // A asked p once; H holds v1 (no tags at all)
 	start := time.Now()
-	if _, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{Tag: "no-page-has-this-tag"}, a.ph.Purge); err != nil || peers != 1 {
-		t.Fatalf("purge: %d %v", peers, err)
+	if _, peers, err := a.c.Purge(context.Background(), proxy.PurgeRequest{Tag: "no-page-has-this-tag"}, a.ph.Purge); err != nil || peers.Purged != 1 {
+		t.Fatalf("purge: %d %v", peers.Purged, err)
 	}
 	// Past every hold (A's ended with the round, H's after 2.25 s), and past
 	// the Age rule's 3 s slack.

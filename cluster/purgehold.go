@@ -251,17 +251,17 @@ func (c *Cluster) holdForPeersPurge(p proxy.PurgeRequest, sendersMs string) {
 // keeping no peer's page that p names from before its own purge until
 // every peer has answered; it returns local's count and how many peers
 // purged.
-func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) (n, peers int, err error) {
+func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(proxy.PurgeRequest) (int, error)) (n int, peers FanOut, err error) {
 	// A purge that names nothing is refused before it holds anything: its
 	// scope would be nil, which a hold reads as every page (a review
 	// found a 400 stopping the node keeping peers' pages for ten minutes).
 	if err := p.Validate(); err != nil {
-		return 0, 0, err
+		return 0, FanOut{}, err
 	}
 	e := c.startHold(p, 0)
 	defer func() { c.copies.end(e, time.Now()) }()
 	if n, err = local(p); err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {
-		return 0, 0, err
+		return 0, FanOut{}, err
 	}
 	// An incomplete local purge (a file its disk could not remove) has
 	// taken effect here: the peers are asked all the same, and the error

@@ -637,6 +637,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ProbeInterval = p.dur("cluster.membership_probe_interval", true)
 	c.Cluster.SuspicionMult = p.int("cluster.membership_suspicion_mult", 1, 64)
 	c.Cluster.ForgetDeparted = p.dur("cluster.forget_departed_after", true)
+	if d := c.Cluster.ForgetDeparted; d > 0 && d < time.Minute {
+		p.fail("cluster.forget_departed_after", d.String(), "must be at least 1m: a peer is forgotten only well after membership agreed it left, and its late heartbeats are older than the replay window by then")
+	}
 	c.Cluster.Secret = p.str("cluster.secret")
 	errsBefore := len(p.errs)
 	c.Cluster.HeartbeatPeriod = p.dur("cluster.heartbeat_period", true)

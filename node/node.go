@@ -688,7 +688,8 @@ func RedactArgs(args []string) []string {
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := proxy.ParsePurgeQuery(q)
-	var count, peers int
+	var count int
+	var peers cluster.FanOut
 	var err error
 	if n.cluster != nil && q.Get("local") != "1" {
 		count, peers, err = n.cluster.Purge(r.Context(), p, n.proxy.Purge)
@@ -696,19 +697,21 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 		count, err = n.proxy.Purge(p)
 	}
 	if errors.Is(err, proxy.ErrPurgeIncomplete) {
-		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers, "err", err)
+		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "err", err)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
-		_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers, "error": err.Error()})
+		_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "error": err.Error()})
 		return
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers)
+	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers})
+	// peers_owed: peers that did not take it now (suspected, gone, not
+	// answering), owed it when they are back (cluster/purgeowed.go).
+	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed})
 }
 
 // countingFetcher counts the requests that really reach the origin, and

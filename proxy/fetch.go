@@ -176,7 +176,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	case outSliced:
 		// The leading stream is read outside the upstream slots (the
 		// slot went back above): one per sliced object being revealed.
-		h.serveSliced(w, r, o.entry, o.status, o.own, o.resp.Body, o.keep)
+		h.serveSliced(w, r, o.entry, o.status, o.own, o.resp.Body, o.keep, f.purges)
 	case outFill:
 		// The pump gives the slot back when the body is in: a body it
 		// must trim keeps the origin connection, and its slot, as long as
@@ -382,16 +382,17 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 // fillSliced stores a sliced object's manifest; the response's body holds
 // its first slices, which the leader reveals.
 func (h *Handler) fillSliced(fl *filling, man *Entry) outcome {
-	if fl.res.Keep {
-		h.putUnlessPurged(man, fl.purges)
-	}
+	// The first slices, read from this answer's stream, are kept only if
+	// its manifest was: a purge since the fill began that names the page
+	// keeps both out (a review's TestReviewStreamSlicesOfAFillOvertakenByAPurgeAreNotStored).
+	kept := fl.res.Keep && h.putUnlessPurged(man, fl.purges)
 	h.passes.Remove(fl.m.passKey)
 	h.large.Remove(fl.m.passKey)
 	fl.f.completeWith(man)
 	fl.f.upstream = fl.upstreamStatus()
 	fl.f.publish(man, true, nil)
 	h.done(fl)
-	return outcome{kind: outSliced, entry: man, resp: fl.res.Resp, own: fl.own, keep: fl.res.Keep, result: ResultMiss,
+	return outcome{kind: outSliced, entry: man, resp: fl.res.Resp, own: fl.own, keep: kept, result: ResultMiss,
 		status: forwarded(fl.m.fwd).withStatus(fl.res.Resp.StatusCode).markStored().withDetail("sliced").withUpstream(fl.upstreamStatus())}
 }
 

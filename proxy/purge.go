@@ -75,7 +75,12 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 	}
 	// Fills under way will not store (nor be joined with) what they
 	// fetched before the purge, if it names their page.
-	h.purges.begin(h.PurgeScope(p), p.Tag != "")
+	var n uint64
+	if p.Tag != "" {
+		n = h.purges.begin(nil, p.Tag)
+	} else {
+		n = h.purges.begin(h.PurgeScope(p), "")
+	}
 	failedBefore := h.store.diskRemoveFailures()
 	var keys []string
 	switch {
@@ -90,25 +95,26 @@ func (h *Handler) Purge(p PurgeRequest) (int, error) {
 		}
 	default:
 		keys = h.store.KeysWithTag(p.Tag)
+		h.purges.found(n, keys)
 	}
-	n := 0
+	count := 0
 	kind := "hard"
 	if p.Soft {
 		kind = "soft"
 	}
 	for _, k := range keys {
 		if p.Soft {
-			n += h.markStale(k)
+			count += h.markStale(k)
 		} else {
-			n += h.removeKey(k)
+			count += h.removeKey(k)
 		}
 	}
-	h.metrics.Purged.WithLabelValues(kind).Add(float64(n))
+	h.metrics.Purged.WithLabelValues(kind).Add(float64(count))
 	if failed := h.store.diskRemoveFailures() - failedBefore; failed > 0 {
-		return n, fmt.Errorf("%w: the disk tier could not remove or mark %d file(s) (%s); nothing purged is served now, but a file left may come back at the next start: purge again once the disk is writable",
+		return count, fmt.Errorf("%w: the disk tier could not remove or mark %d file(s) (%s); nothing purged is served now, but a file left may come back at the next start: purge again once the disk is writable",
 			ErrPurgeIncomplete, failed, h.store.Disk().Stats().LastError)
 	}
-	return n, nil
+	return count, nil
 }
 
 // ErrPurgeIncomplete is a purge that took effect in this process but left

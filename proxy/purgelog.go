@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -30,28 +32,51 @@ const purgeLogSize = 1024
 
 type purgeRecord struct {
 	n uint64
-	// names reports whether the purge names the page under key whose
-	// answer has header hdr (Handler.PurgeScope); nil names everything.
+	// names reports whether a URL or prefix purge names the page under
+	// key (Handler.PurgeScope); nil with tag "" names everything.
 	names func(key string, hdr http.Header) bool
-	// byHeader: names needs the answer's header (a tag purge); asked
-	// without one, the purge counts as naming the page.
-	byHeader bool
+	// tag is a tag purge's tag: it names an answer that carries it, and
+	// every page under keys, the keys it found carrying it, whatever a
+	// variant's or a slice's own header says (Purge removes each key
+	// with all its variants and slices: a slice's 206 may carry no tag
+	// where its object's 200 did, a review's
+	// TestReviewTagPurgeDoesNotStopAnUntaggedSliceOfATaggedObject).
+	tag  string
+	keys map[string]struct{}
 }
 
 // Load is the number of the latest purge begun: a fill records it when it
 // starts (or its request looks the store up) and asks touched later.
 func (l *purgeLog) Load() uint64 { return l.count.Load() }
 
-// begin records a purge naming what names names (nil: everything) and
-// returns its number. It is recorded before the purge removes anything,
-// so a fill that stores after removal began sees it (putUnlessPurged).
-func (l *purgeLog) begin(names func(string, http.Header) bool, byHeader bool) uint64 {
+// begin records a purge naming what names names, or, for a tag purge,
+// what carries tag (both empty: everything), and returns its number. It
+// is recorded before the purge removes anything, so a fill that stores
+// after removal began sees it (putUnlessPurged).
+func (l *purgeLog) begin(names func(string, http.Header) bool, tag string) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.count.Load() + 1
-	l.recent[n%purgeLogSize] = purgeRecord{n: n, names: names, byHeader: byHeader}
+	l.recent[n%purgeLogSize] = purgeRecord{n: n, names: names, tag: tag}
 	l.count.Store(n)
 	return n
+}
+
+// found adds the keys tag purge n found to what it names; called before
+// it removes them.
+func (l *purgeLog) found(n uint64, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	set := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		set[k] = struct{}{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := &l.recent[n%purgeLogSize]; r.n == n {
+		r.keys = set
+	}
 }
 
 // touched reports whether a purge numbered after from and up to to may
@@ -65,12 +90,37 @@ func (l *purgeLog) touched(from, to uint64, key string, hdr http.Header) bool {
 	if l == nil || to-from > purgeLogSize {
 		return true
 	}
+	base, _, _ := strings.Cut(key, "\x00")
+	var tags []string
+	parsed := false
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for n := from + 1; n <= to; n++ {
-		r := l.recent[n%purgeLogSize]
-		if r.n != n || r.names == nil || (hdr == nil && r.byHeader) || r.names(key, hdr) {
+		r := &l.recent[n%purgeLogSize]
+		switch {
+		case r.n != n:
 			return true
+		case r.tag == "":
+			if r.names == nil || r.names(key, hdr) {
+				return true
+			}
+		case hdr == nil:
+			return true
+		default:
+			if r.keys != nil {
+				if _, ok := r.keys[base]; ok {
+					return true
+				}
+			}
+			if !parsed {
+				// Once, whatever the number of tag purges, sorted for
+				// their look-ups.
+				tags, parsed = tagsOf(hdr), true
+				slices.Sort(tags)
+			}
+			if _, ok := slices.BinarySearch(tags, r.tag); ok {
+				return true
+			}
 		}
 	}
 	return false
@@ -79,4 +129,16 @@ func (l *purgeLog) touched(from, to uint64, key string, hdr http.Header) bool {
 // touchedSince is touched from from up to the latest purge.
 func (l *purgeLog) touchedSince(from uint64, key string, hdr http.Header) bool {
 	return l.touched(from, l.Load(), key, hdr)
+}
+
+// tagsOf is every tag an answer carries in Surrogate-Key or Cache-Tag, as
+// hasTag reads them.
+func tagsOf(hdr http.Header) []string {
+	var out []string
+	for _, name := range [...]string{"Surrogate-Key", "Cache-Tag"} {
+		for _, v := range hdr.Values(name) {
+			out = append(out, splitTags(v)...)
+		}
+	}
+	return out
 }

@@ -164,9 +164,9 @@ func TestPurgeLogTouched(t *testing.T) {
 	is := func(k string) func(string, http.Header) bool {
 		return func(key string, _ http.Header) bool { return key == k }
 	}
-	l.begin(is("a"), false)                                                         // 1
-	l.begin(is("b"), false)                                                         // 2
-	l.begin(func(_ string, hdr http.Header) bool { return hasTag(hdr, "x") }, true) // 3
+	l.begin(is("a"), "")                      // 1
+	l.begin(is("b"), "")                      // 2
+	l.found(l.begin(nil, "x"), []string{"k"}) // 3: a tag purge that found k
 	tagged := http.Header{"Surrogate-Key": {"x"}}
 	for _, c := range []struct {
 		from, to uint64
@@ -183,13 +183,17 @@ func TestPurgeLogTouched(t *testing.T) {
 		{2, 3, "a", http.Header{}, false}, // the header shows no tag
 		{2, 3, "a", tagged, true},
 		{0, 3, "c", http.Header{}, false},
+		{2, 3, "k", http.Header{}, true},            // a key the tag purge found, whatever its header
+		{2, 3, "k\x00slice 2", http.Header{}, true}, // and its slices and variants
+		{2, 3, "kk", http.Header{}, false},
+		{2, 3, "a", http.Header{"Cache-Tag": {"y, x"}}, true},
 	} {
 		if got := l.touched(c.from, c.to, c.key, c.hdr); got != c.want {
 			t.Errorf("touched(%d, %d, %q, %v) = %v, want %v", c.from, c.to, c.key, c.hdr, got, c.want)
 		}
 	}
 	for range purgeLogSize {
-		l.begin(is("z"), false)
+		l.begin(is("z"), "")
 	}
 	if !l.touched(2, l.Load(), "a", http.Header{}) {
 		t.Error("a span longer than the log's memory must count as touched")

@@ -614,7 +614,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 		status = forwarded(m.fwd).withStatus(http.StatusOK).withDetail("whole") // answered whole: stored whole
 	}
 	if p.e.sliceTotal > 0 {
-		h.serveSliced(w, r, p.e, status, nil, nil, p.keep)
+		h.serveSliced(w, r, p.e, status, nil, nil, p.keep, h.purges.Load())
 	} else {
 		h.writeEntry(w, r, p.e, h.now(), status, nil)
 	}
@@ -742,10 +742,15 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 // serveSliced answers r from the sliced object manifest m describes.
 // stream, if not nil, is the body of the upstream 200 that revealed the
 // object, positioned at its start.
-func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status cacheStatus, own http.Header, stream io.ReadCloser, keep bool) {
+//
+// purges is the purge count the slices' bytes date from: for a stream,
+// the fill's (its bytes were fetched from then, and a purge since that
+// names the page keeps them out of the store); else now (slices fetched
+// from here on are newer than any purge so far).
+func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status cacheStatus, own http.Header, stream io.ReadCloser, keep bool, purges uint64) {
 	// The slices are read in the size the manifest was cut in, whatever
 	// cache.slice_bytes is now.
-	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: h.purges.Load(),
+	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: purges,
 		cachedOnly: requestDirectives(r).OnlyIfCached}
 	defer s.close()
 	h.metrics.SlicedResponses.Inc()

@@ -50,7 +50,7 @@ func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time,
 // for this requester alone (nil for anyone else).
 func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	if e.sliceTotal > 0 {
-		h.serveSliced(w, r, e, status, own, nil, true)
+		h.serveSliced(w, r, e, status, own, nil, true, h.purges.Load())
 		return
 	}
 	base := e // the stored entry: pinned while any of its forms is written

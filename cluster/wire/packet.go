@@ -234,6 +234,15 @@ func NewVerifier(secret []byte, maxSkew time.Duration) *Verifier {
 	return &Verifier{secret: secret, maxSkew: maxSkew, peers: map[string]*replayWindow{}, counts: map[RejectReason]uint64{}}
 }
 
+// Forget drops node's replay window (the node left the cluster and is
+// forgotten): a heartbeat of it from before is older than maxSkew by then,
+// and refused on that; one after starts a new window.
+func (v *Verifier) Forget(node string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.peers, node)
+}
+
 // Verify decodes b received at local time now (Unix ns). A heartbeat of a
 // newer incarnation resets the peer's window (it restarted).
 func (v *Verifier) Verify(b []byte, now int64) (Heartbeat, error) {

@@ -249,10 +249,29 @@ func TestClusterEndToEnd(t *testing.T) {
 		// 7. SIGSTOP (a slow, silent peer): suspected, requests keep working;
 		// SIGCONT: trusted again.
 		slow := nodes[1]
+		// A page the slow node holds itself, which is purged while it is
+		// stopped: owed to it, and delivered once it is back.
+		const owedPage = "/p/777"
+		heldAtSlow := func() bool {
+			r, _ := get(t, "http://"+slow.pub+owedPage)
+			return strings.HasPrefix(r.Header.Get("Cache-Status"), slow.id+"; hit")
+		}
+		waitFor(t, "the slow node to hold "+owedPage, 5*time.Second, heldAtSlow)
 		_ = slow.cmd.Process.Signal(syscall.SIGSTOP)
 		waitFor(t, "the stopped node to be suspected", 10*time.Second, func() bool {
 			return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 0
 		})
+		req, _ := http.NewRequest(http.MethodPost, "http://"+nodes[0].adm+"/purge?url=http://"+nodes[0].pub+owedPage, nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		presp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, _ := io.ReadAll(presp.Body)
+		presp.Body.Close()
+		if !strings.Contains(string(pb), `"peers_owed":1`) {
+			t.Errorf("purge with a stopped peer: %s, want it owed to that peer", pb)
+		}
 		for p := range 20 {
 			start := time.Now()
 			r, _ := get(t, "http://"+nodes[0].pub+"/p/"+strconv.Itoa(500+p))
@@ -269,6 +288,12 @@ func TestClusterEndToEnd(t *testing.T) {
 		waitFor(t, "the resumed node to be trusted again", 15*time.Second, func() bool {
 			return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 1
 		})
+		waitFor(t, "the owed purge to be delivered", 10*time.Second, func() bool {
+			return metric(t, nodes[0].adm, "edge_purge_owed") == 0 && metric(t, nodes[0].adm, `edge_purge_owed_events_total{outcome="delivered"}`) >= 1
+		})
+		if heldAtSlow() {
+			t.Errorf("the resumed node still answers %s from the copy it held before the purge", owedPage)
+		}
 	})
 
 	t.Run("a silent home costs the origin one fetch", func(t *testing.T) {
