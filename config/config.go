@@ -90,6 +90,8 @@ func Keys() []Key {
 		{"listen", String, "127.0.0.1:8080", "Public listener for browsers. Loopback by default so a first run exposes nothing."},
 		{"admin.listen", String, "127.0.0.1:9180", "Admin listener: /metrics, /healthz, /readyz, /status, /purge, /debug/pprof. Keep it off the public network."},
 		{"admin.token", String, "", "Bearer token for /purge and /debug/pprof. Empty: those endpoints answer 403 (purge is never open)."},
+		{"admin.tls.cert_file", String, "", "PEM certificate (chain) for the admin listener: with admin.tls.key_file, the admin listener serves HTTPS only (HTTP/1.1 and HTTP/2), so admin.token and the status page do not cross the network in clear; re-read when the file changes on disk. edge health and edge reload then connect over HTTPS and accept exactly this certificate. Empty: plain HTTP (keep admin.listen on loopback or a private network)."},
+		{"admin.tls.key_file", String, "", "PEM private key for admin.tls.cert_file."},
 		{"origin.url", String, "", "Origin base URL (http or https): the one-site shortcut, a site answering every host. Required unless sites is set."},
 		{"origin.connect_timeout", Duration, dur(od.ConnectTimeout), "TCP connect budget; a dead origin is reported in seconds, not minutes."},
 		{"origin.response_timeout", Duration, dur(od.ResponseTimeout), "Wait for response headers once the request is sent; long enough for slow dynamic pages."},
@@ -221,6 +223,7 @@ type Config struct {
 	Admin  struct {
 		Listen string
 		Token  string
+		TLS    struct{ CertFile, KeyFile string }
 	}
 	TLS struct {
 		Listen            string
@@ -541,6 +544,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Listen = p.addr("listen")
 	c.Admin.Listen = p.addr("admin.listen")
 	c.Admin.Token = p.str("admin.token")
+	c.Admin.TLS.CertFile = p.str("admin.tls.cert_file")
+	c.Admin.TLS.KeyFile = p.str("admin.tls.key_file")
 	c.Origin.URL = p.str("origin.url")
 	c.Origin.ConnectTimeout = p.dur("origin.connect_timeout", true)
 	c.Origin.ResponseTimeout = p.dur("origin.response_timeout", true)
@@ -764,6 +769,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	if c.Listen == c.Admin.Listen {
 		return nil, &Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"}
+	}
+	if (c.Admin.TLS.CertFile == "") != (c.Admin.TLS.KeyFile == "") {
+		return nil, &Error{Key: "admin.tls", Reason: "needs both cert_file and key_file, or neither"}
 	}
 	if (len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "") && c.Cluster.Secret == "" {
 		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}

@@ -81,6 +81,8 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncluster: {advertise: '10.0.0.1'}", "cluster.advertise"},
 		{"origin: {url: http://o}\ncluster: {membership_probe_interval: 0s}", "cluster.membership_probe_interval"},
 		{"origin: {url: http://o}\ncluster: {forget_departed_after: 0s}", "cluster.forget_departed_after"},
+		{"origin: {url: http://o}\nadmin: {tls: {cert_file: /etc/edge/admin.crt}}", "admin.tls"},
+		{"origin: {url: http://o}\nadmin: {tls: {key_file: /etc/edge/admin.key}}", "admin.tls"},
 		{"origin: {url: http://o}\ncluster: {forget_departed_after: soon}", "cluster.forget_departed_after"},
 		{"origin: {url: http://o}\ncluster: {membership_suspicion_mult: 0}", "cluster.membership_suspicion_mult"},
 		{"origin: {url: http://o}\nrouting: {d: 1}", "routing.d"},

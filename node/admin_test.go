@@ -2,8 +2,11 @@ package node
 
 import (
 	"encoding/base64"
+	"log/slog"
 	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -79,4 +82,37 @@ func TestNewReleasesListenersOnError(t *testing.T) {
 		t.Fatalf("the public listener was not released: %v", err)
 	}
 	ln.Close()
+}
+
+// TestAdminTLSFilesAreCheckedAtStartup: admin.tls files that do not load
+// stop startup, naming the key.
+func TestAdminTLSFilesAreCheckedAtStartup(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, files := range [][2]string{
+		{filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key")},
+		{garbage, garbage},
+	} {
+		cfg, err := config.LoadBytes([]byte("origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + freePort(t) + "'\nadmin: {listen: '" + freePort(t) + "', tls: {cert_file: '" + files[0] + "', key_file: '" + files[1] + "'}}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "admin.tls.cert_file") {
+			t.Errorf("%v: New: %v, want an error naming admin.tls.cert_file", files, err)
+		}
+	}
+}
+
+// freePort is a 127.0.0.1 address nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,7 @@ type Node struct {
 	admin     *http.Server
 	pubLn     net.Listener
 	admLn     net.Listener
+	admCerts  *fileCerts // admin.tls (nil: plain HTTP)
 	draining  atomic.Bool
 	started   time.Time
 	rates     rateWindow  // the status page's last-minute rates (rates.go)
@@ -198,8 +200,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		WriteTimeout: cfg.Limits.WriteTimeout,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	certs := sync.OnceValue(func() *certMetrics { return newCertMetrics(reg) })
 	if cfg.TLS.Listen != "" {
-		if n.tls, err = newTLSFront(cfg, front, log, reg); err != nil {
+		if n.tls, err = newTLSFront(cfg, front, log, reg, certs); err != nil {
 			return nil, err
 		}
 		n.tls.batch = n.batch
@@ -250,6 +253,21 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), n.peerHitM)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.Admin.TLS.CertFile != "" {
+		files := []certFile{{key: "admin.tls.cert_file", certPath: cfg.Admin.TLS.CertFile, keyPath: cfg.Admin.TLS.KeyFile}}
+		if n.admCerts, err = loadFileCerts(files, log, certs); err != nil {
+			return nil, err
+		}
+		n.admin.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			// Whatever the name asked: the admin listener has one
+			// certificate, re-read when its files change.
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return n.admCerts.set.Load().first, nil },
+			NextProtos:     []string{"h2", "http/1.1"},
+		}
+	} else if cfg.Admin.Token != "" && !isLoopback(n.AdminAddr()) {
+		log.Warn("the admin listener is not on loopback and serves plain HTTP: admin.token crosses the network in clear; set admin.tls.cert_file and admin.tls.key_file", "admin", n.AdminAddr())
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// The memory bound of docs/operations.md: the store, the buffer
 		// budget and headroom for connections and the runtime. A soft limit
@@ -494,11 +512,18 @@ func (n *Node) Run(ctx context.Context) error {
 	default:
 		go func() { errc <- n.public.Serve(n.pubLn) }()
 	}
-	go func() { errc <- n.admin.Serve(n.admLn) }()
+	if n.admCerts != nil {
+		go func() { errc <- n.admin.ServeTLS(n.admLn, "", "") }()
+	} else {
+		go func() { errc <- n.admin.Serve(n.admLn) }()
+	}
 	clusterCtx, stopCluster := context.WithCancel(context.Background())
 	defer stopCluster()
 	if n.tls != nil {
 		n.tls.run(clusterCtx, errc)
+	}
+	if n.admCerts != nil {
+		go n.admCerts.watch(clusterCtx, fileCertPoll)
 	}
 	n.sites.Load().start()
 	sampling := make(chan struct{})

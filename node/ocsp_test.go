@@ -70,7 +70,7 @@ func TestOCSPStapleForCertificateFiles(t *testing.T) {
 
 	cfg := &config.Config{}
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = certPath, keyPath
-	fc, err := newFileCerts(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	fc, err := newFileCerts(cfg, slog.New(slog.DiscardHandler), func() *certMetrics { return newCertMetrics(prometheus.NewRegistry()) })
 	if err != nil {
 		t.Fatal(err)
 	}

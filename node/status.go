@@ -20,31 +20,33 @@ import (
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string                      `json:"node"`
-	Version       string                      `json:"version"`
-	Origin        string                      `json:"origin,omitempty"` // the one-site shortcut's origin.url
-	Sites         []SiteStatus                `json:"sites"`
-	ConfigHash    string                      `json:"config_hash,omitempty"`
-	UptimeSeconds float64                     `json:"uptime_seconds"`
-	StoreBytes    int64                       `json:"store_bytes"`
-	StoreBudget   int64                       `json:"store_budget_bytes"`
-	StoreObjects  int64                       `json:"store_objects"`
-	Evictions     uint64                      `json:"store_evictions"`
-	BufferedBytes int64                       `json:"buffered_bytes"`
-	BufferBudget  int64                       `json:"buffer_budget_bytes"`
-	Requests      map[string]float64          `json:"requests_by_result"`
-	RequestRates  map[string]float64          `json:"requests_per_second_by_result"` // over the last minute
-	Disk          *DiskStatus                 `json:"disk,omitempty"`
-	Coding        proxy.CodingStats           `json:"compression"`
-	Fields        map[string]float64          `json:"request_fields"` // client fields not forwarded as sent, by action
-	BadHosts      float64                     `json:"bad_host_requests"`
-	Coalesced     float64                     `json:"coalesced_requests"`
-	KeptApart     float64                     `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
-	PurgeHeld     uint64                      `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
-	HitPath       *hitpath.Stats              `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
-	PeerHitPath   *hitpath.Stats              `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
-	WriteBatching *WriteBatchingStatus        `json:"write_batching,omitempty"` // nil with tuning.write_batching off
-	TLS           *TLSStatus                  `json:"tls,omitempty"`
+	Node          string               `json:"node"`
+	Version       string               `json:"version"`
+	Origin        string               `json:"origin,omitempty"` // the one-site shortcut's origin.url
+	Sites         []SiteStatus         `json:"sites"`
+	ConfigHash    string               `json:"config_hash,omitempty"`
+	UptimeSeconds float64              `json:"uptime_seconds"`
+	StoreBytes    int64                `json:"store_bytes"`
+	StoreBudget   int64                `json:"store_budget_bytes"`
+	StoreObjects  int64                `json:"store_objects"`
+	Evictions     uint64               `json:"store_evictions"`
+	BufferedBytes int64                `json:"buffered_bytes"`
+	BufferBudget  int64                `json:"buffer_budget_bytes"`
+	Requests      map[string]float64   `json:"requests_by_result"`
+	RequestRates  map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
+	Disk          *DiskStatus          `json:"disk,omitempty"`
+	Coding        proxy.CodingStats    `json:"compression"`
+	Fields        map[string]float64   `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts      float64              `json:"bad_host_requests"`
+	Coalesced     float64              `json:"coalesced_requests"`
+	KeptApart     float64              `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
+	PurgeHeld     uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
+	HitPath       *hitpath.Stats       `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	PeerHitPath   *hitpath.Stats       `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
+	WriteBatching *WriteBatchingStatus `json:"write_batching,omitempty"` // nil with tuning.write_batching off
+	TLS           *TLSStatus           `json:"tls,omitempty"`
+	// AdminTLS is the admin listener's certificate (admin.tls; nil: plain HTTP).
+	AdminTLS      *CertInfo                   `json:"admin_tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
 	Peers         []cluster.PeerState         `json:"peers,omitempty"`
 	LocalDelayMs  float64                     `json:"fd_local_delay_ms,omitempty"` // our own recent scheduling delay, added to every freshness point
@@ -126,6 +128,11 @@ func (n *Node) Snapshot() Status {
 	}
 	s.Sites = n.siteStatus()
 	s.ConfigHash = n.ConfigHash()
+	if n.admCerts != nil {
+		if in := n.admCerts.set.Load().infos; len(in) > 0 {
+			s.AdminTLS = &in[0]
+		}
+	}
 	if n.tls != nil {
 		s.TLS = &TLSStatus{Listen: n.tls.ln.Addr().String(), HTTP3: n.tls.h3 != nil, ACME: n.cfg.TLS.ACMEDomains,
 			Redirect: n.cfg.TLS.RedirectToHTTPS, HSTS: n.cfg.TLS.HSTS, Certificates: n.tls.certificates()}
@@ -287,6 +294,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .WriteBatching}}<h2>Write batching</h2>
 <p>client connections: {{.ClientWrites}} write system calls, {{.ClientMerged}} response writes merged into one · cluster listener (peer answers): {{.PeerWrites}} write system calls, {{.PeerMerged}} merged</p>{{end}}
+{{with .AdminTLS}}<p>Admin listener over HTTPS (admin.tls): <code>{{.Source}}</code> for {{range .Names}}{{.}} {{end}}, expires {{.NotAfter.Format "2006-01-02 15:04 MST"}}</p>{{end}}
 {{with .TLS}}<h2>HTTPS</h2>
 <p>listener <code>{{.Listen}}</code> · HTTP/1.1 and HTTP/2{{if .HTTP3}} · HTTP/3 (QUIC, advertised with Alt-Svc){{end}}{{if .Redirect}} · plain HTTP redirected{{end}}{{if .HSTS}} · HSTS <code>{{.HSTS}}</code>{{end}}{{if .ACME}} · ACME for {{range .ACME}}<code>{{.}}</code> {{end}}{{end}}</p>
 {{with .HTTP2}}<p>HTTP/2 (edge's server): open connections {{.Connections}} · hits answered on the read loop {{count .Hits}} · through the request pipeline {{count .Handled}} · client protocol errors {{count .StreamErrors}} on streams, {{count .ConnErrors}} ending connections</p>{{end}}

@@ -81,7 +81,7 @@ const (
 
 // newTLSFront loads certificates and binds the TLS listener (and its UDP
 // port for HTTP/3), so that every error is reported before serving.
-func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer) (_ *tlsFront, err error) {
+func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer, certs func() *certMetrics) (_ *tlsFront, err error) {
 	t := &tlsFront{cfg: cfg, log: log,
 		proto: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_http_requests_by_protocol_total", Help: "Client requests by protocol: http/1.1 (plain), https/1.1, h2, h3.",
@@ -97,7 +97,7 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 	for _, e := range []string{"cert_obtained", "cert_renewed", "cert_failed"} {
 		t.acmeE.WithLabelValues(e)
 	}
-	if t.files, err = newFileCerts(cfg, log, reg); err != nil {
+	if t.files, err = newFileCerts(cfg, log, certs); err != nil {
 		return nil, err
 	}
 	if len(cfg.TLS.ACMEDomains) > 0 {

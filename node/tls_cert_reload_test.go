@@ -45,7 +45,7 @@ func TestTLSCertReloadUnderHandshakes(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = cp, kp
 	cfg.TLS.Certificates = []config.CertPair{{CertFile: cp2, KeyFile: kp2}}
-	fc, err := newFileCerts(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	fc, err := newFileCerts(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() *certMetrics { return newCertMetrics(prometheus.NewRegistry()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTLSCertReloadUnderHandshakes(t *testing.T) {
 	_, kx := writePair(t, dir, "x", []string{"x.test"}, 99)
 	cfg2 := &config.Config{}
 	cfg2.TLS.Certificates = []config.CertPair{{CertFile: cp2, KeyFile: kp2}, {CertFile: cp, KeyFile: kx}}
-	_, err = newFileCerts(cfg2, slog.Default(), prometheus.NewRegistry())
+	_, err = newFileCerts(cfg2, slog.Default(), func() *certMetrics { return newCertMetrics(prometheus.NewRegistry()) })
 	if err == nil || !strings.Contains(err.Error(), "tls.certificates[1]") {
 		t.Errorf("mismatched key: %v", err)
 	}

@@ -128,7 +128,7 @@ type fileCerts struct {
 	staples *prometheus.CounterVec
 }
 
-func newFileCerts(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*fileCerts, error) {
+func newFileCerts(cfg *config.Config, log *slog.Logger, m func() *certMetrics) (*fileCerts, error) {
 	var files []certFile
 	if cfg.TLS.CertFile != "" {
 		files = append(files, certFile{key: "tls.cert_file", certPath: cfg.TLS.CertFile, keyPath: cfg.TLS.KeyFile})
@@ -136,31 +136,51 @@ func newFileCerts(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	for i, p := range cfg.TLS.Certificates {
 		files = append(files, certFile{key: fmt.Sprintf("tls.certificates[%d].cert_file", i), certPath: p.CertFile, keyPath: p.KeyFile})
 	}
+	return loadFileCerts(files, log, m)
+}
+
+// loadFileCerts loads files (nil: none) and serves them from then on,
+// counted in the metrics metrics gives (registered on first use).
+func loadFileCerts(files []certFile, log *slog.Logger, metrics func() *certMetrics) (*fileCerts, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
-	fc := &fileCerts{files: files, log: log,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_tls_certificate_reloads_total", Help: "Certificate files re-read after a change on disk, by result (ok, error: the previous certificates stay).",
-		}, []string{"result"}),
-		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "edge_tls_certificate_expiry_timestamp_seconds", Help: "When each configured certificate file expires (Unix time).",
-		}, []string{"file"}),
-		staples: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_tls_ocsp_staples_total", Help: "OCSP responses fetched for certificate files, by result (ok, error).",
-		}, []string{"result"}),
-	}
-	reg.MustRegister(fc.reloads, fc.expiry, fc.staples)
-	fc.staples.WithLabelValues("ok")
-	fc.staples.WithLabelValues("error")
-	fc.reloads.WithLabelValues("ok")
-	fc.reloads.WithLabelValues("error")
+	m := metrics()
+	fc := &fileCerts{files: files, log: log, reloads: m.reloads, expiry: m.expiry, staples: m.staples}
 	set, err := loadCertSet(files, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	fc.store(set)
 	return fc, nil
+}
+
+// certMetrics are the certificate files' metrics, shared by the public
+// TLS listener's files and the admin listener's (admin.tls).
+type certMetrics struct {
+	reloads *prometheus.CounterVec
+	expiry  *prometheus.GaugeVec
+	staples *prometheus.CounterVec
+}
+
+func newCertMetrics(reg prometheus.Registerer) *certMetrics {
+	m := &certMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_tls_certificate_reloads_total", Help: "Certificate files re-read after a change on disk, by result (ok, error: the previous certificates stay).",
+		}, []string{"result"}),
+		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edge_tls_certificate_expiry_timestamp_seconds", Help: "When each configured certificate file expires (Unix time), the admin listener's (admin.tls) included.",
+		}, []string{"file"}),
+		staples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_tls_ocsp_staples_total", Help: "OCSP responses fetched for certificate files, by result (ok, error).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.reloads, m.expiry, m.staples)
+	for _, r := range []string{"ok", "error"} {
+		m.staples.WithLabelValues(r)
+		m.reloads.WithLabelValues(r)
+	}
+	return m
 }
 
 func (fc *fileCerts) store(s *certSet) {

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -16,33 +20,99 @@ import (
 	"github.com/edgecache/edge/config"
 )
 
-// adminAddr is where a command on the node's machine (or in its
-// container) reaches the admin listener: the flag, else the config file's
+// adminTarget is how a command on the node's machine (or in its
+// container) reaches the admin listener.
+type adminTarget struct {
+	addr     string
+	token    string // the config file's admin.token ("" without a file)
+	certFile string // admin.tls.cert_file: HTTPS, accepting exactly this certificate
+}
+
+// adminAddr finds the admin listener: the flag, else the config file's
 // admin.listen (with the environment applied, as serve reads it), else
 // EDGE_ADMIN_LISTEN, else the default; a wildcard address is reached on
-// loopback. token is the file's admin.token ("" without a file).
-func adminAddr(flag, file string) (addr, token string) {
-	addr = flag
-	if addr == "" && file != "" {
+// loopback. Its certificate file likewise (the file's admin.tls.cert_file,
+// else EDGE_ADMIN_TLS_CERT_FILE).
+func adminAddr(flag, file string) adminTarget {
+	t := adminTarget{addr: flag}
+	if file != "" {
 		if v, err := config.NewViper(file); err == nil {
-			addr = fmt.Sprint(v.Get("admin.listen"))
-			token = fmt.Sprint(v.Get("admin.token"))
+			if t.addr == "" {
+				t.addr = fmt.Sprint(v.Get("admin.listen"))
+			}
+			t.token = fmt.Sprint(v.Get("admin.token"))
+			if f := v.Get("admin.tls.cert_file"); f != nil {
+				t.certFile = fmt.Sprint(f)
+			}
 		}
 	}
-	if addr == "" {
-		addr = os.Getenv("EDGE_ADMIN_LISTEN")
+	if t.certFile == "" {
+		t.certFile = os.Getenv("EDGE_ADMIN_TLS_CERT_FILE")
 	}
-	if addr == "" {
-		addr = "127.0.0.1:9180"
+	if t.addr == "" {
+		t.addr = os.Getenv("EDGE_ADMIN_LISTEN")
 	}
-	host, port, err := net.SplitHostPort(addr)
+	if t.addr == "" {
+		t.addr = "127.0.0.1:9180"
+	}
+	host, port, err := net.SplitHostPort(t.addr)
 	if err != nil {
-		return addr, token
+		return t
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return net.JoinHostPort(host, port), token
+	t.addr = net.JoinHostPort(host, port)
+	return t
+}
+
+// url is the admin listener's URL for path.
+func (t adminTarget) url(path string) string {
+	if t.certFile != "" {
+		return "https://" + t.addr + path
+	}
+	return "http://" + t.addr + path
+}
+
+// client talks to the admin listener: over HTTPS it accepts exactly the
+// node's configured certificate (a command on the node's machine reaches
+// it at a loopback address its certificate need not name, and the
+// certificate may be self-signed), nothing else.
+func (t adminTarget) client() (*http.Client, error) {
+	if t.certFile == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(t.certFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin.tls.cert_file: %w", err)
+	}
+	block, _ := pemDecode(pem)
+	if block == nil {
+		return nil, fmt.Errorf("admin.tls.cert_file %s: no PEM certificate", t.certFile)
+	}
+	want := block.Bytes
+	conf := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], want) {
+				return fmt.Errorf("the admin listener's certificate is not %s", t.certFile)
+			}
+			return nil
+		},
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: true}}, nil
+}
+
+// pemDecode returns the first CERTIFICATE block of b.
+func pemDecode(b []byte) (*pem.Block, []byte) {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil || block.Type == "CERTIFICATE" {
+			return block, b
+		}
+	}
 }
 
 // healthCmd exits 0 when the node is ready (its /readyz answers 200) and
@@ -58,13 +128,17 @@ func healthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			addr, _ := adminAddr(admin, file)
-			url := "http://" + addr + "/readyz"
+			t := adminAddr(admin, file)
+			url := t.url("/readyz")
+			client, err := t.client()
+			if err != nil {
+				return fmt.Errorf("health: %w", err)
+			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
 				return err
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				return fmt.Errorf("health: %s: %w", url, err)
 			}
@@ -93,16 +167,20 @@ func reloadCmd() *cobra.Command {
 		Short: "Reload the local node's configuration (POST /reload on the admin listener; SIGHUP does the same)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, fileToken := adminAddr(admin, file)
+			t := adminAddr(admin, file)
 			if token == "" {
-				token = fileToken
+				token = t.token
 			}
 			if token == "" {
 				token = os.Getenv("EDGE_ADMIN_TOKEN")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			url := "http://" + addr + "/reload"
+			url := t.url("/reload")
+			client, err := t.client()
+			if err != nil {
+				return fmt.Errorf("reload: %w", err)
+			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 			if err != nil {
 				return err
@@ -110,7 +188,7 @@ func reloadCmd() *cobra.Command {
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
 				return fmt.Errorf("reload: %s: %w", url, err)
 			}
