@@ -92,32 +92,7 @@ func TestATagPurgeStopsAnUntaggedSliceOfATaggedObject(t *testing.T) {
 	// own, evicted one by one).
 	h.store.Remove(sliceKey(key, 2))
 
-	// A reader needs the last slice: a Range fetch, held at the origin
-	// with version 1's bytes.
-	o.hold = func(r *http.Request) bool { return strings.HasPrefix(r.Header.Get("Range"), "bytes=2097152-") }
-	done := make(chan *httptest.ResponseRecorder, 1)
-	go func() { done <- serve(h, "GET", "/movie.mp4", "Range", "bytes=2097152-2097155") }()
-	<-o.arrived
-	o.hold = nil
-
-	// The content changes; the operator purges the tag.
-	o.version.Store(2)
-	if n, err := h.Purge(PurgeRequest{Tag: "movie"}); err != nil || n == 0 {
-		t.Fatalf("purge: %d %v", n, err)
-	}
-	close(o.gate)
-	<-done
-	h.Wait()
-
-	// The purge has returned. Nothing fetched before it may be served.
-	if e, _ := h.store.Lookup(sliceKey(key, 2), nil); e != nil && len(e.Body) > 0 && e.Body[0] == '1' {
-		t.Errorf("the store holds version 1's last slice, fetched before the tag purge that removed its object, stored after it")
-	}
-	w := serve(h, "GET", "/movie.mp4")
-	if i := firstWrong(w.Body.Bytes(), '2'); w.Code != 200 || w.Body.Len() != vsoSize || i >= 0 {
-		t.Errorf("a request made after the purge: %d, %d bytes, first byte not of version 2 at %d (%q), Cache-Status %q",
-			w.Code, w.Body.Len(), i, w.Body.Bytes()[max(i, 0):max(i, 0)+1], w.Header().Get("Cache-Status"))
-	}
+	purgeTagDuringRangeFetch(t, o, h, key, func(hdr ...string) *httptest.ResponseRecorder { return serve(h, "GET", "/movie.mp4", hdr...) })
 }
 
 // TestStreamSlicesOfAFillOvertakenByAPurgeAreNotStored (a review's): a fill whose
@@ -184,10 +159,18 @@ func TestATagPurgeByAStatusRuleTagStopsAnUntaggedSlice(t *testing.T) {
 		t.Fatal("the rule's tag is not on the manifest")
 	}
 	h.store.Remove(sliceKey(key, 2)) // evicted alone
+	purgeTagDuringRangeFetch(t, o, h, key, func(hdr ...string) *httptest.ResponseRecorder { return p.get("/movie.mp4", hdr...) })
+}
 
+// purgeTagDuringRangeFetch fetches the object's last slice (evicted) with a
+// Range request held at the origin with version 1's bytes, purges the tag
+// "movie" while it is held (the content now version 2), and checks that
+// nothing fetched before the purge is stored or served after it.
+func purgeTagDuringRangeFetch(t *testing.T, o *versionedSliceOrigin, h *Handler, key string, get func(hdr ...string) *httptest.ResponseRecorder) {
+	t.Helper()
 	o.hold = func(r *http.Request) bool { return strings.HasPrefix(r.Header.Get("Range"), "bytes=2097152-") }
 	done := make(chan *httptest.ResponseRecorder, 1)
-	go func() { done <- p.get("/movie.mp4", "Range", "bytes=2097152-2097155") }()
+	go func() { done <- get("Range", "bytes=2097152-2097155") }()
 	<-o.arrived
 	o.hold = nil
 	o.version.Store(2)
@@ -198,10 +181,11 @@ func TestATagPurgeByAStatusRuleTagStopsAnUntaggedSlice(t *testing.T) {
 	<-done
 	h.Wait()
 
+	// The purge has returned. Nothing fetched before it may be served.
 	if e, _ := h.store.Lookup(sliceKey(key, 2), nil); e != nil && len(e.Body) > 0 && e.Body[0] == '1' {
-		t.Errorf("the store holds version 1's last slice, fetched before the tag purge, stored after it")
+		t.Errorf("the store holds version 1's last slice, fetched before the tag purge that removed its object, stored after it")
 	}
-	w := p.get("/movie.mp4")
+	w := get()
 	if i := firstWrong(w.Body.Bytes(), '2'); w.Code != 200 || w.Body.Len() != vsoSize || i >= 0 {
 		t.Errorf("a request made after the purge: %d, %d bytes, first byte not of version 2 at %d, Cache-Status %q",
 			w.Code, w.Body.Len(), i, w.Header().Get("Cache-Status"))

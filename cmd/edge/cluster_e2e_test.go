@@ -32,6 +32,21 @@ func originCount(t *testing.T, origin, path string) int {
 }
 
 // TestClusterEndToEnd runs an origin and five edge processes on loopback.
+// purgeAt purges path (by URL) through n's admin listener, with the
+// tests' token, and returns the answer's body.
+func purgeAt(t *testing.T, n *testNode, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+n.adm+"/purge?url=http://"+n.pub+path, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 func TestClusterEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
@@ -155,15 +170,7 @@ func TestClusterEndToEnd(t *testing.T) {
 
 	t.Run("purge fan-out", func(t *testing.T) {
 		// 4. Purge at one node reaches every node.
-		req, _ := http.NewRequest(http.MethodPost, "http://"+nodes[0].adm+"/purge?url=http://"+nodes[0].pub+"/p/3", nil)
-		req.Header.Set("Authorization", "Bearer tok")
-		presp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pb, _ := io.ReadAll(presp.Body)
-		presp.Body.Close()
-		if !strings.Contains(string(pb), `"peers_purged":4`) {
+		if pb := purgeAt(t, nodes[0], "/p/3"); !strings.Contains(pb, `"peers_purged":4`) {
 			t.Errorf("purge fan-out: %s", pb)
 		}
 		for _, n := range nodes {
@@ -261,15 +268,7 @@ func TestClusterEndToEnd(t *testing.T) {
 		waitFor(t, "the stopped node to be suspected", 10*time.Second, func() bool {
 			return metric(t, nodes[0].adm, `edge_peer_up{peer="`+slow.id+`"}`) == 0
 		})
-		req, _ := http.NewRequest(http.MethodPost, "http://"+nodes[0].adm+"/purge?url=http://"+nodes[0].pub+owedPage, nil)
-		req.Header.Set("Authorization", "Bearer tok")
-		presp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pb, _ := io.ReadAll(presp.Body)
-		presp.Body.Close()
-		if !strings.Contains(string(pb), `"peers_owed":1`) {
+		if pb := purgeAt(t, nodes[0], owedPage); !strings.Contains(pb, `"peers_owed":1`) {
 			t.Errorf("purge with a stopped peer: %s, want it owed to that peer", pb)
 		}
 		for p := range 20 {
