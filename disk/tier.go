@@ -108,6 +108,10 @@ type Tier struct {
 	bytes   int64 // bytes of committed files plus the write in progress
 	objects int64 // variants in the index, kept as they come and go: Stats is read by every metric scrape
 	tags    map[string]map[string]struct{}
+	// under indexes keys extended after a NUL (a sliced object's slices)
+	// by the key before it, counting their variants: a purge of the
+	// object finds them even when its manifest is gone (KeysUnder).
+	under   map[string]map[string]int
 	pending map[string]map[string]*write // URL key → file name → queued write
 
 	lockFile *os.File // flock held while open: one process per directory
@@ -205,7 +209,7 @@ func Open(opts Options) (*Tier, error) {
 	}
 	t := &Tier{
 		opts: opts, fs: opts.FS, log: opts.Log, root: filepath.Join(opts.Dir, "v1"),
-		tags: make(map[string]map[string]struct{}), pending: make(map[string]map[string]*write),
+		tags: make(map[string]map[string]struct{}), under: make(map[string]map[string]int), pending: make(map[string]map[string]*write),
 		queue: make(chan *write, queueLen), done: make(chan struct{}),
 		unlinkWake: make(chan struct{}, 1), stopRemover: make(chan struct{}), removerDone: make(chan struct{}),
 	}
@@ -601,6 +605,14 @@ func (t *Tier) index(key string, vary []string, v *variant) {
 }
 
 func (t *Tier) tag(key string, v *variant) {
+	if base, _, ok := strings.Cut(key, "\x00"); ok {
+		m := t.under[base]
+		if m == nil {
+			m = make(map[string]int)
+			t.under[base] = m
+		}
+		m[key]++
+	}
 	for _, s := range v.surrogates {
 		m := t.tags[s]
 		if m == nil {
@@ -612,6 +624,16 @@ func (t *Tier) tag(key string, v *variant) {
 }
 
 func (t *Tier) untag(key string, v *variant) {
+	if base, _, ok := strings.Cut(key, "\x00"); ok {
+		if m := t.under[base]; m != nil {
+			if m[key]--; m[key] <= 0 {
+				delete(m, key)
+			}
+			if len(m) == 0 {
+				delete(t.under, base)
+			}
+		}
+	}
 	for _, s := range v.surrogates {
 		if m := t.tags[s]; m != nil {
 			delete(m, key)
@@ -813,6 +835,24 @@ func (t *Tier) Has(key string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lru.Contains(key)
+}
+
+// KeysUnder returns the keys extended from base after a NUL (a sliced
+// object's slices), stored or queued.
+func (t *Tier) KeysUnder(base string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.under[base]))
+	for k := range t.under[base] {
+		out = append(out, k)
+	}
+	prefix := base + "\x00"
+	for k := range t.pending {
+		if _, indexed := t.under[base][k]; !indexed && strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // KeysWithTag returns the URL keys of records carrying a surrogate key,

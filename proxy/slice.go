@@ -139,15 +139,26 @@ func (h *Handler) markStale(key string) int {
 }
 
 func (h *Handler) forSlices(key string, f func(string)) {
-	// A purge's look-up: no promotion of a disk copy into RAM (which
-	// would be rebuilt without the request's rules).
+	// The slices stored, found by key whether or not the manifest that
+	// names them is still there.
+	seen := map[string]bool{}
+	for _, k := range h.store.KeysUnder(key) {
+		seen[k] = true
+		f(k)
+	}
+	// And those the manifest names (a slice still queued for the disk
+	// is in the index too; this is a second net). A purge's look-up: no
+	// promotion of a disk copy into RAM (which would be rebuilt without
+	// the request's rules).
 	m, _ := h.store.LookupFunc(key, func(names []string) string { return VaryKey(names, nil) }, nil, false)
 	if m == nil || m.sliceSize() == 0 {
 		return
 	}
 	n := (m.sliceSize() + m.sliceBytes - 1) / m.sliceBytes
 	for k := range n {
-		f(sliceKey(key, k))
+		if sk := sliceKey(key, k); !seen[sk] {
+			f(sk)
+		}
 	}
 }
 
@@ -362,7 +373,10 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	// header: a flight of it stands as direct (waitorder.go).
 	w := h.orderOf(s.r)
 	w.direct = true
-	v, _, _, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) {
+	// The flight dates from the stream's fill (s.purges), not from now: a
+	// request after a purge that names the page must not join it (a
+	// review's TestAStreamSliceFlightBegunAfterAPurgeIsNotJoined).
+	v, _, _, err := h.slices.do(skey, w, s.purges, func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {

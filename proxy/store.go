@@ -24,6 +24,7 @@ type Store struct {
 	budget      int64                          // the byte budget
 	maxVariants int                            // variants kept per URL
 	tags        map[string]map[string]struct{} // surrogate key → URL keys
+	under       map[string]map[string]int      // keys extended after a NUL (slices), by the key before it, counting variants (KeysUnder)
 	stats       StoreStats
 	onInsert    func(key string)
 	onDrop      func(e *Entry) // called under the lock for every entry that leaves
@@ -66,7 +67,7 @@ type object struct {
 // NewStore returns a store holding at most budget bytes and maxVariants
 // variants per URL.
 func NewStore(budget int64, maxVariants int) *Store {
-	s := &Store{budget: budget, maxVariants: maxVariants, tags: make(map[string]map[string]struct{}), seed: maphash.MakeSeed()}
+	s := &Store{budget: budget, maxVariants: maxVariants, tags: make(map[string]map[string]struct{}), under: make(map[string]map[string]int), seed: maphash.MakeSeed()}
 	// The entry-count limit is effectively unbounded: bytes are the budget.
 	l, err := simplelru.NewLRU[string, *object](1<<31-1, s.evicted)
 	if err != nil {
@@ -87,6 +88,16 @@ func (s *Store) dropEntry(e *Entry) {
 	if s.onDrop != nil {
 		s.onDrop(e)
 	}
+	if base, _, ok := strings.Cut(e.Key, "\x00"); ok {
+		if m := s.under[base]; m != nil {
+			if m[e.Key]--; m[e.Key] <= 0 {
+				delete(m, e.Key)
+			}
+			if len(m) == 0 {
+				delete(s.under, base)
+			}
+		}
+	}
 	s.bytes -= e.charged
 	e.inStore = false
 	s.stats.Objects--
@@ -105,6 +116,14 @@ func (s *Store) addEntry(e *Entry) {
 	e.inStore = true
 	s.bytes += e.charged
 	s.stats.Objects++
+	if base, _, ok := strings.Cut(e.Key, "\x00"); ok {
+		m := s.under[base]
+		if m == nil {
+			m = make(map[string]int)
+			s.under[base] = m
+		}
+		m[e.Key]++
+	}
 	for _, t := range e.surrogates {
 		m := s.tags[t]
 		if m == nil {
@@ -481,6 +500,24 @@ func union(a, b []string) []string {
 // KeysWithPrefix returns the URL keys starting with prefix.
 func (s *Store) KeysWithPrefix(prefix string) []string {
 	return s.Keys(func(k string) bool { return strings.HasPrefix(k, prefix) })
+}
+
+// KeysUnder returns the keys extended from base after a NUL (a sliced
+// object's slices), in RAM or on disk: a purge of the object removes them
+// even when its manifest, which names them, is gone (a review's
+// TestAURLPurgeRemovesTheSlicesOfAnEvictedManifest: the manifest, read
+// before its slices, is evicted first).
+func (s *Store) KeysUnder(base string) []string {
+	s.mu.Lock()
+	out := make([]string, 0, len(s.under[base]))
+	for k := range s.under[base] {
+		out = append(out, k)
+	}
+	s.mu.Unlock()
+	if s.disk != nil {
+		out = union(out, s.disk.KeysUnder(base))
+	}
+	return out
 }
 
 // KeysWithTag returns the URL keys of entries carrying a surrogate key.
