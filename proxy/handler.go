@@ -275,6 +275,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, http.StatusRequestURITooLong, "url_too_long", "request target too long")
 		return
 	}
+	if !queryIsPrintable(r.URL.RawQuery) {
+		// HTTP/2 and HTTP/3 carry the target in :path, where Go's URL
+		// parser takes a space in the query; forwarded as it is, the
+		// origin's HTTP/1.1 request line had four words (a review's
+		// TestH2PathWithSpaceIsRefused). HTTP/1.1 clients cannot send it.
+		h.reject(w, r, http.StatusBadRequest, "bad_target", "request target has a space or control byte in its query")
+		return
+	}
 	if ip := clientIP(r); !h.clients.acquire(ip) {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
@@ -309,6 +317,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
 	h.countRule(g, result)
 	inboundOf(r).Site.count(result)
+}
+
+// queryIsPrintable reports whether a raw query holds no space, control
+// byte or DEL: what an HTTP/1.1 request line can carry.
+func queryIsPrintable(q string) bool {
+	for i := 0; i < len(q); i++ {
+		if c := q[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
