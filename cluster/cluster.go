@@ -376,6 +376,8 @@ type Cluster struct {
 	suspected  atomic.Int64
 	origin     proxy.Fetcher
 	client     *http.Client
+	purgeTLS   *http.Client // client and peerHTTP with a purge's longer header wait
+	purgeHTTP  *peerClient
 	scheme     string      // http, or https with cluster.tls
 	peerHTTP   *peerClient // plain-HTTP peer requests on the caller's goroutine (peerclient.go)
 	peerAuth   *verifier   // peer request authentication and replay cache
@@ -433,6 +435,23 @@ type Cluster struct {
 	confirm   confirmStats
 }
 
+// peerTLSClient is net/http's client to peers over mutual TLS
+// (cluster.tls), waiting headerWait for an answer's header.
+func peerTLSClient(cfg Config, headerWait time.Duration) *http.Client {
+	return &http.Client{
+		// A peer's 3xx is a stored response for the client, never a
+		// hop for the ingress to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			Proxy: nil, MaxIdleConnsPerHost: peerIdleConns, IdleConnTimeout: peerIdleTimeout,
+			DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: headerWait,
+			// The client's own Accept-Encoding goes through signed; the
+			// transport must not add one.
+			DisableCompression: true,
+			TLSClientConfig:    cfg.TLS,
+		}}
+}
+
 // New validates cfg and returns a cluster member; Run starts it.
 func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Logger) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
@@ -450,19 +469,12 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		hot:      routing.NewCounters(counterCapacity, max(cfg.HotThreshold, 1)),
 		ingressQ: routing.NewCounters(counterCapacity, cfg.Q),
 		peers:    map[string]*Peer{},
-		client: &http.Client{
-			// A peer's 3xx is a stored response for the client, never a
-			// hop for the ingress to follow.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{
-				Proxy: nil, MaxIdleConnsPerHost: peerIdleConns, IdleConnTimeout: peerIdleTimeout,
-				DialContext: (&net.Dialer{Timeout: cfg.PeerTimeout}).DialContext, ResponseHeaderTimeout: 4 * cfg.PeerTimeout,
-				// The client's own Accept-Encoding goes through signed; the
-				// transport must not add one.
-				DisableCompression: true,
-				TLSClientConfig:    cfg.TLS,
-			}},
-		peerHTTP:     newPeerClient(cfg.PeerTimeout, 4*cfg.PeerTimeout),
+		client:   peerTLSClient(cfg, 4*cfg.PeerTimeout),
+		peerHTTP: newPeerClient(cfg.PeerTimeout, 4*cfg.PeerTimeout),
+		// A purge's answer may come as late as a round waits for it
+		// (purgeowed.go): a peer that took it slowly is not owed it.
+		purgeTLS:     peerTLSClient(cfg, lateFactor*fanOutBound(cfg.PeerTimeout)),
+		purgeHTTP:    newPeerClient(cfg.PeerTimeout, lateFactor*fanOutBound(cfg.PeerTimeout)),
 		scheme:       "http",
 		peerAuth:     newVerifier(cfg.Secret),
 		transport:    newSharedTransport(cfg.GossipDial, m),
@@ -513,6 +525,7 @@ func (c *Cluster) addPeer(id, addr string) {
 		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
 	}
 	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: c.newReplica(""), added: time.Now()}
+	c.owed.known(id) // in the table again: its owed purges are kept as long as it is
 	c.metrics.peerUp(id, false)
 }
 
@@ -531,7 +544,13 @@ func (c *Cluster) setView() {
 		}
 		all = append(all, p.ID)
 		if p.trusted {
-			members = append(members, routing.Member{ID: p.ID})
+			// A peer owed purges stays out of this node's routing view
+			// until it has them: asked for a page it should have purged,
+			// it would hand it back (a review's
+			// TestTheOwingNodeDoesNotCopyAPurgedPageFromTheReturningPeer).
+			if c.owed.owedTo(p.ID) == 0 {
+				members = append(members, routing.Member{ID: p.ID})
+			}
 		} else if p.seen {
 			suspected++ // heard before, suspected since (reroute.go)
 		}
@@ -809,9 +828,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 				continue
 			}
 			c.check(now, local)
-			if rounds%max(1, int(owedRetry/tick)) == 0 {
-				c.redeliverPurges(ctx, now)
-			}
+			c.redeliverPurges(ctx, now)
 			if rounds++; rounds%max(1, int(6400*time.Millisecond/tick)) == 0 {
 				c.checkUnreached(now)
 				c.forgetDeparted(now)

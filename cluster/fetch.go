@@ -224,7 +224,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 	cs.missPenalty, cs.climbS = c.missPenalty(site, minCost)
 	keyBytes := []byte(key)
 	for _, p := range c.peers {
-		if !p.trusted {
+		if !p.trusted || c.owed.owedTo(p.ID) > 0 { // owed purges: not asked (purgeowed.go)
 			continue
 		}
 		isHome := homes[p.ID]
@@ -1034,13 +1034,18 @@ func (c *Cluster) peerBodyIdle() time.Duration {
 // do signs a request to a peer, sends it and authenticates the response
 // (the body is checked as it is read to the end).
 func (c *Cluster) do(req *http.Request) (*http.Response, error) {
+	return c.doWith(req, c.peerHTTP, c.client)
+}
+
+// doWith is do through the given clients, plain and over TLS.
+func (c *Cluster) doWith(req *http.Request, plain *peerClient, overTLS *http.Client) (*http.Response, error) {
 	sign(c.cfg.Secret, c.cfg.NodeID, req)
 	var resp *http.Response
 	var err error
 	if req.URL.Scheme == "http" {
-		resp, err = c.peerHTTP.Do(req)
+		resp, err = plain.Do(req)
 	} else {
-		resp, err = c.client.Do(req) // mutual TLS (cluster.tls): net/http's Transport
+		resp, err = overTLS.Do(req) // mutual TLS (cluster.tls): net/http's Transport
 	}
 	if err != nil {
 		return nil, err

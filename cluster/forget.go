@@ -46,7 +46,7 @@ func (c *Cluster) forgetDeparted(now time.Time) {
 		c.metrics.forgetPeer(id)
 		c.verifier.Forget(id)
 		p.replica.SharePool(nil) // a heartbeat since it left may have put it back (a review's test)
-		c.owed.track(id, now)    // it may come back: it is owed the purges it misses
+		c.owed.forgot(id, now)   // it may come back: it is owed the purges it misses
 		gone = append(gone, id)
 	}
 	if len(gone) > 0 {

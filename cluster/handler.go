@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +81,12 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		p := proxy.ParsePurgeQuery(req.URL.Query())
 		c.holdForPeersPurge(p, req.URL.Query().Get("hold_ms")) // before the purge: purgehold.go
 		n, err := purge(p)
+		if err == nil || errors.Is(err, proxy.ErrPurgeIncomplete) {
+			// Owed to the peers this node knows are away, but not to the
+			// sender, which sent it round itself (a review's
+			// TestAPurgeIsOwedByEveryNodeThatKnowsThePeerIsAway).
+			c.oweMissing(p, map[string]bool{req.Header.Get(hdrNode): true, c.cfg.NodeID: true})
+		}
 		if errors.Is(err, proxy.ErrPurgeIncomplete) {
 			// Taken effect here, a file left on a failing disk: not
 			// counted as purged by the sender.
@@ -133,54 +138,81 @@ type FanOut struct {
 }
 
 // FanOutPurge sends a purge to every trusted peer at once, and owes it to
-// the peers it could not send it to, or that did not take it.
+// the peers it could not send it to, or that did not take it in time (a
+// late answer that took it settles it: purgeowed.go).
 func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut {
-	now := time.Now()
-	type target struct{ id, addr string }
-	var send []target
-	owe := map[string]bool{}
+	type target struct {
+		id, addr string
+		mu       sync.Mutex
+		done     bool   // answered (taken or not)
+		owedSeq  uint64 // owed by the round (0: not owed), settled if a late answer takes it
+	}
+	var send []*target
+	sent := map[string]bool{c.cfg.NodeID: true}
 	c.mu.Lock()
 	for _, peer := range c.peers {
 		if peer.trusted && peer.member {
-			send = append(send, target{peer.ID, peer.Addr})
-		} else {
-			owe[peer.ID] = true
+			send = append(send, &target{id: peer.ID, addr: peer.Addr})
+			sent[peer.ID] = true
 		}
 	}
 	c.mu.Unlock()
-	for _, id := range c.owed.ids() {
-		if !slices.ContainsFunc(send, func(t target) bool { return t.id == id }) {
-			owe[id] = true // departed and forgotten, but it may come back
-		}
-	}
+	var ok atomic.Int64
+	var owedNow atomic.Int64
+	var wg sync.WaitGroup
 	// All at once: until the last peer has purged, the first ones keep no
 	// peer's page (purgehold.go), for a window that must cover the round.
-	var ok atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	// Each bounded, so that a peer's hold outlasts the round
-	// (fanOutBound): a peer that answers later counts as not purged, and
-	// is owed it. Not cut short by the caller (an admin client that gives
-	// up): the peers that have the request purge anyway, and this node's
-	// hold must last until they have.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
-	defer cancel()
+	// The round waits fanOutBound for each, so that a peer's hold
+	// outlasts it: a peer that answers later counts as not purged now and
+	// is owed it, settled if its late answer (up to lateFactor times the
+	// bound) took it. Not cut short by the caller (an admin client that
+	// gives up): the peers that have the request purge anyway, and this
+	// node's hold must last until they have.
+	round := time.NewTimer(fanOutBound(c.cfg.PeerTimeout))
+	defer round.Stop()
+	lateCtx, cancelLate := context.WithTimeout(context.WithoutCancel(ctx), lateFactor*fanOutBound(c.cfg.PeerTimeout))
+	answered := make(chan struct{}, len(send))
 	for _, t := range send {
 		wg.Go(func() {
-			taken, owed := c.sendPurge(ctx, t.addr, p)
-			if taken {
-				ok.Add(1)
+			taken, owed := c.sendPurge(lateCtx, t.addr, p)
+			t.mu.Lock()
+			t.done = true
+			seq := t.owedSeq
+			if seq == 0 {
+				switch {
+				case taken:
+					ok.Add(1)
+				case owed:
+					t.owedSeq = c.owed.owe(t.id, p, c.metrics)
+					owedNow.Add(1)
+					c.requestView()
+				}
 			}
-			if owed {
-				mu.Lock()
-				owe[t.id] = true
-				mu.Unlock()
+			t.mu.Unlock()
+			if seq != 0 && taken && c.owed.settle(t.id, seq) {
+				c.requestView() // the late answer took it: owed nothing now
 			}
+			answered <- struct{}{}
 		})
 	}
-	wg.Wait()
-	for id := range owe {
-		c.owed.owe(id, p, now, c.metrics)
+	go func() { wg.Wait(); cancelLate() }()
+wait:
+	for range send {
+		select {
+		case <-answered:
+		case <-round.C:
+			break wait
+		}
 	}
-	return FanOut{Purged: int(ok.Load()), Owed: len(owe)}
+	for _, t := range send {
+		t.mu.Lock()
+		if !t.done && t.owedSeq == 0 {
+			t.owedSeq = c.owed.owe(t.id, p, c.metrics)
+			owedNow.Add(1)
+			c.requestView()
+		}
+		t.mu.Unlock()
+	}
+	away := c.oweMissing(p, sent)
+	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + away}
 }

@@ -77,17 +77,17 @@ func TestPurgeHoldOutlastsASlowRound(t *testing.T) {
 		// One new connection to H takes 450 ms to set up (a lost SYN on a
 		// lossy link; within the dial timeout): the purge's.
 		var slowOnce atomic.Bool
-		dial := a.c.peerHTTP.dial
-		a.c.peerHTTP.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dial := a.c.purgeHTTP.dial
+		a.c.purgeHTTP.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if slowOnce.CompareAndSwap(true, false) {
 				time.Sleep(450 * time.Millisecond)
 			}
 			return dial(ctx, network, addr)
 		}
-		a.c.peerHTTP.dropIdle(strings.TrimPrefix(h.srv.URL, "http://"))
+		a.c.purgeHTTP.dropIdle(strings.TrimPrefix(h.srv.URL, "http://"))
 		slowOnce.Store(true)
-		// H takes 1.85 s to get to its purge (busy; within the 2 s header
-		// timeout, so it counts as purged).
+		// H takes 1.85 s to get to its purge (busy; within the round's
+		// 2.5 s, so it counts as purged).
 		holdPurgesAt(h, nil, 1850*time.Millisecond)
 		start := time.Now()
 		purged := purgeInBackground(t, a, proxy.PurgeRequest{URL: "http://site.example" + p}, a.ph.Purge)

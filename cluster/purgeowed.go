@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgecache/edge/proxy"
@@ -19,31 +20,42 @@ import (
 // home, to every other node, for as long as they stay fresh: an
 // operator's takedown undone by a reboot.
 //
+// Every node that takes a purge owes it to the peers it knows are away,
+// not only the node the operator sent it to (one that started after a
+// peer left may not know it). While this node owes a peer purges it keeps
+// it out of its own routing view, so that it does not copy a purged page
+// back from it; it delivers them within a period of trusting it again.
+// A purge that a trusted peer answered late is settled when the late
+// answer comes, so a slow peer is not owed what it took.
+//
 // What is owed is kept per peer id, in order, in memory: a restart of the
 // node that owes loses it (the purge's answer says how many peers it was
 // owed to, so an operator can purge again). A peer owed more than
 // owedPerPeer purges is owed one purge of everything instead (a prefix
 // "/": its cache starts empty, which is what it would have had, by
-// purges, and a bounded list). Ids of peers that left are kept owed for
-// owedKeep after their last owed purge, so that a node away for a
-// rolling deploy or a repair gets what it missed; at most owedTracked ids
-// are kept.
+// purges, and a bounded list). Ids of peers that left and were forgotten
+// (forget.go) stay owed for owedKeep after they were forgotten, so that a
+// node away for a repair gets what it missed; at most owedTracked such
+// ids are kept, the oldest dropped first. Peers in this node's table are
+// never dropped: the table is bounded by forgetting.
 
 const (
 	// owedPerPeer bounds one peer's list: a site that purges a few times
 	// a second owes a peer away for a minute about this many.
 	owedPerPeer = 256
-	// owedKeep is how long a peer's list is kept after the last purge it
-	// was owed: a node down longer than a day is rebuilt, not restarted.
+	// owedKeep is how long a forgotten peer's id stays owed purges: a
+	// node down longer than a day is rebuilt, not restarted.
 	owedKeep = 24 * time.Hour
-	// owedTracked bounds the ids owed purges at all, the oldest dropped
-	// first (a fleet that replaces nodes under new names leaves ids that
-	// never come back).
+	// owedTracked bounds the forgotten ids owed purges (a fleet that
+	// replaces nodes under new names leaves ids that never come back).
 	owedTracked = 256
-	// owedRetry is how often owed purges are offered to peers this node
-	// trusts: a returning peer serves what it owes for at most about this
-	// long after this node trusts it again.
+	// owedRetry is how long after a failed delivery the next is tried.
 	owedRetry = time.Second
+	// lateFactor × fanOutBound is how long a purge request to a peer may
+	// take before its answer is no longer waited for at all: past
+	// fanOutBound the round counts it as owed, and an answer up to here
+	// settles it.
+	lateFactor = 4
 )
 
 // purgeEverything is what a peer owed too many purges is owed instead.
@@ -56,7 +68,8 @@ type owedPurge struct {
 
 type owedList struct {
 	purges     []owedPurge
-	last       time.Time // when the latest purge was owed (or the id tracked)
+	forgotten  time.Time // when its peer was forgotten (zero while in the table)
+	retryAt    time.Time // no delivery before this (after a failed one)
 	delivering bool
 }
 
@@ -66,63 +79,93 @@ type owedPurges struct {
 	seq    uint64
 	byPeer map[string]*owedList
 	total  int // purges owed, all ids
+	// any mirrors total > 0 for owedTo's callers on every miss (candidates)
+	// and view rebuild, who then skip the lock when nothing is owed.
+	any atomic.Bool
 }
 
-// owe records p as owed to id at now.
-func (o *owedPurges) owe(id string, p proxy.PurgeRequest, now time.Time, m *Metrics) {
+// owe records p as owed to id and returns its number (for settle).
+func (o *owedPurges) owe(id string, p proxy.PurgeRequest, m *Metrics) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	l := o.listLocked(id, now)
-	l.last = now
-	if len(l.purges) == 1 && l.purges[0].p == purgeEverything {
-		return // already owed everything
-	}
+	l := o.listLocked(id)
 	o.seq++
+	if len(l.purges) == 1 && l.purges[0].p == purgeEverything {
+		// Already owed everything; a new number, so that a delivery of
+		// it under way, which began before this purge, does not settle
+		// it (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
+		l.purges[0].seq = o.seq
+		return o.seq
+	}
 	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p})
-	o.total++
+	o.addTotal(1)
 	if len(l.purges) > owedPerPeer {
-		o.total -= len(l.purges) - 1
-		o.seq++
+		o.addTotal(-(len(l.purges) - 1))
 		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything})
 		m.OwedPurgeEvents.WithLabelValues("collapsed").Inc()
 	}
+	return o.seq
 }
 
-// track keeps id owed purges from now on (a peer forgotten: forget.go),
-// if it is not already.
-func (o *owedPurges) track(id string, now time.Time) {
+// addTotal changes the count of purges owed. o.mu must be held.
+func (o *owedPurges) addTotal(n int) {
+	o.total += n
+	o.any.Store(o.total > 0)
+}
+
+// forgot keeps id owed purges for owedKeep from now (its peer was
+// forgotten: forget.go).
+func (o *owedPurges) forgot(id string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.byPeer[id]; !ok {
-		o.listLocked(id, now)
-	}
+	o.listLocked(id).forgotten = now
+	o.trimLocked()
 }
 
-// listLocked is id's list, made if absent; an id over owedTracked drops
-// the list owed least lately.
-func (o *owedPurges) listLocked(id string, now time.Time) *owedList {
+// listLocked is id's list, made if absent.
+func (o *owedPurges) listLocked(id string) *owedList {
 	if o.byPeer == nil {
 		o.byPeer = map[string]*owedList{}
 	}
 	l := o.byPeer[id]
-	if l != nil {
-		return l
+	if l == nil {
+		l = &owedList{}
+		o.byPeer[id] = l
 	}
-	if len(o.byPeer) >= owedTracked {
+	return l
+}
+
+// trimLocked drops the lists of forgotten ids over owedTracked, those
+// forgotten longest ago first; the lists of peers in the table are never
+// dropped (a review's TestAPeerAwayKeepsItsOwedPurgesWhenManyIdsAreTracked).
+func (o *owedPurges) trimLocked() {
+	for {
+		n := 0
 		var oldest string
-		for k, x := range o.byPeer {
-			if !x.delivering && (oldest == "" || x.last.Before(o.byPeer[oldest].last)) {
-				oldest = k
+		for id, l := range o.byPeer {
+			if l.forgotten.IsZero() {
+				continue
+			}
+			n++
+			if !l.delivering && (oldest == "" || l.forgotten.Before(o.byPeer[oldest].forgotten)) {
+				oldest = id
 			}
 		}
-		if oldest != "" {
-			o.total -= len(o.byPeer[oldest].purges)
-			delete(o.byPeer, oldest)
+		if n <= owedTracked || oldest == "" {
+			return
 		}
+		o.addTotal(-len(o.byPeer[oldest].purges))
+		delete(o.byPeer, oldest)
 	}
-	l = &owedList{last: now}
-	o.byPeer[id] = l
-	return l
+}
+
+// known marks id as in the peer table again (it came back).
+func (o *owedPurges) known(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l := o.byPeer[id]; l != nil {
+		l.forgotten = time.Time{}
+	}
 }
 
 // ids is every id owed purges or tracked.
@@ -138,6 +181,9 @@ func (o *owedPurges) ids() []string {
 
 // owedTo is how many purges id is owed.
 func (o *owedPurges) owedTo(id string) int {
+	if !o.any.Load() {
+		return 0
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if l := o.byPeer[id]; l != nil {
@@ -153,56 +199,66 @@ func (o *owedPurges) count() int {
 	return o.total
 }
 
-// expire drops the lists owed nothing new for owedKeep.
+// expire drops the lists of ids forgotten at least owedKeep ago, and the
+// empty lists of peers in the table.
 func (o *owedPurges) expire(now time.Time, m *Metrics) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for id, l := range o.byPeer {
-		if !l.delivering && now.Sub(l.last) >= owedKeep {
+		switch {
+		case l.delivering:
+		case !l.forgotten.IsZero() && now.Sub(l.forgotten) >= owedKeep:
 			m.OwedPurgeEvents.WithLabelValues("expired").Add(float64(len(l.purges)))
-			o.total -= len(l.purges)
+			o.addTotal(-len(l.purges))
+			delete(o.byPeer, id)
+		case l.forgotten.IsZero() && len(l.purges) == 0:
 			delete(o.byPeer, id)
 		}
 	}
 }
 
 // claim marks id's list as being delivered and returns what it holds
-// (nothing, if empty or already being delivered).
-func (o *owedPurges) claim(id string) []owedPurge {
+// (nothing, if empty, already being delivered or not to be retried yet).
+func (o *owedPurges) claim(id string, now time.Time) []owedPurge {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.byPeer[id]
-	if l == nil || l.delivering || len(l.purges) == 0 {
+	if l == nil || l.delivering || len(l.purges) == 0 || now.Before(l.retryAt) {
 		return nil
 	}
 	l.delivering = true
 	return append([]owedPurge(nil), l.purges...)
 }
 
-// settle removes the purge numbered seq from id's list (delivered), if it
-// is still there (a collapse may have replaced it).
-func (o *owedPurges) settle(id string, seq uint64) {
+// settle removes the purge numbered seq from id's list (taken), if it is
+// still there (a collapse may have replaced it), and reports whether the
+// list is now empty.
+func (o *owedPurges) settle(id string, seq uint64) (empty bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.byPeer[id]
 	if l == nil {
-		return
+		return true
 	}
 	for i, x := range l.purges {
 		if x.seq == seq {
 			l.purges = append(l.purges[:i], l.purges[i+1:]...)
-			o.total--
-			return
+			o.addTotal(-1)
+			break
 		}
 	}
+	return len(l.purges) == 0
 }
 
-// release ends id's delivery.
-func (o *owedPurges) release(id string) {
+// release ends id's delivery; failed puts the next one owedRetry away.
+func (o *owedPurges) release(id string, failed bool, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if l := o.byPeer[id]; l != nil {
 		l.delivering = false
+		if failed {
+			l.retryAt = now.Add(owedRetry)
+		}
 	}
 }
 
@@ -215,7 +271,7 @@ func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeReque
 	// long (its own peer_timeout may be shorter: purgehold.go).
 	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
-	resp, err := c.do(req)
+	resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS)
 	if err != nil {
 		return false, true
 	}
@@ -232,9 +288,40 @@ func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeReque
 	return false, false
 }
 
-// redeliverPurges offers owed purges to the peers this node trusts, each
-// peer's in order, one request at a time, stopping at the first not
-// taken; it also forgets the lists owed nothing new for owedKeep.
+// oweMissing owes p to every peer this node knows is away (not trusted,
+// not a member, or forgotten but tracked), except the ids in except (the
+// peers it was sent to, and the node that sent it here).
+func (c *Cluster) oweMissing(p proxy.PurgeRequest, except map[string]bool) (owed int) {
+	away := map[string]bool{}
+	c.mu.Lock()
+	for id, peer := range c.peers {
+		if !(peer.trusted && peer.member) && !except[id] {
+			away[id] = true
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range c.owed.ids() {
+		c.mu.Lock()
+		_, inTable := c.peers[id]
+		c.mu.Unlock()
+		if !inTable && !except[id] && id != c.cfg.NodeID {
+			away[id] = true // forgotten, but it may come back
+		}
+	}
+	for id := range away {
+		c.owed.owe(id, p, c.metrics)
+	}
+	if len(away) > 0 {
+		c.requestView() // a peer owed purges leaves this node's routing view
+	}
+	return len(away)
+}
+
+// redeliverPurges offers owed purges to the members this node trusts,
+// each peer's in order, one request at a time, stopping at the first not
+// taken; it also forgets the lists owed nothing that are done with. Run
+// every monitor round: a peer trusted again gets what it is owed within
+// a period.
 func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 	c.owed.expire(now, c.metrics)
 	for _, id := range c.owed.ids() {
@@ -248,17 +335,21 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 		if !ready {
 			continue
 		}
-		list := c.owed.claim(id)
+		list := c.owed.claim(id, now)
 		if len(list) == 0 {
 			continue
 		}
 		go func() {
-			defer c.owed.release(id)
+			failed := false
+			defer func() { c.owed.release(id, failed, time.Now()) }()
 			for _, x := range list {
-				rctx, cancel := context.WithTimeout(ctx, fanOutBound(c.cfg.PeerTimeout))
+				// As long as a round waits for a late answer: a peer that
+				// takes purges slowly is not tried again and again.
+				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
 				taken, owed := c.sendPurge(rctx, addr, x.p)
 				cancel()
 				if owed {
+					failed = true
 					c.metrics.OwedPurgeEvents.WithLabelValues("failed").Inc()
 					return
 				}
@@ -267,7 +358,9 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				} else {
 					c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
 				}
-				c.owed.settle(id, x.seq)
+				if c.owed.settle(id, x.seq) {
+					c.requestView() // owed nothing now: back in this node's routing view
+				}
 			}
 		}()
 	}
