@@ -295,7 +295,7 @@ func (c *Cluster) oweMissing(p proxy.PurgeRequest, except map[string]bool) (owed
 	away := map[string]bool{}
 	c.mu.Lock()
 	for id, peer := range c.peers {
-		if !(peer.trusted && peer.member) && !except[id] {
+		if (!peer.trusted || !peer.member) && !except[id] {
 			away[id] = true
 		}
 	}

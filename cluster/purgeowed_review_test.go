@@ -99,14 +99,14 @@ func TestAPurgeOwedWhileEverythingIsDeliveredIsKept(t *testing.T) {
 	inEverything := make(chan struct{})
 	goOn := make(chan struct{})
 	var window, blocked atomic.Bool
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = &http.Transport{DisableCompression: true} // no Accept-Encoding added: every field is signed
-	director := rp.Director
-	rp.Director = func(r *http.Request) {
-		host := r.Host
-		director(r)
-		r.Host = host                     // signed by A for this address
-		r.Header["X-Forwarded-For"] = nil // every field is signed: add none
+	rp := &httputil.ReverseProxy{
+		// Every field is signed: no X-Forwarded-* added (Rewrite adds
+		// none unless asked), no Accept-Encoding, the Host A signed.
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		},
+		Transport: &http.Transport{DisableCompression: true},
 	}
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if resp.Request.URL.Query().Get("prefix") == "/" && resp.StatusCode == 200 && blocked.CompareAndSwap(false, true) {
