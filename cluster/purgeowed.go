@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,7 +29,12 @@ import (
 // it out of its own routing view, so that it does not copy a purged page
 // back from it; it delivers them within a period of trusting it again.
 // A purge that a trusted peer answered late is settled when the late
-// answer comes, so a slow peer is not owed what it took.
+// answer comes, so a slow peer is not owed what it took. Every purge
+// carries an id, and a peer answers a repeat of one it took at once
+// (purgeIDs), so a purge owed by several nodes, or delivered again after
+// a lost answer, runs once. A redelivered purge is marked, and the peer
+// that takes it owes it to nobody: the nodes that took it in its round
+// owe it themselves.
 //
 // What is owed is kept per peer id, in order, in memory: a restart of the
 // node that owes loses it (the purge's answer says how many peers it was
@@ -64,6 +72,14 @@ var purgeEverything = proxy.PurgeRequest{Prefix: "/"}
 type owedPurge struct {
 	seq uint64
 	p   proxy.PurgeRequest
+	pid string // the purge's id: a peer that took it already answers a repeat at once (purgeIDs)
+}
+
+// newPurgeID names one purge as it goes round the cluster.
+func newPurgeID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 type owedList struct {
@@ -84,25 +100,33 @@ type owedPurges struct {
 	any atomic.Bool
 }
 
-// owe records p as owed to id and returns its number (for settle).
-func (o *owedPurges) owe(id string, p proxy.PurgeRequest, m *Metrics) uint64 {
+// owe records p (id pid) as owed to peer and returns its number, for a
+// late answer to settle. When the list is, or becomes, one purge of
+// everything, the number returned names nothing: a late answer to this
+// purge must not settle everything (a review's
+// TestALateAnswerDoesNotSettleAnOwedPurgeOfEverything).
+func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, m *Metrics) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	l := o.listLocked(id)
+	l := o.listLocked(peer)
 	o.seq++
 	if len(l.purges) == 1 && l.purges[0].p == purgeEverything {
-		// Already owed everything; a new number, so that a delivery of
-		// it under way, which began before this purge, does not settle
-		// it (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
-		l.purges[0].seq = o.seq
+		// Already owed everything; a new number and id for it, so that
+		// a delivery of it under way, which began before this purge,
+		// neither settles it nor makes the peer take the next one as a
+		// repeat (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
+		l.purges[0].seq, l.purges[0].pid = o.seq, newPurgeID()
+		o.seq++
 		return o.seq
 	}
-	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p})
+	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p, pid: pid})
 	o.addTotal(1)
 	if len(l.purges) > owedPerPeer {
 		o.addTotal(-(len(l.purges) - 1))
-		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything})
+		o.seq++
+		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: newPurgeID()})
 		m.OwedPurgeEvents.WithLabelValues("collapsed").Inc()
+		o.seq++
 	}
 	return o.seq
 }
@@ -266,10 +290,18 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 // was taken (or refused for good: a request it will never take is not
 // owed) and whether it is owed (no answer, or the peer could not take it
 // now).
-func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest) (taken, owed bool) {
+//
+// pid names the purge (a peer that took it answers a repeat at once);
+// redelivered marks an owed purge delivered late, which the peer does not
+// owe on to others (the nodes that took it in its round owe it themselves:
+// a review's TestARedeliveredPurgeIsNotOwedOnByThePeerItReaches).
+func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool) (taken, owed bool) {
 	// The sender's hold length goes with it: a peer holds at least as
 	// long (its own peer_timeout may be shorter: purgehold.go).
-	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10)
+	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10) + "&pid=" + url.QueryEscape(pid)
+	if redelivered {
+		q += "&owed=1"
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
 	resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS)
 	if err != nil {
@@ -288,33 +320,42 @@ func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeReque
 	return false, false
 }
 
-// oweMissing owes p to every peer this node knows is away (not trusted,
-// not a member, or forgotten but tracked), except the ids in except (the
-// peers it was sent to, and the node that sent it here).
-func (c *Cluster) oweMissing(p proxy.PurgeRequest, except map[string]bool) (owed int) {
-	away := map[string]bool{}
+// purgeTargets splits the peers, at one moment, into those a purge goes
+// to now (trusted members) and those it is owed to (every other peer in
+// the table, and forgotten ids still tracked), leaving out the ids in
+// except (this node, the node that sent the purge here). One snapshot: a
+// peer trusted again while a round waits is then owed it, not missed (a
+// review's TestAPeerTrustedAgainDuringTheRoundIsOwedThePurge).
+func (c *Cluster) purgeTargets(except map[string]bool) (send map[string]string, away []string) {
+	tracked := c.owed.ids()
+	send = map[string]string{}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for id, peer := range c.peers {
-		if (!peer.trusted || !peer.member) && !except[id] {
-			away[id] = true
+		switch {
+		case except[id]:
+		case peer.trusted && peer.member:
+			send[id] = peer.Addr
+		default:
+			away = append(away, id)
 		}
 	}
-	c.mu.Unlock()
-	for _, id := range c.owed.ids() {
-		c.mu.Lock()
-		_, inTable := c.peers[id]
-		c.mu.Unlock()
-		if !inTable && !except[id] && id != c.cfg.NodeID {
-			away[id] = true // forgotten, but it may come back
+	for _, id := range tracked {
+		if _, inTable := c.peers[id]; !inTable && !except[id] && id != c.cfg.NodeID {
+			away = append(away, id) // forgotten, but it may come back
 		}
 	}
-	for id := range away {
-		c.owed.owe(id, p, c.metrics)
+	return send, away
+}
+
+// oweAll owes p (id pid) to every id in away.
+func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string) {
+	for _, id := range away {
+		c.owed.owe(id, p, pid, c.metrics)
 	}
 	if len(away) > 0 {
 		c.requestView() // a peer owed purges leaves this node's routing view
 	}
-	return len(away)
 }
 
 // redeliverPurges offers owed purges to the members this node trusts,
@@ -346,7 +387,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p)
+				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true)
 				cancel()
 				if owed {
 					failed = true
@@ -364,4 +405,40 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 			}
 		}()
 	}
+}
+
+// purgeIDs remembers the ids of the latest purges this node took from
+// peers, so that a repeat (a redelivery of a purge taken after its round
+// gave up on the answer, the same purge owed by several nodes) is
+// answered at once and not run again.
+type purgeIDs struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+	ring [purgeIDsKept]string
+	next int
+}
+
+// purgeIDsKept is how many purge ids are remembered: more than one peer
+// is owed (owedPerPeer) times a few owing nodes.
+const purgeIDsKept = 4096
+
+// first records pid and reports whether it was not seen before ("" is
+// never seen: a purge from a node that sends no id).
+func (s *purgeIDs) first(pid string) bool {
+	if pid == "" {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[pid]; ok {
+		return false
+	}
+	if s.seen == nil {
+		s.seen = make(map[string]struct{}, purgeIDsKept)
+	}
+	delete(s.seen, s.ring[s.next])
+	s.ring[s.next] = pid
+	s.next = (s.next + 1) % purgeIDsKept
+	s.seen[pid] = struct{}{}
+	return true
 }

@@ -150,6 +150,7 @@ func TestAPurgeOwedWhileEverythingIsDeliveredIsKept(t *testing.T) {
 	_, fan, _ := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + page}, a.ph.Purge)
 	t.Logf("fresh purge while everything is delivered: %+v", fan)
 	close(goOn)
+	waitUntil(t, "the relay to pass purges again", func() bool { return !window.Load() })
 	redeliverNow(t, a)
 	redeliverNow(t, a)
 	t.Logf("B still owed %d; events delivered %v failed %v", a.c.owed.owedTo("B"),
