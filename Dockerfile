@@ -17,6 +17,6 @@ COPY deploy/container.yaml /etc/edge/config.yaml
 EXPOSE 8080 9180 7946/tcp 7946/udp
 USER nonroot:nonroot
 # The image has no shell and no curl: the binary asks its own /readyz.
-HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["/usr/local/bin/edge", "health"]
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["/usr/local/bin/edge", "health", "--config", "/etc/edge/config.yaml"]
 ENTRYPOINT ["/usr/local/bin/edge"]
 CMD ["serve", "--config", "/etc/edge/config.yaml"]

@@ -256,6 +256,7 @@ type Peer struct {
 	pulledAt                       time.Time                   // when the replica last changed
 	member                         bool                        // in the membership (configured, or alive in memberlist)
 	leftAt                         time.Time                   // when it last left the membership (forget.go)
+	returnedAt                     time.Time                   // when it was learnt, restarted or trusted again after an absence (returned.go)
 	configured                     bool                        // named in cluster.peers: its address there is the path to it
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
 	memberAt                       time.Time                   // when memberlist last reported it alive
@@ -525,7 +526,8 @@ func (c *Cluster) addPeer(id, addr string) {
 	if err != nil {
 		c.log.Warn("peer address", "peer", id, "addr", addr, "err", err)
 	}
-	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: c.newReplica(""), added: time.Now()}
+	now := time.Now()
+	c.peers[id] = &Peer{ID: id, Addr: addr, udp: udp, det: d, shadows: c.newShadows(), replica: c.newReplica(""), added: now, returnedAt: now}
 	c.owed.known(id) // in the table again: its owed purges are kept as long as it is
 	c.metrics.peerUp(id, false)
 }
@@ -689,6 +691,9 @@ func (c *Cluster) received(r wire.Received) {
 	if r.Incarnation != p.incarnation {
 		// A restart: a fresh detector, so the old history does not count.
 		restarted = p.seen
+		if restarted {
+			p.returnedAt = time.Now() // its disk tier may hold pages purged while it was down (returned.go)
+		}
 		p.incarnation = r.Incarnation
 		p.newestSeq, p.newestAt = 0, time.Time{}
 		p.quickLoss, p.lossSeq = 0, 0

@@ -37,6 +37,13 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		c.copies.notKept.Add(1)
 		c.metrics.PurgeHeldCopies.Inc()
 	}
+	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && c.madeBeforeItReturned(res.Addr, peerAge(res), time.Now()) {
+		// The peer has just come back (or joined) and may not have had
+		// the purges it missed yet (returned.go).
+		res.Keep, res.PurgeHeld = false, true
+		c.copies.notKept.Add(1)
+		c.metrics.PurgeHeldCopies.Inc()
+	}
 	return res, err
 }
 

@@ -81,7 +81,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		q := req.URL.Query()
 		p := proxy.ParsePurgeQuery(q)
 		pid := q.Get("pid")
-		if !c.purgeIDs.first(pid) {
+		if c.purgeIDs.taken(pid) {
 			// Taken already (a late answer's purge owed again, another
 			// node's redelivery of it): answered at once, not run again,
 			// so a peer slow to purge is neither wiped again nor owed it
@@ -90,16 +90,29 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			_, _ = w.Write([]byte("0"))
 			return
 		}
+		// Who this node owes it to is read as the purge comes, not when
+		// it has run (seconds for a prefix over a large disk): a peer
+		// trusted again meanwhile is owed it, not missed (a review's
+		// TestAPeerTrustedAgainDuringTheReceiversPurgeIsOwedIt).
+		sender := req.Header.Get(hdrNode)
+		_, away := c.purgeTargets(map[string]bool{sender: true, c.cfg.NodeID: true})
 		c.holdForPeersPurge(p, q.Get("hold_ms")) // before the purge: purgehold.go
 		n, err := purge(p)
-		if (err == nil || errors.Is(err, proxy.ErrPurgeIncomplete)) && q.Get("owed") == "" {
-			// Owed to the peers this node knows are away, but not to the
-			// sender, which sent it round itself (a review's
-			// TestAPurgeIsOwedByEveryNodeThatKnowsThePeerIsAway); a
-			// redelivered purge is owed on by nobody: the nodes that took
-			// it in its round owe it themselves.
-			_, away := c.purgeTargets(map[string]bool{req.Header.Get(hdrNode): true, c.cfg.NodeID: true})
-			c.oweAll(away, p, pid)
+		if err == nil || errors.Is(err, proxy.ErrPurgeIncomplete) {
+			// Recorded once it has run (a purge that failed here is run
+			// again when it comes again: a review's
+			// TestAPurgeThatFailedAtThePeerIsNotSkippedWhenRedelivered).
+			c.purgeIDs.record(pid)
+			if q.Get("owed") == "" {
+				// Owed to the peers this node knows are away, and to the
+				// peers the sender could not reach (it may be cut off
+				// from one this node reaches: a review's
+				// TestAPurgeReachesAPeerCutOffOnlyFromTheSender), but not
+				// to the sender; a redelivered purge is owed on by
+				// nobody: the nodes that took it in its round owe it
+				// themselves.
+				c.oweAll(withSendersAway(away, q.Get("away"), sender, c.cfg.NodeID, c.inTable), p, pid)
+			}
 		}
 		if errors.Is(err, proxy.ErrPurgeIncomplete) {
 			// Taken effect here, a file left on a failing disk: not
@@ -164,6 +177,14 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	}
 	sendTo, away := c.purgeTargets(map[string]bool{c.cfg.NodeID: true})
 	c.oweAll(away, p, pid)
+	// The peers it is away from go with the purge: a node that reaches
+	// one of them owes it too (a cut between this node and one peer only).
+	var awayInTable []string
+	for _, id := range away {
+		if c.inTable(id) {
+			awayInTable = append(awayInTable, id)
+		}
+	}
 	var send []*target
 	for id, addr := range sendTo {
 		send = append(send, &target{id: id, addr: addr})
@@ -185,7 +206,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	answered := make(chan struct{}, len(send))
 	for _, t := range send {
 		wg.Go(func() {
-			taken, owed := c.sendPurge(lateCtx, t.addr, p, pid, false)
+			taken, owed := c.sendPurge(lateCtx, t.addr, p, pid, false, awayInTable)
 			t.mu.Lock()
 			t.done = true
 			seq := t.owedSeq

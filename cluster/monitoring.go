@@ -224,6 +224,9 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		return false
 	}
 	now := time.Now()
+	if trusted && !p.suspectedAt.IsZero() && now.Sub(p.suspectedAt) >= returnGap {
+		p.returnedAt = now // back from an absence: its older pages are not kept a while (returned.go)
+	}
 	p.trusted = trusted
 	p.history = appendHistory(p.history, Transition{At: now, Trusted: trusted})
 	c.metrics.peerUp(p.ID, trusted)

@@ -122,6 +122,7 @@ func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int
 			if n != m {
 				n.c.addPeer(m.id, strings.TrimPrefix(m.srv.URL, "http://"))
 				n.c.peers[m.id].trusted, n.c.peers[m.id].member = true, true
+				n.c.peers[m.id].returnedAt = time.Time{} // peers of long standing (returned.go)
 			}
 		}
 		n.c.setView()

@@ -107,6 +107,7 @@ func join(c *Cluster, peers ...*fakePeer) {
 	for _, p := range peers {
 		c.addPeer(p.id, strings.TrimPrefix(p.srv.URL, "http://"))
 		c.peers[p.id].trusted, c.peers[p.id].member = true, true
+		c.peers[p.id].returnedAt = time.Time{} // a peer of long standing (returned.go)
 	}
 	c.setView()
 }

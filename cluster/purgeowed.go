@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +78,14 @@ type owedPurge struct {
 	pid string // the purge's id: a peer that took it already answers a repeat at once (purgeIDs)
 }
 
+// everythingID names the purge of everything that stands for the purges
+// from the one named first to the one named last: the same at every node
+// that owes a peer the same purges.
+func everythingID(first, last string) string {
+	sum := sha256.Sum256([]byte("everything\x00" + first + "\x00" + last))
+	return hex.EncodeToString(sum[:12])
+}
+
 // newPurgeID names one purge as it goes round the cluster.
 func newPurgeID() string {
 	var b [12]byte
@@ -115,7 +126,7 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, m *Metri
 		// a delivery of it under way, which began before this purge,
 		// neither settles it nor makes the peer take the next one as a
 		// repeat (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
-		l.purges[0].seq, l.purges[0].pid = o.seq, newPurgeID()
+		l.purges[0].seq, l.purges[0].pid = o.seq, everythingID(l.purges[0].pid, pid)
 		o.seq++
 		return o.seq
 	}
@@ -124,7 +135,12 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, m *Metri
 	if len(l.purges) > owedPerPeer {
 		o.addTotal(-(len(l.purges) - 1))
 		o.seq++
-		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: newPurgeID()})
+		// Named by what it stands for, the purges from the list's first
+		// to this one: every node that owes the peer the same run of
+		// purges owes it the same purge of everything, which it then
+		// runs once (a review's TestAPeerOwedEverythingByEveryNodeIsWipedOnce).
+		all := everythingID(l.purges[0].pid, pid)
+		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: all})
 		m.OwedPurgeEvents.WithLabelValues("collapsed").Inc()
 		o.seq++
 	}
@@ -295,12 +311,19 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 // redelivered marks an owed purge delivered late, which the peer does not
 // owe on to others (the nodes that took it in its round owe it themselves:
 // a review's TestARedeliveredPurgeIsNotOwedOnByThePeerItReaches).
-func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool) (taken, owed bool) {
+//
+// away names the peers the sender could not reach (at most
+// sendersAwayMax, in the table): a node that takes the purge owes it to
+// those of them it knows too.
+func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string) (taken, owed bool) {
 	// The sender's hold length goes with it: a peer holds at least as
 	// long (its own peer_timeout may be shorter: purgehold.go).
 	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10) + "&pid=" + url.QueryEscape(pid)
 	if redelivered {
 		q += "&owed=1"
+	}
+	if len(away) > 0 {
+		q += "&away=" + url.QueryEscape(strings.Join(away[:min(len(away), sendersAwayMax)], ","))
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
 	resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS)
@@ -348,6 +371,36 @@ func (c *Cluster) purgeTargets(except map[string]bool) (send map[string]string, 
 	return send, away
 }
 
+// sendersAwayMax bounds the peers a purge names as away from its sender:
+// a cluster with more missing at once than this has its other nodes' own
+// views to count on.
+const sendersAwayMax = 32
+
+// withSendersAway adds to away the peers the sender named as away that
+// are in this node's table (inTable), not the sender or this node.
+func withSendersAway(away []string, named, sender, self string, inTable func(string) bool) []string {
+	if named == "" {
+		return away
+	}
+	for i, id := range strings.Split(named, ",") {
+		if i == sendersAwayMax {
+			break
+		}
+		if id != sender && id != self && !slices.Contains(away, id) && inTable(id) {
+			away = append(away, id)
+		}
+	}
+	return away
+}
+
+// inTable reports whether id is in this node's peer table.
+func (c *Cluster) inTable(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.peers[id]
+	return ok
+}
+
 // oweAll owes p (id pid) to every id in away.
 func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string) {
 	for _, id := range away {
@@ -387,7 +440,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true)
+				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, nil)
 				cancel()
 				if owed {
 					failed = true
@@ -422,16 +475,27 @@ type purgeIDs struct {
 // is owed (owedPerPeer) times a few owing nodes.
 const purgeIDsKept = 4096
 
-// first records pid and reports whether it was not seen before ("" is
-// never seen: a purge from a node that sends no id).
-func (s *purgeIDs) first(pid string) bool {
+// taken reports whether pid was recorded ("" never is: a purge from a
+// node that sends no id).
+func (s *purgeIDs) taken(pid string) bool {
 	if pid == "" {
-		return true
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.seen[pid]
+	return ok
+}
+
+// record remembers pid as taken.
+func (s *purgeIDs) record(pid string) {
+	if pid == "" {
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.seen[pid]; ok {
-		return false
+		return
 	}
 	if s.seen == nil {
 		s.seen = make(map[string]struct{}, purgeIDsKept)
@@ -440,5 +504,4 @@ func (s *purgeIDs) first(pid string) bool {
 	s.ring[s.next] = pid
 	s.next = (s.next + 1) % purgeIDsKept
 	s.seen[pid] = struct{}{}
-	return true
 }

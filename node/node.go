@@ -252,7 +252,13 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.peerHitM = hitpath.NewMetrics(nil)
 		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), n.peerHitM)
 	}
-	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second}
+	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second,
+		// A connection left idle (or a handshake never finished) is closed,
+		// and failed handshakes go to the node's log at debug level, as on
+		// the public listeners: with admin.tls the port may face a network
+		// (a review's TestTheAdminListenerClosesIdleConnections).
+		IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if cfg.Admin.TLS.CertFile != "" {
 		files := []certFile{{key: "admin.tls.cert_file", certPath: cfg.Admin.TLS.CertFile, keyPath: cfg.Admin.TLS.KeyFile}}
 		if n.admCerts, err = loadFileCerts(files, log, certs); err != nil {

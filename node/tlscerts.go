@@ -199,6 +199,7 @@ func (fc *fileCerts) watch(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	client := &http.Client{Timeout: ocspTimeout}
 	lastStaple := time.Time{}
+	var failedAt []fileStamp // the files as they were when they last failed to load
 	for {
 		if time.Since(lastStaple) >= stapleEvery {
 			fc.staple(ctx, client)
@@ -210,34 +211,45 @@ func (fc *fileCerts) watch(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		cur := fc.set.Load()
-		changed := false
-		for _, st := range cur.stamps {
-			if now := stampOf(st.path); now != st {
-				changed = true
-				break
-			}
-		}
-		if !changed {
+		if !stampsChanged(cur.stamps) {
 			continue
 		}
 		set, err := loadCertSet(fc.files, time.Now())
 		if err != nil {
-			fc.reloads.WithLabelValues("error").Inc()
-			fc.log.Error("certificate files changed but do not load; keeping the previous ones", "err", err)
-			// Remember what we saw, so a broken file is reported once per change.
-			stale := *cur
-			stale.stamps = nil
-			for _, f := range fc.files {
-				stale.stamps = append(stale.stamps, stampOf(f.certPath), stampOf(f.keyPath))
+			// Tried again at every poll (a pair not valid yet becomes
+			// valid with no change on disk: a review's
+			// TestACertificateNotValidYetIsLoadedWhenItIs), reported once
+			// per change of the files.
+			if stampsChanged(failedAt) {
+				fc.reloads.WithLabelValues("error").Inc()
+				fc.log.Error("certificate files changed but do not load; keeping the previous ones, trying again", "err", err)
+				failedAt = failedAt[:0]
+				for _, f := range fc.files {
+					failedAt = append(failedAt, stampOf(f.certPath), stampOf(f.keyPath))
+				}
 			}
-			fc.set.Store(&stale)
 			continue
 		}
+		failedAt = nil
 		fc.store(set)
 		lastStaple = time.Time{} // staple the new certificates now
 		fc.reloads.WithLabelValues("ok").Inc()
 		fc.log.Info("certificates reloaded", "files", len(fc.files))
 	}
+}
+
+// stampsChanged reports whether any file differs from its stamp (no
+// stamps: changed).
+func stampsChanged(stamps []fileStamp) bool {
+	if len(stamps) == 0 {
+		return true
+	}
+	for _, st := range stamps {
+		if stampOf(st.path) != st {
+			return true
+		}
+	}
+	return false
 }
 
 var errNoCertificate = errors.New("tls: no certificate for this server name")
