@@ -37,7 +37,7 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		c.copies.notKept.Add(1)
 		c.metrics.PurgeHeldCopies.Inc()
 	}
-	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && c.madeBeforeItReturned(res.Addr, peerAge(res), time.Now()) {
+	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && (c.madeBeforeAReturn(res, time.Now()) || heldOnTheWay(res.Resp.Header)) {
 		// The peer has just come back (or joined) and may not have had
 		// the purges it missed yet (returned.go).
 		res.Keep, res.PurgeHeld = false, true
@@ -45,6 +45,20 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 		c.metrics.PurgeHeldCopies.Inc()
 	}
 	return res, err
+}
+
+// heldOnTheWay reports whether a cache on the way (a peer that relayed
+// the page from another) served it without keeping it because of a purge
+// hold or a peer's return: this node does not keep it either (a review's
+// TestAReturnedPeersOldPageRelayedByAnIntermediateIsNotKept). Cache-Status
+// is signed with the answer.
+func heldOnTheWay(h http.Header) bool {
+	for _, v := range h.Values("Cache-Status") {
+		if strings.Contains(v, "detail="+proxy.DetailPurged) {
+			return true
+		}
+	}
+	return false
 }
 
 // peerAge is how old a peer's page says it is (0 without a valid Age).

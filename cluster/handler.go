@@ -81,12 +81,19 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		q := req.URL.Query()
 		p := proxy.ParsePurgeQuery(q)
 		pid := q.Get("pid")
+		sender := req.Header.Get(hdrNode)
+		// The peers its sender could not reach, which this node owes it
+		// to if it knows them (a cut between the sender and one peer: a
+		// review's TestAPurgeReachesAPeerCutOffOnlyFromTheSender); named
+		// on every delivery, first or repeated.
+		named := withSendersAway(nil, q.Get("away"), sender, c.cfg.NodeID, c.inTable)
 		if c.purgeIDs.taken(pid) {
 			// Taken already (a late answer's purge owed again, another
-			// node's redelivery of it): answered at once, not run again,
-			// so a peer slow to purge is neither wiped again nor owed it
-			// for good (a review's
-			// TestAPurgeSlowerThanTheLateBoundIsNotOwedForever).
+			// node's redelivery of it, a notice of peers the round could
+			// not reach): answered at once, not run again, so a peer slow
+			// to purge is neither wiped again nor owed it for good (a
+			// review's TestAPurgeSlowerThanTheLateBoundIsNotOwedForever).
+			c.oweAll(named, p, pid, nil)
 			_, _ = w.Write([]byte("0"))
 			return
 		}
@@ -94,7 +101,6 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		// it has run (seconds for a prefix over a large disk): a peer
 		// trusted again meanwhile is owed it, not missed (a review's
 		// TestAPeerTrustedAgainDuringTheReceiversPurgeIsOwedIt).
-		sender := req.Header.Get(hdrNode)
 		_, away := c.purgeTargets(map[string]bool{sender: true, c.cfg.NodeID: true})
 		c.holdForPeersPurge(p, q.Get("hold_ms")) // before the purge: purgehold.go
 		n, err := purge(p)
@@ -104,15 +110,13 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			// TestAPurgeThatFailedAtThePeerIsNotSkippedWhenRedelivered).
 			c.purgeIDs.record(pid)
 			if q.Get("owed") == "" {
-				// Owed to the peers this node knows are away, and to the
-				// peers the sender could not reach (it may be cut off
-				// from one this node reaches: a review's
-				// TestAPurgeReachesAPeerCutOffOnlyFromTheSender), but not
-				// to the sender; a redelivered purge is owed on by
-				// nobody: the nodes that took it in its round owe it
-				// themselves.
-				c.oweAll(withSendersAway(away, q.Get("away"), sender, c.cfg.NodeID, c.inTable), p, pid)
+				// Owed to the peers this node knows are away too, but
+				// not to the sender; a redelivered purge is owed on only
+				// to the peers it names: the nodes that took it in its
+				// round owe it to theirs themselves.
+				named = append(named, withoutAll(away, named)...)
 			}
+			c.oweAll(named, p, pid, nil)
 		}
 		if errors.Is(err, proxy.ErrPurgeIncomplete) {
 			// Taken effect here, a file left on a failing disk: not
@@ -176,15 +180,13 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 		owedSeq  uint64 // owed by the round (0: not owed), settled if a late answer takes it
 	}
 	sendTo, away := c.purgeTargets(map[string]bool{c.cfg.NodeID: true})
-	c.oweAll(away, p, pid)
 	// The peers it is away from go with the purge: a node that reaches
 	// one of them owes it too (a cut between this node and one peer only).
-	var awayInTable []string
-	for _, id := range away {
-		if c.inTable(id) {
-			awayInTable = append(awayInTable, id)
-		}
-	}
+	// Members it cannot reach, not peers that left (every node sees
+	// those as away itself), so that the bounded list names the cut
+	// ones (a review's TestTheSendersAwayListNamesAPeerCutOffFromItAmongManyDeparted).
+	awayInTable := c.membersAmong(away)
+	c.oweAll(away, p, pid, awayInTable)
 	var send []*target
 	for id, addr := range sendTo {
 		send = append(send, &target{id: id, addr: addr})
@@ -215,7 +217,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 				case taken:
 					ok.Add(1)
 				case owed:
-					t.owedSeq = c.owed.owe(t.id, p, pid, c.metrics)
+					t.owedSeq = c.owed.owe(t.id, p, pid, awayInTable, c.metrics)
 					owedNow.Add(1)
 					c.requestView()
 				}
@@ -236,14 +238,39 @@ wait:
 			break wait
 		}
 	}
+	var missed, took []*target
 	for _, t := range send {
 		t.mu.Lock()
 		if !t.done && t.owedSeq == 0 {
-			t.owedSeq = c.owed.owe(t.id, p, pid, c.metrics)
+			t.owedSeq = c.owed.owe(t.id, p, pid, awayInTable, c.metrics)
 			owedNow.Add(1)
 			c.requestView()
 		}
+		if t.owedSeq != 0 {
+			missed = append(missed, t)
+		} else if t.done {
+			took = append(took, t)
+		}
 		t.mu.Unlock()
+	}
+	if len(missed) > 0 && len(took) > 0 {
+		// The peers the round could not reach are named to those that
+		// took it, which owe it to them too: this node may be cut off
+		// from them for longer than its own redelivery can wait (a
+		// review's TestAPurgeAPeerDidNotAnswerReachesItThroughTheOthers).
+		var ids []string
+		for _, t := range missed {
+			ids = append(ids, t.id)
+		}
+		// Before the purge returns, so that its answer is true of the
+		// cluster; bounded as the round was.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
+		defer cancel()
+		var notices sync.WaitGroup
+		for _, t := range took {
+			notices.Go(func() { c.sendPurge(ctx, t.addr, p, pid, true, ids) })
+		}
+		notices.Wait()
 	}
 	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away)}
 }

@@ -272,6 +272,10 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 			// A restart: what we held of its indicator describes the old process.
 			c.replaceReplica(p)
 			p.epochSeen = 0
+			// Its disk tier may hold pages purged while it was down; an
+			// unmonitored peer's restart shows only here (a review's
+			// TestAnUnmonitoredPeerThatRestartedIsMarkedReturned).
+			p.returnedAt = time.Now()
 		}
 		p.metaInc = meta.Incarnation
 	}

@@ -76,6 +76,10 @@ type owedPurge struct {
 	seq uint64
 	p   proxy.PurgeRequest
 	pid string // the purge's id: a peer that took it already answers a repeat at once (purgeIDs)
+	// away are the peers its round could not reach, named again when it
+	// is delivered, so that the peer taking it owes it to those it knows
+	// (a review's TestARedeliveredPurgeStillNamesThePeersItsSenderCouldNotReach).
+	away []string
 }
 
 // everythingID names the purge of everything that stands for the purges
@@ -116,7 +120,7 @@ type owedPurges struct {
 // everything, the number returned names nothing: a late answer to this
 // purge must not settle everything (a review's
 // TestALateAnswerDoesNotSettleAnOwedPurgeOfEverything).
-func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, m *Metrics) uint64 {
+func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []string, m *Metrics) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.listLocked(peer)
@@ -130,7 +134,7 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, m *Metri
 		o.seq++
 		return o.seq
 	}
-	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p, pid: pid})
+	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p, pid: pid, away: withoutID(away, peer)})
 	o.addTotal(1)
 	if len(l.purges) > owedPerPeer {
 		o.addTotal(-(len(l.purges) - 1))
@@ -393,6 +397,30 @@ func withSendersAway(away []string, named, sender, self string, inTable func(str
 	return away
 }
 
+// membersAmong is the ids that are members in this node's table.
+func (c *Cluster) membersAmong(ids []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if p := c.peers[id]; p != nil && p.member {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// withoutAll is ids without those in drop (a new slice).
+func withoutAll(ids, drop []string) []string {
+	var out []string
+	for _, x := range ids {
+		if !slices.Contains(drop, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // inTable reports whether id is in this node's peer table.
 func (c *Cluster) inTable(id string) bool {
 	c.mu.Lock()
@@ -401,10 +429,22 @@ func (c *Cluster) inTable(id string) bool {
 	return ok
 }
 
-// oweAll owes p (id pid) to every id in away.
-func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string) {
+// withoutID is ids without id (a new slice).
+func withoutID(ids []string, id string) []string {
+	var out []string
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// oweAll owes p (id pid) to every id in away, naming named (the peers its
+// round could not reach) when it is delivered.
+func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string, named []string) {
 	for _, id := range away {
-		c.owed.owe(id, p, pid, c.metrics)
+		c.owed.owe(id, p, pid, named, c.metrics)
 	}
 	if len(away) > 0 {
 		c.requestView() // a peer owed purges leaves this node's routing view
@@ -440,7 +480,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, nil)
+				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, x.away)
 				cancel()
 				if owed {
 					failed = true

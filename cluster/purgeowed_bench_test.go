@@ -27,7 +27,7 @@ func BenchmarkCandidatesWhileAForgottenIdIsOwed(b *testing.B) {
 			c.mu.Unlock()
 			if owed {
 				c.owed.forgot("gone", time.Now())
-				c.owed.owe("gone", proxy.PurgeRequest{URL: "http://site.example/x"}, "", c.metrics)
+				c.owed.owe("gone", proxy.PurgeRequest{URL: "http://site.example/x"}, "", nil, c.metrics)
 			}
 			path := []hop{{"p1", 2}}
 			b.ResetTimer()

@@ -1,6 +1,11 @@
 package cluster
 
-import "time"
+import (
+	"strings"
+	"time"
+
+	"github.com/edgecache/edge/proxy"
+)
 
 // A peer that comes back after an absence (a restart, a long suspicion, or
 // one this node learns for the first time, which may be a node it never
@@ -24,6 +29,28 @@ const (
 	// trust to count as a return: a lost heartbeat or two is no absence.
 	returnGap = time.Second
 )
+
+// madeBeforeAReturn reports whether a peer's answer was made, by any
+// cache on its way (the peer that answered, and the caches its
+// Cache-Status names: a page relayed from a returning home by a cache that
+// never went away, a review's
+// TestAReturnedPeersOldPageRelayedByAnIntermediateIsNotKept), before that
+// cache's latest return, within returnSettle of it.
+func (c *Cluster) madeBeforeAReturn(res proxy.Result, now time.Time) bool {
+	age := peerAge(res)
+	if c.madeBeforeItReturned(res.Addr, age, now) {
+		return true
+	}
+	for _, v := range res.Resp.Header.Values("Cache-Status") {
+		for _, member := range strings.Split(v, ",") {
+			id, _, _ := strings.Cut(member, ";")
+			if id = strings.TrimSpace(id); id != "" && id != c.cfg.NodeID && c.madeBeforeItReturned(id, age, now) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // madeBeforeItReturned reports whether a page peer id answered with, age
 // old, was made before the peer's latest return, within returnSettle of it.

@@ -37,6 +37,11 @@ const (
 	whyVaryChanged       reason = "vary-changed"       // a 304 named other Vary fields than the stored copy's: valid for its request alone
 )
 
+// DetailPurged is the Cache-Status detail of a response served but not
+// stored because a purge naming it was going round (whyPurged): a cache
+// further on does not keep it either (cluster/fetch.go).
+const DetailPurged = string(whyPurged)
+
 // scope is what a reason is about.
 type scope int
 
