@@ -87,16 +87,23 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		// review's TestAPurgeReachesAPeerCutOffOnlyFromTheSender); named
 		// on every delivery, first or repeated.
 		named := withSendersAway(nil, q.Get("away"), sender, c.cfg.NodeID, c.inTable)
-		if c.purgeIDs.taken(pid) {
-			// Taken already (a late answer's purge owed again, another
-			// node's redelivery of it, a notice of peers the round could
-			// not reach): answered at once, not run again, so a peer slow
-			// to purge is neither wiped again nor owed it for good (a
-			// review's TestAPurgeSlowerThanTheLateBoundIsNotOwedForever).
-			c.oweAll(named, p, pid, nil)
+		if !c.purgeIDs.start(pid) {
+			// Taken or being run already (a late answer's purge owed
+			// again, another node's redelivery of it, a notice of peers
+			// the round could not reach): answered at once, not run
+			// again, so a peer slow to purge is neither wiped again nor
+			// owed it for good (a review's
+			// TestAPurgeSlowerThanTheLateBoundIsNotOwedForever). Only a
+			// notice names peers to owe it to: a repeat's list may be
+			// stale (a review's TestAStaleAwayListDoesNotOweAPeerThatTookThePurge).
+			if q.Get("notice") == "1" {
+				c.oweAll(named, p, pid, nil)
+			}
 			_, _ = w.Write([]byte("0"))
 			return
 		}
+		ran := false
+		defer func() { c.purgeIDs.done(pid, ran) }()
 		// Who this node owes it to is read as the purge comes, not when
 		// it has run (seconds for a prefix over a large disk): a peer
 		// trusted again meanwhile is owed it, not missed (a review's
@@ -108,7 +115,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			// Recorded once it has run (a purge that failed here is run
 			// again when it comes again: a review's
 			// TestAPurgeThatFailedAtThePeerIsNotSkippedWhenRedelivered).
-			c.purgeIDs.record(pid)
+			ran = true
 			if q.Get("owed") == "" {
 				// Owed to the peers this node knows are away too, but
 				// not to the sender; a redelivered purge is owed on only
@@ -242,12 +249,15 @@ wait:
 	for _, t := range send {
 		t.mu.Lock()
 		if !t.done && t.owedSeq == 0 {
+			// Not answered yet: owed, settled if its late answer takes
+			// it; not named to the others, who could not settle it (a
+			// slow peer wiped by them: a review's
+			// TestASlowPeerIsNotWipedByTheNodeItWasNamedTo).
 			t.owedSeq = c.owed.owe(t.id, p, pid, awayInTable, c.metrics)
 			owedNow.Add(1)
 			c.requestView()
-		}
-		if t.owedSeq != 0 {
-			missed = append(missed, t)
+		} else if t.owedSeq != 0 {
+			missed = append(missed, t) // failed outright: no answer will settle it
 		} else if t.done {
 			took = append(took, t)
 		}
@@ -268,7 +278,7 @@ wait:
 		defer cancel()
 		var notices sync.WaitGroup
 		for _, t := range took {
-			notices.Go(func() { c.sendPurge(ctx, t.addr, p, pid, true, ids) })
+			notices.Go(func() { c.sendNotice(ctx, t.addr, p, pid, ids) })
 		}
 		notices.Wait()
 	}

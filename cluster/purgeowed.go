@@ -99,8 +99,9 @@ func newPurgeID() string {
 
 type owedList struct {
 	purges     []owedPurge
-	forgotten  time.Time // when its peer was forgotten (zero while in the table)
-	retryAt    time.Time // no delivery before this (after a failed one)
+	forgotten  time.Time           // when its peer was forgotten (zero while in the table)
+	pids       map[string]struct{} // ids owed since the list began (at most 4 × owedPerPeer kept)
+	retryAt    time.Time           // no delivery before this (after a failed one)
 	delivering bool
 }
 
@@ -125,6 +126,21 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 	defer o.mu.Unlock()
 	l := o.listLocked(peer)
 	o.seq++
+	if pid != "" {
+		if _, dup := l.pids[pid]; dup {
+			// Owed already (a notice naming a peer this node owes it
+			// itself): owing it twice collapsed lists early (a review's
+			// TestANoticeDoesNotOweAPurgeTwice).
+			o.seq++
+			return o.seq
+		}
+		if l.pids == nil {
+			l.pids = map[string]struct{}{}
+		}
+		if len(l.pids) < 4*owedPerPeer {
+			l.pids[pid] = struct{}{}
+		}
+	}
 	if len(l.purges) == 1 && l.purges[0].p == purgeEverything {
 		// Already owed everything; a new number and id for it, so that
 		// a delivery of it under way, which began before this purge,
@@ -223,6 +239,21 @@ func (o *owedPurges) ids() []string {
 	return out
 }
 
+// stillOwing is the ids in ids whose lists still hold the purge pid: a
+// peer that took it since is not named again (a review's
+// TestAStaleAwayListDoesNotOweAPeerThatTookThePurge).
+func (o *owedPurges) stillOwing(pid string, ids []string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if l := o.byPeer[id]; l != nil && slices.ContainsFunc(l.purges, func(x owedPurge) bool { return x.pid == pid || x.p == purgeEverything }) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // owedTo is how many purges id is owed.
 func (o *owedPurges) owedTo(id string) int {
 	if !o.any.Load() {
@@ -255,7 +286,7 @@ func (o *owedPurges) expire(now time.Time, m *Metrics) {
 			m.OwedPurgeEvents.WithLabelValues("expired").Add(float64(len(l.purges)))
 			o.addTotal(-len(l.purges))
 			delete(o.byPeer, id)
-		case l.forgotten.IsZero() && len(l.purges) == 0:
+		case l.forgotten.IsZero() && len(l.purges) == 0 && !l.delivering:
 			delete(o.byPeer, id)
 		}
 	}
@@ -375,6 +406,17 @@ func (c *Cluster) purgeTargets(except map[string]bool) (send map[string]string, 
 	return send, away
 }
 
+// sendNotice names to the peer at addr, which took purge pid, the peers
+// its round could not reach, for it to owe the purge to.
+func (c *Cluster) sendNotice(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, away []string) {
+	q := p.Query() + "&pid=" + url.QueryEscape(pid) + "&owed=1&notice=1&away=" + url.QueryEscape(strings.Join(away[:min(len(away), sendersAwayMax)], ","))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
+	if resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
 // sendersAwayMax bounds the peers a purge names as away from its sender:
 // a cluster with more missing at once than this has its other nodes' own
 // views to count on.
@@ -480,7 +522,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, x.away)
+				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away))
 				cancel()
 				if owed {
 					failed = true
@@ -505,27 +547,50 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 // gave up on the answer, the same purge owed by several nodes) is
 // answered at once and not run again.
 type purgeIDs struct {
-	mu   sync.Mutex
-	seen map[string]struct{}
-	ring [purgeIDsKept]string
-	next int
+	mu      sync.Mutex
+	seen    map[string]struct{}
+	ring    [purgeIDsKept]string
+	next    int
+	running map[string]struct{} // being run now: a repeat meanwhile is not run again
+}
+
+// start reports whether pid may be run now (neither taken nor running),
+// and marks it running; done ends the run, recording it if it ran.
+func (s *purgeIDs) start(pid string) bool {
+	if pid == "" {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[pid]; ok {
+		return false
+	}
+	if _, ok := s.running[pid]; ok {
+		return false // a slow purge is run once, however many nodes deliver it (a review's TestASlowPurgeIsNotRunAgainByEveryNodeItWasNamedTo)
+	}
+	if s.running == nil {
+		s.running = map[string]struct{}{}
+	}
+	s.running[pid] = struct{}{}
+	return true
+}
+
+// done ends pid's run; ran records it as taken.
+func (s *purgeIDs) done(pid string, ran bool) {
+	if pid == "" {
+		return
+	}
+	s.mu.Lock()
+	delete(s.running, pid)
+	s.mu.Unlock()
+	if ran {
+		s.record(pid)
+	}
 }
 
 // purgeIDsKept is how many purge ids are remembered: more than one peer
 // is owed (owedPerPeer) times a few owing nodes.
 const purgeIDsKept = 4096
-
-// taken reports whether pid was recorded ("" never is: a purge from a
-// node that sends no id).
-func (s *purgeIDs) taken(pid string) bool {
-	if pid == "" {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.seen[pid]
-	return ok
-}
 
 // record remembers pid as taken.
 func (s *purgeIDs) record(pid string) {

@@ -96,7 +96,8 @@ func TestAdminTLSFilesAreCheckedAtStartup(t *testing.T) {
 		{filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key")},
 		{garbage, garbage},
 	} {
-		cfg, err := config.LoadBytes([]byte("origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + freePort(t) + "'\nadmin: {listen: '" + freePort(t) + "', tls: {cert_file: '" + files[0] + "', key_file: '" + files[1] + "'}}\n"))
+		pub, adm := twoFreePorts(t)
+		cfg, err := config.LoadBytes([]byte("origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + pub + "'\nadmin: {listen: '" + adm + "', tls: {cert_file: '" + files[0] + "', key_file: '" + files[1] + "'}}\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,13 +107,19 @@ func TestAdminTLSFilesAreCheckedAtStartup(t *testing.T) {
 	}
 }
 
-// freePort is a 127.0.0.1 address nothing listens on now.
-func freePort(t *testing.T) string {
+// twoFreePorts are two different 127.0.0.1 addresses nothing listens on
+// now (held open together while they are picked, so they differ).
+func twoFreePorts(t *testing.T) (string, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	defer a.Close()
+	b, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	return a.Addr().String(), b.Addr().String()
 }

@@ -67,7 +67,8 @@ func adminTLSNode(t *testing.T, extra string) (*Node, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cp, kp := reviewPair(t, dir, "admin", 1, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-	n := startNodeYAML(t, "origin: {url: 'http://127.0.0.1:1'}\nlisten: '"+freePort(t)+"'\nadmin: {listen: '"+freePort(t)+"', token: tok, tls: {cert_file: '"+cp+"', key_file: '"+kp+"'}}\n"+extra)
+	pub, adm := twoFreePorts(t)
+	n := startNodeYAML(t, "origin: {url: 'http://127.0.0.1:1'}\nlisten: '"+pub+"'\nadmin: {listen: '"+adm+"', token: tok, tls: {cert_file: '"+cp+"', key_file: '"+kp+"'}}\n"+extra)
 	deadline := time.Now().Add(10 * time.Second)
 	for adminSerial(n.AdminAddr()) != 1 {
 		if time.Now().After(deadline) {
@@ -254,7 +255,7 @@ func TestAdminHandshakeSlowlorisIsCut(t *testing.T) {
 func TestAdminTLSVersionsAndSuitesMatchThePublicListener(t *testing.T) {
 	dir := t.TempDir()
 	cp, kp := reviewPair(t, dir, "pub", 5, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-	n, _ := adminTLSNode(t, "tls: {listen: '"+freePort(t)+"', cert_file: '"+cp+"', key_file: '"+kp+"'}\n")
+	n, _ := adminTLSNode(t, "tls: {listen: '127.0.0.1:0', cert_file: '"+cp+"', key_file: '"+kp+"'}\n")
 	pub := n.tls.ln.Addr().String()
 	try := func(addr string, c *tls.Config) bool {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, c)
@@ -353,7 +354,8 @@ func TestBrokenAdminCertificateRotationsKeepServing(t *testing.T) {
 func TestAdminTLSConfigValidation(t *testing.T) {
 	dir := t.TempDir()
 	cp, kp := reviewPair(t, dir, "a", 1, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-	base := "origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + freePort(t) + "'\nadmin: {listen: '" + freePort(t) + "', tls: "
+	pub, adm := twoFreePorts(t)
+	base := "origin: {url: 'http://127.0.0.1:1'}\nlisten: '" + pub + "'\nadmin: {listen: '" + adm + "', tls: "
 	for _, tc := range []struct{ tls, want string }{
 		{"{cert_file: '" + cp + "'}", "config"},
 		{"{key_file: '" + kp + "'}", "config"},
