@@ -87,7 +87,17 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		// review's TestAPurgeReachesAPeerCutOffOnlyFromTheSender); named
 		// on every delivery, first or repeated.
 		named := withSendersAway(nil, q.Get("away"), sender, c.cfg.NodeID, c.inTable)
-		if !c.purgeIDs.start(pid) {
+		switch c.purgeIDs.start(pid) {
+		case purgeRunning:
+			// Not taken yet: the deliverer keeps it owed and tries again;
+			// a notice's names are owed all the same.
+			if q.Get("notice") == "1" {
+				c.oweAll(named, p, pid, nil)
+				return
+			}
+			http.Error(w, "purge running", http.StatusServiceUnavailable)
+			return
+		case purgeTaken:
 			// Taken or being run already (a late answer's purge owed
 			// again, another node's redelivery of it, a notice of peers
 			// the round could not reach): answered at once, not run
@@ -104,6 +114,13 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		}
 		ran := false
 		defer func() { c.purgeIDs.done(pid, ran) }()
+		if p == purgeEverything {
+			if ns, err := strconv.ParseInt(q.Get("covers"), 10, 64); err == nil && c.purgeIDs.wipeCovers(time.Unix(0, ns), time.Now()) {
+				ran = true // a wipe begun here since covers every purge it stands for
+				_, _ = w.Write([]byte("0"))
+				return
+			}
+		}
 		// Who this node owes it to is read as the purge comes, not when
 		// it has run (seconds for a prefix over a large disk): a peer
 		// trusted again meanwhile is owed it, not missed (a review's
@@ -213,9 +230,13 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	defer round.Stop()
 	lateCtx, cancelLate := context.WithTimeout(context.WithoutCancel(ctx), lateFactor*fanOutBound(c.cfg.PeerTimeout))
 	answered := make(chan struct{}, len(send))
+	// The peers that took it in the round, known once the round is over:
+	// late failures are named to them.
+	var missed, took []*target
+	tookReady := make(chan struct{})
 	for _, t := range send {
 		wg.Go(func() {
-			taken, owed := c.sendPurge(lateCtx, t.addr, p, pid, false, awayInTable)
+			taken, owed := c.sendPurge(lateCtx, t.addr, p, pid, false, awayInTable, time.Time{})
 			t.mu.Lock()
 			t.done = true
 			seq := t.owedSeq
@@ -233,6 +254,17 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 			if seq != 0 && taken && c.owed.settle(t.id, seq) {
 				c.requestView() // the late answer took it: owed nothing now
 			}
+			if seq != 0 && owed {
+				// Its late answer failed: named to the peers that took it,
+				// as one that failed within the round is (a review's
+				// TestAPeerWhoseLateAnswerNeverComesIsNamedToTheOthers).
+				<-tookReady
+				ctx, cancel := context.WithTimeout(context.Background(), fanOutBound(c.cfg.PeerTimeout))
+				for _, tt := range took {
+					c.sendNotice(ctx, tt.addr, p, pid, []string{t.id})
+				}
+				cancel()
+			}
 			answered <- struct{}{}
 		})
 	}
@@ -245,7 +277,6 @@ wait:
 			break wait
 		}
 	}
-	var missed, took []*target
 	for _, t := range send {
 		t.mu.Lock()
 		if !t.done && t.owedSeq == 0 {
@@ -263,6 +294,7 @@ wait:
 		}
 		t.mu.Unlock()
 	}
+	close(tookReady)
 	if len(missed) > 0 && len(took) > 0 {
 		// The peers the round could not reach are named to those that
 		// took it, which owe it to them too: this node may be cut off

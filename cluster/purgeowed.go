@@ -80,6 +80,12 @@ type owedPurge struct {
 	// is delivered, so that the peer taking it owes it to those it knows
 	// (a review's TestARedeliveredPurgeStillNamesThePeersItsSenderCouldNotReach).
 	away []string
+	// covers, for a purge of everything, is when the newest purge it
+	// stands for was owed: a peer whose own wipe began after that skips
+	// it, so that several owing nodes wipe it once whatever order they
+	// saw the purges in (a review's
+	// TestAPeerOwedEverythingByNodesThatSawPurgesInAnotherOrderIsWipedOnce).
+	covers time.Time
 }
 
 // everythingID names the purge of everything that stands for the purges
@@ -146,7 +152,7 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 		// a delivery of it under way, which began before this purge,
 		// neither settles it nor makes the peer take the next one as a
 		// repeat (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
-		l.purges[0].seq, l.purges[0].pid = o.seq, everythingID(l.purges[0].pid, pid)
+		l.purges[0].seq, l.purges[0].pid, l.purges[0].covers = o.seq, everythingID(l.purges[0].pid, pid), time.Now()
 		o.seq++
 		return o.seq
 	}
@@ -160,7 +166,7 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 		// purges owes it the same purge of everything, which it then
 		// runs once (a review's TestAPeerOwedEverythingByEveryNodeIsWipedOnce).
 		all := everythingID(l.purges[0].pid, pid)
-		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: all})
+		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: all, covers: time.Now()})
 		m.OwedPurgeEvents.WithLabelValues("collapsed").Inc()
 		o.seq++
 	}
@@ -247,7 +253,15 @@ func (o *owedPurges) stillOwing(pid string, ids []string) []string {
 	defer o.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if l := o.byPeer[id]; l != nil && slices.ContainsFunc(l.purges, func(x owedPurge) bool { return x.pid == pid || x.p == purgeEverything }) {
+		l := o.byPeer[id]
+		if l == nil {
+			continue
+		}
+		_, standsFor := l.pids[pid]
+		if slices.ContainsFunc(l.purges, func(x owedPurge) bool { return x.pid == pid || (x.p == purgeEverything && standsFor) }) {
+			// A collapsed list stands for the purges owed before it and
+			// not taken since, not for every purge (a review's
+			// TestACollapsedListDoesNotNameAPeerForAPurgeItTook).
 			out = append(out, id)
 		}
 	}
@@ -319,6 +333,11 @@ func (o *owedPurges) settle(id string, seq uint64) (empty bool) {
 		if x.seq == seq {
 			l.purges = append(l.purges[:i], l.purges[i+1:]...)
 			o.addTotal(-1)
+			if x.p == purgeEverything {
+				clear(l.pids) // everything it stood for is taken
+			} else {
+				delete(l.pids, x.pid)
+			}
 			break
 		}
 	}
@@ -350,12 +369,15 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 // away names the peers the sender could not reach (at most
 // sendersAwayMax, in the table): a node that takes the purge owes it to
 // those of them it knows too.
-func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string) (taken, owed bool) {
+func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string, covers time.Time) (taken, owed bool) {
 	// The sender's hold length goes with it: a peer holds at least as
 	// long (its own peer_timeout may be shorter: purgehold.go).
 	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10) + "&pid=" + url.QueryEscape(pid)
 	if redelivered {
 		q += "&owed=1"
+	}
+	if !covers.IsZero() {
+		q += "&covers=" + strconv.FormatInt(covers.UnixNano(), 10)
 	}
 	if len(away) > 0 {
 		q += "&away=" + url.QueryEscape(strings.Join(away[:min(len(away), sendersAwayMax)], ","))
@@ -522,7 +544,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away))
+				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away), x.covers)
 				cancel()
 				if owed {
 					failed = true
@@ -552,27 +574,55 @@ type purgeIDs struct {
 	ring    [purgeIDsKept]string
 	next    int
 	running map[string]struct{} // being run now: a repeat meanwhile is not run again
+	wiped   time.Time           // when the latest purge of everything began here
 }
 
-// start reports whether pid may be run now (neither taken nor running),
-// and marks it running; done ends the run, recording it if it ran.
-func (s *purgeIDs) start(pid string) bool {
-	if pid == "" {
+// wipeCovers reports whether a purge of everything that covers purges
+// owed up to covers is covered by a wipe begun here since (with the
+// cluster's clock skew to spare); otherwise it marks a wipe begun now.
+func (s *purgeIDs) wipeCovers(covers time.Time, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !covers.IsZero() && !s.wiped.IsZero() && covers.Add(maxSkew).Before(s.wiped) {
 		return true
+	}
+	s.wiped = now
+	return false
+}
+
+// purgeState is what a node makes of a purge id that comes to it.
+type purgeState int
+
+const (
+	purgeNew     purgeState = iota // not seen: run it
+	purgeTaken                     // run here already: answered at once
+	purgeRunning                   // being run now: not run again, and not taken yet
+)
+
+// start says what pid is here, and marks a new one running; done ends
+// the run, recording it if it ran.
+func (s *purgeIDs) start(pid string) purgeState {
+	if pid == "" {
+		return purgeNew
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.seen[pid]; ok {
-		return false
+		return purgeTaken
 	}
 	if _, ok := s.running[pid]; ok {
-		return false // a slow purge is run once, however many nodes deliver it (a review's TestASlowPurgeIsNotRunAgainByEveryNodeItWasNamedTo)
+		// A slow purge is run once, however many nodes deliver it (a
+		// review's TestASlowPurgeIsNotRunAgainByEveryNodeItWasNamedTo);
+		// the repeat is not told it was taken, since the run may still
+		// fail (a review's
+		// TestARepeatAnsweredWhileTheFirstRunIsGoingDoesNotSettleAPurgeThatThenFails).
+		return purgeRunning
 	}
 	if s.running == nil {
 		s.running = map[string]struct{}{}
 	}
 	s.running[pid] = struct{}{}
-	return true
+	return purgeNew
 }
 
 // done ends pid's run; ran records it as taken.

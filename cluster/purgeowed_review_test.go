@@ -151,8 +151,17 @@ func TestAPurgeOwedWhileEverythingIsDeliveredIsKept(t *testing.T) {
 	t.Logf("fresh purge while everything is delivered: %+v", fan)
 	close(goOn)
 	waitUntil(t, "the relay to pass purges again", func() bool { return !window.Load() })
-	redeliverNow(t, a)
-	redeliverNow(t, a)
+	for range 10 { // a delivery that fails on a loaded machine is tried again
+		redeliverNow(t, a)
+		if a.c.owed.owedTo("B") == 0 {
+			break
+		}
+		a.c.owed.mu.Lock()
+		if l := a.c.owed.byPeer["B"]; l != nil {
+			l.retryAt = time.Time{}
+		}
+		a.c.owed.mu.Unlock()
+	}
 	t.Logf("B still owed %d; events delivered %v failed %v", a.c.owed.owedTo("B"),
 		testutil.ToFloat64(a.c.metrics.OwedPurgeEvents.WithLabelValues("delivered")), testutil.ToFloat64(a.c.metrics.OwedPurgeEvents.WithLabelValues("failed")))
 	if storedAt(b, page) {

@@ -26,8 +26,10 @@ const (
 	// milliseconds; ten seconds leaves room for a slow prefix purge.
 	returnSettle = 10 * time.Second
 	// returnGap is how long a suspicion must have lasted for the peer's
-	// trust to count as a return: a lost heartbeat or two is no absence.
-	returnGap = time.Second
+	// trust to count as a return: a few lost heartbeats, or a node
+	// starved of its CPU for a second or two, is no absence (a restart
+	// counts at once, by its incarnation).
+	returnGap = 5 * time.Second
 )
 
 // madeBeforeAReturn reports whether a peer's answer was made, by any
