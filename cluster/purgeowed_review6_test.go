@@ -54,7 +54,20 @@ func TestASlowPeerIsNotWipedByTheNodeItWasNamedTo(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	waitUntil(t, "B to take every purge", func() bool { return took.Load() == owedPerPeer+1 })
+	// On a loaded machine A may suspect B (a 20 ms period) and owe it
+	// some purges rather than send them: deliver what is owed, as A's
+	// monitor rounds would (a repeat B took is answered at once).
+	var lastRound time.Time
+	eventually(t, 60*time.Second, "B to take every purge", func() bool {
+		if took.Load() == owedPerPeer+1 {
+			return true
+		}
+		if time.Since(lastRound) > 200*time.Millisecond {
+			lastRound = time.Now()
+			a.c.redeliverPurges(context.Background(), lastRound)
+		}
+		return false
+	})
 	t.Logf("B took %d purges; A owes it %d, C owes it %d", took.Load(), a.c.owed.owedTo("B"), c.c.owed.owedTo("B"))
 	redeliverNow(t, a)
 	redeliverNow(t, c)

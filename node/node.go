@@ -88,6 +88,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, &config.Error{Key: "log.access", Value: cfg.Log.Access, Reason: err.Error()}
 		}
 	}
+	if cfg.Limits.SpoolBytes > 0 {
+		if err := proxy.CheckSpoolDir(cfg.Limits.SpoolDir); err != nil {
+			return nil, &config.Error{Key: "limits.spool_dir", Value: cfg.Limits.SpoolDir, Reason: err.Error() + " (set limits.spool_bytes: 0 to turn spilling off)"}
+		}
+	}
 	n.siteM.originErrs = newOriginErrors(reg)
 	table, err := newSiteTable(cfg, n.siteM, log)
 	if err != nil {
@@ -354,6 +359,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc.MinBodyRate = cfg.Limits.MinBodyRate
 	pc.WriteTimeout = cfg.Limits.WriteTimeout
 	pc.MaxBufferedBytes = cfg.Limits.MaxBufferedBytes
+	pc.SpoolBytes, pc.SpoolDir = cfg.Limits.SpoolBytes, cfg.Limits.SpoolDir
 	pc.MaxRanges = cfg.Limits.MaxRanges
 	pc.TrustedProxies = cfg.Forwarding.TrustedProxies
 	pc.StripRequestHeaders = nil

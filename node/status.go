@@ -20,18 +20,24 @@ import (
 
 // Status is what the status page shows, also served as JSON.
 type Status struct {
-	Node          string               `json:"node"`
-	Version       string               `json:"version"`
-	Origin        string               `json:"origin,omitempty"` // the one-site shortcut's origin.url
-	Sites         []SiteStatus         `json:"sites"`
-	ConfigHash    string               `json:"config_hash,omitempty"`
-	UptimeSeconds float64              `json:"uptime_seconds"`
-	StoreBytes    int64                `json:"store_bytes"`
-	StoreBudget   int64                `json:"store_budget_bytes"`
-	StoreObjects  int64                `json:"store_objects"`
-	Evictions     uint64               `json:"store_evictions"`
-	BufferedBytes int64                `json:"buffered_bytes"`
-	BufferBudget  int64                `json:"buffer_budget_bytes"`
+	Node          string       `json:"node"`
+	Version       string       `json:"version"`
+	Origin        string       `json:"origin,omitempty"` // the one-site shortcut's origin.url
+	Sites         []SiteStatus `json:"sites"`
+	ConfigHash    string       `json:"config_hash,omitempty"`
+	UptimeSeconds float64      `json:"uptime_seconds"`
+	StoreBytes    int64        `json:"store_bytes"`
+	StoreBudget   int64        `json:"store_budget_bytes"`
+	StoreObjects  int64        `json:"store_objects"`
+	Evictions     uint64       `json:"store_evictions"`
+	BufferedBytes int64        `json:"buffered_bytes"`
+	BufferBudget  int64        `json:"buffer_budget_bytes"`
+	// Spill files of slow readers of what cannot be stored (proxy/spool.go).
+	SpoolBytes    int64                `json:"spool_bytes"`
+	SpoolBudget   int64                `json:"spool_budget_bytes"`
+	SpoolFiles    int64                `json:"spool_files"`
+	SpoolOpened   float64              `json:"spool_files_opened"`
+	SpoolFull     float64              `json:"spool_full"`
 	Requests      map[string]float64   `json:"requests_by_result"`
 	RequestRates  map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
 	Disk          *DiskStatus          `json:"disk,omitempty"`
@@ -107,6 +113,7 @@ func (n *Node) Snapshot() Status {
 		}
 	}
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
+	s.SpoolBytes, s.SpoolBudget, s.SpoolFiles, s.SpoolOpened, s.SpoolFull = ps.SpoolBytes, ps.SpoolBudget, ps.SpoolFiles, ps.SpoolOpened, ps.SpoolFull
 	s.Coalesced, s.KeptApart = ps.Coalesced, ps.FillsKeptApart
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
@@ -274,7 +281,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <h2>Store (RAM tier)</h2>
 <table><tr><th>held</th><td>{{bytes .StoreBytes}} of {{bytes .StoreBudget}}</td></tr>
 <tr><th>objects</th><td>{{count .StoreObjects}}</td></tr><tr><th>evictions</th><td>{{count .Evictions}}</td></tr>
-<tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr></table>
+<tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr>
+<tr><th>spilled to disk (slow readers of what cannot be stored)</th><td>{{if .SpoolBudget}}{{bytes .SpoolBytes}} of {{bytes .SpoolBudget}} in {{.SpoolFiles}} files; {{printf "%.0f" .SpoolOpened}} responses spilled, {{printf "%.0f" .SpoolFull}} filled their share{{else}}off (limits.spool_bytes: 0){{end}}</td></tr></table>
 {{with .Disk}}<h2>Disk tier</h2>
 <table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
 <tr><th>held</th><td>{{bytes .Bytes}} of {{bytes .Budget}} ({{bytes .QueueBytes}} queued for writing)</td></tr>

@@ -170,9 +170,10 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			h.releaseUpstream()
 			return h.servePass(w, r, whyTooLarge)
 		}
-		defer h.releaseUpstream() // the upstream connection stays in use while we stream
+		release := h.upstreamReleaser()
+		defer release() // the upstream connection stays in use while we stream, unless spooled
 		defer o.resp.Body.Close()
-		h.stream(w, r, o.resp, o.status)
+		h.stream(w, r, o.resp, o.status, release)
 	case outSliced:
 		// The leading stream is read outside the upstream slots (the
 		// slot went back above): one per sliced object being revealed.
@@ -425,6 +426,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 		// wakes (they may need the slot at once).
 		f.bodyEnd = h.releaseUpstream
 	}
+	f.spool = h.spool // a body that cannot be kept spills rather than wait for its slowest reader
 	// Stored as the body ends whole, before its last bytes reach a reader
 	// (under the fill's lock; nothing the store calls takes a fill's). The
 	// insert hook (the cluster's indicator) runs after the lock.
@@ -750,7 +752,8 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 		return ResultRejected
 	}
-	defer h.releaseUpstream()
+	release := h.upstreamReleaser()
+	defer release()
 	out := h.outboundRequest(r, r.Context(), false)
 	res, err := h.fetch(r.Context(), h.requestKey(r), out)
 	if err != nil {
@@ -770,7 +773,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	if !isSafe(r.Method) && resp.StatusCode < 400 {
 		h.invalidate(r, resp)
 	}
-	h.stream(w, r, resp, forwarded("bypass").withStatus(resp.StatusCode).withDetail(string(why)))
+	h.stream(w, r, resp, forwarded("bypass").withStatus(resp.StatusCode).withDetail(string(why)), release)
 	return ResultPass
 }
 

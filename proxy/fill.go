@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -17,8 +18,12 @@ import (
 //
 // A fill whose response turns out larger than the largest storable object
 // keeps only a window of bytes not yet read by every reader ("trimming"),
-// and waits for the slowest reader when the window is full, so that its
-// memory stays bounded whatever the body's length.
+// so that its memory stays bounded whatever the body's length. When the
+// window is full because a reader is behind, the rest of the body goes to
+// a spill file (spool.go) that readers behind the window read at their own
+// pace, so the pump keeps the upstream's pace and gives its upstream slot
+// back when the body is in; with no spool, or once the spill is full, the
+// pump waits for the slowest reader.
 type fill struct {
 	ready  chan struct{} // closed once the outcome below is set
 	purges uint64        // the handler's purge count when the fill started
@@ -49,6 +54,17 @@ type fill struct {
 	readers map[*fillReader]struct{}
 	charged int64 // bytes charged to the buffer budget
 	budget  budget
+	// spool hands out the spill file (nil: none); sp is this fill's, from
+	// the first time the window filled with a reader behind (then
+	// spillEnd is the stream offset after its last byte), and noSpill
+	// says one could not be opened.
+	spool    *spooler
+	sp       *spill
+	spillEnd int64
+	noSpill  bool
+	// window is the unread bytes a trimming fill keeps in memory
+	// (trimWindow if 0).
+	window  int64
 	bodyEnd func() // called once when the body ends, before waiters wake
 	// commit is called with the whole entry (under mu) when the body ends
 	// whole, before any reader sees the last bytes: a client that has
@@ -156,8 +172,15 @@ func (f *fill) pump(body io.Reader, sizeHint, limit int64, b budget) error {
 		n, err := body.Read(chunk[:])
 		got += int64(n)
 		if n > 0 {
+			// Only the pump sets f.sp and writes the spill: the write
+			// happens outside the lock, and the bytes count as spilled
+			// (readable from the file) once spillEnd moves under it.
+			spilled := f.sp != nil && f.sp.append(chunk[:n]) == nil
 			f.mu.Lock()
 			f.appendLocked(chunk[:n], limit)
+			if spilled {
+				f.spillEnd += int64(n)
+			}
 			if err == io.EOF || (err == nil && got == sizeHint) {
 				// The last bytes and the end in one step, so that no
 				// reader sees them before the entry is committed. A
@@ -258,14 +281,59 @@ func (f *fill) heldLocked() int64 {
 	return n
 }
 
-// compactLocked drops the full blocks every reader has read.
+// compactLocked drops the full blocks every reader has read, and those
+// beyond the window that are in the spill file (readers behind read them
+// there).
 func (f *fill) compactLocked() {
 	low := f.lowLocked()
-	for len(f.blocks) > 0 && len(f.blocks[0]) == blockSize && f.base+blockSize <= low {
+	held := f.heldLocked()
+	for len(f.blocks) > 0 && len(f.blocks[0]) == blockSize {
+		end := f.base + blockSize
+		read := end <= low
+		spilled := f.sp != nil && end <= f.spillEnd && held >= f.windowBytes()
+		if !read && !spilled {
+			break
+		}
 		f.blocks = f.blocks[1:]
-		f.base += blockSize
+		f.base = end
+		held -= blockSize
 	}
 	f.rechargeLocked()
+}
+
+// windowBytes is the unread bytes a trimming fill keeps in memory.
+func (f *fill) windowBytes() int64 {
+	if f.window > 0 {
+		return f.window
+	}
+	return trimWindow
+}
+
+// spillLocked starts the spill file with every block held, so that from
+// now on the blocks beyond the window can go. It reports whether the fill
+// now spills. Called by the pump (the spill's only writer) with f.mu held:
+// it writes at most a window and a chunk, once.
+func (f *fill) spillLocked() bool {
+	if f.sp != nil {
+		return !f.sp.full
+	}
+	if f.spool == nil || f.noSpill {
+		return false
+	}
+	sp, err := f.spool.open(f.base)
+	if err != nil {
+		f.noSpill = true
+		return false
+	}
+	for _, b := range f.blocks {
+		if sp.append(b) != nil {
+			sp.close()
+			f.noSpill = true
+			return false
+		}
+	}
+	f.sp, f.spillEnd = sp, f.base+sp.size
+	return true
 }
 
 // rechargeLocked makes a trimming fill's charge match the blocks it holds
@@ -295,9 +363,18 @@ func (f *fill) makeRoom() error {
 			f.mu.Unlock()
 			return errFillAbandoned
 		}
-		if f.heldLocked() < trimWindow {
+		if f.heldLocked() < f.windowBytes() {
 			f.mu.Unlock()
 			return nil
+		}
+		if f.spillLocked() {
+			f.compactLocked()
+			if f.heldLocked() < f.windowBytes()+blockSize {
+				// The window, and the block being filled: the rest
+				// is in the file.
+				f.mu.Unlock()
+				return nil
+			}
 		}
 		end := f.endLocked()
 		waiting := false
@@ -308,7 +385,7 @@ func (f *fill) makeRoom() error {
 		}
 		if waiting {
 			for r := range f.readers {
-				if end-r.off >= trimWindow {
+				if end-r.off >= f.windowBytes() {
 					r.lost = true
 					delete(f.readers, r)
 				}
@@ -372,6 +449,15 @@ func (f *fill) releaseLocked() {
 		f.budget.release(f.charged)
 		f.charged = 0
 	}
+	if f.done && len(f.readers) == 0 && f.sp != nil {
+		f.sp.close() // no reader can be reading it: each reads as a registered reader
+		f.sp = nil
+	}
+}
+
+// inSpillLocked reports whether the byte at off is in the spill file.
+func (f *fill) inSpillLocked(off int64) bool {
+	return f.sp != nil && off >= f.sp.base && off < f.spillEnd
 }
 
 // final returns the entry with its whole body, or nil if the fill has not
@@ -435,7 +521,8 @@ func (f *fill) reader() (*fillReader, bool) {
 type fillReader struct {
 	f    *fill
 	off  int64
-	lost bool // detached from a trimming fill for falling a window behind
+	lost bool   // detached from a trimming fill for falling a window behind
+	buf  []byte // what it last read from the spill file (allocated when first behind)
 }
 
 // errReaderTooSlow fails a reader detached from a trimming fill.
@@ -452,6 +539,14 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 		if r.lost {
 			f.mu.Unlock()
 			return nil, errReaderTooSlow
+		}
+		if r.off < f.base && f.inSpillLocked(r.off) {
+			// Behind the window: the bytes are in the spill file,
+			// which nothing rewrites and which stays open while this
+			// reader is registered, so it is read without the lock.
+			sp, n := f.sp, min(f.base, f.spillEnd)-r.off
+			f.mu.Unlock()
+			return r.readSpill(sp, n)
 		}
 		if b := f.sliceLocked(r.off); len(b) > 0 {
 			r.off += int64(len(b))
@@ -480,6 +575,26 @@ func (r *fillReader) next(ctx context.Context, beforeWait func()) ([]byte, error
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// readSpill reads up to n bytes at the reader's offset from sp into the
+// reader's own buffer, which the caller uses before the next call.
+func (r *fillReader) readSpill(sp *spill, n int64) ([]byte, error) {
+	if r.buf == nil {
+		r.buf = make([]byte, blockSize)
+	}
+	k, err := sp.readAt(r.buf[:min(n, int64(len(r.buf)))], r.off)
+	if k == 0 && err == nil {
+		err = io.ErrUnexpectedEOF // the file holds what spillEnd says: never short
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading a spilled body: %w", err)
+	}
+	f := r.f
+	f.mu.Lock()
+	r.off += int64(k)
+	f.mu.Unlock()
+	return r.buf[:k], nil
 }
 
 // sliceLocked returns the bytes from off onwards that lie in one piece of

@@ -112,10 +112,15 @@ type Config struct {
 	// MaxBufferedBytes bounds the bytes held by fills in progress plus
 	// stored responses that were evicted while still being sent.
 	MaxBufferedBytes int64
-	BodyTimeout      time.Duration // grace before a request body must flow at MinBodyRate
-	MinBodyRate      int64         // bytes per second a request body must average after the grace
-	WriteTimeout     time.Duration // longest a write of one chunk to a client may block
-	MaxRanges        int           // ranges honoured in one request, after merging overlaps; more: the whole response
+	// SpoolDir and SpoolBytes: where, and how much, a response that
+	// cannot be stored may spill when its slowest reader falls behind
+	// (spool.go); SpoolBytes 0 turns spilling off.
+	SpoolDir     string
+	SpoolBytes   int64
+	BodyTimeout  time.Duration // grace before a request body must flow at MinBodyRate
+	MinBodyRate  int64         // bytes per second a request body must average after the grace
+	WriteTimeout time.Duration // longest a write of one chunk to a client may block
+	MaxRanges    int           // ranges honoured in one request, after merging overlaps; more: the whole response
 	// TrustedProxies are the client addresses whose X-Forwarded-* and
 	// Forwarded fields are kept; everyone else's are replaced.
 	TrustedProxies []netip.Prefix
@@ -163,6 +168,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:         32 << 20,         // uploads pass through; this bounds abuse
 		RefreshTimeout:       30 * time.Second, // a background refresh must end even if the origin hangs
 		MaxBufferedBytes:     64 << 20,         // a few large fills at once on a small node
+		SpoolBytes:           256 << 20,        // slow readers of what cannot be stored free their upstream slot (spool.go)
 		BodyTimeout:          10 * time.Second, // a slow mobile upload starts within this
 		MinBodyRate:          1024,             // 1 KiB/s: a byte every few seconds is an attack, not a client
 		WriteTimeout:         30 * time.Second, // a client that reads nothing for this long is gone
@@ -190,6 +196,7 @@ type Handler struct {
 	now                  func() time.Time
 
 	buffered atomic.Int64 // bytes charged to MaxBufferedBytes
+	spool    *spooler     // nil: spilling off
 	purges   purgeLog     // purges so far and what they named: a fill started before one that names its page does not store
 
 	via          string   // our Via element
@@ -245,6 +252,10 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 	store.OnDrop(h.pinDropped)
 	store.OnRevive(h.revive)
 	m.buffered = func() float64 { return float64(h.buffered.Load()) }
+	if h.spool = newSpooler(cfg.SpoolDir, cfg.SpoolBytes, m.spool); h.spool != nil {
+		m.spool.used = func() float64 { return float64(h.spool.used.Load()) }
+		m.spool.files = func() float64 { return float64(h.spool.files.Load()) }
+	}
 	return h
 }
 
@@ -504,6 +515,14 @@ func (h *Handler) acquireUpstream() bool {
 }
 
 func (h *Handler) releaseUpstream() { <-h.sem }
+
+// upstreamReleaser returns a func that gives the slot back once, however
+// often it is called: a spooled stream gives it back when its body is in,
+// and the request again when it ends.
+func (h *Handler) upstreamReleaser() func() {
+	var once sync.Once
+	return func() { once.Do(h.releaseUpstream) }
+}
 
 // clientLimiter bounds concurrent requests per client address.
 type clientLimiter struct {

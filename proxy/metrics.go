@@ -58,6 +58,7 @@ type Metrics struct {
 	buffered func() float64 // bytes charged to the buffer budget; set by the handler
 
 	compression compressionMetrics
+	spool       spoolMetrics
 
 	rules ruleMetrics
 	// clientNoCacheServed counts requests whose no-cache, max-age or
@@ -99,12 +100,20 @@ type Stats struct {
 	// FillsKeptApart: peers' climbs that fetched for themselves rather
 	// than join a fill that may wait on them (waitorder.go).
 	FillsKeptApart float64
+	// Spool: what spill files hold now and have held (spool.go); all 0
+	// with spilling off.
+	SpoolBytes, SpoolBudget, SpoolFiles int64
+	SpoolOpened, SpoolFull              float64
 }
 
 // Stats returns the current counters.
 func (h *Handler) Stats() Stats {
 	s := Stats{Requests: make(map[string]uint64, len(h.metrics.byResult)), BufferedBytes: h.buffered.Load(),
 		Coalesced: counterValue(h.metrics.Coalesced), FillsKeptApart: counterValue(h.metrics.FillsKeptApart)}
+	if sp := h.spool; sp != nil {
+		s.SpoolBytes, s.SpoolBudget, s.SpoolFiles = sp.used.Load(), sp.budget, sp.files.Load()
+		s.SpoolOpened, s.SpoolFull = counterValue(h.metrics.spool.opened), counterValue(h.metrics.spool.full)
+	}
 	for k, rm := range h.metrics.byResult {
 		s.Requests[k] = rm.total.Load()
 	}
@@ -196,6 +205,8 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			}),
 	)
 	m.compression = newCompressionMetrics(reg)
+	m.spool = newSpoolMetrics(reg)
+	registerSpoolGauges(reg, m)
 	m.rules = newRuleMetrics(reg)
 	m.clientNoCacheServed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "edge_client_no_cache_served_total",

@@ -320,7 +320,10 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // stream copies an upstream response to the client without storing it.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus) {
+// release gives back the upstream slot the response holds (it may be called
+// twice): once the body is in, when the client reads slower than the
+// upstream sends (spool.go).
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus, release func()) {
 	hdr := w.Header()
 	for k, v := range resp.Header {
 		hdr[k] = v
@@ -333,6 +336,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	hdr.Add("Via", h.via)
 	hdr["Cache-Status"] = h.field(status)
 	c := streamCoder{body: resp.Body, out: w}
+	if r.Method != http.MethodHead && (resp.ContentLength < 0 || resp.ContentLength > spoolWindow) {
+		// A body that fits the window is in the socket buffers soon
+		// enough: only larger ones go through a spooling pump.
+		body, done := h.spooled(r.Context(), resp.Body, release)
+		c.body, c.after = body, append(c.after, done)
+	}
 	defer c.end()
 	if !h.codeStream(w, r, resp, &c) {
 		return
@@ -376,7 +385,7 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 			// A decoder's window, as the stream declares it in its first
 			// bytes, is charged before it is allocated.
 			head := make([]byte, 32)
-			n, _ := io.ReadFull(resp.Body, head)
+			n, _ := io.ReadFull(c.body, head)
 			head = head[:n]
 			state := coding.DecoderBytesFor(from, head)
 			if !h.charge(state) {
@@ -387,7 +396,7 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 				return false
 			}
 			c.after = append(c.after, func() { h.release(state) })
-			dec, err := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), resp.Body), h.cfg.Compression.MaxDecodedBytes)
+			dec, err := h.cfg.Compression.Codec.NewReader(from, io.MultiReader(bytes.NewReader(head), c.body), h.cfg.Compression.MaxDecodedBytes)
 			if err != nil {
 				clear(hdr)
 				h.writeError(w, http.StatusBadGateway, refused("miss", "undecodable"), "the origin sent a body that cannot be decoded")
