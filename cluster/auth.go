@@ -25,14 +25,19 @@ import (
 // Peer requests and responses are authenticated with HMAC-SHA256 under the
 // cluster secret. A request's MAC covers the method, Host, target and every
 // header field (so a field added in transit is refused: any field may
-// select a variant), a timestamp and a random nonce; a nonce is accepted
-// once within the skew window, so a captured request cannot be replayed.
+// select a variant), a timestamp, a random nonce and the node it is for
+// (Edge-To); a nonce is accepted once within the skew window and a request
+// only by the node it names, so a captured request cannot be replayed, to
+// that node or to another (before 2026-12-05 every other node took a
+// captured request once: a purge of everything on its way to one node
+// wiped them all).
 // A response's MAC covers the request's nonce, the status and every header
 // field, and a trailer carries the MAC of the body, so a peer response
 // that was altered or cut is refused before it can be stored. For networks
 // that must also keep peer traffic secret, cluster.tls adds mutual TLS.
 const (
 	hdrNode     = "Edge-Node"      // sender node id
+	hdrTo       = "Edge-To"        // receiver node id
 	hdrTime     = "Edge-Time"      // sender clock, Unix ns
 	hdrNonce    = "Edge-Nonce"     // random, once per request
 	hdrAuth     = "Edge-Auth"      // hex HMAC-SHA256 of the request
@@ -119,11 +124,12 @@ func newBodyMAC(secret []byte, nonce string) hash.Hash {
 	return m
 }
 
-// sign stamps an outgoing peer request.
-func sign(secret []byte, node string, r *http.Request) {
+// sign stamps an outgoing peer request from node to the node named to.
+func sign(secret []byte, node, to string, r *http.Request) {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	r.Header.Set(hdrNode, node)
+	r.Header.Set(hdrTo, to)
 	r.Header.Set(hdrTime, strconv.FormatInt(time.Now().UnixNano(), 10))
 	r.Header.Set(hdrNonce, hex.EncodeToString(nonce[:]))
 	if _, ok := r.Header["User-Agent"]; !ok {
@@ -135,6 +141,7 @@ func sign(secret []byte, node string, r *http.Request) {
 // verifier checks incoming peer requests and remembers their nonces.
 type verifier struct {
 	secret []byte
+	self   string     // this node's id: requests for another node are refused
 	mu     sync.Mutex // makes check-and-record of a nonce one step
 	// seen maps a node's nonce to when it may be forgotten. A plain LRU
 	// with the expiry in the value, not an expiring one: that library's
@@ -146,10 +153,10 @@ type verifier struct {
 // skew window, a request carrying it is refused as skewed anyway.
 const nonceMemory = 2*maxSkew + time.Second
 
-func newVerifier(secret []byte) *verifier {
+func newVerifier(secret []byte, self string) *verifier {
 	// The size bounds memory at a rate far above what a cluster sends.
 	seen, _ := lru.New[string, time.Time](1 << 18) // a positive size never fails
-	return &verifier{secret: secret, seen: seen}
+	return &verifier{secret: secret, self: self, seen: seen}
 }
 
 // verify checks an incoming peer request; reason is "" when it is valid.
@@ -177,6 +184,9 @@ func (v *verifier) check(r *http.Request, now time.Time) (reason, id string) {
 	}
 	if !hmac.Equal([]byte(requestMAC(v.secret, r)), []byte(strings.ToLower(r.Header.Get(hdrAuth)))) {
 		return "mac", ""
+	}
+	if r.Header.Get(hdrTo) != v.self {
+		return "misdirected", "" // signed for another node: captured on its way there
 	}
 	return "", r.Header.Get(hdrNode) + "/" + nonce
 }

@@ -27,12 +27,12 @@ func TestSignAndVerify(t *testing.T) {
 	r.Header.Set(hdrMode, "climb")
 	r.Header.Set(hdrPath, "n2:3,n3:2")
 	r.Header.Set("Accept-Language", "de")
-	sign(secret, "n1", r)
+	sign(secret, "n1", "n2", r)
 	now := time.Now()
 	tamper := func(f func(*http.Request)) string {
 		c := r.Clone(context.Background())
 		f(c)
-		return newVerifier(secret).verify(c, now)
+		return newVerifier(secret, "n2").verify(c, now)
 	}
 	cases := map[string]struct {
 		f    func(*http.Request)
@@ -48,6 +48,8 @@ func TestSignAndVerify(t *testing.T) {
 		"skew":          {func(c *http.Request) { c.Header.Set(hdrTime, strconv.FormatInt(now.Add(-time.Minute).UnixNano(), 10)) }, "skew"},
 		"malformed":     {func(c *http.Request) { c.Header.Set(hdrTime, "x") }, "malformed"},
 		"no nonce":      {func(c *http.Request) { c.Header.Del(hdrNonce) }, "malformed"},
+		"receiver":      {func(c *http.Request) { c.Header.Set(hdrTo, "n3") }, "mac"},
+		"no receiver":   {func(c *http.Request) { c.Header.Del(hdrTo) }, "mac"},
 		"framing":       {func(c *http.Request) { c.Header.Set("Content-Length", "0") }, ""},
 	}
 	for name, tc := range cases {
@@ -55,14 +57,17 @@ func TestSignAndVerify(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", name, got, tc.want)
 		}
 	}
-	v := newVerifier(secret)
+	if reason := newVerifier(secret, "n3").verify(r, now); reason != "misdirected" {
+		t.Errorf("a request signed for n2, taken by n3: %q, want misdirected", reason)
+	}
+	v := newVerifier(secret, "n2")
 	if reason := v.verify(r, now); reason != "" {
 		t.Fatalf("valid request rejected: %s", reason)
 	}
 	if reason := v.verify(r, now); reason != "replay" {
 		t.Fatalf("replayed request: %q, want replay", reason)
 	}
-	if newVerifier([]byte("another-secret-16")).verify(r, now) != "mac" {
+	if newVerifier([]byte("another-secret-16"), "n2").verify(r, now) != "mac" {
 		t.Error("wrong secret accepted")
 	}
 }
@@ -71,7 +76,7 @@ func TestSignAndVerify(t *testing.T) {
 // cluster whose peer points at it through an optional tampering relay.
 func peerPair(t *testing.T, body string, relay func(http.Header, []byte) []byte) (*Cluster, *Peer) {
 	t.Helper()
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c := playing(newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"}), "n1")
 	h := c.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Cache-Control", "max-age=60")
@@ -147,7 +152,7 @@ func TestPeerMutualTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c := playing(newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"}), "n1")
 	h := c.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "over tls") }),
 		func(proxy.PurgeRequest) (int, error) { return 0, nil })
 	srv := httptest.NewUnstartedServer(h)
@@ -215,7 +220,7 @@ func FuzzVerifyRequest(f *testing.F) {
 		for k, v := range map[string]string{hdrNode: node, hdrTime: ts, hdrNonce: nonce, hdrAuth: mac, hdrMode: mode} {
 			r.Header[k] = []string{v}
 		}
-		if reason := newVerifier([]byte("fuzz-secret-0123")).verify(r, time.Now()); reason == "" {
+		if reason := newVerifier([]byte("fuzz-secret-0123"), "n1").verify(r, time.Now()); reason == "" {
 			t.Fatalf("accepted a request without the secret: %v", r.Header)
 		}
 	})

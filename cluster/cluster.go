@@ -256,7 +256,8 @@ type Peer struct {
 	pulledAt                       time.Time                   // when the replica last changed
 	member                         bool                        // in the membership (configured, or alive in memberlist)
 	leftAt                         time.Time                   // when it last left the membership (forget.go)
-	returnedAt                     time.Time                   // when it was learnt, restarted or trusted again after an absence (returned.go)
+	returnedAt                     time.Time                   // when it was learnt, first trusted, restarted or trusted again after an absence (returned.go)
+	wasTrusted                     bool                        // trusted at least once
 	configured                     bool                        // named in cluster.peers: its address there is the path to it
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
 	memberAt                       time.Time                   // when memberlist last reported it alive
@@ -478,7 +479,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		purgeTLS:     peerTLSClient(cfg, lateFactor*fanOutBound(cfg.PeerTimeout)),
 		purgeHTTP:    newPeerClient(cfg.PeerTimeout, lateFactor*fanOutBound(cfg.PeerTimeout)),
 		scheme:       "http",
-		peerAuth:     newVerifier(cfg.Secret),
+		peerAuth:     newVerifier(cfg.Secret, cfg.NodeID),
 		transport:    newSharedTransport(cfg.GossipDial, m),
 		viewWanted:   make(chan struct{}, 1),
 		refuteWanted: make(chan struct{}, 1),

@@ -34,6 +34,14 @@ func newTestCluster(t testing.TB, mode string, peers map[string]string) *Cluster
 	return newTestClusterPlaced(t, mode, peers, routing.PlacementPaper)
 }
 
+// playing makes c take peer requests addressed to id (requests name the
+// node they are for): a test server that stands for the peer a sender
+// knows as id.
+func playing(c *Cluster, id string) *Cluster {
+	c.peerAuth = newVerifier(c.cfg.Secret, id)
+	return c
+}
+
 func newTestClusterPlaced(t testing.TB, mode string, peers map[string]string, placement routing.Placement) *Cluster {
 	t.Helper()
 	store := proxy.NewStore(1<<20, 4)
@@ -119,7 +127,7 @@ func TestPeerHandlerGuards(t *testing.T) {
 		r := httptest.NewRequest("GET", "http://h/p/1", nil)
 		r.Header.Set(hdrMode, "climb")
 		r.Header.Set(hdrHop, hop)
-		sign(c.cfg.Secret, "n1", r)
+		sign(c.cfg.Secret, "n1", c.cfg.NodeID, r)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w.Code

@@ -939,7 +939,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		c.mu.Unlock()
 		cancel()
 	}
-	resp, err := c.do(out)
+	resp, err := c.do(out, p.ID)
 	if err != nil {
 		done()
 		return nil, err
@@ -1052,15 +1052,15 @@ func (c *Cluster) peerBodyIdle() time.Duration {
 	return max(4*c.cfg.PeerTimeout, 10*time.Second)
 }
 
-// do signs a request to a peer, sends it and authenticates the response
-// (the body is checked as it is read to the end).
-func (c *Cluster) do(req *http.Request) (*http.Response, error) {
-	return c.doWith(req, c.peerHTTP, c.client)
+// do signs a request to the peer named to, sends it and authenticates the
+// response (the body is checked as it is read to the end).
+func (c *Cluster) do(req *http.Request, to string) (*http.Response, error) {
+	return c.doWith(req, to, c.peerHTTP, c.client)
 }
 
 // doWith is do through the given clients, plain and over TLS.
-func (c *Cluster) doWith(req *http.Request, plain *peerClient, overTLS *http.Client) (*http.Response, error) {
-	sign(c.cfg.Secret, c.cfg.NodeID, req)
+func (c *Cluster) doWith(req *http.Request, to string, plain *peerClient, overTLS *http.Client) (*http.Response, error) {
+	sign(c.cfg.Secret, c.cfg.NodeID, to, req)
 	var resp *http.Response
 	var err error
 	if req.URL.Scheme == "http" {

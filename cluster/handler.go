@@ -115,11 +115,26 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		ran := false
 		defer func() { c.purgeIDs.done(pid, ran) }()
 		if p == purgeEverything {
-			if ns, err := strconv.ParseInt(q.Get("covers"), 10, 64); err == nil && c.purgeIDs.wipeCovers(time.Unix(0, ns), time.Now()) {
-				ran = true // a wipe begun here since covers every purge it stands for
+			var covers time.Time
+			if ns, err := strconv.ParseInt(q.Get("covers"), 10, 64); err == nil {
+				covers = time.Unix(0, ns)
+			}
+			if c.purgeIDs.tookAll(readStands(req)) {
+				ran = true // every purge it stands for was taken here: nothing to wipe
 				_, _ = w.Write([]byte("0"))
 				return
 			}
+			switch c.purgeIDs.wipeCheck(covers) {
+			case wipeCovered:
+				ran = true // a wipe begun here since covers every purge it stands for
+				_, _ = w.Write([]byte("0"))
+				return
+			case wipeRunning:
+				http.Error(w, "purge running", http.StatusServiceUnavailable) // kept owed: tried again
+				return
+			}
+			end := c.purgeIDs.wipeBegin(time.Now())
+			defer func() { end(ran) }()
 		}
 		// Who this node owes it to is read as the purge comes, not when
 		// it has run (seconds for a prefix over a large disk): a peer
@@ -236,7 +251,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	tookReady := make(chan struct{})
 	for _, t := range send {
 		wg.Go(func() {
-			taken, owed := c.sendPurge(lateCtx, t.addr, p, pid, false, awayInTable, time.Time{})
+			taken, owed := c.sendPurge(lateCtx, t.id, t.addr, p, pid, false, awayInTable, time.Time{}, nil)
 			t.mu.Lock()
 			t.done = true
 			seq := t.owedSeq
@@ -261,7 +276,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 				<-tookReady
 				ctx, cancel := context.WithTimeout(context.Background(), fanOutBound(c.cfg.PeerTimeout))
 				for _, tt := range took {
-					c.sendNotice(ctx, tt.addr, p, pid, []string{t.id})
+					c.sendNotice(ctx, tt.id, tt.addr, p, pid, []string{t.id})
 				}
 				cancel()
 			}
@@ -310,7 +325,7 @@ wait:
 		defer cancel()
 		var notices sync.WaitGroup
 		for _, t := range took {
-			notices.Go(func() { c.sendNotice(ctx, t.addr, p, pid, ids) })
+			notices.Go(func() { c.sendNotice(ctx, t.id, t.addr, p, pid, ids) })
 		}
 		notices.Wait()
 	}

@@ -86,7 +86,7 @@ func (c *Cluster) pullIndicator(p *Peer, epoch uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.cfg.PeerTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+"/_edge/indicator?have="+strconv.FormatUint(have, 10), nil)
-	resp, err := c.do(req)
+	resp, err := c.do(req, p.ID)
 	if err != nil {
 		c.retryPull(p)
 		return

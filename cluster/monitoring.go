@@ -224,9 +224,14 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		return false
 	}
 	now := time.Now()
-	if trusted && !p.suspectedAt.IsZero() && now.Sub(p.suspectedAt) >= returnGap {
-		p.returnedAt = now // back from an absence: its older pages are not kept a while (returned.go)
+	if trusted && (!p.wasTrusted || !p.suspectedAt.IsZero() && now.Sub(p.suspectedAt) >= returnGap) {
+		// Back from an absence, or heard for the first time (a peer
+		// learnt while it was away is never suspected: a seventh
+		// review's TestAPeerLearntWhileAwayReturnsWhenFirstTrusted): its
+		// older pages are not kept a while (returned.go).
+		p.returnedAt = now
 	}
+	p.wasTrusted = p.wasTrusted || trusted
 	p.trusted = trusted
 	p.history = appendHistory(p.history, Transition{At: now, Trusted: trusted})
 	c.metrics.peerUp(p.ID, trusted)

@@ -44,7 +44,7 @@ func originAt(base string) proxy.FetcherFunc {
 
 func peerWith(t *testing.T, fn http.HandlerFunc) (*Cluster, *Peer) {
 	t.Helper()
-	c := newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"})
+	c := playing(newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"}), "n1") // it answers itself as n1
 	patient(c)
 	srv := httptest.NewServer(c.PeerHandler(ignoreInbound(fn), func(proxy.PurgeRequest) (int, error) { return 0, nil }))
 	t.Cleanup(srv.Close)
@@ -95,8 +95,8 @@ func TestHostileConcurrentReplay(t *testing.T) {
 	accepted := 0
 	for trial := 0; trial < 5000 && accepted < 2; trial++ {
 		r := httptest.NewRequest("GET", "http://example.com/a", nil)
-		sign(secret, "n1", r)
-		v := newVerifier(secret)
+		sign(secret, "n1", "n2", r)
+		v := newVerifier(secret, "n2")
 		var ok atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -161,7 +161,7 @@ func TestHostilePeerTLSKeyScheme(t *testing.T) {
 	u := *req.URL
 	u.Scheme, u.Host = "https", strings.TrimPrefix(srv.URL, "https://")
 	req.URL = &u
-	sign(c.cfg.Secret, "n0", req)
+	sign(c.cfg.Secret, "n0", c.cfg.NodeID, req)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

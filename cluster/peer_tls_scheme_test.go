@@ -39,7 +39,7 @@ func TestTLSPeerKeySchemeHTTPS(t *testing.T) {
 	u := *req.URL
 	u.Host = strings.TrimPrefix(srv.URL, "http://")
 	req.URL = &u
-	sign(c.cfg.Secret, "n0", req)
+	sign(c.cfg.Secret, "n0", c.cfg.NodeID, req)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func peerHitHome(t testing.TB, pc proxy.Config, origin http.HandlerFunc) (home *
 	t.Cleanup(originSrv.Close)
 	store := proxy.NewStore(1<<20, 4)
 	ph = proxy.New(pc, store, originAt(originSrv.URL), proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-	home = newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	home = playing(newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"}), "n1")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func rawPeerRequest(t testing.TB, c *Cluster, target string, fields ...string) [
 	for i := 0; i+1 < len(fields); i += 2 {
 		req.Header.Set(fields[i], fields[i+1])
 	}
-	sign(c.cfg.Secret, "n0", req)
+	sign(c.cfg.Secret, c.cfg.NodeID, "n1", req) // to the home, which plays n1 (peerHitHome)
 	var b bytes.Buffer
 	if err := req.Write(&b); err != nil {
 		t.Fatal(err)

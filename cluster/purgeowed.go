@@ -86,6 +86,47 @@ type owedPurge struct {
 	// saw the purges in (a review's
 	// TestAPeerOwedEverythingByNodesThatSawPurgesInAnotherOrderIsWipedOnce).
 	covers time.Time
+	// stands, for a purge of everything, is the ids of the purges it
+	// stands for, when every one is known (nil: unknown): a peer that
+	// took them all does not wipe (a cut between two nodes only, each
+	// owing the other what a third sent both: a seventh review's
+	// TestACutBetweenTwoNodesDoesNotWipeThemWhenTheyMissedNothing).
+	stands []string
+}
+
+// standsMax bounds the ids a purge of everything names (sent in its body,
+// 25 bytes each); a peer owed more is wiped.
+const standsMax = 4 * owedPerPeer
+
+// collapsed is the purge of everything that stands for purges, named pid:
+// the peers their rounds could not reach (so that the peer taking it owes
+// it to them: a seventh review's
+// TestACollapsedPurgeStillNamesThePeersItsSenderCouldNotReach) and their
+// ids, when all are known.
+func collapsed(purges []owedPurge, seq uint64, pid string, peer string) owedPurge {
+	e := owedPurge{seq: seq, p: purgeEverything, pid: pid, covers: time.Now(), stands: []string{}}
+	for _, x := range purges {
+		e.fold(x.pid, x.away, peer)
+	}
+	return e
+}
+
+// fold adds a purge (id pid, whose round could not reach away) to e, a
+// purge of everything owed to peer. A peer that took pid ran it (a purge
+// of everything too: one it took was run, or covered by a wipe it ran).
+func (e *owedPurge) fold(pid string, away []string, peer string) {
+	for _, id := range away {
+		if id != peer && len(e.away) < sendersAwayMax && !slices.Contains(e.away, id) {
+			e.away = append(e.away, id)
+		}
+	}
+	switch {
+	case e.stands == nil:
+	case pid == "" || len(e.stands) == standsMax:
+		e.stands = nil // some purge it stands for is not named: the peer wipes
+	default:
+		e.stands = append(e.stands, pid)
+	}
 }
 
 // everythingID names the purge of everything that stands for the purges
@@ -152,7 +193,9 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 		// a delivery of it under way, which began before this purge,
 		// neither settles it nor makes the peer take the next one as a
 		// repeat (a review's TestAPurgeOwedWhileEverythingIsDeliveredIsKept).
-		l.purges[0].seq, l.purges[0].pid, l.purges[0].covers = o.seq, everythingID(l.purges[0].pid, pid), time.Now()
+		e := &l.purges[0]
+		e.seq, e.pid, e.covers = o.seq, everythingID(e.pid, pid), time.Now()
+		e.fold(pid, away, peer)
 		o.seq++
 		return o.seq
 	}
@@ -165,8 +208,8 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 		// to this one: every node that owes the peer the same run of
 		// purges owes it the same purge of everything, which it then
 		// runs once (a review's TestAPeerOwedEverythingByEveryNodeIsWipedOnce).
-		all := everythingID(l.purges[0].pid, pid)
-		l.purges = append(l.purges[:0], owedPurge{seq: o.seq, p: purgeEverything, pid: all, covers: time.Now()})
+		e := collapsed(l.purges, o.seq, everythingID(l.purges[0].pid, pid), peer)
+		l.purges = append(l.purges[:0], e)
 		m.OwedPurgeEvents.WithLabelValues("collapsed").Inc()
 		o.seq++
 	}
@@ -369,7 +412,11 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 // away names the peers the sender could not reach (at most
 // sendersAwayMax, in the table): a node that takes the purge owes it to
 // those of them it knows too.
-func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string, covers time.Time) (taken, owed bool) {
+//
+// stands, for a purge of everything, names the purges it stands for (in
+// the body, its digest in a signed field): a peer that took them all has
+// nothing to wipe.
+func (c *Cluster) sendPurge(ctx context.Context, to, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string, covers time.Time, stands []string) (taken, owed bool) {
 	// The sender's hold length goes with it: a peer holds at least as
 	// long (its own peer_timeout may be shorter: purgehold.go).
 	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10) + "&pid=" + url.QueryEscape(pid)
@@ -382,8 +429,15 @@ func (c *Cluster) sendPurge(ctx context.Context, addr string, p proxy.PurgeReque
 	if len(away) > 0 {
 		q += "&away=" + url.QueryEscape(strings.Join(away[:min(len(away), sendersAwayMax)], ","))
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
-	resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS)
+	var body io.Reader
+	if len(stands) > 0 {
+		body = strings.NewReader(strings.Join(stands, "\n"))
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, body)
+	if len(stands) > 0 {
+		req.Header.Set(hdrPurgeIDs, idsDigest(strings.Join(stands, "\n")))
+	}
+	resp, err := c.doWith(req, to, c.purgeHTTP, c.purgeTLS)
 	if err != nil {
 		return false, true
 	}
@@ -430,10 +484,10 @@ func (c *Cluster) purgeTargets(except map[string]bool) (send map[string]string, 
 
 // sendNotice names to the peer at addr, which took purge pid, the peers
 // its round could not reach, for it to owe the purge to.
-func (c *Cluster) sendNotice(ctx context.Context, addr string, p proxy.PurgeRequest, pid string, away []string) {
+func (c *Cluster) sendNotice(ctx context.Context, to, addr string, p proxy.PurgeRequest, pid string, away []string) {
 	q := p.Query() + "&pid=" + url.QueryEscape(pid) + "&owed=1&notice=1&away=" + url.QueryEscape(strings.Join(away[:min(len(away), sendersAwayMax)], ","))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/purge?"+q, nil)
-	if resp, err := c.doWith(req, c.purgeHTTP, c.purgeTLS); err == nil {
+	if resp, err := c.doWith(req, to, c.purgeHTTP, c.purgeTLS); err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
@@ -544,7 +598,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away), x.covers)
+				taken, owed := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away), x.covers, x.stands)
 				cancel()
 				if owed {
 					failed = true
@@ -574,20 +628,55 @@ type purgeIDs struct {
 	ring    [purgeIDsKept]string
 	next    int
 	running map[string]struct{} // being run now: a repeat meanwhile is not run again
-	wiped   time.Time           // when the latest purge of everything began here
+	// wiped is when the latest purge of everything that has run here
+	// began; wiping counts those running now.
+	wiped  time.Time
+	wiping int
 }
 
-// wipeCovers reports whether a purge of everything that covers purges
-// owed up to covers is covered by a wipe begun here since (with the
-// cluster's clock skew to spare); otherwise it marks a wipe begun now.
-func (s *purgeIDs) wipeCovers(covers time.Time, now time.Time) bool {
+// wipeState is what a purge of everything that covers owed purges finds.
+type wipeState int
+
+const (
+	wipeNeeded  wipeState = iota // run it
+	wipeCovered                  // a wipe that began since has run here: taken
+	wipeRunning                  // a wipe is running: not taken yet (it may fail)
+)
+
+// wipeCheck says whether a purge of everything that covers purges owed up
+// to covers must run here. A wipe counts once it has run, and one still
+// running is no answer yet: a seventh review found a failed wipe, and one
+// still under way, taken as done by the nodes that owed it
+// (TestAFailedWipeDoesNotCoverTheWipeOwed,
+// TestACoveredWipeIsNotAnsweredWhileTheWipeRuns).
+func (s *purgeIDs) wipeCheck(covers time.Time) wipeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !covers.IsZero() && !s.wiped.IsZero() && covers.Add(maxSkew).Before(s.wiped) {
-		return true
+	switch {
+	case covers.IsZero():
+		return wipeNeeded
+	case !s.wiped.IsZero() && covers.Add(maxSkew).Before(s.wiped):
+		return wipeCovered // with the cluster's clock skew to spare
+	case s.wiping > 0:
+		return wipeRunning
 	}
-	s.wiped = now
-	return false
+	return wipeNeeded
+}
+
+// wipeBegin marks a purge of everything running from now; call the
+// returned func when it ends, with whether it ran.
+func (s *purgeIDs) wipeBegin(now time.Time) (end func(ran bool)) {
+	s.mu.Lock()
+	s.wiping++
+	s.mu.Unlock()
+	return func(ran bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.wiping--
+		if ran && now.After(s.wiped) {
+			s.wiped = now
+		}
+	}
 }
 
 // purgeState is what a node makes of a purge id that comes to it.
@@ -636,6 +725,48 @@ func (s *purgeIDs) done(pid string, ran bool) {
 	if ran {
 		s.record(pid)
 	}
+}
+
+// hdrPurgeIDs carries the digest of a purge of everything's body, the ids
+// of the purges it stands for: the request's MAC covers header fields,
+// not the body, so the digest binds the body to it.
+const hdrPurgeIDs = "Edge-Purge-Ids"
+
+// idsDigest is the hex SHA-256 of a list of purge ids as sent.
+func idsDigest(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+// readStands reads the ids a purge of everything stands for from r's
+// body, checked against the signed digest; nil if there are none or they
+// do not match (then the peer wipes).
+func readStands(r *http.Request) []string {
+	digest := r.Header.Get(hdrPurgeIDs)
+	if digest == "" {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, standsMax*64))
+	if err != nil || idsDigest(string(b)) != digest {
+		return nil
+	}
+	ids := strings.Split(string(b), "\n")
+	if len(ids) > standsMax {
+		return nil
+	}
+	return ids
+}
+
+// tookAll reports whether every id in ids was taken here.
+func (s *purgeIDs) tookAll(ids []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := s.seen[id]; !ok || id == "" {
+			return false
+		}
+	}
+	return len(ids) > 0
 }
 
 // purgeIDsKept is how many purge ids are remembered: more than one peer

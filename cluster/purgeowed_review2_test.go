@@ -20,7 +20,7 @@ func TestAPurgeRefusedByAnotherKeyIsOwed(t *testing.T) {
 	a, b := nodes["A"], nodes["B"]
 	fillAt(t, b, "/k/1")
 	good := b.c.peerAuth
-	b.c.peerAuth = newVerifier([]byte("another secret, long enough to be one"))
+	b.c.peerAuth = newVerifier([]byte("another secret, long enough to be one"), b.c.cfg.NodeID)
 	_, fan, _ := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/k/1"}, a.ph.Purge)
 	if fan.Owed != 1 {
 		t.Fatalf("purge refused by B's key: %+v", fan)

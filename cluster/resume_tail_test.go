@@ -37,7 +37,7 @@ func TestResumeAcceptsShortTail(t *testing.T) {
 // (never authenticated: the MAC trailer never comes).
 func corruptBrokenPeer(t *testing.T) *Peer {
 	t.Helper()
-	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	peer := playing(newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"}), "n2")
 	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Etag", `"v1"`)
 		w.WriteHeader(http.StatusOK)
@@ -59,7 +59,7 @@ func corruptBrokenPeer(t *testing.T) *Peer {
 // response), and A resumes and does not store.
 func TestIntermediateLaunderesResumedBody(t *testing.T) {
 	ranged := 0
-	b := resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged))
+	b := playing(resumeCluster(t, resumeOrigin(t, `"v1"`, &ranged)), "n1") // a reaches it as n1
 	c := corruptBrokenPeer(t)
 	// B's data handler: what its proxy does with a fill (stream the
 	// fetcher's body to the requester).

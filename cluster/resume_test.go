@@ -50,7 +50,7 @@ func brokenPeer(t *testing.T, etag string) *Peer { return peerThat(t, etag, nil)
 // and send the rest).
 func peerThat(t *testing.T, etag string, then func(w http.ResponseWriter)) *Peer {
 	t.Helper()
-	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	peer := playing(newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"}), "n1")
 	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Etag", etag)
 		w.Header().Set("Content-Length", "262144")

@@ -46,7 +46,7 @@ func wholeCluster(t *testing.T, origin proxy.Fetcher, limit int64) *Cluster {
 // sends the first half of page, then runs then (nil: sends the rest).
 func smallPeerThat(t *testing.T, page []byte, then func(w http.ResponseWriter)) *Peer {
 	t.Helper()
-	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	peer := playing(newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"}), "n1")
 	h := peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Encoding", "gzip") // as a peer that compressed on the fly: not resumable from the origin
 		w.WriteHeader(http.StatusOK)
@@ -137,7 +137,7 @@ func TestSmallPeerAnswerIsReadWhole(t *testing.T) {
 // is the representation's, never the empty body's.
 func TestWholeHEADAnswerKeepsItsLength(t *testing.T) {
 	c := wholeCluster(t, originServing(t, []byte("origin"), nil), 128<<10)
-	peer := newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"})
+	peer := playing(newTestCluster(t, "hybrid", map[string]string{"n0": "127.0.0.1:1"}), "n1")
 	srv := httptest.NewServer(peer.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "20800")
 		w.WriteHeader(http.StatusOK)

@@ -26,7 +26,7 @@ func patterned(n, seed int) []byte {
 
 // spoolOrigin answers /<seed>/<size> with that patterned body, streamed
 // without a length in 32 KiB writes, with the given Cache-Control.
-func spoolOrigin(t *testing.T, cacheControl string) *httptest.Server {
+func spoolOrigin(t testing.TB, cacheControl string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var seed, size int
 		if _, err := fmtSscanPath(r.URL.Path, &seed, &size); err != nil {
@@ -90,7 +90,7 @@ func (c *stalledClient) Write(p []byte) (int, error) {
 
 // spoolProxy is a handler with one upstream slot in front of srv, spilling
 // into its own directory with the given budget (0: off).
-func spoolProxy(t *testing.T, srv *httptest.Server, spoolBytes int64, mod func(*Config)) (*Handler, string) {
+func spoolProxy(t testing.TB, srv *httptest.Server, spoolBytes int64, mod func(*Config)) (*Handler, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := DefaultConfig()
