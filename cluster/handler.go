@@ -119,14 +119,19 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			if ns, err := strconv.ParseInt(q.Get("covers"), 10, 64); err == nil {
 				covers = time.Unix(0, ns)
 			}
+			// Taken without a wipe, the peers it names are owed it all
+			// the same, as a notice's are (a review's
+			// TestACoveredPurgeOfEverythingStillOwesThePeersItNames).
 			if c.purgeIDs.tookAll(readStands(req)) {
 				ran = true // every purge it stands for was taken here: nothing to wipe
+				c.oweAll(named, p, pid, nil)
 				_, _ = w.Write([]byte("0"))
 				return
 			}
 			switch c.purgeIDs.wipeCheck(covers) {
 			case wipeCovered:
 				ran = true // a wipe begun here since covers every purge it stands for
+				c.oweAll(named, p, pid, nil)
 				_, _ = w.Write([]byte("0"))
 				return
 			case wipeRunning:

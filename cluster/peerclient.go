@@ -247,12 +247,24 @@ func (pc *peerClient) roundTrip(req *http.Request, c *peerConn, reused bool) (*h
 		}
 		return nil, fmt.Errorf("cluster: peer %s: %w", c.addr, err)
 	}
-	dl.set(time.Now().Add(pc.headerTimeout))
-	if err := req.Write(c.bw); err != nil {
+	// A write that fails on a reused connection, other than by its
+	// deadline, is the peer having closed it: net/http wraps a body's
+	// failed write in an error without Unwrap (a review's
+	// TestAPurgeOfEverythingWithManyIDsIsSentAgainAfterAClosedIdleConnection),
+	// so it is not read for its cause.
+	failWrite := func(err error) (*http.Response, error) {
+		var ne net.Error
+		if reused && ctx.Err() == nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			err = fmt.Errorf("%w (%w)", io.EOF, err)
+		}
 		return fail(err, true)
 	}
+	dl.set(time.Now().Add(pc.headerTimeout))
+	if err := req.Write(c.bw); err != nil {
+		return failWrite(err)
+	}
 	if err := c.bw.Flush(); err != nil {
-		return fail(err, true)
+		return failWrite(err)
 	}
 	// The first byte apart: ReadResponse reports a connection closed
 	// before the status line as ErrUnexpectedEOF, the same as one cut

@@ -260,7 +260,16 @@ func (c *Cluster) Purge(ctx context.Context, p proxy.PurgeRequest, local func(pr
 	}
 	e := c.startHold(p, 0)
 	defer func() { c.copies.end(e, time.Now()) }()
-	if n, err = local(p); err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {
+	// An operator's purge of everything is a wipe here as much as a
+	// peer's: an older one owed to this node is covered by it (a review's
+	// TestAnOperatorsWipeCoversAnOlderOwedWipe).
+	endWipe := func(bool) {}
+	if p == purgeEverything {
+		endWipe = c.purgeIDs.wipeBegin(time.Now())
+	}
+	n, err = local(p)
+	endWipe(err == nil || errors.Is(err, proxy.ErrPurgeIncomplete))
+	if err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {
 		return 0, FanOut{}, err
 	}
 	// An incomplete local purge (a file its disk could not remove) has

@@ -288,10 +288,14 @@ func (o *owedPurges) ids() []string {
 	return out
 }
 
-// stillOwing is the ids in ids whose lists still hold the purge pid: a
-// peer that took it since is not named again (a review's
-// TestAStaleAwayListDoesNotOweAPeerThatTookThePurge).
-func (o *owedPurges) stillOwing(pid string, ids []string) []string {
+// stillOwing is the ids in ids whose lists still hold x: a peer that took
+// it since is not named again (a review's
+// TestAStaleAwayListDoesNotOweAPeerThatTookThePurge). For a purge of
+// everything, a list holds it if it still holds any purge x stands for
+// (every list that is owed anything, when those are not known): each
+// list collapses under an id of its own, from the purge it began at (a
+// review's TestACollapsedPurgeNamesItsAwayPeersWhenTheListsBeganAtDifferentPurges).
+func (o *owedPurges) stillOwing(x owedPurge, ids []string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []string
@@ -300,6 +304,11 @@ func (o *owedPurges) stillOwing(pid string, ids []string) []string {
 		if l == nil {
 			continue
 		}
+		if x.p == purgeEverything && len(l.purges) > 0 && (x.stands == nil || slices.ContainsFunc(x.stands, func(s string) bool { _, ok := l.pids[s]; return ok })) {
+			out = append(out, id)
+			continue
+		}
+		pid := x.pid
 		_, standsFor := l.pids[pid]
 		if slices.ContainsFunc(l.purges, func(x owedPurge) bool { return x.pid == pid || (x.p == purgeEverything && standsFor) }) {
 			// A collapsed list stands for the purges owed before it and
@@ -598,7 +607,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x.pid, x.away), x.covers, x.stands)
+				taken, owed := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x, x.away), x.covers, x.stands)
 				cancel()
 				if owed {
 					failed = true
