@@ -254,7 +254,7 @@ func (pc *peerClient) roundTrip(req *http.Request, c *peerConn, reused bool) (*h
 	// so it is not read for its cause.
 	failWrite := func(err error) (*http.Response, error) {
 		var ne net.Error
-		if reused && ctx.Err() == nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		if timedOut := errors.As(err, &ne) && ne.Timeout(); reused && ctx.Err() == nil && !timedOut {
 			err = fmt.Errorf("%w (%w)", io.EOF, err)
 		}
 		return fail(err, true)

@@ -157,7 +157,7 @@ func Keys() []Key {
 		{"limits.min_body_rate", Size, size(pd.MinBodyRate), "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
 		{"limits.write_timeout", Duration, dur(pd.WriteTimeout), "Longest one 32 KiB write to a client may block; a client reading slower than 32 KiB per this is disconnected."},
 		{"limits.max_buffered_bytes", Size, size(pd.MaxBufferedBytes), "Bytes held by fills in progress plus stored responses evicted while still being sent. Memory stays within cache.max_bytes + this + a per-connection constant (docs/operations.md)."},
-		{"limits.spool_bytes", Size, "256MiB", "Disk a node may use at once for the rest of responses it cannot store (uncacheable, too large, over the buffer budget) whose slowest client reads slower than the origin sends: the origin connection and its limits.max_inflight slot are freed at the origin's pace instead of the client's (one response takes at most a quarter). 0 turns it off: such a response then holds its slot until its slowest reader is done or limits.write_timeout ends it."},
+		{"limits.spool_bytes", Size, "256MiB", "Disk a node may use at once for the rest of responses it cannot store (uncacheable, too large, over the buffer budget) whose slowest client reads slower than the origin sends: the origin connection and its limits.max_inflight slot are freed at the origin's pace instead of the client's (one response takes at most a quarter). 0 turns it off (such a response then holds its slot until its slowest reader is done or limits.write_timeout ends it); otherwise at least 2MiB. Where the default place is not writable (a read-only root) the node starts with it off and says so."},
 		{"limits.spool_dir", String, "", "Directory of those spill files (unlinked as soon as they are made, so nothing outlives the process); empty: the system's temporary directory. Where that is a tmpfs (as on Debian 13), limits.spool_bytes is memory: point this at a disk."},
 		{"limits.max_ranges", Int, strconv.Itoa(pd.MaxRanges), "Ranges honoured in one request after merging overlapping and nearby ones; more get the whole response (RFC 9110 §14.2)."},
 		{"limits.idle_timeout", Duration, "120s", "Idle client keep-alive connections are closed after this."},
@@ -626,6 +626,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.WriteTimeout = p.dur("limits.write_timeout", true)
 	c.Limits.MaxBufferedBytes = p.size("limits.max_buffered_bytes", 1<<20)
 	c.Limits.SpoolBytes = p.size("limits.spool_bytes", 0)
+	if n := c.Limits.SpoolBytes; n > 0 && n < minSpoolBytes {
+		p.fail("limits.spool_bytes", n, "must be 0 (off) or at least 2MiB: one response may take a quarter, which must hold its 256 KiB window")
+	}
 	c.Limits.SpoolDir = p.str("limits.spool_dir")
 	c.Limits.MaxRanges = p.int("limits.max_ranges", 1, 1000)
 	c.Forwarding.TrustedProxies = p.prefixes("forwarding.trusted_proxies")
@@ -857,6 +860,11 @@ const (
 // minRate is the slowest rate a limit may have: one request in about 17
 // minutes; slower is a typo, and 1/rate must stay a sane Retry-After.
 const minRate = 0.001
+
+// minSpoolBytes is the smallest limits.spool_bytes that spills anything: a
+// response takes at most a quarter, and its first spill writes its whole
+// in-memory window (256 KiB) and the block being filled.
+const minSpoolBytes = 2 << 20
 
 // RateLimit is a per-client request rate: Rate requests per second on
 // average (0: no limit) with bursts of Burst, per client address or per

@@ -88,9 +88,19 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, &config.Error{Key: "log.access", Value: cfg.Log.Access, Reason: err.Error()}
 		}
 	}
-	if cfg.Limits.SpoolBytes > 0 {
-		if err := proxy.CheckSpoolDir(cfg.Limits.SpoolDir); err != nil {
+	spoolBytes := cfg.Limits.SpoolBytes
+	if spoolBytes > 0 {
+		switch err := proxy.CheckSpoolDir(cfg.Limits.SpoolDir); {
+		case err == nil:
+		case cfg.Limits.SpoolDir != "":
 			return nil, &config.Error{Key: "limits.spool_dir", Value: cfg.Limits.SpoolDir, Reason: err.Error() + " (set limits.spool_bytes: 0 to turn spilling off)"}
+		default:
+			// The default place (the system's temporary directory) is
+			// not writable, as on a read-only root without a /tmp volume:
+			// the node runs without spilling rather than not at all (a
+			// review found the shipped manifest crash-looping).
+			log.Warn("spilling is off: the system's temporary directory is not writable; set limits.spool_dir to a writable directory", "err", err)
+			spoolBytes = 0
 		}
 	}
 	n.siteM.originErrs = newOriginErrors(reg)
@@ -121,6 +131,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		fetcher, peerTLS = cl, serverTLS
 	}
 	pc, err := proxyConfig(cfg)
+	pc.SpoolBytes = spoolBytes // off when the default place is not writable
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

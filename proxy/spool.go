@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,11 @@ func newSpooler(dir string, bytes int64, m spoolMetrics) *spooler {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	return &spooler{dir: dir, budget: bytes, perFile: max(bytes/spillFileShare, blockSize), m: m}
+	// A share holds at least a trimming fill's first spill (its window and
+	// the block being filled) and a chunk more, or it would fill at once
+	// (a review's TestReviewSmallSpoolNeverSpillsATrimmingFill).
+	perFile := min(bytes, max(bytes/spillFileShare, trimWindow+2*blockSize))
+	return &spooler{dir: dir, budget: bytes, perFile: perFile, m: m}
 }
 
 // CheckSpoolDir reports whether dir can hold spill files, creating and
@@ -216,13 +221,46 @@ func (h *Handler) spooled(ctx context.Context, body io.Reader, release func()) (
 	f.spool, f.window, f.bodyEnd = h.spool, spoolWindow, release
 	rd, _ := f.reader() // base is 0: always
 	h.bg.Go(func() {
-		if err := f.pump(body, -1, 0, h); err != nil && !errors.Is(err, errFillAbandoned) {
+		// Its window is not charged to the buffer budget, as the copy
+		// buffer it stands in for was not: a long-lived stream that
+		// never spills (server-sent events) held its block's charge for
+		// its whole life, and enough of them kept every response from
+		// being stored (a review's TestReviewIdleEventStreamsEatTheBufferBudget).
+		if err := f.pump(body, -1, 0, unchargedBudget{}); err != nil && !errors.Is(err, errFillAbandoned) {
 			h.log.Debug("spooling a streamed body", "err", err)
 		}
 	})
 	b := &spooledBody{rd: rd, ctx: ctx}
 	return b, b.close
 }
+
+// unchargedBudget is the budget of a spooled stream: its window is
+// bounded per stream (spoolWindow and a block) and not counted.
+type unchargedBudget struct{}
+
+func (unchargedBudget) charge(int64) bool { return true }
+func (unchargedBudget) force(int64)       {}
+func (unchargedBudget) release(int64)     {}
+
+// readWhole reads a body of known length n (at most spoolWindow) into
+// memory, so that the upstream is done with before the client is written
+// to: a client that reads nothing of a small uncacheable page otherwise
+// held its slot until the write timeout (a review's
+// TestReviewStalledClientOfASmallUncacheablePageHoldsTheSlot). A body
+// that breaks is returned with its error, to end the answer as before.
+func readWhole(body io.Reader, n int64) (io.Reader, error) {
+	b := make([]byte, n)
+	k, err := io.ReadFull(body, b)
+	if err != nil {
+		return io.MultiReader(bytes.NewReader(b[:k]), errReader{err}), err
+	}
+	return bytes.NewReader(b), nil
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // spooledBody reads a spooled stream: whatever is there at once, so that
 // the copier sees the upstream's pauses (and flushes) as before.

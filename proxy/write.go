@@ -336,9 +336,17 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	hdr.Add("Via", h.via)
 	hdr["Cache-Status"] = h.field(status)
 	c := streamCoder{body: resp.Body, out: w}
-	if r.Method != http.MethodHead && (resp.ContentLength < 0 || resp.ContentLength > spoolWindow) {
-		// A body that fits the window is in the socket buffers soon
-		// enough: only larger ones go through a spooling pump.
+	switch {
+	case r.Method == http.MethodHead || h.spool == nil:
+	case resp.ContentLength >= 0 && resp.ContentLength <= spoolWindow:
+		// A small body is read whole first, and the slot given back.
+		if body, err := readWhole(resp.Body, resp.ContentLength); err == nil {
+			release()
+			c.body = body
+		} else {
+			c.body = body // its error ends the answer after what came
+		}
+	default:
 		body, done := h.spooled(r.Context(), resp.Body, release)
 		c.body, c.after = body, append(c.after, done)
 	}
