@@ -224,11 +224,15 @@ func (c *Cluster) setTrust(p *Peer, trusted bool) bool {
 		return false
 	}
 	now := time.Now()
-	if trusted && (!p.wasTrusted || !p.suspectedAt.IsZero() && now.Sub(p.suspectedAt) >= returnGap) {
-		// Back from an absence, or heard for the first time (a peer
-		// learnt while it was away is never suspected: a seventh
-		// review's TestAPeerLearntWhileAwayReturnsWhenFirstTrusted): its
-		// older pages are not kept a while (returned.go).
+	if trusted && (!p.wasTrusted && now.Sub(p.added) >= returnGap || !p.suspectedAt.IsZero() && now.Sub(p.suspectedAt) >= returnGap) {
+		// Back from an absence, or heard for the first time a while
+		// after it was learnt (a peer learnt while it was away is never
+		// suspected: a seventh review's
+		// TestAPeerLearntWhileAwayReturnsWhenFirstTrusted): its older
+		// pages are not kept a while (returned.go). A peer heard soon
+		// after it was learnt returned when it was learnt (addPeer):
+		// dating it from its first heartbeat held back copies of pages
+		// it made since, at every start of a loaded cluster.
 		p.returnedAt = now
 	}
 	p.wasTrusted = p.wasTrusted || trusted
