@@ -339,13 +339,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	switch {
 	case r.Method == http.MethodHead || h.spool == nil:
 	case resp.ContentLength >= 0 && resp.ContentLength <= spoolWindow:
-		// A small body is read whole first, and the slot given back.
-		if body, err := readWhole(resp.Body, resp.ContentLength); err == nil {
+		// A small body is read whole first, and the slot given back; one
+		// that broke ends the answer after what came, with its error.
+		body, err := readWhole(resp.Body, resp.ContentLength)
+		if err == nil {
 			release()
-			c.body = body
-		} else {
-			c.body = body // its error ends the answer after what came
 		}
+		c.body = body
 	default:
 		body, done := h.spooled(r.Context(), resp.Body, release)
 		c.body, c.after = body, append(c.after, done)
