@@ -253,12 +253,13 @@ func TestAPeerThatTakesPurgesSlowlyIsNotWiped(t *testing.T) {
 	nodes := startRealNodes(t, []string{"A", "B"}, routing.ModeHybrid, 2, pt, &slowOrigin{})
 	a, b := nodes["A"], nodes["B"]
 	fillAt(t, b, "/never-purged")
-	var took, everything atomic.Int64
+	var arrived, took, everything atomic.Int64
 	slow := func(r *http.Request) {
 		if r.URL.Path == "/_edge/purge" {
 			if r.URL.Query().Get("prefix") == "/" {
 				everything.Add(1)
 			} else {
+				arrived.Add(1)
 				time.Sleep(fanOutBound(pt) + 50*time.Millisecond) // answered late, then taken
 				took.Add(1)
 			}
@@ -276,8 +277,17 @@ func TestAPeerThatTakesPurgesSlowlyIsNotWiped(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	waitUntil(t, "B to take every purge", func() bool { return took.Load() == owedPerPeer+1 })
+	// Every purge is settled: B took it, or A owes it (on a loaded
+	// machine a request can miss even the late bound and never reach B;
+	// A then owes it, rightly, and delivers it below). Whatever B took,
+	// A must not count against it.
+	waitUntil(t, "every purge to be taken by B or owed to it", func() bool {
+		return arrived.Load() == took.Load() && took.Load()+int64(a.c.owed.owedTo("B")) >= owedPerPeer+1
+	})
 	t.Logf("B took %d purges; A owes it %d", took.Load(), a.c.owed.owedTo("B"))
+	if took.Load() == 0 {
+		t.Fatal("no purge reached B: the test measured nothing")
+	}
 	redeliverNow(t, a)
 	if everything.Load() > 0 || !storedAt(b, "/never-purged") {
 		t.Errorf("B took every purge (%d), yet was sent %d purges of everything and lost a page no purge named (still stored: %v)",
