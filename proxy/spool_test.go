@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -288,5 +289,50 @@ func TestManySpillsStayWithinTheBudget(t *testing.T) {
 		if !bytes.Equal(clients[i].Body.Bytes(), patterned(size, 10+i)) {
 			t.Errorf("reader %d got %d bytes, not its own %d", i, clients[i].Body.Len(), size)
 		}
+	}
+}
+
+// A small uncacheable body read whole (so that its slot comes back) is
+// memory held until its client has it: it is charged to the buffer budget
+// for that long, and over the budget it streams as it did before spilling,
+// holding its slot instead. Either way the client gets its own bytes.
+func TestASmallBodyReadWholeIsChargedToTheBufferBudget(t *testing.T) {
+	const size = 32 << 10
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, no-store")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		_, _ = w.Write(patterned(size, len(r.URL.Path)))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name      string
+		budget    int64
+		wantSlots int   // upstream slots held while the client stalls
+		wantHeld  int64 // buffer bytes charged meanwhile
+	}{
+		{"within the budget", 1 << 20, 0, size},
+		{"over the budget", size - 1, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxBufferedBytes = tc.budget })
+			c, done := serveStalled(h, "/page", nil)
+			waitUntil(t, "the origin's answer to be in", func() bool {
+				return len(h.sem) == tc.wantSlots && h.buffered.Load() == tc.wantHeld
+			})
+			// Settled: neither moves while the client stalls.
+			time.Sleep(100 * time.Millisecond)
+			if slots, held := len(h.sem), h.buffered.Load(); slots != tc.wantSlots || held != tc.wantHeld {
+				t.Errorf("while the client stalls: %d slots, %d bytes charged; want %d and %d", slots, held, tc.wantSlots, tc.wantHeld)
+			}
+			close(c.gate)
+			<-done
+			h.Wait()
+			if !bytes.Equal(c.Body.Bytes(), patterned(size, len("/page"))) {
+				t.Errorf("the client got %d bytes, not its own %d", c.Body.Len(), size)
+			}
+			if held := h.buffered.Load(); held != 0 {
+				t.Errorf("after the answer: %d bytes still charged", held)
+			}
+		})
 	}
 }

@@ -339,9 +339,17 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	switch {
 	case r.Method == http.MethodHead || h.spool == nil:
 	case resp.ContentLength >= 0 && resp.ContentLength <= spoolWindow:
-		// A small body is read whole first, and the slot given back; one
-		// that broke ends the answer after what came, with its error.
-		body, err := readWhole(resp.Body, resp.ContentLength)
+		// A small body is read whole first, charged to the buffer budget
+		// until the client has it, and the slot given back; one that
+		// broke ends the answer after what came, with its error. Over the
+		// budget it streams, holding its slot until the client has read
+		// it: memory, not the upstream, is what is short then.
+		n := resp.ContentLength
+		if !h.charge(n) {
+			break
+		}
+		c.after = append(c.after, func() { h.release(n) })
+		body, err := readWhole(resp.Body, n)
 		if err == nil {
 			release()
 		}
