@@ -210,6 +210,10 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 type FanOut struct {
 	Purged int `json:"peers_purged"`
 	Owed   int `json:"peers_owed"`
+	// Incomplete peers ran it but left a file on a failing disk (their
+	// 500): not owed, since sending it again would not remove the file;
+	// the operator is told, as for this node's own disk.
+	Incomplete int `json:"peers_incomplete"`
 }
 
 // FanOutPurge sends a purge to every trusted peer at once, and owes it to
@@ -235,8 +239,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	for id, addr := range sendTo {
 		send = append(send, &target{id: id, addr: addr})
 	}
-	var ok atomic.Int64
-	var owedNow atomic.Int64
+	var ok, owedNow, incomplete atomic.Int64
 	var wg sync.WaitGroup
 	// All at once: until the last peer has purged, the first ones keep no
 	// peer's page (purgehold.go), for a window that must cover the round.
@@ -256,15 +259,18 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	tookReady := make(chan struct{})
 	for _, t := range send {
 		wg.Go(func() {
-			taken, owed := c.sendPurge(lateCtx, t.id, t.addr, p, pid, false, awayInTable, time.Time{}, nil)
+			answer := c.sendPurge(lateCtx, t.id, t.addr, p, pid, false, awayInTable, time.Time{}, nil)
+			taken, owed := answer == answerTaken || answer == answerIncomplete, answer == answerOwed
 			t.mu.Lock()
 			t.done = true
 			seq := t.owedSeq
 			if seq == 0 {
-				switch {
-				case taken:
+				switch answer {
+				case answerTaken:
 					ok.Add(1)
-				case owed:
+				case answerIncomplete:
+					incomplete.Add(1)
+				case answerOwed:
 					t.owedSeq = c.owed.owe(t.id, p, pid, awayInTable, c.metrics)
 					owedNow.Add(1)
 					c.requestView()
@@ -334,5 +340,5 @@ wait:
 		}
 		notices.Wait()
 	}
-	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away)}
+	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load())}
 }

@@ -180,8 +180,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ProbeAnswers.WithLabelValues(o)
 	}
 	reg.MustRegister(m.ConfirmProbes, m.ProbeAnswers)
-	m.OwedPurgeEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_events_total", Help: "Purges owed to peers that did not take them when they went round (suspected, gone, not answering), by what became of them: delivered (taken when the peer was trusted again), refused (the peer answered it will not take it), failed (a delivery attempt that got no answer: tried again), collapsed (a peer owed too many purges is owed one purge of everything instead), expired (dropped a day after the last purge owed to a peer that did not come back)."}, []string{"outcome"})
-	for _, o := range []string{"delivered", "refused", "failed", "collapsed", "expired"} {
+	m.OwedPurgeEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_events_total", Help: "Purges owed to peers that did not take them when they went round (suspected, gone, not answering), by what became of them: delivered (taken when the peer was trusted again), refused (the peer answered it will not take it), incomplete (the peer ran it but a file stayed on its failing disk), failed (a delivery attempt that got no answer: tried again), collapsed (a peer owed too many purges is owed one purge of everything instead), expired (dropped a day after the last purge owed to a peer that did not come back)."}, []string{"outcome"})
+	for _, o := range []string{"delivered", "refused", "incomplete", "failed", "collapsed", "expired"} {
 		m.OwedPurgeEvents.WithLabelValues(o)
 	}
 	reg.MustRegister(m.OwedPurgeEvents)

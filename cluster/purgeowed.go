@@ -408,10 +408,17 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 	}
 }
 
-// sendPurge asks the peer at addr to purge p, reporting whether the purge
-// was taken (or refused for good: a request it will never take is not
-// owed) and whether it is owed (no answer, or the peer could not take it
-// now).
+// purgeAnswer is what became of a purge sent to a peer.
+type purgeAnswer int
+
+const (
+	answerTaken      purgeAnswer = iota // it ran there
+	answerOwed                          // no answer, or one that says not now: owed
+	answerIncomplete                    // it ran, but a file stayed on the peer's failing disk (its 500): reported, not owed (it ran)
+	answerRefused                       // the peer will never take it (4xx): not owed
+)
+
+// sendPurge asks the peer at addr to purge p and says what became of it.
 //
 // pid names the purge (a peer that took it answers a repeat at once);
 // redelivered marks an owed purge delivered late, which the peer does not
@@ -425,7 +432,7 @@ func (o *owedPurges) release(id string, failed bool, now time.Time) {
 // stands, for a purge of everything, names the purges it stands for (in
 // the body, its digest in a signed field): a peer that took them all has
 // nothing to wipe.
-func (c *Cluster) sendPurge(ctx context.Context, to, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string, covers time.Time, stands []string) (taken, owed bool) {
+func (c *Cluster) sendPurge(ctx context.Context, to, addr string, p proxy.PurgeRequest, pid string, redelivered bool, away []string, covers time.Time, stands []string) purgeAnswer {
 	// The sender's hold length goes with it: a peer holds at least as
 	// long (its own peer_timeout may be shorter: purgehold.go).
 	q := p.Query() + "&hold_ms=" + strconv.FormatInt(purgeHold(c.cfg.PeerTimeout).Milliseconds(), 10) + "&pid=" + url.QueryEscape(pid)
@@ -448,19 +455,22 @@ func (c *Cluster) sendPurge(ctx context.Context, to, addr string, p proxy.PurgeR
 	}
 	resp, err := c.doWith(req, to, c.purgeHTTP, c.purgeTLS)
 	if err != nil {
-		return false, true
+		return answerOwed
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return true, false
+		return answerTaken
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
-		return false, true
+		return answerOwed
+	case http.StatusInternalServerError:
+		// The purge took effect at the peer but left a file on its
+		// failing disk (the peer logs and counts that itself); sending it
+		// again would not remove the file.
+		return answerIncomplete
 	}
-	// 500 is a purge that took effect at the peer but left a file on its
-	// failing disk (it reports that itself); 4xx will never be taken.
-	return false, false
+	return answerRefused
 }
 
 // purgeTargets splits the peers, at one moment, into those a purge goes
@@ -607,16 +617,18 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.
 				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				taken, owed := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x, x.away), x.covers, x.stands)
+				answer := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x, x.away), x.covers, x.stands)
 				cancel()
-				if owed {
+				switch answer {
+				case answerOwed:
 					failed = true
 					c.metrics.OwedPurgeEvents.WithLabelValues("failed").Inc()
 					return
-				}
-				if taken {
+				case answerTaken:
 					c.metrics.OwedPurgeEvents.WithLabelValues("delivered").Inc()
-				} else {
+				case answerIncomplete:
+					c.metrics.OwedPurgeEvents.WithLabelValues("incomplete").Inc()
+				default:
 					c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
 				}
 				if c.owed.settle(id, x.seq) {

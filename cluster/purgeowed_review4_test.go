@@ -21,10 +21,18 @@ import (
 func hookPurge(t *testing.T, nodes map[string]*realNode, id string, hook func(proxy.PurgeRequest)) {
 	t.Helper()
 	n := nodes[id]
-	h := n.c.PeerHandler(n.ph.ServeInbound, func(p proxy.PurgeRequest) (int, error) {
+	replacePurge(t, nodes, id, func(p proxy.PurgeRequest) (int, error) {
 		hook(p)
 		return n.ph.Purge(p)
 	})
+}
+
+// replacePurge serves node id's peer requests with purge as its purge
+// function, on a new address the other nodes are told.
+func replacePurge(t *testing.T, nodes map[string]*realNode, id string, purge func(proxy.PurgeRequest) (int, error)) {
+	t.Helper()
+	n := nodes[id]
+	h := n.c.PeerHandler(n.ph.ServeInbound, purge)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	for _, m := range nodes {

@@ -744,22 +744,28 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	} else {
 		count, err = n.proxy.Purge(p)
 	}
-	if errors.Is(err, proxy.ErrPurgeIncomplete) {
-		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "err", err)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
-		_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "error": err.Error()})
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, proxy.ErrPurgeIncomplete) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed)
-	w.Header().Set("Content-Type", "application/json")
+	if err == nil && peers.Incomplete > 0 {
+		err = fmt.Errorf("%w at %d peers: a file stayed on a failing disk (see their logs)", proxy.ErrPurgeIncomplete, peers.Incomplete)
+	}
 	// peers_owed: peers that did not take it now (suspected, gone, not
 	// answering), owed it when they are back (cluster/purgeowed.go).
-	_ = json.NewEncoder(w).Encode(map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed})
+	// peers_incomplete: peers that ran it but left a file on a failing
+	// disk, as this node's own ErrPurgeIncomplete.
+	answer := map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "peers_incomplete": peers.Incomplete}
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "peers_incomplete", peers.Incomplete, "err", err)
+		answer["error"] = err.Error()
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(answer)
+		return
+	}
+	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed)
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // countingFetcher counts the requests that really reach the origin, and
