@@ -200,7 +200,10 @@ func TestAFillStreamingFromAPeerIsJoinedByItsOrder(t *testing.T) {
 }
 
 func headerInFillWaits(t *testing.T, mode routing.Mode, sb int, defaults bool) {
-	const pt = 400 * time.Millisecond
+	// A cycle ends at B's peer header timeout, 4 × pt, in every run: 4 s,
+	// twice what the largest variant takes on two loaded cores without
+	// one (2.0 s; at 1.6 s a loaded CI run took it for a cycle).
+	const pt = time.Second
 	origin := &versionedRangeOrigin{size: 3*sb - 100}
 	origin.ver.Store(1)
 	tune := func(pc *proxy.Config) { pc.SliceBytes = int64(sb) }
