@@ -278,6 +278,13 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 			}
 			t.mu.Unlock()
 			if seq != 0 && taken && c.owed.settle(t.id, seq) {
+				if answer == answerIncomplete {
+					// The purge's answer has gone: reported here, as a
+					// redelivery's is (a review's
+					// TestALateIncompleteAnswerIsReported).
+					c.metrics.OwedPurgeEvents.WithLabelValues("incomplete").Inc()
+					c.log.Warn("a late peer answer: purge incomplete (a file stayed on its failing disk)", "peer", t.id, "url", p.URL, "prefix", p.Prefix, "tag", p.Tag)
+				}
 				c.requestView() // the late answer took it: owed nothing now
 			}
 			if seq != 0 && owed {

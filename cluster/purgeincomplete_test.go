@@ -53,3 +53,27 @@ func TestAPeerWhosePurgeLeftAFileIsReportedIncomplete(t *testing.T) {
 		t.Errorf("after the delivery A owes B %d purges, want 0", n)
 	}
 }
+
+// A review's: a peer whose purge runs past the round and then answers 500
+// settled what it was owed silently: the purge's answer had gone (owed 1)
+// and nothing else said a file stayed on its disk. The late answer is now
+// counted as a redelivery's is.
+func TestALateIncompleteAnswerIsReported(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{})
+	a, b := nodes["A"], nodes["B"]
+	late := fanOutBound(a.c.cfg.PeerTimeout) + 200*time.Millisecond // within the late bound (4 × it)
+	replacePurge(t, nodes, "B", func(p proxy.PurgeRequest) (int, error) {
+		time.Sleep(late)
+		n, err := b.ph.Purge(p)
+		if err != nil {
+			return n, err
+		}
+		return n, fmt.Errorf("removing a file: read-only file system: %w", proxy.ErrPurgeIncomplete)
+	})
+	_, fan, _ := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/late/1"}, a.ph.Purge)
+	t.Logf("fan-out: %+v", fan)
+	waitUntil(t, "the late answer to settle", func() bool { return a.c.owed.owedTo("B") == 0 })
+	if fan.Incomplete == 0 && testutil.ToFloat64(a.c.metrics.OwedPurgeEvents.WithLabelValues("incomplete")) == 0 {
+		t.Errorf("B's late 500 (a file left on its disk) settled what A owed it and was reported nowhere: answer %+v", fan)
+	}
+}
