@@ -153,3 +153,28 @@ func TestRangeWithIfRange(t *testing.T) {
 		t.Fatalf("Range with another tag: %d, %d bytes", other.Code, other.Body.Len())
 	}
 }
+
+// A large object's ranges are the same bytes as its whole body, across
+// the filler's repeats and at its ends.
+func TestLargeRangesAreTheWholeBodysBytes(t *testing.T) {
+	d := New(Config{})
+	get := func(rg string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/large/9", nil)
+		if rg != "" {
+			r.Header.Set("Range", rg)
+		}
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, r)
+		return w
+	}
+	whole := get("").Body.String()
+	if len(whole) != 9<<20 {
+		t.Fatalf("whole: %d bytes", len(whole))
+	}
+	for _, rg := range [][2]int{{0, 0}, {0, 1<<20 - 1}, {fillerSize - 9 - 5, fillerSize + 5}, {3*fillerSize/2 - 1, 2*fillerSize + 100}, {9<<20 - 10, 9<<20 - 1}} {
+		w := get(fmt.Sprintf("bytes=%d-%d", rg[0], rg[1]))
+		if w.Code != http.StatusPartialContent || w.Body.String() != whole[rg[0]:rg[1]+1] {
+			t.Errorf("bytes=%d-%d: %d, %d bytes, equal to the whole body's %v", rg[0], rg[1], w.Code, w.Body.Len(), w.Body.String() == whole[rg[0]:rg[1]+1])
+		}
+	}
+}
