@@ -272,17 +272,29 @@ func startWireRelay(t *testing.T, n *realNode) *wireRelay {
 			go func() { _, _ = io.Copy(in, out); in.Close() }()
 			go func() {
 				buf := make([]byte, 64<<10)
+				capturing := false
 				for {
 					k, err := in.Read(buf)
 					if k > 0 {
 						chunk := buf[:k]
-						if bytes.HasPrefix(chunk, []byte("POST /_edge/purge")) {
+						switch {
+						case bytes.HasPrefix(chunk, []byte("POST /_edge/purge")):
+							capturing = true
 							r.mu.Lock()
 							r.captured = bytes.Clone(chunk)
 							r.mu.Unlock()
 							if r.alter.Load() {
 								chunk = bytes.Replace(chunk, []byte("kept"), []byte("kepX"), 1)
 							}
+						case capturing && (bytes.HasPrefix(chunk, []byte("POST ")) || bytes.HasPrefix(chunk, []byte("GET "))):
+							capturing = false
+						case capturing:
+							// The rest of the request (a purge of everything's
+							// body of ids may come in several reads: replaying the
+							// first alone left the receiver waiting for its body).
+							r.mu.Lock()
+							r.captured = append(r.captured, chunk...)
+							r.mu.Unlock()
 						}
 						_, _ = out.Write(chunk)
 					}
