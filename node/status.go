@@ -33,11 +33,14 @@ type Status struct {
 	BufferedBytes int64        `json:"buffered_bytes"`
 	BufferBudget  int64        `json:"buffer_budget_bytes"`
 	// Spill files of slow readers of what cannot be stored (proxy/spool.go).
-	SpoolBytes    int64                `json:"spool_bytes"`
-	SpoolBudget   int64                `json:"spool_budget_bytes"`
-	SpoolFiles    int64                `json:"spool_files"`
-	SpoolOpened   float64              `json:"spool_files_opened"`
-	SpoolFull     float64              `json:"spool_full"`
+	SpoolBytes  int64   `json:"spool_bytes"`
+	SpoolBudget int64   `json:"spool_budget_bytes"`
+	SpoolFiles  int64   `json:"spool_files"`
+	SpoolOpened float64 `json:"spool_files_opened"`
+	SpoolFull   float64 `json:"spool_full"`
+	// RequestBodies: request bodies by how they went upstream (memory and
+	// disk: read whole before a slot was taken; streamed).
+	RequestBodies map[string]float64   `json:"request_bodies"`
 	Requests      map[string]float64   `json:"requests_by_result"`
 	RequestRates  map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
 	Disk          *DiskStatus          `json:"disk,omitempty"`
@@ -115,6 +118,7 @@ func (n *Node) Snapshot() Status {
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.SpoolBytes, s.SpoolBudget, s.SpoolFiles, s.SpoolOpened, s.SpoolFull = ps.SpoolBytes, ps.SpoolBudget, ps.SpoolFiles, ps.SpoolOpened, ps.SpoolFull
 	s.Coalesced, s.KeptApart = ps.Coalesced, ps.FillsKeptApart
+	s.RequestBodies = ps.RequestBodies
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
@@ -282,7 +286,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <table><tr><th>held</th><td>{{bytes .StoreBytes}} of {{bytes .StoreBudget}}</td></tr>
 <tr><th>objects</th><td>{{count .StoreObjects}}</td></tr><tr><th>evictions</th><td>{{count .Evictions}}</td></tr>
 <tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr>
-<tr><th>spilled to disk (slow readers of what cannot be stored)</th><td>{{if .SpoolBudget}}{{bytes .SpoolBytes}} of {{bytes .SpoolBudget}} in {{.SpoolFiles}} files; {{printf "%.0f" .SpoolOpened}} responses spilled, {{printf "%.0f" .SpoolFull}} filled their share{{else}}off (limits.spool_bytes: 0){{end}}</td></tr></table>
+<tr><th>spilled to disk (slow readers of what cannot be stored)</th><td>{{if .SpoolBudget}}{{bytes .SpoolBytes}} of {{bytes .SpoolBudget}} in {{.SpoolFiles}} files; {{printf "%.0f" .SpoolOpened}} responses spilled, {{printf "%.0f" .SpoolFull}} filled their share{{else}}off (limits.spool_bytes: 0){{end}}</td></tr>
+<tr><th>request bodies (read whole before a slot: a slow upload holds none)</th><td>{{printf "%.0f" (index .RequestBodies "memory")}} in memory, {{printf "%.0f" (index .RequestBodies "disk")}} on disk; {{printf "%.0f" (index .RequestBodies "streamed")}} streamed (unknown length, or no room)</td></tr></table>
 {{with .Disk}}<h2>Disk tier</h2>
 <table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
 <tr><th>held</th><td>{{bytes .Bytes}} of {{bytes .Budget}} ({{bytes .QueueBytes}} queued for writing)</td></tr>

@@ -747,6 +747,20 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 // servePass forwards r without using or filling the store. Unsafe methods
 // invalidate what they may have changed (RFC 9111 §4.4).
 func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) string {
+	// The body first, so that a slow upload holds no upstream slot
+	// (upload.go).
+	bodyDone, err := h.bufferBody(r)
+	if err != nil {
+		timedOut := bodyTimedOut(r.Body)
+		dropUnreadBody(w, r)
+		if timedOut {
+			return h.refuseSlowBody(w)
+		}
+		h.metrics.Rejected.WithLabelValues("body_incomplete").Inc()
+		h.writeError(w, http.StatusBadRequest, refused("request", "body-incomplete"), "request body incomplete")
+		return ResultRejected
+	}
+	defer bodyDone()
 	if !h.acquireUpstream() {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
@@ -760,9 +774,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		timedOut := bodyTimedOut(r.Body)
 		dropUnreadBody(w, r)
 		if timedOut {
-			h.metrics.Rejected.WithLabelValues("slow_body").Inc()
-			h.writeError(w, http.StatusRequestTimeout, refused("request", "slow-body"), "request body too slow")
-			return ResultRejected
+			return h.refuseSlowBody(w)
 		}
 		h.writeUpstreamError(w, err)
 		return ResultError
@@ -775,6 +787,13 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	}
 	h.stream(w, r, resp, forwarded("bypass").withStatus(resp.StatusCode).withDetail(string(why)), release)
 	return ResultPass
+}
+
+// refuseSlowBody answers a request whose body failed its rate limit.
+func (h *Handler) refuseSlowBody(w http.ResponseWriter) string {
+	h.metrics.Rejected.WithLabelValues("slow_body").Inc()
+	h.writeError(w, http.StatusRequestTimeout, refused("request", "slow-body"), "request body too slow")
+	return ResultRejected
 }
 
 func isSafe(method string) bool {

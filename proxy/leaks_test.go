@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // One regression test per item of the shared-cache safety issue, each
@@ -485,7 +486,7 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 			statuses <- line
 		}()
 	}
-	waitUntil(t, "both uploads hold their upstream slots", func() bool { return len(h.sem) == 2 })
+	waitUntil(t, "both uploads to be read", func() bool { return testutil.ToFloat64(h.metrics.InFlight) == 2 })
 	resp, err := http.Get(srv.URL + "/cached")
 	if err != nil {
 		t.Fatal(err)
@@ -493,6 +494,17 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Cache-Status"), "hit") {
 		t.Fatalf("a hit during slow uploads: %d %q", resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
+	// Their bodies are read before they take a slot (upload.go): a miss
+	// gets one meanwhile (until 2026-12-05 the uploads held both, and it
+	// got 503).
+	if n := len(h.sem); n != 0 {
+		t.Errorf("slow uploads hold %d upstream slots, want 0", n)
+	}
+	if resp, err := http.Get(srv.URL + "/miss"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a miss during slow uploads: %v %v, want 200", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
 	}
 	for range 2 {
 		if line := <-statuses; !strings.Contains(line, " 408 ") {

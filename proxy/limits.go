@@ -68,7 +68,7 @@ var errBodyDropped = errors.New("proxy: request body no longer read")
 // that may be trickling it; instead the edge stops reading now (a read
 // deadline in the past) and closes the connection after the response.
 func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
-	sb, ok := r.Body.(*slowBody)
+	sb, ok := clientBody(r.Body).(*slowBody)
 	if !ok || sb.eof.Load() {
 		return
 	}
@@ -83,7 +83,7 @@ func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
 
 // bodyTimedOut reports whether a request body failed its rate limit.
 func bodyTimedOut(body io.ReadCloser) bool {
-	sb, ok := body.(*slowBody)
+	sb, ok := clientBody(body).(*slowBody)
 	return ok && sb.timedOut.Load()
 }
 

@@ -59,6 +59,9 @@ type Metrics struct {
 
 	compression compressionMetrics
 	spool       spoolMetrics
+	// requestBodies counts request bodies by how they went upstream
+	// (upload.go).
+	requestBodies map[string]prometheus.Counter
 
 	rules ruleMetrics
 	// clientNoCacheServed counts requests whose no-cache, max-age or
@@ -104,6 +107,8 @@ type Stats struct {
 	// with spilling off.
 	SpoolBytes, SpoolBudget, SpoolFiles int64
 	SpoolOpened, SpoolFull              float64
+	// RequestBodies: request bodies by how they went upstream (upload.go).
+	RequestBodies map[string]float64
 }
 
 // Stats returns the current counters.
@@ -116,6 +121,10 @@ func (h *Handler) Stats() Stats {
 	}
 	for k, rm := range h.metrics.byResult {
 		s.Requests[k] = rm.total.Load()
+	}
+	s.RequestBodies = make(map[string]float64, len(h.metrics.requestBodies))
+	for how, c := range h.metrics.requestBodies {
+		s.RequestBodies[how] = counterValue(c)
 	}
 	return s
 }
@@ -205,6 +214,15 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 			}),
 	)
 	m.compression = newCompressionMetrics(reg)
+	bodies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_request_bodies_total",
+		Help: "Request bodies sent upstream, by how: memory and disk (read whole before an upstream slot was taken: a slow upload holds no slot), streamed (unknown length, over the buffer budget, or the spool could not take it: sent as it came, holding a slot).",
+	}, []string{"how"})
+	reg.MustRegister(bodies)
+	m.requestBodies = map[string]prometheus.Counter{}
+	for _, how := range []string{bodyInMemory, bodyOnDisk, bodyStreamed} {
+		m.requestBodies[how] = bodies.WithLabelValues(how)
+	}
 	m.spool = newSpoolMetrics(reg)
 	registerSpoolGauges(reg, m)
 	m.rules = newRuleMetrics(reg)
@@ -215,7 +233,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	reg.MustRegister(m.clientNoCacheServed)
 	// Every refusal reason exists from the start (at 0), so that a
 	// dashboard shows a flat line rather than no data on a quiet node.
-	for _, reason := range []string{"url_too_long", "bad_target", "client_limit", "body_too_large", "overload", "too_many_ranges", "slow_body"} {
+	for _, reason := range []string{"url_too_long", "bad_target", "client_limit", "body_too_large", "overload", "too_many_ranges", "slow_body", "body_incomplete"} {
 		m.Rejected.WithLabelValues(reason)
 	}
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.

@@ -159,3 +159,99 @@ func grepLines(s, sub string) string {
 	}
 	return out.String()
 }
+
+// TestSlowUploadsDoNotStarveMisses runs a real edge process with four
+// upstream slots against four clients that start uploads and stall. A
+// body of known length is read before its request takes a slot, so every
+// miss meanwhile is answered and each upload, once whole, reaches the
+// origin; bodies of unknown length (chunked: how clients stream requests)
+// still stream as they come, holding their slots, which the control shows.
+func TestSlowUploadsDoNotStarveMisses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+	}{{"known length", false}, {"chunked (control)", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			originAddr, pub, adm := freeAddr(t), freeAddr(t), freeAddr(t)
+			startOrigin(t, originAddr, "1ms")
+			cfgFile := filepath.Join(t.TempDir(), "edge.yaml")
+			cfg := fmt.Sprintf(`origin: {url: "http://%s"}
+listen: "%s"
+admin: {listen: "%s"}
+node_id: uploads
+limits: {max_inflight: 4, body_timeout: 60s, spool_dir: "%s"}
+`, originAddr, pub, adm, t.TempDir())
+			if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			startBinary(t, plainEdge(t), "serve", "-c", cfgFile)
+			waitUp(t, "http://"+adm+"/readyz")
+			const size = 200 << 10 // on disk: larger than what is held in memory
+			var uploaders []net.Conn
+			for i := range 4 {
+				c, err := net.Dial("tcp", pub)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if tc.chunked {
+					fmt.Fprintf(c, "POST /up/%d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n", i)
+				} else {
+					fmt.Fprintf(c, "POST /up/%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n0123456789", i, size)
+				}
+				uploaders = append(uploaders, c)
+			}
+			inflight := regexp.MustCompile(`(?m)^edge_inflight_requests (\d+)`)
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				_, m := get(t, "http://"+adm+"/metrics")
+				if g := inflight.FindStringSubmatch(m); g != nil && g[1] == strconv.Itoa(len(uploaders)) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the stalled uploads are not all in flight:\n%s", grepLines(m, "edge_inflight_requests"))
+				}
+			}
+			refused := 0
+			for i := range 8 {
+				resp, err := http.Get(fmt.Sprintf("http://%s/p/%d", pub, 2000+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					refused++
+				}
+			}
+			if tc.chunked {
+				if refused == 0 {
+					t.Error("chunked uploads that stall did not hold the slots (the control shows nothing)")
+				}
+			} else if refused > 0 {
+				t.Errorf("%d of 8 misses refused while four uploads of known length stall, want 0", refused)
+			}
+			// One upload goes on and ends: the origin answers it (the demo
+			// origin takes no POST: 405, from the origin, not the edge).
+			c := uploaders[0]
+			if tc.chunked {
+				_, _ = io.WriteString(c, "0\r\n\r\n")
+			} else {
+				_, _ = c.Write(bytes.Repeat([]byte("x"), size-10))
+			}
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusBadRequest {
+				t.Errorf("the upload that ended: %d (%s)", resp.StatusCode, resp.Header.Get("Cache-Status"))
+			}
+			_, m := get(t, "http://"+adm+"/metrics")
+			t.Logf("upload answered %d (%s); %d of 8 misses refused; %s", resp.StatusCode, resp.Header.Get("Cache-Status"), refused, grepLines(m, "edge_request_bodies_total"))
+		})
+	}
+}

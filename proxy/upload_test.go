@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// bodyEchoOrigin answers every request with the SHA-256 and length of the body
+// it got, uncacheable, and counts the requests.
+func bodyEchoOrigin(t *testing.T) (*httptest.Server, *sync.Map) {
+	var seen sync.Map // path → body length the origin got
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		seen.Store(r.URL.Path, len(b))
+		sum := sha256.Sum256(b)
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = io.WriteString(w, hex.EncodeToString(sum[:])+" "+strconv.Itoa(len(b)))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &seen
+}
+
+func echoOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]) + " " + strconv.Itoa(len(b))
+}
+
+// upload serves a POST of body at path with the given declared length
+// (-1: unknown), read from rd, and returns the recorder when the handler
+// is done.
+func upload(h *Handler, path string, length int64, rd io.Reader) chan *httptest.ResponseRecorder {
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		r := httptest.NewRequest("POST", "http://example.com"+path, rd)
+		r.ContentLength = length
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		done <- w
+	}()
+	return done
+}
+
+// A client that uploads slowly held one of the upstream slots for as long
+// as its body took (limits.body_timeout + its size at
+// limits.min_body_rate), so that a few such clients turned every miss into
+// a 503. A body of known length is now read before a slot is taken: the
+// miss gets its slot, and the upload, once whole, reaches the origin
+// byte-exact. A body of unknown length still streams, holding its slot
+// (the control: streaming requests must keep working).
+func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		size   int
+		known  bool
+		holds  bool
+		how    string
+		budget int64
+	}{
+		{"small, in memory", 10 << 10, true, false, bodyInMemory, 0},
+		{"large, on disk", 300 << 10, true, false, bodyOnDisk, 0},
+		{"unknown length, streamed", 10 << 10, false, true, bodyStreamed, 0},
+		{"over the buffer budget, streamed", 10 << 10, true, true, bodyStreamed, 4 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := bodyEchoOrigin(t)
+			h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) {
+				if tc.budget > 0 {
+					c.MaxBufferedBytes = tc.budget
+				}
+			})
+			body := patterned(tc.size, 3)
+			pr, pw := io.Pipe()
+			length := int64(tc.size)
+			if !tc.known {
+				length = -1
+			}
+			done := upload(h, "/up", length, pr)
+			_, _ = pw.Write(body[:100]) // then the client stalls
+			if tc.holds {
+				waitUntil(t, "the streamed upload to take its slot", func() bool { return len(h.sem) == 1 })
+			}
+			code := getStatus(h, "/miss")
+			if want := map[bool]int{false: 200, true: http.StatusServiceUnavailable}[tc.holds]; code != want {
+				t.Errorf("a miss while the upload stalls: %d, want %d", code, want)
+			}
+			_, _ = pw.Write(body[100:])
+			_ = pw.Close()
+			w := <-done
+			if w.Code != 200 || w.Body.String() != echoOf(body) {
+				t.Errorf("the upload: %d %q, want the origin to have got its %d bytes whole", w.Code, w.Body.String(), tc.size)
+			}
+			h.Wait()
+			if n := testutil.ToFloat64(h.metrics.requestBodies[tc.how]); n != 1 {
+				t.Errorf(`edge_request_bodies_total{how=%q} = %v, want 1`, tc.how, n)
+			}
+			if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || h.spool.files.Load() != 0 {
+				t.Errorf("after the upload: %d buffered bytes, %d spooled in %d files; want none", held, used, h.spool.files.Load())
+			}
+		})
+	}
+}
+
+// A body cut short before its declared length is answered 400 and never
+// reaches the origin.
+func TestAnUploadCutShortNeverReachesTheOrigin(t *testing.T) {
+	for _, size := range []int{1000, 300 << 10} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			srv, seen := bodyEchoOrigin(t)
+			h, _ := spoolProxy(t, srv, 64<<20, nil)
+			w := <-upload(h, "/cut", int64(size), bytes.NewReader(patterned(size/2, 1)))
+			if w.Code != http.StatusBadRequest {
+				t.Errorf("an upload cut short: %d, want 400", w.Code)
+			}
+			if _, ok := seen.Load("/cut"); ok {
+				t.Error("the origin got a request whose body was cut short")
+			}
+			h.Wait()
+			if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || len(h.sem) != 0 {
+				t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, len(h.sem))
+			}
+		})
+	}
+}
+
+// Concurrent uploads of every kind each reach the origin as their own
+// bytes (no upload is sent with another's body), and one the spool cannot
+// take whole goes on from the client after what it holds.
+func TestUploadsStayWithTheirRequests(t *testing.T) {
+	srv, _ := bodyEchoOrigin(t)
+	h, _ := spoolProxy(t, srv, 4<<20, func(c *Config) { c.MaxInflight = 64 })
+	sizes := []int{1, 100, 64 << 10, 64<<10 + 1, 200 << 10, 900 << 10}
+	var wg sync.WaitGroup
+	for i := range 48 {
+		wg.Go(func() {
+			size := sizes[i%len(sizes)]
+			body := patterned(size, i)
+			w := <-upload(h, "/u/"+strconv.Itoa(i), int64(size), bytes.NewReader(body))
+			if w.Code != 200 || w.Body.String() != echoOf(body) {
+				t.Errorf("upload %d (%d bytes): %d %q, want its own body whole", i, size, w.Code, w.Body.String())
+			}
+		})
+	}
+	wg.Wait()
+	h.Wait()
+	t.Logf("bodies: memory %v, disk %v, streamed %v; spool full %v", testutil.ToFloat64(h.metrics.requestBodies[bodyInMemory]),
+		testutil.ToFloat64(h.metrics.requestBodies[bodyOnDisk]), testutil.ToFloat64(h.metrics.requestBodies[bodyStreamed]), testutil.ToFloat64(h.metrics.spool.full))
+	if held, used, files := h.buffered.Load(), h.spool.used.Load(), h.spool.files.Load(); held != 0 || used != 0 || files != 0 {
+		t.Errorf("after: %d buffered, %d spooled in %d files", held, used, files)
+	}
+}
+
+// A spill that runs out of budget part way sends what it holds, then the
+// rest from the client.
+func TestAnUploadTheSpoolCannotTakeWholeGoesOnFromTheClient(t *testing.T) {
+	srv, _ := bodyEchoOrigin(t)
+	h, _ := spoolProxy(t, srv, 4<<20, nil)
+	h.spool.budget = 100 << 10 // less than the upload, within its share
+	body := patterned(300<<10, 9)
+	w := <-upload(h, "/partial", int64(len(body)), bytes.NewReader(body))
+	if w.Code != 200 || w.Body.String() != echoOf(body) {
+		t.Errorf("an upload the spool filled on: %d %q", w.Code, w.Body.String())
+	}
+	if n := testutil.ToFloat64(h.metrics.spool.full); n != 1 {
+		t.Errorf("edge_spool_full_total = %v, want 1", n)
+	}
+	h.Wait()
+	if used, files := h.spool.used.Load(), h.spool.files.Load(); used != 0 || files != 0 {
+		t.Errorf("after: %d spooled in %d files", used, files)
+	}
+}
