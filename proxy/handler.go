@@ -196,8 +196,11 @@ type Handler struct {
 	now                  func() time.Time
 
 	buffered atomic.Int64 // bytes charged to MaxBufferedBytes
-	spool    *spooler     // nil: spilling off
-	purges   purgeLog     // purges so far and what they named: a fill started before one that names its page does not store
+	// uploadMem, uploadDisk: request bodies' shares of the buffer budget
+	// and of the spool (upload.go), so slow uploads cannot take all of either.
+	uploadMem, uploadDisk atomic.Int64
+	spool                 *spooler // nil: spilling off
+	purges                purgeLog // purges so far and what they named: a fill started before one that names its page does not store
 
 	via          string   // our Via element
 	viaOnly      []string // Via of a response that had none; shared, read-only

@@ -52,6 +52,10 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	if errors.Is(err, io.EOF) {
 		b.eof.Store(true)
+		// The body is in: its deadline must not end net/http's background
+		// read of the connection (which cancels the request) while the
+		// origin takes its time.
+		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	var ne net.Error
 	if err != nil && errors.As(err, &ne) && ne.Timeout() {

@@ -169,11 +169,11 @@ type spoolMetrics struct {
 func newSpoolMetrics(reg prometheus.Registerer) spoolMetrics {
 	m := spoolMetrics{
 		opened: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_spool_files_opened_total",
-			Help: "Responses that could not be stored and whose slowest reader fell behind the upstream: the rest of the body went to a spill file (limits.spool_dir) so the upstream connection and its slot were freed at the upstream's pace."}),
+			Help: "Spill files opened: for responses that could not be stored and whose slowest reader fell behind the upstream (the rest of the body went to a spill file in limits.spool_dir, so the upstream connection and its slot were freed at the upstream's pace), and for request bodies over 64 KiB read before their request took a slot (edge_request_bodies_total{how=\"disk\"})."}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_spool_written_bytes_total",
 			Help: "Bytes written to spill files."}),
 		full: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_spool_full_total",
-			Help: "Spill files that reached their share of limits.spool_bytes: the response then waited for its slowest reader again, holding its upstream slot."}),
+			Help: "Spill files that reached their share of limits.spool_bytes: the response then waited for its slowest reader again, holding its upstream slot (a request body: the rest was sent as it came)."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_spool_errors_total",
 			Help: "Spill files that could not be created or written (the response then waited for its slowest reader)."}),
 	}

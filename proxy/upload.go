@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 )
 
 // Request buffering. A request body of known length is read before an
@@ -63,31 +64,35 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		h.metrics.requestBodies[bodyStreamed].Inc()
 		return func() {}, nil
 	}
-	if n <= uploadMemory {
+	if n <= uploadMemory && share(&h.uploadMem, n, h.cfg.MaxBufferedBytes/4) {
 		if !h.charge(n) {
-			h.metrics.requestBodies[bodyStreamed].Inc()
-			return func() {}, nil
+			h.uploadMem.Add(-n)
+		} else {
+			buf := make([]byte, n)
+			if _, err := io.ReadFull(r.Body, buf); err != nil {
+				h.release(n)
+				h.uploadMem.Add(-n)
+				return nil, err
+			}
+			if r.ProtoMajor == 1 {
+				readEOF(r.Body)
+			}
+			r.Body = &bufferedBody{rd: bytes.NewReader(buf), orig: r.Body}
+			h.metrics.requestBodies[bodyInMemory].Inc()
+			return func() { h.release(n); h.uploadMem.Add(-n) }, nil
 		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			h.release(n)
-			return nil, err
-		}
-		readEOF(r.Body)
-		r.Body = &bufferedBody{rd: bytes.NewReader(buf), orig: r.Body}
-		h.metrics.requestBodies[bodyInMemory].Inc()
-		return func() { h.release(n) }, nil
 	}
-	if h.spool == nil || n > h.spool.perFile {
+	if h.spool == nil || n > h.spool.perFile || !share(&h.uploadDisk, n, h.spool.budget/2) {
 		h.metrics.requestBodies[bodyStreamed].Inc()
 		return func() {}, nil
 	}
 	sp, err := h.spool.open(0)
 	if err != nil {
+		h.uploadDisk.Add(-n)
 		h.metrics.requestBodies[bodyStreamed].Inc()
 		return func() {}, nil
 	}
-	done = sp.close
+	done = func() { sp.close(); h.uploadDisk.Add(-n) }
 	chunk := make([]byte, 32<<10)
 	var readErr error
 	for sp.size < n {
@@ -111,7 +116,9 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		}
 		return nil, readErr
 	}
-	readEOF(r.Body)
+	if r.ProtoMajor == 1 {
+		readEOF(r.Body) // HTTP/2 and 3 end the stream when they will: not waited for
+	}
 	r.Body = &bufferedBody{rd: io.NewSectionReader(spillReaderAt{sp}, 0, n), orig: r.Body, sp: sp}
 	h.metrics.requestBodies[bodyOnDisk].Inc()
 	return done, nil
@@ -141,4 +148,13 @@ func clientBody(body io.ReadCloser) io.ReadCloser {
 		return b.orig
 	}
 	return body
+}
+
+// share takes n of a share of at most limit held in c, or reports false.
+func share(c *atomic.Int64, n, limit int64) bool {
+	if c.Add(n) > limit {
+		c.Add(-n)
+		return false
+	}
+	return true
 }
