@@ -46,16 +46,21 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	if b.dropped.Load() {
 		return 0, errBodyDropped
 	}
+	if b.eof.Load() {
+		return 0, io.EOF // its deadline is cleared for good (below): not set again
+	}
 	allowed := b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second))
 	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
 	if errors.Is(err, io.EOF) {
-		b.eof.Store(true)
 		// The body is in: its deadline must not end net/http's background
 		// read of the connection (which cancels the request) while the
-		// origin takes its time.
+		// origin takes its time (a review's
+		// TestAnUploadToASlowOriginIsNotCutByItsBodyDeadline). Cleared
+		// before eof is seen, so that nothing after sets it again.
 		_ = b.rc.SetReadDeadline(time.Time{})
+		b.eof.Store(true)
 	}
 	var ne net.Error
 	if err != nil && errors.As(err, &ne) && ne.Timeout() {
