@@ -72,16 +72,7 @@ limits: {max_inflight: 4, write_timeout: 60s, spool_bytes: %s, spool_dir: "%s"}
 			}
 			// The four are being served (each holds a slot) before the
 			// first miss, which could otherwise take the slot of one.
-			inflight := regexp.MustCompile(`(?m)^edge_inflight_requests (\d+)`)
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				_, m := get(t, "http://"+adm+"/metrics")
-				if g := inflight.FindStringSubmatch(m); g != nil && g[1] == strconv.Itoa(len(readers)) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the stalled requests are not all in flight:\n%s", grepLines(m, "edge_inflight_requests"))
-				}
-			}
+			waitInflight(t, adm, len(readers))
 			miss := func(i int) int {
 				resp, err := http.Get(fmt.Sprintf("%s/p/%d", base, 1000+i))
 				if err != nil {
@@ -204,16 +195,7 @@ limits: {max_inflight: 4, body_timeout: 60s, spool_dir: "%s"}
 				}
 				uploaders = append(uploaders, c)
 			}
-			inflight := regexp.MustCompile(`(?m)^edge_inflight_requests (\d+)`)
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				_, m := get(t, "http://"+adm+"/metrics")
-				if g := inflight.FindStringSubmatch(m); g != nil && g[1] == strconv.Itoa(len(uploaders)) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the stalled uploads are not all in flight:\n%s", grepLines(m, "edge_inflight_requests"))
-				}
-			}
+			waitInflight(t, adm, len(uploaders))
 			refused := 0
 			for i := range 8 {
 				resp, err := http.Get(fmt.Sprintf("http://%s/p/%d", pub, 2000+i))
@@ -253,5 +235,21 @@ limits: {max_inflight: 4, body_timeout: 60s, spool_dir: "%s"}
 			_, m := get(t, "http://"+adm+"/metrics")
 			t.Logf("upload answered %d (%s); %d of 8 misses refused; %s", resp.StatusCode, resp.Header.Get("Cache-Status"), refused, grepLines(m, "edge_request_bodies_total"))
 		})
+	}
+}
+
+// waitInflight waits until the node with admin listener adm serves n
+// requests at once (edge_inflight_requests).
+func waitInflight(t *testing.T, adm string, n int) {
+	t.Helper()
+	inflight := regexp.MustCompile(`(?m)^edge_inflight_requests (\d+)`)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, m := get(t, "http://"+adm+"/metrics")
+		if g := inflight.FindStringSubmatch(m); g != nil && g[1] == strconv.Itoa(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled requests are not all in flight:\n%s", grepLines(m, "edge_inflight_requests"))
+		}
 	}
 }
