@@ -97,13 +97,7 @@ func bodyTimedOut(body io.ReadCloser) bool {
 }
 
 // charge takes n bytes of the buffer budget, or reports false.
-func (h *Handler) charge(n int64) bool {
-	if h.buffered.Add(n) > h.cfg.MaxBufferedBytes {
-		h.buffered.Add(-n)
-		return false
-	}
-	return true
-}
+func (h *Handler) charge(n int64) bool { return share(&h.buffered, n, h.cfg.MaxBufferedBytes) }
 
 // force takes n bytes of the buffer budget even beyond it (a trimming
 // fill's window: bounded per fill, and accounted so that new fills see it).

@@ -41,7 +41,6 @@ const (
 type bufferedBody struct {
 	rd   io.Reader
 	orig io.ReadCloser
-	sp   *spill
 }
 
 func (b *bufferedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
@@ -65,13 +64,11 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		return func() {}, nil
 	}
 	if n <= uploadMemory && share(&h.uploadMem, n, h.cfg.MaxBufferedBytes/4) {
-		if !h.charge(n) {
-			h.uploadMem.Add(-n)
-		} else {
+		if h.charge(n) {
+			done := func() { h.release(n); h.uploadMem.Add(-n) }
 			buf := make([]byte, n)
 			if _, err := io.ReadFull(r.Body, buf); err != nil {
-				h.release(n)
-				h.uploadMem.Add(-n)
+				done()
 				return nil, err
 			}
 			if r.ProtoMajor == 1 {
@@ -79,8 +76,9 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 			}
 			r.Body = &bufferedBody{rd: bytes.NewReader(buf), orig: r.Body}
 			h.metrics.requestBodies[bodyInMemory].Inc()
-			return func() { h.release(n); h.uploadMem.Add(-n) }, nil
+			return done, nil
 		}
+		h.uploadMem.Add(-n) // no room in the budget itself: try the spool
 	}
 	if h.spool == nil || n > h.spool.perFile || !share(&h.uploadDisk, n, h.spool.budget/2) {
 		h.metrics.requestBodies[bodyStreamed].Inc()
@@ -100,7 +98,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		if k > 0 && sp.append(chunk[:k]) != nil {
 			// The spool cannot take the rest: what it holds goes
 			// first, then the chunk, then the client's body as it comes.
-			r.Body = &bufferedBody{rd: io.MultiReader(io.NewSectionReader(spillReaderAt{sp}, 0, sp.size), bytes.NewReader(chunk[:k]), r.Body), orig: r.Body, sp: sp}
+			r.Body = &bufferedBody{rd: io.MultiReader(io.NewSectionReader(spillReaderAt{sp}, 0, sp.size), bytes.NewReader(chunk[:k]), r.Body), orig: r.Body}
 			h.metrics.requestBodies[bodyStreamed].Inc()
 			return done, nil
 		}
@@ -119,7 +117,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 	if r.ProtoMajor == 1 {
 		readEOF(r.Body) // HTTP/2 and 3 end the stream when they will: not waited for
 	}
-	r.Body = &bufferedBody{rd: io.NewSectionReader(spillReaderAt{sp}, 0, n), orig: r.Body, sp: sp}
+	r.Body = &bufferedBody{rd: io.NewSectionReader(spillReaderAt{sp}, 0, n), orig: r.Body}
 	h.metrics.requestBodies[bodyOnDisk].Inc()
 	return done, nil
 }
@@ -150,7 +148,8 @@ func clientBody(body io.ReadCloser) io.ReadCloser {
 	return body
 }
 
-// share takes n of a share of at most limit held in c, or reports false.
+// share takes n of a share of at most limit held in c, or reports false
+// (the buffer budget itself is one: charge).
 func share(c *atomic.Int64, n, limit int64) bool {
 	if c.Add(n) > limit {
 		c.Add(-n)
