@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,7 +78,12 @@ func TestStalledUploadsTakeAtMostAShareOfTheBufferBudget(t *testing.T) {
 }
 
 // The origin answers before it reads a spilled upload; the transport may
-// still be sending it when the request ends and the spill is closed.
+// still be sending it when the request ends and the spill is closed. The
+// origin closes its side with most of the body unread, so the transport's
+// write may fail before it reads the early answer: then the client gets a
+// 502, as from nginx when an upstream resets a request body. Which one wins
+// is the network's race (a loaded machine sees 502s); what must not vary is
+// that nothing is left held.
 func TestAnEarlyAnswerToASpilledUploadLeaksNothing(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -87,16 +93,23 @@ func TestAnEarlyAnswerToASpilledUploadLeaksNothing(t *testing.T) {
 	defer srv.Close()
 	h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxInflight = 64 })
 	var wg sync.WaitGroup
+	var refused, cut atomic.Int64
 	for i := range 32 {
 		wg.Go(func() {
 			body := patterned(4<<20, i)
 			w := <-upload(h, "/e/"+strconv.Itoa(i), int64(len(body)), bytes.NewReader(body))
-			if w.Code != 403 {
-				t.Errorf("%d", w.Code)
+			switch w.Code {
+			case 403:
+				refused.Add(1)
+			case 502:
+				cut.Add(1)
+			default:
+				t.Errorf("upload %d: %d %q; want the origin's 403 or a 502 for the write it cut", i, w.Code, w.Body.String())
 			}
 		})
 	}
 	wg.Wait()
+	t.Logf("%d early answers, %d writes cut by the origin", refused.Load(), cut.Load())
 	h.Wait()
 	time.Sleep(200 * time.Millisecond)
 	if held, used, files := h.buffered.Load(), h.spool.used.Load(), h.spool.files.Load(); held != 0 || used != 0 || files != 0 {
