@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,9 +254,29 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	defer round.Stop()
 	lateCtx, cancelLate := context.WithTimeout(context.WithoutCancel(ctx), lateFactor*fanOutBound(c.cfg.PeerTimeout))
 	answered := make(chan struct{}, len(send))
-	// The peers that took it in the round, known once the round is over:
-	// late failures are named to them.
-	var missed, took []*target
+	// Every peer that took it, in the round or by a late answer, is named
+	// every peer whose purge failed with no answer to come, in the round or
+	// late, whichever came first: under load the peers that take it may all
+	// answer late (a CI run's TestAPeerWhoseLateAnswerNeverComesIsNamedToTheOthers,
+	// where C took it late and B's late failure was named to nobody).
+	// Filled once the round is over (tookReady).
+	var names struct {
+		sync.Mutex
+		took   []*target
+		failed []string
+	}
+	tell := func(to []*target, ids []string) {
+		if len(to) == 0 || len(ids) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
+		defer cancel()
+		var notices sync.WaitGroup
+		for _, t := range to {
+			notices.Go(func() { c.sendNotice(ctx, t.id, t.addr, p, pid, ids) })
+		}
+		notices.Wait()
+	}
 	tookReady := make(chan struct{})
 	for _, t := range send {
 		wg.Go(func() {
@@ -287,16 +308,24 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 				}
 				c.requestView() // the late answer took it: owed nothing now
 			}
-			if seq != 0 && owed {
-				// Its late answer failed: named to the peers that took it,
-				// as one that failed within the round is (a review's
-				// TestAPeerWhoseLateAnswerNeverComesIsNamedToTheOthers).
+			if seq != 0 && (owed || taken) {
 				<-tookReady
-				ctx, cancel := context.WithTimeout(context.Background(), fanOutBound(c.cfg.PeerTimeout))
-				for _, tt := range took {
-					c.sendNotice(ctx, tt.id, tt.addr, p, pid, []string{t.id})
+				names.Lock()
+				var to []*target
+				var ids []string
+				if owed {
+					// Its late answer failed: named to the peers that took
+					// it, as one that failed within the round is (a
+					// review's TestAPeerWhoseLateAnswerNeverComesIsNamedToTheOthers).
+					names.failed = append(names.failed, t.id)
+					to, ids = slices.Clone(names.took), []string{t.id}
+				} else {
+					// It took it late: named the peers that failed so far.
+					names.took = append(names.took, t)
+					to, ids = []*target{t}, slices.Clone(names.failed)
 				}
-				cancel()
+				names.Unlock()
+				tell(to, ids)
 			}
 			answered <- struct{}{}
 		})
@@ -310,6 +339,7 @@ wait:
 			break wait
 		}
 	}
+	var missed, took []*target
 	for _, t := range send {
 		t.mu.Lock()
 		if !t.done && t.owedSeq == 0 {
@@ -327,25 +357,21 @@ wait:
 		}
 		t.mu.Unlock()
 	}
-	close(tookReady)
-	if len(missed) > 0 && len(took) > 0 {
-		// The peers the round could not reach are named to those that
-		// took it, which owe it to them too: this node may be cut off
-		// from them for longer than its own redelivery can wait (a
-		// review's TestAPurgeAPeerDidNotAnswerReachesItThroughTheOthers).
-		var ids []string
-		for _, t := range missed {
-			ids = append(ids, t.id)
-		}
-		// Before the purge returns, so that its answer is true of the
-		// cluster; bounded as the round was.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fanOutBound(c.cfg.PeerTimeout))
-		defer cancel()
-		var notices sync.WaitGroup
-		for _, t := range took {
-			notices.Go(func() { c.sendNotice(ctx, t.id, t.addr, p, pid, ids) })
-		}
-		notices.Wait()
+	var missedIDs []string
+	for _, t := range missed {
+		missedIDs = append(missedIDs, t.id)
 	}
+	names.Lock()
+	names.took = append(names.took, took...)
+	names.failed = append(names.failed, missedIDs...)
+	names.Unlock()
+	close(tookReady)
+	// The peers the round could not reach are named to those that took
+	// it, which owe it to them too: this node may be cut off from them for
+	// longer than its own redelivery can wait (a review's
+	// TestAPurgeAPeerDidNotAnswerReachesItThroughTheOthers). Before the
+	// purge returns, so that its answer is true of the cluster; bounded as
+	// the round was.
+	tell(took, missedIDs)
 	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load())}
 }

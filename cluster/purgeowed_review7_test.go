@@ -94,6 +94,62 @@ func TestAPeerWhoseLateAnswerNeverComesIsNamedToTheOthers(t *testing.T) {
 	}
 }
 
+// The same, when the peer that takes the purge takes it late too (a loaded
+// CI run: C answered after the round, so no peer had taken it in the round
+// and B's late failure was named to nobody). C's late answer makes it one
+// that took it, named B's failure whichever of the two comes first.
+func TestALateFailureIsNamedToAPeerThatTookItLate(t *testing.T) {
+	const pt = 20 * time.Millisecond // fanOutBound 100 ms, late bound 400 ms
+	for _, cFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("C answers before B fails: %v", cFirst), func(t *testing.T) {
+			nodes := startRealNodes(t, []string{"A", "B", "C"}, routing.ModeHybrid, 2, pt, &slowOrigin{})
+			a, b, c := nodes["A"], nodes["B"], nodes["C"]
+			page := pathHomedAt(t, c, "/crashlate/", "B", "C")
+			fillAt(t, b, page)
+			var first atomic.Int64
+			hang := func(r *http.Request) {
+				if r.URL.Path == "/_edge/purge" && first.Add(1) == 1 {
+					if !cFirst {
+						time.Sleep(150 * time.Millisecond) // fails after the round, before C answers
+						panic(http.ErrAbortHandler)
+					}
+					<-r.Context().Done()
+					panic(http.ErrAbortHandler)
+				}
+			}
+			b.hold.Store(&hang)
+			var cFirstReq atomic.Int64
+			slow := func(r *http.Request) {
+				if r.URL.Path == "/_edge/purge" && cFirstReq.Add(1) == 1 {
+					if cFirst {
+						time.Sleep(150 * time.Millisecond) // past the round, within the late bound
+					} else {
+						time.Sleep(300 * time.Millisecond)
+					}
+				}
+			}
+			c.hold.Store(&slow)
+			_, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example" + page}, a.ph.Purge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fan.Owed != 2 {
+				t.Skipf("the round was not as staged (B and C both late): %+v", fan)
+			}
+			time.Sleep(lateFactor*fanOutBound(pt) + 200*time.Millisecond) // the late bound passes
+			setTrusted(a, "B", false)                                     // A is cut off from B for good
+			for range 3 {
+				redeliverNow(t, a)
+				redeliverNow(t, c)
+				redeliverNow(t, b)
+			}
+			if storedAt(b, page) {
+				t.Errorf("B still holds %s: C, which took the purge late, owes B %d (A %d)", page, c.c.owed.owedTo("B"), a.c.owed.owedTo("B"))
+			}
+		})
+	}
+}
+
 // A sixth review's (3). stillOwing counts a list collapsed into a purge of
 // everything as owing every purge: A redelivers to B a purge whose round
 // could not reach D, and names D, which took that purge long ago (from
