@@ -1,0 +1,5 @@
+//go:build !race
+
+package h2server
+
+const raceDetector = false
