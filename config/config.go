@@ -153,6 +153,7 @@ func Keys() []Key {
 		{"limits.rate_burst", Int, "100", "Requests a client may make at once above limits.rate: a page load fetches tens of assets together."},
 		{"limits.rate_key", String, "address", "What a client is for limits.rate: address (the connection's address) or header:NAME (e.g. header:X-Api-Key, whose values are only as trustworthy as whoever sets them; requests without it share one bucket per address)."},
 		{"limits.read_header_timeout", Duration, "10s", "Time a client has to send its request headers; stops slowloris."},
+		{"limits.request_buffering", Bool, strconv.FormatBool(pd.RequestBuffering), "Read a request body of known length whole (up to 64 KiB in memory, more into limits.spool_bytes) before its request takes a limits.max_inflight slot, as nginx's proxy_request_buffering: clients trickling uploads cannot take every slot and stop misses. false: every body streams to the origin as it arrives (an origin that shows upload progress, or reads a stream as it comes) and a slow upload holds its slot."},
 		{"limits.body_timeout", Duration, dur(pd.BodyTimeout), "Grace a request body has to start; after it the body must average limits.min_body_rate (408 otherwise)."},
 		{"limits.min_body_rate", Size, size(pd.MinBodyRate), "Bytes per second a request body must average after limits.body_timeout; a byte every few seconds is an attack, not a client."},
 		{"limits.write_timeout", Duration, dur(pd.WriteTimeout), "Longest one 32 KiB write to a client may block; a client reading slower than 32 KiB per this is disconnected."},
@@ -296,6 +297,7 @@ type Config struct {
 		RateLimit         RateLimit
 		ReadHeaderTimeout time.Duration
 		IdleTimeout       time.Duration
+		RequestBuffering  bool
 		BodyTimeout       time.Duration
 		MinBodyRate       int64
 		WriteTimeout      time.Duration
@@ -621,6 +623,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	c.Limits.ReadHeaderTimeout = p.dur("limits.read_header_timeout", true)
 	c.Limits.IdleTimeout = p.dur("limits.idle_timeout", true)
+	c.Limits.RequestBuffering = p.bool("limits.request_buffering")
 	c.Limits.BodyTimeout = p.dur("limits.body_timeout", true)
 	c.Limits.MinBodyRate = p.size("limits.min_body_rate", 1)
 	c.Limits.WriteTimeout = p.dur("limits.write_timeout", true)

@@ -366,6 +366,7 @@ func proxyConfig(cfg *config.Config) (proxy.Config, error) {
 	pc.MaxInflight = cfg.Limits.MaxInflight
 	pc.MaxInflightPerClient = cfg.Limits.MaxInflightPerClient
 	pc.MaxBodyBytes = cfg.Limits.MaxBodyBytes
+	pc.RequestBuffering = cfg.Limits.RequestBuffering
 	pc.BodyTimeout = cfg.Limits.BodyTimeout
 	pc.MinBodyRate = cfg.Limits.MinBodyRate
 	pc.WriteTimeout = cfg.Limits.WriteTimeout

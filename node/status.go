@@ -40,20 +40,21 @@ type Status struct {
 	SpoolFull   float64 `json:"spool_full"`
 	// RequestBodies: request bodies by how they went upstream (memory and
 	// disk: read whole before a slot was taken; streamed).
-	RequestBodies map[string]float64   `json:"request_bodies"`
-	Requests      map[string]float64   `json:"requests_by_result"`
-	RequestRates  map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
-	Disk          *DiskStatus          `json:"disk,omitempty"`
-	Coding        proxy.CodingStats    `json:"compression"`
-	Fields        map[string]float64   `json:"request_fields"` // client fields not forwarded as sent, by action
-	BadHosts      float64              `json:"bad_host_requests"`
-	Coalesced     float64              `json:"coalesced_requests"`
-	KeptApart     float64              `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
-	PurgeHeld     uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
-	HitPath       *hitpath.Stats       `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
-	PeerHitPath   *hitpath.Stats       `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
-	WriteBatching *WriteBatchingStatus `json:"write_batching,omitempty"` // nil with tuning.write_batching off
-	TLS           *TLSStatus           `json:"tls,omitempty"`
+	RequestBodies    map[string]float64   `json:"request_bodies"`
+	RequestBuffering bool                 `json:"request_buffering"` // limits.request_buffering
+	Requests         map[string]float64   `json:"requests_by_result"`
+	RequestRates     map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
+	Disk             *DiskStatus          `json:"disk,omitempty"`
+	Coding           proxy.CodingStats    `json:"compression"`
+	Fields           map[string]float64   `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts         float64              `json:"bad_host_requests"`
+	Coalesced        float64              `json:"coalesced_requests"`
+	KeptApart        float64              `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
+	PurgeHeld        uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
+	HitPath          *hitpath.Stats       `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	PeerHitPath      *hitpath.Stats       `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
+	WriteBatching    *WriteBatchingStatus `json:"write_batching,omitempty"` // nil with tuning.write_batching off
+	TLS              *TLSStatus           `json:"tls,omitempty"`
 	// AdminTLS is the admin listener's certificate (admin.tls; nil: plain HTTP).
 	AdminTLS      *CertInfo                   `json:"admin_tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
@@ -118,7 +119,7 @@ func (n *Node) Snapshot() Status {
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.SpoolBytes, s.SpoolBudget, s.SpoolFiles, s.SpoolOpened, s.SpoolFull = ps.SpoolBytes, ps.SpoolBudget, ps.SpoolFiles, ps.SpoolOpened, ps.SpoolFull
 	s.Coalesced, s.KeptApart = ps.Coalesced, ps.FillsKeptApart
-	s.RequestBodies = ps.RequestBodies
+	s.RequestBodies, s.RequestBuffering = ps.RequestBodies, n.cfg.Limits.RequestBuffering
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
@@ -287,7 +288,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>objects</th><td>{{count .StoreObjects}}</td></tr><tr><th>evictions</th><td>{{count .Evictions}}</td></tr>
 <tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr>
 <tr><th>spilled to disk (slow readers of what cannot be stored)</th><td>{{if .SpoolBudget}}{{bytes .SpoolBytes}} of {{bytes .SpoolBudget}} in {{.SpoolFiles}} files; {{printf "%.0f" .SpoolOpened}} spilled (responses and request bodies), {{printf "%.0f" .SpoolFull}} filled their share{{else}}off (limits.spool_bytes: 0){{end}}</td></tr>
-<tr><th>request bodies (read whole before a slot: a slow upload holds none)</th><td>{{printf "%.0f" (index .RequestBodies "memory")}} in memory, {{printf "%.0f" (index .RequestBodies "disk")}} on disk; {{printf "%.0f" (index .RequestBodies "streamed")}} streamed (unknown length, or no room)</td></tr></table>
+<tr><th>request bodies (read whole before a slot: a slow upload holds none)</th><td>{{printf "%.0f" (index .RequestBodies "memory")}} in memory, {{printf "%.0f" (index .RequestBodies "disk")}} on disk; {{printf "%.0f" (index .RequestBodies "streamed")}} streamed ({{if .RequestBuffering}}unknown length, or no room{{else}}limits.request_buffering: false{{end}})</td></tr></table>
 {{with .Disk}}<h2>Disk tier</h2>
 <table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
 <tr><th>held</th><td>{{bytes .Bytes}} of {{bytes .Budget}} ({{bytes .QueueBytes}} queued for writing)</td></tr>

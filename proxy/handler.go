@@ -117,7 +117,11 @@ type Config struct {
 	// (spool.go); SpoolBytes 0 turns spilling off.
 	SpoolDir     string
 	SpoolBytes   int64
-	BodyTimeout  time.Duration // grace before a request body must flow at MinBodyRate
+	// RequestBuffering reads a request body of known length whole before
+	// its request takes an upstream slot (upload.go); off, every body
+	// streams to the origin as it comes and holds its slot meanwhile.
+	RequestBuffering bool
+	BodyTimeout      time.Duration // grace before a request body must flow at MinBodyRate
 	MinBodyRate  int64         // bytes per second a request body must average after the grace
 	WriteTimeout time.Duration // longest a write of one chunk to a client may block
 	MaxRanges    int           // ranges honoured in one request, after merging overlaps; more: the whole response
@@ -169,6 +173,7 @@ func DefaultConfig() Config {
 		RefreshTimeout:       30 * time.Second, // a background refresh must end even if the origin hangs
 		MaxBufferedBytes:     64 << 20,         // a few large fills at once on a small node
 		SpoolBytes:           256 << 20,        // slow readers of what cannot be stored free their upstream slot (spool.go)
+		RequestBuffering:     true,             // slow uploads cannot take the upstream slots (upload.go)
 		BodyTimeout:          10 * time.Second, // a slow mobile upload starts within this
 		MinBodyRate:          1024,             // 1 KiB/s: a byte every few seconds is an attack, not a client
 		WriteTimeout:         30 * time.Second, // a client that reads nothing for this long is gone

@@ -23,7 +23,9 @@ import (
 // (gRPC, an upload sent as it is made, a request the server answers while
 // it is sent), which reading it whole would break. So does a body the
 // budget or the spool cannot take whole: what was read goes first, the
-// rest from the client.
+// rest from the client. limits.request_buffering false (Config.
+// RequestBuffering) streams every body, for origins that must see an
+// upload as it comes (progress bars, reading a stream as it is made).
 
 // uploadMemory is the largest request body held in memory: a form or an
 // API call's JSON; larger ones go to the spool.
@@ -59,7 +61,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 	if n == 0 || r.Body == nil || r.Body == http.NoBody || r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return func() {}, nil // nothing to send (a GET's body is never sent: outboundRequest)
 	}
-	if n < 0 {
+	if n < 0 || !h.cfg.RequestBuffering {
 		h.metrics.requestBodies[bodyStreamed].Inc()
 		return func() {}, nil
 	}

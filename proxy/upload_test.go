@@ -59,7 +59,8 @@ func upload(h *Handler, path string, length int64, rd io.Reader) chan *httptest.
 // a 503. A body of known length is now read before a slot is taken: the
 // miss gets its slot, and the upload, once whole, reaches the origin
 // byte-exact. A body of unknown length still streams, holding its slot
-// (the control: streaming requests must keep working).
+// (the control: streaming requests must keep working), as does every body
+// with limits.request_buffering off.
 func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -68,11 +69,14 @@ func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 		holds  bool
 		how    string
 		budget int64
+		off    bool // limits.request_buffering false
 	}{
-		{"small, in memory", 10 << 10, true, false, bodyInMemory, 0},
-		{"large, on disk", 300 << 10, true, false, bodyOnDisk, 0},
-		{"unknown length, streamed", 10 << 10, false, true, bodyStreamed, 0},
-		{"over its share of the buffer budget, on disk", 10 << 10, true, false, bodyOnDisk, 4 << 10},
+		{"small, in memory", 10 << 10, true, false, bodyInMemory, 0, false},
+		{"large, on disk", 300 << 10, true, false, bodyOnDisk, 0, false},
+		{"unknown length, streamed", 10 << 10, false, true, bodyStreamed, 0, false},
+		{"over its share of the buffer budget, on disk", 10 << 10, true, false, bodyOnDisk, 4 << 10, false},
+		{"known length, request buffering off, streamed", 10 << 10, true, true, bodyStreamed, 0, true},
+		{"large, request buffering off, streamed", 300 << 10, true, true, bodyStreamed, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := bodyEchoOrigin(t)
@@ -80,6 +84,7 @@ func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 				if tc.budget > 0 {
 					c.MaxBufferedBytes = tc.budget
 				}
+				c.RequestBuffering = !tc.off
 			})
 			body := patterned(tc.size, 3)
 			pr, pw := io.Pipe()
