@@ -115,16 +115,16 @@ type Config struct {
 	// SpoolDir and SpoolBytes: where, and how much, a response that
 	// cannot be stored may spill when its slowest reader falls behind
 	// (spool.go); SpoolBytes 0 turns spilling off.
-	SpoolDir     string
-	SpoolBytes   int64
+	SpoolDir   string
+	SpoolBytes int64
 	// RequestBuffering reads a request body of known length whole before
 	// its request takes an upstream slot (upload.go); off, every body
 	// streams to the origin as it comes and holds its slot meanwhile.
 	RequestBuffering bool
 	BodyTimeout      time.Duration // grace before a request body must flow at MinBodyRate
-	MinBodyRate  int64         // bytes per second a request body must average after the grace
-	WriteTimeout time.Duration // longest a write of one chunk to a client may block
-	MaxRanges    int           // ranges honoured in one request, after merging overlaps; more: the whole response
+	MinBodyRate      int64         // bytes per second a request body must average after the grace
+	WriteTimeout     time.Duration // longest a write of one chunk to a client may block
+	MaxRanges        int           // ranges honoured in one request, after merging overlaps; more: the whole response
 	// TrustedProxies are the client addresses whose X-Forwarded-* and
 	// Forwarded fields are kept; everyone else's are replaced.
 	TrustedProxies []netip.Prefix
