@@ -31,7 +31,7 @@ run: build
 ## missing prerequisite (chromium, root for namespaces and tmpfs, the shared traces) fails instead of skipping.
 test: vet $(TOOLS)/h2spec
 	bash scripts/test-deps.sh
-	GORACE='$(RACE_OPTIONS)' EDGE_H2SPEC=$(TOOLS)/h2spec EDGE_REQUIRE_PREREQS=1 EDGE_VIRTUAL_TIME_TESTS='$(VIRTUAL_TIME_TESTS)' EDGE_CHAOS_APART=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GORACE='$(RACE_OPTIONS)' EDGE_H2SPEC=$(TOOLS)/h2spec EDGE_REQUIRE_PREREQS=1 EDGE_VIRTUAL_TIME_TESTS='$(VIRTUAL_TIME_TESTS)' EDGE_CHAOS_APART=1 bash scripts/race-run.sh $(RACE_BESIDE) -- $(filter-out $(RACE_BESIDE),$(RACE_PKGS))
 	EDGE_REQUIRE_PREREQS=1 $(GO) test -count=1 $(SIM_PKGS)
 	$(GO) test -race -count=1 -run '^TestSimulateSmall$$' ./lab/cachesim # its goroutine per policy, with the race detector
 	$(MAKE) --no-print-directory virtual-time
@@ -52,6 +52,8 @@ RACE_OPTIONS ?= $(GORACE) no_huge_pages_for_shadow=0
 ## package-seconds (cachesim 103 s against 9 s without it), so they run without it.
 SIM_PKGS  := ./lab/cachesim ./lab/ringsim ./lab/tiersim ./lab/fdlab ./lab/clustersim
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -E '/lab/(cachesim|ringsim|tiersim|fdlab|clustersim)$$')
+## Run beside the rest, outside go test's -p slots (scripts/race-run.sh): they mostly wait.
+RACE_BESIDE := github.com/edgecache/edge/cluster
 
 ## virtual-time: the cluster tests that run in virtual time (testing/synctest), without the race
 ## detector, which synctest bubbles can crash (golang/go#78156; see cluster/virtualtime_test.go).
