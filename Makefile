@@ -15,7 +15,7 @@ LDFLAGS         := -s -w -X github.com/edgecache/edge/node.Version=$(VERSION)
 # e2e/acme and lab/chaos so that each takes a few minutes under a loaded -race run; the limit leaves room.
 TEST_TIMEOUT    ?= 12m
 
-.PHONY: all build run test coding-memory virtual-time chaos-short conformance two-region two-continents chaos chaos-full bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
+.PHONY: all build run test test-models coding-memory virtual-time chaos-short conformance two-region two-continents chaos chaos-full bench-cluster bench-cluster-trace bench-storage bench-tls bench-miss dashboards-check test-short vet lint fmt bench bench-compare fuzz clean config-example
 
 all: build
 
@@ -32,14 +32,19 @@ run: build
 test: vet $(TOOLS)/h2spec
 	bash scripts/test-deps.sh
 	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GORACE='$(RACE_OPTIONS)' EDGE_H2SPEC=$(TOOLS)/h2spec EDGE_REQUIRE_PREREQS=1 EDGE_VIRTUAL_TIME_TESTS='$(VIRTUAL_TIME_TESTS)' EDGE_CHAOS_APART=1 bash scripts/race-run.sh $(RACE_BESIDE) -- $(filter-out $(RACE_BESIDE),$(RACE_PKGS))
+	$(MAKE) --no-print-directory chaos-short
+	$(MAKE) --no-print-directory -j2 --output-sync=target conformance test-models
+
+## test-models: the tests that need neither the race detector nor a quiet machine (simulators,
+## virtual time, allocation and heap counts, the Kubernetes manifests), run beside the conformance
+## suite (one node and npm's client, mostly waiting on each other).
+test-models:
 	EDGE_REQUIRE_PREREQS=1 $(GO) test -count=1 $(SIM_PKGS)
 	$(GO) test -race -count=1 -run '^TestSimulateSmall$$' ./lab/cachesim # its goroutine per policy, with the race detector
 	$(MAKE) --no-print-directory virtual-time
-	$(MAKE) --no-print-directory chaos-short
 	$(GO) test -count=1 -run 'Allocat' ./rules # allocation counts, without the race detector (its sync.Pool drops what it holds)
 	cd deploy/k8scheck && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory coding-memory
-	$(MAKE) --no-print-directory conformance
 
 ## The race detector's shadow memory on huge pages where the kernel offers them (transparent huge
 ## pages on madvise, as here): a third of the race run's time was the kernel's, faulting in 4 KiB
