@@ -50,7 +50,7 @@ test-models:
 ## pages on madvise, as here): a third of the race run's time was the kernel's, faulting in 4 KiB
 ## pages (proxy's Spool and Slice tests: 72-76 s, 2.3 M page faults, against 49-52 s and 1.6 M
 ## with it). Detection is the same; only where the shadow lives changes.
-RACE_OPTIONS ?= $(GORACE) no_huge_pages_for_shadow=0
+RACE_OPTIONS ?= no_huge_pages_for_shadow=0 $(GORACE)
 
 ## The simulators are deterministic models, single-goroutine but for cachesim's goroutine per
 ## policy (raced by TestSimulateSmall): under the race detector they took 150 of the race run's
@@ -58,7 +58,8 @@ RACE_OPTIONS ?= $(GORACE) no_huge_pages_for_shadow=0
 SIM_PKGS  := ./lab/cachesim ./lab/ringsim ./lab/tiersim ./lab/fdlab ./lab/clustersim
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -E '/lab/(cachesim|ringsim|tiersim|fdlab|clustersim)$$')
 ## Run beside the rest, outside go test's -p slots (scripts/race-run.sh): they mostly wait.
-RACE_BESIDE := github.com/edgecache/edge/cluster
+## Import paths, as go list prints them (filter-out takes them from RACE_PKGS).
+RACE_BESIDE := $(shell $(GO) list ./cluster)
 
 ## virtual-time: the cluster tests that run in virtual time (testing/synctest), without the race
 ## detector, which synctest bubbles can crash (golang/go#78156; see cluster/virtualtime_test.go).

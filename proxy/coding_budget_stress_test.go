@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/coding"
 )
@@ -30,10 +31,12 @@ func TestCodingBudgetBalancesUnderStress(t *testing.T) {
 	}
 	// Under the race detector (make test) a quarter of the clients, for
 	// every path still; the full load runs without it.
-	// It also scales every size and budget down by four, relations kept
-	// (which bodies outgrow a store shard, the decoded-form limit, the
-	// buffer budget): coding 30 MiB bodies under the race detector took 145
-	// s of make test's loaded run.
+	// It also scales every body and limit down by four (which bodies
+	// outgrow max_object_bytes, the decoded-form limit), the buffer budget
+	// less (below), and makes stored brotli forms at level 1, whose coder
+	// reservation (4 MiB, against 13 MiB at level 5: coding/budget.go)
+	// fits it, so that br forms are still made: coding 30 MiB bodies under
+	// the race detector took 145 s of make test's loaded run.
 	clients, perClient, scale := 48, 25, 1
 	if raceDetector {
 		clients, perClient, scale = 16, 12, 4
@@ -101,7 +104,17 @@ func TestCodingBudgetBalancesUnderStress(t *testing.T) {
 	stream, _ := coding.NewStreamCodec(coding.Levels{Br: 4, Zstd: 3, Gzip: 6})
 	cfg.Compression.Stream = stream
 	cfg.Compression.MaxDecodedBytes /= int64(scale)
-	cfg.MaxBufferedBytes = 40 << 20 / int64(scale)
+	cfg.MaxObjectBytes /= int64(scale)
+	cfg.MaxBufferedBytes = 40 << 20
+	if raceDetector {
+		// The coders' reservations do not shrink with the bodies: 16 MiB
+		// (not 10) leaves the budget as tight as the full run's, where
+		// forms are made and fills are still refused.
+		cfg.MaxBufferedBytes = 16 << 20
+	}
+	if raceDetector {
+		cfg.Compression.Codec, _ = coding.NewCodec(coding.Levels{Br: 1, Zstd: coding.DefaultLevels.Zstd, Gzip: coding.DefaultLevels.Gzip})
+	}
 	store := NewStore(64<<20/int64(scale), 8)
 	h := New(cfg, store, &originFetcher{base: osrv.URL, client: &http.Client{Transport: &http.Transport{}}}, NewMetrics(prometheus.NewRegistry(), store), nil)
 
@@ -213,6 +226,11 @@ func TestCodingBudgetBalancesUnderStress(t *testing.T) {
 		h.Wait()
 	}
 	t.Logf("outcomes: %v", codes)
+	for _, ce := range []coding.Encoding{coding.Br, coding.Gzip} {
+		if n := testutil.ToFloat64(h.metrics.compression.in[opEncode][ce]); n == 0 {
+			t.Errorf("no stored %s form was made: the run does not test the forms' charges", ce)
+		}
+	}
 	if b := h.Buffered(); b != 0 {
 		t.Errorf("Buffered %d after every request ended", b)
 	}

@@ -4,21 +4,32 @@
 # peer timeouts and heartbeats, so cluster alone took 231 s of wall time for
 # 60 s of CPU (a quarter of a core), holding a slot two CPU-bound packages
 # could use. Their output is printed after the rest's; the exit status is
-# the worse of the two runs.
-# usage: race-run.sh SLOW_PKG... -- PKG...   (GO, TEST_TIMEOUT from the Makefile)
+# the worse of the two runs. Packages are import paths (go list's).
+# usage: race-run.sh [BESIDE_PKG...] -- PKG...   (GO, TEST_TIMEOUT from the Makefile)
 set -uo pipefail
-slow=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do slow+=("$1"); shift; done
-shift
+beside_pkgs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do beside_pkgs+=("$1"); shift; done
+[ $# -gt 0 ] && shift
 go=${GO:-go}
+timeout=${TEST_TIMEOUT:-12m}
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-"$go" test -race -timeout "${TEST_TIMEOUT:-12m}" "${slow[@]}" >"$log" 2>&1 &
-beside=$!
-"$go" test -race -timeout "${TEST_TIMEOUT:-12m}" "$@"
+beside=
+# The beside run in its own process group, ended with the script.
+trap '[ -n "$beside" ] && kill -TERM -- -"$beside" 2>/dev/null; rm -f "$log"' EXIT
+if [ ${#beside_pkgs[@]} -gt 0 ]; then
+  set -m
+  "$go" test -race -timeout "$timeout" "${beside_pkgs[@]}" >"$log" 2>&1 &
+  beside=$!
+  set +m
+fi
+"$go" test -race -timeout "$timeout" "$@"
 rc=$?
-wait "$beside"
-rc_beside=$?
-cat "$log"
+rc_beside=0
+if [ -n "$beside" ]; then
+  wait "$beside"
+  rc_beside=$?
+  beside=
+  cat "$log"
+fi
 [ "$rc" -ne 0 ] && exit "$rc"
 exit "$rc_beside"
