@@ -339,7 +339,8 @@ wait:
 			break wait
 		}
 	}
-	var missed, took []*target
+	var took []*target
+	var missedIDs []string
 	for _, t := range send {
 		t.mu.Lock()
 		if !t.done && t.owedSeq == 0 {
@@ -351,15 +352,11 @@ wait:
 			owedNow.Add(1)
 			c.requestView()
 		} else if t.owedSeq != 0 {
-			missed = append(missed, t) // failed outright: no answer will settle it
+			missedIDs = append(missedIDs, t.id) // failed outright: no answer will settle it
 		} else if t.done {
 			took = append(took, t)
 		}
 		t.mu.Unlock()
-	}
-	var missedIDs []string
-	for _, t := range missed {
-		missedIDs = append(missedIDs, t.id)
 	}
 	names.Lock()
 	names.took = append(names.took, took...)
