@@ -215,6 +215,12 @@ type FanOut struct {
 	// 500): not owed, since sending it again would not remove the file;
 	// the operator is told, as for this node's own disk.
 	Incomplete int `json:"peers_incomplete"`
+	// Refused peers answered, signed, that they will not take it (a 4xx:
+	// a purge their version or configuration cannot read). Not owed
+	// (sending it again gets the same answer), not one that took it (it
+	// is not named the peers that missed it), and the operator is told:
+	// such a peer may still serve what the purge names.
+	Refused int `json:"peers_refused"`
 }
 
 // FanOutPurge sends a purge to every trusted peer at once, and owes it to
@@ -226,6 +232,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 		id, addr string
 		mu       sync.Mutex
 		done     bool   // answered (taken or not)
+		refused  bool   // answered that it will not take it
 		owedSeq  uint64 // owed by the round (0: not owed), settled if a late answer takes it
 	}
 	sendTo, away := c.purgeTargets(map[string]bool{c.cfg.NodeID: true})
@@ -240,7 +247,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 	for id, addr := range sendTo {
 		send = append(send, &target{id: id, addr: addr})
 	}
-	var ok, owedNow, incomplete atomic.Int64
+	var ok, owedNow, incomplete, refused atomic.Int64
 	var wg sync.WaitGroup
 	// All at once: until the last peer has purged, the first ones keep no
 	// peer's page (purgehold.go), for a window that must cover the round.
@@ -295,9 +302,21 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 					t.owedSeq = c.owed.owe(t.id, p, pid, awayInTable, c.metrics)
 					owedNow.Add(1)
 					c.requestView()
+				case answerRefused:
+					t.refused = true
+					refused.Add(1)
 				}
 			}
 			t.mu.Unlock()
+			if answer == answerRefused {
+				c.log.Warn("a peer refused a purge: it may still serve what the purge names", "peer", t.id, "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "late", seq != 0)
+			}
+			if seq != 0 && answer == answerRefused && c.owed.settle(t.id, seq) {
+				// Late, as a redelivery's refusal is: not owed (sending it
+				// again gets the same answer), not one that took it.
+				c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
+				c.requestView()
+			}
 			if seq != 0 && taken && c.owed.settle(t.id, seq) {
 				if answer == answerIncomplete {
 					// The purge's answer has gone: reported here, as a
@@ -353,7 +372,7 @@ wait:
 			c.requestView()
 		} else if t.owedSeq != 0 {
 			missedIDs = append(missedIDs, t.id) // failed outright: no answer will settle it
-		} else if t.done {
+		} else if t.done && !t.refused {
 			took = append(took, t)
 		}
 		t.mu.Unlock()
@@ -370,5 +389,5 @@ wait:
 	// purge returns, so that its answer is true of the cluster; bounded as
 	// the round was.
 	tell(took, missedIDs)
-	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load())}
+	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load()), Refused: int(refused.Load())}
 }

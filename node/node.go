@@ -752,14 +752,19 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	if err == nil && peers.Incomplete > 0 {
 		err = fmt.Errorf("%w at %d peers: a file stayed on a failing disk (see their logs)", proxy.ErrPurgeIncomplete, peers.Incomplete)
 	}
+	if err == nil && peers.Refused > 0 {
+		err = fmt.Errorf("%w: %d peers refused it and may still serve what it names (see their logs and this node's)", proxy.ErrPurgeIncomplete, peers.Refused)
+	}
 	// peers_owed: peers that did not take it now (suspected, gone, not
 	// answering), owed it when they are back (cluster/purgeowed.go).
 	// peers_incomplete: peers that ran it but left a file on a failing
-	// disk, as this node's own ErrPurgeIncomplete.
-	answer := map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "peers_incomplete": peers.Incomplete}
+	// disk, as this node's own ErrPurgeIncomplete. peers_refused: peers
+	// that answered they will not take it (not owed: it would be refused
+	// again).
+	answer := map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "peers_incomplete": peers.Incomplete, "peers_refused": peers.Refused}
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "peers_incomplete", peers.Incomplete, "err", err)
+		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "peers_incomplete", peers.Incomplete, "peers_refused", peers.Refused, "err", err)
 		answer["error"] = err.Error()
 		w.WriteHeader(http.StatusInternalServerError)
 		_ = json.NewEncoder(w).Encode(answer)
