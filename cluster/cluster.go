@@ -46,6 +46,9 @@ type Config struct {
 	// (membership.go); 0 takes DefaultProbeInterval and DefaultSuspicionMult.
 	ProbeInterval time.Duration
 	SuspicionMult int
+	// StateDir keeps what must outlive a restart: the purges peers are
+	// owed (owedstate.go). "": in memory only.
+	StateDir string
 	// ForgetDepartedAfter is how long a peer that left the membership
 	// stays in this node's peer table (status page, per-peer metric
 	// series) before it is forgotten (forget.go). Configured peers are
@@ -491,6 +494,13 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 	}
 	if cfg.TLS != nil {
 		c.scheme = "https"
+	}
+	if cfg.StateDir != "" {
+		// Before the peers: each one in the table is marked known, and
+		// what it is owed keeps it out of the first routing view.
+		if err := c.owed.loadOwed(cfg.StateDir, time.Now()); err != nil {
+			return nil, err
+		}
 	}
 	for id, addr := range cfg.Peers {
 		if id == cfg.NodeID {

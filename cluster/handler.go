@@ -347,6 +347,9 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 				tell(to, ids)
 			}
 			answered <- struct{}{}
+			if seq != 0 {
+				c.flushOwed() // a late answer settled or owed it
+			}
 		})
 	}
 	go func() { wg.Wait(); cancelLate() }()
@@ -389,5 +392,6 @@ wait:
 	// purge returns, so that its answer is true of the cluster; bounded as
 	// the round was.
 	tell(took, missedIDs)
+	c.flushOwed() // what the answer says is owed outlives a restart
 	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load()), Refused: int(refused.Load())}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,49 +74,15 @@ type nodeTuning struct {
 	proxy      func(*proxy.Config) // nil: the defaults
 	storeBytes int64               // 0: 1 MiB
 	peerWhole  int64               // cluster.peer_whole_bytes (0: every peer answer streams)
+	stateDir   string              // cluster.state_dir is this/<id> ("": none)
 }
 
 // startRealNodesWith is startRealNodesHot with the nodes tuned by nt.
 func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int, nt nodeTuning) map[string]*realNode {
 	t.Helper()
 	nodes := map[string]*realNode{}
-	if nt.storeBytes == 0 {
-		nt.storeBytes = 1 << 20
-	}
 	for _, id := range ids {
-		store := proxy.NewStore(nt.storeBytes, 4)
-		c, err := New(Config{
-			NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
-			Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: hot,
-			PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000), PeerWholeBytes: nt.peerWhole,
-		}, origin, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc := proxy.DefaultConfig()
-		pc.NodeID = id
-		if nt.proxy != nil {
-			nt.proxy(&pc)
-		}
-		ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
-		n := &realNode{id: id, c: c, ph: ph}
-		c.SetPurgeNamer(ph)
-		peerHandler := c.PeerHandler(ph.ServeInbound, ph.Purge)
-		n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if hold := n.hold.Load(); hold != nil {
-				(*hold)(r)
-			}
-			if n.cutProbes.Load() && r.Header.Get(hdrMode) == hopProbe.String() {
-				cw := cuttingWriter{ResponseWriter: w}
-				if f := n.onCut.Load(); f != nil {
-					cw.cut = *f
-				}
-				w = cw
-			}
-			peerHandler.ServeHTTP(w, r)
-		}))
-		t.Cleanup(n.srv.Close)
-		nodes[id] = n
+		nodes[id] = newRealNode(t, id, mode, arity, pt, origin, hot, nt)
 	}
 	for _, n := range nodes {
 		for _, m := range nodes {
@@ -128,6 +95,51 @@ func startRealNodesWith(t testing.TB, ids []string, mode routing.Mode, arity int
 		n.c.setView()
 	}
 	return nodes
+}
+
+// newRealNode starts one node of startRealNodesWith, linked to no peer.
+func newRealNode(t testing.TB, id string, mode routing.Mode, arity int, pt time.Duration, origin proxy.Fetcher, hot int, nt nodeTuning) *realNode {
+	t.Helper()
+	if nt.storeBytes == 0 {
+		nt.storeBytes = 1 << 20
+	}
+	stateDir := ""
+	if nt.stateDir != "" {
+		stateDir = filepath.Join(nt.stateDir, id)
+	}
+	store := proxy.NewStore(nt.storeBytes, 4)
+	c, err := New(Config{
+		NodeID: id, Listen: "127.0.0.1:0", Secret: []byte(planSecret), Period: 100 * time.Millisecond,
+		Detector: "ml", Selection: SelectionOff, Mode: mode, Placement: routing.PlacementDistinct, Arity: arity, Q: 2, HotThreshold: hot,
+		PeerTimeout: pt, Indicator: indicators.DefaultFilterConfig(1000), PeerWholeBytes: nt.peerWhole, StateDir: stateDir,
+	}, origin, store, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := proxy.DefaultConfig()
+	pc.NodeID = id
+	if nt.proxy != nil {
+		nt.proxy(&pc)
+	}
+	ph := proxy.New(pc, store, c, proxy.NewMetrics(prometheus.NewRegistry(), store), nil)
+	n := &realNode{id: id, c: c, ph: ph}
+	c.SetPurgeNamer(ph)
+	peerHandler := c.PeerHandler(ph.ServeInbound, ph.Purge)
+	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold := n.hold.Load(); hold != nil {
+			(*hold)(r)
+		}
+		if n.cutProbes.Load() && r.Header.Get(hdrMode) == hopProbe.String() {
+			cw := cuttingWriter{ResponseWriter: w}
+			if f := n.onCut.Load(); f != nil {
+				cw.cut = *f
+			}
+			w = cw
+		}
+		peerHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(n.srv.Close)
+	return n
 }
 
 // rankingOf is the page's rendezvous ranking in n's view.

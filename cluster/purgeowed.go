@@ -39,9 +39,11 @@ import (
 // that takes it owes it to nobody: the nodes that took it in its round
 // owe it themselves.
 //
-// What is owed is kept per peer id, in order, in memory: a restart of the
-// node that owes loses it (the purge's answer says how many peers it was
-// owed to, so an operator can purge again). A peer owed more than
+// What is owed is kept per peer id, in order, in memory, and in a file in
+// cluster.state_dir when that is set (owedstate.go), read back at start;
+// without it a restart of the node that owes loses it (the purge's answer
+// says how many peers it was owed to, so an operator can purge again). A
+// peer owed more than
 // owedPerPeer purges is owed one purge of everything instead (a prefix
 // "/": its cache starts empty, which is what it would have had, by
 // purges, and a bounded list). Ids of peers that left and were forgotten
@@ -161,6 +163,14 @@ type owedPurges struct {
 	// any mirrors total > 0 for owedTo's callers on every miss (candidates)
 	// and view rebuild, who then skip the lock when nothing is owed.
 	any atomic.Bool
+	// path is the state file (owedstate.go; "" keeps it in memory only);
+	// dirty says a change is not written yet.
+	path  string
+	dirty bool
+	// saveMu orders the writes; saved is the document last written.
+	saveMu     sync.Mutex
+	saved      []byte
+	saveErrors atomic.Uint64
 }
 
 // owe records p (id pid) as owed to peer and returns its number, for a
@@ -171,6 +181,7 @@ type owedPurges struct {
 func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []string, m *Metrics) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.changedLocked()
 	l := o.listLocked(peer)
 	o.seq++
 	if pid != "" {
@@ -228,6 +239,7 @@ func (o *owedPurges) forgot(id string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.listLocked(id).forgotten = now
+	o.changedLocked()
 	o.trimLocked()
 }
 
@@ -272,8 +284,9 @@ func (o *owedPurges) trimLocked() {
 func (o *owedPurges) known(id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if l := o.byPeer[id]; l != nil {
+	if l := o.byPeer[id]; l != nil && !l.forgotten.IsZero() {
 		l.forgotten = time.Time{}
+		o.changedLocked()
 	}
 }
 
@@ -352,8 +365,10 @@ func (o *owedPurges) expire(now time.Time, m *Metrics) {
 			m.OwedPurgeEvents.WithLabelValues("expired").Add(float64(len(l.purges)))
 			o.addTotal(-len(l.purges))
 			delete(o.byPeer, id)
+			o.changedLocked()
 		case l.forgotten.IsZero() && len(l.purges) == 0 && !l.delivering:
 			delete(o.byPeer, id)
+			o.changedLocked()
 		}
 	}
 }
@@ -385,6 +400,7 @@ func (o *owedPurges) settle(id string, seq uint64) (empty bool) {
 		if x.seq == seq {
 			l.purges = append(l.purges[:i], l.purges[i+1:]...)
 			o.addTotal(-1)
+			o.changedLocked()
 			if x.p == purgeEverything {
 				clear(l.pids) // everything it stood for is taken
 			} else {
@@ -585,6 +601,18 @@ func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string, named 
 	}
 	if len(away) > 0 {
 		c.requestView() // a peer owed purges leaves this node's routing view
+		c.flushOwed()
+	}
+}
+
+// flushOwed writes what peers are owed to the state file, if it changed
+// (owedstate.go), before a purge's answer goes: what the answer says is
+// owed outlives a restart.
+func (c *Cluster) flushOwed() {
+	if err := c.owed.flush(true); err != nil {
+		c.owed.saveErrors.Add(1)
+		c.metrics.OwedSaveErrors.Inc()
+		c.log.Error("owed purges not written: a restart now loses what changed", "err", err)
 	}
 }
 
@@ -595,6 +623,18 @@ func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string, named 
 // a period.
 func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 	c.owed.expire(now, c.metrics)
+	if c.owed.needsFlush() {
+		// A peer forgotten or back, lists expired, a write that failed:
+		// written off the monitor loop (one at a time; the next round
+		// tries again while one is going).
+		go func() {
+			if err := c.owed.flush(false); err != nil {
+				c.owed.saveErrors.Add(1)
+				c.metrics.OwedSaveErrors.Inc()
+				c.log.Error("owed purges not written: a restart now loses what changed", "err", err)
+			}
+		}()
+	}
 	for _, id := range c.owed.ids() {
 		c.mu.Lock()
 		p := c.peers[id]
@@ -612,7 +652,10 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 		}
 		go func() {
 			failed := false
-			defer func() { c.owed.release(id, failed, time.Now()) }()
+			defer func() {
+				c.owed.release(id, failed, time.Now())
+				c.flushOwed()
+			}()
 			for _, x := range list {
 				// As long as a round waits for a late answer: a peer that
 				// takes purges slowly is not tried again and again.

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -171,6 +172,7 @@ func Keys() []Key {
 		{"cluster.dns", String, "", "A DNS name whose addresses are seeds (a Kubernetes headless service), re-resolved every cluster.dns_interval until joined; members then come from membership (memberlist)."},
 		{"cluster.dns_interval", Duration, dur(cd.DNSInterval), "How often cluster.dns is re-resolved for seeds once this node has joined (before that, every 2 s), and how often the cluster.peers given by host name are re-resolved, so that a peer that moves behind its name is followed."},
 		{"cluster.membership_probe_interval", Duration, dur(cd.ProbeInterval), "memberlist's probe period: a dead node is declared dead everywhere after about suspicion_mult × log10(nodes) of these (measured 9.7 s at 100 nodes), agreed by indirect probes; a node's own routing drops a silent peer sooner, by its heartbeats (docs/cluster.md)."},
+		{"cluster.state_dir", String, "", "Directory where the node keeps the purges peers are owed (a peer that missed a purge, down or cut off, gets it when it is back) in one small file, written on every change and read back at start, so that a restart of this node does not lose them and the peer does not come back serving purged pages. Empty: in memory only (a restart of every node that owes a peer a purge loses it; purge again). Not cache.disk.path nor inside it. A file that does not parse stops the start, naming it."},
 		{"cluster.forget_departed_after", Duration, dur(cd.ForgetDepartedAfter), "How long a peer that left the membership (dead or gone, agreed by memberlist) stays on the status page and in its per-peer metric series before this node forgets it; a peer named in cluster.peers is never forgotten. Keeps the peer table and /metrics bounded when nodes come and go (autoscaling, rolling deploys)."},
 		{"cluster.membership_suspicion_mult", Int, strconv.Itoa(cd.SuspicionMult), "memberlist's suspicion timeout multiplier (its LAN default); Lifeguard shortens a suspicion that others confirm."},
 		{"cluster.secret", String, "", "Shared secret authenticating heartbeats, peer requests and peer responses (HMAC-SHA256). Required with peers; at least 16 bytes."},
@@ -325,6 +327,7 @@ type Config struct {
 		ProbeInterval   time.Duration
 		SuspicionMult   int
 		ForgetDeparted  time.Duration
+		StateDir        string
 		Secret          string
 		HeartbeatPeriod time.Duration
 		Detector        string
@@ -656,6 +659,12 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.ForgetDeparted = p.dur("cluster.forget_departed_after", true)
 	if d := c.Cluster.ForgetDeparted; d > 0 && d < time.Minute {
 		p.fail("cluster.forget_departed_after", d.String(), "must be at least 1m: a peer is forgotten only well after membership agreed it left, and its late heartbeats are older than the replay window by then")
+	}
+	c.Cluster.StateDir = p.str("cluster.state_dir")
+	if sd, dp := c.Cluster.StateDir, c.Cache.DiskPath; sd != "" && dp != "" {
+		if rel, err := filepath.Rel(filepath.Clean(dp), filepath.Clean(sd)); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+			p.fail("cluster.state_dir", sd, "must not be cache.disk.path or inside it: the disk tier removes files it did not write")
+		}
 	}
 	c.Cluster.Secret = p.str("cluster.secret")
 	errsBefore := len(p.errs)

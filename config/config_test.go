@@ -84,6 +84,8 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\nadmin: {tls: {cert_file: /etc/edge/admin.crt}}", "admin.tls"},
 		{"origin: {url: http://o}\nadmin: {tls: {key_file: /etc/edge/admin.key}}", "admin.tls"},
 		{"origin: {url: http://o}\ncluster: {forget_departed_after: soon}", "cluster.forget_departed_after"},
+		{"origin: {url: http://o}\ncache: {disk: {path: /var/cache/edge}}\ncluster: {state_dir: /var/cache/edge}", "cluster.state_dir"},
+		{"origin: {url: http://o}\ncache: {disk: {path: /var/cache/edge}}\ncluster: {state_dir: /var/cache/edge/state}", "cluster.state_dir"},
 		{"origin: {url: http://o}\ncluster: {membership_suspicion_mult: 0}", "cluster.membership_suspicion_mult"},
 		{"origin: {url: http://o}\nrouting: {d: 1}", "routing.d"},
 		{"origin: {url: http://o}\nrouting: {home: region}", "routing.home"},

@@ -90,6 +90,11 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				if diskRoot != "" {
 					// Each node its own directory: a demo restarted keeps its pages.
 					args = append(args, "--disk-path", filepath.Join(diskRoot, a.id), "--disk-size", "1GiB")
+					if nodes > 1 {
+						// Beside it, what the node owes its peers (not inside:
+						// the disk tier removes files it did not write).
+						args = append(args, "--state-dir", filepath.Join(diskRoot, a.id+"-state"))
+					}
 				}
 				if extra != "" {
 					args = append(args, strings.Fields(extra)...)

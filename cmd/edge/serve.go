@@ -92,6 +92,7 @@ then flags. Every key is documented in config.yaml.`,
 	f.Bool("http3", false, "serve HTTP/3 on the UDP port of --tls-listen (tls.http3)")
 	f.String("disk-path", "", "directory of the disk cache tier (cache.disk.path)")
 	f.String("disk-size", "", "byte budget of the disk tier, e.g. 2GiB (cache.disk.max_bytes)")
+	f.String("state-dir", "", "directory that keeps the purges peers are owed across restarts (cluster.state_dir)")
 	return cmd
 }
 
@@ -104,7 +105,7 @@ var flagKeys = map[string]string{
 	"routing-mode": "routing.mode", "selection": "cluster.selection",
 	"monitoring": "cluster.monitoring", "monitor-peers": "cluster.monitor_peers",
 	"tls-listen": "tls.listen", "tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "http3": "tls.http3",
-	"disk-path": "cache.disk.path", "disk-size": "cache.disk.max_bytes",
+	"disk-path": "cache.disk.path", "disk-size": "cache.disk.max_bytes", "state-dir": "cluster.state_dir",
 }
 
 func bindFlags(cmd *cobra.Command, v *viper.Viper) error {

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// linkRealNodes makes n and m peers of long standing, as
+// startRealNodesWith does.
+func linkRealNodes(n, m *realNode) {
+	for _, x := range [][2]*realNode{{n, m}, {m, n}} {
+		a, b := x[0], x[1]
+		a.c.mu.Lock()
+		if p := a.c.peers[b.id]; p != nil {
+			p.Addr = strings.TrimPrefix(b.srv.URL, "http://")
+		} else {
+			a.c.addPeer(b.id, strings.TrimPrefix(b.srv.URL, "http://"))
+		}
+		a.c.peers[b.id].trusted, a.c.peers[b.id].member = true, true
+		a.c.peers[b.id].returnedAt = time.Time{}
+		a.c.mu.Unlock()
+		a.c.setView()
+	}
+}
+
+// A purge owed to a peer that was away outlives a restart of the node that
+// owes it: B is down during a purge at A, A restarts before B is back, and
+// B, back, loses the purged page. Before, what A owed lived in its memory
+// only, and B served the purged page for as long as it stayed fresh.
+func TestAnOwedPurgeOutlivesARestartOfTheNodeThatOwesIt(t *testing.T) {
+	dir := t.TempDir()
+	nt := nodeTuning{stateDir: dir}
+	nodes := startRealNodesWith(t, []string{"A", "B"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{}, 1000, nt)
+	a, b := nodes["A"], nodes["B"]
+	fillAt(t, b, "/restart/1")
+	setTrusted(a, "B", false) // B is down
+	_, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/restart/1"}, a.ph.Purge)
+	if err != nil || fan.Owed != 1 {
+		t.Fatalf("a purge with B away: %+v, %v; want owed 1", fan, err)
+	}
+	// A restarts: a new process, the same state_dir.
+	a2 := newRealNode(t, "A", routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{}, 1000, nt)
+	if n := a2.c.owed.owedTo("B"); n != 1 {
+		t.Fatalf("after A's restart it owes B %d purges, want 1", n)
+	}
+	linkRealNodes(a2, b) // B is back, and A learns it
+	if slices.Contains(rankingOf(a2, "/restart/1"), "B") {
+		t.Error("A routes to B while it owes it a purge")
+	}
+	redeliverNow(t, a2)
+	if storedAt(b, "/restart/1") {
+		t.Error("B still holds the page purged while it was down, after A restarted and met it again")
+	}
+	if n := a2.c.owed.owedTo("B"); n != 0 {
+		t.Errorf("after the delivery A owes B %d purges", n)
+	}
+	// What was delivered is written too: a second restart owes nothing.
+	a3 := newRealNode(t, "A", routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{}, 1000, nt)
+	if n := a3.c.owed.owedTo("B"); n != 0 {
+		t.Errorf("after a second restart A owes B %d purges it delivered", n)
+	}
+}
+
+// The state file keeps every field a delivery needs: the purge, its id,
+// the peers its round missed, and for a purge of everything when it was
+// owed and what it stands for (null and [] apart); a forgotten id stays
+// forgotten, an id in the table counts as forgotten until it is back.
+func TestOwedStateRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	var o owedPurges
+	if err := o.loadOwed(dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	o.owe("B", proxy.PurgeRequest{URL: "http://site.example/a", Soft: true}, newPurgeID(), []string{"C", "D"}, m)
+	o.owe("B", proxy.PurgeRequest{Tag: "t1"}, newPurgeID(), nil, m)
+	for i := range owedPerPeer + 1 { // collapses into a purge of everything
+		o.owe("C", proxy.PurgeRequest{Prefix: "/p/" + string(rune('a'+i%26))}, newPurgeID(), []string{"D"}, m)
+	}
+	forgotAt := time.Now().Add(-time.Hour).Truncate(time.Second)
+	o.owe("E", proxy.PurgeRequest{Prefix: "http://site.example/x/"}, newPurgeID(), nil, m)
+	o.forgot("E", forgotAt)
+	if err := o.flush(true); err != nil {
+		t.Fatal(err)
+	}
+	loadedAt := time.Now()
+	var o2 owedPurges
+	if err := o2.loadOwed(dir, loadedAt); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"B", "C", "E"} {
+		l, l2 := o.byPeer[id], o2.byPeer[id]
+		if l2 == nil || len(l2.purges) != len(l.purges) {
+			t.Fatalf("%s: %d purges before, %+v after", id, len(l.purges), l2)
+		}
+		for i, x := range l.purges {
+			y := l2.purges[i]
+			if x.p != y.p || x.pid != y.pid || !slices.Equal(x.away, y.away) || !x.covers.Equal(y.covers) ||
+				!slices.Equal(x.stands, y.stands) || (x.stands == nil) != (y.stands == nil) {
+				t.Errorf("%s purge %d: %+v before, %+v after", id, i, x, y)
+			}
+		}
+		if len(l.pids) != len(l2.pids) {
+			t.Errorf("%s: %d ids before, %d after", id, len(l.pids), len(l2.pids))
+		}
+	}
+	if e := o2.byPeer["C"].purges[0]; e.p != purgeEverything || e.stands == nil || len(e.stands) != owedPerPeer+1 {
+		t.Errorf("C's collapsed list: %+v, want a purge of everything standing for %d purges", e.p, owedPerPeer+1)
+	}
+	if got := o2.byPeer["E"].forgotten; !got.Equal(forgotAt) {
+		t.Errorf("E forgotten at %v after the load, want %v", got, forgotAt)
+	}
+	if got := o2.byPeer["B"].forgotten; !got.Equal(loadedAt) {
+		t.Errorf("B (in the table) forgotten at %v after the load, want the load's time %v until it is back", got, loadedAt)
+	}
+	if o2.count() != o.count() || !o2.any.Load() {
+		t.Errorf("count %d after the load, %d before", o2.count(), o.count())
+	}
+	// Numbers are new and distinct: a settle names one purge.
+	seqs := map[uint64]bool{}
+	for _, l := range o2.byPeer {
+		for _, x := range l.purges {
+			if x.seq == 0 || seqs[x.seq] {
+				t.Fatalf("purge numbers after the load repeat or are 0: %d", x.seq)
+			}
+			seqs[x.seq] = true
+		}
+	}
+}
+
+// A state file that is not one stops the start with its name and the
+// reason, and is left where it is (nothing it holds is lost).
+func TestABadOwedStateFileStopsTheStart(t *testing.T) {
+	pid := strings.Repeat("ab", 12)
+	for _, tc := range []struct{ name, doc, want string }{
+		{"not json", "{", "not an owed-purges document"},
+		{"empty", "", "not an owed-purges document"},
+		{"trailing data", `{"version":1,"peers":{}} {}`, "data after it"},
+		{"version", `{"version":2,"peers":{}}`, "version 2"},
+		{"unknown field", `{"version":1,"peers":{},"x":1}`, "unknown field"},
+		{"empty peer id", `{"version":1,"peers":{"":{"purges":[]}}}`, "peer id"},
+		{"purge naming nothing", `{"version":1,"peers":{"B":{"purges":[{"pid":"` + pid + `"}]}}}`, "exactly one of"},
+		{"purge naming two", `{"version":1,"peers":{"B":{"purges":[{"url":"http://a.example/","tag":"t","pid":"` + pid + `"}]}}}`, "exactly one of"},
+		{"relative url", `{"version":1,"peers":{"B":{"purges":[{"url":"/a","pid":"` + pid + `"}]}}}`, "absolute"},
+		{"bad pid", `{"version":1,"peers":{"B":{"purges":[{"tag":"t","pid":"xyz"}]}}}`, "hex of 24"},
+		{"bad pids entry", `{"version":1,"peers":{"B":{"pids":["zz"],"purges":[]}}}`, "hex of 24"},
+		{"stands on a tag purge", `{"version":1,"peers":{"B":{"purges":[{"tag":"t","pid":"` + pid + `","stands":[]}]}}}`, "not a purge of everything"},
+		{"bad stood-for id", `{"version":1,"peers":{"B":{"purges":[{"prefix":"/","pid":"` + pid + `","stands":["q"]}]}}}`, "stood-for id"},
+		{"empty away id", `{"version":1,"peers":{"B":{"purges":[{"tag":"t","pid":"` + pid + `","away":[""]}]}}}`, "away id"},
+		{"wrong type", `{"version":1,"peers":{"B":{"purges":{}}}}`, "not an owed-purges document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, owedFile)
+			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var o owedPurges
+			err := o.loadOwed(dir, time.Now())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "cluster.state_dir") {
+				t.Fatalf("load of %q: %v, want an error naming cluster.state_dir, %s and %q", tc.doc, err, path, tc.want)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.doc {
+				t.Error("the bad file was changed")
+			}
+		})
+	}
+}
+
+// FuzzDecodeOwed: any bytes give an error or lists that encode and decode
+// to the same document.
+func FuzzDecodeOwed(f *testing.F) {
+	pid := strings.Repeat("ab", 12)
+	f.Add([]byte(`{"version":1,"peers":{"B":{"pids":["` + pid + `"],"purges":[{"url":"http://a.example/x","pid":"` + pid + `","away":["C"],"stands":null}]}}}`))
+	f.Add([]byte(`{"version":1,"peers":{"C":{"forgotten":"2026-12-05T10:00:00Z","purges":[{"prefix":"/","pid":"` + pid + `","covers":"2026-12-05T09:00:00Z","stands":[]}]}}}`))
+	f.Add([]byte(`{}`))
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lists, err := decodeOwed(b, now)
+		if err != nil {
+			return
+		}
+		o := owedPurges{byPeer: lists}
+		enc := o.encodeLocked()
+		again, err := decodeOwed(enc, now)
+		if err != nil {
+			t.Fatalf("a decoded document does not decode again: %v\n%s", err, enc)
+		}
+		o2 := owedPurges{byPeer: again}
+		if enc2 := o2.encodeLocked(); string(enc2) != string(enc) {
+			t.Fatalf("not stable:\n%s\n%s", enc, enc2)
+		}
+	})
+}
+
+// A state directory the node cannot write stops the start, naming the key,
+// rather than the first purge's record.
+func TestAStateDirThatCannotBeWrittenStopsTheStart(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root writes through the mode bits: a file in the way instead.
+		dir := t.TempDir()
+		blocker := filepath.Join(dir, "file")
+		if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var o owedPurges
+		if err := o.loadOwed(filepath.Join(blocker, "state"), time.Now()); err == nil || !strings.Contains(err.Error(), "cluster.state_dir") {
+			t.Fatalf("a state_dir under a file: %v, want an error naming cluster.state_dir", err)
+		}
+		return
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+	var o owedPurges
+	if err := o.loadOwed(dir, time.Now()); err == nil || !strings.Contains(err.Error(), "cluster.state_dir") {
+		t.Fatalf("a read-only state_dir: %v, want an error naming cluster.state_dir", err)
+	}
+}
