@@ -1,0 +1,77 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A purge owed to a node that was stopped while it went round outlives a
+// crash of the node that owes it (cluster.state_dir): edge-2 is stopped,
+// a purge at edge-1 is owed to it, edge-1 is killed (SIGKILL) and started
+// again, edge-2 resumes, and edge-1's new process delivers the purge, so
+// edge-2 no longer answers the page from the copy it held. Before, the
+// purge lived in edge-1's memory only and edge-2 served the purged page
+// for as long as it stayed fresh.
+func TestAnOwedPurgeOutlivesACrashOfTheNodeThatOwesIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	origin := freeAddr(t)
+	startOrigin(t, origin, "5ms")
+	const secret = "e2e-owed-restart-secret-01"
+	dir := t.TempDir()
+	nodes := []*testNode{
+		{id: "edge-1", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+		{id: "edge-2", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+	}
+	peers := nodes[0].id + "=" + nodes[0].peer + "," + nodes[1].id + "=" + nodes[1].peer
+	for _, n := range nodes {
+		n.args = []string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
+			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", secret,
+			"--state-dir", filepath.Join(dir, n.id)}
+		n.cmd = startEdge(t, n.args...)
+	}
+	for _, n := range nodes {
+		waitUp(t, "http://"+n.adm+"/readyz")
+		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
+	}
+	owing, away := nodes[0], nodes[1]
+	const page = "/p/4242"
+	heldAtAway := func() bool {
+		r, _ := get(t, "http://"+away.pub+page)
+		return strings.HasPrefix(r.Header.Get("Cache-Status"), away.id+"; hit")
+	}
+	waitFor(t, away.id+" to hold "+page, 5*time.Second, heldAtAway)
+
+	_ = away.cmd.Process.Signal(syscall.SIGSTOP)
+	defer func() { _ = away.cmd.Process.Signal(syscall.SIGCONT) }()
+	waitFor(t, "the stopped node to be suspected", 10*time.Second, func() bool {
+		return metric(t, owing.adm, `edge_peer_up{peer="`+away.id+`"}`) == 0
+	})
+	if pb := purgeAt(t, owing, page); !strings.Contains(pb, `"peers_owed":1`) {
+		t.Fatalf("purge with a stopped peer: %s, want it owed to that peer", pb)
+	}
+
+	// The owing node crashes and starts again, the other still stopped.
+	_ = owing.cmd.Process.Kill()
+	_ = owing.cmd.Wait()
+	owing.cmd = startEdge(t, owing.args...)
+	waitUp(t, "http://"+owing.adm+"/readyz")
+	if got := metric(t, owing.adm, "edge_purge_owed"); got != 1 {
+		t.Errorf("after its restart %s owes %v purges, want 1", owing.id, got)
+	}
+
+	_ = away.cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, "the restarted node to trust the resumed one", 20*time.Second, func() bool {
+		return metric(t, owing.adm, `edge_peer_up{peer="`+away.id+`"}`) == 1
+	})
+	waitFor(t, "the owed purge to be delivered by the restarted node", 10*time.Second, func() bool {
+		return metric(t, owing.adm, "edge_purge_owed") == 0 && metric(t, owing.adm, `edge_purge_owed_events_total{outcome="delivered"}`) >= 1
+	})
+	if heldAtAway() {
+		t.Errorf("%s still answers %s from the copy it held before the purge its peer owed it across a crash", away.id, page)
+	}
+}
