@@ -167,7 +167,7 @@ bench-miss: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
-FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzDecodeOwed cluster:FuzzReadStands cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
+FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzDecodeOwed cluster:FuzzOwedStateLoadsWhatItWrites cluster:FuzzReadStands cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
 	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot fdetect:FuzzParseParams h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzKeptFieldsAreNetHTTPs hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration internal/promtext:FuzzParse \
 	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzAnsweredFromStore proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
 	proxy:FuzzCanonicalHost proxy:FuzzCoveredSpan proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzTargeted proxy:FuzzWaitOrder rules:FuzzCaseClosed rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader

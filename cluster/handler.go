@@ -215,6 +215,10 @@ type FanOut struct {
 	// 500): not owed, since sending it again would not remove the file;
 	// the operator is told, as for this node's own disk.
 	Incomplete int `json:"peers_incomplete"`
+	// NotSaved says what is owed could not be written to cluster.state_dir
+	// (its disk full, gone or read-only): a restart of this node loses it,
+	// so the operator is told (a 500), as for an incomplete purge.
+	NotSaved error `json:"-"`
 	// Refused peers answered, signed, that they will not take it (a 4xx:
 	// a purge their version or configuration cannot read). Not owed
 	// (sending it again gets the same answer), not one that took it (it
@@ -311,7 +315,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 			if answer == answerRefused {
 				c.log.Warn("a peer refused a purge: it may still serve what the purge names", "peer", t.id, "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "late", seq != 0)
 			}
-			if seq != 0 && answer == answerRefused && c.owed.settle(t.id, seq) {
+			if seq != 0 && answer == answerRefused && c.owed.settleOne(t.id, seq) {
 				// Late, as a redelivery's refusal is: not owed (sending it
 				// again gets the same answer), not one that took it.
 				c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
@@ -348,7 +352,7 @@ func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut 
 			}
 			answered <- struct{}{}
 			if seq != 0 {
-				c.flushOwed() // a late answer settled or owed it
+				_ = c.flushOwed() // a late answer settled or owed it (counted and logged)
 			}
 		})
 	}
@@ -392,6 +396,8 @@ wait:
 	// purge returns, so that its answer is true of the cluster; bounded as
 	// the round was.
 	tell(took, missedIDs)
-	c.flushOwed() // what the answer says is owed outlives a restart
-	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load()), Refused: int(refused.Load())}
+	// What the answer says is owed outlives a restart, or the answer says
+	// it does not.
+	notSaved := c.flushOwed()
+	return FanOut{Purged: int(ok.Load()), Owed: int(owedNow.Load()) + len(away), Incomplete: int(incomplete.Load()), Refused: int(refused.Load()), NotSaved: notSaved}
 }

@@ -30,10 +30,43 @@ type misconfigMemory struct {
 	mu     sync.Mutex
 	logged map[string]time.Time
 	causes map[string]*causeWindow
+	skews  map[string]*skewSpan // by source: skew refusals lately (lasting)
 }
 
 func newMisconfigMemory() *misconfigMemory {
-	return &misconfigMemory{logged: map[string]time.Time{}, causes: map[string]*causeWindow{}}
+	return &misconfigMemory{logged: map[string]time.Time{}, causes: map[string]*causeWindow{}, skews: map[string]*skewSpan{}}
+}
+
+// skewSpan is a run of heartbeats from one source refused for their clock:
+// from the first to the last, none more than skewGap periods apart.
+type skewSpan struct{ first, last time.Time }
+
+// A skewed clock is reported once its refusals have lasted skewLasting
+// periods with no gap of skewGap: a sender whose clock is off has every
+// heartbeat refused, one a period; a backlog read at once (this node was
+// paused: SIGSTOP, a stalled VM, and read what its socket queued meanwhile)
+// is refused in a burst of milliseconds, and is no clock's fault (a new
+// user saw "synchronise the clocks" after a SIGCONT).
+const (
+	skewLasting = 2
+	skewGap     = 3
+)
+
+// skewLasts records a skew refusal from src at now and reports whether
+// they have lasted skewLasting periods.
+func (m *misconfigMemory) skewLasts(src string, now time.Time, period time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp := m.skews[src]
+	if sp == nil || now.Sub(sp.last) > skewGap*period {
+		if len(m.skews) >= 1024 {
+			clear(m.skews) // a flood of sources: the counters have them
+		}
+		sp = &skewSpan{first: now}
+		m.skews[src] = sp
+	}
+	sp.last = now
+	return now.Sub(sp.first) >= skewLasting*period
 }
 
 // fresh reports whether key was logged within misconfigRepeat.
@@ -111,6 +144,9 @@ func (c *Cluster) heartbeatRejected(from *net.UDPAddr, err error) {
 		return
 	}
 	src := from.IP.String()
+	if re.Reason == wire.RejectSkew && !c.warned.skewLasts(src, time.Now(), c.cfg.Period) {
+		return // perhaps a backlog read after a pause: reported if it lasts
+	}
 	if !c.warned.fresh(string(re.Reason)+" "+src, time.Now()) && c.countCause(string(re.Reason)) > sourcesPerCause {
 		return // logged for enough sources lately; the counters have the rest
 	}

@@ -79,3 +79,46 @@ func TestRefusedPacketsFromManySourcesAreBounded(t *testing.T) {
 		t.Errorf("%d lines for junk from 5000 sources, want at most %d", n, sourcesPerCause)
 	}
 }
+
+// A backlog of heartbeats read at once after this node was paused (SIGSTOP,
+// a stalled VM) is refused for its age but is no clock's fault: not
+// reported (a new user saw "synchronise the clocks" after a SIGCONT). A
+// sender whose clock is off, refused heartbeat after heartbeat for a few
+// periods, is, with how far off and which way.
+func TestASkewedClockIsReportedAndAPausesBacklogIsNot(t *testing.T) {
+	var out bytes.Buffer
+	const period = 100 * time.Millisecond
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(), cfg: Config{Period: period}}
+	secret := []byte("our secret")
+	v := wire.NewVerifier(secret, 5*time.Second)
+	refuse := func(from *net.UDPAddr, seq uint64, sent time.Time) {
+		t.Helper()
+		b, err := wire.Heartbeat{Node: "edge-2", Seq: seq, SendNs: sent.UnixNano()}.Encode(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(b, time.Now().UnixNano())
+		if err == nil {
+			t.Fatal("a heartbeat 10 s old was accepted")
+		}
+		c.heartbeatRejected(from, err)
+	}
+	paused := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 7947}
+	for i := range 60 { // what the socket queued during a 12 s pause (the part over 5 s old), read in a burst
+		refuse(paused, uint64(i+1), time.Now().Add(-12*time.Second+time.Duration(i)*100*time.Millisecond))
+	}
+	if strings.Contains(out.String(), "clock") {
+		t.Fatalf("a pause's backlog was reported as a skewed clock:\n%s", out.String())
+	}
+	skewed := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 3), Port: 7948}
+	// A clock 10 s behind: every heartbeat refused, two a period (until
+	// reported, or 40: a loaded machine's late wake-up may break a run).
+	for i := 0; i < 40 && !strings.Contains(out.String(), "clock too far"); i++ {
+		refuse(skewed, uint64(i+1), time.Now().Add(-10*time.Second))
+		time.Sleep(period / 2)
+	}
+	log := out.String()
+	if n := strings.Count(log, "clock too far"); n != 1 || !strings.Contains(log, "127.0.0.3") || !strings.Contains(log, "behind this node's clock") {
+		t.Errorf("want one line naming the skewed sender, how far and which way:\n%s", log)
+	}
+}

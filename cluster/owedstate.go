@@ -134,8 +134,11 @@ func decodeOwed(b []byte, now time.Time) (map[string]*owedList, error) {
 			if err := p.Validate(); err != nil {
 				return nil, fmt.Errorf("peer %q: purge %d: %w", id, i, err)
 			}
-			if !purgeIDLike(sp.PID) {
-				return nil, fmt.Errorf("peer %q: purge %d: id %q: want hex of 24 characters", id, i, sp.PID)
+			if sp.PID != "" && !purgeIDLike(sp.PID) {
+				// "" is a purge from a sender before purge ids (a
+				// rolling upgrade: a review's
+				// TestAPurgeWithoutAnIdIsOwedInAFileThatLoads).
+				return nil, fmt.Errorf("peer %q: purge %d: id %q: want hex of 24 characters, or none", id, i, sp.PID)
 			}
 			if len(sp.Away) > sendersAwayMax || len(sp.Stands) > standsMax {
 				return nil, fmt.Errorf("peer %q: purge %d: %d away and %d stood-for ids, at most %d and %d", id, i, len(sp.Away), len(sp.Stands), sendersAwayMax, standsMax)
@@ -177,6 +180,13 @@ func (o *owedPurges) loadOwed(dir string, now time.Time) error {
 		return fmt.Errorf("cluster.state_dir: %w", err)
 	}
 	path := filepath.Join(dir, owedFile)
+	// Temporary files a crash left mid-write (the file itself is whole:
+	// the old one or the new).
+	if left, err := filepath.Glob(filepath.Join(dir, "."+owedFile+".*")); err == nil {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+	}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

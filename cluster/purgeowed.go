@@ -171,6 +171,7 @@ type owedPurges struct {
 	saveMu     sync.Mutex
 	saved      []byte
 	saveErrors atomic.Uint64
+	failing    atomic.Bool // the last write failed (logged once until one succeeds)
 }
 
 // owe records p (id pid) as owed to peer and returns its number, for a
@@ -210,7 +211,10 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 		o.seq++
 		return o.seq
 	}
-	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p, pid: pid, away: withoutID(away, peer)})
+	// At most sendersAwayMax named, as a delivery sends (sendPurge) and
+	// the state file holds (a review's TestAPurgeWithManyPeersAwayIsOwedInAFileThatLoads).
+	kept := withoutID(away, peer)
+	l.purges = append(l.purges, owedPurge{seq: o.seq, p: p, pid: pid, away: kept[:min(len(kept), sendersAwayMax)]})
 	o.addTotal(1)
 	if len(l.purges) > owedPerPeer {
 		o.addTotal(-(len(l.purges) - 1))
@@ -390,14 +394,28 @@ func (o *owedPurges) claim(id string, now time.Time) []owedPurge {
 // still there (a collapse may have replaced it), and reports whether the
 // list is now empty.
 func (o *owedPurges) settle(id string, seq uint64) (empty bool) {
+	_, empty = o.settleFound(id, seq)
+	return empty
+}
+
+// settleOne is settle, reporting whether seq was still owed (a list
+// dropped or collapsed since holds it no more).
+func (o *owedPurges) settleOne(id string, seq uint64) (found bool) {
+	found, _ = o.settleFound(id, seq)
+	return found
+}
+
+// settleFound is settle, and reports whether seq was still owed.
+func (o *owedPurges) settleFound(id string, seq uint64) (found, empty bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.byPeer[id]
 	if l == nil {
-		return true
+		return false, true
 	}
 	for i, x := range l.purges {
 		if x.seq == seq {
+			found = true
 			l.purges = append(l.purges[:i], l.purges[i+1:]...)
 			o.addTotal(-1)
 			o.changedLocked()
@@ -409,7 +427,7 @@ func (o *owedPurges) settle(id string, seq uint64) (empty bool) {
 			break
 		}
 	}
-	return len(l.purges) == 0
+	return found, len(l.purges) == 0
 }
 
 // release ends id's delivery; failed puts the next one owedRetry away.
@@ -600,19 +618,34 @@ func (c *Cluster) oweAll(away []string, p proxy.PurgeRequest, pid string, named 
 		c.owed.owe(id, p, pid, named, c.metrics)
 	}
 	if len(away) > 0 {
-		c.requestView() // a peer owed purges leaves this node's routing view
-		c.flushOwed()
+		c.requestView()   // a peer owed purges leaves this node's routing view
+		_ = c.flushOwed() // counted and logged; a purge's round reports it (FanOutPurge)
 	}
 }
 
 // flushOwed writes what peers are owed to the state file, if it changed
 // (owedstate.go), before a purge's answer goes: what the answer says is
 // owed outlives a restart.
-func (c *Cluster) flushOwed() {
-	if err := c.owed.flush(true); err != nil {
+func (c *Cluster) flushOwed() error {
+	err := c.owed.flush(true)
+	c.noteOwedWrite(err)
+	return err
+}
+
+// noteOwedWrite counts a failed write of the state file, and logs when
+// writes begin to fail and when they succeed again (not every monitor
+// round's retry).
+func (c *Cluster) noteOwedWrite(err error) {
+	if err != nil {
 		c.owed.saveErrors.Add(1)
 		c.metrics.OwedSaveErrors.Inc()
-		c.log.Error("owed purges not written: a restart now loses what changed", "err", err)
+		if !c.owed.failing.Swap(true) {
+			c.log.Error("owed purges not written: a restart now loses what changed (tried again at every change and monitor round)", "err", err)
+		}
+		return
+	}
+	if c.owed.failing.Load() && !c.owed.needsFlush() && c.owed.failing.Swap(false) {
+		c.log.Info("owed purges written again")
 	}
 }
 
@@ -627,13 +660,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 		// A peer forgotten or back, lists expired, a write that failed:
 		// written off the monitor loop (one at a time; the next round
 		// tries again while one is going).
-		go func() {
-			if err := c.owed.flush(false); err != nil {
-				c.owed.saveErrors.Add(1)
-				c.metrics.OwedSaveErrors.Inc()
-				c.log.Error("owed purges not written: a restart now loses what changed", "err", err)
-			}
-		}()
+		go func() { c.noteOwedWrite(c.owed.flush(false)) }()
 	}
 	for _, id := range c.owed.ids() {
 		c.mu.Lock()
@@ -654,7 +681,7 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 			failed := false
 			defer func() {
 				c.owed.release(id, failed, time.Now())
-				c.flushOwed()
+				_ = c.flushOwed() // counted and logged
 			}()
 			for _, x := range list {
 				// As long as a round waits for a late answer: a peer that

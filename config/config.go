@@ -661,9 +661,12 @@ func Load(v *viper.Viper) (*Config, error) {
 		p.fail("cluster.forget_departed_after", d.String(), "must be at least 1m: a peer is forgotten only well after membership agreed it left, and its late heartbeats are older than the replay window by then")
 	}
 	c.Cluster.StateDir = p.str("cluster.state_dir")
-	if sd, dp := c.Cluster.StateDir, c.Cache.DiskPath; sd != "" && dp != "" {
-		if rel, err := filepath.Rel(filepath.Clean(dp), filepath.Clean(sd)); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
-			p.fail("cluster.state_dir", sd, "must not be cache.disk.path or inside it: the disk tier removes files it did not write")
+	if sd, dp := c.Cluster.StateDir, c.Cache.DiskPath; sd != "" && dp != "" && within(sd, dp) {
+		p.fail("cluster.state_dir", sd, "must not be cache.disk.path or inside it: the disk tier removes files it did not write")
+	}
+	if sd := c.Cluster.StateDir; sd != "" {
+		if fi, err := os.Stat(sd); err == nil && !fi.IsDir() {
+			p.fail("cluster.state_dir", sd, "is a file, not a directory")
 		}
 	}
 	c.Cluster.Secret = p.str("cluster.secret")
@@ -793,6 +796,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	if (c.Admin.TLS.CertFile == "") != (c.Admin.TLS.KeyFile == "") {
 		return nil, &Error{Key: "admin.tls", Reason: "needs both cert_file and key_file, or neither"}
+	}
+	if cl := c.Cluster.Listen; cl != "" && (cl == c.Listen || cl == c.Admin.Listen) {
+		return nil, &Error{Key: "cluster.listen", Value: cl, Reason: "must differ from listen and admin.listen"}
 	}
 	if (len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "") && c.Cluster.Secret == "" {
 		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}
@@ -985,6 +991,37 @@ func ruleErrors(err error) []error {
 
 // fail records an error of key; parsing goes on, so that one run names
 // every wrong key (Load returns them together, the first as p.err).
+// within reports whether dir is root or inside it, both made absolute
+// and their symbolic links resolved as far as they exist (a relative path
+// beside an absolute one, a link into root, a name that begins with "..").
+func within(dir, root string) bool {
+	d, r := resolvePath(dir), resolvePath(root)
+	rel, err := filepath.Rel(r, d)
+	if err != nil {
+		return true // no way from one to the other is known: not allowed
+	}
+	return rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// resolvePath is p made absolute, with the symbolic links of its longest
+// existing prefix resolved.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for cur := abs; ; cur = filepath.Dir(cur) {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(cur) == cur {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+	}
+}
+
 func (p *parser) fail(key string, val any, reason string) {
 	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
 	if p.err == nil {

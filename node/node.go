@@ -752,6 +752,9 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	if err == nil && peers.Incomplete > 0 {
 		err = fmt.Errorf("%w at %d peers: a file stayed on a failing disk (see their logs)", proxy.ErrPurgeIncomplete, peers.Incomplete)
 	}
+	if err == nil && peers.NotSaved != nil {
+		err = fmt.Errorf("%w: owed to %d peers, but not written to cluster.state_dir (a restart of this node loses it; purge again once it is writable): %v", proxy.ErrPurgeIncomplete, peers.Owed, peers.NotSaved)
+	}
 	if err == nil && peers.Refused > 0 {
 		err = fmt.Errorf("%w: %d peers refused it and may still serve what it names (see their logs and this node's)", proxy.ErrPurgeIncomplete, peers.Refused)
 	}

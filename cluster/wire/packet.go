@@ -256,7 +256,11 @@ func (v *Verifier) Verify(b []byte, now int64) (Heartbeat, error) {
 	}
 	if d := time.Duration(now - h.SendNs); d > v.maxSkew || d < -v.maxSkew {
 		v.counts[RejectSkew]++
-		return h, rejectHB(RejectSkew)
+		side := "behind"
+		if d < 0 {
+			side = "ahead of"
+		}
+		return h, reject.New("heartbeat", RejectSkew, "sent at a time %v %s this node's clock (at most %v either way)", d.Abs().Round(time.Millisecond), side, v.maxSkew)
 	}
 	w := v.peers[h.Node]
 	if h.Probe != NotProbe {

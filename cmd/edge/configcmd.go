@@ -31,22 +31,36 @@ func configCmd() *cobra.Command {
 			fmt.Fprint(cmd.OutOrStdout(), config.Reference())
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
+	var checkFile string
+	check := &cobra.Command{
 		Use:   "check FILE",
 		Short: "Validate a config file (with the environment applied) and exit",
-		Args:  cobra.ExactArgs(1),
+		// The file as an argument or as -c, as serve, explain and health
+		// take it.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (checkFile != "") {
+				return fmt.Errorf("config check: give the file once, as an argument or with -c")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := config.NewViper(args[0])
+			file := checkFile
+			if len(args) == 1 {
+				file = args[0]
+			}
+			v, err := config.NewViper(file)
 			if err != nil {
 				return err
 			}
 			if _, err := config.Load(v); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), args[0]+": ok")
+			fmt.Fprintln(cmd.OutOrStdout(), file+": ok")
 			return nil
 		},
-	})
+	}
+	check.Flags().StringVarP(&checkFile, "config", "c", "", "config file (or give it as the argument)")
+	cmd.AddCommand(check)
 	cmd.AddCommand(explainCmd())
 	return cmd
 }

@@ -75,6 +75,25 @@ func TestConfigCheckNamesTheRuleField(t *testing.T) {
 	}
 }
 
+// config check takes the file as its argument or with -c, as serve,
+// explain and health do (a new user's -c was "unknown shorthand flag").
+func TestConfigCheckTakesTheFileEitherWay(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("origin:\n  url: http://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", file}, {"check", "-c", file}} {
+		if out, err := runConfigCmd(t, args...); err != nil || !strings.Contains(out, file+": ok") {
+			t.Errorf("%v: %q, %v", args, out, err)
+		}
+	}
+	for _, args := range [][]string{{"check"}, {"check", "-c", file, file}} {
+		if _, err := runConfigCmd(t, args...); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
 // TestHealthAndReloadCommands runs `edge health` and `edge reload`
 // against a real node.
 func TestHealthAndReloadCommands(t *testing.T) {
