@@ -55,6 +55,11 @@ func configCmd() *cobra.Command {
 			if _, err := config.Load(v); err != nil {
 				return err
 			}
+			// As serve warns of them: a misspelt variable is ignored,
+			// which "ok" alone would hide.
+			for _, w := range config.UnknownEnv() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), file+": ok")
 			return nil
 		},

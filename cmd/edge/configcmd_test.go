@@ -87,6 +87,12 @@ func TestConfigCheckTakesTheFileEitherWay(t *testing.T) {
 			t.Errorf("%v: %q, %v", args, out, err)
 		}
 	}
+	// A misspelt variable is warned of, as serve does (a new user's
+	// EDGE_CACHE_MAXBYTES was ignored behind an "ok").
+	t.Setenv("EDGE_CACHE_MAXBYTES", "1")
+	if out, err := runConfigCmd(t, "check", file); err != nil || !strings.Contains(out, "did you mean EDGE_CACHE_MAX_BYTES") {
+		t.Errorf("check with EDGE_CACHE_MAXBYTES set: %q, %v", out, err)
+	}
 	for _, args := range [][]string{{"check"}, {"check", "-c", file, file}} {
 		if _, err := runConfigCmd(t, args...); err == nil {
 			t.Errorf("%v: accepted", args)
