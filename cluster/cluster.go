@@ -362,10 +362,11 @@ type Transition struct {
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
 	cfg         Config
-	copies      copyHold   // while a purge goes round, no peer's page it names is kept (purgehold.go)
-	owed        owedPurges // purges peers did not take, delivered when they are back (purgeowed.go)
-	purgeIDs    purgeIDs   // ids of the purges taken from peers, so a repeat is not run again
-	purgeNamer  PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
+	copies      copyHold                    // while a purge goes round, no peer's page it names is kept (purgehold.go)
+	owed        owedPurges                  // purges peers did not take, delivered when they are back (purgeowed.go)
+	pulled      atomic.Pointer[PullSummary] // the start's asking for what peers owe it (owedpull.go)
+	purgeIDs    purgeIDs                    // ids of the purges taken from peers, so a repeat is not run again
+	purgeNamer  PurgeNamer                  // which pages a purge names (SetPurgeNamer); nil: every page
 	log         *slog.Logger
 	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
 	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)

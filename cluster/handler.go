@@ -78,6 +78,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 	r := chi.NewRouter()
 	r.Use(c.authenticate)
 	r.Get("/_edge/indicator", c.serveIndicator)
+	r.Post("/_edge/owed", c.serveOwedPull)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
 		p := proxy.ParsePurgeQuery(q)

@@ -44,6 +44,7 @@ type Metrics struct {
 	BesideClimb           *prometheus.CounterVec // requests whose negative probes raced the climb, by winner
 	PurgeHeldCopies       prometheus.Counter     // peers' pages not kept because a purge was going round (purgehold.go)
 	OwedSaveErrors        prometheus.Counter     // failed writes of the owed purges' state file (owedstate.go)
+	OwedPulls             *prometheus.CounterVec // peers asked at start for what they owe this node, by outcome (owedpull.go)
 	NegativeProbes        *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
 	ClimbHops             *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
 	ClimbSeconds          prometheus.Histogram   // ingress climb latency (the miss penalty M)
@@ -190,6 +191,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.PurgeHeldCopies)
 	m.OwedSaveErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_purge_owed_save_errors_total", Help: "Failed writes of the file in cluster.state_dir that keeps the purges peers are owed across a restart (tried again at the next change or monitor round; until one succeeds a restart loses what changed)."})
 	reg.MustRegister(m.OwedSaveErrors)
+	m.OwedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_pulls_total", Help: "Peers this node asked, when it started and before it served a client, to deliver the purges they owe it, by outcome: delivered (it owed some and they ran here), nothing (it owed none), unreachable (no answer within the bound), failed (it could not deliver them all: the rest come as before)."}, []string{"outcome"})
+	for _, o := range []string{pullDelivered, pullNothing, pullUnreachable, pullFailed} {
+		m.OwedPulls.WithLabelValues(o)
+	}
+	reg.MustRegister(m.OwedPulls)
 	m.PooledCalibration = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_pooled_nu_calibration", Help: "fna-learned's ν correction over the negative probes of a region's peers (realised over predicted hits): the prior a peer of that region with few negative probes of its own starts from."}, []string{"region"})
 	reg.MustRegister(m.ShadowSuspicions, m.Rerouted, m.ReroutedWrongly, m.PooledCalibration)
 	reg.MustRegister(m.ViewRebuild, m.HeartbeatPackets, m.HeartbeatBytes, m.MonitoredPeers, m.MonitoringSubset,

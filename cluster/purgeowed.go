@@ -378,12 +378,13 @@ func (o *owedPurges) expire(now time.Time, m *Metrics) {
 }
 
 // claim marks id's list as being delivered and returns what it holds
-// (nothing, if empty, already being delivered or not to be retried yet).
-func (o *owedPurges) claim(id string, now time.Time) []owedPurge {
+// (nothing, if empty, already being delivered or, unless the peer asked
+// for it, not to be retried yet).
+func (o *owedPurges) claim(id string, now time.Time, asked bool) []owedPurge {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.byPeer[id]
-	if l == nil || l.delivering || len(l.purges) == 0 || now.Before(l.retryAt) {
+	if l == nil || l.delivering || len(l.purges) == 0 || (now.Before(l.retryAt) && !asked) {
 		return nil
 	}
 	l.delivering = true
@@ -673,40 +674,46 @@ func (c *Cluster) redeliverPurges(ctx context.Context, now time.Time) {
 		if !ready {
 			continue
 		}
-		list := c.owed.claim(id, now)
+		list := c.owed.claim(id, now, false)
 		if len(list) == 0 {
 			continue
 		}
-		go func() {
-			failed := false
-			defer func() {
-				c.owed.release(id, failed, time.Now())
-				_ = c.flushOwed() // counted and logged
-			}()
-			for _, x := range list {
-				// As long as a round waits for a late answer: a peer that
-				// takes purges slowly is not tried again and again.
-				rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
-				answer := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x, x.away), x.covers, x.stands)
-				cancel()
-				switch answer {
-				case answerOwed:
-					failed = true
-					c.metrics.OwedPurgeEvents.WithLabelValues("failed").Inc()
-					return
-				case answerTaken:
-					c.metrics.OwedPurgeEvents.WithLabelValues("delivered").Inc()
-				case answerIncomplete:
-					c.metrics.OwedPurgeEvents.WithLabelValues("incomplete").Inc()
-				default:
-					c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
-				}
-				if c.owed.settle(id, x.seq) {
-					c.requestView() // owed nothing now: back in this node's routing view
-				}
-			}
-		}()
+		go c.deliver(ctx, id, addr, list)
 	}
+}
+
+// deliver sends peer id, at addr, the owed purges in list (claimed for it),
+// in order, stopping at the first not taken, and ends the claim. It
+// reports whether every one was settled (taken, refused or incomplete).
+func (c *Cluster) deliver(ctx context.Context, id, addr string, list []owedPurge) (settled bool) {
+	failed := false
+	defer func() {
+		c.owed.release(id, failed, time.Now())
+		_ = c.flushOwed() // counted and logged
+	}()
+	for _, x := range list {
+		// As long as a round waits for a late answer: a peer that
+		// takes purges slowly is not tried again and again.
+		rctx, cancel := context.WithTimeout(ctx, lateFactor*fanOutBound(c.cfg.PeerTimeout))
+		answer := c.sendPurge(rctx, id, addr, x.p, x.pid, true, c.owed.stillOwing(x, x.away), x.covers, x.stands)
+		cancel()
+		switch answer {
+		case answerOwed:
+			failed = true
+			c.metrics.OwedPurgeEvents.WithLabelValues("failed").Inc()
+			return false
+		case answerTaken:
+			c.metrics.OwedPurgeEvents.WithLabelValues("delivered").Inc()
+		case answerIncomplete:
+			c.metrics.OwedPurgeEvents.WithLabelValues("incomplete").Inc()
+		default:
+			c.metrics.OwedPurgeEvents.WithLabelValues("refused").Inc()
+		}
+		if c.owed.settle(id, x.seq) {
+			c.requestView() // owed nothing now: back in this node's routing view
+		}
+	}
+	return true
 }
 
 // purgeIDs remembers the ids of the latest purges this node took from

@@ -56,6 +56,7 @@ type Node struct {
 	admLn     net.Listener
 	admCerts  *fileCerts // admin.tls (nil: plain HTTP)
 	draining  atomic.Bool
+	starting  atomic.Bool // a cluster node asks its peers for owed purges before it serves
 	started   time.Time
 	rates     rateWindow  // the status page's last-minute rates (rates.go)
 	batch     *batchStats // client connections
@@ -528,23 +529,30 @@ func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 // shutdown timeout.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 6)
-	switch {
-	case n.hits != nil:
-		go func() { errc <- n.hits.Serve(n.public) }()
-	case n.cfg.Tuning.WriteBatching:
-		go func() { errc <- n.public.Serve(batchListener{Listener: n.pubLn, stats: n.batch}) }()
-	default:
-		go func() { errc <- n.public.Serve(n.pubLn) }()
+	clusterCtx, stopCluster := context.WithCancel(context.Background())
+	defer stopCluster()
+	servePublic := func() {
+		if n.tls != nil {
+			n.tls.run(clusterCtx, errc)
+		}
+		switch {
+		case n.hits != nil:
+			go func() { errc <- n.hits.Serve(n.public) }()
+		case n.cfg.Tuning.WriteBatching:
+			go func() { errc <- n.public.Serve(batchListener{Listener: n.pubLn, stats: n.batch}) }()
+		default:
+			go func() { errc <- n.public.Serve(n.pubLn) }()
+		}
+	}
+	if n.cluster != nil {
+		n.starting.Store(true) // until the peers have delivered what they owe (below)
+	} else {
+		servePublic()
 	}
 	if n.admCerts != nil {
 		go func() { errc <- n.admin.ServeTLS(n.admLn, "", "") }()
 	} else {
 		go func() { errc <- n.admin.Serve(n.admLn) }()
-	}
-	clusterCtx, stopCluster := context.WithCancel(context.Background())
-	defer stopCluster()
-	if n.tls != nil {
-		n.tls.run(clusterCtx, errc)
 	}
 	if n.admCerts != nil {
 		go n.admCerts.watch(clusterCtx, fileCertPoll)
@@ -569,6 +577,12 @@ func (n *Node) Run(ctx context.Context) error {
 				errc <- err
 			}
 		}()
+		// Before the first client: a purge this node missed while it
+		// was down runs here first (cluster/owedpull.go). Clients'
+		// connections wait in the listen queue meanwhile.
+		n.cluster.CollectOwed(ctx)
+		n.starting.Store(false)
+		servePublic()
 	}
 	n.log.Info("edge serving", n.startupSummary()...)
 	select {
@@ -632,6 +646,10 @@ func (n *Node) adminRouter() http.Handler {
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if n.draining.Load() {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		if n.starting.Load() {
+			http.Error(w, "starting: asking peers for purges owed to this node", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -53,6 +53,7 @@ type Status struct {
 	PurgeHeld        uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
 	OwedKept         string               `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
 	OwedSaveErrors   uint64               `json:"owed_purges_save_errors"`  // failed writes of it
+	OwedPulled       *cluster.PullSummary `json:"owed_purges_pulled"`       // the start's asking peers for what they owe this node
 	HitPath          *hitpath.Stats       `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
 	PeerHitPath      *hitpath.Stats       `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
 	WriteBatching    *WriteBatchingStatus `json:"write_batching,omitempty"` // nil with tuning.write_batching off
@@ -180,6 +181,7 @@ func (n *Node) Snapshot() Status {
 		s.Confirm = &cf
 		s.PurgeHeld = n.cluster.PurgeHeldCopies()
 		s.OwedKept, s.OwedSaveErrors = n.cluster.OwedState()
+		s.OwedPulled = n.cluster.Pulled()
 		pr := n.cluster.ProbeRaces()
 		s.ProbeRaces = &pr
 		m := n.cluster.Monitoring()
@@ -328,7 +330,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}} (its neighbours and the peers it routes to); the others are trusted while members (peers marked ◦){{end}}.</p>
 {{with .Membership}}<p>Membership (memberlist, on the cluster port): {{if .Running}}<b>{{.Alive}}</b> members alive or suspect, health score {{.Health}} (0 is healthy), {{.Refutes}} refutations of a suspicion after a silence{{else}}not running yet{{end}}; keys:{{range .Keys}} {{.Fingerprint}}{{if .Primary}} (primary){{end}}{{end}}.</p>
 {{if .Members}}<details><summary>Members as memberlist sees them (alive or suspect)</summary><table><tr><th>member</th><th>address</th><th>region</th></tr>{{range .Members}}<tr><td>{{.ID}}</td><td>{{.Addr}}</td><td>{{.Region}}</td></tr>{{end}}</table></details>{{end}}{{end}}{{end}}
-<p>Requests answered by another request's fetch (coalesced): {{printf "%.0f" .Coalesced}} · peers' climbs that fetched for themselves rather than wait on a fill here that may be waiting on them (the wait order): {{printf "%.0f" .KeptApart}} · pages a peer gave that were served but not kept because a purge was going round the cluster: {{.PurgeHeld}} · purges owed to peers kept {{if .OwedKept}}in {{.OwedKept}}{{if .OwedSaveErrors}} (<b class="bad">{{.OwedSaveErrors}} writes failed</b>){{end}}{{else}}in memory only (cluster.state_dir unset: a restart loses them){{end}}</p>
+<p>Requests answered by another request's fetch (coalesced): {{printf "%.0f" .Coalesced}} · peers' climbs that fetched for themselves rather than wait on a fill here that may be waiting on them (the wait order): {{printf "%.0f" .KeptApart}} · pages a peer gave that were served but not kept because a purge was going round the cluster: {{.PurgeHeld}} · purges owed to peers kept {{if .OwedKept}}in {{.OwedKept}}{{if .OwedSaveErrors}} (<b class="bad">{{.OwedSaveErrors}} writes failed</b>){{end}}{{else}}in memory only (cluster.state_dir unset: a restart loses them){{end}}{{with .OwedPulled}} · at start, before serving, asked {{.Asked}} peers for purges owed to this node: {{.Purges}} delivered ({{index .Outcomes "delivered"}} peers owed some, {{index .Outcomes "nothing"}} none, {{index .Outcomes "unreachable"}} unreachable{{if index .Outcomes "failed"}}, <b class="bad">{{index .Outcomes "failed"}} failed</b>{{end}}) in {{printf "%.0f" .TookMs}} ms{{end}}</p>
 {{with .PeerWhole}}<p>Peer answers read whole before their header: in time {{index . "whole"}} · larger, streamed {{index . "streamed"}} · failed before a byte was sent (the climb went on) {{index . "failed"}} · stalled or crawling on a lossy link, raced against the origin: peer first {{index . "race_peer"}}, origin first {{index . "race_origin"}}</p>{{end}}
 {{with .PeerResumes}}<p>Peer answers resumed from the origin (Range, If-Range): after a break {{index . "ok"}} · stalls taken over {{index . "raced"}} · stalls that recovered first {{index . "stall_recovered"}} · crawls on a lossy link taken over {{index . "crawl_raced"}} · failed {{index . "failed"}}</p>{{end}}
 <table><tr><th>peer</th><th>state</th><th>last heartbeat</th><th>RTT</th><th>suspicions and history</th></tr>

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -73,5 +75,75 @@ func TestAnOwedPurgeOutlivesACrashOfTheNodeThatOwesIt(t *testing.T) {
 	})
 	if heldAtAway() {
 		t.Errorf("%s still answers %s from the copy it held before the purge its peer owed it across a crash", away.id, page)
+	}
+}
+
+// A node that was down during a purge (killed, its pages on its disk tier)
+// does not serve the purged page to its own clients when it starts again:
+// it asks its peers for what they owe it before it serves. Before, its
+// listener served at once, from the disk tier, until the peer that owed it
+// the purge trusted it again and delivered.
+func TestARestartedNodeServesNoPageAPurgeItMissedRemoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	origin := freeAddr(t)
+	startOrigin(t, origin, "5ms")
+	const secret = "e2e-owed-pull-secret-0001"
+	dir := t.TempDir()
+	nodes := []*testNode{
+		{id: "edge-1", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+		{id: "edge-2", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+	}
+	peers := nodes[0].id + "=" + nodes[0].peer + "," + nodes[1].id + "=" + nodes[1].peer
+	for _, n := range nodes {
+		n.args = []string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
+			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", secret,
+			"--disk-path", filepath.Join(dir, n.id+"-disk"), "--disk-size", "64MiB"}
+		n.cmd = startEdge(t, n.args...)
+	}
+	for _, n := range nodes {
+		waitUp(t, "http://"+n.adm+"/readyz")
+		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
+	}
+	owing, away := nodes[0], nodes[1]
+	const page = "/p/4343"
+	waitFor(t, away.id+" to hold "+page, 5*time.Second, func() bool {
+		r, _ := get(t, "http://"+away.pub+page)
+		return strings.HasPrefix(r.Header.Get("Cache-Status"), away.id+"; hit")
+	})
+	time.Sleep(200 * time.Millisecond) // the disk tier's write-behind
+	_ = away.cmd.Process.Kill()
+	_ = away.cmd.Wait()
+	waitFor(t, "the killed node to be suspected", 10*time.Second, func() bool {
+		return metric(t, owing.adm, `edge_peer_up{peer="`+away.id+`"}`) == 0
+	})
+	if pb := purgeAt(t, owing, page); !strings.Contains(pb, `"peers_owed":1`) {
+		t.Fatalf("purge with a killed peer: %s, want it owed to that peer", pb)
+	}
+
+	away.cmd = startEdge(t, away.args...)
+	// Its first answer for the page, as soon as its listener takes one.
+	client := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := client.Get("http://" + away.pub + page)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if cs := resp.Header.Get("Cache-Status"); strings.HasPrefix(cs, away.id+"; hit") {
+				t.Errorf("the restarted node's first answer for %s, purged while it was down: %q (its old copy)", page, cs)
+			} else {
+				t.Logf("its first answer: %d %q", resp.StatusCode, cs)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted node never answered: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := metric(t, away.adm, `edge_purge_owed_pulls_total{outcome="delivered"}`); got != 1 {
+		t.Errorf(`edge_purge_owed_pulls_total{outcome="delivered"} = %v at the restarted node, want 1`, got)
 	}
 }

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A node that starts again asks its peers for what they owe it before it
+// serves a client. Delivery otherwise waits for a peer to trust it again
+// (its first heartbeats, then a monitor round): a node that was down
+// during a purge served the purged pages from its disk tier to its own
+// clients until then. The node's cluster listener and heartbeats run
+// first; its public listener accepts connections (they wait in the
+// kernel's queue) but serves none until every peer in its table has
+// answered, refused the connection, or the bound (pullBound) has passed;
+// /readyz says "starting" meanwhile. A peer asked delivers what it owes at
+// once, whatever it thinks of the asker's liveness (the asker is
+// evidently up), and answers when it has, so the purges have run here
+// before the first request does. Peers learnt only later (cluster.dns,
+// gossip) deliver as before.
+
+// pullBound is how long a start waits for its peers' deliveries: as long
+// as a purge's round waits for its peers (2.5 s at the default peer
+// timeout). A peer that hangs (stopped, its process wedged) costs a start
+// this much, so it is kept short; a delivery cut short by it fails and is
+// made as before, when the peer trusts this node again. (A purge's late
+// bound, four times this, made a start wait 10.5 s behind a stopped peer:
+// TestAnOwedPurgeOutlivesACrashOfTheNodeThatOwesIt.)
+func pullBound(peerTimeout time.Duration) time.Duration {
+	return fanOutBound(peerTimeout)
+}
+
+// Outcomes of asking a peer at start (edge_purge_owed_pulls_total).
+const (
+	pullDelivered   = "delivered"   // it owed purges and delivered them
+	pullNothing     = "nothing"     // it owed nothing
+	pullUnreachable = "unreachable" // no answer (down, refused, timed out)
+	pullFailed      = "failed"      // it answered that it could not deliver them all
+)
+
+// PullSummary is what a start's asking came to, for the status page.
+type PullSummary struct {
+	Asked     int            `json:"asked"`
+	Outcomes  map[string]int `json:"outcomes"`
+	Purges    int            `json:"purges"` // delivered in all
+	TookMs    float64        `json:"took_ms"`
+	Completed bool           `json:"completed"`
+}
+
+// CollectOwed asks every peer in the table, at once, to deliver what it
+// owes this node, and returns when each has answered or the bound passed.
+func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
+	start := time.Now()
+	targets := map[string]string{}
+	c.mu.Lock()
+	for id, p := range c.peers {
+		if p.Addr != "" && id != c.cfg.NodeID {
+			targets[id] = p.Addr
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, pullBound(c.cfg.PeerTimeout))
+	defer cancel()
+	sum := PullSummary{Asked: len(targets), Outcomes: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, addr := range targets {
+		wg.Go(func() {
+			outcome, n := c.askForOwed(ctx, id, addr)
+			c.metrics.OwedPulls.WithLabelValues(outcome).Inc()
+			mu.Lock()
+			sum.Outcomes[outcome]++
+			sum.Purges += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	sum.TookMs = float64(time.Since(start).Microseconds()) / 1000
+	sum.Completed = true
+	c.pulled.Store(&sum)
+	if sum.Purges > 0 || sum.Outcomes[pullFailed] > 0 {
+		c.log.Info("purges owed to this node, asked for at start", slog.Int("peers", sum.Asked), slog.Int("delivered", sum.Purges),
+			slog.Int("failed", sum.Outcomes[pullFailed]), slog.Int("unreachable", sum.Outcomes[pullUnreachable]), slog.Duration("took", time.Since(start)))
+	}
+	return sum
+}
+
+// askForOwed asks one peer to deliver what it owes this node.
+func (c *Cluster) askForOwed(ctx context.Context, id, addr string) (outcome string, purges int) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+"/_edge/owed", nil)
+	resp, err := c.doWith(req, id, c.purgeHTTP, c.purgeTLS)
+	if err != nil {
+		return pullUnreachable, 0
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return pullFailed, 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if n > 0 {
+		return pullDelivered, n
+	}
+	return pullNothing, 0
+}
+
+// serveOwedPull delivers, now, what this node owes the asking peer, and
+// answers how many purges it delivered (503 if one was not taken: the
+// rest stay owed, delivered as before).
+func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
+	asker := req.Header.Get(hdrNode)
+	c.mu.Lock()
+	addr := ""
+	if p := c.peers[asker]; p != nil {
+		addr = p.Addr
+	}
+	c.mu.Unlock()
+	if addr == "" {
+		// Not in this node's table: it owes it nothing it could deliver
+		// (a forgotten id's purges wait for it to be learnt again).
+		_, _ = w.Write([]byte("0"))
+		return
+	}
+	delivered := 0
+	for c.owed.owedTo(asker) > 0 {
+		list := c.owed.claim(asker, time.Now(), true)
+		if list == nil {
+			// A delivery under way (the monitor's): wait for it.
+			select {
+			case <-req.Context().Done():
+				http.Error(w, "delivery not finished", http.StatusServiceUnavailable)
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		if !c.deliver(req.Context(), asker, addr, list) {
+			http.Error(w, "a purge was not taken", http.StatusServiceUnavailable)
+			return
+		}
+		delivered += len(list)
+	}
+	_, _ = w.Write([]byte(strconv.Itoa(delivered)))
+}
+
+// Pulled is the start's asking for owed purges (nil before it ended).
+func (c *Cluster) Pulled() *PullSummary { return c.pulled.Load() }

@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/edgecache/edge/proxy"
+	"github.com/edgecache/edge/routing"
+)
+
+// A node that starts again asks its peers for what they owe it, and they
+// deliver at once, though they do not trust it yet (its heartbeats have
+// not come): before, delivery waited for that trust and a monitor round,
+// and the node served the purged page from its disk tier to its own
+// clients meanwhile.
+func TestAStartingNodeCollectsWhatItIsOwedBeforeItServes(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B", "C"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{})
+	a, b := nodes["A"], nodes["B"]
+	fillAt(t, b, "/pull/1")
+	setTrusted(a, "B", false) // B is down
+	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/pull/1"}, a.ph.Purge); err != nil || fan.Owed != 1 {
+		t.Fatalf("purge with B down: %+v, %v", fan, err)
+	}
+	// B is back: A still suspects it; B asks before it serves.
+	sum := b.c.CollectOwed(context.Background())
+	// C took the purge, named B as away: it owes it too (B runs it once:
+	// the second is a repeat, answered at once).
+	if sum.Asked != 2 || sum.Purges != 2 || sum.Outcomes[pullDelivered] != 2 {
+		t.Errorf("B's asking: %+v, want A and C each delivering the purge", sum)
+	}
+	if storedAt(b, "/pull/1") {
+		t.Error("B still holds the page purged while it was down, after asking its peers")
+	}
+	if n, m := a.c.owed.owedTo("B"), nodes["C"].c.owed.owedTo("B"); n+m != 0 {
+		t.Errorf("A owes B %d purges and C %d after delivering them", n, m)
+	}
+	if got := b.c.Pulled(); got == nil || !got.Completed {
+		t.Errorf("the status page's summary: %+v", got)
+	}
+}
+
+// A peer that cannot be reached costs a start no more than the bound, and
+// is counted as such; one whose delivery fails is counted failed, and
+// what it owes stays owed.
+func TestAStartsAskingIsBoundedAndCountsWhatFailed(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B", "C"}, routing.ModeHybrid, 2, 20*time.Millisecond, &slowOrigin{})
+	a, b, c := nodes["A"], nodes["B"], nodes["C"]
+	c.srv.Close() // C is down
+	setTrusted(a, "B", false)
+	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/pull/2"}, a.ph.Purge); err != nil || fan.Owed < 1 {
+		t.Fatalf("purge with B down: %+v, %v", fan, err)
+	}
+	hookPurge(t, nodes, "B", func(proxy.PurgeRequest) { panic(http.ErrAbortHandler) }) // B's purge fails
+	start := time.Now()
+	sum := b.c.CollectOwed(context.Background())
+	if took := time.Since(start); took > pullBound(b.c.cfg.PeerTimeout)+time.Second {
+		t.Errorf("asking took %v, bound %v", took, pullBound(b.c.cfg.PeerTimeout))
+	}
+	if sum.Outcomes[pullUnreachable] != 1 || sum.Outcomes[pullFailed] != 1 {
+		t.Errorf("B's asking: %+v, want C unreachable and A failed", sum)
+	}
+	if n := a.c.owed.owedTo("B"); n != 1 {
+		t.Errorf("A owes B %d purges after a failed delivery, want 1", n)
+	}
+}
