@@ -89,7 +89,24 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		// review's TestAPurgeReachesAPeerCutOffOnlyFromTheSender); named
 		// on every delivery, first or repeated.
 		named := withSendersAway(nil, q.Get("away"), sender, c.cfg.NodeID, c.inTable)
-		switch c.purgeIDs.start(pid) {
+		state := c.purgeIDs.start(pid)
+		for state == purgeRunning && q.Get("notice") != "1" {
+			// The same purge being run here (another node delivering
+			// it: every node that took it owes it to one that was away,
+			// and all deliver at once when it starts): waited for, so
+			// that its end answers this one too. A 503 stopped the
+			// sender's delivery there, and the rest of its list waited
+			// for the next round while this node served (a review's
+			// TestTwoPeersDeliveringTheSamePurgeAtAStartBothComplete).
+			select {
+			case <-req.Context().Done():
+				http.Error(w, "purge running", http.StatusServiceUnavailable)
+				return
+			case <-time.After(purgeRunningPoll):
+			}
+			state = c.purgeIDs.start(pid)
+		}
+		switch state {
 		case purgeRunning:
 			// Not taken yet: the deliverer keeps it owed and tries again;
 			// a notice's names are owed all the same.
@@ -130,14 +147,23 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 				_, _ = w.Write([]byte("0"))
 				return
 			}
-			switch c.purgeIDs.wipeCheck(covers) {
+			ws := c.purgeIDs.wipeCheck(covers)
+			for ws == wipeRunning {
+				// Another wipe running here: waited for, as a purge
+				// running is (above); it may cover this one.
+				select {
+				case <-req.Context().Done():
+					http.Error(w, "purge running", http.StatusServiceUnavailable) // kept owed: tried again
+					return
+				case <-time.After(purgeRunningPoll):
+				}
+				ws = c.purgeIDs.wipeCheck(covers)
+			}
+			switch ws {
 			case wipeCovered:
 				ran = true // a wipe begun here since covers every purge it stands for
 				c.oweAll(named, p, pid, nil)
 				_, _ = w.Write([]byte("0"))
-				return
-			case wipeRunning:
-				http.Error(w, "purge running", http.StatusServiceUnavailable) // kept owed: tried again
 				return
 			}
 			end := c.purgeIDs.wipeBegin(time.Now())
@@ -205,6 +231,10 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 	})
 }
+
+// purgeRunningPoll is how often a purge request waiting for the same
+// purge's run here looks again.
+const purgeRunningPoll = 5 * time.Millisecond
 
 // FanOut is what became of a purge sent round the peers: how many took it
 // now, and how many it is owed to (suspected, gone or not answering:
