@@ -361,19 +361,23 @@ type Transition struct {
 
 // Cluster is one node's view of, and part in, the cluster.
 type Cluster struct {
-	cfg         Config
-	copies      copyHold                    // while a purge goes round, no peer's page it names is kept (purgehold.go)
-	owed        owedPurges                  // purges peers did not take, delivered when they are back (purgeowed.go)
-	pulled      atomic.Pointer[PullSummary] // the start's asking for what peers owe it (owedpull.go)
-	purgeIDs    purgeIDs                    // ids of the purges taken from peers, so a repeat is not run again
-	purgeNamer  PurgeNamer                  // which pages a purge names (SetPurgeNamer); nil: every page
-	log         *slog.Logger
-	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
-	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)
-	budget      BufferBudget                           // charged by peer answers' read-ahead (whole.go); nil: none
-	calPools    map[string]*indicators.CalibrationPool // fna-learned's negative-probe outcomes per peer region, each replica's prior (poolFor); guarded by mu
-	incarnation uint64
-	router      *routing.Router
+	cfg    Config
+	copies copyHold                    // while a purge goes round, no peer's page it names is kept (purgehold.go)
+	owed   owedPurges                  // purges peers did not take, delivered when they are back (purgeowed.go)
+	pulled atomic.Pointer[PullSummary] // the start's asking for what peers owe it (owedpull.go)
+	// firstJoin closes when this node has first joined the membership
+	// (membership.go): a start asks the peers it learnt then (owedpull.go).
+	firstJoin     chan struct{}
+	firstJoinOnce sync.Once
+	purgeIDs      purgeIDs   // ids of the purges taken from peers, so a repeat is not run again
+	purgeNamer    PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
+	log           *slog.Logger
+	resumes       [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
+	wholes        [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)
+	budget        BufferBudget                           // charged by peer answers' read-ahead (whole.go); nil: none
+	calPools      map[string]*indicators.CalibrationPool // fna-learned's negative-probe outcomes per peer region, each replica's prior (poolFor); guarded by mu
+	incarnation   uint64
+	router        *routing.Router
 	// members is a ring over every known member, trusted or not, and
 	// suspected how many peers this node suspects now: reroute.go counts
 	// the requests a suspicion sends to another home.
@@ -486,6 +490,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		peerAuth:     newVerifier(cfg.Secret, cfg.NodeID),
 		transport:    newSharedTransport(cfg.GossipDial, m),
 		viewWanted:   make(chan struct{}, 1),
+		firstJoin:    make(chan struct{}),
 		refuteWanted: make(chan struct{}, 1),
 	}
 	c.refuteAfter = c.refuteSilence()

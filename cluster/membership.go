@@ -545,6 +545,7 @@ func (c *Cluster) joinSeeds(ctx context.Context, m *membership) {
 	}
 	if !m.joined.Load() && (len(pending) == 0 || m.ml.NumMembers() > 1 || len(c.cfg.Peers) == 0 && c.cfg.DNS == "") {
 		m.joined.Store(true)
+		c.firstJoinOnce.Do(func() { close(c.firstJoin) }) // CollectOwed may wait for it
 		var names []string
 		for name, n := range c.mlView.snapshot() {
 			names = append(names, name+"="+n.addr)

@@ -22,8 +22,9 @@ import (
 // /readyz says "starting" meanwhile. A peer asked delivers what it owes at
 // once, whatever it thinks of the asker's liveness (the asker is
 // evidently up), and answers when it has, so the purges have run here
-// before the first request does. Peers learnt only later (cluster.dns,
-// gossip) deliver as before.
+// before the first request does. With cluster.dns the asking waits for
+// the first join (within the same bound), so the peers found by name are
+// asked; peers learnt later still (gossip) deliver as before.
 
 // pullBound is how long a start waits for its peers' deliveries: as long
 // as a purge's round waits for its peers (2.5 s at the default peer
@@ -57,6 +58,18 @@ type PullSummary struct {
 // owes this node, and returns when each has answered or the bound passed.
 func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, pullBound(c.cfg.PeerTimeout))
+	defer cancel()
+	if c.cfg.DNS != "" {
+		// Peers found by name are in the table once this node has
+		// joined (its first seeds resolved and one answered): waited
+		// for within the same bound, or a DNS-discovered cluster (the
+		// Kubernetes StatefulSet) asked nobody (a review's finding).
+		select {
+		case <-c.firstJoin:
+		case <-ctx.Done():
+		}
+	}
 	targets := map[string]string{}
 	c.mu.Lock()
 	for id, p := range c.peers {
@@ -65,8 +78,6 @@ func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
 		}
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, pullBound(c.cfg.PeerTimeout))
-	defer cancel()
 	sum := PullSummary{Asked: len(targets), Outcomes: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup

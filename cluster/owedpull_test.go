@@ -65,3 +65,41 @@ func TestAStartsAskingIsBoundedAndCountsWhatFailed(t *testing.T) {
 		t.Errorf("A owes B %d purges after a failed delivery, want 1", n)
 	}
 }
+
+// With cluster.dns the peers are learnt at the first join, after the start
+// began: the asking waits for it (within the bound) and asks them. Before,
+// a DNS-discovered cluster (the Kubernetes StatefulSet) asked nobody (a
+// review's finding).
+func TestADNSDiscoveredNodeAsksThePeersItLearntAtItsFirstJoin(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{})
+	a, b := nodes["A"], nodes["B"]
+	fillAt(t, b, "/pull/dns")
+	setTrusted(a, "B", false)
+	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/pull/dns"}, a.ph.Purge); err != nil || fan.Owed != 1 {
+		t.Fatalf("purge with B down: %+v, %v", fan, err)
+	}
+	b.c.cfg.DNS = "edge-peers.example" // its peers come by name
+	b.c.mu.Lock()
+	addrA := b.c.peers["A"].Addr
+	delete(b.c.peers, "A") // not learnt yet
+	b.c.mu.Unlock()
+	done := make(chan PullSummary)
+	go func() { done <- b.c.CollectOwed(context.Background()) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case sum := <-done:
+		t.Fatalf("the asking ended before the first join: %+v", sum)
+	default:
+	}
+	b.c.mu.Lock()
+	b.c.addPeer("A", addrA) // the join learns A
+	b.c.mu.Unlock()
+	b.c.firstJoinOnce.Do(func() { close(b.c.firstJoin) })
+	sum := <-done
+	if sum.Asked != 1 || sum.Outcomes[pullDelivered] != 1 {
+		t.Errorf("B's asking after its first join: %+v, want A asked and delivering", sum)
+	}
+	if storedAt(b, "/pull/dns") {
+		t.Error("B still holds the page purged while it was down")
+	}
+}
