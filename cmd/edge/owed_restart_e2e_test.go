@@ -21,25 +21,8 @@ func TestAnOwedPurgeOutlivesACrashOfTheNodeThatOwesIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	origin := freeAddr(t)
-	startOrigin(t, origin, "5ms")
-	const secret = "e2e-owed-restart-secret-01"
 	dir := t.TempDir()
-	nodes := []*testNode{
-		{id: "edge-1", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
-		{id: "edge-2", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
-	}
-	peers := nodes[0].id + "=" + nodes[0].peer + "," + nodes[1].id + "=" + nodes[1].peer
-	for _, n := range nodes {
-		n.args = []string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
-			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", secret,
-			"--state-dir", filepath.Join(dir, n.id)}
-		n.cmd = startEdge(t, n.args...)
-	}
-	for _, n := range nodes {
-		waitUp(t, "http://"+n.adm+"/readyz")
-		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
-	}
+	nodes := startTwoNodes(t, func(n *testNode) []string { return []string{"--state-dir", filepath.Join(dir, n.id)} })
 	owing, away := nodes[0], nodes[1]
 	const page = "/p/4242"
 	heldAtAway := func() bool {
@@ -87,25 +70,10 @@ func TestARestartedNodeServesNoPageAPurgeItMissedRemoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	origin := freeAddr(t)
-	startOrigin(t, origin, "5ms")
-	const secret = "e2e-owed-pull-secret-0001"
 	dir := t.TempDir()
-	nodes := []*testNode{
-		{id: "edge-1", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
-		{id: "edge-2", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
-	}
-	peers := nodes[0].id + "=" + nodes[0].peer + "," + nodes[1].id + "=" + nodes[1].peer
-	for _, n := range nodes {
-		n.args = []string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
-			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", secret,
-			"--disk-path", filepath.Join(dir, n.id+"-disk"), "--disk-size", "64MiB"}
-		n.cmd = startEdge(t, n.args...)
-	}
-	for _, n := range nodes {
-		waitUp(t, "http://"+n.adm+"/readyz")
-		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
-	}
+	nodes := startTwoNodes(t, func(n *testNode) []string {
+		return []string{"--disk-path", filepath.Join(dir, n.id+"-disk"), "--disk-size", "64MiB"}
+	})
 	owing, away := nodes[0], nodes[1]
 	// page is purged while away is down; kept is not, and shows that its
 	// disk tier did bring pages back at the restart.
@@ -155,4 +123,29 @@ func TestARestartedNodeServesNoPageAPurgeItMissedRemoves(t *testing.T) {
 	if got := metric(t, away.adm, `edge_purge_owed_pulls_total{outcome="delivered"}`); got != 1 {
 		t.Errorf(`edge_purge_owed_pulls_total{outcome="delivered"} = %v at the restarted node, want 1`, got)
 	}
+}
+
+// startTwoNodes starts an origin and two cluster nodes, edge-1 and edge-2,
+// each with extra(node)'s flags as well, and waits until each trusts the
+// other.
+func startTwoNodes(t *testing.T, extra func(*testNode) []string) []*testNode {
+	t.Helper()
+	origin := freeAddr(t)
+	startOrigin(t, origin, "5ms")
+	const secret = "e2e-two-nodes-secret-00001"
+	nodes := []*testNode{
+		{id: "edge-1", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+		{id: "edge-2", pub: freeAddr(t), adm: freeAddr(t), peer: freeAddr(t)},
+	}
+	peers := nodes[0].id + "=" + nodes[0].peer + "," + nodes[1].id + "=" + nodes[1].peer
+	for _, n := range nodes {
+		n.args = append([]string{"serve", "--origin", "http://" + origin, "--listen", n.pub, "--admin-listen", n.adm,
+			"--admin-token", "tok", "--node-id", n.id, "--cluster-listen", n.peer, "--peers", peers, "--secret", secret}, extra(n)...)
+		n.cmd = startEdge(t, n.args...)
+	}
+	for _, n := range nodes {
+		waitUp(t, "http://"+n.adm+"/readyz")
+		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
+	}
+	return nodes
 }
