@@ -369,15 +369,18 @@ type Cluster struct {
 	// (membership.go): a start asks the peers it learnt then (owedpull.go).
 	firstJoin     chan struct{}
 	firstJoinOnce sync.Once
-	purgeIDs      purgeIDs   // ids of the purges taken from peers, so a repeat is not run again
-	purgeNamer    PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
-	log           *slog.Logger
-	resumes       [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
-	wholes        [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)
-	budget        BufferBudget                           // charged by peer answers' read-ahead (whole.go); nil: none
-	calPools      map[string]*indicators.CalibrationPool // fna-learned's negative-probe outcomes per peer region, each replica's prior (poolFor); guarded by mu
-	incarnation   uint64
-	router        *routing.Router
+	// owedAsks are peers heard again after a silence, to be asked for
+	// what they owe this node (owedpull.go).
+	owedAsks    chan string
+	purgeIDs    purgeIDs   // ids of the purges taken from peers, so a repeat is not run again
+	purgeNamer  PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
+	log         *slog.Logger
+	resumes     [len(resumeOutcomes)]atomic.Int64      // peer answers resumed from the origin, by outcome (resume.go)
+	wholes      [len(wholeOutcomes)]atomic.Int64       // peer answers read whole before the header, by outcome (whole.go)
+	budget      BufferBudget                           // charged by peer answers' read-ahead (whole.go); nil: none
+	calPools    map[string]*indicators.CalibrationPool // fna-learned's negative-probe outcomes per peer region, each replica's prior (poolFor); guarded by mu
+	incarnation uint64
+	router      *routing.Router
 	// members is a ring over every known member, trusted or not, and
 	// suspected how many peers this node suspects now: reroute.go counts
 	// the requests a suspicion sends to another home.
@@ -491,6 +494,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		transport:    newSharedTransport(cfg.GossipDial, m),
 		viewWanted:   make(chan struct{}, 1),
 		firstJoin:    make(chan struct{}),
+		owedAsks:     make(chan string, 64),
 		refuteWanted: make(chan struct{}, 1),
 	}
 	c.refuteAfter = c.refuteSilence()
@@ -604,15 +608,16 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	// error) stops the others, so that Run returns it at once.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
 	go func() {
 		errc <- wire.ReceiveShared(ctx, conn, c.verifier, c.received, func(n int) { recvP.Inc(); recvB.Add(float64(n)) }, c.heartbeatRejected, c.transport.offer)
 	}()
 	go func() { errc <- c.monitor(ctx) }()
 	go func() { errc <- c.runMembership(ctx) }()
+	go func() { c.askLoop(ctx); errc <- nil }() // peers heard again after a silence, asked for what they owe (owedpull.go)
 	var first error
-	for range 4 {
+	for range 5 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			cancel()
@@ -732,6 +737,9 @@ func (c *Cluster) received(r wire.Received) {
 		// island's suspicions of the others to kill them
 		// (TestFlappingNodeIsNotDeclaredDead counts every removal).
 		c.wantRefute()
+		// And p may owe this node purges it missed meanwhile: asked
+		// now, not when p trusts it again (owedpull.go).
+		c.wantOwedFrom(p.ID)
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
 	c.probeHeartbeat(p)

@@ -25,6 +25,12 @@ import (
 // before the first request does. With cluster.dns the asking waits for
 // the first join (within the same bound), so the peers found by name are
 // asked; peers learnt later still (gossip) deliver as before.
+//
+// A node that was not restarted but stopped (SIGSTOP, a stalled VM) or cut
+// off during a purge asks the same way, without waiting to serve, each
+// peer it hears again after a silence long enough to refute a suspicion
+// (the heartbeat path's wantRefute): the peer delivers at once rather than
+// when it trusts this node again and its monitor next runs.
 
 // pullBound is how long a start waits for its peers' deliveries: as long
 // as a purge's round waits for its peers (2.5 s at the default peer
@@ -37,7 +43,13 @@ func pullBound(peerTimeout time.Duration) time.Duration {
 	return fanOutBound(peerTimeout)
 }
 
-// Outcomes of asking a peer at start (edge_purge_owed_pulls_total).
+// When a peer is asked (edge_purge_owed_pulls_total's when).
+const (
+	askAtStart      = "start"   // before this node served (CollectOwed)
+	askAfterSilence = "silence" // its heartbeats came back after a silence (askLoop)
+)
+
+// Outcomes of asking a peer (edge_purge_owed_pulls_total).
 const (
 	pullDelivered   = "delivered"   // it owed purges and delivered them
 	pullNothing     = "nothing"     // it owed nothing
@@ -84,7 +96,7 @@ func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
 	for id, addr := range targets {
 		wg.Go(func() {
 			outcome, n := c.askForOwed(ctx, id, addr)
-			c.metrics.OwedPulls.WithLabelValues(outcome).Inc()
+			c.metrics.OwedPulls.WithLabelValues(askAtStart, outcome).Inc()
 			mu.Lock()
 			sum.Outcomes[outcome]++
 			sum.Purges += n
@@ -162,3 +174,51 @@ func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
 
 // Pulled is the start's asking for owed purges (nil before it ended).
 func (c *Cluster) Pulled() *PullSummary { return c.pulled.Load() }
+
+// wantOwedFrom queues peer id to be asked for what it owes this node
+// (askLoop); dropped when the queue is full (the peer delivers as before).
+func (c *Cluster) wantOwedFrom(id string) {
+	select {
+	case c.owedAsks <- id:
+	default:
+	}
+}
+
+// askLoop asks the peers wantOwedFrom queued, one at a time, each within
+// pullBound, until ctx ends. A peer asked within the last pullBound is
+// not asked again (a cut healing brings every peer's heartbeats back at
+// once, and a flapping link the same peer again and again).
+func (c *Cluster) askLoop(ctx context.Context) {
+	last := map[string]time.Time{}
+	for {
+		var id string
+		select {
+		case <-ctx.Done():
+			return
+		case id = <-c.owedAsks:
+		}
+		if at, ok := last[id]; ok && time.Since(at) < pullBound(c.cfg.PeerTimeout) {
+			continue
+		}
+		last[id] = time.Now()
+		if len(last) > 4096 {
+			clear(last)
+		}
+		c.mu.Lock()
+		addr := ""
+		if p := c.peers[id]; p != nil {
+			addr = p.Addr
+		}
+		c.mu.Unlock()
+		if addr == "" {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, pullBound(c.cfg.PeerTimeout))
+		outcome, n := c.askForOwed(actx, id, addr)
+		cancel()
+		c.metrics.OwedPulls.WithLabelValues(askAfterSilence, outcome).Inc()
+		if n > 0 {
+			c.log.Info("purges owed to this node, asked for after a silence", slog.String("peer", id), slog.Int("delivered", n))
+		}
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/routing"
 )
@@ -101,5 +104,37 @@ func TestADNSDiscoveredNodeAsksThePeersItLearntAtItsFirstJoin(t *testing.T) {
 	}
 	if storedAt(b, "/pull/dns") {
 		t.Error("B still holds the page purged while it was down")
+	}
+}
+
+// A node that was stopped or cut off, not restarted, asks a peer it hears
+// again after a silence (long enough to refute a suspicion) for what it
+// owes, and the peer delivers at once: before, it waited to trust the node
+// again and for its monitor's next round, while the node served the purged
+// page to its own clients.
+func TestANodeHearingAPeerAfterASilenceAsksForWhatItOwes(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{})
+	a, b := nodes["A"], nodes["B"]
+	fillAt(t, b, "/silence/1")
+	setTrusted(a, "B", false) // B is cut off
+	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/silence/1"}, a.ph.Purge); err != nil || fan.Owed != 1 {
+		t.Fatalf("purge with B cut off: %+v, %v", fan, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.c.askLoop(ctx)
+	// B last heard A long ago; A's heartbeat comes again.
+	b.c.mu.Lock()
+	p := b.c.peers["A"]
+	p.seen, p.incarnation, p.lastRecv = true, 7, time.Now().Add(-10*time.Second)
+	b.c.mu.Unlock()
+	now := time.Now()
+	b.c.received(wire.Received{Heartbeat: wire.Heartbeat{Node: "A", Incarnation: 7, Seq: 100, SendNs: now.UnixNano()}, RecvNs: now.UnixNano()})
+	waitUntil(t, "B to be delivered the purge it missed", func() bool { return !storedAt(b, "/silence/1") })
+	if n := a.c.owed.owedTo("B"); n != 0 {
+		t.Errorf("A owes B %d purges after delivering them", n)
+	}
+	if got := testutil.ToFloat64(b.c.metrics.OwedPulls.WithLabelValues(askAfterSilence, pullDelivered)); got != 1 {
+		t.Errorf(`edge_purge_owed_pulls_total{when="silence",outcome="delivered"} = %v, want 1`, got)
 	}
 }
