@@ -89,6 +89,14 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		// review's TestAPurgeReachesAPeerCutOffOnlyFromTheSender); named
 		// on every delivery, first or repeated.
 		named := withSendersAway(nil, q.Get("away"), sender, c.cfg.NodeID, c.inTable)
+		// A purge of everything's body is read before any wait: until a
+		// request's body is read, its server does not watch for the
+		// sender going, and a wait below would outlive it (a review's
+		// TestAWipeWaiterEndsWithItsSender).
+		var stands []string
+		if p == purgeEverything {
+			stands = readStands(req)
+		}
 		state := c.purgeIDs.start(pid)
 		for state == purgeRunning && q.Get("notice") != "1" {
 			// The same purge being run here (another node delivering
@@ -141,7 +149,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			// Taken without a wipe, the peers it names are owed it all
 			// the same, as a notice's are (a review's
 			// TestACoveredPurgeOfEverythingStillOwesThePeersItNames).
-			if c.purgeIDs.tookAll(readStands(req)) {
+			if c.purgeIDs.tookAll(stands) {
 				ran = true // every purge it stands for was taken here: nothing to wipe
 				c.oweAll(named, p, pid, nil)
 				_, _ = w.Write([]byte("0"))

@@ -818,10 +818,14 @@ func (s *purgeIDs) done(pid string, ran bool) {
 		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.running, pid)
-	s.mu.Unlock()
 	if ran {
-		s.record(pid)
+		// In the same hold as the delete: a repeat waiting for this run
+		// (the handler's poll) must see it running or taken, never
+		// neither, or it runs it again (a review's
+		// TestAWaiterDoesNotRunATakenPurgeAgain).
+		s.recordLocked(pid)
 	}
 }
 
@@ -878,6 +882,11 @@ func (s *purgeIDs) record(pid string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recordLocked(pid)
+}
+
+// recordLocked is record with s.mu held.
+func (s *purgeIDs) recordLocked(pid string) {
 	if _, ok := s.seen[pid]; ok {
 		return
 	}
