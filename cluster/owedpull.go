@@ -138,12 +138,7 @@ func (c *Cluster) askForOwed(ctx context.Context, id, addr string) (outcome stri
 // rest stay owed, delivered as before).
 func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
 	asker := req.Header.Get(hdrNode)
-	c.mu.Lock()
-	addr := ""
-	if p := c.peers[asker]; p != nil {
-		addr = p.Addr
-	}
-	c.mu.Unlock()
+	addr := c.peerAddr(asker)
 	if addr == "" {
 		// Not in this node's table: it owes it nothing it could deliver
 		// (a forgotten id's purges wait for it to be learnt again).
@@ -204,12 +199,7 @@ func (c *Cluster) askLoop(ctx context.Context) {
 		if len(last) > 4096 {
 			clear(last)
 		}
-		c.mu.Lock()
-		addr := ""
-		if p := c.peers[id]; p != nil {
-			addr = p.Addr
-		}
-		c.mu.Unlock()
+		addr := c.peerAddr(id)
 		if addr == "" {
 			continue
 		}
@@ -221,4 +211,14 @@ func (c *Cluster) askLoop(ctx context.Context) {
 			c.log.Info("purges owed to this node, asked for after a silence", slog.String("peer", id), slog.Int("delivered", n))
 		}
 	}
+}
+
+// peerAddr is peer id's address in this node's table ("" if not there).
+func (c *Cluster) peerAddr(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.peers[id]; p != nil {
+		return p.Addr
+	}
+	return ""
 }
