@@ -106,11 +106,9 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			// sender's delivery there, and the rest of its list waited
 			// for the next round while this node served (a review's
 			// TestTwoPeersDeliveringTheSamePurgeAtAStartBothComplete).
-			select {
-			case <-req.Context().Done():
+			if !pollWait(req.Context()) {
 				http.Error(w, "purge running", http.StatusServiceUnavailable)
 				return
-			case <-time.After(purgeRunningPoll):
 			}
 			state = c.purgeIDs.start(pid)
 		}
@@ -159,11 +157,9 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			for ws == wipeRunning {
 				// Another wipe running here: waited for, as a purge
 				// running is (above); it may cover this one.
-				select {
-				case <-req.Context().Done():
+				if !pollWait(req.Context()) {
 					http.Error(w, "purge running", http.StatusServiceUnavailable) // kept owed: tried again
 					return
-				case <-time.After(purgeRunningPoll):
 				}
 				ws = c.purgeIDs.wipeCheck(covers)
 			}
@@ -240,9 +236,19 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// purgeRunningPoll is how often a purge request waiting for the same
-// purge's run here looks again.
+// purgeRunningPoll is how often a request waiting for a purge's run here
+// (the same purge, a wipe, a delivery under way) looks again.
 const purgeRunningPoll = 5 * time.Millisecond
+
+// pollWait waits purgeRunningPoll, or reports false if ctx ends first.
+func pollWait(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(purgeRunningPoll):
+		return true
+	}
+}
 
 // FanOut is what became of a purge sent round the peers: how many took it
 // now, and how many it is owed to (suspected, gone or not answering:

@@ -57,13 +57,13 @@ const (
 	pullFailed      = "failed"      // it answered that it could not deliver them all
 )
 
-// PullSummary is what a start's asking came to, for the status page.
+// PullSummary is what a start's asking came to, for the status page
+// (Pulled is nil until it has ended).
 type PullSummary struct {
-	Asked     int            `json:"asked"`
-	Outcomes  map[string]int `json:"outcomes"`
-	Purges    int            `json:"purges"` // delivered in all
-	TookMs    float64        `json:"took_ms"`
-	Completed bool           `json:"completed"`
+	Asked    int            `json:"asked"`
+	Outcomes map[string]int `json:"outcomes"`
+	Purges   int            `json:"purges"` // delivered in all
+	TookMs   float64        `json:"took_ms"`
 }
 
 // CollectOwed asks every peer in the table, at once, to deliver what it
@@ -105,7 +105,6 @@ func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
 	}
 	wg.Wait()
 	sum.TookMs = float64(time.Since(start).Microseconds()) / 1000
-	sum.Completed = true
 	c.pulled.Store(&sum)
 	if sum.Purges > 0 || sum.Outcomes[pullFailed] > 0 {
 		c.log.Info("purges owed to this node, asked for at start", slog.Int("peers", sum.Asked), slog.Int("delivered", sum.Purges),
@@ -150,11 +149,9 @@ func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
 		list := c.owed.claim(asker, time.Now(), true)
 		if list == nil {
 			// A delivery under way (the monitor's): wait for it.
-			select {
-			case <-req.Context().Done():
+			if !pollWait(req.Context()) {
 				http.Error(w, "delivery not finished", http.StatusServiceUnavailable)
 				return
-			case <-time.After(5 * time.Millisecond):
 			}
 			continue
 		}
