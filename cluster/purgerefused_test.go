@@ -71,7 +71,9 @@ func TestALateRefusalSettlesWhatWasOwed(t *testing.T) {
 	if fan.Owed != 1 {
 		t.Skipf("B's refusal came within the round on this run (%+v): nothing late to settle", fan)
 	}
-	waitUntil(t, "B's late refusal to settle what A owes it", func() bool { return a.c.owed.owedTo("B") == 0 })
+	// Settled, then counted: waited for both (a check between them raced).
+	refusedEvents := func() float64 { return testutil.ToFloat64(a.c.metrics.OwedPurgeEvents.WithLabelValues("refused")) }
+	waitUntil(t, "B's late refusal to settle what A owes it", func() bool { return a.c.owed.owedTo("B") == 0 && refusedEvents() > 0 })
 	if got := testutil.ToFloat64(a.c.metrics.OwedPurgeEvents.WithLabelValues("refused")); got != 1 {
 		t.Errorf(`edge_purge_owed_events_total{outcome="refused"} = %v, want 1`, got)
 	}
