@@ -116,6 +116,7 @@ func newRealNode(t testing.TB, id string, mode routing.Mode, arity int, pt time.
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() }) // its state_dir, for the next test's node
 	pc := proxy.DefaultConfig()
 	pc.NodeID = id
 	if nt.proxy != nil {

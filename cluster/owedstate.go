@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/edgecache/edge/proxy"
@@ -175,10 +176,18 @@ func purgeIDLike(s string) bool {
 
 // loadOwed reads dir's state file, if there is one, into o (empty), and
 // makes o write it on every change from now on.
-func (o *owedPurges) loadOwed(dir string, now time.Time) error {
+func (o *owedPurges) loadOwed(dir string, now time.Time) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cluster.state_dir: %w", err)
 	}
+	if err := o.lockDir(dir); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = o.closeState() // the start stops: another may take the directory
+		}
+	}()
 	path := filepath.Join(dir, owedFile)
 	// Temporary files a crash left mid-write (the file itself is whole:
 	// the old one or the new).
@@ -223,6 +232,42 @@ func (o *owedPurges) loadOwed(dir string, now time.Time) error {
 	}
 	o.addTotal(n)
 	return nil
+}
+
+// lockDir takes an exclusive lock on dir for as long as o is open, so that
+// a second process given the same directory stops at its start instead of
+// each overwriting the other's record of what is owed (the disk tier locks
+// its directory the same way). The lock is the kernel's: a crashed
+// process holds nothing.
+func (o *owedPurges) lockDir(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("cluster.state_dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("cluster.state_dir: %s is in use by another process (%w); give each node its own directory", dir, err)
+	}
+	o.saveMu.Lock()
+	o.lock = f
+	o.saveMu.Unlock()
+	return nil
+}
+
+// closeState writes what is not written yet and lets the directory go:
+// nothing is written after it (a later change stays in memory).
+func (o *owedPurges) closeState() error {
+	err := o.flush(true)
+	o.mu.Lock()
+	o.path, o.dirty = "", false
+	o.mu.Unlock()
+	o.saveMu.Lock()
+	defer o.saveMu.Unlock()
+	if o.lock != nil {
+		_ = o.lock.Close() // closing releases the flock
+		o.lock = nil
+	}
+	return err
 }
 
 // changedLocked marks what o holds as not yet written. o.mu must be held.
@@ -302,6 +347,16 @@ func writeFileAtomic(path string, b []byte) error {
 	_ = d.Close() // read-only: the sync's error is the one to report
 	if err != nil {
 		return fmt.Errorf("cluster: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Close writes what is owed and not yet written and releases
+// cluster.state_dir for the next process. Call it once the node takes no
+// more purges; what changes later stays in memory.
+func (c *Cluster) Close() error {
+	if err := c.owed.closeState(); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil
 }

@@ -51,7 +51,11 @@ func TestAnOwedPurgeOutlivesARestartOfTheNodeThatOwesIt(t *testing.T) {
 	if err != nil || fan.Owed != 1 {
 		t.Fatalf("a purge with B away: %+v, %v; want owed 1", fan, err)
 	}
-	// A restarts: a new process, the same state_dir.
+	// A restarts: a new process, the same state_dir (the old one's end
+	// lets the directory go, as a process's exit does).
+	if err := a.c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	a2 := newRealNode(t, "A", routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{}, 1000, nt)
 	if n := a2.c.owed.owedTo("B"); n != 1 {
 		t.Fatalf("after A's restart it owes B %d purges, want 1", n)
@@ -68,6 +72,9 @@ func TestAnOwedPurgeOutlivesARestartOfTheNodeThatOwesIt(t *testing.T) {
 		t.Errorf("after the delivery A owes B %d purges", n)
 	}
 	// What was delivered is written too: a second restart owes nothing.
+	if err := a2.c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	a3 := newRealNode(t, "A", routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{}, 1000, nt)
 	if n := a3.c.owed.owedTo("B"); n != 0 {
 		t.Errorf("after a second restart A owes B %d purges it delivered", n)
@@ -93,7 +100,7 @@ func TestOwedStateRoundTrips(t *testing.T) {
 	forgotAt := time.Now().Add(-time.Hour).Truncate(time.Second)
 	o.owe("E", proxy.PurgeRequest{Prefix: "http://site.example/x/"}, newPurgeID(), nil, m)
 	o.forgot("E", forgotAt)
-	if err := o.flush(true); err != nil {
+	if err := o.closeState(); err != nil { // written, and the directory let go
 		t.Fatal(err)
 	}
 	loadedAt := time.Now()
@@ -252,6 +259,9 @@ func TestAPurgeWithManyPeersAwayIsOwedInAFileThatLoads(t *testing.T) {
 	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/zone/1"}, a.ph.Purge); err != nil || fan.Owed != sendersAwayMax+2 {
 		t.Fatalf("purge: %+v, %v; want owed to %d", fan, err, sendersAwayMax+2)
 	}
+	if err := a.c.Close(); err != nil { // A's end: the directory is the next start's
+		t.Fatal(err)
+	}
 	var o owedPurges
 	if err := o.loadOwed(filepath.Join(dir, "A"), time.Now()); err != nil {
 		t.Fatalf("the file A wrote for a purge with %d members away does not load: %v", sendersAwayMax+2, err)
@@ -277,6 +287,9 @@ func TestAPurgeWithoutAnIdIsOwedInAFileThatLoads(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || b.c.owed.owedTo("C") != 1 {
 		t.Fatalf("B answered %d and owes C %d, want 200 and 1", resp.StatusCode, b.c.owed.owedTo("C"))
+	}
+	if err := b.c.Close(); err != nil { // B's end: the directory is the next start's
+		t.Fatal(err)
 	}
 	var o owedPurges
 	if err := o.loadOwed(filepath.Join(dir, "B"), time.Now()); err != nil {
@@ -365,7 +378,7 @@ func FuzzOwedStateLoadsWhatItWrites(f *testing.F) {
 				o.owe(peer, p, pid, away, m)
 			}
 		}
-		if err := o.flush(true); err != nil {
+		if err := o.closeState(); err != nil {
 			t.Fatal(err)
 		}
 		var again owedPurges
@@ -375,5 +388,59 @@ func FuzzOwedStateLoadsWhatItWrites(f *testing.F) {
 		if again.count() != o.count() {
 			t.Fatalf("%d owed after the load, %d before", again.count(), o.count())
 		}
+		_ = again.closeState()
 	})
+}
+
+// Two processes given one state_dir would each overwrite the other's
+// record of what is owed, and one of them would forget a purge at its
+// next write: the second stops at its start, naming the key and the
+// directory, and starts once the first has let the directory go. A start
+// that fails lets it go too.
+func TestAStateDirInUseStopsASecondStart(t *testing.T) {
+	dir := t.TempDir()
+	var first owedPurges
+	if err := first.loadOwed(dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var second owedPurges
+	err := second.loadOwed(dir, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "cluster.state_dir") || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("a second start on a directory in use: %v, want cluster.state_dir in use", err)
+	}
+	first.owe("B", proxy.PurgeRequest{URL: "http://site.example/a"}, newPurgeID(), nil, nil)
+	if err := first.closeState(); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is written after the close: a change then stays in memory,
+	// and the next process reads what the first wrote at its close.
+	first.owe("B", proxy.PurgeRequest{URL: "http://site.example/b"}, newPurgeID(), nil, nil)
+	if err := first.flush(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.loadOwed(dir, time.Now()); err != nil {
+		t.Fatalf("once the first let the directory go: %v", err)
+	}
+	if n := second.owedTo("B"); n != 1 {
+		t.Errorf("the next process owes B %d purges, want the 1 written before the close", n)
+	}
+	_ = second.closeState()
+
+	// A start stopped by a file it cannot read holds nothing afterwards.
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, owedFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var refused owedPurges
+	if err := refused.loadOwed(bad, time.Now()); err == nil {
+		t.Fatal("a malformed state file started")
+	}
+	if err := os.WriteFile(filepath.Join(bad, owedFile), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var next owedPurges
+	if err := next.loadOwed(bad, time.Now()); err != nil && strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a failed start kept the directory: %v", err)
+	}
+	_ = next.closeState()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,6 +170,7 @@ type owedPurges struct {
 	dirty bool
 	// saveMu orders the writes; saved is the document last written.
 	saveMu     sync.Mutex
+	lock       *os.File // the state directory's flock, held until closeState
 	saved      []byte
 	saveErrors atomic.Uint64
 	failing    atomic.Bool // the last write failed (logged once until one succeeds)

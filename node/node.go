@@ -116,6 +116,11 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	pc, err := proxyConfig(cfg)
+	pc.SpoolBytes = spoolBytes // off when the default place is not writable
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	counted := newCountingFetcher(reg, originFetcher{n})
 	var fetcher proxy.Fetcher = counted
 	var cl *cluster.Cluster
@@ -130,11 +135,6 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		fetcher, peerTLS = cl, serverTLS
-	}
-	pc, err := proxyConfig(cfg)
-	pc.SpoolBytes = spoolBytes // off when the default place is not writable
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
 	}
 	pc.SiteOf = n.siteName
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
@@ -163,6 +163,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		if t := store.Disk(); t != nil {
 			_ = t.Close(context.Background()) // releases its lock
+		}
+		if cl != nil {
+			_ = cl.Close() // releases cluster.state_dir
 		}
 		if n.tls != nil {
 			_ = n.tls.ln.Close()
@@ -624,6 +627,13 @@ func (n *Node) Run(ctx context.Context) error {
 		_ = n.peerUDP.Close()
 	}
 	_ = n.admin.Shutdown(sctx)
+	if n.cluster != nil {
+		// After the admin listener: no purge comes in after it, and what
+		// the last ones owe is written before the next process may start.
+		if cerr := n.cluster.Close(); cerr != nil {
+			n.log.Error("cluster state", "err", cerr)
+		}
+	}
 	if derr := n.closeDisk(sctx); derr != nil {
 		n.log.Error("disk tier", "err", derr)
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,4 +152,38 @@ func startTwoNodes(t *testing.T, extra func(*testNode) []string) []*testNode {
 		waitFor(t, n.id+" to trust its peer", 30*time.Second, func() bool { return metric(t, n.adm, "edge_view_members") == 2 })
 	}
 	return nodes
+}
+
+// Two processes given one cluster.state_dir (a copy-pasted unit, a second
+// node started by mistake) would each overwrite the other's record of what
+// is owed: the second stops at its start naming the key, and the first
+// goes on.
+func TestASecondProcessOnAStateDirInUseStopsAtItsStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	dir := t.TempDir()
+	nodes := startTwoNodes(t, func(n *testNode) []string { return []string{"--state-dir", filepath.Join(dir, n.id)} })
+	first := nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := slices.Clone(first.args)
+	for i, a := range args {
+		switch a {
+		case "--listen", "--admin-listen", "--cluster-listen":
+			args[i+1] = freeAddr(t)
+		}
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "EDGE_TEST_AS_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("a second process started on a state_dir in use")
+	}
+	if !strings.Contains(string(out), "cluster.state_dir") || !strings.Contains(string(out), "in use by another process") {
+		t.Errorf("the refusal does not name the key and the reason: %s", out)
+	}
+	if r, _ := get(t, "http://"+first.adm+"/readyz"); r.StatusCode != http.StatusOK {
+		t.Errorf("the first process after the refusal: readyz %d", r.StatusCode)
+	}
 }
