@@ -371,7 +371,7 @@ type Cluster struct {
 	firstJoinOnce sync.Once
 	// owedAsks are peers heard again after a silence, to be asked for
 	// what they owe this node (owedpull.go).
-	owedAsks    chan string
+	owedAsks    chan owedAsk
 	purgeIDs    purgeIDs   // ids of the purges taken from peers, so a repeat is not run again
 	purgeNamer  PurgeNamer // which pages a purge names (SetPurgeNamer); nil: every page
 	log         *slog.Logger
@@ -494,7 +494,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		transport:    newSharedTransport(cfg.GossipDial, m),
 		viewWanted:   make(chan struct{}, 1),
 		firstJoin:    make(chan struct{}),
-		owedAsks:     make(chan string, 64),
+		owedAsks:     make(chan owedAsk, 256), // a 100-node start brings 99 joins within seconds
 		refuteWanted: make(chan struct{}, 1),
 	}
 	c.refuteAfter = c.refuteSilence()
@@ -739,7 +739,7 @@ func (c *Cluster) received(r wire.Received) {
 		c.wantRefute()
 		// And p may owe this node purges it missed meanwhile: asked
 		// now, not when p trusts it again (owedpull.go).
-		c.wantOwedFrom(p.ID)
+		c.wantOwedFrom(p.ID, askAfterSilence)
 	}
 	p.det.Observe(r.Seq, r.RecvNs)
 	c.probeHeartbeat(p)

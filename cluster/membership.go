@@ -244,6 +244,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	var pull uint64
 	c.mu.Lock()
 	p := c.peers[n.Name]
+	learnt := p == nil
 	if p == nil {
 		c.addPeer(n.Name, addr)
 		p = c.peers[n.Name]
@@ -295,6 +296,13 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	}
 	if pull > 0 {
 		go c.pullIndicator(p, pull)
+	}
+	if (learnt || changed) && c.pulled.Load() != nil {
+		// It may owe this node purges this node could not ask it for: a
+		// peer learnt by gossip after the start's asking, or one back
+		// from an agreed death (each side of a long partition declares
+		// the other dead, and the heartbeat path asks only members).
+		c.wantOwedFrom(n.Name, askJoined)
 	}
 }
 

@@ -24,7 +24,11 @@ import (
 // evidently up), and answers when it has, so the purges have run here
 // before the first request does. With cluster.dns the asking waits for
 // the first join (within the same bound), so the peers found by name are
-// asked; peers learnt later still (gossip) deliver as before.
+// asked. A peer membership brings in after the start's asking has ended
+// (learnt by gossip, or back from an agreed death: a partition long
+// enough for each side to declare the other dead, after which the
+// heartbeat path's silence rule no longer applies, since the peer was not
+// a member) is asked too, without holding clients.
 //
 // A node that was not restarted but stopped (SIGSTOP, a stalled VM) or cut
 // off during a purge asks the same way, without waiting to serve, each
@@ -47,6 +51,7 @@ func pullBound(peerTimeout time.Duration) time.Duration {
 const (
 	askAtStart      = "start"   // before this node served (CollectOwed)
 	askAfterSilence = "silence" // its heartbeats came back after a silence (askLoop)
+	askJoined       = "joined"  // membership brought it in, new or back from an agreed death (askLoop)
 )
 
 // Outcomes of asking a peer (edge_purge_owed_pulls_total).
@@ -167,11 +172,15 @@ func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
 // Pulled is the start's asking for owed purges (nil before it ended).
 func (c *Cluster) Pulled() *PullSummary { return c.pulled.Load() }
 
+// owedAsk is a peer to ask for what it owes this node, and why
+// (edge_purge_owed_pulls_total's when).
+type owedAsk struct{ id, when string }
+
 // wantOwedFrom queues peer id to be asked for what it owes this node
 // (askLoop); dropped when the queue is full (the peer delivers as before).
-func (c *Cluster) wantOwedFrom(id string) {
+func (c *Cluster) wantOwedFrom(id, when string) {
 	select {
-	case c.owedAsks <- id:
+	case c.owedAsks <- owedAsk{id, when}:
 	default:
 	}
 }
@@ -183,12 +192,13 @@ func (c *Cluster) wantOwedFrom(id string) {
 func (c *Cluster) askLoop(ctx context.Context) {
 	last := map[string]time.Time{}
 	for {
-		var id string
+		var ask owedAsk
 		select {
 		case <-ctx.Done():
 			return
-		case id = <-c.owedAsks:
+		case ask = <-c.owedAsks:
 		}
+		id := ask.id
 		if at, ok := last[id]; ok && time.Since(at) < pullBound(c.cfg.PeerTimeout) {
 			continue
 		}
@@ -203,9 +213,9 @@ func (c *Cluster) askLoop(ctx context.Context) {
 		actx, cancel := context.WithTimeout(ctx, pullBound(c.cfg.PeerTimeout))
 		outcome, n := c.askForOwed(actx, id, addr)
 		cancel()
-		c.metrics.OwedPulls.WithLabelValues(askAfterSilence, outcome).Inc()
+		c.metrics.OwedPulls.WithLabelValues(ask.when, outcome).Inc()
 		if n > 0 {
-			c.log.Info("purges owed to this node, asked for after a silence", slog.String("peer", id), slog.Int("delivered", n))
+			c.log.Info("purges owed to this node, delivered when asked", slog.String("peer", id), slog.String("when", ask.when), slog.Int("delivered", n))
 		}
 	}
 }

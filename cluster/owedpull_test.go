@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/cluster/wire"
@@ -149,5 +152,56 @@ func TestANodeHearingAPeerAfterASilenceAsksForWhatItOwes(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(b.c.metrics.OwedPulls.WithLabelValues(askAfterSilence, pullDelivered)); got != 1 {
 		t.Errorf(`edge_purge_owed_pulls_total{when="silence",outcome="delivered"} = %v, want 1`, got)
+	}
+}
+
+// A peer membership brings back after an agreed death (a partition long
+// enough for each side to declare the other dead) or learns by gossip
+// after the start's asking is asked for what it owes: the heartbeat path
+// asks only members, so after such a partition the node served what it
+// was owed until the peer trusted it again and its monitor ran.
+func TestAPeerBackFromAnAgreedDeathIsAskedForWhatItOwes(t *testing.T) {
+	nodes := startRealNodes(t, []string{"A", "B"}, routing.ModeHybrid, 2, 100*time.Millisecond, &slowOrigin{})
+	a, b := nodes["A"], nodes["B"]
+	fillAt(t, b, "/joined/1")
+	setTrusted(a, "B", false) // B is on the other side of the partition
+	if _, fan, err := a.c.Purge(context.Background(), proxy.PurgeRequest{URL: "http://site.example/joined/1"}, a.ph.Purge); err != nil || fan.Owed != 1 {
+		t.Fatalf("purge with B cut off: %+v, %v", fan, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.c.askLoop(ctx)
+	host, port, err := net.SplitHostPort(b.c.peerAddr("A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn, _ := strconv.Atoi(port)
+	node := &memberlist.Node{Name: "A", Addr: net.ParseIP(host), Port: uint16(pn), Meta: nodeMeta{Incarnation: 1}.encode()}
+	asked := func() float64 {
+		n := 0.0
+		for _, o := range []string{pullDelivered, pullNothing, pullUnreachable, pullFailed} {
+			n += testutil.ToFloat64(b.c.metrics.OwedPulls.WithLabelValues(askJoined, o))
+		}
+		return n
+	}
+	// While the start's own asking runs, a join is its business.
+	b.c.memberDown(node)
+	b.c.memberUp(node, "join")
+	time.Sleep(50 * time.Millisecond)
+	if n := asked(); n != 0 {
+		t.Fatalf("a join before the start's asking ended was asked %v times apart from it", n)
+	}
+	b.c.pulled.Store(&PullSummary{})
+	b.c.memberDown(node) // the partition outlasts the membership's patience
+	b.c.memberUp(node, "join")
+	waitUntil(t, "B's ask of the returning A to end", func() bool { return asked() > 0 })
+	if storedAt(b, "/joined/1") {
+		t.Error("B still holds the page purged while it was declared dead")
+	}
+	if n := a.c.owed.owedTo("B"); n != 0 {
+		t.Errorf("A owes B %d purges after delivering them", n)
+	}
+	if got := testutil.ToFloat64(b.c.metrics.OwedPulls.WithLabelValues(askJoined, pullDelivered)); got != 1 {
+		t.Errorf(`edge_purge_owed_pulls_total{when="joined",outcome="delivered"} = %v, want 1`, got)
 	}
 }
