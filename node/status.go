@@ -293,7 +293,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>objects</th><td>{{count .StoreObjects}}</td></tr><tr><th>evictions</th><td>{{count .Evictions}}</td></tr>
 <tr><th>buffered (fills, evicted responses still being sent)</th><td>{{bytes .BufferedBytes}} of {{bytes .BufferBudget}}</td></tr>
 <tr><th>spilled to disk (slow readers of what cannot be stored)</th><td>{{if .SpoolBudget}}{{bytes .SpoolBytes}} of {{bytes .SpoolBudget}} in {{.SpoolFiles}} files; {{printf "%.0f" .SpoolOpened}} spilled (responses and request bodies), {{printf "%.0f" .SpoolFull}} filled their share{{else}}off (limits.spool_bytes: 0){{end}}</td></tr>
-<tr><th>request bodies (read whole before a slot: a slow upload holds none)</th><td>{{printf "%.0f" (index .RequestBodies "memory")}} in memory, {{printf "%.0f" (index .RequestBodies "disk")}} on disk; {{printf "%.0f" (index .RequestBodies "streamed")}} streamed ({{if .RequestBuffering}}unknown length, or no room{{else}}limits.request_buffering: false{{end}})</td></tr></table>
+<tr><th>request bodies (read whole before a slot: a slow upload holds none)</th><td>{{printf "%.0f" (index .RequestBodies "memory")}} in memory, {{printf "%.0f" (index .RequestBodies "disk")}} on disk; {{printf "%.0f" (index .RequestBodies "streamed")}} streamed ({{if .RequestBuffering}}no room to read them whole{{else}}limits.request_buffering: false{{end}})</td></tr></table>
 {{with .Disk}}<h2>Disk tier</h2>
 <table><tr><th>path</th><td><code>{{.Path}}</code> · {{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">down</b>: serving from RAM only until a probe write succeeds{{end}}</td></tr>
 <tr><th>held</th><td>{{bytes .Bytes}} of {{bytes .Budget}} ({{bytes .QueueBytes}} queued for writing)</td></tr>

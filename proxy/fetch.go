@@ -756,6 +756,12 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		if timedOut {
 			return h.refuseSlowBody(w)
 		}
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			// A body of unknown length past limits.max_body_bytes (one
+			// that declares more is refused before it is read).
+			h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+			return ResultRejected
+		}
 		h.metrics.Rejected.WithLabelValues("body_incomplete").Inc()
 		h.writeError(w, http.StatusBadRequest, refused("request", "body-incomplete"), "request body incomplete")
 		return ResultRejected

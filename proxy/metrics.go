@@ -216,7 +216,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	m.compression = newCompressionMetrics(reg)
 	bodies := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_request_bodies_total",
-		Help: "Request bodies sent upstream, by how: memory and disk (read whole before an upstream slot was taken: a slow upload holds no slot), streamed (unknown length, over the buffer budget, or the spool could not take it: sent as it came, holding a slot).",
+		Help: "Request bodies sent upstream, by how: memory and disk (read whole before an upstream slot was taken: a slow upload holds no slot), streamed (limits.request_buffering off, or the budget or the spool could not take it whole: sent as it came, holding a slot).",
 	}, []string{"how"})
 	reg.MustRegister(bodies)
 	m.requestBodies = map[string]prometheus.Counter{}

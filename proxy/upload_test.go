@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -56,11 +58,10 @@ func upload(h *Handler, path string, length int64, rd io.Reader) chan *httptest.
 // A client that uploads slowly held one of the upstream slots for as long
 // as its body took (limits.body_timeout + its size at
 // limits.min_body_rate), so that a few such clients turned every miss into
-// a 503. A body of known length is now read before a slot is taken: the
-// miss gets its slot, and the upload, once whole, reaches the origin
-// byte-exact. A body of unknown length still streams, holding its slot
-// (the control: streaming requests must keep working), as does every body
-// with limits.request_buffering off.
+// a 503. A body is now read before a slot is taken, whether its length is
+// known or not: the miss gets its slot, and the upload, once whole,
+// reaches the origin byte-exact. With limits.request_buffering off every
+// body streams, holding its slot (the control).
 func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -73,7 +74,11 @@ func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 	}{
 		{"small, in memory", 10 << 10, true, false, bodyInMemory, 0, false},
 		{"large, on disk", 300 << 10, true, false, bodyOnDisk, 0, false},
-		{"unknown length, streamed", 10 << 10, false, true, bodyStreamed, 0, false},
+		{"unknown length, small, in memory", 10 << 10, false, false, bodyInMemory, 0, false},
+		{"unknown length, large, on disk", 300 << 10, false, false, bodyOnDisk, 0, false},
+		{"unknown length, several steps of its share, on disk", 3<<20 + 5, false, false, bodyOnDisk, 0, false},
+		{"unknown length, over its share of the buffer budget, on disk", 10 << 10, false, false, bodyOnDisk, 4 << 10, false},
+		{"unknown length, request buffering off, streamed", 10 << 10, false, true, bodyStreamed, 0, true},
 		{"over its share of the buffer budget, on disk", 10 << 10, true, false, bodyOnDisk, 4 << 10, false},
 		{"known length, request buffering off, streamed", 10 << 10, true, true, bodyStreamed, 0, true},
 		{"large, request buffering off, streamed", 300 << 10, true, true, bodyStreamed, 0, true},
@@ -188,5 +193,98 @@ func TestAnUploadTheSpoolCannotTakeWholeGoesOnFromTheClient(t *testing.T) {
 	h.Wait()
 	if used, files := h.spool.used.Load()-others, h.spool.files.Load(); used != 0 || files != 0 {
 		t.Errorf("after: %d spooled in %d files", used, files)
+	}
+}
+
+// A body of unknown length read whole goes to the origin with the length
+// it turned out to have, in place of the chunked coding it came in (the
+// origin sees a Content-Length, as behind nginx); one past
+// limits.max_body_bytes is answered 413, and one cut short 400, neither
+// reaching the origin, and nothing stays held.
+func TestAnUploadOfUnknownLengthGoesWithItsLength(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // path → Content-Length, Transfer-Encoding
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.URL.Path] = r.Header.Get("Content-Length") + "|" + strings.Join(r.TransferEncoding, ",") + "|" + strconv.Itoa(len(b))
+		mu.Unlock()
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = io.WriteString(w, echoOf(b))
+	}))
+	t.Cleanup(srv.Close)
+	h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxBodyBytes = 1 << 20 })
+	for _, size := range []int{0, 1, 64 << 10, 64<<10 + 1, 900 << 10} {
+		path := "/len/" + strconv.Itoa(size)
+		body := patterned(size, size)
+		w := <-upload(h, path, -1, iotest.OneByteReader(bytes.NewReader(body)))
+		if w.Code != 200 || w.Body.String() != echoOf(body) {
+			t.Errorf("%d bytes of unknown length: %d %q", size, w.Code, w.Body.String())
+		}
+		mu.Lock()
+		seen := got[path]
+		mu.Unlock()
+		if want := strconv.Itoa(size) + "||" + strconv.Itoa(size); seen != want && (size != 0 || seen != "||0") {
+			t.Errorf("%d bytes of unknown length reached the origin as Content-Length|Transfer-Encoding|bytes %q, want %q", size, seen, want)
+		}
+	}
+	w := <-upload(h, "/too-large", -1, bytes.NewReader(patterned(1<<20+1, 1)))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body of unknown length past max_body_bytes: %d, want 413", w.Code)
+	}
+	for _, size := range []int{1000, 300 << 10} {
+		path := "/cut/" + strconv.Itoa(size)
+		w := <-upload(h, path, -1, io.MultiReader(bytes.NewReader(patterned(size, 2)), iotest.ErrReader(io.ErrUnexpectedEOF)))
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("a body of unknown length cut short after %d bytes: %d, want 400", size, w.Code)
+		}
+	}
+	mu.Lock()
+	for _, p := range []string{"/too-large", "/cut/1000", "/cut/307200"} {
+		if _, ok := got[p]; ok {
+			t.Errorf("the origin got %s", p)
+		}
+	}
+	mu.Unlock()
+	h.Wait()
+	if held, used, files, mem, disk := h.buffered.Load(), h.spool.used.Load(), h.spool.files.Load(), h.uploadMem.Load(), h.uploadDisk.Load(); held|used|files|mem|disk != 0 {
+		t.Errorf("after: %d buffered, %d spooled in %d files, shares %d and %d", held, used, files, mem, disk)
+	}
+}
+
+// A body of unknown length that outgrows what the spool lets it take goes
+// on from the client after what was read, whole and in order.
+func TestAnUploadOfUnknownLengthTheSpoolCannotTakeWholeGoesOnFromTheClient(t *testing.T) {
+	srv, _ := bodyEchoOrigin(t)
+	h, _ := spoolProxy(t, srv, 4<<20, nil)
+	for _, size := range []int{3 << 20, 9 << 20} { // past its share of the spool, past the spool
+		body := patterned(size, 5)
+		w := <-upload(h, "/big/"+strconv.Itoa(size), -1, bytes.NewReader(body))
+		if w.Code != 200 || w.Body.String() != echoOf(body) {
+			t.Errorf("%d bytes of unknown length past the spool's share: %d %q", size, w.Code, w.Body.String())
+		}
+	}
+	if n := testutil.ToFloat64(h.metrics.requestBodies[bodyStreamed]); n != 2 {
+		t.Errorf(`edge_request_bodies_total{how="streamed"} = %v, want 2`, n)
+	}
+	h.Wait()
+	if held, used, files, mem, disk := h.buffered.Load(), h.spool.used.Load(), h.spool.files.Load(), h.uploadMem.Load(), h.uploadDisk.Load(); held|used|files|mem|disk != 0 {
+		t.Errorf("after: %d buffered, %d spooled in %d files, shares %d and %d", held, used, files, mem, disk)
+	}
+}
+
+// A reader may give a body's last bytes together with io.EOF (net/http's
+// does, at the declared length): such a body is whole, not cut short.
+func TestAnUploadWhoseLastBytesComeWithEOFIsWhole(t *testing.T) {
+	srv, _ := bodyEchoOrigin(t)
+	h, _ := spoolProxy(t, srv, 64<<20, nil)
+	for _, size := range []int{1000, 300 << 10} {
+		for _, length := range []int64{int64(size), -1} {
+			body := patterned(size, 4)
+			w := <-upload(h, "/eof", length, iotest.DataErrReader(bytes.NewReader(body)))
+			if w.Code != 200 || w.Body.String() != echoOf(body) {
+				t.Errorf("%d bytes (declared %d) ending with io.EOF: %d %q", size, length, w.Code, w.Body.String())
+			}
+		}
 	}
 }
