@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 
