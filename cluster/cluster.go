@@ -365,6 +365,9 @@ type Cluster struct {
 	copies copyHold                    // while a purge goes round, no peer's page it names is kept (purgehold.go)
 	owed   owedPurges                  // purges peers did not take, delivered when they are back (purgeowed.go)
 	pulled atomic.Pointer[PullSummary] // the start's asking for what peers owe it (owedpull.go)
+	// rounds counts purges under way here (sent round, or taken from a
+	// peer), which may owe purges when they end: Close waits for them.
+	rounds roundGate
 	// firstJoin closes when this node has first joined the membership
 	// (membership.go): a start asks the peers it learnt then (owedpull.go).
 	firstJoin     chan struct{}

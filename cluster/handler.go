@@ -80,6 +80,7 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 	r.Get("/_edge/indicator", c.serveIndicator)
 	r.Post("/_edge/owed", c.serveOwedPull)
 	r.Post("/_edge/purge", func(w http.ResponseWriter, req *http.Request) {
+		defer c.rounds.enter()() // what it owes is written before Close lets the directory go
 		q := req.URL.Query()
 		p := proxy.ParsePurgeQuery(q)
 		pid := q.Get("pid")
@@ -276,6 +277,7 @@ type FanOut struct {
 // the peers it could not send it to, or that did not take it in time (a
 // late answer that took it settles it: purgeowed.go).
 func (c *Cluster) FanOutPurge(ctx context.Context, p proxy.PurgeRequest) FanOut {
+	defer c.rounds.enter()() // Close waits for the round: what it owes is written
 	pid := newPurgeID()
 	type target struct {
 		id, addr string

@@ -304,6 +304,14 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		// the other dead, and the heartbeat path asks only members).
 		c.wantOwedFrom(n.Name, askJoined)
 	}
+	if (learnt || changed) && c.owed.owedTo(n.Name) > 0 {
+		// And this node may owe it purges: delivered now, not when it
+		// is trusted again. Its own ask may have come before this node
+		// knew it again and been answered "nothing" (both sides forgot
+		// each other in a long partition: a review's
+		// TestOwedReviewAJoinAskBeforeTheOtherSideLearntTheAskerIsNotLost).
+		go c.deliverOwedNow(n.Name)
+	}
 }
 
 // memberDown records memberlist's agreed decision that a member is dead

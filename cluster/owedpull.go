@@ -110,7 +110,23 @@ func (c *Cluster) CollectOwed(ctx context.Context) PullSummary {
 	}
 	wg.Wait()
 	sum.TookMs = float64(time.Since(start).Microseconds()) / 1000
-	c.pulled.Store(&sum)
+	c.pulled.Store(&sum) // membership asks the peers it brings in from now on (memberUp)
+	// And those it brought in while this asked (a seed's gossip: with a
+	// few seeds in cluster.peers, most of the cluster is learnt now) are
+	// asked the same way, not holding clients (a review's
+	// TestOwedReviewAPeerLearntWhileTheStartAsksIsAskedToo). One learnt in
+	// both windows is asked once: askLoop skips a repeat within its bound.
+	c.mu.Lock()
+	var learnt []string
+	for id, p := range c.peers {
+		if _, asked := targets[id]; !asked && p.Addr != "" && id != c.cfg.NodeID {
+			learnt = append(learnt, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range learnt {
+		c.wantOwedFrom(id, askJoined)
+	}
 	if sum.Purges > 0 || sum.Outcomes[pullFailed] > 0 {
 		c.log.Info("purges owed to this node, asked for at start", slog.Int("peers", sum.Asked), slog.Int("delivered", sum.Purges),
 			slog.Int("failed", sum.Outcomes[pullFailed]), slog.Int("unreachable", sum.Outcomes[pullUnreachable]), slog.Duration("took", time.Since(start)))
@@ -167,6 +183,19 @@ func (c *Cluster) serveOwedPull(w http.ResponseWriter, req *http.Request) {
 		delivered += len(list)
 	}
 	_, _ = w.Write([]byte(strconv.Itoa(delivered)))
+}
+
+// deliverOwedNow delivers what peer id is owed, at once, as an ask from it
+// would (membership brought it in: memberUp). Nothing happens when it is
+// owed nothing or a delivery to it is under way; what fails stays owed.
+func (c *Cluster) deliverOwedNow(id string) {
+	addr := c.peerAddr(id)
+	if addr == "" {
+		return
+	}
+	if list := c.owed.claim(id, time.Now(), true); list != nil {
+		c.deliver(context.Background(), id, addr, list) // each purge bounded as a round's late answer is
+	}
 }
 
 // Pulled is the start's asking for owed purges (nil before it ended).

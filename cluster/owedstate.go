@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -246,7 +247,7 @@ func (o *owedPurges) lockDir(dir string) error {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("cluster.state_dir: %s is in use by another process (%w); give each node its own directory", dir, err)
+		return fmt.Errorf("cluster.state_dir: %s is in use (%w): another process holds it, or a node of this one was not stopped; give each node its own directory", dir, err)
 	}
 	o.saveMu.Lock()
 	o.lock = f
@@ -257,12 +258,15 @@ func (o *owedPurges) lockDir(dir string) error {
 // closeState writes what is not written yet and lets the directory go:
 // nothing is written after it (a later change stays in memory).
 func (o *owedPurges) closeState() error {
-	err := o.flush(true)
-	o.mu.Lock()
-	o.path, o.dirty = "", false
-	o.mu.Unlock()
 	o.saveMu.Lock()
 	defer o.saveMu.Unlock()
+	err := o.flushLocked()
+	o.mu.Lock()
+	if o.path != "" {
+		o.closed = true // a change from now on is reported unwritten (flush)
+	}
+	o.path, o.dirty = "", false
+	o.mu.Unlock()
 	if o.lock != nil {
 		_ = o.lock.Close() // closing releases the flock
 		o.lock = nil
@@ -272,10 +276,17 @@ func (o *owedPurges) closeState() error {
 
 // changedLocked marks what o holds as not yet written. o.mu must be held.
 func (o *owedPurges) changedLocked() {
-	if o.path != "" {
+	switch {
+	case o.path != "":
 		o.dirty = true
+	case o.closed:
+		o.changedAfterClose = true
 	}
 }
+
+// errStateClosed is a change to what is owed made after closeState: the
+// node is stopping, and the change lives in its memory only.
+var errStateClosed = errors.New("cluster.state_dir is closed (the node is stopping): what is owed now is in memory only")
 
 // flush writes the state file if what o holds changed since it was last
 // written, and reports the error if that failed (kept dirty: tried again
@@ -288,7 +299,16 @@ func (o *owedPurges) flush(wait bool) error {
 		return nil
 	}
 	defer o.saveMu.Unlock()
+	return o.flushLocked()
+}
+
+// flushLocked is flush with o.saveMu held.
+func (o *owedPurges) flushLocked() error {
 	o.mu.Lock()
+	if o.changedAfterClose {
+		o.mu.Unlock()
+		return errStateClosed
+	}
 	if !o.dirty {
 		o.mu.Unlock()
 		return nil
@@ -351,10 +371,15 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
-// Close writes what is owed and not yet written and releases
-// cluster.state_dir for the next process. Call it once the node takes no
-// more purges; what changes later stays in memory.
+// Close waits for the purges under way here (within closeWait), writes
+// what is owed and not yet written, and releases cluster.state_dir for the
+// next process. Call it once the node takes no more purges: a change
+// made later lives in memory only, and a purge that makes one reports it
+// unwritten (FanOut.NotSaved), so its client is not told it was saved.
 func (c *Cluster) Close() error {
+	if !c.rounds.wait(closeWait(c.cfg.PeerTimeout)) {
+		c.log.Warn("stopping with a purge still under way: what it owes may be in memory only, and its answer says so")
+	}
 	if err := c.owed.closeState(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -368,4 +393,56 @@ func (c *Cluster) OwedState() (path string, saveErrors uint64) {
 	path = c.owed.path
 	c.owed.mu.Unlock()
 	return path, c.owed.saveErrors.Load()
+}
+
+// closeWait bounds Close's wait for the purges under way: a round ends
+// within fanOutBound (its late answers settle what it owed, and a settled
+// purge left in the file is only delivered again, answered at once).
+func closeWait(peerTimeout time.Duration) time.Duration {
+	return fanOutBound(peerTimeout) + time.Second
+}
+
+// roundGate counts the purges under way, for Close to wait on (a
+// WaitGroup may not be added to while it is waited on).
+type roundGate struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+// enter counts a purge under way and returns what ends it.
+func (g *roundGate) enter() (leave func()) {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.idle = make(chan struct{})
+	}
+	g.n++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.n--
+		if g.n == 0 {
+			close(g.idle)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// wait waits until no purge is under way, or bound has passed (false).
+func (g *roundGate) wait(bound time.Duration) bool {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.mu.Unlock()
+		return true
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -169,11 +169,14 @@ type owedPurges struct {
 	path  string
 	dirty bool
 	// saveMu orders the writes; saved is the document last written.
-	saveMu     sync.Mutex
-	lock       *os.File // the state directory's flock, held until closeState
-	saved      []byte
-	saveErrors atomic.Uint64
-	failing    atomic.Bool // the last write failed (logged once until one succeeds)
+	saveMu sync.Mutex
+	lock   *os.File // the state directory's flock, held until closeState
+	// closed says closeState ran on a state file; changedAfterClose that
+	// what is owed changed since, unwritten (flush reports it).
+	closed, changedAfterClose bool
+	saved                     []byte
+	saveErrors                atomic.Uint64
+	failing                   atomic.Bool // the last write failed (logged once until one succeeds)
 }
 
 // owe records p (id pid) as owed to peer and returns its number, for a

@@ -590,6 +590,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.log.Info("edge serving", n.startupSummary()...)
 	select {
 	case err := <-errc:
+		if n.cluster != nil {
+			_ = n.cluster.Close() // what is owed written, the directory let go (a review's)
+		}
 		return fmt.Errorf("node: serve: %w", err)
 	case <-ctx.Done():
 	}

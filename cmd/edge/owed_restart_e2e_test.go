@@ -180,7 +180,7 @@ func TestASecondProcessOnAStateDirInUseStopsAtItsStart(t *testing.T) {
 	if err == nil {
 		t.Fatal("a second process started on a state_dir in use")
 	}
-	if !strings.Contains(string(out), "cluster.state_dir") || !strings.Contains(string(out), "in use by another process") {
+	if !strings.Contains(string(out), "cluster.state_dir") || !strings.Contains(string(out), "another process holds it") {
 		t.Errorf("the refusal does not name the key and the reason: %s", out)
 	}
 	if r, _ := get(t, "http://"+first.adm+"/readyz"); r.StatusCode != http.StatusOK {
