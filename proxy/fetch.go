@@ -145,8 +145,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			h.co.done(ckey, f)
 		}
 		w.Header().Set("Retry-After", "1")
-		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
-		return ResultRejected
+		return h.refuse(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 	}
 	if f == nil {
 		f = newFill(m.purgesAt, m.wait) // not coalesced, but the body still streams through a fill
@@ -744,6 +743,13 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 	})
 }
 
+// bodyTooLarge says err is, or wraps, a request body's going past
+// limits.max_body_bytes.
+func bodyTooLarge(err error) bool {
+	var tooLarge *http.MaxBytesError
+	return errors.As(err, &tooLarge)
+}
+
 // servePass forwards r without using or filling the store. Unsafe methods
 // invalidate what they may have changed (RFC 9111 §4.4).
 func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) string {
@@ -756,11 +762,10 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		if timedOut {
 			return h.refuseSlowBody(w)
 		}
-		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		if bodyTooLarge(err) {
 			// A body of unknown length past limits.max_body_bytes (one
 			// that declares more is refused before it is read).
-			h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
-			return ResultRejected
+			return h.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
 		}
 		h.metrics.Rejected.WithLabelValues("body_incomplete").Inc()
 		h.writeError(w, http.StatusBadRequest, refused("request", "body-incomplete"), "request body incomplete")
@@ -769,8 +774,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	defer bodyDone()
 	if !h.acquireUpstream() {
 		w.Header().Set("Retry-After", "1")
-		h.reject(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
-		return ResultRejected
+		return h.refuse(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
 	}
 	release := h.upstreamReleaser()
 	defer release()
@@ -781,6 +785,13 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		dropUnreadBody(w, r)
 		if timedOut {
 			return h.refuseSlowBody(w)
+		}
+		if bodyTooLarge(err) {
+			// One streamed on (the spool could not take it whole) and
+			// past the limit mid-way: the origin got a cut request,
+			// which it drops; the client is told why (a review's
+			// TestReviewChunkedPastMaxBodyIs413WhateverTheSpool).
+			return h.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
 		}
 		h.writeUpstreamError(w, err)
 		return ResultError

@@ -350,10 +350,17 @@ func queryIsPrintable(q string) bool {
 }
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
+	h.metrics.countOnly(h.refuse(w, r, code, reason, msg))
+}
+
+// refuse is reject on a path whose caller counts the result it returns
+// (ResultRejected), so that the request is counted once (a review found
+// refused uploads counted twice).
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, code int, reason, msg string) string {
 	dropUnreadBody(w, r) // a refused upload is not read at the client's pace
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
-	h.metrics.countOnly(ResultRejected)
 	h.writeError(w, code, refused("request", reason), msg)
+	return ResultRejected
 }
 
 // requestDirectives parses the request's Cache-Control, honouring

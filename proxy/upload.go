@@ -25,9 +25,11 @@ import (
 // budget or the spool cannot take whole goes on as it comes: what was read
 // first, then the rest from the client, holding its slot.
 // limits.request_buffering false (Config.RequestBuffering) streams every
-// body, for origins that must see an upload as it comes (progress bars,
-// gRPC and other requests the origin answers while they are sent, which
-// reading the body whole first would stall).
+// body, for origins that must see an upload as it comes (progress bars, a
+// stream read as it is made). Either way the edge stops reading a request
+// body once the origin has answered (dropUnreadBody): a request the origin
+// answers while it is still being sent (full duplex: gRPC's bidirectional
+// streams) is not carried.
 
 // uploadMemory is the largest request body held in memory: a form or an
 // API call's JSON; larger ones go to the spool.
@@ -86,6 +88,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 				readEOF(r.Body)
 			}
 			r.Body = &bufferedBody{rd: bytes.NewReader(buf), orig: r.Body}
+			readWholeFirst(r)
 			h.metrics.requestBodies[bodyInMemory].Inc()
 			return done, nil
 		}
@@ -115,6 +118,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		readEOF(r.Body) // HTTP/2 and 3 end the stream when they will: not waited for
 	}
 	r.Body = &bufferedBody{rd: io.NewSectionReader(spillReaderAt{sp}, 0, n), orig: r.Body}
+	readWholeFirst(r)
 	h.metrics.requestBodies[bodyOnDisk].Inc()
 	return done, nil
 }
@@ -144,7 +148,10 @@ func (h *Handler) bufferUnknown(r *http.Request) (done func(), err error) {
 		switch {
 		case errors.Is(err, io.EOF):
 			keepMem(int64(k))
-			r.Body = &bufferedBody{rd: bytes.NewReader(buf[:k]), orig: r.Body}
+			// A copy of its own size: the charge is k, and the read
+			// buffer's 64 KiB would be held to the request's end (a
+			// review's TestReviewChunkedSmallBodyHoldsOnlyWhatItIsCharged).
+			r.Body = &bufferedBody{rd: bytes.NewReader(bytes.Clone(buf[:k])), orig: r.Body}
 			setLength(r, int64(k))
 			h.metrics.requestBodies[bodyInMemory].Inc()
 			return func() { keepMem(0) }, nil
@@ -255,9 +262,19 @@ func readUpTo(body io.Reader, buf []byte) (n int, err error) {
 	return n, nil
 }
 
+// readWholeFirst drops r's Expect: 100-continue, its body being in: the
+// client had its 100 Continue from this server when the body was read,
+// and the origin asked to send one would be waited for (a second on
+// every upload to an origin that sends none: a review's
+// TestReviewBufferedUploadDoesNotForwardExpect).
+func readWholeFirst(r *http.Request) {
+	delete(r.Header, "Expect")
+}
+
 // setLength makes r, whose body was read whole, go upstream with its
 // length rather than the chunked coding it came in.
 func setLength(r *http.Request, n int64) {
+	readWholeFirst(r)
 	r.ContentLength = n
 	r.TransferEncoding = nil
 	if n == 0 {
