@@ -217,7 +217,7 @@ func TestAnUploadOfUnknownLengthGoesWithItsLength(t *testing.T) {
 	for _, size := range []int{0, 1, 64 << 10, 64<<10 + 1, 900 << 10} {
 		path := "/len/" + strconv.Itoa(size)
 		body := patterned(size, size)
-		w := <-upload(h, path, -1, iotest.OneByteReader(bytes.NewReader(body)))
+		w := <-upload(h, path, -1, iotest.HalfReader(bytes.NewReader(body)))
 		if w.Code != 200 || w.Body.String() != echoOf(body) {
 			t.Errorf("%d bytes of unknown length: %d %q", size, w.Code, w.Body.String())
 		}
