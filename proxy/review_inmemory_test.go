@@ -66,7 +66,11 @@ func TestReviewInMemoryConcurrentTightBudget(t *testing.T) {
 	h := New(cfg, store, f, NewMetrics(prometheus.NewRegistry(), store), nil)
 	var wg sync.WaitGroup
 	var bad atomic.Int64
-	for round := 0; round < 3; round++ {
+	rounds := 3
+	if raceDetector {
+		rounds = 2
+	}
+	for round := 0; round < rounds; round++ {
 		for i := 0; i < 200; i++ {
 			wg.Add(1)
 			go func() {
