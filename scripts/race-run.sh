@@ -22,7 +22,10 @@ if [ ${#beside_pkgs[@]} -gt 0 ]; then
   beside=$!
   set +m
 fi
-"$go" test -race -timeout "$timeout" "$@"
+# -parallel 4: the tests marked parallel are the ones that mostly wait
+# (certificate polls, handshake timeouts); at the default (GOMAXPROCS, 2)
+# node's three such tests ran two at a time.
+"$go" test -race -parallel 4 -timeout "$timeout" "$@"
 rc=$?
 rc_beside=0
 if [ -n "$beside" ]; then
