@@ -368,6 +368,10 @@ type Cluster struct {
 	// rounds counts purges under way here (sent round, or taken from a
 	// peer), which may owe purges when they end: Close waits for them.
 	rounds roundGate
+	// life ends at Close: deliveries begun outside a request
+	// (deliverOwedNow) do not outlive the node.
+	life    context.Context
+	endLife context.CancelFunc
 	// firstJoin closes when this node has first joined the membership
 	// (membership.go): a start asks the peers it learnt then (owedpull.go).
 	firstJoin     chan struct{}
@@ -500,6 +504,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		owedAsks:     make(chan owedAsk, 256), // a 100-node start brings 99 joins within seconds
 		refuteWanted: make(chan struct{}, 1),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	c.refuteAfter = c.refuteSilence()
 	c.raceAbove = raceAbove
 	if c.keyring, err = memberlist.NewKeyring(nil, gossipKey(cfg.Secret)); err != nil {

@@ -194,7 +194,7 @@ func (c *Cluster) deliverOwedNow(id string) {
 		return
 	}
 	if list := c.owed.claim(id, time.Now(), true); list != nil {
-		c.deliver(context.Background(), id, addr, list) // each purge bounded as a round's late answer is
+		c.deliver(c.life, id, addr, list) // each purge bounded as a round's late answer is; Close ends it
 	}
 }
 

@@ -263,7 +263,11 @@ func (o *owedPurges) closeState() error {
 	err := o.flushLocked()
 	o.mu.Lock()
 	if o.path != "" {
-		o.closed = true // a change from now on is reported unwritten (flush)
+		o.closed = true // a purge owed from now on is reported unwritten (flush)
+		// And one owed while the write above ran, or that it failed to
+		// write, is not in the file either (a review's
+		// TestReviewFinalAnOweDuringClosesLastWriteIsNotReportedSaved).
+		o.owedAfterClose = o.owedAfterClose || o.dirty
 	}
 	o.path, o.dirty = "", false
 	o.mu.Unlock()
@@ -276,15 +280,12 @@ func (o *owedPurges) closeState() error {
 
 // changedLocked marks what o holds as not yet written. o.mu must be held.
 func (o *owedPurges) changedLocked() {
-	switch {
-	case o.path != "":
+	if o.path != "" {
 		o.dirty = true
-	case o.closed:
-		o.changedAfterClose = true
 	}
 }
 
-// errStateClosed is a change to what is owed made after closeState: the
+// errStateClosed is a purge owed after closeState: the
 // node is stopping, and the change lives in its memory only.
 var errStateClosed = errors.New("cluster.state_dir is closed (the node is stopping): what is owed now is in memory only")
 
@@ -305,7 +306,7 @@ func (o *owedPurges) flush(wait bool) error {
 // flushLocked is flush with o.saveMu held.
 func (o *owedPurges) flushLocked() error {
 	o.mu.Lock()
-	if o.changedAfterClose {
+	if o.owedAfterClose {
 		o.mu.Unlock()
 		return errStateClosed
 	}
@@ -380,6 +381,7 @@ func (c *Cluster) Close() error {
 	if !c.rounds.wait(closeWait(c.cfg.PeerTimeout)) {
 		c.log.Warn("stopping with a purge still under way: what it owes may be in memory only, and its answer says so")
 	}
+	c.endLife()
 	if err := c.owed.closeState(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -446,3 +446,27 @@ func TestAStateDirInUseStopsASecondStart(t *testing.T) {
 	}
 	_ = next.closeState()
 }
+
+// After the close only a purge owed is reported unwritten: one settled
+// then (a late answer, a delivery) is not, since the file owing it still
+// costs only a redelivery the peer answers at once (a review found every
+// purge answering "not saved" once anything changed after the close).
+func TestASettleAfterTheCloseIsNotReportedUnwritten(t *testing.T) {
+	dir := t.TempDir()
+	var o owedPurges
+	if err := o.loadOwed(dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	seq := o.owe("B", proxy.PurgeRequest{URL: "http://site.example/s"}, newPurgeID(), nil, nil)
+	if err := o.closeState(); err != nil {
+		t.Fatal(err)
+	}
+	o.settle("B", seq)
+	if err := o.flush(true); err != nil {
+		t.Errorf("a settle after the close: flush says %v, want nil", err)
+	}
+	o.owe("C", proxy.PurgeRequest{URL: "http://site.example/t"}, newPurgeID(), nil, nil)
+	if err := o.flush(true); !errors.Is(err, errStateClosed) {
+		t.Errorf("a purge owed after the close: flush says %v, want errStateClosed", err)
+	}
+}

@@ -171,12 +171,14 @@ type owedPurges struct {
 	// saveMu orders the writes; saved is the document last written.
 	saveMu sync.Mutex
 	lock   *os.File // the state directory's flock, held until closeState
-	// closed says closeState ran on a state file; changedAfterClose that
-	// what is owed changed since, unwritten (flush reports it).
-	closed, changedAfterClose bool
-	saved                     []byte
-	saveErrors                atomic.Uint64
-	failing                   atomic.Bool // the last write failed (logged once until one succeeds)
+	// closed says closeState ran on a state file; owedAfterClose that a
+	// purge was owed since (or while its last write ran), unwritten: flush
+	// reports it. A purge settled since is not (the file then owes it
+	// still, and a redelivery of a purge taken is answered at once).
+	closed, owedAfterClose bool
+	saved                  []byte
+	saveErrors             atomic.Uint64
+	failing                atomic.Bool // the last write failed (logged once until one succeeds)
 }
 
 // owe records p (id pid) as owed to peer and returns its number, for a
@@ -205,6 +207,7 @@ func (o *owedPurges) owe(peer string, p proxy.PurgeRequest, pid string, away []s
 			l.pids[pid] = struct{}{}
 		}
 	}
+	o.owedAfterClose = o.owedAfterClose || o.closed // a purge owed after closeState: not written
 	if len(l.purges) == 1 && l.purges[0].p == purgeEverything {
 		// Already owed everything; a new number and id for it, so that
 		// a delivery of it under way, which began before this purge,

@@ -591,7 +591,9 @@ func (n *Node) Run(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		if n.cluster != nil {
-			_ = n.cluster.Close() // what is owed written, the directory let go (a review's)
+			if cerr := n.cluster.Close(); cerr != nil { // what is owed written, the directory let go (a review's)
+				n.log.Error("cluster state", "err", cerr)
+			}
 		}
 		return fmt.Errorf("node: serve: %w", err)
 	case <-ctx.Done():

@@ -88,7 +88,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 				readEOF(r.Body)
 			}
 			r.Body = &bufferedBody{rd: bytes.NewReader(buf), orig: r.Body}
-			readWholeFirst(r)
+			dropExpect(r)
 			h.metrics.requestBodies[bodyInMemory].Inc()
 			return done, nil
 		}
@@ -118,7 +118,7 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		readEOF(r.Body) // HTTP/2 and 3 end the stream when they will: not waited for
 	}
 	r.Body = &bufferedBody{rd: io.NewSectionReader(spillReaderAt{sp}, 0, n), orig: r.Body}
-	readWholeFirst(r)
+	dropExpect(r)
 	h.metrics.requestBodies[bodyOnDisk].Inc()
 	return done, nil
 }
@@ -235,6 +235,7 @@ func spillBody(body io.Reader, sp *spill, want int64, room func(int64) bool) (pe
 // streamRest sends what sp holds, then pending, then the rest of r's body
 // as the client sends it: a body the spool could not take whole.
 func (h *Handler) streamRest(r *http.Request, sp *spill, pending []byte) {
+	dropExpect(r)
 	r.Body = &bufferedBody{rd: io.MultiReader(io.NewSectionReader(spillReaderAt{sp}, 0, sp.size), bytes.NewReader(pending), r.Body), orig: r.Body}
 	h.metrics.requestBodies[bodyStreamed].Inc()
 }
@@ -244,6 +245,7 @@ func (h *Handler) streamRest(r *http.Request, sp *spill, pending []byte) {
 func (h *Handler) streamFrom(r *http.Request, buf []byte, keepMem func(int64)) (done func()) {
 	if len(buf) > 0 {
 		r.Body = &bufferedBody{rd: io.MultiReader(bytes.NewReader(buf), r.Body), orig: r.Body}
+		dropExpect(r)
 	}
 	h.metrics.requestBodies[bodyStreamed].Inc()
 	return func() { keepMem(0) }
@@ -262,19 +264,20 @@ func readUpTo(body io.Reader, buf []byte) (n int, err error) {
 	return n, nil
 }
 
-// readWholeFirst drops r's Expect: 100-continue, its body being in: the
-// client had its 100 Continue from this server when the body was read,
-// and the origin asked to send one would be waited for (a second on
+// dropExpect drops r's Expect: 100-continue once this server has read
+// some of its body (all of it, or what went ahead of a body that goes on
+// as it comes): the client had its 100 Continue then, and the origin asked
+// to send one would be waited for (a second on
 // every upload to an origin that sends none: a review's
 // TestReviewBufferedUploadDoesNotForwardExpect).
-func readWholeFirst(r *http.Request) {
+func dropExpect(r *http.Request) {
 	delete(r.Header, "Expect")
 }
 
 // setLength makes r, whose body was read whole, go upstream with its
 // length rather than the chunked coding it came in.
 func setLength(r *http.Request, n int64) {
-	readWholeFirst(r)
+	dropExpect(r)
 	r.ContentLength = n
 	r.TransferEncoding = nil
 	if n == 0 {
