@@ -147,11 +147,13 @@ func (h *Handler) bufferUnknown(r *http.Request) (done func(), err error) {
 		k, err := readUpTo(r.Body, buf)
 		switch {
 		case errors.Is(err, io.EOF):
+			// A copy of its own size, made while the whole read buffer is
+			// still charged, then the charge cut to it: the buffer's
+			// 64 KiB would otherwise be held to the request's end, charged
+			// k (a review's TestReviewChunkedSmallBodyHoldsOnlyWhatItIsCharged).
+			body := bytes.Clone(buf[:k])
 			keepMem(int64(k))
-			// A copy of its own size: the charge is k, and the read
-			// buffer's 64 KiB would be held to the request's end (a
-			// review's TestReviewChunkedSmallBodyHoldsOnlyWhatItIsCharged).
-			r.Body = &bufferedBody{rd: bytes.NewReader(bytes.Clone(buf[:k])), orig: r.Body}
+			r.Body = &bufferedBody{rd: bytes.NewReader(body), orig: r.Body}
 			setLength(r, int64(k))
 			h.metrics.requestBodies[bodyInMemory].Inc()
 			return func() { keepMem(0) }, nil
@@ -267,9 +269,8 @@ func readUpTo(body io.Reader, buf []byte) (n int, err error) {
 // dropExpect drops r's Expect: 100-continue once this server has read
 // some of its body (all of it, or what went ahead of a body that goes on
 // as it comes): the client had its 100 Continue then, and the origin asked
-// to send one would be waited for (a second on
-// every upload to an origin that sends none: a review's
-// TestReviewBufferedUploadDoesNotForwardExpect).
+// to send one would be waited for (a second on every upload to an origin
+// that sends none: a review's TestReviewBufferedUploadDoesNotForwardExpect).
 func dropExpect(r *http.Request) {
 	delete(r.Header, "Expect")
 }
