@@ -191,10 +191,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.PurgeHeldCopies)
 	m.OwedSaveErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_purge_owed_save_errors_total", Help: "Failed writes of the file in cluster.state_dir that keeps the purges peers are owed across a restart (tried again at the next change or monitor round; until one succeeds a restart loses what changed)."})
 	reg.MustRegister(m.OwedSaveErrors)
-	m.OwedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_pulls_total", Help: "Peers this node asked to deliver the purges they owe it, by when (start: when it started, before it served a client; silence: a peer heard again after a silence long enough to refute a suspicion; joined: a peer membership brought in after the start's asking, learnt by gossip or back from an agreed death) and outcome: delivered (it owed some and they ran here), nothing (it owed none), unreachable (no answer within the bound), failed (it could not deliver them all: the rest come as before)."}, []string{"when", "outcome"})
+	m.OwedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_purge_owed_pulls_total", Help: "Peers this node asked to deliver the purges they owe it, by when (start: when it started, before it served a client; silence: a peer heard again after a silence long enough to refute a suspicion; joined: a peer membership brought in after the start's asking, learnt by gossip or back from an agreed death) and outcome: delivered (it owed some and they ran here), nothing (it owed none), unreachable (no answer within the bound), failed (it could not deliver them all: the rest come as before), dropped (not asked: more peers came back at once than the queue holds; they deliver once they trust this node again)."}, []string{"when", "outcome"})
 	for _, w := range []string{askAtStart, askAfterSilence, askJoined} {
 		for _, o := range []string{pullDelivered, pullNothing, pullUnreachable, pullFailed} {
 			m.OwedPulls.WithLabelValues(w, o)
+		}
+		if w != askAtStart { // the start asks every peer itself, queueing none
+			m.OwedPulls.WithLabelValues(w, pullDropped)
 		}
 	}
 	reg.MustRegister(m.OwedPulls)

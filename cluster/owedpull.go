@@ -60,6 +60,7 @@ const (
 	pullNothing     = "nothing"     // it owed nothing
 	pullUnreachable = "unreachable" // no answer (down, refused, timed out)
 	pullFailed      = "failed"      // it answered that it could not deliver them all
+	pullDropped     = "dropped"     // not asked: the queue was full (it delivers when it trusts this node again)
 )
 
 // PullSummary is what a start's asking came to, for the status page
@@ -206,11 +207,14 @@ func (c *Cluster) Pulled() *PullSummary { return c.pulled.Load() }
 type owedAsk struct{ id, when string }
 
 // wantOwedFrom queues peer id to be asked for what it owes this node
-// (askLoop); dropped when the queue is full (the peer delivers as before).
+// (askLoop); dropped when the queue is full, and counted so (the peer
+// delivers as before, once it trusts this node again): the caller is a
+// heartbeat or membership callback, which must not wait.
 func (c *Cluster) wantOwedFrom(id, when string) {
 	select {
 	case c.owedAsks <- owedAsk{id, when}:
 	default:
+		c.metrics.OwedPulls.WithLabelValues(when, pullDropped).Inc()
 	}
 }
 

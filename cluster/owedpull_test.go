@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/cluster/wire"
@@ -203,5 +204,23 @@ func TestAPeerBackFromAnAgreedDeathIsAskedForWhatItOwes(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(b.c.metrics.OwedPulls.WithLabelValues(askJoined, pullDelivered)); got != 1 {
 		t.Errorf(`edge_purge_owed_pulls_total{when="joined",outcome="delivered"} = %v, want 1`, got)
+	}
+}
+
+// An ask the queue has no room for is counted, not lost silently: the
+// heartbeat and membership callbacks that queue asks must not wait.
+func TestADroppedAskIsCounted(t *testing.T) {
+	c := &Cluster{owedAsks: make(chan owedAsk, 1), metrics: NewMetrics(prometheus.NewRegistry())}
+	c.wantOwedFrom("B", askJoined)
+	c.wantOwedFrom("C", askJoined)
+	c.wantOwedFrom("D", askAfterSilence)
+	if got := testutil.ToFloat64(c.metrics.OwedPulls.WithLabelValues(askJoined, pullDropped)); got != 1 {
+		t.Errorf("joined asks dropped: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(c.metrics.OwedPulls.WithLabelValues(askAfterSilence, pullDropped)); got != 1 {
+		t.Errorf("silence asks dropped: %v, want 1", got)
+	}
+	if ask := <-c.owedAsks; ask.id != "B" {
+		t.Errorf("the queued ask: %+v, want B's", ask)
 	}
 }

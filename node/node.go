@@ -528,8 +528,8 @@ func (n *Node) PublicAddr() string { return n.pubLn.Addr().String() }
 // AdminAddr is the bound admin listener address.
 func (n *Node) AdminAddr() string { return n.admLn.Addr().String() }
 
-// Run serves until ctx ends, then drains in-flight requests for at most the
-// shutdown timeout.
+// Run serves until ctx ends or a listener fails, then drains in-flight
+// requests for at most the shutdown timeout; it returns the failure.
 func (n *Node) Run(ctx context.Context) error {
 	errc := make(chan error, 6)
 	clusterCtx, stopCluster := context.WithCancel(context.Background())
@@ -588,14 +588,15 @@ func (n *Node) Run(ctx context.Context) error {
 		servePublic()
 	}
 	n.log.Info("edge serving", n.startupSummary()...)
+	// A listener or the cluster failing stops the node the same orderly
+	// way a signal does: the other listeners drain, what is owed is
+	// written and cluster.state_dir let go, and the disk tier writes its
+	// index and lets its directory go, so the next start (another
+	// process, or New again in this one) finds both free and whole.
+	var serveErr error
 	select {
-	case err := <-errc:
-		if n.cluster != nil {
-			if cerr := n.cluster.Close(); cerr != nil { // what is owed written, the directory let go (a review's)
-				n.log.Error("cluster state", "err", cerr)
-			}
-		}
-		return fmt.Errorf("node: serve: %w", err)
+	case serveErr = <-errc:
+		n.log.Error("serving failed; stopping", "err", serveErr)
 	case <-ctx.Done():
 	}
 	n.draining.Store(true)
@@ -646,6 +647,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.access != nil {
 		stopAccess() // after the servers drained: every request's line is queued
 		<-n.access.done
+	}
+	if serveErr != nil {
+		return fmt.Errorf("node: serve: %w", serveErr)
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("node: shutdown: %w", err)

@@ -291,9 +291,14 @@ func TestOwedReviewAFailedStartLetsTheStateDirGo(t *testing.T) {
 // written, and the process keeps cluster.state_dir locked until it exits
 // (an embedder, or a supervisor that calls node.New again in-process, is
 // refused its own directory).
+//
+// Since: Run stops on a serve error as on a signal, so the disk tier lets
+// its directory go too (its own lock refused the next New before), with
+// its index written.
 func TestOwedReviewRunEndingOnAServeErrorLetsTheStateDirGo(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := config.LoadBytes([]byte(reviewClusterYAML(t, dir, freeAddr(t))))
+	diskYAML := "cache: {disk: {path: '" + filepath.Join(t.TempDir(), "disk") + "'}}\n"
+	cfg, err := config.LoadBytes([]byte(reviewClusterYAML(t, dir, freeAddr(t)) + diskYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,11 +315,13 @@ func TestOwedReviewRunEndingOnAServeErrorLetsTheStateDirGo(t *testing.T) {
 	_ = n.admLn.Close() // the admin listener fails
 	select {
 	case err := <-done:
-		t.Logf("Run: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "node: serve:") {
+			t.Fatalf("Run after its admin listener failed: %v, want the serve error", err)
+		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not end on its admin listener's failure")
 	}
-	cfg, _ = config.LoadBytes([]byte(reviewClusterYAML(t, dir, freeAddr(t))))
+	cfg, _ = config.LoadBytes([]byte(reviewClusterYAML(t, dir, freeAddr(t)) + diskYAML))
 	n2, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("a start after Run ended on an error: %v", err)
