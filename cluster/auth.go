@@ -55,8 +55,11 @@ const maxSkew = 5 * time.Second
 
 // unsignedFields are framing fields that Go's client or server may add or
 // drop on the way; they do not change what a response says.
+// Host among them: Go's client never sends Header["Host"] (it sends
+// r.Host, which the MAC covers apart), so a request that carried one was
+// refused as forged.
 var unsignedFields = []string{"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
-	"Proxy-Connection", hdrAuth, hdrRespAuth, hdrBodyAuth}
+	"Proxy-Connection", "Host", hdrAuth, hdrRespAuth, hdrBodyAuth}
 
 // appendCanonical appends every signed header field, sorted, to b: the
 // field's name, ':', each value followed by '\n', then a 0 byte. A field

@@ -52,7 +52,7 @@ type tlsFront struct {
 	ln    net.Listener
 	udp   net.PacketConn
 	srv   *http.Server
-	h3    *http3.Server
+	h3    *h3Front // nil without HTTP/3
 	port  string   // the TLS listener's port, for redirects and Alt-Svc
 	alt   []string // Alt-Svc value (nil without HTTP/3)
 	hsts  []string // Strict-Transport-Security value (nil: none)
@@ -162,18 +162,19 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 		if t.udp, err = net.ListenPacket("udp", t.ln.Addr().String()); err != nil {
 			return nil, fmt.Errorf("node: tls.listen (udp, for tls.http3): %w", err)
 		}
-		t.h3 = &http3.Server{
+		quicConf := &quic.Config{
+			MaxIncomingStreams:   maxConcurrentStreams,
+			HandshakeIdleTimeout: cfg.Limits.ReadHeaderTimeout,
+			MaxIdleTimeout:       cfg.Limits.IdleTimeout,
+		}
+		t.h3 = newH3Front(&http3.Server{
 			Handler:        t.wrap(h),
 			TLSConfig:      http3.ConfigureTLSConfig(t.conf.Clone()),
 			MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
 			IdleTimeout:    cfg.Limits.IdleTimeout,
-			QUICConfig: &quic.Config{
-				MaxIncomingStreams:   maxConcurrentStreams,
-				HandshakeIdleTimeout: cfg.Limits.ReadHeaderTimeout,
-				MaxIdleTimeout:       cfg.Limits.IdleTimeout,
-			},
-			Logger: log,
-		}
+			QUICConfig:     quicConf,
+			Logger:         log,
+		}, quicConf, cfg.Limits.ReadHeaderTimeout, log)
 		t.alt = []string{`h3=":` + t.port + `"; ma=86400`}
 	}
 	return t, nil
@@ -303,6 +304,9 @@ func (t *tlsFront) wrap(next http.Handler) http.Handler {
 		}
 		switch r.ProtoMajor {
 		case 3:
+			// The stream's header deadline (h3front.go) ends here: the
+			// body's own limits (limits.body_timeout) apply from now.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 			h3.Inc()
 		case 2:
 			h2.Inc()
@@ -373,7 +377,7 @@ func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
 	}
 	if t.h3 != nil {
 		go func() {
-			if err := t.h3.Serve(t.udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
+			if err := t.h3.serve(t.udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
 				errc <- fmt.Errorf("http3: %w", err)
 			}
 		}()
@@ -398,7 +402,7 @@ func (t *tlsFront) shutdown(ctx context.Context) {
 		_ = t.hits.WaitWrites(ctx)
 	}
 	if t.h3 != nil {
-		_ = t.h3.Shutdown(ctx)
+		_ = t.h3.shutdown(ctx)
 		_ = t.udp.Close()
 	}
 	if t.cache != nil {

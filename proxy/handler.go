@@ -302,6 +302,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, http.StatusBadRequest, "bad_target", "request target has a space or control byte in its query")
 		return
 	}
+	if r.Method == http.MethodConnect {
+		// A reverse proxy tunnels nothing: forwarded, a CONNECT (or an
+		// HTTP/2 or HTTP/3 extended CONNECT, a WebSocket, with its
+		// :protocol lost) reached the origin as a request of a method it
+		// does not serve, and its answer went back as a 200 the client took
+		// for an open tunnel (a review's). 501: this server does not do
+		// it for any resource (RFC 9110 §15.6.2).
+		h.reject(w, r, http.StatusNotImplemented, "connect", "CONNECT is not supported: edge is a reverse proxy and opens no tunnels")
+		return
+	}
 	if ip := clientIP(r); !h.clients.acquire(ip) {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")

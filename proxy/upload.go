@@ -80,7 +80,12 @@ func (h *Handler) bufferBody(r *http.Request) (done func(), err error) {
 		if h.charge(n) {
 			done := func() { h.release(n); h.uploadMem.Add(-n) }
 			buf := make([]byte, n)
-			if _, err := io.ReadFull(r.Body, buf); err != nil {
+			// Not io.ReadFull: it drops an error that comes with the last
+			// bytes, and HTTP/3's body gives the declared length with the
+			// error of a stream that sent more than it declared (RFC 9114
+			// §4.1.2: malformed, never to be forwarded; a review's).
+			got, err := readUpTo(r.Body, buf)
+			if err := fullBody(len(buf), got, err); err != nil {
 				done()
 				return nil, err
 			}
@@ -251,6 +256,21 @@ func (h *Handler) streamFrom(r *http.Request, buf []byte, keepMem func(int64)) (
 	}
 	h.metrics.requestBodies[bodyStreamed].Inc()
 	return func() { keepMem(0) }
+}
+
+// fullBody judges readUpTo's (n, err) for a body that must fill a buffer
+// of want bytes exactly: nil when it did (with io.EOF or not: net/http's
+// body ends with an io.EOF beside the last bytes), io.ErrUnexpectedEOF
+// when it ended short, and any other error as it is, even one that came
+// with the last bytes.
+func fullBody(want, n int, err error) error {
+	switch {
+	case err == nil || (errors.Is(err, io.EOF) && n == want):
+		return nil
+	case errors.Is(err, io.EOF):
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // readUpTo reads into buf until it is full or the body ends or fails

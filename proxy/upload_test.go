@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -285,6 +287,72 @@ func TestAnUploadWhoseLastBytesComeWithEOFIsWhole(t *testing.T) {
 			if w.Code != 200 || w.Body.String() != echoOf(body) {
 				t.Errorf("%d bytes (declared %d) ending with io.EOF: %d %q", size, length, w.Code, w.Body.String())
 			}
+		}
+	}
+}
+
+// lastBytesWithError gives its bytes in one read, with err beside them:
+// how HTTP/3's body ends a stream that sent more than it declared
+// (quic-go returns the declared bytes and the stream's error together).
+type lastBytesWithError struct {
+	b   []byte
+	err error
+}
+
+func (r *lastBytesWithError) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	if len(r.b) == 0 {
+		return n, r.err
+	}
+	return n, nil
+}
+
+// A body whose last bytes come with an error is not whole: it is refused,
+// and never reaches the origin (RFC 9114 §4.1.2: a malformed request is
+// not forwarded). io.ReadFull, used for small bodies, dropped the error
+// (a review found HTTP/3 POSTs that sent more than their Content-Length
+// forwarded while their client saw the stream fail, and retried).
+func TestABodyWhoseLastBytesComeWithAnErrorIsRefused(t *testing.T) {
+	srv, seen := bodyEchoOrigin(t)
+	h, _ := spoolProxy(t, srv, 64<<20, nil)
+	for _, size := range []int{5, 1000, 300 << 10} {
+		path := "/malformed/" + strconv.Itoa(size)
+		rd := &lastBytesWithError{b: patterned(size, 5), err: errors.New("H3_MESSAGE_ERROR: more than declared")}
+		w := <-upload(h, path, int64(size), rd)
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%d bytes, then an error: %d, want 400", size, w.Code)
+		}
+		if _, ok := seen.Load(path); ok {
+			t.Errorf("%d bytes, then an error: the origin got the request", size)
+		}
+	}
+	h.Wait()
+	if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || len(h.sem) != 0 {
+		t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, len(h.sem))
+	}
+}
+
+func TestFullBody(t *testing.T) {
+	other := errors.New("stream reset")
+	for _, tc := range []struct {
+		want, n int
+		err     error
+		out     error
+	}{
+		{5, 5, nil, nil},
+		{5, 5, io.EOF, nil},
+		{5, 5, fmt.Errorf("wrapped: %w", io.EOF), nil},
+		{5, 3, io.EOF, io.ErrUnexpectedEOF},
+		{5, 0, io.EOF, io.ErrUnexpectedEOF},
+		{5, 5, other, other},
+		{5, 2, other, other},
+	} {
+		if got := fullBody(tc.want, tc.n, tc.err); !errors.Is(got, tc.out) || (tc.out == nil) != (got == nil) {
+			t.Errorf("fullBody(%d, %d, %v) = %v, want %v", tc.want, tc.n, tc.err, got, tc.out)
 		}
 	}
 }

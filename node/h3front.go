@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// h3Front serves HTTP/3 from an accept loop of its own, around quic-go's
+// http3.RawServerConn, for one reason: a request stream's HEADERS must
+// come within limits.read_header_timeout, as on the TCP listeners.
+// http3.Server waits for them without a bound, and the connection's idle
+// timer stops while any stream is open, so a client that opened streams,
+// sent a few bytes of HEADERS and kept the connection alive with pings
+// held a goroutine and its buffers per stream for ever (250 streams a
+// connection, connections unbounded; a review's
+// TestReviewH3PartialHeadersAreTimedOut). quic-go has no per-stream
+// header timeout; everything else (framing, QPACK, the handler's
+// request and response) is still quic-go's.
+//
+// What it does not do that http3.Server does: a graceful stop sends no
+// GOAWAY (the public API does not reach the control stream). New request
+// streams are refused with H3_REQUEST_REJECTED instead, which RFC 9114
+// §8.1 lets a client retry elsewhere, while the requests under way end.
+type h3Front struct {
+	srv           *http3.Server // the handler, settings, header limit, idle timeout
+	tls           *tls.Config
+	quic          *quic.Config
+	headerTimeout time.Duration
+	log           *slog.Logger
+
+	grace     context.Context // ends when a stop begins: no new connections or streams
+	stopGrace context.CancelFunc
+	hard      context.Context // ends when the stop's deadline passed: connections close
+	stopHard  context.CancelFunc
+	conns     sync.WaitGroup
+}
+
+func newH3Front(srv *http3.Server, quicConf *quic.Config, headerTimeout time.Duration, log *slog.Logger) *h3Front {
+	hard, stopHard := context.WithCancel(context.Background())
+	grace, stopGrace := context.WithCancel(hard)
+	return &h3Front{srv: srv, tls: srv.TLSConfig, quic: quicConf, headerTimeout: headerTimeout, log: log,
+		grace: grace, stopGrace: stopGrace, hard: hard, stopHard: stopHard}
+}
+
+// serve accepts connections on pc until shutdown; it returns
+// http.ErrServerClosed then, or the listener's error.
+func (f *h3Front) serve(pc net.PacketConn) error {
+	ln, err := quic.Listen(pc, f.tls, f.quic)
+	if err != nil {
+		return fmt.Errorf("node: http3 listen: %w", err)
+	}
+	defer func() { _ = ln.Close() }()
+	for {
+		conn, err := ln.Accept(f.grace)
+		if f.grace.Err() != nil {
+			if conn != nil {
+				_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+			}
+			return http.ErrServerClosed
+		}
+		if err != nil {
+			return fmt.Errorf("node: http3 accept: %w", err)
+		}
+		f.conns.Go(func() { f.handleConn(conn) })
+	}
+}
+
+// handleConn serves conn's streams until it closes or the stop's
+// deadline passes.
+func (f *h3Front) handleConn(conn *quic.Conn) {
+	hconn, err := f.srv.NewRawServerConn(conn)
+	if err != nil {
+		f.log.Debug("http3 connection", "err", err)
+		_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeInternalError), "")
+		return
+	}
+	go func() { // the client's control and QPACK streams
+		for {
+			str, err := conn.AcceptUniStream(conn.Context())
+			if err != nil {
+				return
+			}
+			go hconn.HandleUnidirectionalStream(str)
+		}
+	}()
+	closed := make(chan struct{})
+	defer close(closed)
+	go func() { // the stop's deadline closes what is left
+		select {
+		case <-f.hard.Done():
+			_ = hconn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+		case <-closed:
+		}
+	}()
+	var requests sync.WaitGroup
+	for {
+		str, err := conn.AcceptStream(f.grace)
+		if err != nil {
+			break // closed by either side, or the stop began
+		}
+		// HEADERS within the bound; the handler clears it (tlsFront.wrap)
+		// and the body's own limits apply from there.
+		_ = str.SetReadDeadline(time.Now().Add(f.headerTimeout))
+		requests.Go(func() { hconn.HandleRequestStream(str) })
+	}
+	if conn.Context().Err() == nil {
+		// Stopping: the requests under way end, new ones are refused.
+		go func() {
+			for {
+				str, err := conn.AcceptStream(conn.Context())
+				if err != nil {
+					return
+				}
+				str.CancelRead(quic.StreamErrorCode(http3.ErrCodeRequestRejected))
+				str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeRequestRejected))
+			}
+		}()
+	}
+	requests.Wait()
+	_ = hconn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+}
+
+// shutdown stops accepting, lets the requests under way end until ctx
+// does, then closes every connection.
+func (f *h3Front) shutdown(ctx context.Context) error {
+	f.stopGrace()
+	done := make(chan struct{})
+	go func() { f.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+		f.stopHard()
+		return nil
+	case <-ctx.Done():
+		f.stopHard()
+		<-done
+		return errors.Join(errors.New("node: http3: requests still running at the stop's deadline"), ctx.Err())
+	}
+}
