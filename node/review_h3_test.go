@@ -198,6 +198,7 @@ func reqFields(method, authority, path string, extra ...[2]string) [][2]string {
 // and its buffers in quic-go, up to 250 per connection, connections
 // unbounded) for as long as it likes: nothing times the header out.
 func TestReviewH3PartialHeadersAreTimedOut(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "limits: {read_header_timeout: 300ms, idle_timeout: 1s}\n")
 	c := dialRawH3(t, n, &quic.Config{KeepAlivePeriod: 100 * time.Millisecond})
@@ -240,6 +241,7 @@ func TestReviewH3PartialHeadersAreTimedOut(t *testing.T) {
 // reading a large pass-through response (its flow-control window closed,
 // the connection kept alive by PINGs) must be cut off.
 func TestReviewH3SlowReaderIsCutByWriteTimeout(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "limits: {write_timeout: 500ms, idle_timeout: 2s, spool_bytes: 0}\n")
 	c := dialRawH3(t, n, &quic.Config{KeepAlivePeriod: 100 * time.Millisecond,
@@ -265,6 +267,7 @@ func TestReviewH3SlowReaderIsCutByWriteTimeout(t *testing.T) {
 // with its Content-Length, and a body longer than its declared length never
 // reaches the origin.
 func TestReviewH3RequestBodies(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "limits: {max_body_bytes: 100KiB, body_timeout: 1s, min_body_rate: 1KiB}\n")
 	c := dialRawH3(t, n, nil)
@@ -317,6 +320,7 @@ func TestReviewH3RequestBodies(t *testing.T) {
 // the stream failed (H3_MESSAGE_ERROR): a client that retries has the
 // origin run it twice.
 func TestReviewH3BodyLongerThanDeclaredIsNotForwarded(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "")
 	c := dialRawH3(t, n, nil)
@@ -357,6 +361,7 @@ func TestReviewH3BodyLongerThanDeclaredIsNotForwarded(t *testing.T) {
 // TestReviewH3StalledBodyIsTimedOut: a body that stops after its first
 // bytes is cut by limits.body_timeout / min_body_rate over HTTP/3 too.
 func TestReviewH3StalledBodyIsTimedOut(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "limits: {body_timeout: 500ms, min_body_rate: 1KiB}\n")
 	c := dialRawH3(t, n, &quic.Config{KeepAlivePeriod: 100 * time.Millisecond})
@@ -385,6 +390,7 @@ func TestReviewH3StalledBodyIsTimedOut(t *testing.T) {
 // POST carried in 0-RTT accepted (no RFC 8470 handling exists: quic-go
 // hands early requests to the handler like any other).
 func TestReviewH3NoEarlyData(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "")
 	tc := h3TLS()
@@ -454,6 +460,7 @@ func metricValue(t *testing.T, n *Node, name, label, value string) float64 {
 // server never shows it: the peer refuses the request ("mac") and the miss
 // goes to the origin, every time, for every such client.
 func TestReviewH3HostFieldDoesNotBreakPeerMAC(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	clA, clB := freeAddr(t), freeAddr(t)
 	cp, kp := writePair(t, t.TempDir(), "a", []string{"a.test"}, 1)
@@ -516,6 +523,7 @@ func TestReviewH3HostFieldDoesNotBreakPeerMAC(t *testing.T) {
 // CVE-2023-44487, which net/http bounds by counting running handlers)
 // starts handlers without bound on one connection.
 func TestReviewH3RapidResetIsBoundedByTheStreamLimit(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	var cur, peak atomic.Int64
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := cur.Add(1)
@@ -566,6 +574,7 @@ func TestReviewH3RapidResetIsBoundedByTheStreamLimit(t *testing.T) {
 // another site; cookie crumbs are joined with "; " before the origin and
 // the cache see them (RFC 9114 §4.2.1).
 func TestReviewH3HostsAndCookies(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	oa, ob := newH3Origin(t), newH3Origin(t)
 	cp, kp := writePair(t, t.TempDir(), "a", []string{"a.test", "b.test"}, 1)
 	n := startNodeYAML(t, "listen: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
@@ -617,6 +626,7 @@ func TestReviewH3HostsAndCookies(t *testing.T) {
 // over HTTP/3, "CONNECT /ws HTTP/1.1" with the :protocol lost. The same
 // holds for CONNECT over HTTP/1.1 and HTTP/2 (servePass takes any method).
 func TestReviewH3ConnectIsNotForwarded(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "")
 	c := dialRawH3(t, n, nil)
@@ -645,6 +655,7 @@ func TestReviewH3ConnectIsNotForwarded(t *testing.T) {
 // logged once with its protocol and cache result, and its Cache-Status
 // says what happened (a miss, then a hit).
 func TestReviewH3CountsAndLogs(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	logf := t.TempDir() + "/access.log"
 	n := startH3Node(t, o.URL, "log: {access: '"+logf+"', access_format: json}\n")
@@ -697,6 +708,7 @@ func readFileIfAny(p string) (string, error) {
 // open is closed after limits.idle_timeout even while the client PINGs,
 // and a header block over limits.max_header_bytes is refused with 431.
 func TestReviewH3IdleAndHugeHeaders(t *testing.T) {
+	t.Parallel() // each its own node on its own ports
 	o := newH3Origin(t)
 	n := startH3Node(t, o.URL, "limits: {idle_timeout: 500ms, max_header_bytes: 4KiB}\n")
 	c := dialRawH3(t, n, nil)
