@@ -299,8 +299,27 @@ func verifyResponse(secret []byte, nonce string, resp *http.Response) error {
 	if got == "" || !hmac.Equal([]byte(responseMAC(secret, nonce, resp.StatusCode, resp.Header)), []byte(got)) {
 		return errBadPeerResponse
 	}
+	dropUnsigned(resp.Header)
 	resp.Body = &verifiedBody{ReadCloser: resp.Body, resp: resp, mac: newBodyMAC(secret, nonce)}
 	return nil
+}
+
+// unsignedMeaningful are the unsigned fields that still mean something
+// once the message is parsed: the proxy deletes every field a Connection
+// value names (RFC 9110 §7.6.1), so a relay that added "Connection: Vary"
+// to a signed Vary: Cookie answer had one user's page stored for everyone
+// ("Connection: Cache-Control" dropped private and no-store; "Connection:
+// Cookie" on a request dropped the cookie at the peer), and an added Host
+// was stored and served (a review's). Nobody signed them, so nobody reads
+// them: they go once the MAC has been checked. Go's client and server have
+// already acted on what framing needed of them.
+var unsignedMeaningful = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade", "Te", "Host"}
+
+// dropUnsigned deletes unsignedMeaningful from a verified message's header.
+func dropUnsigned(h http.Header) {
+	for _, k := range unsignedMeaningful {
+		delete(h, k)
+	}
 }
 
 // verifiedBody checks the body MAC trailer at the end of the body.

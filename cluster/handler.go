@@ -231,6 +231,7 @@ func (c *Cluster) authenticate(next http.Handler) http.Handler {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
+		dropUnsigned(r.Header)
 		sw := newSigningWriter(w, r, c.cfg.Secret)
 		defer sw.finish()
 		next.ServeHTTP(sw, r)

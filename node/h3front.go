@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -30,7 +31,10 @@ import (
 // What it does not do that http3.Server does: a graceful stop sends no
 // GOAWAY (the public API does not reach the control stream). New request
 // streams are refused with H3_REQUEST_REJECTED instead, which RFC 9114
-// §8.1 lets a client retry elsewhere, while the requests under way end.
+// §8.1 lets a client retry elsewhere, while the requests under way end;
+// and since no GOAWAY tells the client to close, each connection is kept
+// h3StopLinger past its last request's end (or until its client closes
+// it, or the stop's deadline), not closed as its handlers return.
 type h3Front struct {
 	srv           *http3.Server // the handler, settings, header limit, idle timeout
 	tls           *tls.Config
@@ -42,8 +46,23 @@ type h3Front struct {
 	stopGrace context.CancelFunc
 	hard      context.Context // ends when the stop's deadline passed: connections close
 	stopHard  context.CancelFunc
-	conns     sync.WaitGroup
+
+	mu       sync.Mutex // orders conns.Add before the stop's conns.Wait
+	stopping bool
+	conns    sync.WaitGroup
 }
+
+// h3StopLinger is how long a stopping node keeps an HTTP/3 connection
+// after its last request's handler returned. A handler's return means
+// quic-go took the bytes, not that the client has them: closing then lost
+// what was still in flight, and quic-go's client drops what it received
+// but had not read yet once the connection closes (a review's
+// TestS6H3GracefulStopDeliversTheWholeResponse: 0 of 300 KiB read 300 ms
+// after the stop began). quic-go's own server sent GOAWAY and left the
+// connection to the client until the deadline; two seconds covers a
+// client that reads what it was sent, and a connection idle longer than
+// that when the stop begins closes at once.
+const h3StopLinger = 2 * time.Second
 
 func newH3Front(srv *http3.Server, quicConf *quic.Config, headerTimeout time.Duration, log *slog.Logger) *h3Front {
 	hard, stopHard := context.WithCancel(context.Background())
@@ -62,17 +81,32 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 	defer func() { _ = ln.Close() }()
 	for {
 		conn, err := ln.Accept(f.grace)
-		if f.grace.Err() != nil {
-			if conn != nil {
-				_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
-			}
-			return http.ErrServerClosed
-		}
 		if err != nil {
+			if f.grace.Err() != nil {
+				return http.ErrServerClosed
+			}
 			return fmt.Errorf("node: http3 accept: %w", err)
 		}
-		f.conns.Go(func() { f.handleConn(conn) })
+		if !f.track() {
+			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+			return http.ErrServerClosed
+		}
+		go func() {
+			defer f.conns.Done()
+			f.handleConn(conn)
+		}()
 	}
+}
+
+// track counts a new connection, unless the stop has begun.
+func (f *h3Front) track() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopping {
+		return false
+	}
+	f.conns.Add(1)
+	return true
 }
 
 // handleConn serves conn's streams until it closes or the stop's
@@ -103,6 +137,7 @@ func (f *h3Front) handleConn(conn *quic.Conn) {
 		}
 	}()
 	var requests sync.WaitGroup
+	var lastEnd atomic.Int64 // unix nanoseconds: when a request's handler last returned
 	for {
 		str, err := conn.AcceptStream(f.grace)
 		if err != nil {
@@ -111,9 +146,13 @@ func (f *h3Front) handleConn(conn *quic.Conn) {
 		// HEADERS within the bound; the handler clears it (tlsFront.wrap)
 		// and the body's own limits apply from there.
 		_ = str.SetReadDeadline(time.Now().Add(f.headerTimeout))
-		requests.Go(func() { hconn.HandleRequestStream(str) })
+		requests.Go(func() {
+			hconn.HandleRequestStream(str)
+			lastEnd.Store(time.Now().UnixNano())
+		})
 	}
-	if conn.Context().Err() == nil {
+	stopping := conn.Context().Err() == nil
+	if stopping {
 		// Stopping: the requests under way end, new ones are refused.
 		go func() {
 			for {
@@ -127,12 +166,26 @@ func (f *h3Front) handleConn(conn *quic.Conn) {
 		}()
 	}
 	requests.Wait()
+	if stopping {
+		if linger := time.Until(time.Unix(0, lastEnd.Load()).Add(h3StopLinger)); linger > 0 {
+			t := time.NewTimer(linger)
+			select {
+			case <-conn.Context().Done(): // the client closed it
+			case <-f.hard.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
 	_ = hconn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 }
 
 // shutdown stops accepting, lets the requests under way end until ctx
 // does, then closes every connection.
 func (f *h3Front) shutdown(ctx context.Context) error {
+	f.mu.Lock()
+	f.stopping = true
+	f.mu.Unlock()
 	f.stopGrace()
 	done := make(chan struct{})
 	go func() { f.conns.Wait(); close(done) }()
