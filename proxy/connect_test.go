@@ -30,3 +30,22 @@ func TestConnectIsRefusedNotForwarded(t *testing.T) {
 		t.Errorf("edge_rejected_requests_total{reason=connect} = %v, want 2", n)
 	}
 }
+
+// TRACE is refused with 405, never forwarded: it echoes the request,
+// credentials included (cross-site tracing), and nginx refuses it too.
+func TestTraceIsRefusedNotForwarded(t *testing.T) {
+	p := newTestProxy(t, nil)
+	r := httptest.NewRequest(http.MethodTrace, "http://example.com/", nil)
+	r.Header.Set("Cookie", "sid=secret")
+	w := httptest.NewRecorder()
+	p.h.ServeHTTP(w, r)
+	if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") == "" {
+		t.Errorf("TRACE: %d, Allow %q; want 405 with Allow", w.Code, w.Header().Get("Allow"))
+	}
+	if n := p.origin.calls.Load(); n != 0 {
+		t.Errorf("the origin got %d TRACE requests", n)
+	}
+	if n := testutil.ToFloat64(p.h.metrics.Rejected.WithLabelValues("trace")); n != 1 {
+		t.Errorf("edge_rejected_requests_total{reason=trace} = %v, want 1", n)
+	}
+}

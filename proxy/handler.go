@@ -312,6 +312,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, http.StatusNotImplemented, "connect", "CONNECT is not supported: edge is a reverse proxy and opens no tunnels")
 		return
 	}
+	if r.Method == http.MethodTrace {
+		// TRACE echoes the request back, cookies and credentials
+		// included, which cross-site tracing reads through a page; CDNs
+		// and nginx refuse it, and no browser feature needs it.
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		h.reject(w, r, http.StatusMethodNotAllowed, "trace", "TRACE is not allowed")
+		return
+	}
 	if ip := clientIP(r); !h.clients.acquire(ip) {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
