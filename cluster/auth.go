@@ -53,13 +53,12 @@ const (
 // maxSkew bounds the clock difference accepted on a signed peer request.
 const maxSkew = 5 * time.Second
 
-// unsignedFields are framing fields that Go's client or server may add or
-// drop on the way; they do not change what a response says.
-// Host among them: Go's client never sends Header["Host"] (it sends
-// r.Host, which the MAC covers apart), so a request that carried one was
-// refused as forged.
-var unsignedFields = []string{"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
-	"Proxy-Connection", "Host", hdrAuth, hdrRespAuth, hdrBodyAuth}
+// unsignedFields are the fields the MAC leaves out: framing fields that
+// Go's client or server may add or drop on the way, the fields of
+// unsignedMeaningful (deleted once the MAC is checked), and the MACs
+// themselves.
+var unsignedFields = slices.Concat([]string{"Content-Length", "Transfer-Encoding", "Trailer"},
+	unsignedMeaningful, []string{hdrAuth, hdrRespAuth, hdrBodyAuth})
 
 // appendCanonical appends every signed header field, sorted, to b: the
 // field's name, ':', each value followed by '\n', then a 0 byte. A field
@@ -312,7 +311,9 @@ func verifyResponse(secret []byte, nonce string, resp *http.Response) error {
 // Cookie" on a request dropped the cookie at the peer), and an added Host
 // was stored and served (a review's). Nobody signed them, so nobody reads
 // them: they go once the MAC has been checked. Go's client and server have
-// already acted on what framing needed of them.
+// already acted on what framing needed of them. Host among them: Go's
+// client never sends Header["Host"] (it sends r.Host, which the MAC covers
+// apart), so a request signed over one was refused as forged.
 var unsignedMeaningful = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade", "Te", "Host"}
 
 // dropUnsigned deletes unsignedMeaningful from a verified message's header.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,9 +35,7 @@ import (
 // h3StopLinger past its last request's end (or until its client closes
 // it, or the stop's deadline), not closed as its handlers return.
 type h3Front struct {
-	srv           *http3.Server // the handler, settings, header limit, idle timeout
-	tls           *tls.Config
-	quic          *quic.Config
+	srv           *http3.Server // the handler, TLS and QUIC configs, settings, header limit, idle timeout
 	headerTimeout time.Duration
 	log           *slog.Logger
 
@@ -64,17 +61,17 @@ type h3Front struct {
 // that when the stop begins closes at once.
 const h3StopLinger = 2 * time.Second
 
-func newH3Front(srv *http3.Server, quicConf *quic.Config, headerTimeout time.Duration, log *slog.Logger) *h3Front {
+func newH3Front(srv *http3.Server, headerTimeout time.Duration, log *slog.Logger) *h3Front {
 	hard, stopHard := context.WithCancel(context.Background())
 	grace, stopGrace := context.WithCancel(hard)
-	return &h3Front{srv: srv, tls: srv.TLSConfig, quic: quicConf, headerTimeout: headerTimeout, log: log,
+	return &h3Front{srv: srv, headerTimeout: headerTimeout, log: log,
 		grace: grace, stopGrace: stopGrace, hard: hard, stopHard: stopHard}
 }
 
 // serve accepts connections on pc until shutdown; it returns
 // http.ErrServerClosed then, or the listener's error.
 func (f *h3Front) serve(pc net.PacketConn) error {
-	ln, err := quic.Listen(pc, f.tls, f.quic)
+	ln, err := quic.Listen(pc, f.srv.TLSConfig, f.srv.QUICConfig)
 	if err != nil {
 		return fmt.Errorf("node: http3 listen: %w", err)
 	}

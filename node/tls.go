@@ -162,19 +162,18 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 		if t.udp, err = net.ListenPacket("udp", t.ln.Addr().String()); err != nil {
 			return nil, fmt.Errorf("node: tls.listen (udp, for tls.http3): %w", err)
 		}
-		quicConf := &quic.Config{
-			MaxIncomingStreams:   maxConcurrentStreams,
-			HandshakeIdleTimeout: cfg.Limits.ReadHeaderTimeout,
-			MaxIdleTimeout:       cfg.Limits.IdleTimeout,
-		}
 		t.h3 = newH3Front(&http3.Server{
 			Handler:        t.wrap(h),
 			TLSConfig:      http3.ConfigureTLSConfig(t.conf.Clone()),
 			MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
 			IdleTimeout:    cfg.Limits.IdleTimeout,
-			QUICConfig:     quicConf,
-			Logger:         log,
-		}, quicConf, cfg.Limits.ReadHeaderTimeout, log)
+			QUICConfig: &quic.Config{
+				MaxIncomingStreams:   maxConcurrentStreams,
+				HandshakeIdleTimeout: cfg.Limits.ReadHeaderTimeout,
+				MaxIdleTimeout:       cfg.Limits.IdleTimeout,
+			},
+			Logger: log,
+		}, cfg.Limits.ReadHeaderTimeout, log)
 		t.alt = []string{`h3=":` + t.port + `"; ma=86400`}
 	}
 	return t, nil

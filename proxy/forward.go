@@ -75,10 +75,10 @@ func (h *Handler) sanitize(r *http.Request) {
 	}
 	// A host field beside :authority (RFC 9113 §8.3.1, RFC 9114 §4.3.1:
 	// allowed when they agree; net/http's HTTP/2 server and quic-go's
-	// HTTP/3 server leave it in Header). r.Host already names the site,
-	// the key and the forwarded Host, and Go's client never sends the
-	// field: kept, it was signed on peer requests that went without it,
-	// which their peers refused as forged (a review's).
+	// HTTP/3 server leave it in Header): gone, so that a request reads as
+	// HTTP/1.1's does (net/http never puts Host in Header). r.Host names
+	// the site, the key and the forwarded Host; Go's client never sends
+	// the field. (Peer MACs leave it out: cluster/auth.go.)
 	delete(hd, "Host")
 	trust := 0 // looked up only when a forwarding field is there: 1 yes, -1 no
 	for name := range hd {
