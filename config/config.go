@@ -9,6 +9,7 @@ package config
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -562,6 +563,16 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Origin.MaxIdleConns = p.int("origin.max_idle_conns", 1, 1<<20)
 	c.Origin.PreserveHost = p.bool("origin.preserve_host")
 	c.Origin.CAFile = p.str("origin.ca_file")
+	if c.Origin.CAFile != "" {
+		// Read here, not first when the origin clients are built: edge
+		// config check and a reload then name the key (a review found a
+		// missing file refused only by the reload, as "sites[0].origins").
+		if pem, err := os.ReadFile(c.Origin.CAFile); err != nil {
+			p.fail("origin.ca_file", c.Origin.CAFile, "cannot be read: "+err.Error())
+		} else if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			p.fail("origin.ca_file", c.Origin.CAFile, "holds no PEM certificate")
+		}
+	}
 	c.Origin.ServerName = p.str("origin.server_name")
 	c.TLS.Listen = p.str("tls.listen")
 	if c.TLS.Listen != "" {
@@ -1468,7 +1479,10 @@ func (p *parser) sites(key string) []Site {
 							return
 						}
 						if k == "hosts" {
-							s.Hosts = append(s.Hosts, strings.ToLower(strings.TrimSpace(hs)))
+							// In the form requests are matched in: lower case,
+							// without the root's trailing dot ("b.test." was
+							// accepted and never matched).
+							s.Hosts = append(s.Hosts, strings.TrimSuffix(strings.ToLower(strings.TrimSpace(hs)), "."))
 						} else {
 							s.Origins = append(s.Origins, strings.TrimSpace(hs))
 						}
@@ -1537,7 +1551,7 @@ func (p *parser) sites(key string) []Site {
 			for j, h := range s.Hosts {
 				hk := fmt.Sprintf("%s.hosts[%d]", at, j)
 				name := strings.TrimPrefix(h, "*.")
-				if strings.ContainsAny(name, "*/: ") || name == "" || strings.Count(h, "*") > 1 {
+				if !hostName(name) || strings.Count(h, "*") > 1 {
 					p.fail(hk, h, "is not a host name or a *.suffix wildcard (no port, no path)")
 					return
 				}
@@ -1901,4 +1915,22 @@ func UnknownEnv() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// hostName reports whether s is a host name as requests name sites: ASCII
+// letters (lower case), digits, '-', '_' and '~' in dot-separated labels,
+// none empty. A name of other bytes (non-ASCII: its punycode is what
+// arrives) would be accepted and never match.
+func hostName(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '~', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }

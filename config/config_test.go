@@ -113,6 +113,9 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		// A node without peers builds no detector, but its detector keys
 		// are checked all the same: a typo shows before it joins a cluster.
 		{"origin: {url: http://o}\ncluster: {detector: chen, detector_params: 'quantile=0.99'}", "cluster.detector_params"},
+		// Read at load, so config check and a reload name it too.
+		{"origin: {url: https://o, ca_file: /nonexistent/ca.pem}", "origin.ca_file"},
+		{"origin: {url: https://o, ca_file: /dev/null}", "origin.ca_file"},
 	}
 	for _, tc := range cases {
 		_, err := LoadBytes([]byte(tc.yaml))
@@ -261,5 +264,30 @@ func TestSiteNameRefusesControlCharacters(t *testing.T) {
 	ok := "sites:\n  - name: shop-eu\n    hosts: [a.test]\n    origins: [\"http://127.0.0.1:1\"]\n"
 	if _, err := LoadBytes([]byte(ok)); err != nil {
 		t.Errorf("a plain name: %v", err)
+	}
+}
+
+// TestSiteHostsAreMatchable: a site's hosts are kept in the form requests
+// are matched in (a trailing dot dropped), and a name that could never
+// match is refused with its key.
+func TestSiteHostsAreMatchable(t *testing.T) {
+	site := func(hosts string) string {
+		return "sites:\n  - name: a\n    hosts: " + hosts + "\n    origins: [\"http://127.0.0.1:1\"]\n"
+	}
+	c, err := LoadBytes([]byte(site("['B.test.', '*.x.test.']")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sites[0].Hosts; len(got) != 2 || got[0] != "b.test" || got[1] != "*.x.test" {
+		t.Errorf("hosts = %q, want [b.test *.x.test]", got)
+	}
+	for _, bad := range []string{"['bücher.test']", "['a..test']", "['.test']", "['a.test:8080']", "['*']", "['*.']", "['a b']", "['x.*.test']"} {
+		if _, err := LoadBytes([]byte(site(bad))); err == nil || !strings.Contains(err.Error(), "sites[0].hosts[0]") {
+			t.Errorf("hosts %s: %v, want an error naming sites[0].hosts[0]", bad, err)
+		}
+	}
+	two := "sites:\n  - name: a\n    hosts: [b.test]\n    origins: [\"http://127.0.0.1:1\"]\n  - name: c\n    hosts: [b.test.]\n    origins: [\"http://127.0.0.1:2\"]\n"
+	if _, err := LoadBytes([]byte(two)); err == nil || !strings.Contains(err.Error(), "also a host of site a") {
+		t.Errorf("b.test and b.test. on two sites: %v, want a duplicate", err)
 	}
 }

@@ -351,6 +351,12 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
 	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
 	why := h.shareable(e, r, m)
+	if why == "" && !h.policy().StoreSetCookie && len(fl.own["Set-Cookie"]) > 0 {
+		// The 304 sets a cookie: as a 200 that sets one is never stored
+		// (cache.store_set_cookie), its fields are this requester's alone,
+		// and none of them are merged into the copy everyone gets.
+		why = whySetCookie
+	}
 	if why == "" && !h.sameVary(e, m.stale) {
 		// The 304 says the page now varies on other fields: the stored
 		// copy was chosen by the old ones, and what this 304 validated it
@@ -586,10 +592,15 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 	if e.lifetime <= 0 {
 		return false
 	}
-	if e.staleForbidden() && !e.stale.Load() {
+	staleness := e.Age(now) - e.lifetime
+	if e.staleForbidden() && (!e.stale.Load() || staleness > 0 || e.cc.NoCache) {
+		// must-revalidate and its kin forbid stale use; a soft purge that
+		// marked a copy stale before its time lets it stand in for a
+		// failing origin while it is still fresh by its own lifetime, and
+		// never one that has expired or says no-cache (used only after a
+		// validation that succeeded): a purge never loosens a directive.
 		return false
 	}
-	staleness := e.Age(now) - e.lifetime
 	if staleness <= 0 {
 		return true
 	}
@@ -692,10 +703,15 @@ func (h *Handler) sameVary(e, stale *Entry) bool {
 	return slices.Equal(names, stale.VaryNames)
 }
 
-// setValidators turns out into a conditional request for e.
+// setValidators turns out into a conditional request for e: its entity
+// tag if it has one (RFC 9111 §4.3.1 MUST), its Last-Modified only if it
+// has none. Sending both (a MAY) let an origin that judges the date alone,
+// against RFC 9110 §13.1.3's order, answer 304 for a changed page with a
+// new ETag, and the stored body was freshened as the new one (a review).
 func setValidators(hdr http.Header, e *Entry) {
 	if e.etag != "" {
 		hdr.Set("If-None-Match", e.etag)
+		return
 	}
 	if lm := e.Header.Get("Last-Modified"); lm != "" {
 		hdr.Set("If-Modified-Since", lm)

@@ -229,9 +229,17 @@ func VaryNames(h http.Header) (names []string, star bool) {
 }
 
 // VaryKey normalises the request header values selected by names into one
-// string. Values of multiple field lines are joined with commas, and
-// whitespace around list commas is removed, so "gzip, br" and "gzip,br"
-// select the same variant. An absent field differs from an empty one.
+// string. An absent field differs from an empty one. Only the fields whose
+// grammar is a list (listFields) are read as lists: their field lines are
+// joined with commas, empty elements dropped and whitespace around commas
+// removed, so "gzip, br", "gzip,br" and two lines "gzip" and "br" select
+// the same variant. Any other field is compared line by line as sent,
+// trimmed only at its ends: RFC 9111 §4.1 allows only the normalisation
+// the field's own grammar allows, and a field that is no list (Origin,
+// Cookie, User-Agent, an origin's own) may mean something else with a
+// trailing comma. Read as a list, "Origin: https://a.example," selected
+// the variant of "https://a.example": an answer the origin gave the one
+// was stored and collapsed for the other (a review's poisoning).
 func VaryKey(names []string, h http.Header) string {
 	if len(names) == 0 {
 		return ""
@@ -248,13 +256,18 @@ func VaryKey(names []string, h http.Header) string {
 			continue
 		}
 		b.WriteByte('=')
+		if !listFields[name] {
+			for i, v := range vs {
+				if i > 0 {
+					b.WriteByte('\n') // never inside a field value
+				}
+				b.WriteString(strings.Trim(v, " \t"))
+			}
+			continue
+		}
 		first := true
 		for _, v := range vs {
-			for part := range strings.SplitSeq(v, ",") {
-				part = strings.TrimSpace(part)
-				if part == "" {
-					continue
-				}
+			for part := range listElements(v) {
 				if !first {
 					b.WriteByte(',')
 				}
@@ -264,4 +277,42 @@ func VaryKey(names []string, h http.Header) string {
 		}
 	}
 	return b.String()
+}
+
+// listFields are the request fields Vary names whose grammar is a
+// comma-separated list (RFC 9110 §12.5), in the lower case Vary's names
+// are kept in.
+var listFields = map[string]bool{
+	"accept":          true,
+	"accept-charset":  true,
+	"accept-encoding": true,
+	"accept-language": true,
+}
+
+// listElements yields v's list elements, trimmed, skipping empty ones;
+// a comma inside a quoted string (a parameter's value) splits nothing.
+func listElements(v string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		start, quoted := 0, false
+		for i := 0; i <= len(v); i++ {
+			if i < len(v) {
+				switch c := v[i]; {
+				case c == '\\' && quoted:
+					i++ // a quoted pair: the next byte is literal
+					continue
+				case c == '"':
+					quoted = !quoted
+					continue
+				case c != ',' || quoted:
+					continue
+				}
+			}
+			if part := strings.Trim(v[start:min(i, len(v))], " \t"); part != "" {
+				if !yield(part) {
+					return
+				}
+			}
+			start = i + 1
+		}
+	}
 }

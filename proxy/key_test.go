@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,57 @@ func TestVaryKeyNormalisation(t *testing.T) {
 	}
 	if _, star := VaryNames(http.Header{"Vary": {"Accept, *"}}); !star {
 		t.Error("Vary: * not detected")
+	}
+}
+
+// TestVaryKeyReadsOnlyListsAsLists: a field that is no list selects its
+// variant by its value as sent; only the Accept family is normalised.
+func TestVaryKeyReadsOnlyListsAsLists(t *testing.T) {
+	differ := []struct {
+		name string
+		a, b []string
+	}{
+		{"origin", []string{"https://app.example"}, []string{"https://app.example,"}},
+		{"origin", []string{"https://app.example"}, []string{"https://app.example, "}},
+		{"origin", []string{"https://a.example,https://b.example"}, []string{"https://a.example, https://b.example"}},
+		{"cookie", []string{"a=1;b=2"}, []string{"a=1; b=2"}},
+		{"cookie", []string{"a=1, b=2"}, []string{"a=1,b=2"}},
+		{"cookie", []string{"a=1", "b=2"}, []string{"a=1,b=2"}},
+		{"user-agent", []string{"x, y"}, []string{"x,y"}},
+		{"x-tenant", []string{"t1"}, []string{"t1,"}},
+		{"x-tenant", []string{""}, []string{","}},
+		{"accept", []string{`text/x;p="a, b"`}, []string{`text/x;p="a,b"`}},
+	}
+	for _, tc := range differ {
+		a := VaryKey([]string{tc.name}, http.Header{http.CanonicalHeaderKey(tc.name): tc.a})
+		b := VaryKey([]string{tc.name}, http.Header{http.CanonicalHeaderKey(tc.name): tc.b})
+		if a == b {
+			t.Errorf("%s: %q and %q select one variant (%q)", tc.name, tc.a, tc.b, a)
+		}
+	}
+	same := []struct {
+		name string
+		a, b []string
+	}{
+		{"accept-language", []string{"en, fr"}, []string{"en,fr"}},
+		{"accept-language", []string{"en,,fr,"}, []string{"en", "fr"}},
+		{"accept", []string{`text/x;p="a, b", text/y`}, []string{`text/x;p="a, b",text/y`}},
+		{"accept", []string{`text/x;p="a\", b"`}, []string{` text/x;p="a\", b" `}},
+		{"origin", []string{" https://app.example\t"}, []string{"https://app.example"}},
+	}
+	for _, tc := range same {
+		a := VaryKey([]string{tc.name}, http.Header{http.CanonicalHeaderKey(tc.name): tc.a})
+		b := VaryKey([]string{tc.name}, http.Header{http.CanonicalHeaderKey(tc.name): tc.b})
+		if a != b {
+			t.Errorf("%s: %q and %q select different variants (%q, %q)", tc.name, tc.a, tc.b, a, b)
+		}
+	}
+	var got []string
+	for e := range listElements(`a, "b,c" ,, d;q="x\"," ,`) {
+		got = append(got, e)
+	}
+	if want := []string{"a", `"b,c"`, `d;q="x\","`}; !slices.Equal(got, want) {
+		t.Errorf("listElements = %q, want %q", got, want)
 	}
 }
 

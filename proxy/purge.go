@@ -200,6 +200,48 @@ func pathOfKey(k string) string {
 	return "/"
 }
 
+// DropUnreachable removes the stored responses whose key names a site the
+// configuration in force no longer gives their host (a reload or a
+// restart removed or renamed the site, or moved the host to another). No
+// request reaches them, and no purge either: a purge names a URL's key
+// under the host's site of today. Kept, a later reload that gives the
+// host its old site back served what had been purged in between (a
+// review: a purge after a rename, undone by rolling the rename back). It
+// returns how many went.
+func (h *Handler) DropUnreachable() int {
+	if h.cfg.SiteOf == nil {
+		return 0
+	}
+	keys := h.store.Keys(func(k string) bool {
+		site, host, ok := siteAndHostOfKey(k)
+		return ok && h.cfg.SiteOf(host) != site
+	})
+	n := 0
+	for _, k := range keys {
+		n += h.removeKey(k)
+	}
+	h.metrics.Purged.WithLabelValues("unreachable").Add(float64(n))
+	return n
+}
+
+// siteAndHostOfKey splits a cache key into its site's name ("" for none)
+// and its host. Site names hold no space, ':' or '/', so a space before
+// the scheme's "://" ends the name.
+func siteAndHostOfKey(k string) (site, host string, ok bool) {
+	i := strings.Index(k, "://")
+	if i < 0 {
+		return "", "", false
+	}
+	if sp := strings.IndexByte(k[:i], ' '); sp >= 0 {
+		site = k[:sp]
+	}
+	host = k[i+3:]
+	if j := strings.IndexAny(host, "/?\x00"); j >= 0 {
+		host = host[:j]
+	}
+	return site, host, true
+}
+
 // prefixKey turns an absolute URL prefix into a key prefix: normalised,
 // with its host's site in front.
 func (h *Handler) prefixKey(p string) string {

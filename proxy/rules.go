@@ -308,6 +308,13 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 	return m
 }
 
+// ForgetSite deletes the rule series of a site a reload removed, so that
+// dashboards do not show it for the life of the process.
+func (h *Handler) ForgetSite(site string) {
+	h.metrics.rules.requests.DeletePartialMatch(prometheus.Labels{"site": site})
+	h.metrics.rules.origin.DeletePartialMatch(prometheus.Labels{"site": site})
+}
+
 // RuleRequests returns the requests counted under a site's rule: hit,
 // miss, pass, every other result summed as other, and the upstream
 // requests made for them (upstream).
