@@ -45,6 +45,7 @@ const (
 	hdrBodyAuth = "Edge-Body-Auth" // trailer: hex HMAC-SHA256 of the response body
 	hdrMode     = "Edge-Mode"      // "probe" or "climb"
 	hdrPath     = "Edge-Path"      // remaining climb path, comma-separated id:rank
+	hdrSite     = "Edge-Site"      // the site the sender keys the page under (siteField)
 	hdrRank     = "Edge-Rank"      // tree rank the receiver plays
 	hdrHop      = "Edge-Hop"       // hops so far (loop guard)
 	hdrWait     = "Edge-Wait"      // the sending fill's place in the wait order (proxy.WaitOrder)
@@ -394,4 +395,29 @@ func LoadTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err 
 		return nil, nil, fmt.Errorf("cluster.tls.ca_file %s: no PEM certificate", caFile)
 	}
 	return ServerTLS(cert, pool), ClientTLS(cert, pool), nil
+}
+
+// siteField is a site's name as a data request carries it in Edge-Site:
+// "/" for the one-site shortcut (Config.SiteOf's ""), which no site name
+// can hold.
+func siteField(name string) string {
+	if name == "" {
+		return "/"
+	}
+	return name
+}
+
+// sameSite reports whether a signed data request was made under the site
+// this node gives its host. During a rolling reload that moves a host to
+// another site, a node still on the old table would otherwise answer from
+// (and fetch for) the old site, and the asker store what it got under the
+// new site's key: one site's pages served for another (a review). A
+// request without the field, from a node of an older version, is taken as
+// before; the field is signed, so it cannot be dropped on the way.
+func (c *Cluster) sameSite(h http.Header, host string) bool {
+	v, ok := h[hdrSite]
+	if !ok || c.cfg.SiteOf == nil {
+		return true
+	}
+	return len(v) == 1 && v[0] == siteField(c.cfg.SiteOf(host))
 }

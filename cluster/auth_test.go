@@ -15,8 +15,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/proxy"
 )
@@ -298,5 +301,63 @@ func TestAnUnsignedConnectionFieldDropsNothingSigned(t *testing.T) {
 	hd := <-got
 	if hd.Get("Cookie") != "sid=alice" || hd.Get("Connection") != "" {
 		t.Errorf("the peer's handler saw Cookie %q, Connection %q: want the signed cookie and no Connection", hd.Get("Cookie"), hd.Get("Connection"))
+	}
+}
+
+// A data request made under another site than the one this node gives its
+// host (a rolling reload that moved the host) is refused with a 5xx, which
+// the asker skips for its own origin; the same site, the shortcut's "/"
+// and a request without the field (an older node) are served.
+func TestAPeerRequestUnderAnotherSiteIsRefused(t *testing.T) {
+	c := playing(newTestCluster(t, "hybrid", map[string]string{"n1": "127.0.0.1:1"}), "n1")
+	sites := map[string]string{"moved.test": "new", "plain.test": ""}
+	c.cfg.SiteOf = func(host string) string { return sites[host] }
+	var served atomic.Int32
+	h := c.PeerHandler(ignoreInbound(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}), func(proxy.PurgeRequest) (int, error) { return 0, nil })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	peer := &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}
+	for _, tc := range []struct {
+		host, site string // site "-": no Edge-Site field
+		want       int
+	}{
+		{"moved.test", "old", http.StatusServiceUnavailable},
+		{"moved.test", "/", http.StatusServiceUnavailable},
+		{"moved.test", "new", http.StatusOK},
+		{"moved.test", "-", http.StatusOK},
+		{"plain.test", "/", http.StatusOK},
+		{"plain.test", "new", http.StatusServiceUnavailable},
+	} {
+		req := httptest.NewRequest("GET", "http://"+tc.host+"/p", nil)
+		req.RequestURI = ""
+		req.Header.Set(hdrMode, "climb")
+		req.Header.Set(hdrHop, "1")
+		if tc.site != "-" {
+			req.Header.Set(hdrSite, tc.site)
+		}
+		before := served.Load()
+		resp, err := c.send(req, peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s under %q: %d, want %d", tc.host, tc.site, resp.StatusCode, tc.want)
+		}
+		if refused := served.Load() == before; refused != (tc.want != http.StatusOK) {
+			t.Errorf("%s under %q: handler reached %v", tc.host, tc.site, !refused)
+		}
+	}
+	if got := testutil.ToFloat64(c.metrics.PeerRejected.WithLabelValues("site")); got != 3 {
+		t.Errorf("edge_peer_request_rejections_total{reason=site} = %v, want 3", got)
+	}
+	// The sender names the site its own table gives the host.
+	out := c.peerRequest(context.Background(), httptest.NewRequest("GET", "http://plain.test/p", nil))
+	if got := out.Header.Get(hdrSite); got != "/" {
+		t.Errorf("a request for the shortcut's host carries Edge-Site %q, want /", got)
 	}
 }

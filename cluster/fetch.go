@@ -616,7 +616,7 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 		go func() {
 			rctx, rcancel := context.WithCancel(ctx)
 			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
-			out := peerRequest(rctx, req)
+			out := c.peerRequest(rctx, req)
 			out.Header.Set("Cache-Control", "only-if-cached")
 			out.Header.Set(hdrMode, hopProbe.String())
 			out.Header.Set(hdrHop, "1")
@@ -798,7 +798,7 @@ func hopOutcome(res proxy.Result, answered, failed string) string {
 // unreachable says it did not answer at all (a 5xx is an answer). order
 // is the sending fill's place in the wait order.
 func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int, order proxy.WaitOrder) (resp *http.Response, ok, unreachable bool) {
-	out := peerRequest(ctx, req)
+	out := c.peerRequest(ctx, req)
 	out.Header.Set(hdrMode, hopClimb.String())
 	out.Header.Set(hdrRank, strconv.Itoa(rank))
 	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
@@ -897,11 +897,14 @@ func (c *Cluster) isTrusted(p *Peer) bool {
 
 // peerRequest copies a request for a peer: same method, target and Host
 // (the cache key depends on them) and headers, no body.
-func peerRequest(ctx context.Context, req *http.Request) *http.Request {
+func (c *Cluster) peerRequest(ctx context.Context, req *http.Request) *http.Request {
 	out := req.Clone(ctx) // a deep copy, its Header included
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
+	if c.cfg.SiteOf != nil {
+		out.Header.Set(hdrSite, siteField(c.cfg.SiteOf(out.Host)))
+	}
 	return out
 }
 

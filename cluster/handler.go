@@ -214,6 +214,13 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 			http.Error(w, "bad route", http.StatusLoopDetected)
 			return
 		}
+		if !c.sameSite(req.Header, req.Host) {
+			// A 5xx: the asker skips this hop (a probe's is lost) and goes
+			// on to its own origin, under its own site.
+			c.metrics.PeerRejected.WithLabelValues("site").Inc()
+			http.Error(w, "this node keys the host under another site", http.StatusServiceUnavailable)
+			return
+		}
 		c.metrics.PeerRequests.WithLabelValues(rt.mode.String()).Inc()
 		// An authenticated peer is a trusted proxy: the forwarding fields it
 		// wrote for its client are kept, and TLS on the peer hop

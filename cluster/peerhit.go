@@ -99,8 +99,8 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	site, ok := p.s.Site(host)
-	if !ok {
-		return false
+	if !ok || !c.sameSite(req.Header, host) {
+		return false // PeerHandler refuses another site's request and counts it
 	}
 	path, query, _ := strings.Cut(req.URL.RequestURI(), "?")
 	if strings.HasPrefix(path, "/_edge/") {

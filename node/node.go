@@ -561,6 +561,11 @@ func (n *Node) Run(ctx context.Context) error {
 		go n.admCerts.watch(clusterCtx, fileCertPoll)
 	}
 	n.sites.Load().start()
+	// Responses stored (on disk) under a site this configuration no longer
+	// gives their host cannot be served or purged: they go.
+	if dropped := n.proxy.DropUnreachable(); dropped > 0 {
+		n.log.Info("stored responses of sites no longer configured removed", "responses", dropped)
+	}
 	sampling := make(chan struct{})
 	defer close(sampling)
 	go n.sampleRates(sampling)

@@ -92,9 +92,18 @@ func (n *Node) Reload() (string, error) {
 	table, err := newSiteTable(cfg, n.siteM, n.log)
 	if err != nil {
 		r.results.WithLabelValues("invalid").Inc()
+		n.log.Error("config reload refused; the running configuration stays", "err", err)
 		return "", err
 	}
-	// Apply: nothing below can fail.
+	// Apply: nothing below can fail. An origin the old table had ejected
+	// stays out for the rest of its ejection.
+	for _, s := range table.sites {
+		for _, o := range n.sites.Load().sites {
+			if o.name == s.name {
+				s.pool.CarryState(o.pool)
+			}
+		}
+	}
 	table.start()
 	// A site that stays keeps its request counts (the status page's
 	// totals and last-minute rates run on across the reload).
@@ -116,6 +125,20 @@ func (n *Node) Reload() (string, error) {
 			kept[[2]string{site, u}] = true
 		}
 	}
+	names := map[string]bool{}
+	for _, s := range table.sites {
+		names[s.name] = true
+	}
+	for _, s := range old.sites {
+		if !names[s.name] {
+			// A removed site's own series go with it (a request still on
+			// the old table counts into a child no longer exported).
+			n.siteM.requests.DeleteLabelValues(s.name)
+			n.siteM.limited.DeleteLabelValues(s.name)
+			n.siteM.pools.Retries.DeleteLabelValues(s.name)
+			n.proxy.ForgetSite(s.name)
+		}
+	}
 	go func() {
 		old.stop()
 		for _, s := range old.sites {
@@ -123,6 +146,12 @@ func (n *Node) Reload() (string, error) {
 		}
 	}()
 	n.proxy.SetPolicy(cachePolicy(cfg))
+	// What the old table stored under a site the new one no longer gives
+	// its host goes: nothing could serve it or purge it, and a reload
+	// back would serve what was purged in between.
+	if dropped := n.proxy.DropUnreachable(); dropped > 0 {
+		n.log.Info("stored responses of sites the reload removed or moved are removed", "responses", dropped)
+	}
 	if r.level != nil {
 		var l slog.Level
 		if l.UnmarshalText([]byte(cfg.Log.Level)) == nil {

@@ -146,3 +146,55 @@ func TestDeadMemberIsLoggedOnceNotPerCheck(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestCarryStateKeepsAnEjectionAcrossARebuild: the pool a reload builds
+// keeps an ejected origin out (same site, same URL), and nothing of
+// another site's.
+func TestCarryStateKeepsAnEjectionAcrossARebuild(t *testing.T) {
+	var st1, st2 atomic.Int32
+	st1.Store(503)
+	st2.Store(200)
+	var n1, n2 atomic.Int64
+	bad, good := counting(&st1, &n1), counting(&st2, &n2)
+	defer bad.Close()
+	defer good.Close()
+	old := poolOf(t, "least", bad.URL, good.URL)
+	for range 10 {
+		fetchPath(t, old, "/x")
+	}
+	down := func(p *Pool) bool {
+		for _, s := range p.States() {
+			if s.URL == bad.URL {
+				return !s.Up
+			}
+		}
+		t.Fatal("no state for the failing origin")
+		return false
+	}
+	if !down(old) {
+		t.Fatal("the failing origin was not ejected")
+	}
+	rebuilt := poolOf(t, "least", bad.URL, good.URL)
+	rebuilt.CarryState(old)
+	if !down(rebuilt) {
+		t.Error("the rebuilt pool put the ejected origin back in rotation")
+	}
+	before := n1.Load()
+	for range 10 {
+		if code := fetchPath(t, rebuilt, "/y"); code != 200 {
+			t.Errorf("a request through the rebuilt pool: %d", code)
+		}
+	}
+	if n1.Load() != before {
+		t.Errorf("the ejected origin got %d requests after the rebuild", n1.Load()-before)
+	}
+	other, err := NewPool(PoolConfig{Site: "another", Origins: []ClientConfig{{URL: bad.URL, ConnectTimeout: time.Second, ResponseTimeout: time.Second, MaxIdleConns: 1, IdleConnTimeout: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	other.CarryState(old)
+	if down(other) {
+		t.Error("another site's pool took this site's ejection")
+	}
+}

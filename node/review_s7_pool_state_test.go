@@ -1,0 +1,65 @@
+package node
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+)
+
+// TestS7UnrelatedReloadRemembersThatAnOriginIsDown: every reload builds
+// every site's pool anew, so a reload that changes nothing about a pool
+// (here only log.level) puts an origin the pool had ejected (it answers
+// 503) back in rotation: it gets client requests again at once (each
+// one a failure and a retry), and its health state on /status resets to
+// up. An operator reloading for an unrelated reason (another site, a log
+// level) does not expect a known-dead origin to be tried again.
+func TestS7UnrelatedReloadRemembersThatAnOriginIsDown(t *testing.T) {
+	good := newS7Origin(t, "GOOD")
+	good.cc.Store("no-store")
+	var deadCalls atomic.Int64
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadCalls.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "down")
+	}))
+	defer dead.Close()
+	body := "sites:\n" + s7Site("shop", []string{"shop.test"}, []string{good.URL, dead.URL}, "")
+	n := startS7Node(t, body)
+	for i := range 20 {
+		n.get("shop.test", "/a/"+string(rune('a'+i)))
+	}
+	up := func() bool {
+		for _, s := range n.siteStatus() {
+			for _, o := range s.Origins {
+				if o.URL == dead.URL {
+					return o.Up
+				}
+			}
+		}
+		return true
+	}
+	if up() {
+		t.Fatalf("the 503 origin was not ejected after 20 requests (%d reached it)", deadCalls.Load())
+	}
+	before := deadCalls.Load()
+	for i := range 10 {
+		n.get("shop.test", "/b/"+string(rune('a'+i)))
+	}
+	if d := deadCalls.Load() - before; d != 0 {
+		t.Logf("while ejected, the dead origin got %d requests", d)
+	}
+	if code, b := n.reload("log:\n  level: debug\n" + body); code != 200 {
+		t.Fatalf("reload: %d %s", code, b)
+	}
+	wasUp := up()
+	before = deadCalls.Load()
+	for i := range 10 {
+		n.get("shop.test", "/c/"+string(rune('a'+i)))
+	}
+	if d := deadCalls.Load() - before; d > 0 || wasUp {
+		t.Errorf("after a reload that changed only log.level, the ejected origin shows up=%v and got %d of 10 client requests "+
+			"(each a failure and a retry): its ejection was forgotten", wasUp, d)
+	}
+}
