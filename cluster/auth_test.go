@@ -355,9 +355,11 @@ func TestAPeerRequestUnderAnotherSiteIsRefused(t *testing.T) {
 	if got := testutil.ToFloat64(c.metrics.PeerRejected.WithLabelValues("site")); got != 3 {
 		t.Errorf("edge_peer_request_rejections_total{reason=site} = %v, want 3", got)
 	}
-	// The sender names the site its own table gives the host.
-	out := c.peerRequest(context.Background(), httptest.NewRequest("GET", "http://plain.test/p", nil))
-	if got := out.Header.Get(hdrSite); got != "/" {
-		t.Errorf("a request for the shortcut's host carries Edge-Site %q, want /", got)
+	// The sender names the site of the key it will store the answer under.
+	for key, want := range map[string]string{"http://plain.test/p": "/", "old http://moved.test/p": "old"} {
+		out := c.peerRequest(context.Background(), httptest.NewRequest("GET", "http://plain.test/p", nil), key)
+		if got := out.Header.Get(hdrSite); got != want {
+			t.Errorf("a request for key %q carries Edge-Site %q, want %q", key, got, want)
+		}
 	}
 }

@@ -562,8 +562,8 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		waitFor = mask &^ beside
 	}
 	neg := &pendingProbes{cs: &cs, cancel: cancel}
-	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, cs.peers, beside)
-	answers, sent := c.sendProbes(pctx, fr.Req, cs.peers, waitFor)
+	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, fr.Key, cs.peers, beside)
+	answers, sent := c.sendProbes(pctx, fr.Req, fr.Key, cs.peers, waitFor)
 	win, winner, got := c.firstHit(answers, sent, neg, &cs)
 	if win == nil {
 		if neg.left > 0 {
@@ -607,7 +607,7 @@ type probeAnswer struct {
 // sendProbes asks the peers of mask, in parallel, whether they hold req's
 // page (only-if-cached); each answer's headers must come within the peer
 // timeout. It returns where the sent answers arrive.
-func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Peer, mask uint64) (<-chan probeAnswer, int) {
+func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, key string, peers []*Peer, mask uint64) (<-chan probeAnswer, int) {
 	answers := make(chan probeAnswer, bits.OnesCount64(mask))
 	sent := 0
 	for m := mask; m != 0; m &= m - 1 {
@@ -616,7 +616,7 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, peers []*Pe
 		go func() {
 			rctx, rcancel := context.WithCancel(ctx)
 			late := time.AfterFunc(c.cfg.PeerTimeout, rcancel)
-			out := c.peerRequest(rctx, req)
+			out := c.peerRequest(rctx, req, key)
 			out.Header.Set("Cache-Control", "only-if-cached")
 			out.Header.Set(hdrMode, hopProbe.String())
 			out.Header.Set(hdrHop, "1")
@@ -748,7 +748,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		for _, r := range path[i+1:] {
 			rest = append(rest, r.id+":"+strconv.Itoa(r.rank))
 		}
-		resp, ok, unreachable := c.climbTo(ctx, req, p, h.rank, rest, hopCount, fr.Order)
+		resp, ok, unreachable := c.climbTo(ctx, req, fr.Key, p, h.rank, rest, hopCount, fr.Order)
 		if ok {
 			if res, ok := fromPeer(resp, h.id); ok {
 				c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "ok", "failover")).Inc()
@@ -768,7 +768,7 @@ func (c *Cluster) climb(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			becameHome = true
 		case next != "":
 			if p := c.peer(next); p != nil {
-				if resp, ok, _ := c.climbTo(ctx, req, p, 2, nil, hopCount, fr.Order); ok {
+				if resp, ok, _ := c.climbTo(ctx, req, fr.Key, p, 2, nil, hopCount, fr.Order); ok {
 					if res, ok := fromPeer(resp, next); ok {
 						c.metrics.ClimbHops.WithLabelValues(hopOutcome(res, "next_home", "next_home_failed")).Inc()
 						return res, false, nil
@@ -797,8 +797,8 @@ func hopOutcome(res proxy.Result, answered, failed string) string {
 // above it; ok is false (and the answer closed) when it failed, and
 // unreachable says it did not answer at all (a 5xx is an answer). order
 // is the sending fill's place in the wait order.
-func (c *Cluster) climbTo(ctx context.Context, req *http.Request, p *Peer, rank int, rest []string, hopCount int, order proxy.WaitOrder) (resp *http.Response, ok, unreachable bool) {
-	out := c.peerRequest(ctx, req)
+func (c *Cluster) climbTo(ctx context.Context, req *http.Request, key string, p *Peer, rank int, rest []string, hopCount int, order proxy.WaitOrder) (resp *http.Response, ok, unreachable bool) {
+	out := c.peerRequest(ctx, req, key)
 	out.Header.Set(hdrMode, hopClimb.String())
 	out.Header.Set(hdrRank, strconv.Itoa(rank))
 	out.Header.Set(hdrHop, strconv.Itoa(hopCount+1))
@@ -897,13 +897,16 @@ func (c *Cluster) isTrusted(p *Peer) bool {
 
 // peerRequest copies a request for a peer: same method, target and Host
 // (the cache key depends on them) and headers, no body.
-func (c *Cluster) peerRequest(ctx context.Context, req *http.Request) *http.Request {
+func (c *Cluster) peerRequest(ctx context.Context, req *http.Request, key string) *http.Request {
 	out := req.Clone(ctx) // a deep copy, its Header included
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
 	if c.cfg.SiteOf != nil {
-		out.Header.Set(hdrSite, siteField(c.cfg.SiteOf(out.Host)))
+		// The site of the key the answer is stored under, not the host's
+		// site now: a fill asked before a reload and sent after it
+		// names the site it will store for (a review).
+		out.Header.Set(hdrSite, siteField(proxy.KeySite(key)))
 	}
 	return out
 }

@@ -66,7 +66,7 @@ func TestIntermediateLaunderesResumedBody(t *testing.T) {
 	bh := b.PeerHandler(func(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
 		out := httptest.NewRequest("GET", "http://h/p/1", nil)
 		out.RequestURI = ""
-		resp, ok, _ := b.climbTo(r.Context(), out, c, 2, nil, 1, proxy.WaitOrder{})
+		resp, ok, _ := b.climbTo(r.Context(), out, "", c, 2, nil, 1, proxy.WaitOrder{})
 		if !ok {
 			http.Error(w, "x", http.StatusBadGateway)
 			return

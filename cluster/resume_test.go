@@ -89,7 +89,7 @@ func climbPeer(t *testing.T, c *Cluster, p *Peer) (*http.Request, *http.Response
 	t.Helper()
 	req := httptest.NewRequest("GET", "http://h/p/1", nil)
 	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0, proxy.WaitOrder{})
+	resp, ok, _ := c.climbTo(context.Background(), req, "", p, 2, nil, 0, proxy.WaitOrder{})
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}

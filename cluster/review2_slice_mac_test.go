@@ -25,7 +25,7 @@ type viaPeer struct {
 }
 
 func (v viaPeer) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
-	resp, ok, _ := v.c.climbTo(ctx, fr.Req, v.p, 2, nil, 0, proxy.WaitOrder{})
+	resp, ok, _ := v.c.climbTo(ctx, fr.Req, fr.Key, v.p, 2, nil, 0, proxy.WaitOrder{})
 	if !ok {
 		return proxy.Result{}, errors.New("the peer did not answer")
 	}

@@ -145,7 +145,7 @@ func TestWholeHEADAnswerKeepsItsLength(t *testing.T) {
 	t.Cleanup(srv.Close)
 	req := httptest.NewRequest("HEAD", "http://h/p/1", nil)
 	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}, 2, nil, 0, proxy.WaitOrder{})
+	resp, ok, _ := c.climbTo(context.Background(), req, "", &Peer{ID: "n1", Addr: strings.TrimPrefix(srv.URL, "http://")}, 2, nil, 0, proxy.WaitOrder{})
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}
@@ -333,7 +333,7 @@ func TestMidClimbStreams(t *testing.T) {
 	p := smallPeerThat(t, smallPage, nil)
 	req := httptest.NewRequest("GET", "http://h/p/1", nil)
 	req.RequestURI = ""
-	resp, ok, _ := c.climbTo(context.Background(), req, p, 2, nil, 0, proxy.WaitOrder{})
+	resp, ok, _ := c.climbTo(context.Background(), req, "", p, 2, nil, 0, proxy.WaitOrder{})
 	if !ok {
 		t.Fatal("the peer did not answer")
 	}

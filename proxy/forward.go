@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/edgecache/edge/coding"
 	"io"
 	"net"
 	"net/http"
@@ -288,6 +289,27 @@ func (h *Handler) outboundRequest(r *http.Request, ctx context.Context, forFill 
 		delete(out.Header, "Content-Length")
 	}
 	return out
+}
+
+// splicesCodings reports whether resp, an origin's 206 to r, may not
+// continue the bytes the client holds: r's If-Range is no strong
+// entity-tag, r takes a coding the edge streams in, and the edge encodes
+// the whole page as it streams it, so the client's first part may have
+// come encoded. A date names the page, not an encoding's bytes.
+func (h *Handler) splicesCodings(r *http.Request, resp *http.Response) bool {
+	if h.cfg.Compression == nil || resp.StatusCode != http.StatusPartialContent ||
+		len(r.Header["If-Range"]) == 0 || strongTag(r.Header.Get("If-Range")) ||
+		coding.NegotiateStream(r.Header["Accept-Encoding"], h.cfg.Compression.Offer) == coding.Identity {
+		return false
+	}
+	whole := resp.Header.Clone()
+	delete(whole, "Content-Range")
+	delete(whole, "Content-Length")
+	if _, total, ok := strings.Cut(resp.Header.Get("Content-Range"), "/"); ok && total != "*" {
+		whole.Set("Content-Length", strings.TrimSpace(total))
+	}
+	_, compress, _ := h.codable(http.StatusOK, whole)
+	return compress
 }
 
 // clientIP returns the address of the client connection.

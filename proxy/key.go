@@ -269,7 +269,10 @@ func VaryKey(names []string, h http.Header) string {
 		for _, v := range vs {
 			for part := range listElements(v) {
 				if !first {
-					b.WriteByte(',')
+					// Not a comma: a quoted element may hold one, and
+					// `a;x="1,2"` must not read as the two lines `a;x="1`
+					// and `2"` (a review).
+					b.WriteByte('\n')
 				}
 				first = false
 				b.WriteString(part)
@@ -298,7 +301,9 @@ func listElements(v string) func(yield func(string) bool) {
 			if i < len(v) {
 				switch c := v[i]; {
 				case c == '\\' && quoted:
-					i++ // a quoted pair: the next byte is literal
+					if i+1 < len(v) {
+						i++ // a quoted pair: the next byte is literal
+					}
 					continue
 				case c == '"':
 					quoted = !quoted

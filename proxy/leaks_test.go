@@ -367,7 +367,12 @@ func TestLimitRanges(t *testing.T) {
 		{"bytes=500-", "bytes=500-999", true},
 		{"bytes=0-1,500-501", "bytes=0-1,500-501", true},
 		{"bytes=0-1,60-61", "bytes=0-61", true},                  // a small gap is cheaper than a part
-		{"bytes=5000-6000", "bytes=5000-6000", true},             // unsatisfiable: left for a 416
+		{"bytes=5000-6000", "bytes=1000-", true},                 // unsatisfiable: one ServeContent answers 416
+		{"bytes=-0", "bytes=1000-", true},                        // a zero suffix is unsatisfiable (RFC 9110 §14.1.2)
+		{"bytes=-0,2000-", "bytes=1000-", true},                  // all of them
+		{"bytes=10-99999999999999999999", "bytes=10-999", true},  // a last-pos past any int64: the rest
+		{"bytes=99999999999999999999-", "bytes=1000-", true},     // a first-pos past any int64: past the end
+		{"bytes=-99999999999999999999", "bytes=0-999", true},     // a suffix longer than anything: the whole
 		{"bytes=abc", "bytes=abc", true},                         // malformed: left to ServeContent
 		{"bytes=9-1", "bytes=9-1", true},                         // malformed
 		{"items=0-1", "items=0-1", true},                         // another unit: ignored downstream

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -201,39 +202,67 @@ func (h *Handler) serveFill(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	h.serveFrom(w, r, f, rd, status, own)
 }
 
-// serveFrom writes f's response with the body read through rd.
+// serveFrom writes f's response with the body read through rd. The header
+// goes out with the first bytes, or as soon as rd has to wait for them
+// (flushed then, as before): a reader the fill leaves behind before it was
+// sent anything (the window filled while it waited for its turn on a
+// loaded machine, TestReviewSpoolStressHTTP/h2's stream reset before its
+// header) gets its own fetch, as one too late for the fill does, instead
+// of a reset.
 func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd *fillReader, status cacheStatus, own http.Header) {
 	e := f.entry
-	h.setEntryHeader(w, e, h.now(), status, own)
 	var out io.Writer = w
+	var ew *encodingWriter
+	defer func() {
+		if ew != nil {
+			_ = ew.Close() // idempotent; gives the encoder back on every path
+		}
+	}()
 	flush := func() { _ = http.NewResponseController(w).Flush() }
-	if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
-		to := coding.NegotiateStream(r.Header["Accept-Encoding"], e.offers) // encoded as it is sent: the cheapest coder
-		if to != e.coding && r.Method != http.MethodHead {
-			ew, err := h.newEncodingWriter(w, to)
-			switch {
-			case errors.Is(err, coding.ErrBudget):
-				to = e.coding // no memory for an encoder: identity, Vary kept
-			case err != nil:
-				panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
-			default:
-				defer func() { _ = ew.Close() }() // idempotent; gives the encoder back on every path
-				out = ew
-				flush = func() { _ = ew.Flush(); _ = http.NewResponseController(w).Flush() }
+	saved := w.Header().Clone()
+	sent := false
+	head := func() {
+		if sent {
+			return
+		}
+		sent = true
+		h.setEntryHeader(w, e, h.now(), status, own)
+		if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
+			to := coding.NegotiateStream(r.Header["Accept-Encoding"], e.offers) // encoded as it is sent: the cheapest coder
+			if to != e.coding && r.Method != http.MethodHead {
+				enc, err := h.newEncodingWriter(w, to)
+				switch {
+				case errors.Is(err, coding.ErrBudget):
+					to = e.coding // no memory for an encoder: identity, Vary kept
+				case err != nil:
+					panic(http.ErrAbortHandler) // no header sent yet: the client sees a reset, not a wrong body
+				default:
+					ew, out = enc, enc
+					flush = func() { _ = enc.Flush(); _ = http.NewResponseController(w).Flush() }
+				}
 			}
+			if to != e.coding {
+				setCodingFields(w.Header(), to, -1, true)
+			}
+			h.metrics.compression.served[to].Inc()
 		}
-		if to != e.coding {
-			setCodingFields(w.Header(), to, -1, true)
-		}
-		h.metrics.compression.served[to].Inc()
+		h.extendWrite(w)
+		w.WriteHeader(e.Status)
 	}
-	h.extendWrite(w)
-	w.WriteHeader(e.Status)
 	if r.Method == http.MethodHead {
+		head()
 		return
 	}
+	b, err := rd.next(r.Context(), func() { head(); flush() })
+	if !sent && len(b) == 0 && errors.Is(err, errReaderTooSlow) {
+		rd.Close()
+		clear(w.Header())
+		maps.Copy(w.Header(), saved)
+		h.servePass(w, r, whyTooLarge)
+		return
+	}
+	head()
 	for {
-		b, err := rd.next(r.Context(), flush)
 		if len(b) > 0 {
 			h.extendWrite(w)
 			if _, werr := out.Write(b); werr != nil {
@@ -241,13 +270,13 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			if ew, ok := out.(*encodingWriter); ok {
+			if ew != nil {
 				_ = ew.Close() // the stream's end, before the handler returns
 			}
 			return
 		}
 		if err != nil {
-			if ew, ok := out.(*encodingWriter); ok {
+			if ew != nil {
 				ew.abort() // no end-of-stream block: the body must not decode as whole
 			}
 			if r.Context().Err() == nil {
@@ -257,6 +286,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			}
 			return
 		}
+		b, err = rd.next(r.Context(), flush)
 	}
 }
 
@@ -273,11 +303,16 @@ func needsServeContent(r *http.Request) bool {
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *Entry) {
 	hdr := w.Header()
 	delete(hdr, "Content-Length")
-	if e.coding != coding.Identity && len(r.Header["If-Range"]) > 0 && !strongTag(r.Header.Get("If-Range")) {
+	if len(r.Header["If-Range"]) > 0 && !strongTag(r.Header.Get("If-Range")) &&
+		(e.coding != coding.Identity || (base.offers != 0 && coding.Negotiate(r.Header["Accept-Encoding"], base.offers) != coding.Identity)) {
 		// An encoded body's bytes depend on how it was encoded (a stream
 		// that paused, another level on another node): only its strong
 		// ETag names them. A date, or a weak tag, could splice a range of
-		// one encoding onto the start of another, so send it whole.
+		// one encoding onto the start of another, so send it whole: when
+		// this answer is encoded, and when it is not but the client takes
+		// a coding the page is offered in (its first part may have come
+		// encoded: a form larger than the body, a full budget, a review's
+		// TestS8RIfRangeDateNeverSplicesGzipPrefixWithIdentitySuffix).
 		delete(r.Header, "Range")
 	}
 	if rng := r.Header["Range"]; len(rng) > 1 {
