@@ -20,6 +20,8 @@ import (
 // under. A peer already on the new table accepts it and answers with site
 // new's page, which the asker stores under site old's key: the cross-site
 // mix Edge-Site was added to prevent.
+//
+// Failed before 2026-12-06; fixed: Edge-Site comes from the key (proxy.KeySite).
 func TestS8EdgeSiteNamesTheSiteTheFetchKeysUnder(t *testing.T) {
 	c := newPlanCluster(t, "n0", routing.ModeRing, SelectionOff, &countingOrigin{})
 	p1 := startFakePeer(t, "p1")

@@ -55,20 +55,7 @@ func startS7Node(t *testing.T, body string) *s7Node {
 	t.Helper()
 	s := &s7Node{file: t.TempDir() + "/edge.yaml", pub: freeAddr(t), adm: freeAddr(t), t: t}
 	s.write(body)
-	cfg, settings, err := s.load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.EnableReload(s.load, nil, settings)
-	s.Node = n
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s.run()
 	// Wait until the listener answers.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -139,4 +126,24 @@ func (s *s7Node) get(host, path string) (int, string) {
 // s7Site is one site's YAML.
 func s7Site(name string, hosts []string, origins []string, extra string) string {
 	return "  - name: " + name + "\n    hosts: ['" + strings.Join(hosts, "', '") + "']\n    origins: ['" + strings.Join(origins, "', '") + "']\n" + extra
+}
+
+// run starts a node on s's file with reload enabled, stopped at the
+// test's end.
+func (s *s7Node) run() {
+	t := s.t
+	cfg, settings, err := s.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.EnableReload(s.load, nil, settings)
+	s.Node = n
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -11,6 +11,8 @@ import (
 // edge_rate_limited_total keep a series for the removed site for the life
 // of the process, so dashboards and alerts keep showing a site that is
 // gone (and a renamed site shows twice).
+//
+// Failed before 2026-12-06; fixed: Reload deletes a removed site's series.
 func TestS7RemovedSiteLeavesNoMetricSeries(t *testing.T) {
 	a := newS7Origin(t, "A")
 	b := newS7Origin(t, "B")

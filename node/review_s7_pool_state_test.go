@@ -15,6 +15,8 @@ import (
 // one a failure and a retry), and its health state on /status resets to
 // up. An operator reloading for an unrelated reason (another site, a log
 // level) does not expect a known-dead origin to be tried again.
+//
+// Failed before 2026-12-06; fixed: origin.Pool.CarryState keeps the ejection.
 func TestS7UnrelatedReloadRemembersThatAnOriginIsDown(t *testing.T) {
 	good := newS7Origin(t, "GOOD")
 	good.cc.Store("no-store")

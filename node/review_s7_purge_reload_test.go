@@ -16,6 +16,8 @@ import (
 // X on this node (it reports purged:1 and the content is gone), whatever
 // site name the copy was stored under; a rollback of a config must not
 // resurrect content that was purged (a takedown, a leaked page).
+//
+// Failed before 2026-12-06; fixed: a reload removes what no site reaches (proxy.DropUnreachable).
 func TestS7PurgeAfterASiteRenameIsNotUndoneByARollback(t *testing.T) {
 	a := newS7Origin(t, "A")
 	v1 := "sites:\n" + s7Site("shop", []string{"shop.test"}, []string{a.URL}, "")
@@ -61,6 +63,8 @@ func TestS7PurgeAfterASiteRenameIsNotUndoneByARollback(t *testing.T) {
 // TestS7ACopyOfARemovedSiteDoesNotComeBack: a host
 // taken off every site (421) and purged, then given back (a rollback),
 // serves the copy the purge said it did not find.
+//
+// Failed before 2026-12-06; fixed: a reload removes what no site reaches (proxy.DropUnreachable).
 func TestS7ACopyOfARemovedSiteDoesNotComeBack(t *testing.T) {
 	a := newS7Origin(t, "A")
 	b := newS7Origin(t, "B")

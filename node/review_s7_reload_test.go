@@ -108,6 +108,8 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 // built (origin.ca_file that does not exist: config.Load does not read
 // it, `edge config check` passes it) is refused in newSiteTable, counted
 // "invalid", and logged nowhere.
+//
+// Failed before 2026-12-06; fixed: the refusal is logged, and origin.ca_file is read at load.
 func TestS7RefusedReloadIsLogged(t *testing.T) {
 	a := newS7Origin(t, "A")
 	var logs syncBuf
@@ -145,6 +147,8 @@ func TestS7RefusedReloadIsLogged(t *testing.T) {
 // (proxy.CanonicalHost drops a trailing dot), so `hosts: ["b.test."]`
 // validates, never matches any request, and b.test's requests go to the
 // default site's origin (here another customer's).
+//
+// Failed before 2026-12-06; fixed: site hosts are kept as requests are matched.
 func TestS7SiteHostWithTrailingDotIsMatched(t *testing.T) {
 	a := newS7Origin(t, "A")
 	b := newS7Origin(t, "B")

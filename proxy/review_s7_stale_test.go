@@ -24,6 +24,8 @@ import (
 // the triggering user's Cookie). RFC 9111 would allow storing them; the
 // edge's own rule for Set-Cookie responses does not, and only 304s
 // escape it.
+//
+// Failed before 2026-12-06; fixed: a 304 that sets a cookie answers its requester alone.
 func TestS7A304ThatSetsACookieIsNotMergedForEveryone(t *testing.T) {
 	for _, swr := range []bool{false, true} {
 		name := "foreground"
@@ -135,6 +137,8 @@ func TestS7SWRRefreshWithCookieVaryCookie(t *testing.T) {
 // TestS7VaryOriginPoisoningOverHTTP2: the Vary key merge of
 // TestS7VaryKeyKeepsApartOriginValuesTheOriginTellsApart through HTTP/2 (TLS,
 // net/http's server in front of the handler): the same.
+//
+// Failed before 2026-12-06; fixed: only list fields are read as lists (VaryKey).
 func TestS7VaryOriginPoisoningOverHTTP2(t *testing.T) {
 	const allowed = "https://app.example"
 	h, _ := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {

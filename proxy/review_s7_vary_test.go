@@ -43,6 +43,8 @@ func s7rvGet(t *testing.T, c *http.Client, base, path string, hdr ...string) (*h
 // variant and served to the victim, whose cross-origin fetch then fails
 // (cache-poisoning DoS), and a victim arriving while the attacker's fill
 // is in flight is collapsed onto it the same way.
+//
+// Failed before 2026-12-06; fixed: only list fields are read as lists (VaryKey).
 func TestS7VaryKeyKeepsApartOriginValuesTheOriginTellsApart(t *testing.T) {
 	const allowed = "https://app.example"
 	var mu sync.Mutex
@@ -80,6 +82,8 @@ func TestS7VaryKeyKeepsApartOriginValuesTheOriginTellsApart(t *testing.T) {
 // TestS7VaryKeyNeverCollapsesOntoAnAttackersFill is the collapsing form of the
 // above: the victim arrives while the attacker's fill is under way and is
 // handed its answer.
+//
+// Failed before 2026-12-06; fixed: only list fields are read as lists (VaryKey).
 func TestS7VaryKeyNeverCollapsesOntoAnAttackersFill(t *testing.T) {
 	const allowed = "https://app.example"
 	h, calls := handlerProxy(t, func(w http.ResponseWriter, r *http.Request) {

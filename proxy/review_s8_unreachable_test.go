@@ -16,6 +16,8 @@ import (
 // run. Nothing reaches that key and no purge names it (a purge names the
 // URL under the host's new site), so rolling the reload back serves what
 // was purged in between: the very undoing DropUnreachable was added for.
+//
+// Failed before 2026-12-06; fixed: DropUnreachable acts as a purge for fills in flight.
 func TestS8DropUnreachableRacesAFillInFlight(t *testing.T) {
 	var site atomic.Value
 	site.Store("old")

@@ -8,6 +8,8 @@ import (
 
 // TestS8RRangeSpecEdges: range-specs at the edges of RFC 9110 §14.1.2,
 // against a stored gzip form and identity.
+//
+// Failed before 2026-12-06; fixed: limitRanges answers an unsatisfiable set 416 and reads overflowing positions as past the end.
 func TestS8RRangeSpecEdges(t *testing.T) {
 	body := s8rText(20000)
 	h := s8rPageProxy(t, body, `"v1"`, nil)
