@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/edgecache/edge/coding"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/internal/reqfield"
 )
 
