@@ -1,6 +1,8 @@
 package hitpath
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,18 +27,14 @@ func TestS10HandedRequestWithBufferFullOfPipelinedBytes(t *testing.T) {
 		"straddle":           hit + hit + pad(4080) + hit + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n",
 		"slow then straddle": "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n" + pad(4000) + pad(4096) + hit,
 	}
-	for name, raw := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			for _, split := range []bool{false} {
-				want := s10Transcript(t, plain, raw, nil, split)
-				got := s10Transcript(t, loop, raw, nil, split)
-				if got != want {
-					t.Errorf("net/http alone: %s\nwith the loop:  %s", want, got)
-				} else {
-					t.Log(got)
-				}
-			}
-		})
-	}
+	names := slices.Sorted(maps.Keys(cases))
+	s10Each(len(names), func(i int) {
+		raw := cases[names[i]]
+		want, got := s10Pair(
+			func() string { return s10Transcript(t, plain, raw, nil, false) },
+			func() string { return s10Transcript(t, loop, raw, nil, false) })
+		if got != want {
+			t.Errorf("%s:\nnet/http alone: %s\nwith the loop:  %s", names[i], want, got)
+		}
+	})
 }

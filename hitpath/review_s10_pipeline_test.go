@@ -1,7 +1,6 @@
 package hitpath
 
 import (
-	"fmt"
 	"io"
 	"math/rand"
 	"net"
@@ -35,7 +34,13 @@ func TestS10RandomPipelines(t *testing.T) {
 	plain := s10Server(t, false, Config{})
 	loop := s10Server(t, true, Config{})
 	rng := rand.New(rand.NewSource(10))
-	for i := range 60 {
+	type pipeline struct {
+		raw     string
+		methods []string
+		seed    int64
+	}
+	var ps []pipeline
+	for range 60 {
 		n := 2 + rng.Intn(8)
 		var raw strings.Builder
 		var methods []string
@@ -44,16 +49,17 @@ func TestS10RandomPipelines(t *testing.T) {
 			raw.WriteString(k.raw)
 			methods = append(methods, k.method)
 		}
-		seed := rng.Int63()
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			t.Parallel()
-			want := s10ChunkedTranscript(t, plain, raw.String(), methods, seed)
-			got := s10ChunkedTranscript(t, loop, raw.String(), methods, seed)
-			if got != want {
-				t.Errorf("methods %v:\n net/http alone: %s\n with the loop:  %s", methods, want, got)
-			}
-		})
+		ps = append(ps, pipeline{raw.String(), methods, rng.Int63()})
 	}
+	s10Each(len(ps), func(i int) {
+		p := ps[i]
+		want, got := s10Pair(
+			func() string { return s10ChunkedTranscript(t, plain, p.raw, p.methods, p.seed) },
+			func() string { return s10ChunkedTranscript(t, loop, p.raw, p.methods, p.seed) })
+		if got != want {
+			t.Errorf("pipeline %d, methods %v:\n net/http alone: %s\n with the loop:  %s", i, p.methods, want, got)
+		}
+	})
 }
 
 // s10ChunkedTranscript is s10Transcript with raw written in random pieces
