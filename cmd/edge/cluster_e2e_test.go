@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/internal/e2e"
+	"github.com/edgecache/edge/internal/promtext"
 	"github.com/edgecache/edge/load"
 )
 
@@ -79,7 +81,11 @@ func TestClusterEndToEnd(t *testing.T) {
 
 	t.Run("one cache", func(t *testing.T) {
 		// 1. The cluster is one cache: each page reaches the origin once,
-		// whichever nodes the requests enter.
+		// whichever nodes the requests enter, while every node trusts
+		// every other. A suspicion (a false one: two busy loops beside
+		// five raced nodes made one in a loaded make test) sends a page
+		// to its next home, which fetches it once more, by design.
+		suspicionsBefore := suspicions(t, nodes)
 		for round := range 3 {
 			for p := range 20 {
 				n := nodes[(p+round)%len(nodes)]
@@ -105,10 +111,18 @@ func TestClusterEndToEnd(t *testing.T) {
 		if !sawPeerMember {
 			t.Error("no answer through a peer carried the peer's Cache-Status member before the ingress's")
 		}
+		allowed := 1
+		if s := suspicions(t, nodes) - suspicionsBefore; s > 0 {
+			allowed = 2
+			t.Logf("%v suspicions while the pages were fetched: a page may reach the origin twice", s)
+		}
 		for p := range 20 {
-			if c := originCount(t, origin, "/p/"+strconv.Itoa(p)); c != 1 {
-				t.Errorf("origin fetched /p/%d %d times, want 1", p, c)
+			if c := originCount(t, origin, "/p/"+strconv.Itoa(p)); c < 1 || c > allowed {
+				t.Errorf("origin fetched /p/%d %d times, want 1 (at most %d)", p, c, allowed)
 			}
+		}
+		if allowed > 1 {
+			return
 		}
 		// Each node's own view agrees: every origin fetch it made was a page's first.
 		for _, n := range nodes {
@@ -329,4 +343,22 @@ func TestClusterEndToEnd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// suspicions is edge_peer_suspicions_total summed over every node's peers.
+func suspicions(t *testing.T, nodes []*testNode) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range nodes {
+		samples, err := promtext.Scrape(context.Background(), "http://"+n.adm+"/metrics")
+		if err != nil {
+			t.Fatalf("%s: metrics: %v", n.id, err)
+		}
+		for k, v := range samples {
+			if strings.HasPrefix(k, "edge_peer_suspicions_total") {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
