@@ -414,10 +414,11 @@ func siteField(name string) string {
 // new site's key: one site's pages served for another (a review). A
 // request without the field, from a node of an older version, is taken as
 // before; the field is signed, so it cannot be dropped on the way.
-func (c *Cluster) sameSite(h http.Header, host string) bool {
+// local is the name of the site this node gives the request's host.
+func (c *Cluster) sameSite(h http.Header, local string) bool {
 	v, ok := h[hdrSite]
 	if !ok || c.cfg.SiteOf == nil {
 		return true
 	}
-	return len(v) == 1 && v[0] == siteField(c.cfg.SiteOf(host))
+	return len(v) == 1 && v[0] == siteField(local)
 }

@@ -99,7 +99,14 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 		return false
 	}
 	site, ok := p.s.Site(host)
-	if !ok || !c.sameSite(req.Header, host) {
+	if !ok {
+		return false
+	}
+	local := "" // the site just resolved, not a second look-up; nil is none
+	if site != nil {
+		local = site.Name
+	}
+	if !c.sameSite(req.Header, local) {
 		return false // PeerHandler refuses another site's request and counts it
 	}
 	path, query, _ := strings.Cut(req.URL.RequestURI(), "?")

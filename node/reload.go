@@ -95,25 +95,19 @@ func (n *Node) Reload() (string, error) {
 		n.log.Error("config reload refused; the running configuration stays", "err", err)
 		return "", err
 	}
-	// Apply: nothing below can fail. An origin the old table had ejected
-	// stays out for the rest of its ejection.
+	// Apply: nothing below can fail. A site that stays keeps its origins'
+	// health (an ejected origin stays out for the rest of its ejection)
+	// and its request counts (the status page's totals and last-minute
+	// rates run on across the reload).
 	for _, s := range table.sites {
 		for _, o := range n.sites.Load().sites {
 			if o.name == s.name {
 				s.pool.CarryState(o.pool)
-			}
-		}
-	}
-	table.start()
-	// A site that stays keeps its request counts (the status page's
-	// totals and last-minute rates run on across the reload).
-	for _, s := range table.sites {
-		for _, o := range n.sites.Load().sites {
-			if o.name == s.name {
 				s.resolved.CarryCounts(o.resolved)
 			}
 		}
 	}
+	table.start()
 	old := n.sites.Swap(table)
 	// Requests in flight finish on the old pools; stopping a pool ends its
 	// health checks and closes idle connections only. The metric series

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -219,8 +218,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 		}
 	}()
 	flush := func() { _ = http.NewResponseController(w).Flush() }
-	saved := w.Header().Clone()
-	sent := false
+	sent := false // head is the only writer of w's header here
 	head := func() {
 		if sent {
 			return
@@ -255,9 +253,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 	}
 	b, err := rd.next(r.Context(), func() { head(); flush() })
 	if !sent && len(b) == 0 && errors.Is(err, errReaderTooSlow) {
-		rd.Close()
-		clear(w.Header())
-		maps.Copy(w.Header(), saved)
+		rd.Close() // nothing of the entry is in w's header yet: head never ran
 		h.servePass(w, r, whyTooLarge)
 		return
 	}
