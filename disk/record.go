@@ -22,6 +22,11 @@ type Record struct {
 	ResponseTime time.Time   // when its response was received
 	Surrogates   []string    // surrogate keys, so that purge by tag finds the record
 	Stale        bool        // soft-purged: revalidate before use
+	// KeyScheme is the cache-key scheme the record was written under
+	// (Options.KeyScheme; "" for records older than schemes). Set by the
+	// tier, never by the caller: a record of another scheme is never
+	// returned.
+	KeyScheme string
 }
 
 // File layout (all integers big-endian):
@@ -52,9 +57,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrCorrupt reports a file that is not a whole record.
 var ErrCorrupt = errors.New("disk: corrupt record")
 
-// encode returns the file bytes of r.
-func encode(r *Record) []byte {
-	meta := encodeMeta(r)
+// encode returns the file bytes of r, written under the cache-key scheme
+// scheme.
+func encode(r *Record, scheme string) []byte {
+	meta := encodeMeta(r, scheme)
 	buf := make([]byte, headerSize, headerSize+len(meta)+len(r.Body))
 	copy(buf, magic)
 	if r.Stale {
@@ -120,7 +126,11 @@ func decode(b []byte) (*Record, error) {
 
 // encodeMeta writes everything but the body: length-prefixed strings and
 // varints, so that decoding needs no reflection and rejects garbage early.
-func encodeMeta(r *Record) []byte {
+// The key scheme comes last and only when there is one, so that a tier
+// without one writes what tiers wrote before schemes existed, and a
+// version before them reads a record with one as corrupt (and drops it)
+// rather than trusting its keys.
+func encodeMeta(r *Record, scheme string) []byte {
 	var b []byte
 	str := func(s string) { b = appendString(b, s) }
 	strs := func(ss []string) { b = appendStrings(b, ss) }
@@ -135,6 +145,9 @@ func encodeMeta(r *Record) []byte {
 	for k, vs := range r.Header {
 		str(k)
 		strs(vs)
+	}
+	if scheme != "" {
+		str(scheme)
 	}
 	return b
 }
@@ -221,6 +234,12 @@ func decodeMeta(b []byte) (*Record, error) {
 		for range fields {
 			k := m.str()
 			r.Header[k] = m.strs()
+		}
+	}
+	if m.err == nil && len(m.b) != 0 {
+		r.KeyScheme = m.str()
+		if m.err == nil && r.KeyScheme == "" {
+			m.err = fmt.Errorf("%w: an empty key scheme", ErrCorrupt) // encodeMeta never writes one
 		}
 	}
 	if m.err != nil {

@@ -21,14 +21,21 @@ import (
 // is ever trusted; after a crash there is none, and the scan rebuilds the
 // index from the files, discarding what the crash left unfinished.
 //
-// Layout: "EDGI" then records, each
+// Layout: "EDGK", the key scheme (Options.KeyScheme, a length-prefixed
+// string), then records, each
 //
 //	key hash (16 bytes) | generation (uvarint) | size (uvarint) | stale (1 byte) | metadata: key,
 //	vary key, vary names, surrogate keys (as in encodeMeta)
 //
 // oldest first, then a zero byte and the CRC-32C of everything before it.
+// A snapshot of another key scheme is not used (the scan then removes the
+// files of that scheme); "EDGI", the layout before schemes, has no scheme
+// field and counts as scheme "".
 
-const snapshotMagic = "EDGI"
+const (
+	snapshotMagic         = "EDGK"
+	snapshotMagicNoScheme = "EDGI"
+)
 
 func (t *Tier) snapshotPath() string { return filepath.Join(t.root, "index.snap") }
 
@@ -42,6 +49,7 @@ func (t *Tier) writeSnapshot() error {
 	crc := crc32.New(castagnoli)
 	w := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
 	_, _ = w.WriteString(snapshotMagic)
+	_, _ = w.Write(appendString(nil, t.opts.KeyScheme))
 	var buf []byte
 	keys := t.lru.Keys() // oldest first
 	for _, key := range keys {
@@ -95,12 +103,22 @@ func (t *Tier) loadSnapshot() (bool, error) {
 	if rerr := os.Remove(t.snapshotPath()); err != nil || rerr != nil {
 		return false, nil
 	}
-	if len(b) < len(snapshotMagic)+5 || string(b[:4]) != snapshotMagic ||
+	if len(b) < len(snapshotMagic)+5 || (string(b[:4]) != snapshotMagic && string(b[:4]) != snapshotMagicNoScheme) ||
 		crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		t.log.Warn("disk tier: index snapshot damaged; scanning the files instead", "dir", t.opts.Dir)
 		return false, nil
 	}
-	recs, err := parseSnapshot(b[4 : len(b)-4])
+	scheme, body, err := snapshotScheme(b[:len(b)-4])
+	if err != nil {
+		t.log.Warn("disk tier: index snapshot unreadable; scanning the files instead", "dir", t.opts.Dir, "err", err)
+		return false, nil
+	}
+	if scheme != t.opts.KeyScheme {
+		t.log.Info("disk tier: the index snapshot is of another cache-key scheme; scanning the files to remove that scheme's", "dir", t.opts.Dir,
+			"snapshot_scheme", scheme, "scheme", t.opts.KeyScheme)
+		return false, nil
+	}
+	recs, err := parseSnapshot(body)
 	if err != nil {
 		t.log.Warn("disk tier: index snapshot unreadable; scanning the files instead", "dir", t.opts.Dir, "err", err)
 		return false, nil
@@ -110,6 +128,23 @@ func (t *Tier) loadSnapshot() (bool, error) {
 		t.index(r.key, r.vary, r.v)
 	}
 	return true, nil
+}
+
+// snapshotScheme splits a checked snapshot (without its CRC) into its
+// key scheme and its records.
+func snapshotScheme(b []byte) (string, []byte, error) {
+	if len(b) < 4 {
+		return "", nil, fmt.Errorf("%w: short snapshot", ErrCorrupt)
+	}
+	switch string(b[:4]) {
+	case snapshotMagicNoScheme:
+		return "", b[4:], nil
+	case snapshotMagic:
+		m := &metaReader{b: b[4:]}
+		scheme := m.str()
+		return scheme, m.b, m.err
+	}
+	return "", nil, fmt.Errorf("%w: bad snapshot magic", ErrCorrupt)
 }
 
 type snapRecord struct {

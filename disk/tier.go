@@ -59,6 +59,15 @@ type Options struct {
 	// ObserveRead and ObserveWrite, if set, receive each read's and
 	// write's duration (for the latency histograms).
 	ObserveRead, ObserveWrite func(time.Duration)
+	// KeyScheme names what the caller's keys mean (how it derives a URL
+	// key and a variant key from a request). Records written under
+	// another scheme are removed at Open and never returned: when a
+	// release changes how requests map to keys, a record stored under the
+	// old mapping may sit under a key that now selects it for requests it
+	// was never meant for (a poisoned variant that outlived the fix of its
+	// hole), so an upgrade starts the tier cold instead. "" matches
+	// records written before schemes existed.
+	KeyScheme string
 }
 
 // Defaults for the options left zero.
@@ -92,6 +101,7 @@ type Stats struct {
 	LastErrorAt                         time.Time
 	RecoveryObjects, RecoveryDiscarded  int64
 	RecoveryTempFiles, RecoveryBytes    int64
+	RecoveryRekeyed                     int64
 	RecoverySeconds                     float64
 	RecoveryFromSnapshot                bool
 }
@@ -183,6 +193,7 @@ type Recovery struct {
 	Bytes     int64         // their bytes
 	Discarded int64         // files that were not whole records, removed
 	TempFiles int64         // writes a crash interrupted, removed
+	Rekeyed   int64         // records of another key scheme, removed
 	Duration  time.Duration // time to rebuild the index
 	// FromSnapshot: a clean shutdown's index was loaded; no file was
 	// scanned (and none checked until read).
@@ -320,6 +331,11 @@ func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record,
 		rec, err = decode(b)
 		if err == nil && (rec.Key != key || rec.VaryKey != vk) {
 			err = fmt.Errorf("%w: file %s holds %q, not %q", ErrCorrupt, name, rec.Key, key)
+		}
+		if err == nil && rec.KeyScheme != t.opts.KeyScheme {
+			// Never indexed (recovery removes such files), so a file
+			// replaced behind the tier's back: not served either way.
+			err = fmt.Errorf("%w: file %s has key scheme %q, not %q", ErrCorrupt, name, rec.KeyScheme, t.opts.KeyScheme)
 		}
 	}
 	if err != nil {
@@ -481,7 +497,7 @@ func (t *Tier) store(w *write) {
 	if !current {
 		return // purged or replaced while queued
 	}
-	buf := encode(w.rec)
+	buf := encode(w.rec, t.opts.KeyScheme)
 	size := int64(len(buf))
 	if (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) || size > t.opts.MaxBytes {
 		t.abandon(w)
@@ -891,6 +907,7 @@ func (t *Tier) Stats() Stats {
 	st.QueueBytes = t.queued.Load()
 	st.RecoveryObjects, st.RecoveryDiscarded = t.recovery.Objects, t.recovery.Discarded
 	st.RecoveryTempFiles, st.RecoveryBytes = t.recovery.TempFiles, t.recovery.Bytes
+	st.RecoveryRekeyed = t.recovery.Rekeyed
 	st.RecoverySeconds = t.recovery.Duration.Seconds()
 	st.RecoveryFromSnapshot = t.recovery.FromSnapshot
 	if e := t.lastErr.Load(); e != nil {
@@ -1003,6 +1020,7 @@ func (t *Tier) recover() error {
 		mu        sync.Mutex
 		all       []found
 		discarded atomic.Int64
+		rekeyed   atomic.Int64
 		wg        sync.WaitGroup
 		work      = make(chan string)
 	)
@@ -1024,6 +1042,11 @@ func (t *Tier) recover() error {
 					if err != nil {
 						_ = os.Remove(p)
 						discarded.Add(1)
+						continue
+					}
+					if rec.KeyScheme != t.opts.KeyScheme {
+						_ = os.Remove(p)
+						rekeyed.Add(1)
 						continue
 					}
 					mu.Lock()
@@ -1054,7 +1077,7 @@ func (t *Tier) recover() error {
 		t.index(f.rec.Key, f.rec.VaryNames, &variant{varyKey: f.rec.VaryKey, name: f.name, size: f.size, stale: f.rec.Stale, surrogates: f.rec.Surrogates})
 	}
 	t.evictToBudget() // the budget may have shrunk since the last run
-	t.recovery = Recovery{Objects: t.objects, Bytes: t.bytes, Discarded: discarded.Load(), TempFiles: t.recovery.TempFiles, Duration: time.Since(start)}
+	t.recovery = Recovery{Objects: t.objects, Bytes: t.bytes, Discarded: discarded.Load(), TempFiles: t.recovery.TempFiles, Rekeyed: rekeyed.Load(), Duration: time.Since(start)}
 	t.mu.Unlock()
 	return nil
 }

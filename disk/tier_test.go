@@ -286,7 +286,7 @@ func TestFailingDiskGoesDownAndComesBack(t *testing.T) {
 }
 
 func TestMalformedRecords(t *testing.T) {
-	good := encode(rec("https://a/x", "body"))
+	good := encode(rec("https://a/x", "body"), "")
 	cases := map[string][]byte{
 		"empty":         nil,
 		"bad magic":     append([]byte("XXXX"), good[4:]...),
@@ -307,8 +307,10 @@ func TestMalformedRecords(t *testing.T) {
 		"truncated varint": {0x80},
 		"string too long":  {0x05, 'a'},
 		"list too long":    {0x00, 0x00, 0x7f},
-		"trailing bytes":   append(encodeMeta(rec("k", "")), 0),
-		"bad status":       encodeMeta(&Record{Key: "k", Status: 42}),
+		"trailing bytes":   append(encodeMeta(rec("k", ""), "s2"), 0),
+		"empty scheme":     append(encodeMeta(rec("k", ""), ""), 0),
+		"scheme too long":  append(encodeMeta(rec("k", ""), ""), 5, 's'),
+		"bad status":       encodeMeta(&Record{Key: "k", Status: 42}, ""),
 	}
 	for name, b := range metas {
 		if _, err := decodeMeta(b); !errors.Is(err, ErrCorrupt) {
@@ -321,14 +323,15 @@ func TestMalformedRecords(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(encode(rec("https://a/x", "body")))
-	f.Add(encodeMeta(rec("k", "")))
+	f.Add(encode(rec("https://a/x", "body"), ""))
+	f.Add(encode(rec("https://a/x", "body"), "vary2"))
+	f.Add(encodeMeta(rec("k", ""), ""))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decode(b); err == nil {
 			// Whatever decodes must encode back to the same bytes
 			// (header order aside, so compare by decoding again).
-			r2, err := decode(encode(r))
-			if err != nil || r2.Key != r.Key || !bytes.Equal(r2.Body, r.Body) {
+			r2, err := decode(encode(r, r.KeyScheme))
+			if err != nil || r2.Key != r.Key || r2.KeyScheme != r.KeyScheme || !bytes.Equal(r2.Body, r.Body) {
 				t.Fatalf("round trip: %v", err)
 			}
 		}
@@ -384,7 +387,13 @@ func TestSnapshotUsedOnceAndChecked(t *testing.T) {
 func FuzzSnapshot(f *testing.F) {
 	f.Add([]byte{0})
 	f.Add([]byte{1, 0, 0})
+	f.Add([]byte("EDGK\x01s\x00"))
+	f.Add([]byte("EDGK\x09s"))
+	f.Add([]byte("EDGI\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = parseSnapshot(b)
+		if _, body, err := snapshotScheme(b); err == nil {
+			_, _ = parseSnapshot(body)
+		}
 	})
 }

@@ -23,7 +23,7 @@ func openDisk(cfg *config.Config, store *proxy.Store, reg prometheus.Registerer,
 	}, []string{"op"})
 	read, write := lat.WithLabelValues("read"), lat.WithLabelValues("write")
 	t, err := disk.Open(disk.Options{
-		Dir: cfg.Cache.DiskPath, MaxBytes: cfg.Cache.DiskMaxBytes, Log: log,
+		Dir: cfg.Cache.DiskPath, MaxBytes: cfg.Cache.DiskMaxBytes, Log: log, KeyScheme: proxy.CacheKeyVersion,
 		ObserveRead:  func(d time.Duration) { read.Observe(d.Seconds()) },
 		ObserveWrite: func(d time.Duration) { write.Observe(d.Seconds()) },
 	})
@@ -32,7 +32,7 @@ func openDisk(cfg *config.Config, store *proxy.Store, reg prometheus.Registerer,
 	}
 	rc := t.Recovery()
 	log.Info("disk tier recovered", "dir", cfg.Cache.DiskPath, "from_snapshot", rc.FromSnapshot, "objects", rc.Objects, "bytes", rc.Bytes,
-		"discarded", rc.Discarded, "interrupted_writes", rc.TempFiles, "seconds", rc.Duration.Seconds())
+		"discarded", rc.Discarded, "other_key_version", rc.Rekeyed, "interrupted_writes", rc.TempFiles, "seconds", rc.Duration.Seconds())
 	store.AttachDisk(t, proxy.TierOptions{PromoteHits: cfg.Cache.DiskPromoteHits})
 	stat := func(f func(disk.Stats) float64) func() float64 { return func() float64 { return f(t.Stats()) } }
 	gauge := func(name, help string, f func(disk.Stats) float64) prometheus.Collector {
@@ -55,6 +55,7 @@ func openDisk(cfg *config.Config, store *proxy.Store, reg prometheus.Registerer,
 		}),
 		gauge("edge_disk_recovery_seconds", "Time the last startup took to rebuild the disk index.", func(s disk.Stats) float64 { return s.RecoverySeconds }),
 		gauge("edge_disk_recovery_discarded", "Files the last startup found partial or corrupt and removed.", func(s disk.Stats) float64 { return float64(s.RecoveryDiscarded) }),
+		gauge("edge_disk_recovery_rekeyed", "Files the last startup removed because an older release wrote them under another cache-key version.", func(s disk.Stats) float64 { return float64(s.RecoveryRekeyed) }),
 		counter("edge_disk_hits_total", "RAM misses answered from disk.", func(s disk.Stats) float64 { return float64(s.Hits) }),
 		counter("edge_disk_misses_total", "RAM misses the disk could not answer.", func(s disk.Stats) float64 { return float64(s.Misses) }),
 		counter("edge_disk_writes_total", "Objects written to disk.", func(s disk.Stats) float64 { return float64(s.Writes) }),

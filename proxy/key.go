@@ -10,6 +10,18 @@ import (
 	"github.com/edgecache/edge/rules"
 )
 
+// CacheKeyVersion names how this release maps requests to cache keys
+// (CacheKey, the handler's site prefix and key rules, VaryKey). The disk
+// tier stores it with every record and removes, at start, the records of
+// any other version: an entry stored under an older mapping may sit under
+// a key the new one gives to requests it was never meant for (the Vary
+// list reading of 2026-12-06 keyed "Origin: https://a.example," with
+// "https://a.example", so a poisoned variant stored before the fix would
+// have been served after it). TestCacheKeyVersionPinsTheKeys fails when
+// the mapping changes and the version does not; "" was every release
+// before versions.
+const CacheKeyVersion = "2"
+
 // CacheKey builds the URL part of a cache key: scheme, the canonical host
 // (CanonicalHost: lower case, no port, no trailing dot), path and the query exactly as it will be forwarded
 // (the origin may answer ?id=a&id=b and ?id=b&id=a differently, so they
