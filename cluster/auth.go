@@ -20,6 +20,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/edgecache/edge/proxy"
 )
 
 // Peer requests and responses are authenticated with HMAC-SHA256 under the
@@ -36,19 +38,20 @@ import (
 // that was altered or cut is refused before it can be stored. For networks
 // that must also keep peer traffic secret, cluster.tls adds mutual TLS.
 const (
-	hdrNode     = "Edge-Node"      // sender node id
-	hdrTo       = "Edge-To"        // receiver node id
-	hdrTime     = "Edge-Time"      // sender clock, Unix ns
-	hdrNonce    = "Edge-Nonce"     // random, once per request
-	hdrAuth     = "Edge-Auth"      // hex HMAC-SHA256 of the request
-	hdrRespAuth = "Edge-Resp-Auth" // hex HMAC-SHA256 of the response status and header
-	hdrBodyAuth = "Edge-Body-Auth" // trailer: hex HMAC-SHA256 of the response body
-	hdrMode     = "Edge-Mode"      // "probe" or "climb"
-	hdrPath     = "Edge-Path"      // remaining climb path, comma-separated id:rank
-	hdrSite     = "Edge-Site"      // the site the sender keys the page under (siteField)
-	hdrRank     = "Edge-Rank"      // tree rank the receiver plays
-	hdrHop      = "Edge-Hop"       // hops so far (loop guard)
-	hdrWait     = "Edge-Wait"      // the sending fill's place in the wait order (proxy.WaitOrder)
+	hdrNode     = "Edge-Node"        // sender node id
+	hdrTo       = "Edge-To"          // receiver node id
+	hdrTime     = "Edge-Time"        // sender clock, Unix ns
+	hdrNonce    = "Edge-Nonce"       // random, once per request
+	hdrAuth     = "Edge-Auth"        // hex HMAC-SHA256 of the request
+	hdrRespAuth = "Edge-Resp-Auth"   // hex HMAC-SHA256 of the response status and header
+	hdrBodyAuth = "Edge-Body-Auth"   // trailer: hex HMAC-SHA256 of the response body
+	hdrMode     = "Edge-Mode"        // "probe" or "climb"
+	hdrPath     = "Edge-Path"        // remaining climb path, comma-separated id:rank
+	hdrSite     = "Edge-Site"        // the site the sender keys the page under (siteField)
+	hdrKeyVer   = "Edge-Key-Version" // the cache-key version the sender keys pages under (proxy.CacheKeyVersion)
+	hdrRank     = "Edge-Rank"        // tree rank the receiver plays
+	hdrHop      = "Edge-Hop"         // hops so far (loop guard)
+	hdrWait     = "Edge-Wait"        // the sending fill's place in the wait order (proxy.WaitOrder)
 )
 
 // maxSkew bounds the clock difference accepted on a signed peer request.
@@ -263,6 +266,10 @@ func (s *signingWriter) WriteHeader(code int) {
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil // no sniffing: it would add an unsigned field
 	}
+	// Every answer says how this node keys pages, whatever wrote its
+	// header (a pass copies the origin's): an asker stores no page from a
+	// node that keys them another way (sameKeyVersion).
+	h.Set(hdrKeyVer, proxy.CacheKeyVersion)
 	h.Set(hdrRespAuth, responseMAC(s.secret, s.nonce, code, h))
 	s.ResponseWriter.WriteHeader(code)
 }
@@ -405,6 +412,23 @@ func siteField(name string) string {
 		return "/"
 	}
 	return name
+}
+
+// sameKeyVersion reports whether a signed data request, or the answer to
+// one, was keyed under this release's cache-key version. A node of
+// another version maps requests to keys differently: during a rolling
+// upgrade that closes a key hole (the Vary list reading of 2026-12-06),
+// an old peer could answer for the new key a variant it stored under the
+// old mapping, poisoned through the hole, and the asker store it under a
+// key the disk tier's version check no longer removes. A request without
+// the field (an older asker) is answered as before: it keys under its own
+// mapping anyway. An answer must carry it: an older peer's is refused.
+func sameKeyVersion(h http.Header, required bool) bool {
+	v, ok := h[hdrKeyVer]
+	if !ok {
+		return !required
+	}
+	return len(v) == 1 && v[0] == proxy.CacheKeyVersion
 }
 
 // sameSite reports whether a signed data request was made under the site

@@ -902,6 +902,7 @@ func (c *Cluster) peerRequest(ctx context.Context, req *http.Request, key string
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
+	out.Header.Set(hdrKeyVer, proxy.CacheKeyVersion)
 	if c.cfg.SiteOf != nil {
 		// The site of the key the answer is stored under, not the host's
 		// site now: a fill asked before a reload and sent after it
@@ -950,6 +951,15 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		done()
 		return nil, err
 	}
+	if !sameKeyVersion(resp.Header, true) {
+		// A peer of another release keys pages its own way: what it
+		// answers may be another request's variant under this one's key.
+		resp.Body.Close()
+		done()
+		c.metrics.PeerRejected.WithLabelValues("key_version").Inc()
+		return nil, errOtherKeyVersion
+	}
+	delete(resp.Header, hdrKeyVer) // the hop's, not the page's: never stored
 	body := origin.WithIdleTimeout(resp.Body, c.peerBodyIdle(), done)
 	c.mu.Lock()
 	w.body = body // (a suspicion before this ended the request: setTrust cancelled it)
@@ -957,6 +967,10 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 	resp.Body = body
 	return resp, nil
 }
+
+// errOtherKeyVersion is a peer answer keyed under another cache-key
+// version (sameKeyVersion).
+var errOtherKeyVersion = errors.New("cluster: the peer keys pages under another cache-key version")
 
 // openPeerRequest is a request to a peer, registered with it until its body
 // is closed. Its fields change under c.mu.

@@ -208,6 +208,11 @@ func (c *Cluster) PeerHandler(serve func(http.ResponseWriter, *http.Request, pro
 		_, _ = w.Write([]byte(strconv.Itoa(n)))
 	})
 	r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !sameKeyVersion(req.Header, false) {
+			c.metrics.PeerRejected.WithLabelValues("key_version").Inc()
+			http.Error(w, "this node keys pages under another cache-key version", http.StatusServiceUnavailable)
+			return
+		}
 		rt, ok := routeOf(req.Header)
 		if !ok {
 			c.metrics.PeerRejected.WithLabelValues("loop").Inc()

@@ -109,6 +109,9 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if !c.sameSite(req.Header, local) {
 		return false // PeerHandler refuses another site's request and counts it
 	}
+	if !sameKeyVersion(req.Header, false) {
+		return false // PeerHandler refuses it and counts it
+	}
 	path, query, _ := strings.Cut(req.URL.RequestURI(), "?")
 	if strings.HasPrefix(path, "/_edge/") {
 		return false // PeerHandler routes the protocol's own paths first
@@ -210,13 +213,16 @@ func signHit(secret []byte, nonce string, head, body []byte, isHead bool) ([]byt
 			return nil, false // not a line net/http reads as this field (obs-fold, odd bytes)
 		}
 		k := textproto.CanonicalMIMEHeaderKey(string(name))
-		if k == hdrRespAuth || k == hdrBodyAuth {
+		if k == hdrRespAuth || k == hdrBodyAuth || k == hdrKeyVer {
 			continue
 		}
 		h[k] = append(h[k], string(bytes.Trim(value, " \t")))
 		out = append(out, f...)
 		out = append(out, "\r\n"...)
 	}
+	// As PeerHandler's answers: how this node keys pages (sameKeyVersion).
+	h[hdrKeyVer] = []string{proxy.CacheKeyVersion}
+	out = append(out, hdrKeyVer+": "+proxy.CacheKeyVersion+"\r\n"...)
 	mac := newBodyMAC(secret, nonce)
 	if !isHead {
 		if body == nil {
