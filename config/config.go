@@ -150,6 +150,8 @@ func Keys() []Key {
 		{"limits.max_url_bytes", Int, strconv.Itoa(pd.MaxURLBytes), "Request-target length limit (414 beyond), the common browser and server limit."},
 		{"limits.max_body_bytes", Size, size(pd.MaxBodyBytes), "Request body limit (413 beyond)."},
 		{"limits.max_inflight", Int, strconv.Itoa(pd.MaxInflight), "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them; a request body is read before its request takes one (limits.request_buffering)."},
+		{"limits.max_connections", Int, "0", "Client connections (plain and TLS TCP, and QUIC) open at once; one over it is closed as soon as it is accepted (edge_client_connections_refused_total{reason=\"max\"}). 0: the open-file limit less a reserve of 1024 + 4 × limits.max_inflight for origin and peer connections and the disk tier (half the limit where it is small; at least 64), so that clients holding connections open cannot spend the descriptors the node's own work needs."},
+		{"limits.max_connections_per_client", Int, "0", "Client connections open at once from one IP address (closed as soon as accepted beyond it; reason per_client); 0 turns it off because users share NAT addresses."},
 		{"limits.max_inflight_per_client", Int, strconv.Itoa(pd.MaxInflightPerClient), "Concurrent requests per client IP (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.rate", Float, "0", "Requests per second each client may make to a site, on average (429 with Retry-After beyond the burst); 0 turns it off. A site's rate_limit overrides it."},
 		{"limits.rate_burst", Int, "100", "Requests a client may make at once above limits.rate: a page load fetches tens of assets together."},
@@ -295,6 +297,11 @@ type Config struct {
 		MaxBodyBytes         int64
 		MaxInflight          int
 		MaxInflightPerClient int
+		// MaxConnections bounds the clients' connections (0: the default,
+		// from the open-file limit); MaxConnectionsPerClient those of one
+		// address (0: off).
+		MaxConnections          int
+		MaxConnectionsPerClient int
 		// RateLimit is every site's per-client request rate unless the
 		// site sets its own.
 		RateLimit         RateLimit
@@ -628,6 +635,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxBodyBytes = p.size("limits.max_body_bytes", 0)
 	c.Limits.MaxInflight = p.int("limits.max_inflight", 1, 1<<24)
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
+	c.Limits.MaxConnections = p.int("limits.max_connections", 0, 1<<30)
+	c.Limits.MaxConnectionsPerClient = p.int("limits.max_connections_per_client", 0, 1<<30)
 	c.Limits.RateLimit = RateLimit{Rate: p.float("limits.rate", 0, 1e9), Burst: p.int("limits.rate_burst", 1, 1<<30), Key: p.str("limits.rate_key")}
 	if r := c.Limits.RateLimit.Rate; r > 0 && r < minRate {
 		p.fail("limits.rate", r, "is below 0.001 requests per second (0 turns the limit off)")

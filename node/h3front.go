@@ -38,6 +38,7 @@ type h3Front struct {
 	srv           *http3.Server // the handler, TLS and QUIC configs, settings, header limit, idle timeout
 	headerTimeout time.Duration
 	log           *slog.Logger
+	limiter       *connLimiter // nil: unbounded
 
 	grace     context.Context // ends when a stop begins: no new connections or streams
 	stopGrace context.CancelFunc
@@ -61,10 +62,10 @@ type h3Front struct {
 // that when the stop begins closes at once.
 const h3StopLinger = 2 * time.Second
 
-func newH3Front(srv *http3.Server, headerTimeout time.Duration, log *slog.Logger) *h3Front {
+func newH3Front(srv *http3.Server, headerTimeout time.Duration, log *slog.Logger, conns *connLimiter) *h3Front {
 	hard, stopHard := context.WithCancel(context.Background())
 	grace, stopGrace := context.WithCancel(hard)
-	return &h3Front{srv: srv, headerTimeout: headerTimeout, log: log,
+	return &h3Front{srv: srv, headerTimeout: headerTimeout, log: log, limiter: conns,
 		grace: grace, stopGrace: stopGrace, hard: hard, stopHard: stopHard}
 }
 
@@ -84,12 +85,25 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 			}
 			return fmt.Errorf("node: http3 accept: %w", err)
 		}
+		addr := tcpAddrOf(conn.RemoteAddr())
+		if f.limiter != nil && f.limiter.admit(addr) != "" {
+			// The QUIC connections of one address count with its TCP
+			// ones (connLimiter).
+			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad), "too many connections")
+			continue
+		}
 		if !f.track() {
+			if f.limiter != nil {
+				f.limiter.release(addr)
+			}
 			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 			return http.ErrServerClosed
 		}
 		go func() {
 			defer f.conns.Done()
+			if f.limiter != nil {
+				defer f.limiter.release(addr)
+			}
 			f.handleConn(conn)
 		}()
 	}

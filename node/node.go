@@ -53,6 +53,7 @@ type Node struct {
 	public    *http.Server
 	admin     *http.Server
 	pubLn     net.Listener
+	conns     *connLimiter // bounds the public listeners' connections (limits.max_connections)
 	admLn     net.Listener
 	admCerts  *fileCerts // admin.tls (nil: plain HTTP)
 	draining  atomic.Bool
@@ -174,9 +175,15 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			}
 		}
 	}()
+	maxConns := cfg.Limits.MaxConnections
+	if maxConns == 0 {
+		maxConns = defaultMaxConnections(cfg.Limits.MaxInflight)
+	}
+	n.conns = newConnLimiter(maxConns, cfg.Limits.MaxConnectionsPerClient, reg)
 	if n.pubLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
 	}
+	n.pubLn = n.conns.listener(n.pubLn)
 	if n.admLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		return nil, fmt.Errorf("node: admin.listen: %w", err)
 	}
@@ -222,7 +229,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	certs := sync.OnceValue(func() *certMetrics { return newCertMetrics(reg) })
 	if cfg.TLS.Listen != "" {
-		if n.tls, err = newTLSFront(cfg, front, log, reg, certs); err != nil {
+		if n.tls, err = newTLSFront(cfg, front, log, reg, certs, n.conns); err != nil {
 			return nil, err
 		}
 		n.tls.batch = n.batch

@@ -48,6 +48,7 @@ type Status struct {
 	Coding           proxy.CodingStats    `json:"compression"`
 	Fields           map[string]float64   `json:"request_fields"` // client fields not forwarded as sent, by action
 	BadHosts         float64              `json:"bad_host_requests"`
+	Connections      ConnectionStatus     `json:"client_connections"`
 	Coalesced        float64              `json:"coalesced_requests"`
 	KeptApart        float64              `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
 	PurgeHeld        uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
@@ -126,6 +127,8 @@ func (n *Node) Snapshot() Status {
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
+	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: n.conns.max, PerClient: n.conns.perClient,
+		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient))}
 	if n.hits != nil {
 		hs := n.hitM.Stats()
 		s.HitPath = &hs
@@ -302,6 +305,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>writes / dropped / evictions</th><td>{{.Writes}} / {{.Dropped}} / {{.Evictions}}</td></tr>
 <tr><th>errors</th><td>read {{.ReadErrors}} · write {{.WriteErrors}} · corrupt records discarded {{.Corrupt}}{{if .LastError}} · last: <code>{{.LastError}}</code> at {{.LastErrorAt.Format "15:04:05"}}{{end}}</td></tr>
 <tr><th>last startup</th><td>{{.RecoveryObjects}} objects ({{bytes .RecoveryBytes}}) indexed in {{printf "%.3f" .RecoverySeconds}} s {{if .RecoveryFromSnapshot}}from the clean shutdown's index snapshot{{else}}by scanning the files{{end}}; {{.RecoveryDiscarded}} partial or corrupt files, {{.RecoveryTempFiles}} interrupted writes and {{.RecoveryRekeyed}} files of another cache-key version removed</td></tr></table>{{end}}
+<h2>Client connections</h2><p>{{with .Connections}}{{.Open}} open of {{.Max}} (limits.max_connections){{if .PerClient}}, at most {{.PerClient}} per address{{end}} · closed at once over the bound: {{.RefusedMax}} (all), {{.RefusedPerClient}} (per address){{end}}</p>
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th><th>per second (last minute)</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{count .Value}}</td><td>{{printf "%.1f" .Rate}}</td></tr>{{end}}</table>

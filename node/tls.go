@@ -81,7 +81,7 @@ const (
 
 // newTLSFront loads certificates and binds the TLS listener (and its UDP
 // port for HTTP/3), so that every error is reported before serving.
-func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer, certs func() *certMetrics) (_ *tlsFront, err error) {
+func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer, certs func() *certMetrics, conns *connLimiter) (_ *tlsFront, err error) {
 	t := &tlsFront{cfg: cfg, log: log,
 		proto: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_http_requests_by_protocol_total", Help: "Client requests by protocol: http/1.1 (plain), https/1.1, h2, h3.",
@@ -121,6 +121,7 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 	if t.ln, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
 		return nil, fmt.Errorf("node: tls.listen: %w", err)
 	}
+	t.ln = conns.listener(t.ln)
 	defer func() {
 		if err != nil {
 			_ = t.ln.Close()
@@ -173,7 +174,7 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 				MaxIdleTimeout:       cfg.Limits.IdleTimeout,
 			},
 			Logger: log,
-		}, cfg.Limits.ReadHeaderTimeout, log)
+		}, cfg.Limits.ReadHeaderTimeout, log, conns)
 		t.alt = []string{`h3=":` + t.port + `"; ma=86400`}
 	}
 	return t, nil

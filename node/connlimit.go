@@ -1,0 +1,185 @@
+package node
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connLimiter bounds the clients' connections (plain and TLS TCP, and
+// QUIC), in all and per client address. A connection held open costs a
+// goroutine, buffers and a file descriptor: without a bound, one client
+// that opens connections and sends nothing (each alive until
+// limits.read_header_timeout, then idle ones until limits.idle_timeout,
+// and as many again as it opens meanwhile) spends the node's descriptors,
+// and then the origin fetches, the peer hops and the disk tier's files fail
+// with EMFILE (the tier goes down after three). A connection over a bound
+// is closed as soon as it is accepted, before anything is read from it:
+// the client sees the connection close and may retry, and the node's
+// descriptors stay for the work under way (nginx's worker_connections and
+// limit_conn play the same part).
+type connLimiter struct {
+	max, perClient int // 0: no bound of that kind
+
+	mu     sync.Mutex
+	open   int
+	byAddr map[netip.Addr]int
+
+	refused *prometheus.CounterVec // by reason: max, per_client
+}
+
+// Reasons a connection is refused, the label values of
+// edge_client_connections_refused_total.
+const (
+	refusedMax       = "max"
+	refusedPerClient = "per_client"
+)
+
+// connReserve is what the default bound keeps of the open-file limit for
+// everything but client connections: origin and peer connections (a few
+// per limits.max_inflight slot), the disk tier's files, spool files,
+// listeners and the process's own.
+func connReserve(maxInflight int) int { return 1024 + 4*maxInflight }
+
+// defaultMaxConnections is limits.max_connections' 0: the open-file limit
+// less connReserve, or half of it where the limit is small (a container's
+// 1024), at least 64. Go raises the soft limit to the hard one at start
+// (os package, since Go 1.19), so this is the hard limit.
+func defaultMaxConnections(maxInflight int) int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20 // unknown or unlimited: a bound nothing reaches
+	}
+	return maxConnectionsUnder(int(rl.Cur), maxInflight)
+}
+
+// maxConnectionsUnder is defaultMaxConnections for an open-file limit.
+func maxConnectionsUnder(nofile, maxInflight int) int {
+	return max(64, nofile-min(connReserve(maxInflight), nofile/2))
+}
+
+func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLimiter {
+	l := &connLimiter{max: maxConns, perClient: perClient, byAddr: make(map[netip.Addr]int),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_client_connections_refused_total",
+			Help: "Client connections (TCP and QUIC) closed as soon as accepted, by the bound they were over: max (limits.max_connections) or per_client (limits.max_connections_per_client).",
+		}, []string{"reason"})}
+	for _, r := range []string{refusedMax, refusedPerClient} {
+		l.refused.WithLabelValues(r)
+	}
+	reg.MustRegister(l.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections", Help: "Client connections open (TCP and QUIC) on the public listeners."},
+			func() float64 { return float64(l.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections_limit", Help: "limits.max_connections in force (its default: the open-file limit less a reserve)."},
+			func() float64 { return float64(l.max) }))
+	return l
+}
+
+// admit counts a new connection from addr, or reports the bound it is
+// over (and counts nothing).
+func (l *connLimiter) admit(addr netip.Addr) (refused string) {
+	addr = addr.Unmap()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.max > 0 && l.open >= l.max:
+		refused = refusedMax
+	case l.perClient > 0 && l.byAddr[addr] >= l.perClient:
+		refused = refusedPerClient
+	default:
+		l.open++
+		l.byAddr[addr]++
+		return ""
+	}
+	l.refused.WithLabelValues(refused).Inc()
+	return refused
+}
+
+// release gives back what admit counted for addr.
+func (l *connLimiter) release(addr netip.Addr) {
+	addr = addr.Unmap()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if n := l.byAddr[addr] - 1; n > 0 {
+		l.byAddr[addr] = n
+	} else {
+		delete(l.byAddr, addr) // the map holds only addresses with connections open
+	}
+}
+
+// Open is the number of connections counted.
+func (l *connLimiter) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// listener wraps a TCP listener: connections over a bound are closed
+// once accepted and never returned.
+func (l *connLimiter) listener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, l: l}
+}
+
+type limitListener struct {
+	net.Listener
+	l *connLimiter
+}
+
+func (ll *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			return c, nil // not a client's TCP connection: nothing to bound
+		}
+		addr := tcpAddrOf(c.RemoteAddr())
+		if ll.l.admit(addr) != "" {
+			_ = c.Close()
+			continue
+		}
+		return &limitedConn{TCPConn: tc, release: func() { ll.l.release(addr) }}, nil
+	}
+}
+
+// limitedConn gives its slot back when closed. It embeds the
+// *net.TCPConn itself, not a net.Conn, so that what the hit path relies on
+// keeps working: net.Buffers' one writev (an unexported method of
+// *net.TCPConn, promoted here) and sendfile/splice.
+type limitedConn struct {
+	*net.TCPConn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// ConnectionStatus is the status page's view of the connection bounds.
+type ConnectionStatus struct {
+	Open             int     `json:"open"`
+	Max              int     `json:"max"`
+	PerClient        int     `json:"per_client"` // 0: off
+	RefusedMax       float64 `json:"refused_max"`
+	RefusedPerClient float64 `json:"refused_per_client"`
+}
+
+// tcpAddrOf is a connection's remote IP address.
+func tcpAddrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr()
+	}
+	if ua, ok := a.(*net.UDPAddr); ok {
+		return ua.AddrPort().Addr()
+	}
+	return netip.Addr{}
+}

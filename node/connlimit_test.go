@@ -1,0 +1,187 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestConnLimiterCounts(t *testing.T) {
+	l := newConnLimiter(3, 2, prometheus.NewRegistry())
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("::ffff:192.0.2.1")
+	c := netip.MustParseAddr("2001:db8::1")
+	steps := []struct {
+		addr netip.Addr
+		want string
+	}{
+		{a, ""}, {b, ""}, // one address, written two ways
+		{a, refusedPerClient},
+		{c, ""},
+		{netip.MustParseAddr("198.51.100.7"), refusedMax},
+	}
+	for i, s := range steps {
+		if got := l.admit(s.addr); got != s.want {
+			t.Fatalf("step %d: admit(%s) = %q, want %q", i, s.addr, got, s.want)
+		}
+	}
+	if l.Open() != 3 {
+		t.Fatalf("open %d, want 3", l.Open())
+	}
+	l.release(b)
+	if got := l.admit(a); got != "" {
+		t.Fatalf("after a release: %q", got)
+	}
+	for _, addr := range []netip.Addr{a, a, c} {
+		l.release(addr)
+	}
+	if l.Open() != 0 || len(l.byAddr) != 0 {
+		t.Fatalf("after releasing everything: open %d, addresses %v", l.Open(), l.byAddr)
+	}
+	if got := l.admit(a); got != "" { // nothing left over after all that
+		t.Fatalf("fresh admit: %q", got)
+	}
+	off := newConnLimiter(0, 0, prometheus.NewRegistry())
+	for range 1000 {
+		if off.admit(a) != "" {
+			t.Fatal("a limiter without bounds refused")
+		}
+	}
+}
+
+// closedAtOnce reports whether the node closes conn before answering
+// anything: a refused connection reads EOF (or a reset) at once.
+func closedAtOnce(t *testing.T, conn net.Conn) bool {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := conn.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return err != nil
+}
+
+// TestAClientCannotHoldMoreConnectionsThanItsShare: connections that send
+// nothing hold their slots (that is the attack); one over a client's share
+// is closed at once, and a slot given back is usable again, on the plain
+// and the TLS listeners alike.
+func TestAClientCannotHoldMoreConnectionsThanItsShare(t *testing.T) {
+	origin := reviewOrigin(t)
+	cp, kp := writePair(t, t.TempDir(), "a", []string{"a.test"}, 1)
+	n := startNode(t, origin.URL, "limits: {max_connections_per_client: 2}\n"+
+		"tls: {listen: '127.0.0.1:0', cert_file: '"+cp+"', key_file: '"+kp+"'}\n")
+	held := make([]net.Conn, 0, 2)
+	for range 2 {
+		c, err := net.Dial("tcp", n.PublicAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The two count once accepted: wait for the node to see them.
+	deadline := time.Now().Add(5 * time.Second)
+	for n.conns.Open() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, addr := range []string{n.PublicAddr(), h3Addr(n)} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closedAtOnce(t, c) {
+			t.Errorf("%s: a third connection from one address was kept", addr)
+		}
+		c.Close()
+	}
+	if got := metricValue(t, n, "edge_client_connections_refused_total", "reason", "per_client"); got != 2 {
+		t.Errorf("refused per_client = %v, want 2", got)
+	}
+	_, page := getBody(t, "http://"+n.AdminAddr()+"/status")
+	_, js := getBody(t, "http://"+n.AdminAddr()+"/status.json")
+	if !strings.Contains(page, "at most 2 per address") || !strings.Contains(page, "2 (per address)") || !strings.Contains(js, `"refused_per_client":2`) {
+		t.Errorf("the status page does not show the bound and what it refused:\n%s", js)
+	}
+	held[0].Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for n.conns.Open() > 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp := reviewGet(t, n.PublicAddr(), "/a"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a slot given back: %d", resp.StatusCode)
+	}
+	// And over TLS, through the hit path's handshake listener (reviewGet's
+	// client keeps its connection: the other held one must go first).
+	held[1].Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for n.conns.Open() > 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "a.test"}, //nolint:gosec // test certificate
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", h3Addr(n))
+		}, DisableKeepAlives: true}}
+	resp, err := client.Get("https://a.test/a")
+	if err != nil {
+		t.Fatalf("https with a slot free: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("https with a slot free: %d", resp.StatusCode)
+	}
+}
+
+// TestMaxConnectionsBoundsEveryClientTogether: limits.max_connections
+// counts all clients, and HTTP/3 connections with TCP ones.
+func TestMaxConnectionsBoundsEveryClientTogether(t *testing.T) {
+	h3o := newH3Origin(t)
+	n := startH3Node(t, h3o.URL, "limits: {max_connections: 2}\n")
+	for range 2 {
+		c, err := net.Dial("tcp", n.PublicAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.conns.Open() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	client := h3Client(n)
+	client.Timeout = 3 * time.Second
+	if resp, err := client.Get("https://a.test/a"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("an HTTP/3 connection over max_connections was served: %d", resp.StatusCode)
+	}
+	if got := metricValue(t, n, "edge_client_connections_refused_total", "reason", "max"); got < 1 {
+		t.Errorf("refused max = %v, want at least 1", got)
+	}
+}
+
+// The default bound leaves the reserve for the node's own descriptors.
+func TestDefaultMaxConnectionsKeepsAReserve(t *testing.T) {
+	got := defaultMaxConnections(256)
+	if got < 64 {
+		t.Fatalf("default %d below its floor", got)
+	}
+	t.Logf("default limits.max_connections here: %d (reserve %d)", got, connReserve(256))
+	for _, c := range []struct{ nofile, inflight, want int }{
+		{1 << 20, 256, 1<<20 - 2048},
+		{20000, 256, 17952},
+		{1024, 256, 512}, // a small container limit: half stays for the node
+		{100, 256, 64},
+	} {
+		if got := maxConnectionsUnder(c.nofile, c.inflight); got != c.want {
+			t.Errorf("maxConnectionsUnder(%d, %d) = %d, want %d", c.nofile, c.inflight, got, c.want)
+		}
+	}
+}
