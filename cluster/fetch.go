@@ -956,7 +956,7 @@ func (c *Cluster) send(out *http.Request, p *Peer) (*http.Response, error) {
 		// answers may be another request's variant under this one's key.
 		resp.Body.Close()
 		done()
-		c.metrics.PeerRejected.WithLabelValues("key_version").Inc()
+		c.metrics.PeerRejected.WithLabelValues("answer_key_version").Inc()
 		return nil, errOtherKeyVersion
 	}
 	delete(resp.Header, hdrKeyVer) // the hop's, not the page's: never stored

@@ -70,8 +70,8 @@ func TestAPeerOfAnotherKeyVersionIsNeverStoredFrom(t *testing.T) {
 			t.Fatalf("an answer keyed under version %q was taken (err %v)", v, err)
 		}
 	}
-	if n := testutil.ToFloat64(in.metrics.PeerRejected.WithLabelValues("key_version")); n != 2 {
-		t.Errorf("edge_peer_request_rejections_total{reason=key_version} = %v, want 2", n)
+	if n := testutil.ToFloat64(in.metrics.PeerRejected.WithLabelValues("answer_key_version")); n != 2 {
+		t.Errorf("edge_peer_request_rejections_total{reason=answer_key_version} = %v, want 2", n)
 	}
 	resp, err := ask(olderPeer(t, in.cfg.Secret, proxy.CacheKeyVersion))
 	if err != nil {

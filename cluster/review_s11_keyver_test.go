@@ -1,13 +1,16 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgecache/edge/proxy"
 )
@@ -68,7 +71,7 @@ func TestS11EveryAnswerNamesOneVersionAndTheOriginSeesNone(t *testing.T) {
 		{"refusal", plain.Addr, "GET", "/p", []string{hdrKeyVer, "9"}, 503},
 	}
 	for _, c := range cases {
-		resp := rawSend(t, c.addr, rawS11(t, in, c.method, c.target, c.fields...))[0]
+		resp := rawOneS11(t, c.addr, c.method, rawS11(t, in, c.method, c.target, c.fields...))
 		ph.Wait()
 		if resp.StatusCode != c.status {
 			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.status)
@@ -126,4 +129,26 @@ func TestS11EmptyKeyVersionAddedOnTheWay(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a current asker's request altered on the way: %d, want 403", resp.StatusCode)
 	}
+}
+
+// rawOneS11 sends one raw request and reads its answer as a request of
+// method (a HEAD's has no body).
+func rawOneS11(t *testing.T, addr, method string, raw []byte) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

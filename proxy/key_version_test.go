@@ -4,15 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 )
 
-// cacheKeyFingerprint is a hash of what CacheKey and VaryKey make of
-// keyVersionInputs under CacheKeyVersion. A change to how requests map to
+// cacheKeyFingerprint is a hash of what CacheKey, VaryKey, the handler's
+// URL and variant keys and the rules' key shaping make of fixed inputs
+// under CacheKeyVersion. A change to how requests map to
 // keys changes it: then bump CacheKeyVersion (so that the disk tier drops
 // what the old mapping stored) and update both.
-const cacheKeyFingerprint = "23ee54ca15f2bc57169fcdf074605b8d"
+const cacheKeyFingerprint = "d4d2e23d1decf13410e3f1425a1d7732"
 
 // keyVersionInputs exercise every rule of the mapping: host case, ports,
 // trailing dots, empty paths, queries, and Vary's list and non-list fields
@@ -61,6 +63,33 @@ func TestCacheKeyVersionPinsTheKeys(t *testing.T) {
 			sum.Write([]byte(h.URLKey(u)))
 			sum.Write([]byte{0xfc})
 		}
+	}
+	// Rules' key shaping: the query a key keeps and the fields it adds.
+	set := ruleSite(t, `
+- {name: shaped, match: {path: "/s/*"}, key: {ignore_params: [utm_*], sort_params: true, headers: [X-Lang], cookies: [lang, "SS*"], device: true}}
+- {name: allowed, match: {path: "/a/*"}, key: {allow_params: [id, page]}}
+`).Rules
+	for _, path := range []string{"/s/x", "/a/x"} {
+		rule := set.ForKey(path, "")
+		sum.Write([]byte(rule.KeyQuery("utm_source=a&id=2&b=1&page=3;x")))
+		sum.Write([]byte(rule.KeyExtra(http.Header{"X-Lang": {"de, fr"}, "Cookie": {"lang=en; SSid=1; other=2", "lang=fr"},
+			"User-Agent": {"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148"}})))
+		sum.Write([]byte{0xfb})
+	}
+	// The handler's variant key: Vary's fields as the origin sees them
+	// (an edge-set field such as X-Forwarded-For), and the keyed fields
+	// no Vary names (an origin's own X- field), hashed.
+	h, _ := handlerProxy(t, func(http.ResponseWriter, *http.Request) {}, nil)
+	for _, hdr := range []http.Header{
+		{"Accept-Encoding": {"gzip"}},
+		{"X-Custom-Tenant": {"acme"}, "X-Other": {"1", "2"}},
+		{"X-Forwarded-For": {"203.0.113.9"}, "Origin": {"https://app.example"}},
+	} {
+		r := httptest.NewRequest("GET", "http://example.com/v", nil)
+		r.RemoteAddr = "192.0.2.10:4000"
+		r.Header = hdr
+		sum.Write([]byte(h.varyKey([]string{"origin", "x-forwarded-for"}, r)))
+		sum.Write([]byte{0xfa})
 	}
 	got := hex.EncodeToString(sum.Sum(nil))[:32]
 	if got != cacheKeyFingerprint {
