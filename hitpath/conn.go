@@ -142,6 +142,9 @@ type Listener struct {
 	conns map[*Conn]struct{} // open connections, for Drain
 
 	writing atomic.Int64 // responses being written, for WaitWrites
+	// abandon: the stop's deadline passed (WaitWrites' context ended);
+	// hits still being written stop after their chunk in flight.
+	abandon atomic.Bool
 }
 
 // Dates makes the Date field line once per second (the zero value is
@@ -203,7 +206,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return c, nil
 	}
 	l.metrics.open.Add(1)
-	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes), abort: make(chan struct{}, 1)}
+	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes), abort: make(chan struct{}, 1), accepted: time.Now()}
 	l.mu.Lock()
 	l.conns[hc] = struct{}{}
 	l.mu.Unlock()
@@ -258,17 +261,40 @@ func (l *Listener) Drain() {
 // WaitWrites waits until no hit is being written, or ctx ends. net/http's
 // Shutdown takes a connection the loop is writing on for idle, so the node
 // waits here too before it exits.
+//
+// A hit being written when net/http closes its connection is written to
+// its end (each chunk within limits.write_timeout), as net/http finishes
+// the answers in progress; when ctx ends first, the writes still going
+// stop after their chunk in flight and their connections close.
 func (l *Listener) WaitWrites(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for l.writing.Load() > 0 {
 		select {
 		case <-ctx.Done():
+			l.abandonWrites()
 			return ctx.Err()
 		case <-t.C:
 		}
 	}
 	return nil
+}
+
+// abandonWrites stops the hits still being written at the stop's
+// deadline: a slow reader must not keep its connection past it.
+func (l *Listener) abandonWrites() {
+	l.abandon.Store(true)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		c.wmu.Lock()
+		if c.writing && c.closeLat.Load() {
+			// Closed by net/http during the write: end it now. A write
+			// blocked on a slow reader returns at once.
+			_ = c.Conn.Close()
+		}
+		c.wmu.Unlock()
+	}
 }
 
 // The owner of a connection's next bytes.
@@ -291,11 +317,20 @@ type Conn struct {
 	start, end int
 	owed       int // in stateHanded: bytes of the handed head net/http has not read yet
 	partial    bool
-	req        Request
-	ans        Answer        // the answer being written (one at a time; a field, so that it does not escape per hit)
-	readErr    error         // a read error held back from net/http until the bytes before it are served
-	aborted    atomic.Bool   // net/http ended its background read (a past read deadline)
-	abort      chan struct{} // wakes hold when net/http ends its background read
+	// accepted is when the connection came; heads counts the requests
+	// whose head was complete (answered or handed). The first head must
+	// be whole read_header_timeout after accepted, as net/http has it, not
+	// after its first bytes (a client trickling them from just before the
+	// timeout had twice as long; a review's slowloris); later heads
+	// within it of their first bytes (net/http's Peek before its timer).
+	accepted time.Time
+	heads    int
+	headBy   time.Time // the deadline of the head being read, once set
+	req      Request
+	ans      Answer        // the answer being written (one at a time; a field, so that it does not escape per hit)
+	readErr  error         // a read error held back from net/http until the bytes before it are served
+	aborted  atomic.Bool   // net/http ended its background read (a past read deadline)
+	abort    chan struct{} // wakes hold when net/http ends its background read
 
 	wmu      sync.Mutex // guards writing and closed
 	writing  bool
@@ -363,6 +398,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			if answered {
 				c.start += headLen
 				c.partial = false
+				c.heads++
 				if c.req.Close {
 					return 0, io.EOF // net/http closes the connection, writing nothing
 				}
@@ -424,7 +460,8 @@ func (c *Conn) readRest(p []byte) (n int, err error, done bool) {
 		// The rest of this head must come within the header timeout,
 		// however it trickles in.
 		c.partial = true
-		_ = c.Conn.SetReadDeadline(time.Now().Add(l.cfg.ReadHeaderTimeout))
+		c.headBy = c.headDeadline()
+		_ = c.Conn.SetReadDeadline(c.headBy)
 	}
 	if l.draining.Load() {
 		return 0, io.EOF, true
@@ -448,6 +485,7 @@ func (c *Conn) readRest(p []byte) (n int, err error, done bool) {
 func (c *Conn) hand(p []byte, headLen int, reason string) int {
 	c.l.metrics.passed(reason, false)
 	c.partial = false
+	c.heads++
 	// net/http may end its background read before that read's goroutine
 	// even starts: the abort is armed here, once per handed request,
 	// never in hold.
@@ -469,8 +507,22 @@ func (c *Conn) hand(p []byte, headLen int, reason string) int {
 // reading and which the loop's own idle deadline may have replaced.
 func (c *Conn) giveForGood(p []byte) int {
 	c.state.Store(stateForeign)
-	_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.ReadHeaderTimeout))
+	by := c.headBy
+	if !c.partial {
+		by = c.headDeadline()
+	}
+	_ = c.Conn.SetReadDeadline(by)
 	return c.give(p, c.end)
+}
+
+// headDeadline is when the head now begun must be whole: the first
+// within read_header_timeout of the connection's start, a later one of
+// its first bytes (now).
+func (c *Conn) headDeadline() time.Time {
+	if c.heads == 0 {
+		return c.accepted.Add(c.l.cfg.ReadHeaderTimeout)
+	}
+	return time.Now().Add(c.l.cfg.ReadHeaderTimeout)
 }
 
 // hold is net/http's background read while it serves a handed request: it
@@ -605,9 +657,10 @@ func (c *Conn) write(a *Answer) error {
 	} else {
 		_, err = bufs.WriteTo(c.Conn) // one writev on a *net.TCPConn
 	}
-	// A Close during the write (shutdown) stops it after the chunk in
-	// flight: a slow reader must not keep the connection past it.
-	for body = body[n:]; err == nil && len(body) > 0 && !c.closeLat.Load(); body = body[n:] {
+	// A Close during the write (net/http's Shutdown, which takes the
+	// connection for idle) lets it finish; the stop's deadline
+	// (abandonWrites) ends it after the chunk in flight.
+	for body = body[n:]; err == nil && len(body) > 0 && !(c.closeLat.Load() && c.l.abandon.Load()); body = body[n:] {
 		n = min(len(body), ChunkBytes)
 		_ = c.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
 		_, err = c.Write(body[:n])
@@ -617,7 +670,10 @@ func (c *Conn) write(a *Answer) error {
 
 // Close implements net.Conn. net/http's Shutdown closes connections it
 // sees idle, which includes one the loop is writing a hit on: that one
-// closes when the write is done, so no response is cut short.
+// closes when the write is done, so no response is cut short (until the
+// stop's deadline: WaitWrites). Before 2026-12-06 the write stopped after
+// its chunk in flight, and a large hit was cut off halfway by every
+// graceful stop (a review).
 func (c *Conn) Close() error {
 	c.wmu.Lock()
 	if c.writing {

@@ -615,6 +615,14 @@ func (n *Node) Run(ctx context.Context) error {
 	n.log.Info("draining", "timeout", n.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
+	// Every public listener stops taking requests at once: the HTTPS
+	// ones drained only after the plain one had (a slow plain request
+	// kept them answering new requests for up to shutdown_timeout after
+	// the stop began; a review).
+	var tlsDone sync.WaitGroup
+	if n.tls != nil {
+		tlsDone.Go(func() { n.tls.shutdown(sctx) })
+	}
 	if n.hits != nil {
 		n.hits.Drain() // the next request on each connection is net/http's, which closes it
 	}
@@ -622,9 +630,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.hits != nil {
 		_ = n.hits.WaitWrites(sctx) // net/http took those connections for idle
 	}
-	if n.tls != nil {
-		n.tls.shutdown(sctx)
-	}
+	tlsDone.Wait()
 	if n.cluster != nil {
 		// Peers still climbing through us get their answers, then we leave.
 		if n.peerHits != nil {

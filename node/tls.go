@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -366,7 +367,7 @@ func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
 		ln = batchListener{Listener: t.ln, stats: t.batch, full: tlsFullRecords}
 	}
 	if t.hitAns != nil {
-		hs := newHandshakeListener(ln, t.conf, t.cfg.Limits.ReadHeaderTimeout, t.log)
+		hs := newHandshakeListener(ln, t.conf, handshakeTimeout(t.cfg.Limits.ReadHeaderTimeout, t.cfg.Limits.WriteTimeout), t.log)
 		cfg := t.hitCfg
 		cfg.Skip = notHTTP1
 		t.hits = hitpath.NewListener(hs, cfg, t.hitAns, t.hitM)
@@ -392,8 +393,26 @@ func (t *tlsFront) run(ctx context.Context, errc chan<- error) {
 	}
 }
 
+// handshakeTimeout is how long a TLS handshake may take: the shorter of
+// the header and write timeouts, as net/http's (tlsHandshakeTimeout)
+// when it does the handshakes itself.
+func handshakeTimeout(readHeader, write time.Duration) time.Duration {
+	if write > 0 && (readHeader <= 0 || write < readHeader) {
+		return write
+	}
+	return readHeader
+}
+
 // shutdown drains the HTTPS servers.
 func (t *tlsFront) shutdown(ctx context.Context) {
+	// HTTP/3 stops taking streams at the same moment as HTTPS over TCP.
+	var h3Done sync.WaitGroup
+	if t.h3 != nil {
+		h3Done.Go(func() {
+			_ = t.h3.shutdown(ctx)
+			_ = t.udp.Close()
+		})
+	}
 	if t.hits != nil {
 		t.hits.Drain()
 	}
@@ -401,10 +420,7 @@ func (t *tlsFront) shutdown(ctx context.Context) {
 	if t.hits != nil {
 		_ = t.hits.WaitWrites(ctx)
 	}
-	if t.h3 != nil {
-		_ = t.h3.shutdown(ctx)
-		_ = t.udp.Close()
-	}
+	h3Done.Wait()
 	if t.cache != nil {
 		t.cache.Stop()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -196,6 +197,14 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	cancel()
 	if err != nil {
 		l.log.Debug("TLS handshake", "remote", c.RemoteAddr().String(), "err", err)
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && recordLooksLikeHTTP(re.RecordHeader) {
+			// As net/http says it: a client that sent plain HTTP to the
+			// HTTPS port learns why, rather than seeing the connection
+			// close (a review).
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		}
 		_ = c.Close()
 		return
 	}
@@ -204,6 +213,17 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	case <-l.done:
 		_ = tc.Close()
 	}
+}
+
+// recordLooksLikeHTTP reports whether the first five bytes of what should
+// have been a TLS record are the start of a plain HTTP request (net/http's
+// test).
+func recordLooksLikeHTTP(h [5]byte) bool {
+	switch string(h[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
 }
 
 // Accept returns the next connection whose handshake is done.
