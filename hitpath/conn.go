@@ -284,16 +284,24 @@ func (l *Listener) WaitWrites(ctx context.Context) error {
 // deadline: a slow reader must not keep its connection past it.
 func (l *Listener) abandonWrites() {
 	l.abandon.Store(true)
+	var writing []*Conn
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for c := range l.conns {
 		c.wmu.Lock()
-		if c.writing && c.closeLat.Load() {
-			// Closed by net/http during the write: end it now. A write
-			// blocked on a slow reader returns at once.
-			_ = c.Conn.Close()
+		if c.writing {
+			writing = append(writing, c)
 		}
 		c.wmu.Unlock()
+	}
+	l.mu.Unlock()
+	// Closed outside the locks: a TLS connection caught between two
+	// chunks sends its close_notify, which may wait on a full socket.
+	// Whether or not net/http closed it (a connection that only ever had
+	// hits is "new" to net/http for 5 s, and not closed by its Shutdown
+	// before that; a review), a write blocked on a slow reader returns
+	// at once and the next chunk is not written.
+	for _, c := range writing {
+		_ = c.Conn.Close()
 	}
 }
 
@@ -473,6 +481,14 @@ func (c *Conn) readRest(p []byte) (n int, err error, done bool) {
 	}
 	n, err = c.Conn.Read(c.rb[c.end:])
 	if n == 0 {
+		if c.end > c.start && err != nil {
+			// A head cut short (its deadline, the client gone): net/http
+			// reads what came and then the error, and answers as it
+			// would alone (a 400 for a line it cannot parse; a review
+			// found the loop closing silently where net/http answers).
+			c.readErr = err
+			return c.giveForGood(p), nil, true
+		}
 		return 0, err, true
 	}
 	c.end += n
@@ -668,9 +684,9 @@ func (c *Conn) write(a *Answer) error {
 	return err
 }
 
-// abandoned reports whether the write under way must stop: net/http
-// closed the connection and the stop's deadline has passed.
-func (c *Conn) abandoned() bool { return c.closeLat.Load() && c.l.abandon.Load() }
+// abandoned reports whether the write under way must stop: the stop's
+// deadline has passed.
+func (c *Conn) abandoned() bool { return c.l.abandon.Load() }
 
 // Close implements net.Conn. net/http's Shutdown closes connections it
 // sees idle, which includes one the loop is writing a hit on: that one

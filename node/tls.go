@@ -416,7 +416,9 @@ func (t *tlsFront) shutdown(ctx context.Context) {
 	if t.hits != nil {
 		t.hits.Drain()
 	}
-	_ = t.srv.Shutdown(ctx)
+	if err := t.srv.Shutdown(ctx); err != nil {
+		_ = t.srv.Close() // the deadline passed: what is left ends now
+	}
 	if t.hits != nil {
 		_ = t.hits.WaitWrites(ctx)
 	}
