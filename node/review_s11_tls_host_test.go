@@ -178,7 +178,10 @@ func TestS11TLSHTTP2NeverEntersTheLoop(t *testing.T) {
 				}
 			}
 			after := n.hitM.Stats()
-			if after.Answered != before.Answered || after.Connections != before.Connections {
+			// Connections is the loop's open gauge: the warm-up's own
+			// connection may close meanwhile (it did under two busy
+			// loops, 1→0); only a rise would be HTTP/2 in the loop.
+			if after.Answered != before.Answered || after.Connections > before.Connections {
 				t.Errorf("HTTP/2 went through the HTTP/1.1 loop: answered %d→%d, connections %d→%d", before.Answered, after.Answered, before.Connections, after.Connections)
 			}
 			// A client without ALPN: HTTP/1.1, in the loop.
