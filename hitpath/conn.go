@@ -676,17 +676,13 @@ func (c *Conn) write(a *Answer) error {
 	// A Close during the write (net/http's Shutdown, which takes the
 	// connection for idle) lets it finish; the stop's deadline
 	// (abandonWrites) ends it after the chunk in flight.
-	for body = body[n:]; err == nil && len(body) > 0 && !c.abandoned(); body = body[n:] {
+	for body = body[n:]; err == nil && len(body) > 0 && !c.l.abandon.Load(); body = body[n:] {
 		n = min(len(body), ChunkBytes)
 		_ = c.SetWriteDeadline(time.Now().Add(c.l.cfg.WriteTimeout))
 		_, err = c.Write(body[:n])
 	}
 	return err
 }
-
-// abandoned reports whether the write under way must stop: the stop's
-// deadline has passed.
-func (c *Conn) abandoned() bool { return c.l.abandon.Load() }
 
 // Close implements net.Conn. net/http's Shutdown closes connections it
 // sees idle, which includes one the loop is writing a hit on: that one

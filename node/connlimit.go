@@ -139,7 +139,7 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		if !ok {
 			return c, nil // not a client's TCP connection: nothing to bound
 		}
-		addr := tcpAddrOf(c.RemoteAddr())
+		addr := ipOf(c.RemoteAddr())
 		if ll.l.admit(addr) != "" {
 			_ = c.Close()
 			continue
@@ -173,8 +173,8 @@ type ConnectionStatus struct {
 	RefusedPerClient float64 `json:"refused_per_client"`
 }
 
-// tcpAddrOf is a connection's remote IP address.
-func tcpAddrOf(a net.Addr) netip.Addr {
+// ipOf is a TCP or QUIC connection's remote IP address.
+func ipOf(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		return ta.AddrPort().Addr()
 	}

@@ -38,7 +38,7 @@ type h3Front struct {
 	srv           *http3.Server // the handler, TLS and QUIC configs, settings, header limit, idle timeout
 	headerTimeout time.Duration
 	log           *slog.Logger
-	limiter       *connLimiter // nil: unbounded
+	limiter       *connLimiter // the public listeners' connection bounds, shared with TCP
 
 	grace     context.Context // ends when a stop begins: no new connections or streams
 	stopGrace context.CancelFunc
@@ -85,25 +85,21 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 			}
 			return fmt.Errorf("node: http3 accept: %w", err)
 		}
-		addr := tcpAddrOf(conn.RemoteAddr())
-		if f.limiter != nil && f.limiter.admit(addr) != "" {
+		addr := ipOf(conn.RemoteAddr())
+		if f.limiter.admit(addr) != "" {
 			// The QUIC connections of one address count with its TCP
 			// ones (connLimiter).
 			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad), "too many connections")
 			continue
 		}
 		if !f.track() {
-			if f.limiter != nil {
-				f.limiter.release(addr)
-			}
+			f.limiter.release(addr)
 			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 			return http.ErrServerClosed
 		}
 		go func() {
 			defer f.conns.Done()
-			if f.limiter != nil {
-				defer f.limiter.release(addr)
-			}
+			defer f.limiter.release(addr)
 			f.handleConn(conn)
 		}()
 	}
