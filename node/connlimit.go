@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/internal/clientaddr"
 )
 
 // connLimiter bounds the clients' connections (plain and TLS TCP, and
@@ -26,7 +28,7 @@ type connLimiter struct {
 
 	mu     sync.Mutex
 	open   int
-	byAddr map[netip.Addr]int
+	byAddr map[netip.Prefix]int // by client (clientaddr.Of: an IPv6 client is its /64)
 
 	refused *prometheus.CounterVec // by reason: max, per_client
 }
@@ -62,7 +64,7 @@ func maxConnectionsUnder(nofile, maxInflight int) int {
 }
 
 func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLimiter {
-	l := &connLimiter{max: maxConns, perClient: perClient, byAddr: make(map[netip.Addr]int),
+	l := &connLimiter{max: maxConns, perClient: perClient, byAddr: make(map[netip.Prefix]int),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_client_connections_refused_total",
 			Help: "Client connections (TCP and QUIC) closed as soon as accepted, by the bound they were over: max (limits.max_connections) or per_client (limits.max_connections_per_client).",
@@ -81,17 +83,17 @@ func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLim
 // admit counts a new connection from addr, or reports the bound it is
 // over (and counts nothing).
 func (l *connLimiter) admit(addr netip.Addr) (refused string) {
-	addr = addr.Unmap()
+	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.max > 0 && l.open >= l.max:
 		refused = refusedMax
-	case l.perClient > 0 && l.byAddr[addr] >= l.perClient:
+	case l.perClient > 0 && l.byAddr[client] >= l.perClient:
 		refused = refusedPerClient
 	default:
 		l.open++
-		l.byAddr[addr]++
+		l.byAddr[client]++
 		return ""
 	}
 	l.refused.WithLabelValues(refused).Inc()
@@ -100,14 +102,14 @@ func (l *connLimiter) admit(addr netip.Addr) (refused string) {
 
 // release gives back what admit counted for addr.
 func (l *connLimiter) release(addr netip.Addr) {
-	addr = addr.Unmap()
+	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
-	if n := l.byAddr[addr] - 1; n > 0 {
-		l.byAddr[addr] = n
+	if n := l.byAddr[client] - 1; n > 0 {
+		l.byAddr[client] = n
 	} else {
-		delete(l.byAddr, addr) // the map holds only addresses with connections open
+		delete(l.byAddr, client) // the map holds only clients with connections open
 	}
 }
 

@@ -185,3 +185,28 @@ func TestDefaultMaxConnectionsKeepsAReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestConnLimiterCountsAnIPv6ClientByItsNetwork: a client holding a /64
+// cannot spread its connections over its addresses to get a share per
+// address; the next /64 is another client.
+func TestConnLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
+	l := newConnLimiter(0, 2, prometheus.NewRegistry())
+	mine := []netip.Addr{netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:aaaa::7")}
+	for _, a := range mine {
+		if got := l.admit(a); got != "" {
+			t.Fatalf("admit(%s) = %q", a, got)
+		}
+	}
+	if got := l.admit(netip.MustParseAddr("2001:db8:1:2:ffff:ffff:ffff:ffff")); got != refusedPerClient {
+		t.Fatalf("a third address of the same /64: %q, want %q", got, refusedPerClient)
+	}
+	if got := l.admit(netip.MustParseAddr("2001:db8:1:3::1")); got != "" {
+		t.Fatalf("the next /64 shares the bound: %q", got)
+	}
+	for _, a := range append(mine, netip.MustParseAddr("2001:db8:1:3::1")) {
+		l.release(a)
+	}
+	if l.Open() != 0 || len(l.byAddr) != 0 {
+		t.Fatalf("after releasing everything: open %d, clients %v", l.Open(), l.byAddr)
+	}
+}

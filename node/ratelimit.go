@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/internal/clientaddr"
 )
 
 // rateBuckets bounds the clients a site's limiter remembers: a bucket and
@@ -63,10 +63,7 @@ func newRateLimiter(rl config.RateLimit) *rateLimiter {
 type client struct{ addr, key string }
 
 func (l *rateLimiter) clientOf(remote string, header http.Header) client {
-	c := client{addr: remote}
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		c.addr = host
-	}
+	c := client{addr: clientaddr.OfRemote(remote)}
 	c.key = c.addr
 	if l.header != "" && header != nil {
 		v := strings.Join(header[l.header], ",")

@@ -105,3 +105,19 @@ func TestRateLimitOddValuesRefused(t *testing.T) {
 		t.Errorf("Retry-After %q at 0.001/s", ra)
 	}
 }
+
+// TestRateLimiterCountsAnIPv6ClientByItsNetwork: the addresses of one /64
+// share a bucket; the next /64 has its own.
+func TestRateLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
+	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "address"})
+	now := time.Now()
+	if !l.allow(l.clientOf("[2001:db8:1:2::1]:1000", nil), now) {
+		t.Fatal("the first request refused")
+	}
+	if l.allow(l.clientOf("[2001:db8:1:2:dead:beef::1]:1001", nil), now) {
+		t.Fatal("another address of the same /64 got a bucket of its own")
+	}
+	if !l.allow(l.clientOf("[2001:db8:1:3::1]:1002", nil), now) {
+		t.Fatal("the next /64 shares the bucket")
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/edgecache/edge/internal/clientaddr"
 )
 
 // Fetcher gets a response for a request the local store cannot answer.
@@ -320,12 +322,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, http.StatusMethodNotAllowed, "trace", "TRACE is not allowed")
 		return
 	}
-	if ip := clientIP(r); !h.clients.acquire(ip) {
-		w.Header().Set("Retry-After", "1")
-		h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
-		return
-	} else if h.clients.limit > 0 {
-		defer h.clients.release(ip)
+	if h.clients.limit > 0 {
+		client := clientaddr.OfRemote(r.RemoteAddr)
+		if !h.clients.acquire(client) {
+			w.Header().Set("Retry-After", "1")
+			h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
+			return
+		}
+		defer h.clients.release(client)
 	}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
@@ -557,7 +561,8 @@ func (h *Handler) upstreamReleaser() func() {
 	return func() { once.Do(h.releaseUpstream) }
 }
 
-// clientLimiter bounds concurrent requests per client address.
+// clientLimiter bounds concurrent requests per client (clientaddr.OfRemote:
+// an IPv4 address, an IPv6 /64).
 type clientLimiter struct {
 	limit int
 	mu    sync.Mutex

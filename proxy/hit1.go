@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/edgecache/edge/internal/clientaddr"
 	"github.com/edgecache/edge/rules"
 )
 
@@ -183,7 +184,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	var ip string
 	if h.clients.limit > 0 && req.Remote != nil {
 		// Held until ReleaseHit, after the write.
-		ip = clientIP(&http.Request{RemoteAddr: req.Remote.String()})
+		ip = clientaddr.OfRemote(req.Remote.String()) // the key ServeHTTP's bound uses
 		if !h.clients.acquire(ip) {
 			return false
 		}

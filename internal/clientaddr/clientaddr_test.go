@@ -1,0 +1,95 @@
+package clientaddr
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestOfRemote(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"192.0.2.1:443", "192.0.2.1"},
+		{"192.0.2.1", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:80", "192.0.2.1"}, // a dual-stack socket's IPv4 client
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"}, // the same client: its /64
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},          // bare, another /64
+		{"[fe80::1%eth0]:80", "fe80::/64"},                  // the zone is not the client
+		{"[::1]:8080", "::/64"},
+		// Not an IP address: the input is its own key, so that a bound still
+		// holds for it.
+		{"pipe", "pipe"},
+		{"", ""},
+		{"example.com:80", "example.com"},
+		{"[::1", "[::1"},
+		{"1.2.3.4.5:80", "1.2.3.4.5"},
+		{"[2001:db8::1]:x", "2001:db8::/64"}, // SplitHostPort does not check the port
+	}
+	for _, c := range cases {
+		if got := OfRemote(c.in); got != c.want {
+			t.Errorf("OfRemote(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestOfKeysOneClientOnce(t *testing.T) {
+	same := [][2]string{
+		{"2001:db8::1", "2001:db8::ffff:ffff:ffff:ffff"},
+		{"192.0.2.7", "::ffff:192.0.2.7"},
+		{"fe80::1%eth0", "fe80::2%eth1"},
+	}
+	for _, s := range same {
+		a, b := netip.MustParseAddr(s[0]), netip.MustParseAddr(s[1])
+		if Of(a) != Of(b) {
+			t.Errorf("%s and %s are one client: %v, %v", a, b, Of(a), Of(b))
+		}
+	}
+	apart := [][2]string{
+		{"2001:db8::1", "2001:db8:0:1::1"}, // neighbouring /64s
+		{"192.0.2.7", "192.0.2.8"},         // IPv4 is never grouped: NAT already shares it
+		{"::ffff:192.0.2.7", "::ffff:192.0.2.8"},
+		{"192.0.2.7", "::c000:207"}, // an IPv4-compatible address is IPv6 (deprecated)
+	}
+	for _, s := range apart {
+		a, b := netip.MustParseAddr(s[0]), netip.MustParseAddr(s[1])
+		if Of(a) == Of(b) {
+			t.Errorf("%s and %s are two clients, both keyed %v", a, b, Of(a))
+		}
+	}
+	if Of(netip.Addr{}) != (netip.Prefix{}) {
+		t.Error("the zero address has a key other than the zero prefix")
+	}
+}
+
+// FuzzOfRemote: any remote address string gets a key without a panic; a
+// key is stable (its own key again where it is an address) and never
+// longer than its input allows, and an IPv6 key is a /64.
+func FuzzOfRemote(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:443", "[2001:db8::1]:80", "[::ffff:1.2.3.4]:1", "[fe80::1%eth0]:80", "pipe", "", "[::1", ":80", "[]:80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		k := OfRemote(remote)
+		if k != OfRemote(remote) {
+			t.Fatalf("OfRemote(%q) not stable", remote)
+		}
+		if p, err := netip.ParsePrefix(k); err == nil {
+			if !p.Addr().Is6() || p.Bits() != 64 || p.Masked() != p {
+				t.Fatalf("OfRemote(%q) = %q: a prefix key that is not an IPv6 /64", remote, k)
+			}
+			return
+		}
+		if a, err := netip.ParseAddr(k); err == nil {
+			if !a.Is4() {
+				t.Fatalf("OfRemote(%q) = %q: a bare address key that is not IPv4", remote, k)
+			}
+			if OfRemote(k) != k {
+				t.Fatalf("OfRemote(%q) = %q, whose own key is %q", remote, k, OfRemote(k))
+			}
+			return
+		}
+		if !strings.Contains(remote, k) {
+			t.Fatalf("OfRemote(%q) = %q: an opaque key that is not part of its input", remote, k)
+		}
+	})
+}
