@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,36 +35,14 @@ func s10NodeTranscript(t *testing.T, addr, raw string, methods []string, split b
 			time.Sleep(100 * time.Microsecond)
 		}
 	}()
-	br := bufio.NewReader(c)
-	var out []string
-	for i := 0; i < 30; i++ {
-		m := "GET"
-		if i < len(methods) {
-			m = methods[i]
-		}
-		_ = c.SetReadDeadline(time.Now().Add(time.Second + time.Duration(len(raw))*time.Millisecond/2))
-		resp, err := http.ReadResponse(br, &http.Request{Method: m})
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				out = append(out, "open")
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "reset"):
-				out = append(out, "EOF")
-			default:
-				out = append(out, "ERR "+err.Error())
-			}
-			break
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+	wait := time.Second + time.Duration(len(raw))*time.Millisecond/2
+	return answerTranscript(c, bufio.NewReader(c), methods, 30, wait, func(resp *http.Response, b []byte, _ error) string {
 		body := string(b)
 		if resp.StatusCode >= 400 {
 			body = ""
 		}
-		out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, body))
-	}
-	return strings.Join(out, " | ")
+		return fmt.Sprintf("%d %s", resp.StatusCode, body)
+	})
 }
 
 var s10NodeCases = []struct {

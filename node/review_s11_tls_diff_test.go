@@ -9,7 +9,6 @@ package node
 import (
 	"bufio"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -99,29 +98,8 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 	}
 	defer c.Close()
 	go s11tlsWrite(c, raw, mode)
-	br := bufio.NewReader(c)
-	var out []string
-	for i := 0; i < 60; i++ {
-		m := "GET"
-		if i < len(methods) {
-			m = methods[i]
-		}
-		_ = c.SetReadDeadline(time.Now().Add(700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40))
-		resp, err := http.ReadResponse(br, &http.Request{Method: m})
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				out = append(out, "open")
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "reset"):
-				out = append(out, "EOF")
-			default:
-				out = append(out, "ERR "+err.Error())
-			}
-			break
-		}
-		b, berr := io.ReadAll(resp.Body)
-		resp.Body.Close()
+	wait := 700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40
+	return answerTranscript(c, bufio.NewReader(c), methods, 60, wait, func(resp *http.Response, b []byte, berr error) string {
 		body := string(b)
 		if resp.StatusCode >= 400 {
 			body = ""
@@ -132,9 +110,8 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 		if len(body) > 80 {
 			body = fmt.Sprintf("%s…(%d bytes)", body[:40], len(body))
 		}
-		out = append(out, fmt.Sprintf("%d %s [%s|%s]", resp.StatusCode, body, resp.Header.Get("Strict-Transport-Security"), resp.Header.Get("Connection")))
-	}
-	return strings.Join(out, " | ")
+		return fmt.Sprintf("%d %s [%s|%s]", resp.StatusCode, body, resp.Header.Get("Strict-Transport-Security"), resp.Header.Get("Connection"))
+	})
 }
 
 // s11tlsPair starts two nodes on raw origins with the same TLS listener
