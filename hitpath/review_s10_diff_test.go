@@ -1,17 +1,16 @@
 package hitpath
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // s10Server serves a handler whose answers match cacheOfOne's for /hit
@@ -89,32 +88,7 @@ func s10TranscriptWith(t *testing.T, addr string, write func(net.Conn), methods 
 	}
 	defer c.Close()
 	go write(c)
-	br := bufio.NewReader(c)
-	var out []string
-	for i := 0; ; i++ {
-		m := "GET"
-		if i < len(methods) {
-			m = methods[i]
-		}
-		_ = c.SetReadDeadline(time.Now().Add(wait))
-		resp, err := http.ReadResponse(br, &http.Request{Method: m})
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				if br.Buffered() > 0 {
-					out = append(out, fmt.Sprintf("partial(%d)", br.Buffered()))
-				}
-				out = append(out, "open")
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "reset"):
-				out = append(out, "EOF")
-			default:
-				out = append(out, "ERR "+err.Error())
-			}
-			return strings.Join(out, " | ")
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+	return e2e.Transcript(c, methods, 0, wait, func(resp *http.Response, b []byte, _ error) string {
 		body := string(b)
 		if len(body) > 40 {
 			body = body[:40] + fmt.Sprintf("…(%d)", len(body))
@@ -122,11 +96,8 @@ func s10TranscriptWith(t *testing.T, addr string, write func(net.Conn), methods 
 		if resp.StatusCode >= 400 {
 			body = "" // net/http's error bodies are the same either way; keep the status
 		}
-		out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, body))
-		if i > 40 {
-			return strings.Join(out, " | ")
-		}
-	}
+		return fmt.Sprintf("%d %s", resp.StatusCode, body)
+	})
 }
 
 type s10Case struct {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // s10NodeTranscript writes raw on a new connection to addr and returns the
@@ -36,7 +37,7 @@ func s10NodeTranscript(t *testing.T, addr, raw string, methods []string, split b
 		}
 	}()
 	wait := time.Second + time.Duration(len(raw))*time.Millisecond/2
-	return answerTranscript(c, bufio.NewReader(c), methods, 30, wait, func(resp *http.Response, b []byte, _ error) string {
+	return e2e.Transcript(c, methods, 30, wait, func(resp *http.Response, b []byte, _ error) string {
 		body := string(b)
 		if resp.StatusCode >= 400 {
 			body = ""

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgecache/edge/internal/e2e"
 )
 
 // s11tlsMode is how a transcript's bytes go into TLS records.
@@ -99,7 +101,7 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 	defer c.Close()
 	go s11tlsWrite(c, raw, mode)
 	wait := 700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40
-	return answerTranscript(c, bufio.NewReader(c), methods, 60, wait, func(resp *http.Response, b []byte, berr error) string {
+	return e2e.Transcript(c, methods, 60, wait, func(resp *http.Response, b []byte, berr error) string {
 		body := string(b)
 		if resp.StatusCode >= 400 {
 			body = ""
