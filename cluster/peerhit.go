@@ -74,7 +74,7 @@ func (p *peerHits) releaseAnswer(a *hitpath.Answer) {
 // AppendHit implements hitpath.Answerer. It declines (and net/http with
 // PeerHandler then answers, counting and refusing as it always has)
 // whatever is not a validly signed probe or climb of a fresh RAM hit.
-func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote net.Addr, a *hitpath.Answer) bool {
+func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, _ net.Addr, a *hitpath.Answer) bool {
 	c := p.c
 	now := time.Now()
 	req, ok := peerRequestOf(r)
@@ -116,7 +116,9 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if strings.HasPrefix(path, "/_edge/") {
 		return false // PeerHandler routes the protocol's own paths first
 	}
-	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Accept: r.AcceptEncodingStrings(), Remote: remote,
+	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Accept: r.AcceptEncodingStrings(),
+		// No Remote: a peer's request is no client's, and is not held to
+		// limits.max_inflight_per_client (as ServeHTTP exempts a relayed one).
 		Close: r.Close, Site: site,
 		// As proxy's key: a relayed request's scheme is the one its
 		// trusted X-Forwarded-Proto names.

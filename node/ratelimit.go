@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +30,10 @@ const rateBuckets = 100_000
 const addressShare = 10
 
 // rateLimiter is a site's per-client request rate (limits.rate, a site's
-// rate_limit): a token bucket per client address, or per value of a
-// header (requests without it share their address's bucket), each
-// address also held to addressShare times the limit.
+// rate_limit): a token bucket per client (clientaddr: an IPv4 address, an
+// IPv6 /64), or per value of a header (requests without it share their
+// client's bucket), each address also held to addressShare times the
+// limit, but for X-Forwarded-For written by a trusted proxy.
 type rateLimiter struct {
 	limit   rate.Limit
 	burst   int
@@ -39,10 +41,15 @@ type rateLimiter struct {
 	retry   string // Retry-After of a refusal: the time one token takes
 	buckets *lru.Cache[string, *rate.Limiter]
 	perAddr *lru.Cache[string, *rate.Limiter] // header mode: each address's share
+	// trusted is forwarding.trusted_proxies: a balancer there writes the
+	// X-Forwarded-For hop the limiter keys on, so its own address stands
+	// for all its users and is not held to one address's share.
+	trusted []netip.Prefix
 }
 
-// newRateLimiter returns the limiter of rl, or nil when rl is off.
-func newRateLimiter(rl config.RateLimit) *rateLimiter {
+// newRateLimiter returns the limiter of rl, or nil when rl is off;
+// trusted is forwarding.trusted_proxies.
+func newRateLimiter(rl config.RateLimit, trusted []netip.Prefix) *rateLimiter {
 	if !(rl.Rate > 0) || math.IsInf(rl.Rate, 0) {
 		return nil
 	}
@@ -52,15 +59,22 @@ func newRateLimiter(rl config.RateLimit) *rateLimiter {
 	if name, ok := strings.CutPrefix(rl.Key, "header:"); ok && name != "" {
 		l.header = http.CanonicalHeaderKey(name)
 		l.perAddr, _ = lru.New[string, *rate.Limiter](rateBuckets)
+		if l.header == "X-Forwarded-For" {
+			l.trusted = trusted
+		}
 	}
 	return l
 }
 
-// client is who a request counts against: its address, and in header
-// mode the header's value (hashed, so that a key's size is bounded
-// whatever the client sends; of X-Forwarded-For, the last hop, the one
-// the balancer in front added).
-type client struct{ addr, key string }
+// client is who a request counts against: its address (its clientaddr
+// key), and in header mode the header's value (hashed, so that a key's
+// size is bounded whatever the client sends; of X-Forwarded-For, the last
+// hop, the one the balancer in front added, keyed as an address is).
+// unshared: the address is a trusted proxy's, held to no share.
+type client struct {
+	addr, key string
+	unshared  bool
+}
 
 func (l *rateLimiter) clientOf(remote string, header http.Header) client {
 	c := client{addr: clientaddr.OfRemote(remote)}
@@ -71,7 +85,10 @@ func (l *rateLimiter) clientOf(remote string, header http.Header) client {
 			if i := strings.LastIndexByte(v, ','); i >= 0 {
 				v = v[i+1:]
 			}
-			v = strings.TrimSpace(v)
+			if v = strings.TrimSpace(v); v != "" {
+				v = clientaddr.OfRemote(v) // one client's addresses, ports and spellings: one bucket
+			}
+			c.unshared = v != "" && l.trustedProxy(remote)
 		}
 		if v != "" {
 			sum := sha256.Sum256([]byte(v))
@@ -104,7 +121,7 @@ func (l *rateLimiter) take(c client, now time.Time) (undo func(), ok bool) {
 		r.CancelAt(now)
 		return nil, false
 	}
-	if l.perAddr == nil || c.key == c.addr {
+	if l.perAddr == nil || c.key == c.addr || c.unshared {
 		return func() { r.CancelAt(now) }, true
 	}
 	a := bucket(l.perAddr, c.addr, l.limit*addressShare, l.burst*addressShare).ReserveN(now, 1)
@@ -114,6 +131,25 @@ func (l *rateLimiter) take(c client, now time.Time) (undo func(), ok bool) {
 		return nil, false
 	}
 	return func() { a.CancelAt(now); r.CancelAt(now) }, true
+}
+
+// trustedProxy reports whether remote (host:port) is in
+// forwarding.trusted_proxies.
+func (l *rateLimiter) trustedProxy(remote string) bool {
+	if len(l.trusted) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap().WithZone("")
+	for _, p := range l.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // allow takes a token for c, reporting whether there was one.

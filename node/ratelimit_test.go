@@ -13,7 +13,7 @@ import (
 )
 
 func TestRateLimiterBurstThenRefill(t *testing.T) {
-	l := newRateLimiter(config.RateLimit{Rate: 10, Burst: 3, Key: "address"})
+	l := newRateLimiter(config.RateLimit{Rate: 10, Burst: 3, Key: "address"}, nil)
 	c := l.clientOf("10.0.0.1:1234", nil)
 	now := time.Now()
 	for i := range 3 {
@@ -37,7 +37,7 @@ func TestRateLimiterBurstThenRefill(t *testing.T) {
 // two connections cannot both spend the last token (a hostile review
 // found has-then-take), and a declined hit costs nothing.
 func TestRateHitPathTakesBeforeItAnswers(t *testing.T) {
-	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "address"})
+	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "address"}, nil)
 	now := time.Now()
 	c := l.clientOf("10.0.0.1:1234", nil)
 	undo, ok := l.take(c, now)
@@ -57,7 +57,7 @@ func TestRateHitPathTakesBeforeItAnswers(t *testing.T) {
 // client's key costs a fixed size whatever it sends), and a client that
 // invents values gets at most addressShare times the limit.
 func TestRateHeaderKeysAreBoundedAndCapped(t *testing.T) {
-	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "header:X-Api-Key"})
+	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "header:X-Api-Key"}, nil)
 	now := time.Now()
 	ok := 0
 	for i := range 100 {
@@ -83,7 +83,7 @@ func TestRateHeaderKeysAreBoundedAndCapped(t *testing.T) {
 		t.Errorf("2000 clients with 30 KiB keys retain %d MiB", grew>>20)
 	}
 	// Of X-Forwarded-For, the hop the balancer added counts.
-	xff := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "header:X-Forwarded-For"})
+	xff := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "header:X-Forwarded-For"}, nil)
 	a := xff.clientOf("10.0.0.9:1", http.Header{"X-Forwarded-For": {"1.1.1.1, 203.0.113.7"}})
 	b := xff.clientOf("10.0.0.9:1", http.Header{"X-Forwarded-For": {"9.9.9.9, 203.0.113.7"}})
 	if a != b {
@@ -98,7 +98,7 @@ func TestRateLimitOddValuesRefused(t *testing.T) {
 			t.Errorf("rate %s accepted", v)
 		}
 	}
-	l := newRateLimiter(config.RateLimit{Rate: 0.001, Burst: 1, Key: "address"})
+	l := newRateLimiter(config.RateLimit{Rate: 0.001, Burst: 1, Key: "address"}, nil)
 	w := httptest.NewRecorder()
 	l.tooMany(w, nil)
 	if ra := w.Header().Get("Retry-After"); ra != "1000" {
@@ -109,7 +109,7 @@ func TestRateLimitOddValuesRefused(t *testing.T) {
 // TestRateLimiterCountsAnIPv6ClientByItsNetwork: the addresses of one /64
 // share a bucket; the next /64 has its own.
 func TestRateLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
-	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "address"})
+	l := newRateLimiter(config.RateLimit{Rate: 1, Burst: 1, Key: "address"}, nil)
 	now := time.Now()
 	if !l.allow(l.clientOf("[2001:db8:1:2::1]:1000", nil), now) {
 		t.Fatal("the first request refused")

@@ -121,7 +121,7 @@ func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTa
 			return nil, &config.Error{Key: fmt.Sprintf("sites[%d].origins", i), Reason: err.Error()}
 		}
 		s := &site{name: sc.Name, pool: pool, requests: m.requests.WithLabelValues(sc.Name),
-			limiter: newRateLimiter(sc.RateLimit), limited: m.limited.WithLabelValues(sc.Name), rate: sc.RateLimit}
+			limiter: newRateLimiter(sc.RateLimit, cfg.Forwarding.TrustedProxies), limited: m.limited.WithLabelValues(sc.Name), rate: sc.RateLimit}
 		t.sites = append(t.sites, s)
 		for _, h := range sc.Hosts {
 			switch {

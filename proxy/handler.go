@@ -322,7 +322,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, http.StatusMethodNotAllowed, "trace", "TRACE is not allowed")
 		return
 	}
-	if h.clients.limit > 0 {
+	// A request an authenticated peer relays is no client's: the ingress
+	// held its client to the bound, and the peer's address stands for
+	// every client it serves (all of a cluster's nodes, when they share an
+	// IPv6 /64), so bounding it would turn a busy peer's misses into 429s
+	// and origin fetches.
+	if h.clients.limit > 0 && !inboundOf(r).Relayed {
 		client := clientaddr.OfRemote(r.RemoteAddr)
 		if !h.clients.acquire(client) {
 			w.Header().Set("Retry-After", "1")

@@ -24,7 +24,7 @@ type HitRequest struct {
 	Path     string   // the request target's path, as sent
 	RawQuery string   // what follows the first '?', as sent
 	Accept   []string // the Accept-Encoding field values, nil when absent
-	Remote   net.Addr // the client, for limits.max_inflight_per_client
+	Remote   net.Addr // the client, for limits.max_inflight_per_client (nil: a peer's request, not bounded)
 	Close    bool     // the client sent Connection: close
 	Site     *Site    // the site the front resolved Host to (nil: look it up)
 	TLS      bool     // the connection is TLS: the key's scheme is https
@@ -183,7 +183,8 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	var ip string
 	if h.clients.limit > 0 && req.Remote != nil {
-		// Held until ReleaseHit, after the write.
+		// Held until ReleaseHit, after the write (OfRemote's key is never
+		// "", which there means none held).
 		ip = clientaddr.OfRemote(req.Remote.String()) // the key ServeHTTP's bound uses
 		if !h.clients.acquire(ip) {
 			return false

@@ -11,8 +11,19 @@
 // limiters in front of the web key IPv6 clients on. The same key serves
 // every per-client bound, so that they count one client the same way.
 //
-// An IPv4-mapped IPv6 address (::ffff:a.b.c.d, what a dual-stack socket
-// reports for an IPv4 client) is its IPv4 address.
+// IPv6 addresses that stand for an IPv4 client are keyed by that IPv4
+// address, since the /64 would put every such client together:
+//   - IPv4-mapped (::ffff:a.b.c.d, what a dual-stack socket reports for an
+//     IPv4 client);
+//   - the NAT64 well-known prefix 64:ff9b::/96 (RFC 6052: a node behind a
+//     stateless translator sees IPv4 clients so); a network-specific
+//     prefix (64:ff9b:1::/48 and others) is the operator's choice of
+//     length and is keyed as any IPv6 address;
+//   - Teredo, 2001::/32 (RFC 4380: the client's public IPv4 address,
+//     inverted, in the last 32 bits; its /64 is the Teredo server's).
+//
+// A 6to4 address, 2002::/16 (RFC 3056), is keyed by its /48: the site one
+// IPv4 address stands for, which holds 65,536 /64s.
 package clientaddr
 
 import (
@@ -34,18 +45,45 @@ func Of(a netip.Addr) netip.Prefix {
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32)
 	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte(b[12:])), 32)
+	case teredo.Contains(a):
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), 32)
+	case sixToFour.Contains(a):
+		p, _ := a.Prefix(48)
+		return p
+	}
 	p, _ := a.Prefix(ipv6ClientBits) // cannot fail: 64 ≤ 128 for an IPv6 address
 	return p
 }
 
+// Prefixes whose addresses carry their client's IPv4 address (see the
+// package comment).
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	teredo    = netip.MustParsePrefix("2001::/32")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// NoHost is OfRemote's key for a remote address without a host (an
+// unnamed Unix socket's "", ":80"): all such clients are one. It is never
+// empty, since callers keep "" for "no slot held".
+const NoHost = "-"
+
 // OfRemote is the key of a client given as a "host:port" remote address
-// (net/http's Request.RemoteAddr) or a bare IP: its Of as a string. What
-// is neither is its own key, unchanged, so that a bound still holds for
-// it (a Unix socket's address, a test's "pipe").
+// (net/http's Request.RemoteAddr) or a bare IP: its Of as a string. A host
+// that is not an IP address is its own key, unchanged, so that a bound
+// still holds for it (a Unix socket's path, a test's "pipe"); no host at
+// all is NoHost.
 func OfRemote(remote string) string {
 	host := remote
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		host = h
+	}
+	if host == "" {
+		return NoHost
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {

@@ -14,12 +14,20 @@ func TestOfRemote(t *testing.T) {
 		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
 		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"}, // the same client: its /64
 		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},          // bare, another /64
-		{"[fe80::1%eth0]:80", "fe80::/64"},                  // the zone is not the client
+		{"[fe80::1%eth0]:80", "fe80::/64"},                // the zone is not the client
 		{"[::1]:8080", "::/64"},
+		// IPv6 addresses that stand for an IPv4 client: its IPv4 address.
+		{"[64:ff9b::c000:201]:80", "192.0.2.1"},                     // NAT64's well-known prefix
+		{"[64:ff9b::198.51.100.7]:80", "198.51.100.7"},              // the same, written dotted
+		{"[64:ff9b:1::c000:201]:80", "64:ff9b:1::/64"},              // a network-specific prefix: any IPv6
+		{"[2001:0:4136:e378:8000:63bf:3fff:fdd2]:80", "192.0.2.45"}, // Teredo (RFC 4380's example)
+		{"[2002:c000:201:7::1]:80", "2002:c000:201::/48"},           // 6to4: the site of 192.0.2.1
 		// Not an IP address: the input is its own key, so that a bound still
 		// holds for it.
 		{"pipe", "pipe"},
-		{"", ""},
+		{"", NoHost},
+		{":80", NoHost},
+		{"[]:80", NoHost},
 		{"example.com:80", "example.com"},
 		{"[::1", "[::1"},
 		{"1.2.3.4.5:80", "1.2.3.4.5"},
@@ -74,8 +82,9 @@ func FuzzOfRemote(f *testing.F) {
 			t.Fatalf("OfRemote(%q) not stable", remote)
 		}
 		if p, err := netip.ParsePrefix(k); err == nil {
-			if !p.Addr().Is6() || p.Bits() != 64 || p.Masked() != p {
-				t.Fatalf("OfRemote(%q) = %q: a prefix key that is not an IPv6 /64", remote, k)
+			sixToFourSite := p.Bits() == 48 && sixToFour.Contains(p.Addr())
+			if !p.Addr().Is6() || (p.Bits() != 64 && !sixToFourSite) || p.Masked() != p {
+				t.Fatalf("OfRemote(%q) = %q: a prefix key that is not an IPv6 /64 (or a 6to4 /48)", remote, k)
 			}
 			return
 		}
@@ -88,7 +97,10 @@ func FuzzOfRemote(f *testing.F) {
 			}
 			return
 		}
-		if !strings.Contains(remote, k) {
+		if k == "" {
+			t.Fatalf("OfRemote(%q) is empty, which callers take for no slot held", remote)
+		}
+		if k != NoHost && !strings.Contains(remote, k) {
 			t.Fatalf("OfRemote(%q) = %q: an opaque key that is not part of its input", remote, k)
 		}
 	})
