@@ -22,7 +22,7 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/edge
 
-## run: the demo origin and an edge node in front of it, with metrics and a status page.
+## run: the demo origin and a cluster of three edge nodes in front of it, with metrics and a status page.
 run: build
 	./$(BIN) demo
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -29,12 +31,13 @@ const demoRules = `rules:
 
 func demoCmd() *cobra.Command {
 	var originAddr, token, secret, extra, diskRoot string
-	var nodes int
+	var nodes, publicPort, adminPort, clusterPort int
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the demo origin and a cluster of edge nodes in front of it, as separate processes",
 		Long: `Run the demo origin and N edge nodes as separate processes on 127.0.0.1.
-Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster).
+Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster); --public-port,
+--admin-port and --cluster-port move those ranges (node 1's port, the next nodes' following it).
 Each run starts cold, with disk tiers in a fresh temporary directory removed at exit, so that
 the README's walk-through prints what it says every time; --disk-root DIR keeps them in
 DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root "" runs from RAM.`,
@@ -51,21 +54,39 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				defer func() { _ = os.RemoveAll(fresh) }()
 				diskRoot = fresh
 			}
+			for _, r := range []struct {
+				flag  string
+				first int
+			}{{"--public-port", publicPort}, {"--admin-port", adminPort}, {"--cluster-port", clusterPort}} {
+				if r.first < 1 || r.first+nodes-1 > 65535 {
+					return usageError{fmt.Errorf("%s %d: want a port from 1 to %d for %d nodes", r.flag, r.first, 65536-nodes, nodes)}
+				}
+			}
+			inRange := func(port int) bool {
+				return port >= publicPort && port < publicPort+nodes || port >= adminPort && port < adminPort+nodes || port >= clusterPort && port < clusterPort+nodes
+			}
+			if publicPort < adminPort+nodes && adminPort < publicPort+nodes || publicPort < clusterPort+nodes && clusterPort < publicPort+nodes || adminPort < clusterPort+nodes && clusterPort < adminPort+nodes {
+				return usageError{fmt.Errorf("--public-port %d, --admin-port %d, --cluster-port %d: the ranges of %d nodes overlap", publicPort, adminPort, clusterPort, nodes)}
+			}
 			if _, p, err := net.SplitHostPort(originAddr); err == nil {
-				if port, _ := strconv.Atoi(p); port >= 8080 && port < 8080+nodes || port >= 9180 && port < 9180+nodes || port >= 7946 && port < 7946+nodes {
-					return usageError{fmt.Errorf("--origin-listen %s: the port is one of the nodes' (8080…, 9180…, 7946… for %d nodes); choose another", originAddr, nodes)}
+				if port, _ := strconv.Atoi(p); inRange(port) {
+					return usageError{fmt.Errorf("--origin-listen %s: the port is one of the nodes' (%d…, %d…, %d… for %d nodes); choose another", originAddr, publicPort, adminPort, clusterPort, nodes)}
 				}
 			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
-			ctx := cmd.Context()
+			// A closed terminal stops the demo as Ctrl-C does: its nodes, in
+			// process groups of their own, do not get the SIGHUP (which they
+			// would take for a reload, and live on).
+			ctx, stopSignals := signal.NotifyContext(cmd.Context(), syscall.SIGHUP)
+			defer stopSignals()
 			type addrs struct{ id, pub, adm, peer string }
 			var ns []addrs
 			var peerList []string
 			for i := 1; i <= nodes; i++ {
-				a := addrs{fmt.Sprintf("edge-%d", i), fmt.Sprintf("127.0.0.1:%d", 8079+i), fmt.Sprintf("127.0.0.1:%d", 9179+i), fmt.Sprintf("127.0.0.1:%d", 7945+i)}
+				a := addrs{fmt.Sprintf("edge-%d", i), fmt.Sprintf("127.0.0.1:%d", publicPort+i-1), fmt.Sprintf("127.0.0.1:%d", adminPort+i-1), fmt.Sprintf("127.0.0.1:%d", clusterPort+i-1)}
 				ns = append(ns, a)
 				peerList = append(peerList, a.id+"="+a.peer)
 			}
@@ -80,7 +101,23 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				return fmt.Errorf("demo: writing %s: %w", rulesFile.Name(), err)
 			}
 			_ = rulesFile.Close()
+			// Before anything starts: a port in use (most often a demo still
+			// running, or one whose nodes outlived it) would leave that node
+			// unable to start while the old one answered its readiness check.
+			listeners := [][2]string{{"the origin", originAddr}}
+			for _, a := range ns {
+				listeners = append(listeners, [2]string{a.id + "'s public listener", a.pub}, [2]string{a.id + "'s admin listener", a.adm})
+				if nodes > 1 {
+					listeners = append(listeners, [2]string{a.id + "'s cluster listener", a.peer})
+				}
+			}
+			for _, l := range listeners {
+				if err := portFree(l[1]); err != nil {
+					return fmt.Errorf("demo: %s %s is not free (%w): is another edge demo, or a node of one, still running? Stop it (e.g. pkill -f 'edge serve'), or move the demo (--public-port, --admin-port, --cluster-port, --origin-listen)", l[0], l[1], err)
+				}
+			}
 			procs := []*exec.Cmd{exec.Command(self, "origin", "--listen", originAddr)}
+			names := []string{"the origin"}
 			for _, a := range ns {
 				args := []string{"serve", "-c", rulesFile.Name(), "--origin", "http://" + originAddr, "--listen", a.pub, "--admin-listen", a.adm,
 					"--admin-token", token, "--node-id", a.id}
@@ -102,17 +139,20 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 				node := exec.Command(self, args...)
 				node.Env = demoNodeEnv(os.Environ(), runtime.NumCPU(), nodes)
 				procs = append(procs, node)
+				names = append(names, a.id)
 			}
-			for _, p := range procs {
+			running := newDemoProcs()
+			for i, p := range procs {
 				p.Stdout, p.Stderr = os.Stdout, os.Stderr
-				if err := p.Start(); err != nil {
-					stopAll(procs)
+				p.SysProcAttr = demoChildAttr()
+				if err := running.start(names[i], p); err != nil {
+					running.stop()
 					return fmt.Errorf("demo: starting %v: %w", p.Args, err)
 				}
 			}
 			for _, a := range ns {
-				if err := waitReady(ctx, "http://"+a.adm+"/readyz", 10*time.Second); err != nil {
-					stopAll(procs)
+				if err := waitReady(ctx, "http://"+a.adm+"/readyz", 10*time.Second, running.exited); err != nil {
+					running.stop()
 					return err
 				}
 			}
@@ -133,13 +173,21 @@ Try:
 
 Ctrl-C stops everything.
 `, a.pub, a.adm, token)
-			<-ctx.Done()
-			stopAll(procs)
-			return nil
+			select {
+			case <-ctx.Done():
+				running.stop()
+				return nil
+			case e := <-running.exited:
+				running.stop()
+				return fmt.Errorf("demo: %s exited (%v), so the demo stopped the rest: its log is above", e.name, e.err)
+			}
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&nodes, "nodes", 3, "edge nodes")
+	f.IntVar(&publicPort, "public-port", 8080, "node 1's public port (node i's: this + i - 1)")
+	f.IntVar(&adminPort, "admin-port", 9180, "node 1's admin port (node i's: this + i - 1)")
+	f.IntVar(&clusterPort, "cluster-port", 7946, "node 1's cluster port (node i's: this + i - 1)")
 	f.StringVar(&originAddr, "origin-listen", "127.0.0.1:8090", "demo origin address")
 	f.StringVar(&token, "admin-token", "demo-token", "admin bearer token for purge")
 	f.StringVar(&secret, "secret", "demo-cluster-secret", "cluster secret")
@@ -148,32 +196,75 @@ Ctrl-C stops everything.
 	return cmd
 }
 
-// stopAll sends SIGTERM to every started process and waits for them.
-func stopAll(procs []*exec.Cmd) {
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		if p.Process == nil {
-			continue
+// demoProcs are the demo's running processes. Each has one goroutine
+// waiting for it, which reports its end on exited (a node that stops, or
+// never starts, ends the demo) and closes its done channel.
+type demoProcs struct {
+	procs  []*exec.Cmd
+	done   []chan struct{}
+	exited chan demoExit
+}
+
+// demoExit is a process's end: its name ("edge-2") and Wait's error.
+type demoExit struct {
+	name string
+	err  error
+}
+
+func newDemoProcs() *demoProcs { return &demoProcs{exited: make(chan demoExit, 64)} }
+
+func (d *demoProcs) start(name string, p *exec.Cmd) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	d.procs, d.done = append(d.procs, p), append(d.done, done)
+	go func() {
+		err := p.Wait()
+		if err == nil {
+			err = errors.New("exit status 0")
 		}
+		select {
+		case d.exited <- demoExit{name, err}:
+		default: // only the first end is read
+		}
+		close(done)
+	}()
+	return nil
+}
+
+// stop sends SIGTERM to every process and waits for them, killing one
+// that has not ended 20 s later.
+func (d *demoProcs) stop() {
+	var wg sync.WaitGroup
+	for i, p := range d.procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 		wg.Add(1)
-		go func(p *exec.Cmd) {
+		go func(p *exec.Cmd, done chan struct{}) {
 			defer wg.Done()
-			done := make(chan struct{})
-			go func() { _ = p.Wait(); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
 				_ = p.Process.Kill()
 				<-done
 			}
-		}(p)
+		}(p, d.done[i])
 	}
 	wg.Wait()
 }
 
-// waitReady polls url until it answers 200 or the timeout passes.
-func waitReady(ctx context.Context, url string, timeout time.Duration) error {
+// portFree reports whether addr can be listened on (TCP), by listening.
+func portFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+// waitReady polls url until it answers 200 or the timeout passes, or one
+// of the demo's processes ends (as a node that cannot listen does).
+func waitReady(ctx context.Context, url string, timeout time.Duration, exited <-chan demoExit) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -188,6 +279,8 @@ func waitReady(ctx context.Context, url string, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case e := <-exited:
+			return fmt.Errorf("demo: %s exited before the demo was up (%v): its log is above", e.name, e.err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

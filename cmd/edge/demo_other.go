@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// demoChildAttr: outside Linux there is no parent-death signal; the demo
+// still stops its processes on Ctrl-C, SIGTERM and SIGHUP.
+func demoChildAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
