@@ -163,6 +163,15 @@ func (n *Node) siteName(host string) string {
 	return s.name
 }
 
+// siteFor is proxy.Config.SiteFor: the site that serves host, as the
+// front resolves it for a request.
+func (n *Node) siteFor(host string) *proxy.Site {
+	if s := n.sites.Load().lookup(host); s != nil {
+		return s.resolved
+	}
+	return nil
+}
+
 // siteFront answers requests for hosts no site serves with 421 (RFC 9110
 // §15.5.20: this server is not configured to answer for that authority)
 // and counts the others per site.

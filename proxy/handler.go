@@ -147,6 +147,11 @@ type Config struct {
 	// named site's keys start with its name. It must be safe for
 	// concurrent use (a reload swaps the table under it).
 	SiteOf func(host string) string
+	// SiteFor is the site that serves a Host (nil: none), whose rules
+	// shape the key of a URL named outside a request (a purge, the route
+	// explorer) as they shape a request's; nil: no sites, no rules. Safe
+	// for concurrent use, as SiteOf.
+	SiteFor func(host string) *Site
 	// Compression encodes responses for clients that accept it (nil: bodies
 	// pass as the origin sent them). See compress.go.
 	Compression *Compression

@@ -215,9 +215,24 @@ func (h *Handler) appendSitePrefix(dst []byte, host string) []byte {
 // sitePrefix is appendSitePrefix as a string.
 func (h *Handler) sitePrefix(host string) string { return string(h.appendSitePrefix(nil, host)) }
 
-// URLKey is the cache key of an absolute URL (purge, the route explorer).
+// URLKey is the cache key of an absolute URL (purge, the route explorer):
+// the key a request for it gets. So the host in its canonical spelling
+// (the front rewrites a request's Host to it), the query sorted where
+// forwarding sorts it, and the site's key rule applied (ignored or allowed
+// parameters, sorted ones): before, a purge of the URL a visitor saw, with
+// its utm_ parameters, keyed them in and removed nothing.
 func (h *Handler) URLKey(u *url.URL) string {
-	return h.key(u.Scheme, u.Host, u.EscapedPath(), h.keyQuery(u.RawQuery))
+	host := u.Host
+	if c, ok := CanonicalHost(host); ok {
+		host = c
+	}
+	query := h.keyQuery(u.RawQuery)
+	if h.cfg.SiteFor != nil {
+		if site := h.cfg.SiteFor(host); site != nil {
+			return h.keyOn(site, u.Scheme, host, u.EscapedPath(), query)
+		}
+	}
+	return h.key(u.Scheme, host, u.EscapedPath(), query)
 }
 
 // VaryNames returns the lower-case, sorted, de-duplicated field names listed
