@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/andybalholm/brotli"
@@ -54,6 +55,36 @@ func (l Levels) Validate() error {
 	}
 	return nil
 }
+
+// FormTag names what this codec makes of a body in e, for the entity-tag
+// of a form the edge makes ("v1" becomes "v1-br5"): the coding and its
+// level, so that two nodes at other levels (a rolling change of
+// compression.brotli_level) never give one strong tag to two byte
+// sequences, which a strong If-Range would splice into a body that does
+// not decode (RFC 9110 §8.8.1: a strong validator changes with the bytes).
+// Decoding is exact, so identity is "identity". The same input at the same
+// level makes the same bytes with these coders; TestFormBytesArePinned
+// holds that to account, and formGeneration is what to change (appended
+// to every coded tag) when a coder's output changes.
+func (c *Codec) FormTag(e Encoding) string {
+	level := 0
+	switch e {
+	case Br:
+		level = c.levels.Br
+	case Zstd:
+		level = c.levels.Zstd
+	case Gzip:
+		level = c.levels.Gzip
+	default:
+		return e.String()
+	}
+	return e.String() + strconv.Itoa(level) + formGeneration
+}
+
+// formGeneration marks a change in what the coders make of a body at one
+// level (a library upgrade that changes its output): "" for the first, then
+// "g2", "g3", … (TestFormBytesArePinned fails until it is changed).
+const formGeneration = ""
 
 // maxZstdWindow bounds the memory a zstd frame can make a decoder
 // allocate: RFC 9659 §3 limits a zstd content coding's window to 8 MB

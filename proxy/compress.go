@@ -122,9 +122,17 @@ func (h *Handler) classify(e *Entry) {
 // codable reports whether a response with status and header may be served
 // in another coding than it has (ok), the coding its body has, and whether
 // its identity body is worth compressing (eligible type and size).
+//
+// Only 200s are compressed. A body of another status that the origin
+// encoded anyway (nginx gzips its error pages) is decoded for a client
+// that does not take its coding, as a 200's is: served as stored, a
+// cacheable 404 in gzip reached every client, those that refused gzip
+// included. Statuses without a body (204, 304) and partial ones (206,
+// Content-Range) are passed as they are.
 func (h *Handler) codable(status int, hdr http.Header) (enc coding.Encoding, compress, ok bool) {
 	c := h.cfg.Compression
-	if c == nil || status != http.StatusOK || len(hdr["Content-Range"]) > 0 {
+	if c == nil || status < 200 || status == http.StatusNoContent || status == http.StatusPartialContent ||
+		status == http.StatusNotModified || len(hdr["Content-Range"]) > 0 {
 		return 0, false, false
 	}
 	if ParseCacheControl(hdr, "Cache-Control").NoTransform {
@@ -136,6 +144,9 @@ func (h *Handler) codable(status int, hdr http.Header) (enc coding.Encoding, com
 	}
 	if enc != coding.Identity {
 		return enc, false, true
+	}
+	if status != http.StatusOK {
+		return enc, false, false
 	}
 	if !c.Types.Match(hdr.Get("Content-Type")) {
 		return enc, false, false
@@ -345,7 +356,7 @@ func (h *Handler) form(e *Entry, enc coding.Encoding) (*Entry, error) {
 		h.metrics.compression.larger[enc].Inc()
 		return e, nil
 	}
-	d := e.derive(enc, body)
+	d := e.derive(enc, body, h.formTag(enc))
 	if d.size > h.cfg.MaxObjectBytes {
 		// Larger than we keep (a big body the origin encoded, decoded for
 		// a client that does not accept its coding): made per request, its
@@ -413,6 +424,16 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 	return out, nil
 }
 
+// formTag is the entity-tag suffix of a body in coding enc: the stored
+// forms' codec's (coding.Codec.FormTag), for stored and streamed bodies
+// alike (setCodingFields).
+func (h *Handler) formTag(enc coding.Encoding) string {
+	if c := h.cfg.Compression; c != nil && c.Codec != nil {
+		return c.Codec.FormTag(enc)
+	}
+	return enc.String()
+}
+
 // bufferBudget is limits.max_buffered_bytes as a coding.Budget.
 type bufferBudget struct{ h *Handler }
 
@@ -424,10 +445,10 @@ func (b bufferBudget) Release(n int64)     { b.h.release(n) }
 func (h *Handler) releaseTransient(d *Entry) { h.release(int64(len(d.Body))) }
 
 // derive returns e in coding enc with body: same freshness, its own
-// framing fields and validator.
-func (e *Entry) derive(enc coding.Encoding, body []byte) *Entry {
+// framing fields and validator (its tag suffixed with form, formTag's).
+func (e *Entry) derive(enc coding.Encoding, body []byte, form string) *Entry {
 	hdr := e.Header.Clone()
-	setCodingFields(hdr, enc, int64(len(body)), false)
+	setCodingFields(hdr, enc, int64(len(body)), false, form)
 	d := e.sibling(hdr, body)
 	d.etag, d.coding = hdr.Get("Etag"), enc
 	d.computeSize()
@@ -436,12 +457,15 @@ func (e *Entry) derive(enc coding.Encoding, body []byte) *Entry {
 
 // setCodingFields rewrites the fields that describe a body for the same
 // response in coding enc: Content-Encoding, Content-Length (unknown: -1)
-// and the ETag, which gets a coding suffix because each coding is a
-// different representation with its own bytes (RFC 9110 §8.8.3). A body
-// encoded as it streams (weak) gets a weak tag: its bytes depend on where
-// the upstream paused, so they differ from the stored form's, and a strong
-// tag would let If-Range splice the two.
-func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bool) {
+// and the ETag, which gets the suffix form (formTag: the coding and its
+// level) because each coding is a different representation with its own
+// bytes (RFC 9110 §8.8.3). A body encoded as it streams (weak) gets a weak
+// tag: its bytes depend on where the upstream paused and on the stream's
+// faster level, so they differ from the stored form's, and a strong tag
+// would let If-Range splice the two. Its suffix is still the stored
+// form's, so that a client revalidating what it got from the stream
+// (If-None-Match, weak comparison) gets a 304 from the stored form.
+func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bool, form string) {
 	if enc == coding.Identity {
 		delete(hdr, "Content-Encoding")
 	} else {
@@ -453,7 +477,7 @@ func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bo
 		delete(hdr, "Content-Length")
 	}
 	if tag := hdr.Get("Etag"); tag != "" {
-		tag = etagFor(tag, enc)
+		tag = etagFor(tag, form)
 		if weak && enc != coding.Identity && !strings.HasPrefix(tag, "W/") && tag != "" {
 			tag = "W/" + tag
 		}
@@ -471,15 +495,15 @@ func setCodingFields(hdr http.Header, enc coding.Encoding, length int64, weak bo
 	}
 }
 
-// etagFor appends "-coding" inside an entity-tag's quotes, keeping it weak
+// etagFor appends "-form" (formTag's) inside an entity-tag's quotes, keeping it weak
 // or strong. A malformed tag is dropped rather than reused for other bytes.
-func etagFor(tag string, enc coding.Encoding) string {
+func etagFor(tag, form string) string {
 	weak := strings.HasPrefix(tag, "W/")
 	opaque := strings.TrimPrefix(tag, "W/")
 	if len(opaque) < 2 || opaque[0] != '"' || opaque[len(opaque)-1] != '"' {
 		return ""
 	}
-	out := opaque[:len(opaque)-1] + "-" + enc.String() + `"`
+	out := opaque[:len(opaque)-1] + "-" + form + `"`
 	if weak {
 		return "W/" + out
 	}

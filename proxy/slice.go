@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgecache/edge/coding"
 )
 
 // Large objects in slices, as nginx's slice module and Varnish's slicer
@@ -81,8 +83,13 @@ func (h *Handler) sliceable(resp *http.Response, e *Entry) bool {
 	if len(e.VaryNames) > 0 || len(resp.Header["Content-Range"]) > 0 {
 		return false
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return false // encoded bytes differ per encoding run: ranges of them do not splice
+	if enc, ok := coding.OfBody(resp.Header["Content-Encoding"]); !ok || enc != coding.Identity {
+		// Encoded bytes differ per encoding run, so ranges of them do not
+		// splice, and slices are never decoded for a client that does not
+		// take the coding. Every field line counts (coding.OfBody, as
+		// classify reads them): "identity" on one line and "gzip" on
+		// another was sliced, and sent in gzip to identity clients.
+		return false
 	}
 	if e.offers != 0 && resp.ContentLength <= h.cfg.MaxObjectBytes {
 		return false // compressible and small enough to keep whole: compressed at the edge

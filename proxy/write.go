@@ -125,7 +125,7 @@ func (h *Handler) encodeLive(w http.ResponseWriter, r *http.Request, e *Entry, n
 		}
 	}
 	if enc != coding.Identity {
-		setCodingFields(w.Header(), enc, -1, true)
+		setCodingFields(w.Header(), enc, -1, true, h.formTag(enc))
 	}
 	h.metrics.compression.served[enc].Inc()
 	h.extendWrite(w)
@@ -240,7 +240,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 				}
 			}
 			if to != e.coding {
-				setCodingFields(w.Header(), to, -1, true)
+				setCodingFields(w.Header(), to, -1, true, h.formTag(to))
 			}
 			h.metrics.compression.served[to].Inc()
 		}
@@ -463,7 +463,7 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 		}
 	}
 	if to != from {
-		setCodingFields(hdr, to, -1, true)
+		setCodingFields(hdr, to, -1, true, h.formTag(to))
 	}
 	h.metrics.compression.served[to].Inc()
 	return true
