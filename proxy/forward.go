@@ -81,12 +81,25 @@ func (h *Handler) sanitize(r *http.Request) {
 	// the site, the key and the forwarded Host; Go's client never sends
 	// the field. (Peer MACs leave it out: cluster/auth.go.)
 	delete(hd, "Host")
-	trust := 0 // looked up only when a forwarding field is there: 1 yes, -1 no
+	trust := 0   // looked up only when a forwarding field is there: 1 yes, -1 no
+	relayed := 0 // looked up only when a field is dropped: 1 yes, -1 no
 	for name := range hd {
 		switch reqfield.Classify(name) {
 		case reqfield.Dropped:
 			delete(hd, name)
-			h.metrics.fieldDropped.Inc()
+			if relayed == 0 {
+				relayed = -1
+				if inboundOf(r).Relayed {
+					relayed = 1
+				}
+			}
+			// A relayed request's dropped fields are the peer protocol's
+			// own (the ingress dropped its client's before relaying):
+			// counted, they made edge_request_fields_total{action="dropped"}
+			// read a dozen suspicious client fields per peer hop.
+			if relayed < 0 {
+				h.metrics.fieldDropped.Inc()
+			}
 		case reqfield.Forwarding:
 			if trust == 0 {
 				trust = -1
