@@ -421,10 +421,35 @@ func NewViper(file string) (*viper.Viper, error) {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		if err := readYAML(v, data); err != nil {
+			if fromFile(err, file) {
+				return nil, err // each names its key and, now, the file
+			}
 			return nil, fmt.Errorf("config: %s: %w", file, err)
 		}
 	}
 	return v, nil
+}
+
+// fromFile names file as the source of every key error in err, reporting
+// whether err is made of them only: "config: origin.conect_timeout: is not
+// a known key … (from /etc/edge.yaml)", where wrapping repeated the prefix
+// ("config: /etc/edge.yaml: config: origin.conect_timeout: …").
+func fromFile(err error, file string) bool {
+	list := []error{err}
+	if many, ok := err.(*Errors); ok {
+		list = many.List
+	}
+	for _, e := range list {
+		if _, ok := e.(*Error); !ok {
+			return false
+		}
+	}
+	for _, e := range list {
+		if ke := e.(*Error); ke.Source == "the config file" {
+			ke.Source = file
+		}
+	}
+	return true
 }
 
 // readYAML merges YAML data into v and rejects unknown keys, which are

@@ -291,3 +291,25 @@ func TestSiteHostsAreMatchable(t *testing.T) {
 		t.Errorf("b.test and b.test. on two sites: %v, want a duplicate", err)
 	}
 }
+
+// TestAKeyErrorInAFileNamesTheFileOnce: an unknown key in a config file is
+// reported as the key's error, from the file, without the "config:"
+// prefix twice (a new user's walk-through read "config: FILE: config:
+// origin.conect_timeout: …").
+func TestAKeyErrorInAFileNamesTheFileOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("origin:\n  conect_timeout: 3s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewViper(file)
+	if err == nil {
+		_, err = Load(v)
+	}
+	if err == nil {
+		t.Fatal("an unknown key was accepted")
+	}
+	msg := err.Error()
+	if strings.Count(msg, "config:") != 1 || !strings.Contains(msg, "origin.conect_timeout") || !strings.Contains(msg, "(from "+file+")") {
+		t.Errorf("error %q: want the key, the file, and one config: prefix", msg)
+	}
+}
