@@ -410,6 +410,11 @@ type Cluster struct {
 	hot        *routing.Counters // ingress: requests per page (hybrid's hot test)
 	ingressQ   *routing.Counters // ingress: the q-rule for keeping a copy here
 
+	// advMu runs advertise one at a time; advertising is set while the
+	// monitor's advertisement (advertiseIfDue) runs.
+	advMu       sync.Mutex
+	advertising atomic.Bool
+
 	mu       sync.Mutex
 	peers    map[string]*Peer
 	advFull  []byte
@@ -867,6 +872,7 @@ func (c *Cluster) monitor(ctx context.Context) error {
 				continue
 			}
 			c.check(now, local)
+			c.advertiseIfDue(now)
 			c.redeliverPurges(ctx, now)
 			if rounds++; rounds%max(1, int(6400*time.Millisecond/tick)) == 0 {
 				c.checkUnreached(now)
@@ -1189,7 +1195,7 @@ type PeerState struct {
 	SuspectEnded     uint64               `json:"suspected_requests_ended"`
 	SuspectStreaming uint64               `json:"suspected_requests_streaming"`
 	Epoch            uint64               `json:"indicator_epoch"`
-	ReplicaAgeS      float64              `json:"indicator_age_s"`
+	ReplicaAgeS      float64              `json:"indicator_age_s,omitempty"` // absent: no indicator pulled from the peer yet (it has advertised none)
 	Exclusion        indicators.Exclusion `json:"estimates"`
 	// HomeExclusion is the estimates over the pages homed at the peer
 	// (fna-home, fna-learned), NegativeProbes and NegativeHits the probes

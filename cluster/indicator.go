@@ -27,9 +27,35 @@ func (c *Cluster) inserted(key string) {
 	}
 }
 
+// advertiseIfDue advertises, on a goroutine of its own, when the store
+// has changed since the last advertisement and indicators.advertise_max
+// has passed: the bound holds when the stores stop, not only at the next
+// one (before, a node that stopped storing never advertised what it had
+// stored since its last advertisement, and its peers kept a stale copy,
+// and its fnr, for good). The monitor calls it every round.
+func (c *Cluster) advertiseIfDue(now time.Time) {
+	c.mu.Lock()
+	due := c.dirty && c.cfg.AdvertiseMax > 0 && now.Sub(c.lastAdv) > c.cfg.AdvertiseMax
+	c.mu.Unlock()
+	if due && c.advertising.CompareAndSwap(false, true) {
+		go func() {
+			defer c.advertising.Store(false)
+			c.advertise()
+		}()
+	}
+}
+
 // advertise rebuilds the filter from the store's keys and publishes the new
-// epoch; peers pull it when they see the epoch in our heartbeats.
+// epoch; peers pull it when they see the epoch in our heartbeats. Calls
+// run one at a time, so that epochs are published in order; the store
+// counts as advertised from before its keys are read, so that a key
+// stored meanwhile leaves it dirty for the next advertisement.
 func (c *Cluster) advertise() {
+	c.advMu.Lock()
+	defer c.advMu.Unlock()
+	c.mu.Lock()
+	c.dirty = false
+	c.mu.Unlock()
 	keys := c.store.Keys(func(string) bool { return true })
 	snap := c.filter.Advertise(func(yield func([]byte) bool) {
 		for _, k := range keys {
@@ -45,7 +71,7 @@ func (c *Cluster) advertise() {
 	}
 	c.mu.Lock()
 	c.advFull, c.advDelta, c.advEpoch = full, delta, snap.Epoch
-	c.lastAdv, c.dirty = time.Now(), false
+	c.lastAdv = time.Now()
 	c.mu.Unlock()
 	c.metaEpoch.Store(snap.Epoch) // announced in membership metadata (publishMeta)
 	c.metrics.Advertisements.Inc()
