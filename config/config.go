@@ -115,7 +115,7 @@ func Keys() []Key {
 		{"tls.acme.ca_root", String, "", "PEM root that signs the ACME directory's own HTTPS certificate, for a private CA (pebble in tests). Empty: system roots."},
 		{"tls.acme.storage", String, "", "Directory for ACME accounts, certificates, locks and pending challenges. Share it between nodes (NFS, a volume) so that any node answers a challenge and one node renews. Empty: certmagic's default under $HOME."},
 		{"tls.acme.renew_check_interval", Duration, "10m", "How often certificates are checked for renewal (certmagic renews in the last third of a certificate's life)."},
-		{"http.redirect_to_https", Bool, "false", "Answer plain-HTTP requests with 301 to https (ACME HTTP-01 challenges excepted). Needs tls.listen."},
+		{"http.redirect_to_https", Bool, "false", "Answer plain-HTTP requests with 308 (permanent, method kept) to https (ACME HTTP-01 challenges excepted). Needs tls.listen."},
 		{"cache.key_scheme", Bool, "false", "Keep the client's scheme in the cache key. Off: http and https share entries, as CDNs do; an origin that answers them differently can send Vary: X-Forwarded-Proto."},
 		{"cache.max_bytes", Size, "256MiB", "Byte budget of the in-memory store (headers and bodies); the least recently used URLs are evicted beyond it."},
 		{"cache.disk.path", String, "", "Directory of the disk tier (created if missing; give each node its own). Empty: RAM only. Every stored response is also written there, survives restarts and crashes, and is read back on a RAM miss (docs/storage.md)."},
@@ -214,7 +214,7 @@ func Keys() []Key {
 		{"indicators.advertise_max", Duration, dur(cd.AdvertiseMax), "Advertise at least this often when the store changed (T)."},
 		{"indicators.fnr_estimator", String, fd.FNREstimator.String(), "How a node estimates its advertised indicator's false-negative rate: bits (the paper's, from bit counts), count (keys inserted since the advertisement) or exact (held keys the snapshot misses; costs a key set). Peers price negative probes with it (ν)."},
 		{"tuning.write_batching", Bool, "true", "Send net/http's header-plus-body write pair as one writev on the public listener (about a third fewer system calls per cached hit) and on the cluster listener (a peer's answer of a few KiB in one segment)."},
-		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners (and HTTP/2 ones, with tuning.http2_server edge) answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request is net/http's handler path as before (docs/benchmarks.md, package hitpath). Off on the plain listener with tls.redirect_to_https, where every plain request is redirected. The cluster listener (without cluster.tls) answers peers' signed requests for fresh RAM hits the same way (cluster/peerhit.go)."},
+		{"tuning.hit_path", Bool, "true", "HTTP/1.1 connections of the plain and TLS listeners (and HTTP/2 ones, with tuning.http2_server edge) answer fresh RAM hits (no Vary) of plain GET and HEAD themselves, the head serialised once per entry and written with the body, without net/http's per-request work; every other request is net/http's handler path as before (docs/benchmarks.md, package hitpath). Off on the plain listener with http.redirect_to_https, where every plain request is redirected. The cluster listener (without cluster.tls) answers peers' signed requests for fresh RAM hits the same way (cluster/peerhit.go)."},
 		{"tuning.http2_server", String, "edge", "Which HTTP/2 server the TLS listener runs: edge (package h2server: hits answered on each connection's read loop, several answers per write; about 2x net/http's HTTP/2 hit rate, docs/benchmarks.md) or go (net/http's own, a goroutine per stream)."},
 		{"shutdown_timeout", Duration, "15s", "On SIGTERM, time to drain in-flight requests before closing."},
 		{"log.level", String, "info", "debug, info, warn or error."},
@@ -543,9 +543,13 @@ func maskSecret(line string) string {
 	return secretLineRE.ReplaceAllString(line, "$1 <hidden>")
 }
 
-// withYAMLContext adds the lines a YAML syntax error points at. The YAML
-// library reports some errors (an unclosed flow list) on the line before
-// the fault, so the line it names and the next one are both shown.
+// withYAMLContext adds the lines around a YAML syntax error. The YAML
+// library names the line where its parser gave up, which is often before
+// the fault: an unclosed flow list on the line before it, a block whose
+// later line is mis-indented on the line that opened the block (an
+// operator's walk-through: "line 14" for a fault on line 20, which the
+// two lines shown then missed). So the line before it and the next six
+// are shown, and the message says near, not on.
 func withYAMLContext(err error, data []byte) error {
 	m := yamlLineRE.FindStringSubmatch(err.Error())
 	if m == nil {
@@ -554,7 +558,7 @@ func withYAMLContext(err error, data []byte) error {
 	n, _ := strconv.Atoi(m[1])
 	lines := strings.Split(string(data), "\n")
 	var b strings.Builder
-	for i := n; i <= n+1 && i <= len(lines); i++ {
+	for i := n - 1; i <= n+6 && i <= len(lines); i++ {
 		if i >= 1 {
 			fmt.Fprintf(&b, "\n  %4d | %s", i, maskSecret(lines[i-1]))
 		}
@@ -562,7 +566,7 @@ func withYAMLContext(err error, data []byte) error {
 	if b.Len() == 0 {
 		return err
 	}
-	return fmt.Errorf("%w (the fault is on one of these lines):%s", err, b.String())
+	return fmt.Errorf("%w (the fault is near, often below, the line named):%s", err, b.String())
 }
 
 // LoadBytes parses YAML config data with defaults and validates it (no

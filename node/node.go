@@ -797,6 +797,10 @@ func RedactArgs(args []string) []string {
 // purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if err := proxy.CheckSoft(q); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	p := proxy.ParsePurgeQuery(q)
 	var count int
 	var peers cluster.FanOut

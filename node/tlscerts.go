@@ -129,6 +129,11 @@ type fileCerts struct {
 }
 
 func newFileCerts(cfg *config.Config, log *slog.Logger, m func() *certMetrics) (*fileCerts, error) {
+	return loadFileCerts(publicCertFiles(cfg), log, m)
+}
+
+// publicCertFiles are the public TLS listener's certificate files.
+func publicCertFiles(cfg *config.Config) []certFile {
 	var files []certFile
 	if cfg.TLS.CertFile != "" {
 		files = append(files, certFile{key: "tls.cert_file", certPath: cfg.TLS.CertFile, keyPath: cfg.TLS.KeyFile})
@@ -136,7 +141,22 @@ func newFileCerts(cfg *config.Config, log *slog.Logger, m func() *certMetrics) (
 	for i, p := range cfg.TLS.Certificates {
 		files = append(files, certFile{key: fmt.Sprintf("tls.certificates[%d].cert_file", i), certPath: p.CertFile, keyPath: p.KeyFile})
 	}
-	return loadFileCerts(files, log, m)
+	return files
+}
+
+// CheckFiles reads the certificate files cfg names (the public listener's
+// and admin.tls') as a start would, so that `edge config check` refuses
+// what would stop `edge serve`: a key that does not match its
+// certificate, a file that cannot be read, a certificate outside its
+// validity period. Relative paths are read from the working directory,
+// as serve reads them. The error names the config key.
+func CheckFiles(cfg *config.Config) error {
+	files := publicCertFiles(cfg)
+	if cfg.Admin.TLS.CertFile != "" {
+		files = append(files, certFile{key: "admin.tls.cert_file", certPath: cfg.Admin.TLS.CertFile, keyPath: cfg.Admin.TLS.KeyFile})
+	}
+	_, err := loadCertSet(files, time.Now())
+	return err
 }
 
 // loadFileCerts loads files (nil: none) and serves them from then on,

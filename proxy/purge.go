@@ -20,8 +20,21 @@ type PurgeRequest struct {
 // ParsePurgeQuery reads a purge from url=…|prefix=…|tag=…[&soft=1|true],
 // the one query syntax of the admin and peer purge endpoints.
 func ParsePurgeQuery(q url.Values) PurgeRequest {
+	// CheckSoft refuses a spelling this reads as a hard purge.
 	soft := q.Get("soft")
 	return PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: soft == "1" || strings.EqualFold(soft, "true")}
+}
+
+// CheckSoft reports a soft= value ParsePurgeQuery does not read as yes
+// or no: soft=yes was a hard purge, and the origin took the refetches an
+// operator asking for a soft one meant to spare it.
+func CheckSoft(q url.Values) error {
+	switch v := strings.ToLower(q.Get("soft")); v {
+	case "", "0", "1", "true", "false":
+		return nil
+	default:
+		return fmt.Errorf("purge: soft=%q: give 1 or true for a soft purge, 0 or false (or nothing) for a hard one", q.Get("soft"))
+	}
 }
 
 // Query encodes p in the syntax ParsePurgeQuery reads.
@@ -57,6 +70,11 @@ func (p PurgeRequest) Validate() error {
 		if _, ok := CanonicalHost(u.Host); !ok {
 			return fmt.Errorf("purge: url %q: %q is not a host", p.URL, u.Host)
 		}
+	}
+	if p.Prefix != "" && !strings.HasPrefix(p.Prefix, "/") && !strings.Contains(p.Prefix, "://") {
+		// Neither a path nor a URL: it names no key, and "purged 0" read
+		// as "nothing cached" (an operator's walk-through typed img/).
+		return fmt.Errorf("purge: prefix %q is neither a path (/img/) nor an absolute URL prefix (https://host/img/)", p.Prefix)
 	}
 	if _, rest, ok := strings.Cut(p.Prefix, "://"); ok {
 		host, _, _ := strings.Cut(rest, "/")

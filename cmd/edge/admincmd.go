@@ -33,17 +33,24 @@ type adminTarget struct {
 // EDGE_ADMIN_LISTEN, else the default; a wildcard address is reached on
 // loopback. Its certificate file likewise (the file's admin.tls.cert_file,
 // else EDGE_ADMIN_TLS_CERT_FILE).
-func adminAddr(flag, file string) adminTarget {
+//
+// A file that does not parse is an error, not a fall-back to the default
+// address: an operator's walk-through saw `edge reload -c FILE` report
+// "connection refused" on 127.0.0.1:9180 for a node on another port, the
+// file's syntax error unsaid.
+func adminAddr(flag, file string) (adminTarget, error) {
 	t := adminTarget{addr: flag}
 	if file != "" {
-		if v, err := config.NewViper(file); err == nil {
-			if t.addr == "" {
-				t.addr = fmt.Sprint(v.Get("admin.listen"))
-			}
-			t.token = fmt.Sprint(v.Get("admin.token"))
-			if f := v.Get("admin.tls.cert_file"); f != nil {
-				t.certFile = fmt.Sprint(f)
-			}
+		v, err := config.NewViper(file)
+		if err != nil {
+			return t, fmt.Errorf("the admin listener is not known from %s (--admin gives it): %w", file, err)
+		}
+		if t.addr == "" {
+			t.addr = fmt.Sprint(v.Get("admin.listen"))
+		}
+		t.token = fmt.Sprint(v.Get("admin.token"))
+		if f := v.Get("admin.tls.cert_file"); f != nil {
+			t.certFile = fmt.Sprint(f)
 		}
 	}
 	if t.certFile == "" {
@@ -57,13 +64,13 @@ func adminAddr(flag, file string) adminTarget {
 	}
 	host, port, err := net.SplitHostPort(t.addr)
 	if err != nil {
-		return t
+		return t, nil
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
 	t.addr = net.JoinHostPort(host, port)
-	return t
+	return t, nil
 }
 
 // url is the admin listener's URL for path.
@@ -128,7 +135,10 @@ func healthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			t := adminAddr(admin, file)
+			t, err := adminAddr(admin, file)
+			if err != nil {
+				return fmt.Errorf("health: %w", err)
+			}
 			url := t.url("/readyz")
 			client, err := t.client()
 			if err != nil {
@@ -167,7 +177,10 @@ func reloadCmd() *cobra.Command {
 		Short: "Reload the local node's configuration (POST /reload on the admin listener; SIGHUP does the same)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t := adminAddr(admin, file)
+			t, err := adminAddr(admin, file)
+			if err != nil {
+				return fmt.Errorf("reload: %w", err)
+			}
 			if token == "" {
 				token = t.token
 			}

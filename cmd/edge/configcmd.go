@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/node"
 	"github.com/edgecache/edge/proxy"
 	"github.com/edgecache/edge/rules"
 )
@@ -52,7 +53,13 @@ func configCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := config.Load(v); err != nil {
+			cfg, err := config.Load(v)
+			if err != nil {
+				return err
+			}
+			// The files a start reads: "ok" for a certificate serve then
+			// refuses would turn a restart after the check into an outage.
+			if err := node.CheckFiles(cfg); err != nil {
 				return err
 			}
 			// As serve warns of them: a misspelt variable is ignored,

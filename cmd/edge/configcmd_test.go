@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -142,5 +143,56 @@ func TestHealthAndReloadCommands(t *testing.T) {
 	}
 	if _, err := run(reloadCmd(), "--admin", adm, "--token", "wrong"); err == nil {
 		t.Error("reload with a wrong token succeeded")
+	}
+}
+
+// TestConfigCheckReadsTheCertificates: `config check` refuses the TLS
+// files a start refuses, naming the key (an operator's walk-through found
+// "ok" for a key that did not match its certificate, a missing file and
+// an expired certificate, each of which then stopped serve).
+func TestConfigCheckReadsTheCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	now := time.Now()
+	goodCrt, goodKey, _ := ca.leaf(t, dir, "good", 2, now.Add(-time.Hour), now.Add(time.Hour), "a.test")
+	_, otherKey, _ := ca.leaf(t, dir, "other", 3, now.Add(-time.Hour), now.Add(time.Hour), "b.test")
+	oldCrt, oldKey, _ := ca.leaf(t, dir, "old", 4, now.Add(-3*time.Hour), now.Add(-time.Hour), "a.test")
+	for _, c := range []struct {
+		name, tls, want string
+	}{
+		{"good", "tls: {listen: '127.0.0.1:1', cert_file: '" + goodCrt + "', key_file: '" + goodKey + "'}", ""},
+		{"other key", "tls: {listen: '127.0.0.1:1', cert_file: '" + goodCrt + "', key_file: '" + otherKey + "'}", "tls.cert_file"},
+		{"missing", "tls: {listen: '127.0.0.1:1', cert_file: '" + filepath.Join(dir, "none.crt") + "', key_file: '" + goodKey + "'}", "tls.cert_file"},
+		{"expired", "tls: {listen: '127.0.0.1:1', cert_file: '" + oldCrt + "', key_file: '" + oldKey + "'}", "expired"},
+		{"admin", "admin: {listen: '127.0.0.1:2', tls: {cert_file: '" + goodCrt + "', key_file: '" + otherKey + "'}}", "admin.tls.cert_file"},
+	} {
+		file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+		if err := os.WriteFile(file, []byte("origin:\n  url: http://127.0.0.1:1\n"+c.tls+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runConfigCmd(t, "check", file)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %q, %v; want an error naming %s", c.name, out, err, c.want)
+		}
+	}
+}
+
+// TestAdminCommandsSayTheFileDoesNotParse: `edge reload -c FILE` and
+// `edge health -c FILE` with a file that does not parse say so, instead
+// of trying the default admin address and reporting its "connection
+// refused" (an operator's walk-through).
+func TestAdminCommandsSayTheFileDoesNotParse(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("admin: {listen: 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []*cobra.Command{reloadCmd(), healthCmd()} {
+		_, err := runCmd(cmd, "-c", file)
+		if err == nil || !strings.Contains(err.Error(), "admin listener is not known from "+file) || strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("%s -c with a broken file: %v", cmd.Name(), err)
+		}
 	}
 }
