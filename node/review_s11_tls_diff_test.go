@@ -99,7 +99,15 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 		return "dial: " + err.Error()
 	}
 	defer c.Close()
-	go s11tlsWrite(c, raw, mode)
+	// The answers are read once every byte is out, so that each read's
+	// wait is the server's time, not the writer's: on a loaded machine a
+	// head over 4 KiB written a byte per record outlasted the first read's
+	// wait, and one side of the comparison read "open" (a loaded make
+	// test, 2026-12-06). The answers are small: the server never blocks on
+	// a client that does not read yet.
+	written := make(chan struct{})
+	go func() { defer close(written); s11tlsWrite(c, raw, mode) }()
+	<-written
 	wait := 700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40
 	return e2e.Transcript(c, methods, 60, wait, func(resp *http.Response, b []byte, berr error) string {
 		body := string(b)
