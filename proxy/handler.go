@@ -358,7 +358,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		dropUnreadBody(w, r) // the cache never forwards a GET's body
 		if bypass {
-			result = h.servePass(w, r, whyRule)
+			why := whyRule
+			if g.requestRule().IsAmbiguousPath() {
+				// Not a rule the operator wrote: say why the path passed
+				// (an operator's walk-through found "detail=rule" with no
+				// such rule in the config).
+				why = whyAmbiguousPath
+			}
+			result = h.servePass(w, r, why)
 			break
 		}
 		result = h.serveCacheable(w, r)

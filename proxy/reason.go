@@ -33,6 +33,7 @@ const (
 	whyPurged            reason = "purged"             // a purge came while it was fetched
 	whyBodyError         reason = "body-error"         // the body did not arrive whole
 	whyRule              reason = "rule"               // a cache rule of the site bypasses the store (bypass: true)
+	whyAmbiguousPath     reason = "ambiguous-path"     // a path origins read in more than one way (//, dot segments, ;): passed, under a site with rules
 	whySliceVaries       reason = "slice-varies"       // a slice came with a Vary its unvarying object has not: someone's own
 	whyVaryChanged       reason = "vary-changed"       // a 304 named other Vary fields than the stored copy's: valid for its request alone
 )
@@ -78,6 +79,7 @@ var reasonScopes = map[reason]scope{
 	whySliceVaries:       aboutFill,
 	whyVaryChanged:       aboutFill,    // the stale copy is removed by revalidated itself; the URL is not passed by
 	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
+	whyAmbiguousPath:     aboutRequest,
 }
 
 func (why reason) scope() scope {
