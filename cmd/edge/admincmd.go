@@ -209,7 +209,14 @@ func reloadCmd() *cobra.Command {
 			var out struct{ Result, Hash, Error string }
 			raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			if json.Unmarshal(raw, &out) != nil || out.Result == "" {
-				return fmt.Errorf("reload: %s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(raw)))
+				hint := ""
+				if resp.StatusCode == http.StatusUnauthorized && file != "" && token == t.token {
+					// The token came from the file, which may have been
+					// edited: admin.token is not reloadable, so the node
+					// still wants the one it started with.
+					hint = " (the token is " + file + "'s admin.token; a node keeps the token it started with, since admin.token cannot change without a restart: give the running one with --token, or restart the node)"
+				}
+				return fmt.Errorf("reload: %s answered %d: %s%s", url, resp.StatusCode, strings.TrimSpace(string(raw)), hint)
 			}
 			if out.Result != "ok" {
 				return fmt.Errorf("reload refused (the running configuration keeps serving): %s", out.Error)

@@ -144,6 +144,15 @@ func TestHealthAndReloadCommands(t *testing.T) {
 	if _, err := run(reloadCmd(), "--admin", adm, "--token", "wrong"); err == nil {
 		t.Error("reload with a wrong token succeeded")
 	}
+	// The file's token edited after the start: the node keeps its own, and
+	// the refusal says why (an operator's walk-through got a bare 401).
+	edited := filepath.Join(t.TempDir(), "edited.yaml")
+	if err := os.WriteFile(edited, []byte("admin:\n  listen: \""+adm+"\"\n  token: newtok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(reloadCmd(), "-c", edited); err == nil || !strings.Contains(err.Error(), "cannot change without a restart") {
+		t.Errorf("reload with an edited token in the file: %v, want the hint", err)
+	}
 }
 
 // TestConfigCheckReadsTheCertificates: `config check` refuses the TLS
