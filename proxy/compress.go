@@ -387,6 +387,15 @@ func (h *Handler) transcode(from, to coding.Encoding, body []byte) ([]byte, erro
 	m := &h.metrics.compression
 	budget := bufferBudget{h}
 	start := time.Now()
+	if from != coding.Identity && len(body) == 0 {
+		// An empty body labelled with a coding (a redirect or an error
+		// page some origins send so): no coded stream to decode, which
+		// would fail and turn a 302 into a 502 (a review), but nothing.
+		if to == coding.Identity {
+			return []byte{}, nil // charged: its length, 0
+		}
+		from = coding.Identity
+	}
 	if from != coding.Identity {
 		out, err := c.Codec.DecodeCharged(from, body, c.MaxDecodedBytes, budget)
 		m.seconds[opDecode][from].Add(time.Since(start).Seconds())

@@ -227,12 +227,16 @@ func (h *Handler) URLKey(u *url.URL) string {
 		host = c
 	}
 	query := h.keyQuery(u.RawQuery)
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/" // a request's target always has one; the rules match it (a review: "http://shop.test?id=7" missed the root page's rule)
+	}
 	if h.cfg.SiteFor != nil {
 		if site := h.cfg.SiteFor(host); site != nil {
-			return h.keyOn(site, u.Scheme, host, u.EscapedPath(), query)
+			return h.keyOn(site, u.Scheme, host, path, query)
 		}
 	}
-	return h.key(u.Scheme, host, u.EscapedPath(), query)
+	return h.key(u.Scheme, host, path, query)
 }
 
 // VaryNames returns the lower-case, sorted, de-duplicated field names listed

@@ -432,8 +432,16 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 			// A decoder's window, as the stream declares it in its first
 			// bytes, is charged before it is allocated.
 			head := make([]byte, 32)
-			n, _ := io.ReadFull(c.body, head)
+			n, rerr := io.ReadFull(c.body, head)
 			head = head[:n]
+			if n == 0 && rerr == io.EOF {
+				// An empty body labelled with a coding: nothing to decode
+				// (a decoder fails on it, and a 302 became a 502: a
+				// review); sent as the empty identity body it is.
+				setCodingFields(hdr, coding.Identity, -1, true, h.formTag(coding.Identity))
+				h.metrics.compression.served[coding.Identity].Inc()
+				return true
+			}
 			state := coding.DecoderBytesFor(from, head)
 			if !h.charge(state) {
 				h.metrics.compression.overBudget[opDecode].Inc()
