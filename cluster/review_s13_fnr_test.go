@@ -15,18 +15,23 @@ import (
 	"github.com/edgecache/edge/routing"
 )
 
-// s13Store is a Store whose insertions the test makes.
+// s13Store is a Store whose insertions the test makes; Keys takes delay
+// (a large store's read) and counts its calls in reads.
 type s13Store struct {
-	mu   sync.Mutex
-	keys []string
-	on   func(string)
+	mu    sync.Mutex
+	keys  []string
+	on    func(string)
+	delay time.Duration
+	reads int
 }
 
 func (s *s13Store) OnInsert(f func(string)) { s.mu.Lock(); s.on = f; s.mu.Unlock() }
 
 func (s *s13Store) Keys(match func(string) bool) []string {
+	time.Sleep(s.delay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
 	var out []string
 	for _, k := range s.keys {
 		if match(k) {

@@ -17,40 +17,6 @@ import (
 
 // s14SlowStore is a Store whose Keys takes a while, as a large store's
 // does (advertise reads every key).
-type s14SlowStore struct {
-	mu    sync.Mutex
-	keys  []string
-	on    func(string)
-	delay time.Duration
-	reads int
-}
-
-func (s *s14SlowStore) OnInsert(f func(string)) { s.mu.Lock(); s.on = f; s.mu.Unlock() }
-
-func (s *s14SlowStore) Keys(match func(string) bool) []string {
-	time.Sleep(s.delay)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reads++
-	var out []string
-	for _, k := range s.keys {
-		if match(k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func (s *s14SlowStore) add(k string) {
-	s.mu.Lock()
-	s.keys = append(s.keys, k)
-	on := s.on
-	s.mu.Unlock()
-	if on != nil {
-		on(k)
-	}
-}
-
 func s14Cluster(t *testing.T, store Store, u int, advMax time.Duration) *Cluster {
 	t.Helper()
 	conn := listenUDP(t, "127.0.0.1:0")
@@ -96,7 +62,7 @@ func s14Cluster(t *testing.T, store Store, u int, advMax time.Duration) *Cluster
 // every insertion and return early from advertise when !dirty after taking
 // advMu), or hand the work to the single advertiseIfDue-style goroutine.
 func TestS14ConcurrentInsertionsPastUAdvertiseOneAfterAnother(t *testing.T) {
-	store := &s14SlowStore{delay: 60 * time.Millisecond}
+	store := &s13Store{delay: 60 * time.Millisecond}
 	c := s14Cluster(t, store, 2, time.Hour)
 	c.advertise() // a fresh epoch: U counts from here, lastAdv is now
 	before := c.filter.Advertisements()
@@ -145,7 +111,7 @@ func TestS14ConcurrentInsertionsPastUAdvertiseOneAfterAnother(t *testing.T) {
 // goroutine at a time, and the last keys inserted end up advertised.
 // HOLDS.
 func TestS14AdvertiseIfDueAndInsertedRaceFree(t *testing.T) {
-	store := &s14SlowStore{delay: time.Millisecond}
+	store := &s13Store{delay: time.Millisecond}
 	c := s14Cluster(t, store, 5, 20*time.Millisecond)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -51,6 +51,31 @@ func TestInflightPerClientCountsAnIPv6ClientByItsNetwork(t *testing.T) {
 			t.Errorf("from %s while [2001:db8:5:6::1] waits: %d, want %d", c.remote, got, c.want)
 		}
 	}
+	// A client's request dressed as a peer's (every field the peer protocol
+	// and forwarding use) is still held to the bound: only Inbound.Relayed,
+	// which only the cluster's authenticated PeerHandler sets, skips it; a
+	// relayed request from the same network is not bounded (a review's
+	// TestS14ClientCannotLookRelayed, folded in here).
+	dressed := httptest.NewRequest("GET", "http://a.test/x", nil)
+	dressed.RemoteAddr = "[2001:db8:5:6::2]:4007"
+	for k, v := range map[string]string{
+		"Edge-Route": "1", "Edge-Node": "peer-1", "Edge-Nonce": "abc", "Edge-Mac": "deadbeef", "Edge-Key-Version": CacheKeyVersion,
+		"Edge-Site": "shop", "Via": "1.1 peer-1", "X-Forwarded-For": "198.51.100.1", "X-Forwarded-Proto": "https", "Forwarded": "for=198.51.100.1",
+	} {
+		dressed.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, dressed)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("a client's request dressed as a peer's: %d, want 429 (it skipped the per-client bound)", w.Code)
+	}
+	relayed := httptest.NewRequest("GET", "http://a.test/x", nil)
+	relayed.RemoteAddr = "[2001:db8:5:6::3]:7946"
+	w = httptest.NewRecorder()
+	h.ServeInbound(w, relayed, Inbound{Relayed: true})
+	if w.Code != http.StatusOK {
+		t.Errorf("a relayed request from the waiting client's /64: %d, want 200 (a peer's is not bounded)", w.Code)
+	}
 	close(release)
 	if code := <-held; code != http.StatusOK {
 		t.Fatalf("the held request: %d", code)
