@@ -414,6 +414,10 @@ type Cluster struct {
 	// monitor's advertisement (advertiseIfDue) runs.
 	advMu       sync.Mutex
 	advertising atomic.Bool
+	// dirty: the store changed (a key in or out) since the last
+	// advertisement read its keys. Atomic: the store's removal hook sets
+	// it under the store's lock, where taking c.mu could invert an order.
+	dirty atomic.Bool
 
 	mu       sync.Mutex
 	peers    map[string]*Peer
@@ -421,7 +425,6 @@ type Cluster struct {
 	advDelta []byte
 	advEpoch uint64
 	lastAdv  time.Time
-	dirty    bool
 	climbs   climbCosts // M's measurement, per site (penalty.go)
 	stalled  time.Time
 	// The shared-silence hold (sharedsilence.go): when the last heartbeat
@@ -539,6 +542,9 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 	c.recomputeNeighbours()
 	c.updateMonitored(time.Now())
 	store.OnInsert(c.inserted)
+	if rs, ok := store.(interface{ OnRemove(func(string)) }); ok {
+		rs.OnRemove(c.removed)
+	}
 	if len(store.Keys(func(string) bool { return true })) > 0 {
 		// A warm restart (the disk tier kept pages): peers learn what we
 		// hold from our first heartbeat, not after the next insertion.

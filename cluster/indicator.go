@@ -22,8 +22,8 @@ import (
 // leaves the store dirty, for the next U or advertise_max.
 func (c *Cluster) inserted(key string) {
 	full := c.filter.Insert([]byte(key))
+	c.dirty.Store(true)
 	c.mu.Lock()
-	c.dirty = true
 	due := full || (c.cfg.AdvertiseMax > 0 && time.Since(c.lastAdv) > c.cfg.AdvertiseMax)
 	c.mu.Unlock()
 	if due && c.advMu.TryLock() {
@@ -31,6 +31,14 @@ func (c *Cluster) inserted(key string) {
 		c.advMu.Unlock()
 	}
 }
+
+// removed notes a key that left the store (evicted, purged, replaced):
+// the advertised filter may hold it, so the store counts as changed and
+// advertiseIfDue advertises it within advertise_max, stores or no stores
+// (before, a purge with nothing stored after it left peers a positive
+// for every purged page, each a probe that missed). Called under the
+// store's lock: it only sets a flag.
+func (c *Cluster) removed(string) { c.dirty.Store(true) }
 
 // advertiseIfDue advertises, on a goroutine of its own, when the store
 // has changed since the last advertisement and indicators.advertise_max
@@ -40,7 +48,7 @@ func (c *Cluster) inserted(key string) {
 // and its fnr, for good). The monitor calls it every round.
 func (c *Cluster) advertiseIfDue(now time.Time) {
 	c.mu.Lock()
-	due := c.dirty && c.cfg.AdvertiseMax > 0 && now.Sub(c.lastAdv) > c.cfg.AdvertiseMax
+	due := c.dirty.Load() && c.cfg.AdvertiseMax > 0 && now.Sub(c.lastAdv) > c.cfg.AdvertiseMax
 	c.mu.Unlock()
 	if due && c.advertising.CompareAndSwap(false, true) {
 		go func() {
@@ -63,9 +71,7 @@ func (c *Cluster) advertise() {
 
 // advertiseLocked is advertise with c.advMu held.
 func (c *Cluster) advertiseLocked() {
-	c.mu.Lock()
-	c.dirty = false
-	c.mu.Unlock()
+	c.dirty.Store(false)
 	keys := c.store.Keys(func(string) bool { return true })
 	snap := c.filter.Advertise(func(yield func([]byte) bool) {
 		for _, k := range keys {

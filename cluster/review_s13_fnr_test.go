@@ -21,11 +21,26 @@ type s13Store struct {
 	mu    sync.Mutex
 	keys  []string
 	on    func(string)
+	gone  func(string)
 	delay time.Duration
 	reads int
 }
 
 func (s *s13Store) OnInsert(f func(string)) { s.mu.Lock(); s.on = f; s.mu.Unlock() }
+func (s *s13Store) OnRemove(f func(string)) { s.mu.Lock(); s.gone = f; s.mu.Unlock() }
+
+// removeAll empties the store, telling the removal hook of each key under
+// the store's lock, as proxy.Store does.
+func (s *s13Store) removeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.keys {
+		if s.gone != nil {
+			s.gone(k)
+		}
+	}
+	s.keys = nil
+}
 
 func (s *s13Store) Keys(match func(string) bool) []string {
 	time.Sleep(s.delay)

@@ -205,3 +205,41 @@ func TestS14AdvertiseIfDueAndInsertedRaceFree(t *testing.T) {
 		t.Error("an advertiseIfDue goroutine never ended")
 	}
 }
+
+// TestRemovalsAloneAreAdvertised: a store emptied by a purge (or
+// evictions) with nothing stored after it is advertised within
+// advertise_max, so peers stop reading positives for pages it no longer
+// holds (a review found that removals never marked the store changed).
+func TestRemovalsAloneAreAdvertised(t *testing.T) {
+	store := &s13Store{}
+	c := s14Cluster(t, store, 1000, 50*time.Millisecond)
+	for i := range 20 {
+		store.add("http://h/gone/" + strconv.Itoa(i))
+	}
+	c.advertise()
+	store.removeAll()
+	held := func() int {
+		c.mu.Lock()
+		full := c.advFull
+		c.mu.Unlock()
+		var r indicators.Replica
+		if r.Apply(full) != nil {
+			t.Fatal("the advertisement does not decode")
+		}
+		n := 0
+		for i := range 20 {
+			if r.Test([]byte("http://h/gone/" + strconv.Itoa(i))) {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for held() > 0 && time.Now().Before(deadline) {
+		time.Sleep(60 * time.Millisecond)
+		c.advertiseIfDue(time.Now()) // what the monitor does every round
+	}
+	if n := held(); n > 0 {
+		t.Fatalf("2 s after every key left the store (advertise_max 50ms), the advertised filter still holds %d of the 20", n)
+	}
+}

@@ -132,6 +132,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 		cc.SiteOf = n.siteName
+		// The cluster learns of removals through the store's OnRemove (an
+		// optional method of cluster.Store): the assertion keeps it there.
+		var _ interface{ OnRemove(func(string)) } = store
 		if cl, err = cluster.New(cc, counted, store, cluster.NewMetrics(reg), log); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}

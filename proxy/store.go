@@ -27,7 +27,8 @@ type Store struct {
 	under       map[string]map[string]int      // keys extended after a NUL (slices), by the key before it, counting variants (KeysUnder)
 	stats       StoreStats
 	onInsert    func(key string)
-	onDrop      func(e *Entry) // called under the lock for every entry that leaves
+	onDrop      func(e *Entry)   // called under the lock for every entry that leaves
+	onRemove    func(key string) // likewise, with its key (the cluster's indicator: the store changed)
 
 	disk     *disk.Tier                                 // the second tier, or nil (tiers.go)
 	tierOpts TierOptions                                // how the store uses it
@@ -42,6 +43,11 @@ type Store struct {
 // call back into the store) for every entry that leaves the store:
 // evicted, replaced or removed.
 func (s *Store) OnDrop(f func(e *Entry)) { s.onDrop = f }
+
+// OnRemove registers f to be called, under the store's lock, with the key
+// of every entry that leaves the RAM tier (evicted, purged, replaced): f
+// must neither block nor call into the store.
+func (s *Store) OnRemove(f func(key string)) { s.onRemove = f }
 
 // OnInsert registers f to be called (outside the store's lock) whenever a
 // URL key enters the store; the cluster feeds its indicator with it.
@@ -87,6 +93,9 @@ func (s *Store) evicted(key string, o *object) {
 func (s *Store) dropEntry(e *Entry) {
 	if s.onDrop != nil {
 		s.onDrop(e)
+	}
+	if s.onRemove != nil {
+		s.onRemove(e.Key)
 	}
 	if base, _, ok := strings.Cut(e.Key, "\x00"); ok {
 		if m := s.under[base]; m != nil {
