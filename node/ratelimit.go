@@ -88,7 +88,7 @@ func (l *rateLimiter) clientOf(remote string, header http.Header) client {
 			if v = strings.TrimSpace(v); v != "" {
 				v = clientaddr.OfRemote(v) // one client's addresses, ports and spellings: one bucket
 			}
-			c.unshared = v != "" && l.trustedProxy(remote)
+			c.unshared = v != "" && clientaddr.In(remote, l.trusted)
 		}
 		if v != "" {
 			sum := sha256.Sum256([]byte(v))
@@ -131,25 +131,6 @@ func (l *rateLimiter) take(c client, now time.Time) (undo func(), ok bool) {
 		return nil, false
 	}
 	return func() { a.CancelAt(now); r.CancelAt(now) }, true
-}
-
-// trustedProxy reports whether remote (host:port) is in
-// forwarding.trusted_proxies.
-func (l *rateLimiter) trustedProxy(remote string) bool {
-	if len(l.trusted) == 0 {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().Unmap().WithZone("")
-	for _, p := range l.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // allow takes a token for c, reporting whether there was one.

@@ -7,11 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/edgecache/edge/coding"
+	"github.com/edgecache/edge/internal/clientaddr"
 	"github.com/edgecache/edge/internal/reqfield"
 )
 
@@ -41,20 +41,7 @@ func (h *Handler) trusted(r *http.Request) bool {
 	if inboundOf(r).Relayed {
 		return true
 	}
-	if len(h.cfg.TrustedProxies) == 0 {
-		return false
-	}
-	addr, err := netip.ParseAddr(clientIP(r))
-	if err != nil {
-		return false
-	}
-	addr = addr.Unmap()
-	for _, p := range h.cfg.TrustedProxies {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
+	return clientaddr.In(r.RemoteAddr, h.cfg.TrustedProxies)
 }
 
 // sanitize rewrites a client request in place into the request the cache

@@ -95,3 +95,28 @@ func OfRemote(remote string) string {
 	}
 	return p.String()
 }
+
+// In reports whether remote, a "host:port" remote address or a bare IP, is
+// an address inside one of prefixes (an IPv4-mapped address as its IPv4
+// one; an address with a zone is in none): forwarding.trusted_proxies'
+// test, one for every field and bound that believes a proxy.
+func In(remote string, prefixes []netip.Prefix) bool {
+	if len(prefixes) == 0 {
+		return false
+	}
+	host := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -105,3 +105,24 @@ func FuzzOfRemote(f *testing.F) {
 		}
 	})
 }
+
+func TestIn(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fe80::/10")}
+	for _, c := range []struct {
+		remote string
+		want   bool
+	}{
+		{"10.1.2.3:443", true}, {"10.1.2.3", true}, {"[::ffff:10.1.2.3]:80", true},
+		{"[2001:db8::7]:80", true}, {"2001:db8::7", true},
+		{"11.0.0.1:80", false}, {"[2001:db9::1]:80", false},
+		{"[fe80::1%eth0]:80", false}, // a zoned address is in no prefix (netip)
+		{"pipe", false}, {"", false}, {":80", false},
+	} {
+		if got := In(c.remote, trusted); got != c.want {
+			t.Errorf("In(%q) = %v, want %v", c.remote, got, c.want)
+		}
+	}
+	if In("10.1.2.3:1", nil) {
+		t.Error("an address in no prefixes at all")
+	}
+}
