@@ -156,6 +156,11 @@ type Tier struct {
 	removeFailures atomic.Uint64
 	lastErr        atomic.Pointer[errorAt]
 	recovery       Recovery
+
+	// onRemove, when set, hears every key a stored file leaves the index
+	// for (eviction, purge, replacement), under t.mu: the store passes it
+	// on to the cluster, whose advertised indicator holds disk keys too.
+	onRemove func(key string)
 }
 
 type errorAt struct {
@@ -668,7 +673,16 @@ func (t *Tier) dropVariant(key string, v *variant) {
 	t.objects--
 	t.untag(key, v)
 	t.unlinkLater(v.name, v.size)
+	if t.onRemove != nil {
+		t.onRemove(key)
+	}
 }
+
+// OnRemove registers f to hear, under the tier's lock, the key of every
+// stored variant that leaves the index (evicted to the byte budget,
+// purged, replaced, found damaged). f must not call back into the tier.
+// Call it before serving.
+func (t *Tier) OnRemove(f func(key string)) { t.onRemove = f }
 
 // unlinkLater queues a file for the remover. Under t.mu.
 func (t *Tier) unlinkLater(name string, size int64) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,5 +191,46 @@ func TestDiskPurgeAndRevalidate(t *testing.T) {
 	r = serveFlushed(t, h, tier, "GET", "/p")
 	if calls.Load() != 3 || r.header.Get("X-Served") != t0.Add(10*time.Second).Format(time.RFC3339) {
 		t.Fatalf("after the 304: %d calls, X-Served %q", calls.Load(), r.header.Get("X-Served"))
+	}
+}
+
+// A page only the disk tier holds (every response here goes to disk only)
+// leaves the store when it is purged, and the store's OnRemove hears it as
+// it hears a RAM removal: the cluster's indicator advertises disk keys, and
+// before the disk tier reported nothing, so a purge of a disk-only page left
+// peers a positive for it until the next store.
+func TestDiskOnlyRemovalsReachOnRemove(t *testing.T) {
+	h, _, tier, _ := diskProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		_, _ = io.WriteString(w, "page "+r.URL.Path)
+	}, nil)
+	var mu sync.Mutex
+	heard := map[string]int{}
+	h.store.OnRemove(func(key string) {
+		mu.Lock()
+		heard[key]++
+		mu.Unlock()
+	})
+	serveFlushed(t, h, tier, "GET", "/a")
+	serveFlushed(t, h, tier, "GET", "/b")
+	keyA := h.requestKey(httptestRequestWithBody("GET", "/a", ""))
+	keyB := h.requestKey(httptestRequestWithBody("GET", "/b", ""))
+	if !tier.Has(keyA) || !tier.Has(keyB) {
+		t.Fatal("the pages are not on disk")
+	}
+	if _, inRAM := h.store.lru.Peek(keyA); inRAM {
+		t.Fatal("the page is in RAM: the test needs it on disk only")
+	}
+	if n := h.store.Remove(keyA); n != 1 {
+		t.Fatalf("the purge removed %d", n)
+	}
+	mu.Lock()
+	a, b := heard[keyA], heard[keyB]
+	mu.Unlock()
+	if a == 0 {
+		t.Fatal("a disk-only page was purged and OnRemove never heard of it")
+	}
+	if b != 0 {
+		t.Fatalf("OnRemove heard of a page still held (%d times)", b)
 	}
 }

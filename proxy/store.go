@@ -45,8 +45,10 @@ type Store struct {
 func (s *Store) OnDrop(f func(e *Entry)) { s.onDrop = f }
 
 // OnRemove registers f to be called, under the store's lock, with the key
-// of every entry that leaves the RAM tier (evicted, purged, replaced): f
-// must neither block nor call into the store.
+// of every entry that leaves the RAM tier (evicted, purged, replaced), and
+// under the disk tier's lock with the key of every variant that leaves the
+// disk tier (AttachDisk): f must neither block nor call into the store.
+// Call it before serving.
 func (s *Store) OnRemove(f func(key string)) { s.onRemove = f }
 
 // OnInsert registers f to be called (outside the store's lock) whenever a

@@ -36,6 +36,16 @@ func (s *Store) AttachDisk(t *disk.Tier, o TierOptions) {
 		o.DiskOnlyBytes = max(s.budget/16, 1)
 	}
 	s.disk, s.tierOpts = t, o
+	// A key only the disk tier held (RAM evicted it long ago) leaves the
+	// store when the disk lets it go: the cluster's indicator, which
+	// advertises disk keys too, must hear of it as of a RAM removal (it did
+	// not: a purge or eviction of a disk-only page left peers a positive
+	// until the next store). Read at call time: OnRemove may come later.
+	t.OnRemove(func(key string) {
+		if f := s.onRemove; f != nil {
+			f(key)
+		}
+	})
 }
 
 // Promoted returns how many disk hits were copied into RAM.
