@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,8 @@ import (
 //     bytes for that tag (a strong tag never names two byte sequences);
 //   - streamed answers' tags are weak, with the stored form's suffix;
 //   - If-None-Match with the weak stream tag gets 304 from the stored form,
-//     with a pre-upgrade tag ("v1-br") or the other level's ("v1-br9") 200;
+//     with that weak tag (the client holds the stream's bytes), with a
+//     pre-upgrade tag ("v1-br") or the other level's ("v1-br9") 200;
 //   - If-Range with the weak tag, a pre-upgrade tag or another level's
 //     never gives 206; with the stored form's strong tag it gives the
 //     form's own bytes.
@@ -82,6 +84,13 @@ func TestS14FormTagsConditionals(t *testing.T) {
 			if w.Code != c.want {
 				t.Errorf("%s If-None-Match %s: %d, want %d", ae, c.inm, w.Code, c.want)
 			}
+			// The 304 names what the client holds: the stream's bytes by
+			// the weak tag (a strong one taken into its cache would let
+			// its If-Range splice the stored form onto them), the stored
+			// form by the strong one.
+			if w.Code == 304 && w.Header().Get("Etag") != c.inm {
+				t.Errorf("%s If-None-Match %s: 304 with ETag %s", ae, c.inm, w.Header().Get("Etag"))
+			}
 			if w.Code == 200 {
 				note(ae+" INM", w, w.Body.Bytes())
 			}
@@ -119,4 +128,66 @@ func TestS14FormTagsConditionals(t *testing.T) {
 	if other.FormTag(coding.Br) == codec.FormTag(coding.Br) {
 		t.Error("brotli 5 and 9 share a form tag")
 	}
+}
+
+// matchesOnlyWeakly on well-formed and malformed If-None-Match lines: it
+// says yes only for the tag's weak spelling, never beside the strong one or
+// "*", and reads a broken list as far as it parses.
+func TestMatchesOnlyWeakly(t *testing.T) {
+	const tag = `"v1-br5"`
+	for _, c := range []struct {
+		lines []string
+		want  bool
+	}{
+		{[]string{`W/"v1-br5"`}, true},
+		{[]string{` W/"v1-br5" `}, true},
+		{[]string{`"x", W/"v1-br5"`}, true},
+		{[]string{`"x"`, `W/"v1-br5"`}, true},
+		{[]string{`W/"a,b", W/"v1-br5"`}, true}, // a comma inside a tag
+		{[]string{`"v1-br5"`}, false},
+		{[]string{`W/"v1-br5", "v1-br5"`}, false},
+		{[]string{`W/"v1-br5"`, `"v1-br5"`}, false},
+		{[]string{`*`}, false},
+		{[]string{`W/"v1-br5", *`}, false},
+		{[]string{`W/"v1-br"`}, false},
+		{[]string{`W/"v1-br5`}, false},  // unterminated
+		{[]string{`w/"v1-br5"`}, false}, // W/ is case-sensitive
+		{[]string{`W/ "v1-br5"`}, false},
+		{[]string{`junk W/"v1-br5"`}, false}, // unparsable from the start
+		{[]string{`W/"v1-br5" junk`}, true},  // parsed as far as it goes
+		{[]string{`" "W/"v1-br5"`}, false},   // a space inside the first tag: no list
+		{[]string{"W/\"v1\x7f\", W/\"v1-br5\""}, false},
+		{[]string{``}, false},
+		{nil, false},
+	} {
+		if got := matchesOnlyWeakly(c.lines, tag); got != c.want {
+			t.Errorf("%q: %v, want %v", c.lines, got, c.want)
+		}
+	}
+}
+
+// FuzzMatchesOnlyWeakly: whenever matchesOnlyWeakly says the client holds
+// the weak spelling, net/http's own conditional check answers 304 for the
+// same field (so the weakened tag only ever goes on a 304).
+func FuzzMatchesOnlyWeakly(f *testing.F) {
+	for _, s := range []string{`W/"v1-br5"`, `"v1-br5"`, `*`, `W/"a", W/"v1-br5"`, `W/"v1-br5" junk`, `,,W/"v1-br5"`} {
+		f.Add(s)
+	}
+	const tag = `"v1-br5"`
+	f.Fuzz(func(t *testing.T, inm string) {
+		if !matchesOnlyWeakly([]string{inm}, tag) {
+			return
+		}
+		r, err := http.NewRequest("GET", "http://h/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header["If-None-Match"] = []string{inm}
+		w := httptest.NewRecorder()
+		w.Header().Set("Etag", tag)
+		http.ServeContent(w, r, "", t0, strings.NewReader("body"))
+		if w.Code != http.StatusNotModified {
+			t.Fatalf("If-None-Match %q: matchesOnlyWeakly said weak, net/http answered %d", inm, w.Code)
+		}
+	})
 }

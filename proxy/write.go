@@ -311,6 +311,15 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *
 		// TestS8RIfRangeDateNeverSplicesGzipPrefixWithIdentitySuffix).
 		delete(r.Header, "Range")
 	}
+	if tag := hdr.Get("Etag"); e.coding != coding.Identity && strongTag(tag) && matchesOnlyWeakly(r.Header["If-None-Match"], tag) {
+		// The client holds bytes we tagged weak with this tag's opaque
+		// part (an encoded stream: other bytes than this stored form's),
+		// so the 304 it gets names them weak. With the strong tag a cache
+		// that updates its stored fields from a 304 takes it for the
+		// stream's bytes, and its next If-Range splices the form's bytes
+		// onto them.
+		hdr["Etag"] = []string{"W/" + tag}
+	}
 	if rng := r.Header["Range"]; len(rng) > 1 {
 		delete(r.Header, "Range") // several Range lines: ignored (RFC 9110 §14.2), never multiplied
 	} else if len(rng) == 1 {
