@@ -169,7 +169,7 @@ FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
 FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzDecodeOwed cluster:FuzzOwedStateLoadsWhatItWrites cluster:FuzzReadStands cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
 	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot fdetect:FuzzParseParams h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzKeptFieldsAreNetHTTPs hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration internal/clientaddr:FuzzOfRemote internal/promtext:FuzzParse \
-	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzAnsweredFromStore proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
+	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadSendTimes lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzAnsweredFromStore proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
 	proxy:FuzzCanonicalHost proxy:FuzzCoveredSpan proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzMatchesOnlyWeakly proxy:FuzzS8VaryKey proxy:FuzzS9LimitRanges proxy:FuzzTargeted proxy:FuzzWaitOrder rules:FuzzCaseClosed rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

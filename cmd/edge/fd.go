@@ -27,11 +27,23 @@ func fdCmd() *cobra.Command {
 func fdGenCmd() *cobra.Command {
 	c := fdlab.DefaultGenConfig()
 	var out string
+	var sendTimes []string
 	cmd := &cobra.Command{
 		Use:   "gen",
 		Short: "Generate a heartbeat trace with stalls, heavy-tailed delay, regime shifts, loss bursts and clock drift",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.SendTimes = nil
+			for _, path := range sendTimes {
+				st, err := loadSendTimes(path)
+				if err != nil {
+					return err
+				}
+				c.SendTimes = append(c.SendTimes, st)
+			}
+			if len(sendTimes) > 0 && !cmd.Flags().Changed("duration") {
+				c.Duration = 0 // each file whole
+			}
 			as, err := fdlab.Generate(c)
 			if err != nil {
 				return usageError{err}
@@ -67,8 +79,23 @@ func fdGenCmd() *cobra.Command {
 	f.Float64Var(&c.LossGood, "loss-good", c.LossGood, "loss probability outside bursts (i.i.d. loss; --good-to-bad 0 for no bursts)")
 	f.StringVar(&c.Sender, "sender", c.Sender, "how the sender keeps time: tick (a ticker; heartbeats due in a stall leave together) or sleep (sleeps a period after each send: a random walk, and a stall delays every later heartbeat)")
 	f.DurationVar(&c.SenderJitter, "sender-jitter", c.SenderJitter, "mean wake-up lateness of a sleeping sender (--sender sleep)")
+	f.StringSliceVar(&sendTimes, "send-times", nil, "real senders' heartbeats, one link per file: the failure detector benchmark platform's sentinterval.csv (numseq,timestamp_start_send,timestamp_end_send; PlanetLab senders); the WAN is modelled as without them, the stall and sender flags are unused, and each file is used whole unless --duration is given")
 	f.StringVar(&out, "out", "-", "output CSV file")
 	return cmd
+}
+
+// loadSendTimes reads a sentinterval.csv, naming the file in its error.
+func loadSendTimes(path string) ([]fdlab.SendTime, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	st, err := fdlab.ReadSendTimes(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
 }
 
 func loadArrivals(path string) ([]fdlab.Arrival, error) {

@@ -145,6 +145,14 @@ type GenConfig struct {
 	// second kind; a Go ticker is of the first.
 	Sender       string
 	SenderJitter time.Duration // mean wake-up lateness of a sleeping sender (exponential)
+	// SendTimes, when set, are real senders' heartbeats, one link each
+	// (ReadSendTimes: the PlanetLab senders of the failure detector
+	// benchmark platform): each link sends when its sender did, from its
+	// first heartbeat on, and skips the numbers it never sent. Links,
+	// Sender and the stalls are then unused (the files hold the senders'
+	// own stalls); Duration, if positive, cuts each link there. The WAN
+	// (delay, loss, clocks) is modelled as without them.
+	SendTimes [][]SendTime
 }
 
 // The sender kinds of GenConfig.Sender.
@@ -184,6 +192,17 @@ func DefaultGenConfig() GenConfig {
 // ends), delays are a regime base plus Pareto jitter, losses follow a
 // Gilbert–Elliott chain, and the receiver's clock drifts and is offset.
 func Generate(c GenConfig) ([]Arrival, error) {
+	if len(c.SendTimes) > 0 {
+		c.Links = len(c.SendTimes)
+		for i, st := range c.SendTimes {
+			if len(st) < 2 {
+				return nil, fmt.Errorf("fdlab: gen send times of link %d: %d heartbeats, want at least 2", i+1, len(st))
+			}
+		}
+		if c.Duration <= 0 {
+			c.Duration = math.MaxInt64 // each file whole
+		}
+	}
 	if c.Period <= 0 || c.Duration < c.Period || c.Links < 1 || !(c.JitterShape > 0 && c.JitterShape <= 1e6) || !(c.QueueRho >= 0 && c.QueueRho < 1) {
 		return nil, fmt.Errorf("fdlab: gen needs period > 0, duration ≥ period, links ≥ 1, jitter shape in (0, 1e6], 0 ≤ queue-rho < 1")
 	}
@@ -239,9 +258,21 @@ func Generate(c GenConfig) ([]Arrival, error) {
 		qNoise := float64(c.QueueStd) * math.Sqrt(1-c.QueueRho*c.QueueRho)
 		var link []Arrival
 		prevSend := -P
-		for s := range n {
+		beats := n
+		var real []SendTime // this link's sender's own heartbeats, if given
+		if len(c.SendTimes) > 0 {
+			real = c.SendTimes[l]
+			beats = len(real)
+		}
+		for s := range beats {
 			t := float64(s) * P // scheduled send time
-			if sleeping {
+			seq := uint64(s)
+			if real != nil {
+				t, seq = float64(real[s].Send-real[0].Send), real[s].Seq-real[0].Seq
+				if t >= float64(c.Duration) {
+					break
+				}
+			} else if sleeping {
 				// It wakes a period after its last send, a little late.
 				t = prevSend + P + expo(rng, float64(c.SenderJitter))
 			}
@@ -249,7 +280,7 @@ func Generate(c GenConfig) ([]Arrival, error) {
 				base = float64(c.BaseDelay)*(0.5+rng.Float64()) + rng.Float64()*float64(c.ShiftMax)
 				nextShift = t + expo(rng, float64(c.ShiftEvery))
 			}
-			if t >= nextStall && stallEnd < t {
+			if real == nil && t >= nextStall && stallEnd < t {
 				stallEnd = t + float64(c.StallMin) + rng.Float64()*float64(c.StallMax-c.StallMin)
 				nextStall = stallEnd + expo(rng, float64(c.StallEvery))
 			}
@@ -276,7 +307,7 @@ func Generate(c GenConfig) ([]Arrival, error) {
 			jitter := float64(c.JitterScale) * (math.Pow(1-rng.Float64(), -1/c.JitterShape) - 1)
 			arrive := send + base + jitter + queue
 			recv := arrive*(1+drift) + skew
-			link = append(link, Arrival{Site: site, Seq: uint64(s), Send: int64(send), Recv: int64(recv), Delay: int64(arrive - send)})
+			link = append(link, Arrival{Site: site, Seq: seq, Send: int64(send), Recv: int64(recv), Delay: int64(arrive - send)})
 		}
 		sort.SliceStable(link, func(i, j int) bool { return link[i].Recv < link[j].Recv })
 		out = append(out, link...)
@@ -285,3 +316,69 @@ func Generate(c GenConfig) ([]Arrival, error) {
 }
 
 func expo(rng *rand.Rand, mean float64) float64 { return rng.ExpFloat64() * mean }
+
+// SendTime is one heartbeat a real sender sent: a row of the failure
+// detector benchmark platform's sentinterval.csv (PlanetLab senders).
+type SendTime struct {
+	Seq  uint64
+	Send int64 // the sender's clock when it began to send, ns
+}
+
+// SendTimesHeader is the first line of a sentinterval.csv.
+const SendTimesHeader = "numseq,timestamp_start_send,timestamp_end_send"
+
+// ReadSendTimes reads a sentinterval.csv: numseq, and the sender's clock
+// (ns) when it began and ended each send. Sequence numbers must rise (a
+// gap is a heartbeat the sender never sent) and the clock must not run
+// back; a malformed row is an error naming its line.
+func ReadSendTimes(r io.Reader) ([]SendTime, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []SendTime
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if line == 1 {
+			if s != SendTimesHeader {
+				return nil, fmt.Errorf("fdlab: send times line 1: header %q, want %q", s, SendTimesHeader)
+			}
+			continue
+		}
+		if s == "" {
+			continue
+		}
+		f := strings.Split(s, ",")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("fdlab: send times line %d: %d fields, want 3", line, len(f))
+		}
+		seq, err1 := strconv.ParseUint(f[0], 10, 64)
+		start, err2 := strconv.ParseInt(f[1], 10, 64)
+		end, err3 := strconv.ParseInt(f[2], 10, 64)
+		switch {
+		case err1 != nil || err2 != nil || err3 != nil:
+			return nil, fmt.Errorf("fdlab: send times line %d: numseq and both timestamps must be integers", line)
+		case start < 0 || end < start:
+			return nil, fmt.Errorf("fdlab: send times line %d: a send must end (%d) no earlier than it began (%d), at a time ≥ 0", line, end, start)
+		}
+		if n := len(out); n > 0 {
+			switch prev := out[n-1]; {
+			case seq <= prev.Seq:
+				return nil, fmt.Errorf("fdlab: send times line %d: numseq %d after %d: it must rise", line, seq, prev.Seq)
+			case start < prev.Send:
+				return nil, fmt.Errorf("fdlab: send times line %d: the clock ran back (%d after %d)", line, start, prev.Send)
+			}
+		}
+		out = append(out, SendTime{Seq: seq, Send: start})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("fdlab: send times line %d: %w", line+1, err)
+	}
+	if line == 0 {
+		return nil, fmt.Errorf("fdlab: send times file is empty")
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("fdlab: send times: %d heartbeats, want at least 2", len(out))
+	}
+	return out, nil
+}
