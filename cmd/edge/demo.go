@@ -29,6 +29,28 @@ const demoRules = `rules:
   - {name: pages, default_ttl: 1m, key: {ignore_params: [utm_*, fbclid, gclid]}}
 `
 
+// demoTempPrefix names a demo's temporary files of a kind ("disk",
+// "rules") after its process, so that a later demo can tell whether their
+// owner is gone (sweepDeadDemos): edge-demo-disk-PID-….
+func demoTempPrefix(kind string) string {
+	return "edge-demo-" + kind + "-" + strconv.Itoa(os.Getpid()) + "-"
+}
+
+// demoTempOwner reads the process id from a name demoTempPrefix made.
+func demoTempOwner(name string) (int, bool) {
+	for _, kind := range [...]string{"disk", "rules"} {
+		rest, ok := strings.CutPrefix(name, "edge-demo-"+kind+"-")
+		if !ok {
+			continue
+		}
+		digits, _, ok := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(digits); ok && err == nil && pid > 0 {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
 func demoCmd() *cobra.Command {
 	var originAddr, token, secret, extra, diskRoot string
 	var nodes, publicPort, adminPort, clusterPort int
@@ -38,16 +60,20 @@ func demoCmd() *cobra.Command {
 		Long: `Run the demo origin and N edge nodes as separate processes on 127.0.0.1.
 Node i (1-based) listens on 8079+i (public), 9179+i (admin) and 7945+i (cluster); --public-port,
 --admin-port and --cluster-port move those ranges (node 1's port, the next nodes' following it).
-Each run starts cold, with disk tiers in a fresh temporary directory removed at exit, so that
-the README's walk-through prints what it says every time; --disk-root DIR keeps them in
+Each run starts cold, with disk tiers in a fresh temporary directory removed at exit (and what a
+demo killed outright left there removed by the next), so that the README's walk-through prints
+what it says every time; --disk-root DIR keeps them in
 DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root "" runs from RAM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 50 {
 				return usageError{fmt.Errorf("--nodes %d: want 1..50", nodes)}
 			}
+			for _, path := range sweepDeadDemos(os.TempDir()) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by a demo that was killed\n", path)
+			}
 			if !cmd.Flags().Changed("disk-root") {
-				fresh, err := os.MkdirTemp("", "edge-demo-disk-*")
+				fresh, err := os.MkdirTemp("", demoTempPrefix("disk")+"*")
 				if err != nil {
 					return fmt.Errorf("demo: %w", err)
 				}
@@ -92,7 +118,7 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 			}
 			// Every node runs the same cache rules (docs/rules.md), so that the
 			// status page and the dashboard show them at work.
-			rulesFile, err := os.CreateTemp("", "edge-demo-rules-*.yaml")
+			rulesFile, err := os.CreateTemp("", demoTempPrefix("rules")+"*.yaml")
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
