@@ -1930,6 +1930,17 @@ func ParseSize(s string) (int64, error) {
 // (EDGE_ORIGIN_PORT, EDGE_CLUSTER_SERVICE_HOST, …), which are nobody's typo.
 var serviceLinkRE = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
 
+// Warnings returns what is valid in c but most likely a mistake, each
+// naming its key: a cache rule no request reaches (rules.Set.Warnings).
+// config check and serve print them; none stops a start.
+func Warnings(c *Config) []string {
+	var out []string
+	for _, s := range c.Sites {
+		out = append(out, s.Rules.Warnings()...)
+	}
+	return out
+}
+
 // UnknownEnv returns a warning for each EDGE_* environment variable that
 // is not a configuration variable but is within a few edits of one: a
 // misspelt setting that would otherwise be ignored without a word. (Other

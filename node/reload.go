@@ -157,6 +157,9 @@ func (n *Node) Reload() (string, error) {
 	r.info.WithLabelValues(r.hash).Set(1)
 	r.results.WithLabelValues("ok").Inc()
 	n.log.Info("configuration reloaded", "hash", r.hash, "sites", len(cfg.Sites))
+	for _, w := range config.Warnings(cfg) {
+		n.log.Warn(w)
+	}
 	return r.hash, nil
 }
 

@@ -90,7 +90,7 @@ func Parse(at string, raw any) (*Set, error) {
 	if len(list) > MaxRules {
 		return nil, &Error{Key: at, Reason: fmt.Sprintf("has %d rules; at most %d", len(list), MaxRules)}
 	}
-	s := &Set{ambiguous: &Rule{Name: AmbiguousPathRule, Index: -1, Bypass: true, Lifetime: NoLifetime}}
+	s := &Set{at: at, ambiguous: &Rule{Name: AmbiguousPathRule, Index: -1, Bypass: true, Lifetime: NoLifetime}}
 	names := map[string]bool{}
 	// Every rule is checked, so that one run names each wrong one (the
 	// first error of a rule ends that rule).

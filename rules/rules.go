@@ -306,6 +306,7 @@ func (r *Rule) matchCookie(h http.Header) bool {
 // Set is a site's rules, in order.
 type Set struct {
 	Rules []*Rule
+	at    string // the configuration key the rules were read from (Parse's)
 	// needsHeader: some request-side rule matches on a cookie, so that
 	// finding one needs the request's fields.
 	needsHeader bool
@@ -500,6 +501,37 @@ func (s *Set) ForKey(path, rawQuery string) *Rule {
 }
 
 // NeedsHeader reports whether finding a request's rule reads its fields.
+// Warnings names each rule no request can reach: one after a rule that
+// matches every request (no path or a path every path matches, no
+// methods, statuses or cookie), since the first rule that matches decides.
+// Such a configuration is valid, and most likely a mistake (a catch-all
+// put first, where it belongs last); config check and a start print these.
+func (s *Set) Warnings() []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	var all *Rule
+	for _, r := range s.Rules {
+		if all != nil {
+			out = append(out, fmt.Sprintf("%s[%d] (%q) is never used: %s[%d] (%q) before it matches every request, and the first rule that matches decides",
+				s.at, r.Index, r.Name, s.at, all.Index, all.Name))
+			continue
+		}
+		if r.matchesAll() {
+			all = r
+		}
+	}
+	return out
+}
+
+// matchesAll reports whether the rule matches every request and response:
+// its only condition, if any, is a path every path matches.
+func (r *Rule) matchesAll() bool {
+	everyPath := r.re == nil && (r.glob == "" && (r.prefix == "" || r.prefix == "/") || r.glob == "*" || r.glob == "/*")
+	return everyPath && len(r.methods) == 0 && len(r.statuses) == 0 && r.cookie == ""
+}
+
 func (s *Set) NeedsHeader() bool { return s != nil && s.needsHeader }
 
 // CookieLifetimes reports whether a rule that matches on a cookie sets a

@@ -328,3 +328,39 @@ func BenchmarkMatch50(b *testing.B) {
 		}
 	}
 }
+
+// A rule after one that matches every request is never used, and said so;
+// a rule that only looks broad (a method, a status, a cookie, a narrower
+// path) leaves the rules after it reachable.
+func TestWarningsNameRulesACatchAllHides(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{`[{name: all, ttl: 1m}, {name: img, match: {path: /img/}, ttl: 1h}]`, []string{`rules[1] ("img") is never used: rules[0] ("all")`}},
+		{`[{name: root, match: {path: /}, ttl: 1m}, {name: a, ttl: 1h}, {name: b, bypass: true}]`, []string{`rules[1] ("a") is never used: rules[0] ("root")`, `rules[2] ("b") is never used: rules[0] ("root")`}},
+		{`[{name: star, match: {path: "*"}, ttl: 1m}, {name: a, ttl: 1h}]`, []string{`rules[1] ("a") is never used`}},
+		{`[{name: slashstar, match: {path: "/*"}, ttl: 1m}, {name: a, ttl: 1h}]`, []string{`rules[1] ("a") is never used`}},
+		{`[{name: img, match: {path: /img/}, ttl: 1h}, {name: all, ttl: 1m}]`, nil},
+		{`[{name: gets, match: {methods: [GET]}, ttl: 1m}, {name: a, ttl: 1h}]`, nil},
+		{`[{name: e404, match: {status: [404]}, ttl: 1m}, {name: a, ttl: 1h}]`, nil},
+		{`[{name: sess, match: {cookie: sid}, bypass: true}, {name: a, ttl: 1h}]`, nil},
+		{`[{name: re, match: {path_regex: ".*"}, ttl: 1m}, {name: a, ttl: 1h}]`, nil}, // not read as a catch-all: no warning rather than a wrong one
+		{`[{name: all, ttl: 1m}]`, nil},
+	} {
+		got := mustParse(t, tc.src).Warnings()
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %q, want %d warnings", tc.src, got, len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(got[i], w) {
+				t.Errorf("%s: warning %q, want it to hold %q", tc.src, got[i], w)
+			}
+		}
+	}
+	var none *Set
+	if none.Warnings() != nil {
+		t.Error("no rules: warnings")
+	}
+}

@@ -64,7 +64,7 @@ func configCmd() *cobra.Command {
 			}
 			// As serve warns of them: a misspelt variable is ignored,
 			// which "ok" alone would hide.
-			for _, w := range config.UnknownEnv() {
+			for _, w := range append(config.UnknownEnv(), config.Warnings(cfg)...) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), file+": ok")

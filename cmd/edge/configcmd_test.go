@@ -94,6 +94,14 @@ func TestConfigCheckTakesTheFileEitherWay(t *testing.T) {
 	if out, err := runConfigCmd(t, "check", file); err != nil || !strings.Contains(out, "did you mean EDGE_CACHE_MAX_BYTES") {
 		t.Errorf("check with EDGE_CACHE_MAXBYTES set: %q, %v", out, err)
 	}
+	// A rule a catch-all before it hides is valid and warned of.
+	hidden := filepath.Join(t.TempDir(), "hidden.yaml")
+	if err := os.WriteFile(hidden, []byte("origin:\n  url: http://127.0.0.1:1\nrules:\n  - {name: all, ttl: 1m}\n  - {name: img, match: {path: /img/}, ttl: 1h}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runConfigCmd(t, "check", hidden); err != nil || !strings.Contains(out, `warning: rules[1] ("img") is never used`) || !strings.Contains(out, hidden+": ok") {
+		t.Errorf("check with a hidden rule: %q, %v", out, err)
+	}
 	for _, args := range [][]string{{"check"}, {"check", "-c", file, file}} {
 		if _, err := runConfigCmd(t, args...); err == nil {
 			t.Errorf("%v: accepted", args)

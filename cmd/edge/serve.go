@@ -46,7 +46,7 @@ then flags. Every key is documented in config.yaml.`,
 			}
 			level := new(slog.LevelVar)
 			log := newLogger(cfg.Log.Level, cfg.Log.Format, level)
-			for _, w := range config.UnknownEnv() {
+			for _, w := range append(config.UnknownEnv(), config.Warnings(cfg)...) {
 				log.Warn(w)
 			}
 			n, err := node.New(cfg, log)
