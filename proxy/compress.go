@@ -641,42 +641,39 @@ func (h *Handler) needsDecode(r *http.Request, e *Entry) bool {
 	return e.offers != 0 && e.coding != coding.Identity && coding.Negotiate(r.Header["Accept-Encoding"], e.offers) != e.coding
 }
 
-// matchesOnlyWeakly reports whether an If-None-Match field (its lines)
-// lists the strong tag only in its weak spelling, W/ before the same
-// opaque tag: not the strong tag itself, nor "*". A line that does not
-// parse as a list of entity-tags is read as far as it parses, as
-// net/http's conditional check reads it.
-func matchesOnlyWeakly(lines []string, tag string) bool {
+// matchesOnlyWeakly reports whether an If-None-Match field lists the
+// strong tag only in its weak spelling, W/ before the same opaque tag: not
+// the strong tag itself, nor "*". It reads the field as http.ServeContent,
+// which decides the answer, reads it: the first line alone, as far as it
+// parses as a list of entity-tags.
+func matchesOnlyWeakly(line, tag string) bool {
 	weak := false
-	for _, line := range lines {
-		for rest := line; ; {
-			rest = strings.TrimLeft(rest, " \t,")
-			if rest == "" {
-				break
-			}
-			if rest[0] == '*' {
-				return false
-			}
-			isWeak := strings.HasPrefix(rest, "W/")
-			opaque := strings.TrimPrefix(rest, "W/")
-			end := -1
-			if len(opaque) >= 2 && opaque[0] == '"' {
-				end = strings.IndexFunc(opaque[1:], func(c rune) bool { return c == '"' || !etagChar(c) })
-			}
-			if end < 0 || opaque[end+1] != '"' {
-				break
-			}
-			switch got := opaque[:end+2]; {
-			case got != tag:
-			case isWeak:
-				weak = true
-			default:
-				return false
-			}
-			rest = opaque[end+2:]
+	for rest := line; ; {
+		rest = strings.TrimLeft(rest, " \t,")
+		if rest == "" {
+			return weak
 		}
+		if rest[0] == '*' {
+			return false
+		}
+		isWeak := strings.HasPrefix(rest, "W/")
+		opaque := strings.TrimPrefix(rest, "W/")
+		end := -1
+		if len(opaque) >= 2 && opaque[0] == '"' {
+			end = strings.IndexFunc(opaque[1:], func(c rune) bool { return c == '"' || !etagChar(c) })
+		}
+		if end < 0 || opaque[end+1] != '"' {
+			return weak
+		}
+		switch got := opaque[:end+2]; {
+		case got != tag:
+		case isWeak:
+			weak = true
+		default:
+			return false
+		}
+		rest = opaque[end+2:]
 	}
-	return weak
 }
 
 // etagChar reports whether c may stand inside an entity-tag's quotes

@@ -311,14 +311,17 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *
 		// TestS8RIfRangeDateNeverSplicesGzipPrefixWithIdentitySuffix).
 		delete(r.Header, "Range")
 	}
-	if tag := hdr.Get("Etag"); e.coding != coding.Identity && strongTag(tag) && matchesOnlyWeakly(r.Header["If-None-Match"], tag) {
+	dw := &deadlineWriter{ResponseWriter: w, h: h}
+	if tag := hdr.Get("Etag"); e.coding != coding.Identity && strongTag(tag) && matchesOnlyWeakly(r.Header.Get("If-None-Match"), tag) {
 		// The client holds bytes we tagged weak with this tag's opaque
 		// part (an encoded stream: other bytes than this stored form's),
 		// so the 304 it gets names them weak. With the strong tag a cache
 		// that updates its stored fields from a 304 takes it for the
 		// stream's bytes, and its next If-Range splices the form's bytes
-		// onto them.
-		hdr["Etag"] = []string{"W/" + tag}
+		// onto them. Only on the 304: the conditionals are evaluated
+		// with the strong tag (If-Match compares strongly), and any other
+		// answer sends the form's own bytes under it.
+		dw.weakOn304 = "W/" + tag
 	}
 	if rng := r.Header["Range"]; len(rng) > 1 {
 		delete(r.Header, "Range") // several Range lines: ignored (RFC 9110 §14.2), never multiplied
@@ -332,7 +335,7 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *
 	}
 	base.users.Add(1)
 	defer h.unpin(base)
-	http.ServeContent(&deadlineWriter{ResponseWriter: w, h: h}, r, "", e.lastMod, bytes.NewReader(e.Body))
+	http.ServeContent(dw, r, "", e.lastMod, bytes.NewReader(e.Body))
 }
 
 // deadlineWriter writes in chunks of writeChunk, extending the write
@@ -340,6 +343,16 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *
 type deadlineWriter struct {
 	http.ResponseWriter
 	h *Handler
+	// weakOn304, when set, is the ETag a 304 carries instead of the
+	// entry's (serveContent: a client revalidating a stream's bytes).
+	weakOn304 string
+}
+
+func (d *deadlineWriter) WriteHeader(code int) {
+	if code == http.StatusNotModified && d.weakOn304 != "" {
+		d.Header()["Etag"] = []string{d.weakOn304}
+	}
+	d.ResponseWriter.WriteHeader(code)
 }
 
 func (d *deadlineWriter) Write(b []byte) (int, error) {

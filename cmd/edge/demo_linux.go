@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -45,23 +47,35 @@ func sweepDeadDemos(dir string) []string {
 	return removed
 }
 
-// diskTierLocked reports whether a running node holds the disk tier lock
-// of a directory under root (disk.Tier's "lock" file, under flock).
+// diskTierLocked reports whether a running node holds a lock under root:
+// a disk tier's (DIR/v1/lock) or a cluster state directory's, each a
+// file named "lock" under flock, found wherever it is below root (the
+// disk layout's version directory is the tier's to name). Links are not
+// followed and the files are opened read-only: the directory may hold
+// anything a killed demo's nodes, or someone else, left there.
 func diskTierLocked(root string) bool {
-	subs, err := os.ReadDir(root)
-	if err != nil {
-		return true // unreadable: leave it
-	}
-	for _, s := range subs {
-		f, err := os.OpenFile(filepath.Join(root, s.Name(), "lock"), os.O_RDWR, 0)
+	locked := false
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			continue
+			return err // unreadable: leave the whole directory
+		}
+		if d.IsDir() && strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) > 3 {
+			return filepath.SkipDir // deeper than any lock the nodes keep
+		}
+		if d.Name() != "lock" || !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
 		}
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		_ = f.Close() // closing releases a lock taken here
 		if err != nil {
-			return true
+			locked = true
+			return fs.SkipAll
 		}
-	}
-	return false
+		return nil
+	})
+	return locked || err != nil
 }

@@ -198,6 +198,11 @@ func Generate(c GenConfig) ([]Arrival, error) {
 			if len(st) < 2 {
 				return nil, fmt.Errorf("fdlab: gen send times of link %d: %d heartbeats, want at least 2", i+1, len(st))
 			}
+			// Receive times add delays to the sends: a span near 2^63 ns
+			// (a hostile or broken file) would wrap them.
+			if span := st[len(st)-1].Send - st[0].Send; span > maxSendSpan {
+				return nil, fmt.Errorf("fdlab: gen send times of link %d span %v: at most %v", i+1, time.Duration(span), time.Duration(maxSendSpan))
+			}
 		}
 		if c.Duration <= 0 {
 			c.Duration = math.MaxInt64 // each file whole
@@ -323,6 +328,11 @@ type SendTime struct {
 	Seq  uint64
 	Send int64 // the sender's clock when it began to send, ns
 }
+
+// maxSendSpan bounds the time a link's real send times cover (about 2.3
+// years; PlanetLab's runs were days), far from int64's end so that no
+// modelled delay or clock skew can wrap a receive time.
+const maxSendSpan = int64(1) << 56
 
 // SendTimesHeader is the first line of a sentinterval.csv.
 const SendTimesHeader = "numseq,timestamp_start_send,timestamp_end_send"
