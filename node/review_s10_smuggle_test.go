@@ -117,10 +117,17 @@ func TestS10NodeSmugglingDifferential(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	// The origin's lines are compared as sets of distinct lines: a request
+	// smuggled through one side shows as a line the other lacks. How many
+	// times a line came is not compared: the cases run side by side, and
+	// whether two of them that reach the origin for one URL meet in one
+	// fill (collapsed) or follow one another (two fetches, or a fetch and a
+	// hit) is the scheduler's; on a loaded machine one side's six fetches
+	// of /h were five once.
 	a, b := sides[0].o.lines(), sides[1].o.lines()
 	slices.Sort(a)
 	slices.Sort(b)
-	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+	if a, b = slices.Compact(a), slices.Compact(b); strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("origin request lines differ:\n without: %q\n with:    %q", a, b)
 	}
 	t.Logf("origin lines: %q", b)
