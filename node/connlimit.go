@@ -31,6 +31,11 @@ type connLimiter struct {
 	byAddr map[netip.Prefix]int // by client (clientaddr.Of: an IPv6 client is its /64)
 
 	refused *prometheus.CounterVec // by reason: max, per_client
+	// refusedInitials counts QUIC connection attempts refused from their
+	// first packets, before a handshake (wouldRefuse), by reason: per
+	// packet, as quic-go asks once for each Initial packet of a client's
+	// first flight (two for a post-quantum ClientHello).
+	refusedInitials *prometheus.CounterVec
 }
 
 // Reasons a connection is refused, the label values of
@@ -68,11 +73,16 @@ func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLim
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_client_connections_refused_total",
 			Help: "Client connections (TCP and QUIC) closed as soon as accepted, by the bound they were over: max (limits.max_connections) or per_client (limits.max_connections_per_client).",
+		}, []string{"reason"}),
+		refusedInitials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_client_quic_initials_refused_total",
+			Help: "QUIC Initial packets refused with CONNECTION_REFUSED before any handshake, by the bound their connection would be over: max or per_client (a client's first flight may be two packets).",
 		}, []string{"reason"})}
 	for _, r := range []string{refusedMax, refusedPerClient} {
 		l.refused.WithLabelValues(r)
+		l.refusedInitials.WithLabelValues(r)
 	}
-	reg.MustRegister(l.refused,
+	reg.MustRegister(l.refused, l.refusedInitials,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections", Help: "Client connections open (TCP and QUIC) on the public listeners."},
 			func() float64 { return float64(l.Open()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections_limit", Help: "limits.max_connections in force (its default: the open-file limit less a reserve)."},
@@ -86,18 +96,39 @@ func (l *connLimiter) admit(addr netip.Addr) (refused string) {
 	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if refused = l.overLocked(client); refused != "" {
+		l.refused.WithLabelValues(refused).Inc()
+		return refused
+	}
+	l.open++
+	l.byAddr[client]++
+	return ""
+}
+
+// wouldRefuse reports the bound a new connection from addr is over now
+// (counting the refused Initial packet), or "": it takes no slot, and
+// admit still decides once the connection is made. A QUIC connection is
+// checked so before its handshake, which one refused after it paid for.
+func (l *connLimiter) wouldRefuse(addr netip.Addr) (refused string) {
+	client := clientaddr.Of(addr)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if refused = l.overLocked(client); refused != "" {
+		l.refusedInitials.WithLabelValues(refused).Inc()
+	}
+	return refused
+}
+
+// overLocked reports the bound one more connection from client would be
+// over, or "". Under l.mu.
+func (l *connLimiter) overLocked(client netip.Prefix) string {
 	switch {
 	case l.max > 0 && l.open >= l.max:
-		refused = refusedMax
+		return refusedMax
 	case l.perClient > 0 && l.byAddr[client] >= l.perClient:
-		refused = refusedPerClient
-	default:
-		l.open++
-		l.byAddr[client]++
-		return ""
+		return refusedPerClient
 	}
-	l.refused.WithLabelValues(refused).Inc()
-	return refused
+	return ""
 }
 
 // release gives back what admit counted for addr.
@@ -173,6 +204,8 @@ type ConnectionStatus struct {
 	PerClient        int     `json:"per_client"` // 0: off
 	RefusedMax       float64 `json:"refused_max"`
 	RefusedPerClient float64 `json:"refused_per_client"`
+	// QUIC Initial packets refused before a handshake (both reasons).
+	RefusedQUICInitials float64 `json:"refused_quic_initials"`
 }
 
 // ipOf is a TCP or QUIC connection's remote IP address.

@@ -162,8 +162,9 @@ func TestMaxConnectionsBoundsEveryClientTogether(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("an HTTP/3 connection over max_connections was served: %d", resp.StatusCode)
 	}
-	if got := metricValue(t, n, "edge_client_connections_refused_total", "reason", "max"); got < 1 {
-		t.Errorf("refused max = %v, want at least 1", got)
+	// Refused from its first packet, before a handshake.
+	if got := metricValue(t, n, "edge_client_quic_initials_refused_total", "reason", "max"); got < 1 {
+		t.Errorf("QUIC Initials refused max = %v, want at least 1", got)
 	}
 }
 

@@ -48,6 +48,7 @@ type h3Front struct {
 	mu       sync.Mutex // orders conns.Add before the stop's conns.Wait
 	stopping bool
 	conns    sync.WaitGroup
+	tr       *quic.Transport // serve's, closed by shutdown once its connections ended
 }
 
 // h3StopLinger is how long a stopping node keeps an HTTP/3 connection
@@ -72,7 +73,24 @@ func newH3Front(srv *http3.Server, headerTimeout time.Duration, log *slog.Logger
 // serve accepts connections on pc until shutdown; it returns
 // http.ErrServerClosed then, or the listener's error.
 func (f *h3Front) serve(pc net.PacketConn) error {
-	ln, err := quic.Listen(pc, f.srv.TLSConfig, f.srv.QUICConfig)
+	// A connection over a bound is refused before its handshake, from its
+	// first packet: refused once accepted, each had cost a full TLS
+	// handshake (a flood over the bound cost the node what serving it
+	// would have). The address is not verified yet, so nothing is counted
+	// for it here; admit, below, still decides.
+	// The transport outlives the listener (closing the listener leaves
+	// the connections accepted, which the stop lets end): shutdown closes
+	// it once they have.
+	tr := &quic.Transport{Conn: pc, ConnContext: func(ctx context.Context, ci *quic.ClientInfo) (context.Context, error) {
+		if reason := f.limiter.wouldRefuse(ipOf(ci.RemoteAddr)); reason != "" {
+			return ctx, errTooManyConnections
+		}
+		return ctx, nil
+	}}
+	f.mu.Lock()
+	f.tr = tr
+	f.mu.Unlock()
+	ln, err := tr.Listen(f.srv.TLSConfig, f.srv.QUICConfig)
 	if err != nil {
 		return fmt.Errorf("node: http3 listen: %w", err)
 	}
@@ -104,6 +122,10 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 		}()
 	}
 }
+
+// errTooManyConnections refuses a QUIC connection over a bound before its
+// handshake (quic-go answers CONNECTION_REFUSED).
+var errTooManyConnections = errors.New("too many connections")
 
 // track counts a new connection, unless the stop has begun.
 func (f *h3Front) track() bool {
@@ -196,6 +218,7 @@ func (f *h3Front) shutdown(ctx context.Context) error {
 	f.stopGrace()
 	done := make(chan struct{})
 	go func() { f.conns.Wait(); close(done) }()
+	defer f.closeTransport()
 	select {
 	case <-done:
 		f.stopHard()
@@ -204,5 +227,16 @@ func (f *h3Front) shutdown(ctx context.Context) error {
 		f.stopHard()
 		<-done
 		return errors.Join(errors.New("node: http3: requests still running at the stop's deadline"), ctx.Err())
+	}
+}
+
+// closeTransport closes serve's QUIC transport, after its connections
+// ended (it would cut them: quic.Transport.Close destroys them unsent).
+func (f *h3Front) closeTransport() {
+	f.mu.Lock()
+	tr := f.tr
+	f.mu.Unlock()
+	if tr != nil {
+		_ = tr.Close()
 	}
 }

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/quic-go/quic-go"
 )
 
@@ -33,13 +35,20 @@ func TestS11ConnPerClientMixesProtocols(t *testing.T) {
 		t.Error("a TLS connection over the share (one plain, one QUIC held) was kept")
 	}
 	c3.Close()
+	// A QUIC connection over the share is refused from its first packet,
+	// before a handshake the node would pay for (it was closed once
+	// accepted, with H3_EXCESSIVE_LOAD, after a whole TLS handshake).
+	refusedBefore := testutil.ToFloat64(n.conns.refusedInitials.WithLabelValues(refusedPerClient))
 	q2, err := quic.DialAddr(ctx, h3Addr(n), h3TLS(), nil)
-	if err == nil {
-		select {
-		case <-q2.Context().Done():
-		case <-time.After(2 * time.Second):
-			t.Error("a QUIC connection over the share was kept")
+	var te *quic.TransportError
+	if !errors.As(err, &te) || te.ErrorCode != quic.ConnectionRefused {
+		t.Errorf("a QUIC connection over the share: %v, want CONNECTION_REFUSED before its handshake", err)
+		if err == nil {
+			_ = q2.CloseWithError(0, "")
 		}
+	}
+	if got := testutil.ToFloat64(n.conns.refusedInitials.WithLabelValues(refusedPerClient)) - refusedBefore; got < 1 || got > 2 {
+		t.Errorf("%v Initial packets counted refused for one QUIC connection, want its first flight's (1 or 2)", got)
 	}
 	if got := n.conns.Open(); got != 2 {
 		t.Errorf("open %d, want 2", got)

@@ -128,7 +128,8 @@ func (n *Node) Snapshot() Status {
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
 	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: n.conns.max, PerClient: n.conns.perClient,
-		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient))}
+		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
+		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
 	if n.hits != nil {
 		hs := n.hitM.Stats()
 		s.HitPath = &hs
@@ -305,7 +306,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <tr><th>writes / dropped / evictions</th><td>{{.Writes}} / {{.Dropped}} / {{.Evictions}}</td></tr>
 <tr><th>errors</th><td>read {{.ReadErrors}} · write {{.WriteErrors}} · corrupt records discarded {{.Corrupt}}{{if .LastError}} · last: <code>{{.LastError}}</code> at {{.LastErrorAt.Format "15:04:05"}}{{end}}</td></tr>
 <tr><th>last startup</th><td>{{.RecoveryObjects}} objects ({{bytes .RecoveryBytes}}) indexed in {{printf "%.3f" .RecoverySeconds}} s {{if .RecoveryFromSnapshot}}from the clean shutdown's index snapshot{{else}}by scanning the files{{end}}; {{.RecoveryDiscarded}} partial or corrupt files, {{.RecoveryTempFiles}} interrupted writes and {{.RecoveryRekeyed}} files of another cache-key version removed</td></tr></table>{{end}}
-<h2>Client connections</h2><p>{{with .Connections}}{{count .Open}} open of {{count .Max}} (limits.max_connections){{if .PerClient}}, at most {{count .PerClient}} per address{{end}} · closed at once over the bound: {{count .RefusedMax}} (all), {{count .RefusedPerClient}} (per address){{end}}</p>
+<h2>Client connections</h2><p>{{with .Connections}}{{count .Open}} open of {{count .Max}} (limits.max_connections){{if .PerClient}}, at most {{count .PerClient}} per address{{end}} · closed at once over the bound: {{count .RefusedMax}} (all), {{count .RefusedPerClient}} (per address) · QUIC first packets refused before a handshake: {{count .RefusedQUICInitials}}{{end}}</p>
 <h2>Requests</h2><p>hit ratio {{printf "%.1f" (pct .HitRatio)}} %</p>
 <div class="bar"><div class="fill" style="width:{{printf "%.1f" (pct .HitRatio)}}%"></div></div>
 <table><tr><th>result</th><th>requests</th><th>per second (last minute)</th></tr>{{range .Rows}}<tr><td>{{.Name}}</td><td>{{count .Value}}</td><td>{{printf "%.1f" .Rate}}</td></tr>{{end}}</table>
