@@ -68,6 +68,45 @@ func maxConnectionsUnder(nofile, maxInflight int) int {
 	return max(64, nofile-min(connReserve(maxInflight), nofile/2))
 }
 
+// defaultMaxPeerConnections bounds the cluster listener's connections at
+// half the reserve defaultMaxConnections keeps (at least 64): peers'
+// connections come out of that reserve, and before this nothing bounded
+// them, so anyone who reached the cluster port could hold connections
+// (each until the 10 s header timeout, then again) until the node's
+// origin fetches, peer hops and disk files had no descriptor left. Half
+// leaves the other half to those whatever the cluster port sees. A
+// cluster's legitimate connections are far fewer: a peer keeps up to 64
+// idle (cluster.peerIdleConns) and one per request under way.
+func defaultMaxPeerConnections(maxInflight int) int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20 // unknown or unlimited: a bound nothing reaches
+	}
+	return maxPeerConnectionsUnder(int(rl.Cur), maxInflight)
+}
+
+// maxPeerConnectionsUnder is defaultMaxPeerConnections for an open-file limit.
+func maxPeerConnectionsUnder(nofile, maxInflight int) int {
+	return max(64, min(connReserve(maxInflight), nofile/2)/2)
+}
+
+// newPeerConnLimiter bounds the cluster listener's connections (all
+// addresses together: peers may share one, as on one host).
+func newPeerConnLimiter(maxConns int, reg prometheus.Registerer) *connLimiter {
+	l := &connLimiter{max: maxConns, byAddr: make(map[netip.Prefix]int),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_peer_connections_refused_total",
+			Help: "Connections to the cluster listener closed as soon as accepted, over its bound (half the descriptors the node keeps back from clients).",
+		}, []string{"reason"})}
+	l.refused.WithLabelValues(refusedMax)
+	reg.MustRegister(l.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections", Help: "Connections open on the cluster listener (peers' requests and membership streams)."},
+			func() float64 { return float64(l.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections_limit", Help: "The cluster listener's connection bound in force."},
+			func() float64 { return float64(l.max) }))
+	return l
+}
+
 func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLimiter {
 	l := &connLimiter{max: maxConns, perClient: perClient, byAddr: make(map[netip.Prefix]int),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -184,6 +184,12 @@ func TestDefaultMaxConnectionsKeepsAReserve(t *testing.T) {
 		if got := maxConnectionsUnder(c.nofile, c.inflight); got != c.want {
 			t.Errorf("maxConnectionsUnder(%d, %d) = %d, want %d", c.nofile, c.inflight, got, c.want)
 		}
+		// The cluster listener may take half of what the clients' bound
+		// leaves, so the node's own work keeps the other half.
+		peers := maxPeerConnectionsUnder(c.nofile, c.inflight)
+		if left := c.nofile - c.want; peers != max(64, left/2) {
+			t.Errorf("maxPeerConnectionsUnder(%d, %d) = %d, want half of the %d left (at least 64)", c.nofile, c.inflight, peers, left)
+		}
 	}
 }
 
@@ -209,5 +215,73 @@ func TestConnLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
 	}
 	if l.Open() != 0 || len(l.byAddr) != 0 {
 		t.Fatalf("after releasing everything: open %d, clients %v", l.Open(), l.byAddr)
+	}
+}
+
+// The cluster listener's connections are bounded (they come out of the
+// descriptors kept back from clients, and before nothing bounded them):
+// one over the bound is closed at once, counted, and on the status page;
+// once one closes, a connection is taken again.
+func TestClusterListenerConnectionsAreBounded(t *testing.T) {
+	origin := reviewOrigin(t)
+	clA, clB := freeAddr(t), freeAddr(t)
+	a := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
+		"origin: {url: '"+origin.URL+"'}\n"+
+		"cluster: {listen: '"+clA+"', peers: 'a="+clA+",b="+clB+"', secret: 'a-test-cluster-secret', heartbeat_period: 50ms}\n")
+	if a.peerConns == nil || a.peerConns.max < 64 {
+		t.Fatalf("cluster listener bound: %+v", a.peerConns)
+	}
+	// A bound of three more than what is open now (the peer b is not up:
+	// nothing of it is open).
+	base := a.peerConns.Open()
+	a.peerConns.mu.Lock()
+	a.peerConns.max = base + 3
+	a.peerConns.mu.Unlock()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", clA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.peerConns.Open() < base+3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	over, err := net.Dial("tcp", clA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !closedAtOnce(t, over) {
+		t.Error("a connection over the cluster listener's bound was kept")
+	}
+	over.Close()
+	if got := metricValue(t, a, "edge_peer_connections_refused_total", "reason", "max"); got < 1 {
+		t.Errorf("edge_peer_connections_refused_total = %v, want at least 1", got)
+	}
+	st := a.Snapshot()
+	if st.PeerConnections == nil || st.PeerConnections.RefusedMax < 1 || st.PeerConnections.Open != a.peerConns.Open() {
+		t.Errorf("status page's peer connections: %+v", st.PeerConnections)
+	}
+	// A slot back: a connection is taken again.
+	held[0].Close()
+	held = held[1:]
+	deadline = time.Now().Add(5 * time.Second)
+	for a.peerConns.Open() > base+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	again, err := net.Dial("tcp", clA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if closedAtOnce(t, again) {
+		t.Error("with a slot back, a connection to the cluster listener was closed")
 	}
 }

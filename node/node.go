@@ -54,6 +54,7 @@ type Node struct {
 	admin     *http.Server
 	pubLn     net.Listener
 	conns     *connLimiter // bounds the public listeners' connections (limits.max_connections)
+	peerConns *connLimiter // bounds the cluster listener's (defaultMaxPeerConnections); nil without a cluster
 	admLn     net.Listener
 	admCerts  *fileCerts // admin.tls (nil: plain HTTP)
 	draining  atomic.Bool
@@ -194,6 +195,8 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if n.peerLn, err = net.Listen("tcp", cfg.Cluster.Listen); err != nil {
 			return nil, fmt.Errorf("node: cluster.listen: %w", err)
 		}
+		n.peerConns = newPeerConnLimiter(defaultMaxPeerConnections(cfg.Limits.MaxInflight), reg)
+		n.peerLn = n.peerConns.listener(n.peerLn)
 		ua, _ := net.ResolveUDPAddr("udp", n.peerLn.Addr().String())
 		if n.peerUDP, err = net.ListenUDP("udp", ua); err != nil {
 			return nil, fmt.Errorf("node: cluster.listen (udp): %w", err)
