@@ -56,11 +56,21 @@ func connReserve(maxInflight int) int { return 1024 + 4*maxInflight }
 // 1024), at least 64. Go raises the soft limit to the hard one at start
 // (os package, since Go 1.19), so this is the hard limit.
 func defaultMaxConnections(maxInflight int) int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+	nofile, ok := openFileLimit()
+	if !ok {
 		return 1 << 20 // unknown or unlimited: a bound nothing reaches
 	}
-	return maxConnectionsUnder(int(rl.Cur), maxInflight)
+	return maxConnectionsUnder(nofile, maxInflight)
+}
+
+// openFileLimit is the process's open-file limit, if it is known and
+// below unlimited.
+func openFileLimit() (int, bool) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 0, false
+	}
+	return int(rl.Cur), true
 }
 
 // maxConnectionsUnder is defaultMaxConnections for an open-file limit.
@@ -78,11 +88,11 @@ func maxConnectionsUnder(nofile, maxInflight int) int {
 // cluster's legitimate connections are far fewer: a peer keeps up to 64
 // idle (cluster.peerIdleConns) and one per request under way.
 func defaultMaxPeerConnections(maxInflight int) int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+	nofile, ok := openFileLimit()
+	if !ok {
 		return 1 << 20 // unknown or unlimited: a bound nothing reaches
 	}
-	return maxPeerConnectionsUnder(int(rl.Cur), maxInflight)
+	return maxPeerConnectionsUnder(nofile, maxInflight)
 }
 
 // maxPeerConnectionsUnder is defaultMaxPeerConnections for an open-file limit.
@@ -131,29 +141,28 @@ func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLim
 
 // admit counts a new connection from addr, or reports the bound it is
 // over (and counts nothing).
-func (l *connLimiter) admit(addr netip.Addr) (refused string) {
-	client := clientaddr.Of(addr)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if refused = l.overLocked(client); refused != "" {
-		l.refused.WithLabelValues(refused).Inc()
-		return refused
-	}
-	l.open++
-	l.byAddr[client]++
-	return ""
-}
+func (l *connLimiter) admit(addr netip.Addr) (refused string) { return l.decide(addr, true) }
 
 // wouldRefuse reports the bound a new connection from addr is over now
 // (counting the refused Initial packet), or "": it takes no slot, and
 // admit still decides once the connection is made. A QUIC connection is
 // checked so before its handshake, which one refused after it paid for.
-func (l *connLimiter) wouldRefuse(addr netip.Addr) (refused string) {
+func (l *connLimiter) wouldRefuse(addr netip.Addr) (refused string) { return l.decide(addr, false) }
+
+// decide is admit (take: a slot is taken) and wouldRefuse (none is).
+func (l *connLimiter) decide(addr netip.Addr, take bool) string {
 	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if refused = l.overLocked(client); refused != "" {
+	refused := l.overLocked(client)
+	switch {
+	case refused != "" && take:
+		l.refused.WithLabelValues(refused).Inc()
+	case refused != "":
 		l.refusedInitials.WithLabelValues(refused).Inc()
+	case take:
+		l.open++
+		l.byAddr[client]++
 	}
 	return refused
 }
