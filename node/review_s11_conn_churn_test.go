@@ -42,6 +42,29 @@ func s11TLSClient(addr string, h2 bool) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: tr}
 }
 
+// s11Send dials addr (plain TCP, or TLS with the given ALPN protocol),
+// writes raw, half-closes the connection if asked, and reads until the
+// node closes it or the wait ends.
+func s11Send(addr, alpn, raw string, halfClose bool, wait time.Duration) {
+	var c net.Conn
+	var err error
+	if alpn == "" {
+		c, err = net.Dial("tcp", addr)
+	} else {
+		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: []string{alpn}}) //nolint:gosec // test
+	}
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, raw)
+	if halfClose {
+		_ = c.(*net.TCPConn).CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, _ = io.Copy(io.Discard, c)
+}
+
 // s11Churn opens and ends connections in every way it knows, concurrently.
 func s11Churn(t *testing.T, n *Node, h3 bool) {
 	t.Helper()
@@ -86,50 +109,17 @@ func s11Churn(t *testing.T, n *Node, h3 bool) {
 			_, _ = io.Copy(io.Discard, br) // until the node closes
 		})
 		// plain partial head: the read-header timeout ends it
-		do(func() {
-			c, err := net.Dial("tcp", plain)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHo")
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		do(func() { s11Send(plain, "", "GET "+path+" HTTP/1.1\r\nHo", false, 3*time.Second) })
 		// plain: a hit, then a partial head after it (in the loop)
 		do(func() {
-			c, err := net.Dial("tcp", plain)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHo")
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
+			s11Send(plain, "", "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHo", false, 3*time.Second)
 		})
 		// plain pipelined, miss + hit, half close
 		do(func() {
-			c, err := net.Dial("tcp", plain)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+"?q HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"x\"\r\n\r\n")
-			_ = c.(*net.TCPConn).CloseWrite()
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
+			s11Send(plain, "", "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+"?q HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"x\"\r\n\r\n", true, 3*time.Second)
 		})
 		// plain garbage: 400
-		do(func() {
-			c, err := net.Dial("tcp", plain)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "\x00\x01garbage\r\n\r\n")
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		do(func() { s11Send(plain, "", "\x00\x01garbage\r\n\r\n", false, 3*time.Second) })
 		// plain: client resets mid-response of a big body
 		do(func() {
 			c, err := net.Dial("tcp", plain)
@@ -167,26 +157,9 @@ func s11Churn(t *testing.T, n *Node, h3 bool) {
 			})
 		}
 		// TLS: garbage instead of a ClientHello
-		do(func() {
-			c, err := net.Dial("tcp", tlsAddr)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		do(func() { s11Send(tlsAddr, "", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, 3*time.Second) })
 		// TLS: silence: the handshake timeout ends it
-		do(func() {
-			c, err := net.Dial("tcp", tlsAddr)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		do(func() { s11Send(tlsAddr, "", "", false, 3*time.Second) })
 		// TLS: client gives up mid-handshake
 		do(func() {
 			c, err := net.Dial("tcp", tlsAddr)
@@ -199,28 +172,11 @@ func s11Churn(t *testing.T, n *Node, h3 bool) {
 			c.Close()
 		})
 		// TLS: handshake done, partial head, read-header timeout
-		do(func() {
-			c, err := tls.Dial("tcp", tlsAddr, &tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: []string{"http/1.1"}}) //nolint:gosec // test
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHo")
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		do(func() { s11Send(tlsAddr, "http/1.1", "GET "+path+" HTTP/1.1\r\nHo", false, 3*time.Second) })
 		// TLS h2 preface only, then silence
-		do(func() {
-			c, err := tls.Dial("tcp", tlsAddr, &tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: []string{"h2"}}) //nolint:gosec // test
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			// net/http's HTTP/2 (http2_server: go) waits 10 s for a
-			// preface whatever read_header_timeout says: give up first.
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			_, _ = io.Copy(io.Discard, c)
-		})
+		// (net/http's HTTP/2, http2_server: go, waits 10 s for a preface
+		// whatever read_header_timeout says: give up first.)
+		do(func() { s11Send(tlsAddr, "h2", "", false, time.Second) })
 		if h3 {
 			do(func() {
 				cl := h3Client(n)
