@@ -68,6 +68,33 @@ func s12Stop(srv *http.Server, l *Listener, d time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// s12HugeHit serves a listener with write_timeout 20 s and asks it for
+// the huge page on a new connection (after a miss net/http answers, when
+// afterMiss: net/http then sees the connection idle), returning the
+// server, the listener and the client's connection.
+func s12HugeHit(t *testing.T, afterMiss bool) (*http.Server, *Listener, net.Conn) {
+	t.Helper()
+	srv, l, addr := s12Serve(t, Config{WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute, ReadHeaderTimeout: 5 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if afterMiss {
+		if _, err := io.WriteString(c, "GET /miss HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Read(make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := io.WriteString(c, "GET /huge HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return srv, l, c
+}
+
 func s12WaitWriting(t *testing.T, l *Listener) {
 	t.Helper()
 	for deadline := time.Now().Add(3 * time.Second); l.writing.Load() == 0; time.Sleep(time.Millisecond) {
@@ -86,15 +113,7 @@ func s12WaitWriting(t *testing.T, l *Listener) {
 // chunk; a client reading one chunk per write_timeout keeps it for ever).
 func TestS12StopDeadlineEndsStalledWriteOnNewConnection(t *testing.T) {
 	t.Parallel() // timers and sockets: they wait, side by side
-	srv, l, addr := s12Serve(t, Config{WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute, ReadHeaderTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET /huge HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	srv, l, c := s12HugeHit(t, false)
 	s12WaitWriting(t, l)
 	time.Sleep(100 * time.Millisecond) // the socket fills; the reader never reads
 	took := s12Stop(srv, l, time.Second)
@@ -116,24 +135,8 @@ func TestS12StopDeadlineEndsStalledWriteOnNewConnection(t *testing.T) {
 // change covers (net/http closed the connection it saw idle): control.
 func TestS12StopDeadlineEndsStalledWriteOnIdleConnection(t *testing.T) {
 	t.Parallel() // timers and sockets: they wait, side by side
-	srv, l, addr := s12Serve(t, Config{WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute, ReadHeaderTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	// A request net/http answers first: it then sees the connection idle.
-	if _, err := io.WriteString(c, "GET /miss HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET /huge HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	srv, l, _ := s12HugeHit(t, true)
 	s12WaitWriting(t, l)
 	time.Sleep(100 * time.Millisecond)
 	took := s12Stop(srv, l, time.Second)
@@ -151,23 +154,7 @@ func TestS12StopDeadlineEndsStalledWriteOnIdleConnection(t *testing.T) {
 // chunk well within write_timeout must still be cut at the deadline.
 func TestS12StopDeadlineEndsSlowReaderOnIdleConnection(t *testing.T) {
 	t.Parallel() // timers and sockets: they wait, side by side
-	srv, l, addr := s12Serve(t, Config{WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute, ReadHeaderTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET /miss HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET /huge HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	srv, l, c := s12HugeHit(t, true)
 	go func() {
 		b := make([]byte, 16<<10)
 		for {
