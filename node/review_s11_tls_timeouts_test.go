@@ -19,10 +19,11 @@ import (
 )
 
 // s11tlsCutAfter runs steps on a new HTTPS/1.1 connection to n and
-// returns how long after the handshake the node closed it (or 0 if it was
-// still open after limit). send is written byte by byte, one TLS record
-// each, the first after delay and then one per gap.
-func s11tlsCutAfter(t *testing.T, n *Node, prefix string, delay, gap time.Duration, send string, limit time.Duration) time.Duration {
+// returns how long after the handshake (or after the answer to prefix, a
+// request sent first) the node closed it (or 0 if it was still open after
+// limit). After delay, line is written a byte per TLS record 10 ms apart,
+// then send a byte per record, one per gap.
+func s11tlsCutAfter(t *testing.T, n *Node, prefix string, delay time.Duration, line string, gap time.Duration, send string, limit time.Duration) time.Duration {
 	t.Helper()
 	c, err := s11tlsDial(n.tls.ln.Addr().String(), "a.test")
 	if err != nil {
@@ -59,6 +60,12 @@ func s11tlsCutAfter(t *testing.T, n *Node, prefix string, delay, gap time.Durati
 	}()
 	go func() {
 		time.Sleep(delay)
+		for i := 0; i < len(line); i++ {
+			if _, err := c.Write([]byte{line[i]}); err != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		for i := 0; i < len(send); i++ {
 			if _, err := c.Write([]byte{send[i]}); err != nil {
 				return
@@ -98,16 +105,7 @@ func TestS11TLSSlowHeadIsCutAtReadHeaderTimeout(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				send := tc.send
-				delay := tc.delay
-				var d time.Duration
-				if tc.fastThenSlow != "" {
-					// The request line in records 10 ms apart, then the rest
-					// of the head a byte per gap.
-					d = s11tlsCutAfterLine(t, s.n, delay, tc.fastThenSlow, tc.gap, send, 4*time.Second)
-				} else {
-					d = s11tlsCutAfter(t, s.n, tc.prefix, delay, tc.gap, send, 4*time.Second)
-				}
+				d := s11tlsCutAfter(t, s.n, tc.prefix, tc.delay, tc.fastThenSlow, tc.gap, tc.send, 4*time.Second)
 				mode := [2]string{"without the hit path", "with the hit path"}[i]
 				switch {
 				case d == 0:
@@ -127,7 +125,7 @@ func TestS11TLSSlowHeadIsCutAtReadHeaderTimeout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := s11tlsCutAfter(t, s.n, "GET /h HTTP/1.1\r\nHost: a.test\r\n\r\n", 0, 100*time.Millisecond, head, 4*time.Second)
+			d := s11tlsCutAfter(t, s.n, "GET /h HTTP/1.1\r\nHost: a.test\r\n\r\n", 0, "", 100*time.Millisecond, head, 4*time.Second)
 			mode := [2]string{"without the hit path", "with the hit path"}[i]
 			if d == 0 || d > 400*time.Millisecond+rht+300*time.Millisecond {
 				t.Errorf("after a hit, %s: a trickled next head was cut after %v (0: not cut within 4 s)", mode, d)
@@ -135,47 +133,6 @@ func TestS11TLSSlowHeadIsCutAtReadHeaderTimeout(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-}
-
-// s11tlsCutAfterLine: after delay, line is sent in records 10 ms apart,
-// then rest a byte per gap; how long after the handshake the node closed
-// the connection (0: still open after limit).
-func s11tlsCutAfterLine(t *testing.T, n *Node, delay time.Duration, line string, gap time.Duration, rest string, limit time.Duration) time.Duration {
-	t.Helper()
-	c, err := s11tlsDial(n.tls.ln.Addr().String(), "a.test")
-	if err != nil {
-		t.Error(err)
-		return -1
-	}
-	defer c.Close()
-	start := time.Now()
-	closed := make(chan time.Duration, 1)
-	go func() {
-		_ = c.SetReadDeadline(start.Add(limit))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if err != nil && errors.As(err, &ne) && ne.Timeout() {
-			closed <- 0
-			return
-		}
-		closed <- time.Since(start)
-	}()
-	go func() {
-		time.Sleep(delay)
-		for i := 0; i < len(line); i++ {
-			if _, err := c.Write([]byte{line[i]}); err != nil {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		for i := 0; i < len(rest); i++ {
-			if _, err := c.Write([]byte{rest[i]}); err != nil {
-				return
-			}
-			time.Sleep(gap)
-		}
-	}()
-	return <-closed
 }
 
 // TestS11TLSStalledReaderIsCutByWriteTimeout: a client that asks for a
