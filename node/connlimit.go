@@ -78,15 +78,20 @@ func maxConnectionsUnder(nofile, maxInflight int) int {
 	return max(64, nofile-min(connReserve(maxInflight), nofile/2))
 }
 
-// defaultMaxPeerConnections bounds the cluster listener's connections at
-// half the reserve defaultMaxConnections keeps (at least 64): peers'
-// connections come out of that reserve, and before this nothing bounded
-// them, so anyone who reached the cluster port could hold connections
-// (each until the 10 s header timeout, then again) until the node's
-// origin fetches, peer hops and disk files had no descriptor left. Half
-// leaves the other half to those whatever the cluster port sees. A
-// cluster's legitimate connections are far fewer: a peer keeps up to 64
-// idle (cluster.peerIdleConns) and one per request under way.
+// defaultMaxPeerConnections bounds the cluster listener's connections
+// from one address at half the reserve defaultMaxConnections keeps (at
+// least 64): peers' connections come out of that reserve, and before this
+// nothing bounded them, so anyone who reached the cluster port could hold
+// connections (each until the 10 s header timeout, then again) until the
+// node's origin fetches, peer hops and disk files had no descriptor left.
+// Half leaves the other half to those whatever one address does. Per
+// address, not in all: a global bound let a few hundred idle connections
+// from a stranger shut every peer out (a review), where a share per
+// address leaves the peers at other addresses theirs. A peer keeps up to
+// 64 idle connections (cluster.peerIdleConns) and one per request under
+// way; where descriptors are few (1,024: a bound of 256) a peer's load
+// beyond it goes to the origin instead of taking the node's last
+// descriptors.
 func defaultMaxPeerConnections(maxInflight int) int {
 	nofile, ok := openFileLimit()
 	if !ok {
@@ -100,20 +105,20 @@ func maxPeerConnectionsUnder(nofile, maxInflight int) int {
 	return max(64, min(connReserve(maxInflight), nofile/2)/2)
 }
 
-// newPeerConnLimiter bounds the cluster listener's connections (all
-// addresses together: peers may share one, as on one host).
-func newPeerConnLimiter(maxConns int, reg prometheus.Registerer) *connLimiter {
-	l := &connLimiter{max: maxConns, byAddr: make(map[netip.Prefix]int),
+// newPeerConnLimiter bounds the cluster listener's connections from one
+// address (an IPv6 /64, as for clients).
+func newPeerConnLimiter(perAddr int, reg prometheus.Registerer) *connLimiter {
+	l := &connLimiter{perClient: perAddr, byAddr: make(map[netip.Prefix]int),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_peer_connections_refused_total",
-			Help: "Connections to the cluster listener closed as soon as accepted, over its bound (half the descriptors the node keeps back from clients).",
+			Help: "Connections to the cluster listener closed as soon as accepted, over its bound for one address (half the descriptors the node keeps back from clients).",
 		}, []string{"reason"})}
-	l.refused.WithLabelValues(refusedMax)
+	l.refused.WithLabelValues(refusedPerClient)
 	reg.MustRegister(l.refused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections", Help: "Connections open on the cluster listener (peers' requests and membership streams)."},
 			func() float64 { return float64(l.Open()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections_limit", Help: "The cluster listener's connection bound in force."},
-			func() float64 { return float64(l.max) }))
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections_limit", Help: "The cluster listener's connection bound for one address in force."},
+			func() float64 { return float64(l.perClient) }))
 	return l
 }
 
@@ -141,30 +146,28 @@ func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLim
 
 // admit counts a new connection from addr, or reports the bound it is
 // over (and counts nothing).
-func (l *connLimiter) admit(addr netip.Addr) (refused string) { return l.decide(addr, true) }
+func (l *connLimiter) admit(addr netip.Addr) (refused string) { return l.decide(addr, l.refused) }
 
-// wouldRefuse reports the bound a new connection from addr is over now
-// (counting the refused Initial packet), or "": it takes no slot, and
-// admit still decides once the connection is made. A QUIC connection is
-// checked so before its handshake, which one refused after it paid for.
-func (l *connLimiter) wouldRefuse(addr netip.Addr) (refused string) { return l.decide(addr, false) }
+// admitInitial is admit for a QUIC connection at its first packet, before
+// its handshake (which one refused after it had paid for): a refusal is
+// counted per Initial packet (refusedInitials), and the slot taken is
+// given back when the connection ends, handshake or not.
+func (l *connLimiter) admitInitial(addr netip.Addr) (refused string) {
+	return l.decide(addr, l.refusedInitials)
+}
 
-// decide is admit (take: a slot is taken) and wouldRefuse (none is).
-func (l *connLimiter) decide(addr netip.Addr, take bool) string {
+// decide takes a slot for addr, or counts the refusal in refusals.
+func (l *connLimiter) decide(addr netip.Addr, refusals *prometheus.CounterVec) string {
 	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	refused := l.overLocked(client)
-	switch {
-	case refused != "" && take:
-		l.refused.WithLabelValues(refused).Inc()
-	case refused != "":
-		l.refusedInitials.WithLabelValues(refused).Inc()
-	case take:
-		l.open++
-		l.byAddr[client]++
+	if refused := l.overLocked(client); refused != "" {
+		refusals.WithLabelValues(refused).Inc()
+		return refused
 	}
-	return refused
+	l.open++
+	l.byAddr[client]++
+	return ""
 }
 
 // overLocked reports the bound one more connection from client would be

@@ -49,6 +49,8 @@ type h3Front struct {
 	stopping bool
 	conns    sync.WaitGroup
 	tr       *quic.Transport // serve's, closed by shutdown once its connections ended
+
+	unverified atomic.Int64 // handshakes under way from addresses not verified yet
 }
 
 // h3StopLinger is how long a stopping node keeps an HTTP/3 connection
@@ -73,21 +75,41 @@ func newH3Front(srv *http3.Server, headerTimeout time.Duration, log *slog.Logger
 // serve accepts connections on pc until shutdown; it returns
 // http.ErrServerClosed then, or the listener's error.
 func (f *h3Front) serve(pc net.PacketConn) error {
-	// A connection over a bound is refused before its handshake, from its
-	// first packet: refused once accepted, each had cost a full TLS
-	// handshake (a flood over the bound cost the node what serving it
-	// would have). The address is not verified yet, so nothing is counted
-	// for it here; admit, below, still decides.
+	// A connection's slot is taken at its first packet, before its
+	// handshake, and one over a bound is refused there: refused once
+	// accepted, each had cost a full TLS handshake (a flood over the bound
+	// cost the node what serving it would have), and a burst of them all
+	// passed a check of the connections accepted so far. The slot is given
+	// back when the connection ends, handshake or not (context.AfterFunc on
+	// the context quic-go ends then). An address is not verified at its
+	// first packet, so while many handshakes from unverified addresses are
+	// under way, new ones are asked to prove theirs first (a Retry, one
+	// round trip more): spoofed addresses cannot hold the slots.
 	// The transport outlives the listener (closing the listener leaves
 	// the connections accepted, which the stop lets end): shutdown closes
 	// it once they have.
-	tr := &quic.Transport{Conn: pc, ConnContext: func(ctx context.Context, ci *quic.ClientInfo) (context.Context, error) {
-		if reason := f.limiter.wouldRefuse(ipOf(ci.RemoteAddr)); reason != "" {
-			return ctx, errTooManyConnections
-		}
-		return ctx, nil
-	}}
+	tr := &quic.Transport{Conn: pc,
+		VerifySourceAddress: func(net.Addr) bool { return f.unverified.Load() >= h3RetryAbove },
+		ConnContext: func(ctx context.Context, ci *quic.ClientInfo) (context.Context, error) {
+			addr := ipOf(ci.RemoteAddr)
+			if f.limiter.admitInitial(addr) != "" {
+				return ctx, errTooManyConnections
+			}
+			s := &h3Slot{unverified: !ci.AddrVerified}
+			if s.unverified {
+				f.unverified.Add(1)
+			}
+			context.AfterFunc(ctx, func() {
+				f.verified(s)
+				f.limiter.release(addr)
+			})
+			return context.WithValue(ctx, h3SlotKey{}, s), nil
+		}}
 	f.mu.Lock()
+	if f.stopping {
+		f.mu.Unlock()
+		return http.ErrServerClosed
+	}
 	f.tr = tr
 	f.mu.Unlock()
 	ln, err := tr.Listen(f.srv.TLSConfig, f.srv.QUICConfig)
@@ -103,23 +125,42 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 			}
 			return fmt.Errorf("node: http3 accept: %w", err)
 		}
-		addr := ipOf(conn.RemoteAddr())
-		if f.limiter.admit(addr) != "" {
-			// The QUIC connections of one address count with its TCP
-			// ones (connLimiter).
-			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad), "too many connections")
-			continue
+		if s, ok := conn.Context().Value(h3SlotKey{}).(*h3Slot); ok {
+			f.verified(s) // a handshake done: its address answered
 		}
 		if !f.track() {
-			f.limiter.release(addr)
 			_ = conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 			return http.ErrServerClosed
 		}
 		go func() {
 			defer f.conns.Done()
-			defer f.limiter.release(addr)
 			f.handleConn(conn)
 		}()
+	}
+}
+
+// h3RetryAbove is how many handshakes from unverified addresses may be
+// under way before new connections must prove their address (a Retry):
+// a real client's handshake takes a round trip or two, so hundreds under
+// way at once is a flood, and each holds a connection slot until its
+// handshake times out.
+const h3RetryAbove = 256
+
+// h3Slot is a QUIC connection's slot, taken at its first packet.
+type h3Slot struct {
+	mu         sync.Mutex
+	unverified bool // counted in h3Front.unverified
+}
+
+type h3SlotKey struct{}
+
+// verified takes s out of the count of unverified handshakes, once.
+func (f *h3Front) verified(s *h3Slot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unverified {
+		s.unverified = false
+		f.unverified.Add(-1)
 	}
 }
 

@@ -132,7 +132,7 @@ func (n *Node) Snapshot() Status {
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
 		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
 	if pc := n.peerConns; pc != nil {
-		s.PeerConnections = &ConnectionStatus{Open: pc.Open(), Max: pc.max, RefusedMax: counterOf(pc.refused.WithLabelValues(refusedMax))}
+		s.PeerConnections = &ConnectionStatus{Open: pc.Open(), PerClient: pc.perClient, RefusedPerClient: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
 	}
 	if n.hits != nil {
 		hs := n.hitM.Stats()
@@ -317,7 +317,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
-{{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open of {{count .Max}} (half the descriptors kept back from clients) · closed at once over the bound: {{count .RefusedMax}}</p>{{end}}
+{{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open, at most {{count .PerClient}} from one address (half the descriptors kept back from clients) · closed at once over it: {{count .RefusedPerClient}}</p>{{end}}
 {{with .PeerHitPath}}<h2>Cluster listener read loop</h2>
 <p>peers' requests answered with a fresh hit without net/http: {{.Answered}} · open peer connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
