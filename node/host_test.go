@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,22 +39,32 @@ func rawAsk(t testing.TB, addr, head string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// startNodeYAML runs a node from a whole config file.
+// startNodeYAML runs a node from a whole config file until the test ends.
 func startNodeYAML(t testing.TB, yaml string) *Node {
+	t.Helper()
+	n, _ := runNodeYAML(t, yaml)
+	return n
+}
+
+// runNodeYAML runs a node from a whole config file; stop ends its Run and
+// waits for it (once: the test's end calls it too).
+func runNodeYAML(t testing.TB, yaml string) (n *Node, stop func()) {
 	t.Helper()
 	cfg, err := config.LoadBytes([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(cfg, slog.New(slog.DiscardHandler))
+	n, err = New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return n
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return n, stop
 }
 
 // TestEverySpellingOfAHostIsOneKey: the spellings site lookup accepts

@@ -1,54 +1,20 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/edgecache/edge/config"
 )
-
-// s16Run starts a node from yaml and returns it with a stop that waits for Run.
-func s16Run(t *testing.T, yaml string) (*Node, func()) {
-	t.Helper()
-	cfg, err := config.LoadBytes([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(6 * time.Second):
-				t.Error("Run did not return")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return n, stop
-}
 
 func s16WaitOpen(l *connLimiter, want int, d time.Duration) int {
 	deadline := time.Now().Add(d)
@@ -86,7 +52,7 @@ func TestS16PeerClusterThroughLimiterAndStop(t *testing.T) {
 	origin := s16Origin(t)
 	clA, clB := freeAddr(t), freeAddr(t)
 	start := func(id, cl string) (*Node, func()) {
-		return s16Run(t, "node_id: "+id+"\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
+		return runNodeYAML(t, "node_id: "+id+"\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
 			"origin: {url: '"+origin.URL+"'}\n"+
 			"cluster: {listen: '"+cl+"', peers: 'a="+clA+",b="+clB+"', secret: 'a-test-cluster-secret', heartbeat_period: 50ms}\n")
 	}
@@ -140,7 +106,7 @@ func TestS16PeerClusterThroughLimiterAndStop(t *testing.T) {
 func s16OneNode(t *testing.T, extra string) *Node {
 	origin := s16Origin(t)
 	cl, other := freeAddr(t), freeAddr(t)
-	n, _ := s16Run(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
+	n, _ := runNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\n"+
 		"origin: {url: '"+origin.URL+"'}\n"+
 		"cluster: {listen: '"+cl+"', peers: 'a="+cl+",b="+other+"', secret: 'a-test-cluster-secret', heartbeat_period: 50ms"+extra+"}\n")
 	return n
