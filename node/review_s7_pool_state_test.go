@@ -65,3 +65,39 @@ func TestS7UnrelatedReloadRemembersThatAnOriginIsDown(t *testing.T) {
 			"(each a failure and a retry): its ejection was forgotten", wasUp, d)
 	}
 }
+
+// TestSiteTotalsCountRequestsInFlightAcrossAReload: a request that began
+// before a reload and ends after it is in the site's totals (the status
+// page's requests per site). The reloaded site copied the old one's counts
+// when it replaced it, so a request still finishing on the old one was
+// lost; the two now share their counters.
+func TestSiteTotalsCountRequestsInFlightAcrossAReload(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = io.WriteString(w, "page")
+	}))
+	defer slow.Close()
+	body := "sites:\n" + s7Site("shop", []string{"shop.test"}, []string{slow.URL}, "")
+	n := startS7Node(t, body)
+	n.get("shop.test", "/a")
+	done := make(chan struct{})
+	go func() { defer close(done); n.get("shop.test", "/slow") }()
+	<-started
+	if code, b := n.reload("log:\n  level: debug\n" + body); code != 200 {
+		t.Fatalf("reload: %d %s", code, b)
+	}
+	close(release)
+	<-done
+	n.get("shop.test", "/b")
+	for _, s := range n.siteStatus() {
+		if s.Name == "shop" && s.Requests != 3 {
+			t.Errorf("site shop counts %d requests, want 3 (one before the reload, one across it, one after)", s.Requests)
+		}
+	}
+}

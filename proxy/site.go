@@ -20,14 +20,14 @@ type Site struct {
 	Rules *rules.Set
 
 	// results counts the site's requests by result (resultNames' order),
-	// for the status page's per-site table; a reload's new Site starts
-	// at zero.
-	results [len(resultNames)]atomic.Uint64
+	// for the status page's per-site table: a Site of its own, or shared
+	// with the Site it replaced in a reload (CarryCounts).
+	results *[len(resultNames)]atomic.Uint64
 }
 
 // count counts one request of the site with result.
 func (s *Site) count(result string) {
-	if s == nil {
+	if s == nil || s.results == nil {
 		return
 	}
 	for i, n := range resultNames {
@@ -38,18 +38,18 @@ func (s *Site) count(result string) {
 	}
 }
 
-// CarryCounts adds from's counts to s: the site s replaces in a reload,
-// so that its totals run on. Requests still finishing on from afterwards
-// are not carried.
-func (s *Site) CarryCounts(from *Site) {
-	for i := range s.results {
-		s.results[i].Add(from.results[i].Load())
-	}
-}
+// CarryCounts makes s count into from's counters: from is the site s
+// replaces in a reload, so that its totals run on, requests still
+// finishing on from included (when s copied from's counts instead, those
+// were lost). Call it before s serves.
+func (s *Site) CarryCounts(from *Site) { s.results = from.results }
 
 // Results returns the site's requests by result since it was configured.
 func (s *Site) Results() map[string]uint64 {
 	out := make(map[string]uint64, len(resultNames))
+	if s.results == nil {
+		return out
+	}
 	for i, n := range resultNames {
 		out[n] = s.results[i].Load()
 	}
@@ -59,7 +59,7 @@ func (s *Site) Results() map[string]uint64 {
 // NewSite returns the Site of a configured site; shortcut marks the
 // one-site shortcut, whose keys carry no name.
 func NewSite(name string, shortcut bool, node any) *Site {
-	s := &Site{Name: name, Node: node}
+	s := &Site{Name: name, Node: node, results: new([len(resultNames)]atomic.Uint64)}
 	if !shortcut && name != "" {
 		s.KeyPrefix = name + " "
 	}
