@@ -119,9 +119,10 @@ type Config struct {
 	// TLS, when set, is the client side of mutual TLS to peers (the
 	// listener side is the node's); peer URLs then use https.
 	TLS *tls.Config
-	// SiteOf names the configured site that serves a host, for the miss
-	// penalty M per site, when a fetch's front resolved none (the route
-	// explorer); "" is the one-site shortcut. Nil: every host shares one M.
+	// SiteOf names the configured site that serves a host as keys carry
+	// it, for the miss penalty M per site, when a fetch's front resolved
+	// none (the route explorer); "" is the one-site shortcut (whose
+	// proxy.Site.Name is "default"). Nil: every host shares one M.
 	SiteOf func(host string) string
 	// runQueueBlind leaves the Go runtime's run-queue latency out of this
 	// node's own delay (stall.go), keeping the monitor's ticker lag. Only

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"github.com/edgecache/edge/proxy"
+	"strings"
 )
 
 // climbCosts measures M, the miss penalty of the selection rule: how long a
@@ -68,11 +69,15 @@ func (c *Cluster) siteOf(host string) string {
 	return ""
 }
 
-// siteName is the site of a fetch: the one its front resolved, or
-// siteOf its Host's without one.
+// siteName is the site of a fetch as keys carry it ("" for the one-site
+// shortcut, whose Name is "default"): the one its front resolved, or
+// siteOf its Host's without one. With the Name, the shortcut's climbs
+// filled and priced a slot of their own, which the route explorer (siteOf)
+// never read, and a reload from a named site "default" to the shortcut
+// priced its misses with the removed site's figure (a review).
 func siteName(fr proxy.FetchRequest, siteOf func(host string) string) string {
 	if fr.Site != nil {
-		return fr.Site.Name
+		return strings.TrimSuffix(fr.Site.KeyPrefix, " ")
 	}
 	return siteOf(fr.Req.Host)
 }

@@ -12,8 +12,8 @@ import (
 // cluster prices misses per site) and the node's own record of the site
 // (its origin pool), which the proxy does not look into.
 type Site struct {
-	Name      string // "" for the one-site shortcut (every host)
-	KeyPrefix string // "name " before a named site's keys, "" for the shortcut
+	Name      string // as configured: "default" for the one-site shortcut (origin.url), whose keys carry no name
+	KeyPrefix string // "name " before a named site's keys, "" for the shortcut: the site as keys carry it
 	Node      any    // the node's record of the site
 	// Rules are the site's cache rules (nil: none); a reload makes a new
 	// Site, so a request keeps the rules it started with.
