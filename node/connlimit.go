@@ -259,6 +259,14 @@ type ConnectionStatus struct {
 	RefusedQUICInitials float64 `json:"refused_quic_initials"`
 }
 
+// PeerConnectionStatus is the status page's view of the cluster
+// listener's connection bound (per address: newPeerConnLimiter).
+type PeerConnectionStatus struct {
+	Open       int     `json:"open"`
+	PerAddress int     `json:"per_address"`
+	Refused    float64 `json:"refused"`
+}
+
 // ipOf is a TCP or QUIC connection's remote IP address.
 func ipOf(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {

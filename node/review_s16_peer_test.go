@@ -82,11 +82,11 @@ func TestS16PeerClusterThroughLimiterAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st struct {
-		Peer *ConnectionStatus `json:"peer_connections"`
+		Peer *PeerConnectionStatus `json:"peer_connections"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&st)
 	resp.Body.Close()
-	if st.Peer == nil || st.Peer.PerClient < 64 || st.Peer.Open != a.peerConns.Open() {
+	if st.Peer == nil || st.Peer.PerAddress < 64 || st.Peer.Open != a.peerConns.Open() {
 		t.Errorf("status.json peer_connections %+v (open now %d)", st.Peer, a.peerConns.Open())
 	}
 	if v := metricValue(t, a, "edge_peer_connections_refused_total", "reason", "per_client"); v != 0 {
@@ -210,7 +210,7 @@ func TestS16PeerBoundRefusesAndCounts(t *testing.T) {
 		t.Error("a third connection over the bound of 2 was kept")
 	}
 	c.Close()
-	if s := n.Snapshot().PeerConnections; s == nil || s.RefusedPerClient != 1 || s.Open != 2 {
+	if s := n.Snapshot().PeerConnections; s == nil || s.Refused != 1 || s.Open != 2 {
 		t.Errorf("status %+v", s)
 	}
 	held[0].Close()

@@ -40,26 +40,26 @@ type Status struct {
 	SpoolFull   float64 `json:"spool_full"`
 	// RequestBodies: request bodies by how they went upstream (memory and
 	// disk: read whole before a slot was taken; streamed).
-	RequestBodies    map[string]float64   `json:"request_bodies"`
-	RequestBuffering bool                 `json:"request_buffering"` // limits.request_buffering
-	Requests         map[string]float64   `json:"requests_by_result"`
-	RequestRates     map[string]float64   `json:"requests_per_second_by_result"` // over the last minute
-	Disk             *DiskStatus          `json:"disk,omitempty"`
-	Coding           proxy.CodingStats    `json:"compression"`
-	Fields           map[string]float64   `json:"request_fields"` // client fields not forwarded as sent, by action
-	BadHosts         float64              `json:"bad_host_requests"`
-	Connections      ConnectionStatus     `json:"client_connections"`
-	PeerConnections  *ConnectionStatus    `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
-	Coalesced        float64              `json:"coalesced_requests"`
-	KeptApart        float64              `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
-	PurgeHeld        uint64               `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
-	OwedKept         string               `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
-	OwedSaveErrors   uint64               `json:"owed_purges_save_errors"`  // failed writes of it
-	OwedPulled       *cluster.PullSummary `json:"owed_purges_pulled"`       // the start's asking peers for what they owe this node
-	HitPath          *hitpath.Stats       `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
-	PeerHitPath      *hitpath.Stats       `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
-	WriteBatching    *WriteBatchingStatus `json:"write_batching,omitempty"` // nil with tuning.write_batching off
-	TLS              *TLSStatus           `json:"tls,omitempty"`
+	RequestBodies    map[string]float64    `json:"request_bodies"`
+	RequestBuffering bool                  `json:"request_buffering"` // limits.request_buffering
+	Requests         map[string]float64    `json:"requests_by_result"`
+	RequestRates     map[string]float64    `json:"requests_per_second_by_result"` // over the last minute
+	Disk             *DiskStatus           `json:"disk,omitempty"`
+	Coding           proxy.CodingStats     `json:"compression"`
+	Fields           map[string]float64    `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts         float64               `json:"bad_host_requests"`
+	Connections      ConnectionStatus      `json:"client_connections"`
+	PeerConnections  *PeerConnectionStatus `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
+	Coalesced        float64               `json:"coalesced_requests"`
+	KeptApart        float64               `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
+	PurgeHeld        uint64                `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
+	OwedKept         string                `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
+	OwedSaveErrors   uint64                `json:"owed_purges_save_errors"`  // failed writes of it
+	OwedPulled       *cluster.PullSummary  `json:"owed_purges_pulled"`       // the start's asking peers for what they owe this node
+	HitPath          *hitpath.Stats        `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	PeerHitPath      *hitpath.Stats        `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
+	WriteBatching    *WriteBatchingStatus  `json:"write_batching,omitempty"` // nil with tuning.write_batching off
+	TLS              *TLSStatus            `json:"tls,omitempty"`
 	// AdminTLS is the admin listener's certificate (admin.tls; nil: plain HTTP).
 	AdminTLS      *CertInfo                   `json:"admin_tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
@@ -132,7 +132,7 @@ func (n *Node) Snapshot() Status {
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
 		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
 	if pc := n.peerConns; pc != nil {
-		s.PeerConnections = &ConnectionStatus{Open: pc.Open(), PerClient: pc.perClient, RefusedPerClient: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
+		s.PeerConnections = &PeerConnectionStatus{Open: pc.Open(), PerAddress: pc.perClient, Refused: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
 	}
 	if n.hits != nil {
 		hs := n.hitM.Stats()
@@ -317,7 +317,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{with .HitPath}}<h2>HTTP/1.1 hit path</h2>
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
-{{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open, at most {{count .PerClient}} from one address (half the descriptors kept back from clients) · closed at once over it: {{count .RefusedPerClient}}</p>{{end}}
+{{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open, at most {{count .PerAddress}} from one address (half the descriptors kept back from clients) · closed at once over it: {{count .Refused}}</p>{{end}}
 {{with .PeerHitPath}}<h2>Cluster listener read loop</h2>
 <p>peers' requests answered with a fresh hit without net/http: {{.Answered}} · open peer connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
