@@ -109,7 +109,7 @@ func (p *peerHits) AppendHit(dst []byte, r *hitpath.Request, date []byte, _ net.
 	// demo's, a single origin's) to net/http from 99dc966 until 2026-12-06.
 	local := ""
 	if site != nil {
-		local = strings.TrimSuffix(site.KeyPrefix, " ")
+		local = site.KeyName()
 	}
 	if !c.sameSite(req.Header, local) {
 		return false // PeerHandler refuses another site's request and counts it

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"github.com/edgecache/edge/proxy"
-	"strings"
 )
 
 // climbCosts measures M, the miss penalty of the selection rule: how long a
@@ -77,7 +76,7 @@ func (c *Cluster) siteOf(host string) string {
 // priced its misses with the removed site's figure (a review).
 func siteName(fr proxy.FetchRequest, siteOf func(host string) string) string {
 	if fr.Site != nil {
-		return strings.TrimSuffix(fr.Site.KeyPrefix, " ")
+		return fr.Site.KeyName()
 	}
 	return siteOf(fr.Req.Host)
 }

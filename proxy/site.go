@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"github.com/edgecache/edge/rules"
@@ -55,6 +56,12 @@ func (s *Site) Results() map[string]uint64 {
 	}
 	return out
 }
+
+// KeyName is the site's name as its cache keys carry it: "" for the
+// one-site shortcut, whose Name is "default" but whose keys carry none
+// (proxy.KeySite of any of its keys). Compare a peer's Edge-Site, and key
+// per-site figures, by this, not by Name.
+func (s *Site) KeyName() string { return strings.TrimSuffix(s.KeyPrefix, " ") }
 
 // NewSite returns the Site of a configured site; shortcut marks the
 // one-site shortcut, whose keys carry no name.
