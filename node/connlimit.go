@@ -32,7 +32,7 @@ type connLimiter struct {
 
 	refused *prometheus.CounterVec // by reason: max, per_client
 	// refusedInitials counts QUIC connection attempts refused from their
-	// first packets, before a handshake (wouldRefuse), by reason: per
+	// first packets, before a handshake (admitInitial), by reason: per
 	// packet, as quic-go asks once for each Initial packet of a client's
 	// first flight (two for a post-quantum ClientHello).
 	refusedInitials *prometheus.CounterVec
