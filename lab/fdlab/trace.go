@@ -2,6 +2,7 @@ package fdlab
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -55,59 +56,80 @@ func WriteTrace(w io.Writer, as []Arrival) error {
 
 // ReadTrace reads a trace CSV. A malformed row is an error naming its line.
 func ReadTrace(r io.Reader) ([]Arrival, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var out []Arrival
-	line, fields := 0, 4
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if line == 1 {
-			switch s {
-			case TraceHeader:
-			case TraceHeaderDelay:
-				fields = 5
-			default:
-				return nil, fmt.Errorf("fdlab: trace line 1: header %q, want %q or %q", s, TraceHeader, TraceHeaderDelay)
-			}
-			continue
+	fields := 4
+	header := func(h string) error {
+		switch h {
+		case TraceHeader:
+		case TraceHeaderDelay:
+			fields = 5
+		default:
+			return fmt.Errorf("header %q, want %q or %q", h, TraceHeader, TraceHeaderDelay)
 		}
-		if s == "" {
-			continue
-		}
-		f := strings.Split(s, ",")
+		return nil
+	}
+	lines, err := readRows(r, "trace", header, func(f []string) error {
 		if len(f) != fields {
-			return nil, fmt.Errorf("fdlab: trace line %d: %d fields, want %d as the header says", line, len(f), fields)
+			return fmt.Errorf("%d fields, want %d as the header says", len(f), fields)
 		}
 		if f[0] == "" {
-			return nil, fmt.Errorf("fdlab: trace line %d: empty site", line)
+			return errors.New("empty site")
 		}
 		seq, err1 := strconv.ParseUint(f[1], 10, 64)
 		send, err2 := strconv.ParseInt(f[2], 10, 64)
 		recv, err3 := strconv.ParseInt(f[3], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("fdlab: trace line %d: seq, send_ns and recv_ns must be integers", line)
+			return errors.New("seq, send_ns and recv_ns must be integers")
 		}
 		a := Arrival{Site: f[0], Seq: seq, Send: send, Recv: recv}
 		if fields == 5 {
 			d, err := strconv.ParseInt(f[4], 10, 64)
 			if err != nil || d < 0 {
-				return nil, fmt.Errorf("fdlab: trace line %d: delay_ns must be a non-negative integer", line)
+				return errors.New("delay_ns must be a non-negative integer")
 			}
 			a.Delay = d
 		}
 		out = append(out, a)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("fdlab: trace line %d: %w", line+1, err)
-	}
-	if line == 0 {
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case lines == 0:
 		return nil, fmt.Errorf("fdlab: trace is empty")
-	}
-	if len(out) == 0 {
+	case len(out) == 0:
 		return nil, fmt.Errorf("fdlab: trace has a header and no heartbeats")
 	}
 	return out, nil
+}
+
+// readRows reads the lab's CSV files a line at a time: header checks the
+// first line, row takes the fields of every other line that is not blank
+// (spaces around a line trimmed). An error of either, or of reading, is
+// returned naming the file's kind (what) and the line; lines is how many
+// were read.
+func readRows(r io.Reader, what string, header func(string) error, row func(fields []string) error) (lines int, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines++
+		s := strings.TrimSpace(sc.Text())
+		switch {
+		case lines == 1:
+			err = header(s)
+		case s == "":
+			continue
+		default:
+			err = row(strings.Split(s, ","))
+		}
+		if err != nil {
+			return lines, fmt.Errorf("fdlab: %s line %d: %w", what, lines, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return lines, fmt.Errorf("fdlab: %s line %d: %w", what, lines+1, err)
+	}
+	return lines, nil
 }
 
 // GenConfig configures a synthetic WAN heartbeat trace. DefaultGenConfig
@@ -342,52 +364,43 @@ const SendTimesHeader = "numseq,timestamp_start_send,timestamp_end_send"
 // gap is a heartbeat the sender never sent) and the clock must not run
 // back; a malformed row is an error naming its line.
 func ReadSendTimes(r io.Reader) ([]SendTime, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var out []SendTime
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if line == 1 {
-			if s != SendTimesHeader {
-				return nil, fmt.Errorf("fdlab: send times line 1: header %q, want %q", s, SendTimesHeader)
-			}
-			continue
+	header := func(h string) error {
+		if h != SendTimesHeader {
+			return fmt.Errorf("header %q, want %q", h, SendTimesHeader)
 		}
-		if s == "" {
-			continue
-		}
-		f := strings.Split(s, ",")
+		return nil
+	}
+	lines, err := readRows(r, "send times", header, func(f []string) error {
 		if len(f) != 3 {
-			return nil, fmt.Errorf("fdlab: send times line %d: %d fields, want 3", line, len(f))
+			return fmt.Errorf("%d fields, want 3", len(f))
 		}
 		seq, err1 := strconv.ParseUint(f[0], 10, 64)
 		start, err2 := strconv.ParseInt(f[1], 10, 64)
 		end, err3 := strconv.ParseInt(f[2], 10, 64)
 		switch {
 		case err1 != nil || err2 != nil || err3 != nil:
-			return nil, fmt.Errorf("fdlab: send times line %d: numseq and both timestamps must be integers", line)
+			return errors.New("numseq and both timestamps must be integers")
 		case start < 0 || end < start:
-			return nil, fmt.Errorf("fdlab: send times line %d: a send must end (%d) no earlier than it began (%d), at a time ≥ 0", line, end, start)
+			return fmt.Errorf("a send must end (%d) no earlier than it began (%d), at a time ≥ 0", end, start)
 		}
 		if n := len(out); n > 0 {
 			switch prev := out[n-1]; {
 			case seq <= prev.Seq:
-				return nil, fmt.Errorf("fdlab: send times line %d: numseq %d after %d: it must rise", line, seq, prev.Seq)
+				return fmt.Errorf("numseq %d after %d: it must rise", seq, prev.Seq)
 			case start < prev.Send:
-				return nil, fmt.Errorf("fdlab: send times line %d: the clock ran back (%d after %d)", line, start, prev.Send)
+				return fmt.Errorf("the clock ran back (%d after %d)", start, prev.Send)
 			}
 		}
 		out = append(out, SendTime{Seq: seq, Send: start})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("fdlab: send times line %d: %w", line+1, err)
-	}
-	if line == 0 {
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case lines == 0:
 		return nil, fmt.Errorf("fdlab: send times file is empty")
-	}
-	if len(out) < 2 {
+	case len(out) < 2:
 		return nil, fmt.Errorf("fdlab: send times: %d heartbeats, want at least 2", len(out))
 	}
 	return out, nil
