@@ -122,6 +122,42 @@ func newPeerConnLimiter(perAddr int, reg prometheus.Registerer) *connLimiter {
 	return l
 }
 
+// The admin listener's bounds (newAdminConnLimiter). Its connections come
+// out of the reserve connReserve keeps for the node's own descriptors, and
+// before 2026-12-06 nothing bounded them: with admin.listen off loopback
+// (a Prometheus server elsewhere, an operator's browser), anyone who
+// reached the port could hold connections (each until the 10 s header
+// timeout, then again) until origin fetches and disk files failed. Its
+// honest users are few and keep few connections: a Prometheus server one
+// per node, a browser six per host, a purge or reload script a handful;
+// 64 from one address leaves a script's concurrency room, and 256 in all
+// (a quarter of the smallest reserve, 1,024) is far below what serving
+// needs. The bound in all is the one that keeps descriptors: a stranger
+// from many addresses can take the admin port's 256 and shut the operator
+// out of it until their connections time out (keep the port on a private
+// network or loopback, its default), but not out of serving.
+const (
+	adminConnectionsPerAddress = 64
+	adminConnectionsMax        = 256
+)
+
+// newAdminConnLimiter bounds the admin listener's connections, in all and
+// per address (an IPv6 /64, as for clients).
+func newAdminConnLimiter(reg prometheus.Registerer) *connLimiter {
+	l := &connLimiter{max: adminConnectionsMax, perClient: adminConnectionsPerAddress, byAddr: make(map[netip.Prefix]int),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_admin_connections_refused_total",
+			Help: "Connections to the admin listener closed as soon as accepted, by the bound they were over: max (256 in all) or per_client (64 from one address).",
+		}, []string{"reason"})}
+	for _, r := range []string{refusedMax, refusedPerClient} {
+		l.refused.WithLabelValues(r)
+	}
+	reg.MustRegister(l.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_admin_connections", Help: "Connections open on the admin listener (status page, metrics, purges, reloads)."},
+			func() float64 { return float64(l.Open()) }))
+	return l
+}
+
 func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLimiter {
 	l := &connLimiter{max: maxConns, perClient: perClient, byAddr: make(map[netip.Prefix]int),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -265,6 +301,16 @@ type PeerConnectionStatus struct {
 	Open       int     `json:"open"`
 	PerAddress int     `json:"per_address"`
 	Refused    float64 `json:"refused"`
+}
+
+// AdminConnectionStatus is the status page's view of the admin
+// listener's connection bounds (newAdminConnLimiter).
+type AdminConnectionStatus struct {
+	Open             int     `json:"open"`
+	Max              int     `json:"max"`
+	PerAddress       int     `json:"per_address"`
+	RefusedMax       float64 `json:"refused_max"`
+	RefusedPerClient float64 `json:"refused_per_address"`
 }
 
 // ipOf is a TCP or QUIC connection's remote IP address.

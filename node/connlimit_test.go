@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -215,5 +216,71 @@ func TestConnLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
 	}
 	if l.Open() != 0 || len(l.byAddr) != 0 {
 		t.Fatalf("after releasing everything: open %d, clients %v", l.Open(), l.byAddr)
+	}
+}
+
+// TestTheAdminListenerBoundsConnections: connections to the admin
+// listener over its bound for one address, or in all, are closed as soon
+// as accepted and counted by reason (status page and metrics), and a slot
+// comes back when a connection closes, so the operator gets in again; the
+// status page itself is served through the bound.
+func TestTheAdminListenerBoundsConnections(t *testing.T) {
+	origin := s16Origin(t)
+	n := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\norigin: {url: '"+origin.URL+"'}\n")
+	if n.admConns.perClient != adminConnectionsPerAddress || n.admConns.max != adminConnectionsMax {
+		t.Fatalf("admin bounds %d per address, %d in all; want %d and %d", n.admConns.perClient, n.admConns.max, adminConnectionsPerAddress, adminConnectionsMax)
+	}
+	for _, c := range []struct {
+		perAddr, max int
+		reason       string
+	}{{2, 0, refusedPerClient}, {0, 2, refusedMax}} {
+		n.admConns.mu.Lock()
+		n.admConns.perClient, n.admConns.max = c.perAddr, c.max
+		n.admConns.mu.Unlock()
+		s16WaitOpen(n.admConns, 0, 3*time.Second)
+		var held []net.Conn
+		for range 2 {
+			conn, err := net.Dial("tcp", n.AdminAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, conn)
+		}
+		if got := s16WaitOpen(n.admConns, 2, 2*time.Second); got != 2 {
+			t.Fatalf("%s: %d admin connections counted, want 2", c.reason, got)
+		}
+		before := counterOf(n.admConns.refused.WithLabelValues(c.reason))
+		over, err := net.Dial("tcp", n.AdminAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closedAtOnce(t, over) {
+			t.Errorf("%s: a third admin connection over a bound of 2 was kept", c.reason)
+		}
+		over.Close()
+		if got := counterOf(n.admConns.refused.WithLabelValues(c.reason)); got != before+1 {
+			t.Errorf("%s: refusals counted %v, want %v", c.reason, got, before+1)
+		}
+		held[0].Close()
+		s16WaitOpen(n.admConns, 1, 2*time.Second)
+		resp, err := http.Get("http://" + n.AdminAddr() + "/status.json")
+		if err != nil {
+			t.Fatalf("%s: the status page after a slot came back: %v", c.reason, err)
+		}
+		var st Status
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := st.AdminConnections.RefusedPerClient
+		if c.reason == refusedMax {
+			want = st.AdminConnections.RefusedMax
+		}
+		if want != before+1 || st.AdminConnections.Open < 2 {
+			t.Errorf("%s: status page %+v, want the refusal counted and this page's connection open", c.reason, st.AdminConnections)
+		}
+		http.DefaultClient.CloseIdleConnections()
+		held[1].Close()
 	}
 }

@@ -55,6 +55,7 @@ type Node struct {
 	pubLn     net.Listener
 	conns     *connLimiter // bounds the public listeners' connections (limits.max_connections)
 	peerConns *connLimiter // bounds the cluster listener's (defaultMaxPeerConnections); nil without a cluster
+	admConns  *connLimiter // bounds the admin listener's (newAdminConnLimiter)
 	admLn     net.Listener
 	admCerts  *fileCerts // admin.tls (nil: plain HTTP)
 	draining  atomic.Bool
@@ -191,6 +192,8 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	if n.admLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		return nil, fmt.Errorf("node: admin.listen: %w", err)
 	}
+	n.admConns = newAdminConnLimiter(reg)
+	n.admLn = n.admConns.listener(n.admLn)
 	if cl != nil {
 		if n.peerLn, err = net.Listen("tcp", cfg.Cluster.Listen); err != nil {
 			return nil, fmt.Errorf("node: cluster.listen: %w", err)

@@ -50,6 +50,7 @@ type Status struct {
 	BadHosts         float64               `json:"bad_host_requests"`
 	Connections      ConnectionStatus      `json:"client_connections"`
 	PeerConnections  *PeerConnectionStatus `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
+	AdminConnections AdminConnectionStatus `json:"admin_connections"`
 	Coalesced        float64               `json:"coalesced_requests"`
 	KeptApart        float64               `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
 	PurgeHeld        uint64                `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
@@ -131,6 +132,8 @@ func (n *Node) Snapshot() Status {
 	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: n.conns.max, PerClient: n.conns.perClient,
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
 		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
+	s.AdminConnections = AdminConnectionStatus{Open: n.admConns.Open(), Max: n.admConns.max, PerAddress: n.admConns.perClient,
+		RefusedMax: counterOf(n.admConns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.admConns.refused.WithLabelValues(refusedPerClient))}
 	if pc := n.peerConns; pc != nil {
 		s.PeerConnections = &PeerConnectionStatus{Open: pc.Open(), PerAddress: pc.perClient, Refused: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
 	}
@@ -318,6 +321,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open, at most {{count .PerAddress}} from one address (half the descriptors kept back from clients) · closed at once over it: {{count .Refused}}</p>{{end}}
+{{with .AdminConnections}}<h2>Admin listener connections</h2><p>{{count .Open}} open (this page's included), at most {{count .Max}} in all and {{count .PerAddress}} from one address · closed at once over them: {{count .RefusedMax}} (in all), {{count .RefusedPerClient}} (one address)</p>{{end}}
 {{with .PeerHitPath}}<h2>Cluster listener read loop</h2>
 <p>peers' requests answered with a fresh hit without net/http: {{.Answered}} · open peer connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}

@@ -22,18 +22,52 @@ import (
 // net/http alone, so both sides must be read the same way: hence one
 // reader.
 func Transcript(c net.Conn, methods []string, max int, wait time.Duration, answer func(resp *http.Response, body []byte, bodyErr error) string) string {
-	br := bufio.NewReader(c)
+	return TranscriptWith(c, Reading{Methods: methods, Max: max, First: wait, Wait: wait}, answer)
+}
+
+// Reading says how TranscriptWith reads an exchange.
+type Reading struct {
+	Methods []string // the i-th answer is to Methods[i] (GET past their end)
+	Max     int      // answers read at most (0: until the connection ends or goes quiet)
+	// First is how long the first answer is awaited, Wait each later one:
+	// a server reading a slow exchange (a byte per TLS record, under -race
+	// on a loaded machine) may answer long after the last byte went out,
+	// where the answers after the first come together.
+	First, Wait time.Duration
+	// OnQuiet, if set, runs the first time the connection goes quiet with
+	// no answer begun (a client's half-close once it has every answer),
+	// and the reading goes on.
+	OnQuiet func()
+}
+
+// TranscriptWith is Transcript as rd says.
+func TranscriptWith(c net.Conn, rd Reading, answer func(resp *http.Response, body []byte, bodyErr error) string) string {
+	counted := &countingConn{Conn: c}
+	br := bufio.NewReader(counted)
 	var out []string
-	for i := 0; max == 0 || i < max; i++ {
+	for i := 0; rd.Max == 0 || i < rd.Max; i++ {
+		quiet := br.Buffered() == 0
+		before := counted.n
 		m := "GET"
-		if i < len(methods) {
-			m = methods[i]
+		if i < len(rd.Methods) {
+			m = rd.Methods[i]
 		}
-		_ = c.SetReadDeadline(time.Now().Add(wait))
+		d := rd.Wait
+		if i == 0 {
+			d = rd.First
+		}
+		_ = c.SetReadDeadline(time.Now().Add(d))
 		resp, err := http.ReadResponse(br, &http.Request{Method: m})
 		if err != nil {
 			var ne net.Error
 			switch {
+			case errors.As(err, &ne) && ne.Timeout() && quiet && counted.n == before && rd.OnQuiet != nil:
+				// Nothing of an answer was read (a read that timed out
+				// leaves a TLS connection usable): go on after OnQuiet.
+				rd.OnQuiet()
+				rd.OnQuiet = nil
+				i--
+				continue
 			case errors.As(err, &ne) && ne.Timeout():
 				if br.Buffered() > 0 {
 					out = append(out, fmt.Sprintf("partial(%d)", br.Buffered()))
@@ -51,4 +85,16 @@ func Transcript(c net.Conn, methods []string, max int, wait time.Duration, answe
 		out = append(out, answer(resp, b, berr))
 	}
 	return strings.Join(out, " | ")
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n += int64(n)
+	return n, err
 }
