@@ -77,17 +77,26 @@ func TestS16PeerClusterThroughLimiterAndStop(t *testing.T) {
 	if a.peerConns.Open()+b.peerConns.Open() == 0 {
 		t.Error("peer answers came but no cluster listener connection is counted")
 	}
-	resp, err := http.Get("http://" + a.AdminAddr() + "/status.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The page and the limiter are read at two moments, and a peer's
+	// connection may close between them (a review: 3 of 80 loaded runs):
+	// the page must agree with the limiter at least once in a few reads.
 	var st struct {
 		Peer *PeerConnectionStatus `json:"peer_connections"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if st.Peer == nil || st.Peer.PerAddress < 64 || st.Peer.Open != a.peerConns.Open() {
-		t.Errorf("status.json peer_connections %+v (open now %d)", st.Peer, a.peerConns.Open())
+	openNow := -1
+	for try := 0; try < 20 && (st.Peer == nil || st.Peer.Open != openNow); try++ {
+		time.Sleep(time.Duration(try) * 20 * time.Millisecond)
+		resp, err := http.Get("http://" + a.AdminAddr() + "/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Peer = nil
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		openNow = a.peerConns.Open()
+	}
+	if st.Peer == nil || st.Peer.PerAddress < 64 || st.Peer.Open != openNow {
+		t.Errorf("status.json peer_connections %+v (open now %d)", st.Peer, openNow)
 	}
 	if v := metricValue(t, a, "edge_peer_connections_refused_total", "reason", "per_client"); v != 0 {
 		t.Errorf("refused %v", v)
