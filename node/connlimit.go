@@ -1,10 +1,14 @@
 package node
 
 import (
+	"crypto/tls"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,6 +35,14 @@ type connLimiter struct {
 	byAddr map[netip.Prefix]int // by client (clientaddr.Of: an IPv6 client is its /64)
 
 	refused *prometheus.CounterVec // by reason: max, per_client
+
+	// evicted, when set, makes room for a connection over a bound by
+	// closing the oldest connection of that bound that is not in a request
+	// (newAdminConnLimiter; counted here by reason), and conns holds what
+	// that choice is made from: every connection admitted since.
+	evicted *prometheus.CounterVec
+	conns   map[*limitedConn]struct{}
+	seq     uint64 // order of admission, for "oldest"
 	// refusedInitials counts QUIC connection attempts refused from their
 	// first packets, before a handshake (admitInitial), by reason: per
 	// packet, as quic-go asks once for each Initial packet of a client's
@@ -132,14 +144,27 @@ func newPeerConnLimiter(perAddr int, reg prometheus.Registerer) *connLimiter {
 // per node, a browser six per host, a purge or reload script a handful;
 // 64 from one address leaves a script's concurrency room, and 256 in all
 // (a quarter of the smallest reserve, 1,024) is far below what serving
-// needs. The bound in all is the one that keeps descriptors: a stranger
-// from many addresses can take the admin port's 256 and shut the operator
-// out of it until their connections time out (keep the port on a private
-// network or loopback, its default), but not out of serving.
+// needs. A connection over a bound does not simply bounce, or the
+// stalled connections that fill it would shut the operator out (every
+// local user shares 127.0.0.1, and the review test of 300 stalled TLS
+// handshakes expects the operator's to succeed among them): the oldest
+// connection of that bound that is not in a request (a handshake or head
+// not finished, or idle between requests) is closed to make room. Only
+// connections in a request are kept, and adminRequestTimeout ends those.
 const (
 	adminConnectionsPerAddress = 64
 	adminConnectionsMax        = 256
 )
+
+// adminRequestTimeout bounds a request on the admin listener from its
+// head to its answer's last byte (http.Server ReadTimeout and
+// WriteTimeout): a body that never comes or an answer never read ends
+// then, and its connection with it, instead of holding a slot eviction
+// cannot take. Two minutes is above any purge or reload, and pprof
+// refuses a profile or trace as long (its handlers check WriteTimeout),
+// where a shorter read timeout would cut one short: net/http's
+// background read ends the request when it passes.
+const adminRequestTimeout = 2 * time.Minute
 
 // newAdminConnLimiter bounds the admin listener's connections, in all and
 // per address (an IPv6 /64, as for clients).
@@ -147,12 +172,18 @@ func newAdminConnLimiter(reg prometheus.Registerer) *connLimiter {
 	l := &connLimiter{max: adminConnectionsMax, perClient: adminConnectionsPerAddress, byAddr: make(map[netip.Prefix]int),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_admin_connections_refused_total",
-			Help: "Connections to the admin listener closed as soon as accepted, by the bound they were over: max (256 in all) or per_client (64 from one address).",
-		}, []string{"reason"})}
+			Help: "Connections to the admin listener closed as soon as accepted, by the bound they were over (max: 256 in all; per_client: 64 from one address) when every connection of that bound was in a request.",
+		}, []string{"reason"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_admin_connections_evicted_total",
+			Help: "Admin listener connections not in a request (a handshake or head unfinished, or idle) closed to make room for a new one over a bound, by the bound: max or per_client.",
+		}, []string{"reason"}),
+		conns: make(map[*limitedConn]struct{})}
 	for _, r := range []string{refusedMax, refusedPerClient} {
 		l.refused.WithLabelValues(r)
+		l.evicted.WithLabelValues(r)
 	}
-	reg.MustRegister(l.refused,
+	reg.MustRegister(l.refused, l.evicted,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_admin_connections", Help: "Connections open on the admin listener (status page, metrics, purges, reloads)."},
 			func() float64 { return float64(l.Open()) }))
 	return l
@@ -219,10 +250,17 @@ func (l *connLimiter) overLocked(client netip.Prefix) string {
 }
 
 // release gives back what admit counted for addr.
-func (l *connLimiter) release(addr netip.Addr) {
+func (l *connLimiter) release(addr netip.Addr) { l.releaseConn(addr, nil) }
+
+// releaseConn is release for a connection the listener admitted (c, which
+// eviction no longer chooses from), or for a slot alone (nil).
+func (l *connLimiter) releaseConn(addr netip.Addr, c *limitedConn) {
 	client := clientaddr.Of(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if c != nil {
+		delete(l.conns, c)
+	}
 	l.open--
 	if n := l.byAddr[client] - 1; n > 0 {
 		l.byAddr[client] = n
@@ -260,11 +298,83 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 			return c, nil // not a client's TCP connection: nothing to bound
 		}
 		addr := ipOf(c.RemoteAddr())
-		if ll.l.admit(addr) != "" {
+		lc, ok := ll.l.admitConn(tc, addr)
+		if !ok {
 			_ = c.Close()
 			continue
 		}
-		return &limitedConn{TCPConn: tc, release: func() { ll.l.release(addr) }}, nil
+		return lc, nil
+	}
+}
+
+// admitConn admits a TCP connection from addr, making room for it by
+// eviction where the limiter evicts; false: it is over a bound (counted).
+func (l *connLimiter) admitConn(tc *net.TCPConn, addr netip.Addr) (*limitedConn, bool) {
+	if l.evicted == nil {
+		if l.admit(addr) != "" {
+			return nil, false
+		}
+		return &limitedConn{TCPConn: tc, release: func() { l.release(addr) }}, true
+	}
+	client := clientaddr.Of(addr)
+	// A victim's slot comes back as it closes; another connection may
+	// close or come in meanwhile, so look again, a few times at most.
+	for range 4 {
+		l.mu.Lock()
+		reason := l.overLocked(client)
+		if reason == "" {
+			l.open++
+			l.byAddr[client]++
+			l.seq++
+			lc := &limitedConn{TCPConn: tc, client: client, admitted: l.seq}
+			lc.release = func() { l.releaseConn(addr, lc) }
+			l.conns[lc] = struct{}{}
+			l.mu.Unlock()
+			return lc, true
+		}
+		victim := l.oldestIdleLocked(client, reason)
+		l.mu.Unlock()
+		if victim == nil {
+			break
+		}
+		l.evicted.WithLabelValues(reason).Inc()
+		_ = victim.Close()
+	}
+	reason := refusedMax
+	l.mu.Lock()
+	if r := l.overLocked(client); r != "" {
+		reason = r
+	}
+	l.mu.Unlock()
+	l.refused.WithLabelValues(reason).Inc()
+	return nil, false
+}
+
+// oldestIdleLocked is the connection admitted first, of the bound reason
+// names (per_client: client's; max: any), that is not in a request; nil
+// if every one is. Under l.mu.
+func (l *connLimiter) oldestIdleLocked(client netip.Prefix, reason string) *limitedConn {
+	var oldest *limitedConn
+	for c := range l.conns {
+		if c.inRequest.Load() || (reason == refusedPerClient && c.client != client) {
+			continue
+		}
+		if oldest == nil || c.admitted < oldest.admitted {
+			oldest = c
+		}
+	}
+	return oldest
+}
+
+// trackRequests is the http.Server ConnState hook of a listener whose
+// limiter evicts: a connection in a request (StateActive, or hijacked) is
+// not evicted.
+func trackRequests(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitedConn); ok {
+		lc.inRequest.Store(st == http.StateActive || st == http.StateHijacked)
 	}
 }
 
@@ -276,6 +386,12 @@ type limitedConn struct {
 	*net.TCPConn
 	once    sync.Once
 	release func()
+
+	// For a limiter that evicts (connLimiter.evicted): the connection's
+	// client, its order of admission, and whether it is in a request.
+	client    netip.Prefix
+	admitted  uint64
+	inRequest atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
@@ -306,11 +422,13 @@ type PeerConnectionStatus struct {
 // AdminConnectionStatus is the status page's view of the admin
 // listener's connection bounds (newAdminConnLimiter).
 type AdminConnectionStatus struct {
-	Open             int     `json:"open"`
-	Max              int     `json:"max"`
-	PerAddress       int     `json:"per_address"`
-	RefusedMax       float64 `json:"refused_max"`
-	RefusedPerClient float64 `json:"refused_per_address"`
+	Open              int     `json:"open"`
+	Max               int     `json:"max"`
+	PerAddress        int     `json:"per_address"`
+	RefusedMax        float64 `json:"refused_max"`
+	RefusedPerAddress float64 `json:"refused_per_address"`
+	// Connections not in a request closed to make room (both bounds).
+	Evicted float64 `json:"evicted"`
 }
 
 // ipOf is a TCP or QUIC connection's remote IP address.

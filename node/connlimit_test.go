@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgecache/edge/config"
 )
 
 func TestConnLimiterCounts(t *testing.T) {
@@ -219,16 +224,29 @@ func TestConnLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
 	}
 }
 
-// TestTheAdminListenerBoundsConnections: connections to the admin
-// listener over its bound for one address, or in all, are closed as soon
-// as accepted and counted by reason (status page and metrics), and a slot
-// comes back when a connection closes, so the operator gets in again; the
-// status page itself is served through the bound.
+// TestTheAdminListenerBoundsConnections: over a bound of the admin
+// listener (one address, or in all) a new connection gets in and the oldest
+// of that bound not in a request (here: connected, nothing sent) is closed
+// and counted; while every one is in a request (a head whose body never
+// comes), a new one is closed at once and counted as refused. The status
+// page is served through the bound and shows both counts.
 func TestTheAdminListenerBoundsConnections(t *testing.T) {
 	origin := s16Origin(t)
 	n := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\norigin: {url: '"+origin.URL+"'}\n")
 	if n.admConns.perClient != adminConnectionsPerAddress || n.admConns.max != adminConnectionsMax {
 		t.Fatalf("admin bounds %d per address, %d in all; want %d and %d", n.admConns.perClient, n.admConns.max, adminConnectionsPerAddress, adminConnectionsMax)
+	}
+	if n.admin.ReadTimeout != adminRequestTimeout || n.admin.WriteTimeout != adminRequestTimeout {
+		t.Errorf("admin request timeouts %v, %v; want %v", n.admin.ReadTimeout, n.admin.WriteTimeout, adminRequestTimeout)
+	}
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", n.AdminAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
 	for _, c := range []struct {
 		perAddr, max int
@@ -238,30 +256,51 @@ func TestTheAdminListenerBoundsConnections(t *testing.T) {
 		n.admConns.perClient, n.admConns.max = c.perAddr, c.max
 		n.admConns.mu.Unlock()
 		s16WaitOpen(n.admConns, 0, 3*time.Second)
-		var held []net.Conn
-		for range 2 {
-			conn, err := net.Dial("tcp", n.AdminAddr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, conn)
-		}
+		older, newer := dial(), dial()
 		if got := s16WaitOpen(n.admConns, 2, 2*time.Second); got != 2 {
 			t.Fatalf("%s: %d admin connections counted, want 2", c.reason, got)
 		}
-		before := counterOf(n.admConns.refused.WithLabelValues(c.reason))
-		over, err := net.Dial("tcp", n.AdminAddr())
-		if err != nil {
-			t.Fatal(err)
+		evicted := counterOf(n.admConns.evicted.WithLabelValues(c.reason))
+		third := dial()
+		if !closedAtOnce(t, older) {
+			t.Errorf("%s: over a bound of 2, the oldest idle connection was not closed for a new one", c.reason)
 		}
-		if !closedAtOnce(t, over) {
-			t.Errorf("%s: a third admin connection over a bound of 2 was kept", c.reason)
+		if !stillOpen(newer) || !stillOpen(third) {
+			t.Errorf("%s: a connection other than the oldest was closed", c.reason)
 		}
-		over.Close()
-		if got := counterOf(n.admConns.refused.WithLabelValues(c.reason)); got != before+1 {
-			t.Errorf("%s: refusals counted %v, want %v", c.reason, got, before+1)
+		if got := counterOf(n.admConns.evicted.WithLabelValues(c.reason)); got != evicted+1 {
+			t.Errorf("%s: evictions counted %v, want %v", c.reason, got, evicted+1)
 		}
-		held[0].Close()
+		// Both now in a request: heads whose bodies never come.
+		for _, conn := range []net.Conn{newer, third} {
+			if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			n.admConns.mu.Lock()
+			busy := 0
+			for lc := range n.admConns.conns {
+				if lc.inRequest.Load() {
+					busy++
+				}
+			}
+			n.admConns.mu.Unlock()
+			if busy == 2 {
+				break
+			}
+		}
+		refused := counterOf(n.admConns.refused.WithLabelValues(c.reason))
+		if !closedAtOnce(t, dial()) {
+			t.Errorf("%s: a connection over a bound whose connections are all in a request was kept", c.reason)
+		}
+		if got := counterOf(n.admConns.refused.WithLabelValues(c.reason)); got != refused+1 {
+			t.Errorf("%s: refusals counted %v, want %v", c.reason, got, refused+1)
+		}
+		if !stillOpen(newer) || !stillOpen(third) {
+			t.Errorf("%s: a connection in a request was closed to make room", c.reason)
+		}
+		newer.Close()
 		s16WaitOpen(n.admConns, 1, 2*time.Second)
 		resp, err := http.Get("http://" + n.AdminAddr() + "/status.json")
 		if err != nil {
@@ -273,14 +312,96 @@ func TestTheAdminListenerBoundsConnections(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := st.AdminConnections.RefusedPerClient
-		if c.reason == refusedMax {
-			want = st.AdminConnections.RefusedMax
-		}
-		if want != before+1 || st.AdminConnections.Open < 2 {
-			t.Errorf("%s: status page %+v, want the refusal counted and this page's connection open", c.reason, st.AdminConnections)
+		if st.AdminConnections.RefusedMax+st.AdminConnections.RefusedPerAddress != refused+1+refusedOther(st, c.reason) || st.AdminConnections.Evicted < 1 || st.AdminConnections.Open < 2 {
+			t.Errorf("%s: status page %+v, want the refusal and the eviction counted and this page's connection open", c.reason, st.AdminConnections)
 		}
 		http.DefaultClient.CloseIdleConnections()
-		held[1].Close()
+		third.Close()
 	}
+}
+
+// stillOpen reports whether conn is open a moment later (an answer read
+// counts as open): for connections a check just before should have spared.
+func stillOpen(conn net.Conn) bool {
+	_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	n, err := conn.Read(make([]byte, 1))
+	_ = conn.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return n > 0 || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// refusedOther is the status page's admin refusals of the reason that is
+// not reason.
+func refusedOther(st Status, reason string) float64 {
+	if reason == refusedMax {
+		return st.AdminConnections.RefusedPerAddress
+	}
+	return st.AdminConnections.RefusedMax
+}
+
+// TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft: a head whose
+// body never comes holds its connection (and admin slot) only until the
+// request timeout, where before nothing ended it (a review: 256 of them
+// shut the operator out for good); and a stop ends admin requests still
+// under way at its deadline, slots and goroutines with them. The request
+// timeout is shortened here from its two minutes.
+func TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft(t *testing.T) {
+	stallHead := "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n"
+	n, stop := s18AdminNode(t, time.Second)
+	stalled, err := net.Dial("tcp", n.AdminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := io.WriteString(stalled, stallHead); err != nil {
+		t.Fatal(err)
+	}
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, stalled); err != nil {
+		t.Errorf("a request whose body never came: %v before the connection ended (want it ended after the request timeout)", err)
+	}
+	if got := s16WaitOpen(n.admConns, 0, 3*time.Second); got != 0 {
+		t.Errorf("%d admin slots held after the stalled request ended", got)
+	}
+	stop()
+
+	// A stop (shutdown_timeout 1s) with a request under way longer.
+	n, stop = s18AdminNode(t, time.Minute)
+	busy, err := net.Dial("tcp", n.AdminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if _, err := io.WriteString(busy, stallHead); err != nil {
+		t.Fatal(err)
+	}
+	s16WaitOpen(n.admConns, 1, 3*time.Second)
+	began := time.Now()
+	stop()
+	if got := n.admConns.Open(); got != 0 {
+		t.Errorf("after the stop (%v), %d admin slots still held", time.Since(began).Round(time.Millisecond), got)
+	}
+}
+
+// s18AdminNode runs a node whose admin request timeout is timeout
+// (shutdown_timeout 1s); stop ends its Run and waits for it.
+func s18AdminNode(t *testing.T, timeout time.Duration) (*Node, func()) {
+	t.Helper()
+	origin := s16Origin(t)
+	cfg, err := config.LoadBytes([]byte("node_id: a\nlisten: '" + freeAddr(t) + "'\nshutdown_timeout: 1s\nadmin: {listen: '" + freeAddr(t) + "'}\norigin: {url: '" + origin.URL + "'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.admin.ReadTimeout, n.admin.WriteTimeout = timeout, timeout // before it serves
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return n, stop
 }

@@ -289,6 +289,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), n.peerHitM)
 	}
 	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: adminRequestTimeout, WriteTimeout: adminRequestTimeout, ConnState: trackRequests,
 		// A connection left idle (or a handshake never finished) is closed,
 		// and failed handshakes go to the node's log at debug level, as on
 		// the public listeners: with admin.tls the port may face a network
@@ -651,7 +652,9 @@ func (n *Node) Run(ctx context.Context) error {
 		if n.peerHits != nil {
 			n.peerHits.Drain()
 		}
-		_ = n.peerSrv.Shutdown(sctx)
+		if perr := n.peerSrv.Shutdown(sctx); perr != nil {
+			_ = n.peerSrv.Close()
+		}
 		if n.peerHits != nil {
 			_ = n.peerHits.WaitWrites(sctx)
 		}
@@ -665,7 +668,12 @@ func (n *Node) Run(ctx context.Context) error {
 		stopCluster()
 		_ = n.peerUDP.Close()
 	}
-	_ = n.admin.Shutdown(sctx)
+	if aerr := n.admin.Shutdown(sctx); aerr != nil {
+		// Requests still under way at the deadline (a profile, a client
+		// that reads nothing) end now, their slots and goroutines with
+		// them, as on the public listener (a review).
+		_ = n.admin.Close()
+	}
 	if n.cluster != nil {
 		// After the admin listener: no purge comes in after it, and what
 		// the last ones owe is written before the next process may start.

@@ -110,13 +110,17 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 	<-written
 	wait := 700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40
 	rd := e2e.Reading{Methods: methods, Max: 60, First: wait, Wait: wait}
-	if mode == s11tlsByteEach {
+	switch mode {
+	case s11tlsByteEach:
 		// A head of 4 KiB in as many records, under -race on a loaded
 		// machine, was read "open" after 0.8 s (2026-12-06): the server's
 		// reading lags the writer's.
 		rd.First = 5 * time.Second
-	}
-	if mode == s11tlsCloseNotify {
+	case s11tlsCloseNotify:
+		// OnQuiet runs once nothing has come for the wait: 5 s for the
+		// first answer, so that a slow server is not sent the half-close
+		// before it answers (the race this mode must stay clear of).
+		rd.First = 5 * time.Second
 		rd.OnQuiet = func() { _ = c.CloseWrite() }
 	}
 	return e2e.TranscriptWith(c, rd, func(resp *http.Response, b []byte, berr error) string {

@@ -133,7 +133,8 @@ func (n *Node) Snapshot() Status {
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
 		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
 	s.AdminConnections = AdminConnectionStatus{Open: n.admConns.Open(), Max: n.admConns.max, PerAddress: n.admConns.perClient,
-		RefusedMax: counterOf(n.admConns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.admConns.refused.WithLabelValues(refusedPerClient))}
+		RefusedMax: counterOf(n.admConns.refused.WithLabelValues(refusedMax)), RefusedPerAddress: counterOf(n.admConns.refused.WithLabelValues(refusedPerClient)),
+		Evicted: counterOf(n.admConns.evicted.WithLabelValues(refusedMax)) + counterOf(n.admConns.evicted.WithLabelValues(refusedPerClient))}
 	if pc := n.peerConns; pc != nil {
 		s.PeerConnections = &PeerConnectionStatus{Open: pc.Open(), PerAddress: pc.perClient, Refused: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
 	}
@@ -321,7 +322,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <p>fresh hits answered without net/http: {{.Answered}} · open plain connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>requests given to net/http, by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 {{with .PeerConnections}}<h2>Cluster listener connections</h2><p>{{count .Open}} open, at most {{count .PerAddress}} from one address (half the descriptors kept back from clients) · closed at once over it: {{count .Refused}}</p>{{end}}
-{{with .AdminConnections}}<h2>Admin listener connections</h2><p>{{count .Open}} open (this page's included), at most {{count .Max}} in all and {{count .PerAddress}} from one address · closed at once over them: {{count .RefusedMax}} (in all), {{count .RefusedPerClient}} (one address)</p>{{end}}
+{{with .AdminConnections}}<h2>Admin listener connections</h2><p>{{count .Open}} open (this page's included), at most {{count .Max}} in all and {{count .PerAddress}} from one address · idle or unfinished ones closed to make room: {{count .Evicted}} · new ones closed at once, every one in a request: {{count .RefusedMax}} (in all), {{count .RefusedPerAddress}} (one address)</p>{{end}}
 {{with .PeerHitPath}}<h2>Cluster listener read loop</h2>
 <p>peers' requests answered with a fresh hit without net/http: {{.Answered}} · open peer connections {{.Connections}} · left to net/http for good {{.Kept}}</p>
 <table><tr><th>peer requests given to net/http (misses, climbs on, refusals), by reason</th><th>requests</th></tr>{{range $k, $v := .Passed}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
