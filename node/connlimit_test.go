@@ -232,7 +232,7 @@ func TestConnLimiterCountsAnIPv6ClientByItsNetwork(t *testing.T) {
 // page is served through the bound and shows both counts.
 func TestTheAdminListenerBoundsConnections(t *testing.T) {
 	origin := s16Origin(t)
-	n := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\norigin: {url: '"+origin.URL+"'}\n")
+	n := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"', token: tok}\norigin: {url: '"+origin.URL+"'}\n")
 	if n.admConns.perClient != adminConnectionsPerAddress || n.admConns.max != adminConnectionsMax {
 		t.Fatalf("admin bounds %d per address, %d in all; want %d and %d", n.admConns.perClient, n.admConns.max, adminConnectionsPerAddress, adminConnectionsMax)
 	}
@@ -271,9 +271,9 @@ func TestTheAdminListenerBoundsConnections(t *testing.T) {
 		if got := counterOf(n.admConns.evicted.WithLabelValues(c.reason)); got != evicted+1 {
 			t.Errorf("%s: evictions counted %v, want %v", c.reason, got, evicted+1)
 		}
-		// Both now in a request: heads whose bodies never come.
+		// Both now in a request: symbol lookups whose bodies stop coming.
 		for _, conn := range []net.Conn{newer, third} {
-			if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"); err != nil {
+			if _, err := io.WriteString(conn, "POST /debug/pprof/symbol HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Length: 50\r\n\r\n0x1+"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -339,29 +339,35 @@ func refusedOther(st Status, reason string) float64 {
 	return st.AdminConnections.RefusedMax
 }
 
-// TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft: a head whose
-// body never comes holds its connection (and admin slot) only until the
-// request timeout, where before nothing ended it (a review: 256 of them
-// shut the operator out for good); and a stop ends admin requests still
-// under way at its deadline, slots and goroutines with them. The request
-// timeout is shortened here from its two minutes.
+// TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft: a request whose
+// body stops coming ends (and its connection and admin slot with it) at
+// the request timeout, where before nothing ended it (a review: 256 of
+// them shut the operator out for good); a body the handler never reads
+// ends the connection as soon as the answer is out; and a stop ends admin
+// requests still under way at its deadline, slots and goroutines with
+// them. The request timeout is shortened here from its two minutes.
 func TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft(t *testing.T) {
-	stallHead := "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n"
+	// A symbol lookup whose body stops after 4 of 50 bytes: pprof reads it.
+	stallBody := "POST /debug/pprof/symbol HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Length: 50\r\n\r\n0x1+"
 	n, stop := s18AdminNode(t, time.Second)
-	stalled, err := net.Dial("tcp", n.AdminAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
-	if _, err := io.WriteString(stalled, stallHead); err != nil {
-		t.Fatal(err)
-	}
-	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, stalled); err != nil {
-		t.Errorf("a request whose body never came: %v before the connection ended (want it ended after the request timeout)", err)
-	}
-	if got := s16WaitOpen(n.admConns, 0, 3*time.Second); got != 0 {
-		t.Errorf("%d admin slots held after the stalled request ended", got)
+	for _, raw := range []string{stallBody, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n"} {
+		c, err := net.Dial("tcp", n.AdminAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		began := time.Now()
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("%.20q: %v before the connection ended (want it ended by the request timeout)", raw, err)
+		}
+		t.Logf("%.20q: ended after %v", raw, time.Since(began).Round(time.Millisecond))
+		if got := s16WaitOpen(n.admConns, 0, 3*time.Second); got != 0 {
+			t.Errorf("%.20q: %d admin slots held after the request ended", raw, got)
+		}
 	}
 	stop()
 
@@ -372,7 +378,7 @@ func TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	if _, err := io.WriteString(busy, stallHead); err != nil {
+	if _, err := io.WriteString(busy, stallBody); err != nil {
 		t.Fatal(err)
 	}
 	s16WaitOpen(n.admConns, 1, 3*time.Second)
@@ -383,12 +389,44 @@ func TestAdminRequestsThatStallEndAndAStopClosesWhatIsLeft(t *testing.T) {
 	}
 }
 
+// TestABodyThatNeverComesDoesNotHoldAClusterConnection: requests refused
+// on the cluster listener (unsigned) that declare a body and send none are
+// answered and their connections closed at once; before, net/http waited
+// for the body with no deadline and the connection (and its slot of the
+// address's share) was held for good.
+func TestABodyThatNeverComesDoesNotHoldAClusterConnection(t *testing.T) {
+	n := s16OneNode(t, "")
+	base := s16WaitOpen(n.peerConns, 0, 3*time.Second)
+	for _, head := range []string{
+		"GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+		"POST /_edge/purge HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+		"POST /_edge/owed HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", s16PeerAddr(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(c)
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 403") {
+			t.Errorf("%.24q: read %.40q, %v; want a 403 and the connection closed", head, b, err)
+		}
+	}
+	if got := s16WaitOpen(n.peerConns, base, 3*time.Second); got != base {
+		t.Errorf("cluster listener connections open %d, want %d", got, base)
+	}
+}
+
 // s18AdminNode runs a node whose admin request timeout is timeout
 // (shutdown_timeout 1s); stop ends its Run and waits for it.
 func s18AdminNode(t *testing.T, timeout time.Duration) (*Node, func()) {
 	t.Helper()
 	origin := s16Origin(t)
-	cfg, err := config.LoadBytes([]byte("node_id: a\nlisten: '" + freeAddr(t) + "'\nshutdown_timeout: 1s\nadmin: {listen: '" + freeAddr(t) + "'}\norigin: {url: '" + origin.URL + "'}\n"))
+	cfg, err := config.LoadBytes([]byte("node_id: a\nlisten: '" + freeAddr(t) + "'\nshutdown_timeout: 1s\nadmin: {listen: '" + freeAddr(t) + "', token: tok}\norigin: {url: '" + origin.URL + "'}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
-		n.peerSrv = &http.Server{Handler: cl.PeerHandler(n.servePeer, h.Purge), ReadHeaderTimeout: 10 * time.Second,
+		n.peerSrv = &http.Server{Handler: withBodyDeadline(cl.PeerHandler(n.servePeer, h.Purge), peerBodyTimeout), ReadHeaderTimeout: 10 * time.Second,
 			// Longer than a sender keeps an idle connection in its pool,
 			// so that the sender closes it; but never unbounded.
 			IdleTimeout: cluster.PeerIdleTimeout,
@@ -288,7 +288,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.peerHitM = hitpath.NewMetrics(nil)
 		n.peerHits = hitpath.NewListener(n.peerLn, peerCfg, cl.PeerHits(peerHitServer{n}), n.peerHitM)
 	}
-	n.admin = &http.Server{Handler: n.adminRouter(), ReadHeaderTimeout: 10 * time.Second,
+	n.admin = &http.Server{Handler: withBodyDeadline(n.adminRouter(), 0), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: adminRequestTimeout, WriteTimeout: adminRequestTimeout, ConnState: trackRequests,
 		// A connection left idle (or a handshake never finished) is closed,
 		// and failed handshakes go to the node's log at debug level, as on

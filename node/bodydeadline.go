@@ -1,0 +1,69 @@
+package node
+
+import (
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// peerBodyTimeout is how long a request on the cluster listener may take
+// to send its body (withBodyDeadline). Its bodies are small (a purge's
+// list of what it stands for, a pull of what is owed) and come from
+// peers: 30 s is far above what they need on any network the cluster
+// runs over.
+const peerBodyTimeout = 30 * time.Second
+
+// withBodyDeadline bounds the time a request's body may take, for
+// listeners whose http.Server cannot have a ReadTimeout (the cluster
+// listener: a ReadTimeout would also end a peer's long stream, as
+// net/http's background read cancels the request when it passes). Before
+// it, a head declaring a body that never came held its connection for
+// good: a handler that answers without reading the body (any refused
+// request: unsigned, unknown path) leaves net/http to read up to 256 KiB
+// of it before the answer, with no deadline (a review reproduced it on
+// the cluster listener: 25 s and counting, the connection and its slot
+// held). The body gets timeout to arrive, the deadline lifted once it
+// has (so that a long answer after it is not cut); a body the handler
+// did not read to its end is given up at once when it returns, and
+// net/http then closes the connection after the answer. With timeout 0
+// only the latter: for a server whose ReadTimeout bounds the body (the
+// admin listener's), which a deadline set here would replace.
+func withBodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if timeout > 0 {
+			if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+				next.ServeHTTP(w, r) // a writer without deadlines: nothing to bound here
+				return
+			}
+		}
+		body := &deadlineBody{ReadCloser: r.Body, rc: rc, lift: timeout > 0}
+		r.Body = body
+		next.ServeHTTP(w, r)
+		if !body.ended.Load() {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// deadlineBody lifts the read deadline withBodyDeadline set once the body
+// has ended.
+type deadlineBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	lift  bool // a deadline was set: lift it at the end
+	ended atomic.Bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.ended.Swap(true) && b.lift {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
