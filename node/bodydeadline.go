@@ -17,18 +17,23 @@ const peerBodyTimeout = 30 * time.Second
 // withBodyDeadline bounds the time a request's body may take, for
 // listeners whose http.Server cannot have a ReadTimeout (the cluster
 // listener: a ReadTimeout would also end a peer's long stream, as
-// net/http's background read cancels the request when it passes). Before
-// it, a head declaring a body that never came held its connection for
-// good: a handler that answers without reading the body (any refused
-// request: unsigned, unknown path) leaves net/http to read up to 256 KiB
-// of it before the answer, with no deadline (a review reproduced it on
-// the cluster listener: 25 s and counting, the connection and its slot
-// held). The body gets timeout to arrive, the deadline lifted once it
-// has (so that a long answer after it is not cut); a body the handler
-// did not read to its end is given up at once when it returns, and
-// net/http then closes the connection after the answer. With timeout 0
-// only the latter: for a server whose ReadTimeout bounds the body (the
-// admin listener's), which a deadline set here would replace.
+// net/http's background read cancels the request when it passes), and
+// ends a body its handler left unread. Before it, a head declaring a body
+// that never came held its connection for good wherever a handler
+// answered without reading the body (a refused peer request: unsigned, an
+// unknown path; on the public listeners a host no site serves, a rate
+// limit, the redirect to HTTPS): net/http reads up to 256 KiB of it
+// before the answer, with no deadline (reproduced on the cluster listener
+// and on the public one, where such connections count against
+// limits.max_connections and idle_timeout never applies to them). The
+// body gets timeout to arrive, the deadline lifted once it has (so that a
+// long answer after it is not cut); a body the handler did not read to
+// its end is given up at once when it returns, and net/http then closes
+// the connection after the answer. With timeout 0 only the latter: for a
+// server whose ReadTimeout bounds the body (the admin listener's), or
+// whose handler does (the public listeners: the proxy's body rate limit,
+// limits.body_timeout and limits.min_body_rate), which a deadline set
+// here would replace.
 func withBodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {

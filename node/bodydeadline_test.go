@@ -63,3 +63,37 @@ func TestWithBodyDeadline(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestAnswersWithoutTheBodyEndThePublicConnection: on the public listener,
+// answers given before the proxy reads a body (a host no site serves, a
+// host that is not one, a rate limit) end a connection whose declared body
+// never comes, once they are out; before, such a connection was held for
+// good (idle_timeout does not apply to a request under way) and counted
+// against limits.max_connections.
+func TestAnswersWithoutTheBodyEndThePublicConnection(t *testing.T) {
+	o := s16Origin(t)
+	n := startNodeYAML(t, "node_id: a\nlisten: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"'}\nsites:\n  - name: shop\n    hosts: [shop.test]\n    origins: ['"+o.URL+"']\n    rate_limit: {rate: 1, burst: 1}\n")
+	for _, c := range []struct{ head, status string }{
+		{"GET /x HTTP/1.1\r\nHost: nosuch.test\r\nContent-Length: 1\r\n\r\n", "421"},
+		{"GET /x HTTP/1.1\r\nHost: a:b:c\r\nContent-Length: 1\r\n\r\n", "400"},
+		{"GET /x HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 1\r\n\r\n", "200"}, // the proxy drops it
+		{"POST /x HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 10\r\n\r\n", "429"},
+	} {
+		conn, err := net.Dial("tcp", n.PublicAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, c.head); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 "+c.status) {
+			t.Errorf("%.40q: read %.30q, %v; want %s and the connection closed", c.head, b, err, c.status)
+		}
+	}
+	if got := s16WaitOpen(n.conns, 0, 3*time.Second); got != 0 {
+		t.Errorf("client connections open %d after every answer", got)
+	}
+}

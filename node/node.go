@@ -238,12 +238,16 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	certs := sync.OnceValue(func() *certMetrics { return newCertMetrics(reg) })
 	if cfg.TLS.Listen != "" {
-		if n.tls, err = newTLSFront(cfg, front, log, reg, certs, n.conns); err != nil {
+		if n.tls, err = newTLSFront(cfg, withBodyDeadline(front, 0), log, reg, certs, n.conns); err != nil {
 			return nil, err
 		}
 		n.tls.batch = n.batch
 		n.public.Handler = n.tls.wrapPlain(front)
 	}
+	// Outermost, so that every answer given without the body read (no
+	// site for the host, a rate limit, the redirect to HTTPS) ends the
+	// body at once too, not only the proxy's (which drops its own).
+	n.public.Handler = withBodyDeadline(n.public.Handler, 0)
 	n.hitM = hitpath.NewMetrics(reg)
 	hitCfg := hitpath.Config{IdleTimeout: cfg.Limits.IdleTimeout,
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
