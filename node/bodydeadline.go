@@ -14,6 +14,34 @@ import (
 // runs over.
 const peerBodyTimeout = 30 * time.Second
 
+// peerWriteTimeout is how long a write on the cluster listener may block
+// (withWriteDeadline). Its http.Server can have no WriteTimeout (a peer's
+// stream of a large body may rightly take minutes), and before this
+// nothing bounded a write there: an unauthenticated client that
+// pipelined requests (each refused with a small 403) and read nothing
+// blocked net/http's write for good, holding the connection and a slot
+// of its address's share (a review). A peer reads as fast as the slowest
+// reader of the fill it feeds, which each of its own writes may hold up
+// to limits.write_timeout: twice that, and never under 10 s.
+func peerWriteTimeout(clientWrite time.Duration) time.Duration {
+	return max(2*clientWrite, 10*time.Second)
+}
+
+// withWriteDeadline gives a request's answer timeout for its writes: from
+// the request's start (an answer written while the handler runs: an
+// indicator, a refusal that fills the buffer), and again when the handler
+// returns (what net/http then flushes: most answers, after however long
+// the handler waited, a purge's for one). A long answer renews it per
+// chunk itself (the proxy's writes).
+func withWriteDeadline(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		next.ServeHTTP(w, r)
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+	})
+}
+
 // withBodyDeadline bounds the time a request's body may take, for
 // listeners whose http.Server cannot have a ReadTimeout (the cluster
 // listener: a ReadTimeout would also end a peer's long stream, as

@@ -166,6 +166,11 @@ const (
 // background read ends the request when it passes.
 const adminRequestTimeout = 2 * time.Minute
 
+// adminWriteByteTimeout: an HTTP/2 connection on the admin listener whose
+// writes move no byte for this long is closed (http.HTTP2Config
+// WriteByteTimeout).
+const adminWriteByteTimeout = 30 * time.Second
+
 // newAdminConnLimiter bounds the admin listener's connections, in all and
 // per address (an IPv6 /64, as for clients).
 func newAdminConnLimiter(reg prometheus.Registerer) *connLimiter {

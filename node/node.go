@@ -220,7 +220,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		if peerTLS != nil {
 			n.peerLn = tls.NewListener(n.peerLn, peerTLS)
 		}
-		n.peerSrv = &http.Server{Handler: withBodyDeadline(cl.PeerHandler(n.servePeer, h.Purge), peerBodyTimeout), ReadHeaderTimeout: 10 * time.Second,
+		n.peerSrv = &http.Server{Handler: withWriteDeadline(withBodyDeadline(cl.PeerHandler(n.servePeer, h.Purge), peerBodyTimeout), peerWriteTimeout(cfg.Limits.WriteTimeout)), ReadHeaderTimeout: 10 * time.Second,
 			// Longer than a sender keeps an idle connection in its pool,
 			// so that the sender closes it; but never unbounded.
 			IdleTimeout: cluster.PeerIdleTimeout,
@@ -294,6 +294,12 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.admin = &http.Server{Handler: withBodyDeadline(n.adminRouter(), 0), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: adminRequestTimeout, WriteTimeout: adminRequestTimeout, ConnState: trackRequests,
+		// Over admin.tls with HTTP/2, WriteTimeout only resets a stream
+		// (a frame a client that reads nothing never lets out): a write
+		// that moves no byte for this long ends the connection (a review:
+		// 200 unread /metrics held one for good, in a request, so never
+		// evicted).
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: adminWriteByteTimeout},
 		// A connection left idle (or a handshake never finished) is closed,
 		// and failed handshakes go to the node's log at debug level, as on
 		// the public listeners: with admin.tls the port may face a network

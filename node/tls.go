@@ -142,6 +142,14 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 			// net/http's server already refuses rapid resets (streams
 			// opened and cancelled faster than they are served) since
 			// CVE-2023-44487.
+			//
+			// Its WriteTimeout only resets a stream, with a frame a
+			// client that reads nothing never lets out: without a bound
+			// on the connection's writes, such a client held its
+			// connection and max_connections slot for good (a review,
+			// tuning.http2_server: go). As edge's server does, a write
+			// that moves no byte for write_timeout ends the connection.
+			WriteByteTimeout: cfg.Limits.WriteTimeout,
 		},
 	}
 	if cfg.Tuning.HTTP2Server == "edge" {
