@@ -1,8 +1,10 @@
 package node
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -76,13 +78,56 @@ func withBodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 			}
 		}
 		body := &deadlineBody{ReadCloser: r.Body, rc: rc, lift: timeout > 0}
-		r.Body = body
-		next.ServeHTTP(w, r)
+		// A copy for the handler: net/http keeps its own request, and
+		// after the handler reads its body's type to decide what to do
+		// with what is left (discard it, or close the connection after
+		// an early Close or an Expect: 100-continue it never answered),
+		// which a body of another type here hid from it (a review: the
+		// next request parsed from a closed body's rest).
+		inner := *r
+		inner.Body = body
+		next.ServeHTTP(w, &inner)
 		if !body.ended.Load() {
-			_ = rc.SetReadDeadline(time.Now())
+			endUnreadBody(rc, r)
 		}
 	})
 }
+
+// unreadBodyGrace is how long endUnreadBody waits for what is left of a
+// body its handler did not read: what has arrived is read, the rest not
+// waited for.
+const unreadBodyGrace = 250 * time.Millisecond
+
+// endUnreadBody does with a body its handler left what net/http would
+// (read up to 256 KiB of it, so that the connection can serve the next
+// request), but within unreadBodyGrace instead of for ever: a body not
+// in by then, or larger, leaves a past read deadline, and net/http's own
+// attempt then fails at once and closes the connection after the answer.
+// A body net/http already read (it does so, and closes it, before an
+// answer larger than its buffer goes out) or the handler closed is left
+// to net/http, and the deadline is lifted: a past one would end
+// net/http's background read of the connection, which cancels the
+// connection's context (a review: every later request on it cancelled). A body behind Expect: 100-continue is left alone:
+// reading it would ask the client for it, and net/http closes the
+// connection instead.
+func endUnreadBody(rc *http.ResponseController, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(unreadBodyGrace))
+	_, err := io.CopyN(io.Discard, r.Body, maxUnreadBodyBytes+1)
+	if err == io.EOF || errors.Is(err, http.ErrBodyReadAfterClose) {
+		// At its end, or closed (by net/http once it read it to the end,
+		// or by the handler, which net/http then deals with itself).
+		_ = rc.SetReadDeadline(time.Time{})
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now())
+}
+
+// maxUnreadBodyBytes is what net/http reads of a body its handler left
+// (its maxPostHandlerReadBytes), and endUnreadBody with it.
+const maxUnreadBodyBytes = 256 << 10
 
 // deadlineBody lifts the read deadline withBodyDeadline set once the body
 // has ended.

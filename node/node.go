@@ -334,6 +334,12 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	return n, nil
 }
 
+// stopAnswerGrace is how long a stop past its deadline still waits for
+// the admin and cluster listeners' requests before closing them: long
+// enough for a purge's answer once its round has ended (milliseconds),
+// short beside shutdown_timeout.
+const stopAnswerGrace = time.Second
+
 // clustered reports whether cfg names peers.
 func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }
 
@@ -657,14 +663,13 @@ func (n *Node) Run(ctx context.Context) error {
 		_ = n.hits.WaitWrites(sctx) // net/http took those connections for idle
 	}
 	tlsDone.Wait()
+	peerLeft := false // the cluster listener's requests outlived the deadline
 	if n.cluster != nil {
 		// Peers still climbing through us get their answers, then we leave.
 		if n.peerHits != nil {
 			n.peerHits.Drain()
 		}
-		if perr := n.peerSrv.Shutdown(sctx); perr != nil {
-			_ = n.peerSrv.Close()
-		}
+		peerLeft = n.peerSrv.Shutdown(sctx) != nil
 		if n.peerHits != nil {
 			_ = n.peerHits.WaitWrites(sctx)
 		}
@@ -678,18 +683,32 @@ func (n *Node) Run(ctx context.Context) error {
 		stopCluster()
 		_ = n.peerUDP.Close()
 	}
-	if aerr := n.admin.Shutdown(sctx); aerr != nil {
-		// Requests still under way at the deadline (a profile, a client
-		// that reads nothing) end now, their slots and goroutines with
-		// them, as on the public listener (a review).
-		_ = n.admin.Close()
-	}
+	adminLeft := n.admin.Shutdown(sctx) != nil
 	if n.cluster != nil {
 		// After the admin listener: no purge comes in after it, and what
-		// the last ones owe is written before the next process may start.
+		// the last ones owe is written before the next process may start
+		// (Close waits for the purge rounds under way, whose answers go
+		// out on the admin and cluster listeners: so before these close
+		// what is left on them; a review's
+		// TestS20AdminPurgeInItsRoundAtAStopGetsItsAnswer).
 		if cerr := n.cluster.Close(); cerr != nil {
 			n.log.Error("cluster state", "err", cerr)
 		}
+	}
+	// Requests still under way past the deadline (a profile, a client that
+	// reads nothing) end now, their slots and goroutines with them, as on
+	// the public listener (a review found Run returning with them alive),
+	// after a moment for the answers of purges whose rounds Close has just
+	// seen end.
+	if adminLeft || peerLeft {
+		gctx, gcancel := context.WithTimeout(context.Background(), stopAnswerGrace)
+		if adminLeft && n.admin.Shutdown(gctx) != nil {
+			_ = n.admin.Close()
+		}
+		if peerLeft && n.peerSrv.Shutdown(gctx) != nil {
+			_ = n.peerSrv.Close()
+		}
+		gcancel()
 	}
 	if derr := n.closeDisk(sctx); derr != nil {
 		n.log.Error("disk tier", "err", derr)
