@@ -78,6 +78,7 @@ func TestAnswersWithoutTheBodyEndThePublicConnection(t *testing.T) {
 		{"GET /x HTTP/1.1\r\nHost: a:b:c\r\nContent-Length: 1\r\n\r\n", "400"},
 		{"GET /x HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 1\r\n\r\n", "200"}, // the proxy drops it
 		{"POST /x HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 10\r\n\r\n", "429"},
+		{"POST /x HTTP/1.1\r\nHost: nosuch.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "421"},
 	} {
 		conn, err := net.Dial("tcp", n.PublicAddr())
 		if err != nil {
