@@ -57,16 +57,19 @@ func withWriteDeadline(next http.Handler, timeout time.Duration) http.Handler {
 // and on the public one, where such connections count against
 // limits.max_connections and idle_timeout never applies to them). The
 // body gets timeout to arrive, the deadline lifted once it has (so that a
-// long answer after it is not cut); a body the handler did not read to
-// its end is given up at once when it returns, and net/http then closes
-// the connection after the answer. With timeout 0 only the latter: for a
+// long answer after it is not cut); what is left of a body the handler
+// did not read to its end is read within a moment when it returns, or
+// given up, and net/http then closes the connection after the answer
+// (endUnreadBody). With timeout 0 only the latter: for a
 // server whose ReadTimeout bounds the body (the admin listener's), or
 // whose handler does (the public listeners: the proxy's body rate limit,
 // limits.body_timeout and limits.min_body_rate), which a deadline set
 // here would replace.
 func withBodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || (timeout == 0 && r.ProtoMajor != 1) {
+			// No body; or HTTP/2 and HTTP/3, where a body left unread
+			// ends its stream, not the connection, and nothing reads it.
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -118,7 +121,9 @@ func endUnreadBody(rc *http.ResponseController, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now())
 		return
 	}
-	_ = rc.SetReadDeadline(time.Now().Add(unreadBodyGrace))
+	if rc.SetReadDeadline(time.Now().Add(unreadBodyGrace)) != nil {
+		return // no deadline to read it within: left to the server, as before
+	}
 	_, err := io.CopyN(io.Discard, r.Body, maxUnreadBodyBytes+1)
 	if err == io.EOF || errors.Is(err, http.ErrBodyReadAfterClose) {
 		// At its end, or closed (by net/http once it read it to the end,
