@@ -237,9 +237,14 @@ func (l *connLimiter) decide(addr netip.Addr, refusals *prometheus.CounterVec) s
 		refusals.WithLabelValues(refused).Inc()
 		return refused
 	}
+	l.takeLocked(client)
+	return ""
+}
+
+// takeLocked counts one more connection from client. Under l.mu.
+func (l *connLimiter) takeLocked(client netip.Prefix) {
 	l.open++
 	l.byAddr[client]++
-	return ""
 }
 
 // overLocked reports the bound one more connection from client would be
@@ -324,12 +329,11 @@ func (l *connLimiter) admitConn(tc *net.TCPConn, addr netip.Addr) (*limitedConn,
 	client := clientaddr.Of(addr)
 	// A victim's slot comes back as it closes; another connection may
 	// close or come in meanwhile, so look again, a few times at most.
+	var reason string
 	for range 4 {
 		l.mu.Lock()
-		reason := l.overLocked(client)
-		if reason == "" {
-			l.open++
-			l.byAddr[client]++
+		if reason = l.overLocked(client); reason == "" {
+			l.takeLocked(client)
 			l.seq++
 			lc := &limitedConn{TCPConn: tc, client: client, admitted: l.seq}
 			lc.release = func() { l.releaseConn(addr, lc) }
@@ -345,13 +349,7 @@ func (l *connLimiter) admitConn(tc *net.TCPConn, addr netip.Addr) (*limitedConn,
 		l.evicted.WithLabelValues(reason).Inc()
 		_ = victim.Close()
 	}
-	reason := refusedMax
-	l.mu.Lock()
-	if r := l.overLocked(client); r != "" {
-		reason = r
-	}
-	l.mu.Unlock()
-	l.refused.WithLabelValues(reason).Inc()
+	l.refused.WithLabelValues(reason).Inc() // the bound it was over when last looked at
 	return nil, false
 }
 

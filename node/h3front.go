@@ -95,8 +95,9 @@ func (f *h3Front) serve(pc net.PacketConn) error {
 			if f.limiter.admitInitial(addr) != "" {
 				return ctx, errTooManyConnections
 			}
-			s := &h3Slot{unverified: !ci.AddrVerified}
-			if s.unverified {
+			s := &h3Slot{}
+			if !ci.AddrVerified {
+				s.unverified.Store(true)
 				f.unverified.Add(1)
 			}
 			context.AfterFunc(ctx, func() {
@@ -148,18 +149,14 @@ const h3RetryAbove = 256
 
 // h3Slot is a QUIC connection's slot, taken at its first packet.
 type h3Slot struct {
-	mu         sync.Mutex
-	unverified bool // counted in h3Front.unverified
+	unverified atomic.Bool // counted in h3Front.unverified
 }
 
 type h3SlotKey struct{}
 
 // verified takes s out of the count of unverified handshakes, once.
 func (f *h3Front) verified(s *h3Slot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.unverified {
-		s.unverified = false
+	if s.unverified.CompareAndSwap(true, false) {
 		f.unverified.Add(-1)
 	}
 }

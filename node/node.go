@@ -689,8 +689,8 @@ func (n *Node) Run(ctx context.Context) error {
 		// the last ones owe is written before the next process may start
 		// (Close waits for the purge rounds under way, whose answers go
 		// out on the admin and cluster listeners: so before these close
-		// what is left on them; a review's
-		// TestS20AdminPurgeInItsRoundAtAStopGetsItsAnswer).
+		// what is left on them; a review's, held by
+		// TestOwedReviewAPurgeInItsRoundAtShutdownIsWrittenOrReportedNotSaved).
 		if cerr := n.cluster.Close(); cerr != nil {
 			n.log.Error("cluster state", "err", cerr)
 		}
