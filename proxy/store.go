@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"hash/maphash"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -520,10 +521,7 @@ func (s *Store) KeysWithPrefix(prefix string) []string {
 // before its slices, is evicted first).
 func (s *Store) KeysUnder(base string) []string {
 	s.mu.Lock()
-	out := make([]string, 0, len(s.under[base]))
-	for k := range s.under[base] {
-		out = append(out, k)
-	}
+	out := slices.Collect(maps.Keys(s.under[base]))
 	s.mu.Unlock()
 	if s.disk != nil {
 		out = union(out, s.disk.KeysUnder(base))
@@ -534,10 +532,7 @@ func (s *Store) KeysUnder(base string) []string {
 // KeysWithTag returns the URL keys of entries carrying a surrogate key.
 func (s *Store) KeysWithTag(tag string) []string {
 	s.mu.Lock()
-	out := make([]string, 0, len(s.tags[tag]))
-	for k := range s.tags[tag] {
-		out = append(out, k)
-	}
+	out := slices.Collect(maps.Keys(s.tags[tag]))
 	s.mu.Unlock()
 	if s.disk != nil {
 		out = union(out, s.disk.KeysWithTag(tag))
