@@ -64,7 +64,7 @@ RACE_BESIDE := $(shell $(GO) list ./cluster)
 ## virtual-time: the cluster tests that run in virtual time (testing/synctest), without the race
 ## detector, which synctest bubbles can crash (golang/go#78156; see cluster/virtualtime_test.go).
 ## The race run fails a virtual-time test that is missing from this list.
-VIRTUAL_TIME_TESTS := TestDepartedPeersAreForgotten|TestAForgottenPeerLeavesTheHeartbeatVerifier|TestFlappingNodeIsNotDeclaredDead|TestMembershipTakesTheConfiguredPath|TestOneWayCutDoesNotCycleTrust|TestSeedBehindARelayIsNotUnreached|TestJoinThroughOneSeedAndAgreeOnDeath|TestKeyRotation|TestLocalSuspicionStaysLocal|TestPartitionHeals|TestRegionsTravelInMetadata|TestWrongSecretNeverJoins|TestAPeerNeverHeardIsNoSuspicion|TestReroutesOfAWrongSuspicionAreCounted|TestShadowDetectorsAreRecordedNeverActedOn|TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats|TestHoldLeavesCrashAndIsolationDetected|TestSharedDelaySpikeIsNotACrash|TestConfirmProbeSparesALostHeartbeat|TestConfirmProbeStillDetectsACrash|TestReviewReplayedAsksSilenceTheAnswers
+VIRTUAL_TIME_TESTS := TestDepartedPeersAreForgotten|TestAForgottenPeerLeavesTheHeartbeatVerifier|TestFlappingNodeIsNotDeclaredDead|TestMembershipTakesTheConfiguredPath|TestOneWayCutDoesNotCycleTrust|TestSeedBehindARelayIsNotUnreached|TestJoinThroughOneSeedAndAgreeOnDeath|TestKeyRotation|TestLocalSuspicionStaysLocal|TestPartitionHeals|TestRegionsTravelInMetadata|TestWrongSecretNeverJoins|TestAPeerNeverHeardIsNoSuspicion|TestReroutesOfAWrongSuspicionAreCounted|TestShadowDetectorsAreRecordedNeverActedOn|TestCrashIsDetectedWhileTheOnlyWitnessLosesHeartbeats|TestHoldLeavesCrashAndIsolationDetected|TestSharedDelaySpikeIsNotACrash|TestConfirmProbeSparesALostHeartbeat|TestConfirmProbeStillDetectsACrash|TestReviewReplayedAsksSilenceTheAnswers|TestATrustedAgainPeerIsLogged
 virtual-time:
 	$(GO) test -count=1 -run '^($(VIRTUAL_TIME_TESTS))$$' ./cluster
 
@@ -110,11 +110,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./coding/ ./routing/ ./indicators/ ./fdetect/ ./lab/fdlab/
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem
 
-## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); fna, fno, off, ring and tree,
+## two-region: six nodes in two regions behind delay relays (0.5 ms RTT inside, 20 ms between, origin +60 ms); the selections and placements of TWO_REGION_CONFIGS,
 ## with global and per-region homes, on Zipf+flash crowd, a crowd moving between regions and a trace; an advertisement-interval sweep;
 ## the simulator's prediction for the same costs. Tables on stdout, JSON in docs/tworegion/, plots in docs/img/ (about 40 minutes).
 ## chaos: the network-fault lab (root: namespaces, nftables): every fault scenario once, ml running the cluster and every other
-## detector beside it on the same heartbeats (shadow detectors), tables for docs/cluster.md (about 6 minutes).
+## detector beside it on the same heartbeats (shadow detectors), tables for docs/cluster.md (about 8 minutes).
 chaos: build
 	bash scripts/test-deps.sh
 	$(GO) run ./scripts/chaos -json docs/chaos/results.json | tee docs/chaos/tables.md

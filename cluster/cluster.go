@@ -797,11 +797,15 @@ func (c *Cluster) received(r wire.Received) {
 	needPull := p.member && r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
+	var suspectedFor time.Duration // > 0: this heartbeat ends a suspicion, logged as its start was
 	if p.member && (p.monitored || !p.trusted) {
 		// A heartbeat clears this node's suspicion at once; an unmonitored
 		// peer is trusted by membership, which a heartbeat confirms.
 		if !p.trusted {
 			c.settleReroutes(p, restarted)
+			if !p.suspectedAt.IsZero() {
+				suspectedFor = max(recv.Sub(p.suspectedAt), time.Nanosecond)
+			}
 		}
 		viewChanged = c.setTrust(p, true)
 	}
@@ -810,6 +814,12 @@ func (c *Cluster) received(r wire.Received) {
 		held = c.rejudgeHeld(p, recv)
 	}
 	c.mu.Unlock()
+	if suspectedFor > 0 {
+		// Without it the log read as if a suspected peer stayed down (an
+		// operator's walk-through: two "peer suspected" lines on a busy
+		// machine, every peer up on the metrics).
+		c.log.Info("peer trusted again", "self", c.cfg.NodeID, "peer", r.Node, "suspected_for", suspectedFor.Round(time.Millisecond))
+	}
 	if viewChanged {
 		c.setView()
 	}

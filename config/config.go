@@ -389,8 +389,8 @@ type Error struct {
 	Key    string
 	Value  any
 	Reason string
-	// Source is where the value came from: an environment variable's
-	// name, "the config file", or "" (a flag or the default).
+	// Source is where the value came from: "flag --name", an environment
+	// variable's name, "the config file", or "" (the default).
 	Source string
 }
 
@@ -420,6 +420,7 @@ func NewViper(file string) (*viper.Viper, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
+		v.SetConfigFile(file) // only named: errors found later, at Load, say which file
 		if err := readYAML(v, data); err != nil {
 			if fromFile(err, file) {
 				return nil, err // each names its key and, now, the file
@@ -475,11 +476,11 @@ func readYAML(v *viper.Viper, data []byte) error {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	var errs []error
+	errs := checkShape(data)
 	keys := v.AllKeys()
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !known[k] {
+		if !known[k] && !shapeCovers(errs, k) {
 			hint := ""
 			if len(errs) < maxErrorsShown { // only these are shown: a suggestion costs a scan of every name
 				hint = didyoumean.Suggest(k, names)
@@ -1092,10 +1093,29 @@ func (p *parser) failWith(err error) {
 	p.errs = append(p.errs, err)
 }
 
-// source says where key's value came from: the environment, the file,
-// or (neither) a flag or the default.
+// flagsKey is where SetFlag notes which keys a flag gave, as
+// "key=--flag" entries, so that an error names the flag and not the file
+// the flag overrode. Not a configuration key: it is set after the file's
+// keys are checked, and no key's name has a space.
+const flagsKey = "flags given"
+
+// SetFlag gives key the value of the command-line flag named flag (its
+// name without dashes): the highest layer, above the file and the
+// environment.
+func SetFlag(v *viper.Viper, key, flag, value string) {
+	v.Set(key, value)
+	v.Set(flagsKey, append(v.GetStringSlice(flagsKey), key+"=--"+flag))
+}
+
+// source says where key's value came from: a flag, the environment, the
+// file, or (none of them) the default.
 func (p *parser) source(key string) string {
 	top, _, _ := strings.Cut(key, "[")
+	for _, f := range p.v.GetStringSlice(flagsKey) {
+		if k, flag, _ := strings.Cut(f, "="); k == top {
+			return "flag " + flag
+		}
+	}
 	for _, k := range Keys() {
 		if k.Name != top {
 			continue
@@ -1109,6 +1129,9 @@ func (p *parser) source(key string) string {
 		}
 	}
 	if p.v.InConfig(top) {
+		if f := p.v.ConfigFileUsed(); f != "" {
+			return f
+		}
 		return "the config file"
 	}
 	return ""
@@ -1939,6 +1962,30 @@ func Warnings(c *Config) []string {
 		out = append(out, s.Rules.Warnings()...)
 	}
 	return out
+}
+
+// UnusedKeys warns of settings given (in the file, the environment or a
+// flag) that this configuration does not use: the cluster's keys on a node
+// without peers. An operator's walk-through set cluster.state_dir on a
+// lone node and got no state directory and no word why.
+func UnusedKeys(v *viper.Viper, c *Config) []string {
+	if len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "" {
+		return nil
+	}
+	p := parser{v: v}
+	var given []string
+	for _, k := range Keys() {
+		if !strings.HasPrefix(k.Name, "cluster.") {
+			continue
+		}
+		if src := p.source(k.Name); src != "" {
+			given = append(given, k.Name+" (from "+src+")")
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return []string{strings.Join(given, ", ") + ": set, but this node has no peers (cluster.peers or cluster.dns), so it runs alone and does not use them"}
 }
 
 // UnknownEnv returns a warning for each EDGE_* environment variable that

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -106,6 +107,22 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
+// shutdownTimeout is the node's default drain, as config.yaml documents it.
+func shutdownTimeout(t *testing.T) time.Duration {
+	t.Helper()
+	for _, k := range config.Keys() {
+		if k.Name == "shutdown_timeout" {
+			d, err := time.ParseDuration(k.Default)
+			if err != nil {
+				t.Fatalf("shutdown_timeout default %q: %v", k.Default, err)
+			}
+			return d
+		}
+	}
+	t.Fatal("no shutdown_timeout key")
+	return 0
+}
+
 type composeFile struct {
 	Services map[string]struct {
 		Build       any               `yaml:"build"`
@@ -115,6 +132,7 @@ type composeFile struct {
 		Ports       []string          `yaml:"ports"`
 		Volumes     []string          `yaml:"volumes"`
 		DependsOn   []string          `yaml:"depends_on"`
+		StopGrace   string            `yaml:"stop_grace_period"`
 	} `yaml:"services"`
 }
 
@@ -167,7 +185,14 @@ func TestDockerCompose(t *testing.T) {
 			}
 		}
 		for _, p := range s.Ports {
-			host := strings.Split(p, ":")[0]
+			// IP:HOST:CONTAINER, on the loopback only: the demo's token and
+			// secret are placeholders.
+			parts := strings.Split(p, ":")
+			if len(parts) != 3 || parts[0] != "127.0.0.1" {
+				t.Errorf("%s publishes %q: want 127.0.0.1:HOST:CONTAINER", name, p)
+				continue
+			}
+			host := parts[1]
 			if prev, dup := hostPorts[host]; dup {
 				t.Errorf("host port %s used by %s and %s", host, prev, name)
 			}
@@ -181,6 +206,10 @@ func TestDockerCompose(t *testing.T) {
 			mounts[parts[1]] = parts[0]
 		}
 		if strings.HasPrefix(name, "edge-") {
+			// Docker's default, 10 s, would kill a node in its drain.
+			if grace, err := time.ParseDuration(s.StopGrace); err != nil || grace <= shutdownTimeout(t) {
+				t.Errorf("%s: stop_grace_period %q, want more than shutdown_timeout (%s)", name, s.StopGrace, shutdownTimeout(t))
+			}
 			loadEnv(t, name, s.Environment)
 			if s.Environment["EDGE_NODE_ID"] != name {
 				t.Errorf("%s: EDGE_NODE_ID %q", name, s.Environment["EDGE_NODE_ID"])

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -64,7 +65,7 @@ func configCmd() *cobra.Command {
 			}
 			// As serve warns of them: a misspelt variable is ignored,
 			// which "ok" alone would hide.
-			for _, w := range append(config.UnknownEnv(), config.Warnings(cfg)...) {
+			for _, w := range slices.Concat(config.UnknownEnv(), config.UnusedKeys(v, cfg), config.Warnings(cfg)) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), file+": ok")
@@ -80,7 +81,7 @@ func configCmd() *cobra.Command {
 // explainCmd prints what a config does with a URL: its site, the rule
 // that matches it, the cache key, the rate limit.
 func explainCmd() *cobra.Command {
-	var file, method string
+	var file, method, origin string
 	var cookies []string
 	c := &cobra.Command{
 		Use:   "explain URL",
@@ -92,6 +93,11 @@ func explainCmd() *cobra.Command {
 			v, err := config.NewViper(file)
 			if err != nil {
 				return err
+			}
+			if origin != "" {
+				// A file of rules alone names no origin; serve takes it
+				// from --origin, and so does this.
+				config.SetFlag(v, "origin.url", "origin", origin)
 			}
 			cfg, err := config.Load(v)
 			if err != nil {
@@ -165,6 +171,7 @@ func explainCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&file, "config", "c", "config.yaml", "config file")
 	c.Flags().StringVar(&method, "method", "GET", "request method")
+	c.Flags().StringVar(&origin, "origin", "", "origin base URL (origin.url), for a file that names none")
 	c.Flags().StringArrayVar(&cookies, "cookie", nil, "a Cookie the request carries (repeatable), for rules that match on cookies")
 	return c
 }

@@ -139,7 +139,11 @@ DIR/edge-i across runs (a restarted demo serves what it had stored), --disk-root
 			}
 			for _, l := range listeners {
 				if err := portFree(l[1]); err != nil {
-					return fmt.Errorf("demo: %s %s is not free (%w): is another edge demo, or a node of one, still running? Stop it (e.g. pkill -f 'edge serve'), or move the demo (--public-port, --admin-port, --cluster-port, --origin-listen)", l[0], l[1], err)
+					// The process is named, not killed by a pattern: `pkill -f
+					// 'edge serve'`, the advice before, stopped every edge node
+					// on a shared host, not just a stale demo's.
+					_, port, _ := net.SplitHostPort(l[1])
+					return fmt.Errorf("demo: %s %s is not free (%w): is another edge demo, or a node of one, still running? See what holds it (ss -ltnp 'sport = :%s') and stop that, or move the demo (--public-port, --admin-port, --cluster-port, --origin-listen)", l[0], l[1], err, port)
 				}
 			}
 			procs := []*exec.Cmd{exec.Command(self, "origin", "--listen", originAddr)}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,7 @@ then flags. Every key is documented in config.yaml.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// load reads the file, the environment and the flags given at
 			// startup: the same sources for a reload as for the start.
+			var unused []string // what the start's settings give and the node does not use
 			load := func() (*config.Config, map[string]string, error) {
 				v, err := config.NewViper(file)
 				if err != nil {
@@ -38,6 +40,7 @@ then flags. Every key is documented in config.yaml.`,
 				if err != nil {
 					return nil, nil, err
 				}
+				unused = config.UnusedKeys(v, cfg)
 				return cfg, config.Settings(v), nil
 			}
 			cfg, settings, err := load()
@@ -46,7 +49,7 @@ then flags. Every key is documented in config.yaml.`,
 			}
 			level := new(slog.LevelVar)
 			log := newLogger(cfg.Log.Level, cfg.Log.Format, level)
-			for _, w := range append(config.UnknownEnv(), config.Warnings(cfg)...) {
+			for _, w := range slices.Concat(config.UnknownEnv(), unused, config.Warnings(cfg)) {
 				log.Warn(w)
 			}
 			n, err := node.New(cfg, log)
@@ -115,7 +118,7 @@ func bindFlags(cmd *cobra.Command, v *viper.Viper) error {
 			continue
 		}
 		if fl.Changed {
-			v.Set(key, fl.Value.String())
+			config.SetFlag(v, key, flag, fl.Value.String())
 		}
 	}
 	return nil
