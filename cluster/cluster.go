@@ -264,6 +264,8 @@ type Peer struct {
 	wasTrusted                     bool                        // trusted at least once
 	configured                     bool                        // named in cluster.peers: its address there is the path to it
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
+	configuredAddr                 string                      // its address in cluster.peers (Addr follows a move: memberUp)
+	advertisedConfigured           bool                        // it has advertised exactly configuredAddr: no relay in between, so another address later is a move
 	memberAt                       time.Time                   // when memberlist last reported it alive
 	metaInc                        uint64                      // the incarnation in its memberlist metadata
 	neighbour                      bool                        // on this node's monitoring rings (every member with all-to-all)
@@ -538,6 +540,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		c.peers[id].configured = true
 		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) != nil {
 			c.peers[id].configuredByIP = true
+			c.peers[id].configuredAddr = addr
 		}
 	}
 	c.recomputeNeighbours()

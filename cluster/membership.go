@@ -73,11 +73,15 @@ const (
 )
 
 // Node metadata (memberlist's Node.Meta, at most 512 bytes): "EM" version
-// (1) | regionLen(1) region | incarnation(8) | indicator epoch(8).
+// (2) | regionLen(1) region | incarnation(8) | indicator epoch(8) |
+// stamp(8). Version 1, without the stamp, is still read.
 const (
-	metaMagic   = "EM"
-	metaVersion = 1
-	metaFixed   = 2 + 1 + 1 + 8 + 8
+	metaMagic     = "EM"
+	metaVersion   = 2
+	metaFixed     = 2 + 1 + 1 + 8 + 8 + 8
+	metaV1        = 1
+	metaFixedV1   = metaFixed - 8
+	metaStampSize = 8
 )
 
 // nodeMeta is what a node tells every member about itself.
@@ -85,6 +89,10 @@ type nodeMeta struct {
 	Region      string
 	Incarnation uint64 // changes on every restart
 	Epoch       uint64 // indicator epoch: pull a new advertisement when it grows
+	// Stamp is when the node made this metadata (Unix ns, its clock; 0
+	// from a version 1 node): how a member not in the view tells a node's
+	// announcement from a replay of an old one (freshAlive).
+	Stamp int64
 }
 
 func (m nodeMeta) encode() []byte {
@@ -93,23 +101,27 @@ func (m nodeMeta) encode() []byte {
 	b = append(b, metaVersion, byte(len(m.Region)))
 	b = append(b, m.Region...)
 	b = binary.BigEndian.AppendUint64(b, m.Incarnation)
-	return binary.BigEndian.AppendUint64(b, m.Epoch)
+	b = binary.BigEndian.AppendUint64(b, m.Epoch)
+	return binary.BigEndian.AppendUint64(b, uint64(m.Stamp))
 }
 
 // decodeMeta parses a member's metadata; a node of another version or a
 // corrupt packet is refused with the reason.
 func decodeMeta(b []byte) (nodeMeta, error) {
 	var m nodeMeta
+	fixed := metaFixed
 	switch {
-	case len(b) < metaFixed:
-		return m, fmt.Errorf("metadata of %d bytes, want at least %d", len(b), metaFixed)
+	case len(b) < metaFixedV1:
+		return m, fmt.Errorf("metadata of %d bytes, want at least %d", len(b), metaFixedV1)
 	case string(b[:2]) != metaMagic:
 		return m, errors.New("metadata is not an edge node's")
+	case b[2] == metaV1:
+		fixed = metaFixedV1
 	case b[2] != metaVersion:
 		return m, fmt.Errorf("metadata version %d, want %d", b[2], metaVersion)
 	}
 	n := int(b[3])
-	if n > wire.MaxRegionLen || len(b) != metaFixed+n {
+	if n > wire.MaxRegionLen || len(b) != fixed+n {
 		return m, fmt.Errorf("metadata of %d bytes with a region of %d", len(b), n)
 	}
 	m.Region = string(b[4 : 4+n])
@@ -118,8 +130,60 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	}
 	m.Incarnation = binary.BigEndian.Uint64(b[4+n:])
 	m.Epoch = binary.BigEndian.Uint64(b[12+n:])
+	if fixed == metaFixed {
+		m.Stamp = int64(binary.BigEndian.Uint64(b[20+n:]))
+	}
 	return m, nil
 }
+
+// Freshness of membership announcements. memberlist seals gossip with
+// the cluster key (AES-GCM) but has no replay protection: a stranger on
+// the path who copied a node's join stream could send it again, unchanged,
+// after the node left and memberlist had dropped it (GossipToTheDeadTime,
+// 30 s), and the node was a member again, on the ring and the status page,
+// until probes declared it dead (a review's
+// TestAReplayedJoinStreamIsRefusedOnceMemberlistForgotTheNode). Every node now stamps its
+// metadata and announces it again every metaRefresh; an alive message for
+// a node not in this node's view is taken only with metadata younger than
+// metaFreshness. A node in the view needs no stamp: memberlist's
+// incarnations already order its messages, and memberlist ignores a dead
+// node's old incarnations for gossipToTheDead, longer than metaFreshness
+// and the clock skew together, so no gap is left between the two.
+const (
+	// metaRefresh: each alive message is gossiped about 4·⌈log10(n+1)⌉
+	// times, so a refresh every 30 s at 100 nodes is about 40 small
+	// sends a second per node, where 5 s made it 240 (more than the
+	// gossip packets a node sends can carry; docs/cluster.md).
+	metaRefresh = 30 * time.Second
+	// metaFreshness covers a refresh, the clock skew heartbeats allow
+	// (maxSkew) and ten seconds for gossip and push/pull to carry it.
+	metaFreshness = metaRefresh + maxSkew + 10*time.Second
+	// gossipToTheDead is memberlist's GossipToTheDeadTime (30 s by
+	// default): how long it keeps a dead node, and ignores its old
+	// incarnations, before forgetting it.
+	gossipToTheDead = metaFreshness + maxSkew + 5*time.Second
+)
+
+// freshAlive reports why an alive message for a node not in the view is
+// refused, or nil: its metadata older than metaFreshness is a replay (or
+// its clock is behind by more than heartbeats allow).
+func (c *Cluster) freshAlive(n *memberlist.Node, now time.Time) error {
+	if n.Name == c.cfg.NodeID || c.mlView.has(n.Name) {
+		return nil
+	}
+	meta, err := decodeMeta(n.Meta)
+	if err != nil || meta.Stamp == 0 {
+		return nil // refused with its reason by memberUp; a version 1 node has no stamp
+	}
+	if age := now.Sub(time.Unix(0, meta.Stamp)); age > metaFreshness {
+		c.metrics.GossipRejected.WithLabelValues("stale").Inc()
+		return fmt.Errorf("%s: its metadata is %s old (a replay, or its clock is behind): %w", n.Name, age.Round(time.Second), errStaleAlive)
+	}
+	return nil
+}
+
+// errStaleAlive marks freshAlive's refusals in memberlist's log line.
+var errStaleAlive = errors.New("stale announcement")
 
 // ValidRegion reports whether s is a region label: 1 to
 // wire.MaxRegionLen lower-case letters, digits, '.', '_' and '-',
@@ -156,7 +220,7 @@ type membership struct {
 type mlDelegate struct{ c *Cluster }
 
 func (d mlDelegate) NodeMeta(limit int) []byte {
-	b := nodeMeta{Region: d.c.cfg.Region, Incarnation: d.c.incarnation, Epoch: d.c.metaEpoch.Load()}.encode()
+	b := nodeMeta{Region: d.c.cfg.Region, Incarnation: d.c.incarnation, Epoch: d.c.metaEpoch.Load(), Stamp: time.Now().UnixNano()}.encode()
 	if len(b) > limit {
 		return nil
 	}
@@ -166,6 +230,9 @@ func (mlDelegate) NotifyMsg([]byte)                           {}
 func (mlDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (mlDelegate) LocalState(join bool) []byte                { return nil }
 func (mlDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// NotifyAlive refuses replayed announcements (freshAlive).
+func (d mlDelegate) NotifyAlive(n *memberlist.Node) error { return d.c.freshAlive(n, time.Now()) }
 
 func (d mlDelegate) NotifyJoin(n *memberlist.Node) {
 	d.c.mlView.set(n)
@@ -205,6 +272,13 @@ func (v *memberView) set(n *memberlist.Node) {
 		v.members = map[string]viewMember{}
 	}
 	v.members[n.Name] = viewMember{addr: n.Address(), meta: bytes.Clone(n.Meta)}
+}
+
+func (v *memberView) has(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.members[name]
+	return ok
 }
 
 func (v *memberView) remove(name string) {
@@ -257,11 +331,28 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}
+	moved := false
 	if p.configured && p.configuredByIP {
 		// A peer configured by host name is not redirected: its name is
 		// how it moves (a rescheduled pod), and memberlist follows a move
 		// by the address the node advertises, where a path fixed to what
 		// the name resolved to would keep probing its old address.
+		switch {
+		case addr == p.configuredAddr:
+			p.advertisedConfigured = true
+		case p.advertisedConfigured:
+			// It advertised its configured address itself before, so no
+			// relay stands in front of it: it moved (restarted on another
+			// port or host) and the other nodes' cluster.peers were not
+			// updated. Kept to the old address, every probe of it went
+			// there: it was declared dead, refuted, joined again, for
+			// good, every few seconds (a review's
+			// TestS21ConfiguredPeerMovedToANewPortIsReportedNotFlapped).
+			// Followed, and said.
+			moved = p.Addr != addr
+			p.Addr = addr
+			p.udp, _ = net.ResolveUDPAddr("udp", addr)
+		}
 		c.transport.setPath(n.Name, addr, p.udpString())
 	}
 	changed := !p.member
@@ -289,7 +380,12 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		}
 		c.recomputeNeighbours()
 	}
+	configuredAddr := p.configuredAddr
 	c.mu.Unlock()
+	if moved {
+		c.warnOnce("moved "+n.Name, "a peer configured by address advertises another now: it moved, and this node follows it there",
+			"peer", n.Name, "configured", configuredAddr, "advertises", addr, "remedy", "update this node's cluster.peers entry for it")
+	}
 	if changed {
 		c.log.Info("member joined", "self", c.cfg.NodeID, "peer", n.Name, "addr", addr, "region", meta.Region)
 		c.requestView()
@@ -378,7 +474,7 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	mc.Name = c.cfg.NodeID
 	mc.Transport = c.transport
 	d := mlDelegate{c}
-	mc.Delegate, mc.Events, mc.Conflict = d, d, d
+	mc.Delegate, mc.Events, mc.Conflict, mc.Alive = d, d, d, d
 	mc.Keyring = c.keyring
 	mc.ProbeInterval, mc.SuspicionMult = c.probeInterval(), DefaultSuspicionMult
 	if c.cfg.SuspicionMult > 0 {
@@ -386,6 +482,7 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	}
 	mc.ProbeTimeout = c.probeTimeout()
 	mc.DeadNodeReclaimTime = deadReclaim
+	mc.GossipToTheDeadTime = gossipToTheDead
 	mc.PushPullInterval = pushPullInterval
 	mc.TCPTimeout = max(2*time.Second, 4*c.cfg.PeerTimeout)
 	mc.Logger = log.New(mlLogWriter{c}, "", 0)
@@ -612,20 +709,23 @@ func joinOutcome(n int, err error) string {
 }
 
 // publishMeta re-announces this node's metadata when its indicator epoch
-// changes, at most once a second (memberlist gossips it to everyone).
+// changes, at most once a second, and every metaRefresh in any case, so
+// that what members relay of it stays fresh (freshAlive); memberlist
+// gossips it to everyone.
 func (c *Cluster) publishMeta(ctx context.Context, m *membership) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var sent uint64
+	sentAt := time.Now() // memberlist announced it at its start
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if e := c.metaEpoch.Load(); e != sent {
+		if e := c.metaEpoch.Load(); e != sent || time.Since(sentAt) >= metaRefresh {
 			if err := m.ml.UpdateNode(joinInterval); err == nil {
-				sent = e
+				sent, sentAt = e, time.Now()
 			}
 		}
 	}
@@ -721,13 +821,27 @@ func (w mlLogWriter) Write(b []byte) (int, error) {
 	from := ""
 	if i := strings.LastIndex(msg, "from="); i >= 0 {
 		from = msg[i+len("from="):]
-		if host, _, err := net.SplitHostPort(from); err == nil {
-			from = host
-		}
+	} else if i := strings.Index(msg, "failed to join "); i >= 0 {
+		// A join's refusal names the seed this way, without from= (a
+		// review: "from=" was logged empty, and every seed that refused
+		// shared one warning).
+		from, _, _ = strings.Cut(msg[i+len("failed to join "):], ": ")
+	}
+	if host, _, err := net.SplitHostPort(from); err == nil {
+		from = host
 	}
 	lower := strings.ToLower(msg)
 	var key, text, remedy string
+	field := "from" // what the source in the warning is
 	switch {
+	case strings.Contains(msg, errStaleAlive.Error()):
+		// Counted by freshAlive; the node is named, not the sender, which
+		// memberlist does not say.
+		_, rest, _ := strings.Cut(msg, "'")
+		node, _, _ := strings.Cut(rest, "'")
+		key, from, field = "gossip stale", node, "node"
+		text, remedy = "an announcement of a node that is not a member was refused as old: a replay of captured membership traffic, or the node's clock is behind",
+			"if that node runs, check its clock (NTP): members take its announcements only while they are younger than "+metaFreshness.String()
 	case strings.Contains(lower, "not encrypted") || strings.Contains(lower, "unencrypted"):
 		w.c.metrics.GossipRejected.WithLabelValues("plain").Inc()
 		key, text, remedy = "gossip plain", "unencrypted membership traffic from this address was refused", "every node needs a cluster.secret"
@@ -744,7 +858,7 @@ func (w mlLogWriter) Write(b []byte) (int, error) {
 	if !w.c.warned.fresh(key+" "+from, time.Now()) && w.c.countCause(key) > sourcesPerCause {
 		return len(b), nil
 	}
-	w.c.warnOnce(key+" "+from, text, "from", from, "remedy", remedy)
+	w.c.warnOnce(key+" "+from, text, field, from, "remedy", remedy)
 	return len(b), nil
 }
 

@@ -153,14 +153,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.GossipPackets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_packets_total", Help: "Membership (memberlist) packets on the cluster port, by direction."}, []string{"direction"})
 	m.GossipBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_bytes_total", Help: "Membership (memberlist) packet bytes on the cluster port, by direction."}, []string{"direction"})
 	m.GossipDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_membership_dropped_total", Help: "Membership packets or streams dropped because memberlist's queue was full."})
-	m.GossipRejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_rejections_total", Help: "Membership traffic refused, by reason: key (no installed key decrypts it: a different cluster.secret), plain (unencrypted)."}, []string{"reason"})
+	m.GossipRejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_rejections_total", Help: "Membership traffic refused, by reason: key (no installed key decrypts it: a different cluster.secret), plain (unencrypted), stale (an announcement of a node not in the view, made more than 45 s before: a replay, or a clock behind)."}, []string{"reason"})
 	m.MembershipEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_events_total", Help: "Membership events: join, update (metadata), leave (dead or left, agreed by memberlist), conflict (a node id claimed from two addresses), refused (metadata not understood), refute (this node announced itself alive with a new incarnation after a silence of its peers' heartbeats)."}, []string{"event"})
 	m.MembershipJoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_membership_joins_total", Help: "Join attempts through seeds that are not members, by outcome (ok, partial, failed)."}, []string{"outcome"})
 	for _, d := range []string{"sent", "received"} {
 		m.GossipPackets.WithLabelValues(d)
 		m.GossipBytes.WithLabelValues(d)
 	}
-	for _, r := range []string{"key", "plain"} {
+	for _, r := range []string{"key", "plain", "stale"} {
 		m.GossipRejected.WithLabelValues(r)
 	}
 	for _, e := range []string{"join", "update", "leave", "conflict", "refused", "refute"} {

@@ -21,13 +21,22 @@ import (
 )
 
 // Parse reads an exposition into samples keyed by series.
-func Parse(r io.Reader) (map[string]float64, error) {
+func Parse(r io.Reader) (out map[string]float64, err error) {
+	defer func() {
+		// expfmt's TextParser (prometheus/common v0.71) dereferences nil
+		// on "# TYPE A histogram" followed by a line that starts with "{"
+		// (FuzzParse found it: testdata/fuzz/FuzzParse). Malformed input
+		// is an error here, never a crash of the test or script reading it.
+		if v := recover(); v != nil {
+			out, err = nil, fmt.Errorf("promtext: the exposition parser failed on malformed input: %v", v)
+		}
+	}()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("promtext: %w", err)
 	}
-	out := map[string]float64{}
+	out = map[string]float64{}
 	for name, mf := range families {
 		for _, m := range mf.GetMetric() {
 			labels := labelPairs(m.GetLabel())

@@ -37,6 +37,10 @@ edge_origin_fetches_per_page_count 9
 	if _, err := Parse(strings.NewReader("edge_x{ 1\n")); err == nil {
 		t.Error("malformed exposition accepted")
 	}
+	// expfmt panics on this one (FuzzParse): an error, not a crash.
+	if _, err := Parse(strings.NewReader("#TYPE A histogrAm\n{}")); err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Errorf("a histogram's labels without a name: %v, want an error", err)
+	}
 }
 
 func FuzzParse(f *testing.F) {
