@@ -264,8 +264,10 @@ type Peer struct {
 	wasTrusted                     bool                        // trusted at least once
 	configured                     bool                        // named in cluster.peers: its address there is the path to it
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
-	configuredAddr                 string                      // its address in cluster.peers (Addr follows a move: memberUp)
-	advertisedConfigured           bool                        // it has advertised exactly configuredAddr: no relay in between, so another address later is a move
+	configuredAddr                 string                      // its address in cluster.peers (Addr follows a move: followMove)
+	advertisedConfigured           bool                        // it has advertised exactly configuredAddr: no relay in between
+	movedTo                        string                      // another address it advertises since: a move, once shown (followMove)
+	moveChecking                   bool                        // a checkMove of movedTo is under way
 	memberAt                       time.Time                   // when memberlist last reported it alive
 	metaInc                        uint64                      // the incarnation in its memberlist metadata
 	neighbour                      bool                        // on this node's monitoring rings (every member with all-to-all)
@@ -800,6 +802,10 @@ func (c *Cluster) received(r wire.Received) {
 	needPull := p.member && r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
+	var movedFrom string // a move this heartbeat shows: it comes from the address p advertises
+	if p.movedTo != "" && r.From != nil && r.From.String() == p.movedTo {
+		movedFrom = c.followMove(p)
+	}
 	var suspectedFor time.Duration // > 0: this heartbeat ends a suspicion, logged as its start was
 	if p.member && (p.monitored || !p.trusted) {
 		// A heartbeat clears this node's suspicion at once; an unmonitored
@@ -817,6 +823,9 @@ func (c *Cluster) received(r wire.Received) {
 		held = c.rejudgeHeld(p, recv)
 	}
 	c.mu.Unlock()
+	if movedFrom != "" {
+		c.warnMove(r.Node, movedFrom, r.From.String())
+	}
 	if suspectedFor > 0 {
 		// Without it the log read as if a suspected peer stayed down (an
 		// operator's walk-through: two "peer suspected" lines on a busy

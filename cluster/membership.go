@@ -95,13 +95,23 @@ type nodeMeta struct {
 	Stamp int64
 }
 
+// encode writes version 2, or version 1 without a stamp (Stamp 0): what
+// a node sends while a member of an earlier release, which reads only
+// version 1, is in its view (NodeMeta).
 func (m nodeMeta) encode() []byte {
 	b := make([]byte, 0, metaFixed+len(m.Region))
 	b = append(b, metaMagic...)
-	b = append(b, metaVersion, byte(len(m.Region)))
+	if m.Stamp == 0 {
+		b = append(b, metaV1, byte(len(m.Region)))
+	} else {
+		b = append(b, metaVersion, byte(len(m.Region)))
+	}
 	b = append(b, m.Region...)
 	b = binary.BigEndian.AppendUint64(b, m.Incarnation)
 	b = binary.BigEndian.AppendUint64(b, m.Epoch)
+	if m.Stamp == 0 {
+		return b
+	}
 	return binary.BigEndian.AppendUint64(b, uint64(m.Stamp))
 }
 
@@ -151,10 +161,11 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 // and the clock skew together, so no gap is left between the two.
 const (
 	// metaRefresh: each alive message is gossiped about 4·⌈log10(n+1)⌉
-	// times, so a refresh every 30 s at 100 nodes is about 40 small
-	// sends a second per node, where 5 s made it 240 (more than the
-	// gossip packets a node sends can carry; docs/cluster.md).
-	metaRefresh = 30 * time.Second
+	// times, so the refreshes of n nodes cost every node about
+	// 12·n/metaRefresh small sends a second at 100 nodes: 20 at 60 s
+	// (measured at 30 s: 6.7 membership packets a second per node where
+	// the release before sent 1.8; docs/cluster.md).
+	metaRefresh = 60 * time.Second
 	// metaFreshness covers a refresh, the clock skew heartbeats allow
 	// (maxSkew) and ten seconds for gossip and push/pull to carry it.
 	metaFreshness = metaRefresh + maxSkew + 10*time.Second
@@ -220,7 +231,11 @@ type membership struct {
 type mlDelegate struct{ c *Cluster }
 
 func (d mlDelegate) NodeMeta(limit int) []byte {
-	b := nodeMeta{Region: d.c.cfg.Region, Incarnation: d.c.incarnation, Epoch: d.c.metaEpoch.Load(), Stamp: time.Now().UnixNano()}.encode()
+	m := nodeMeta{Region: d.c.cfg.Region, Incarnation: d.c.incarnation, Epoch: d.c.metaEpoch.Load()}
+	if d.c.mlView.allRead(metaVersion) {
+		m.Stamp = time.Now().UnixNano()
+	}
+	b := m.encode()
 	if len(b) > limit {
 		return nil
 	}
@@ -240,8 +255,26 @@ func (d mlDelegate) NotifyJoin(n *memberlist.Node) {
 }
 
 func (d mlDelegate) NotifyUpdate(n *memberlist.Node) {
+	old, had := d.c.mlView.get(n.Name)
 	d.c.mlView.set(n)
+	if had && old.addr == n.Address() && sameButStamp(old.meta, n.Meta) {
+		// A refresh (publishMeta): nothing memberUp reads changed, and
+		// taking c.mu for it under memberlist's lock, for every member
+		// every metaRefresh, is work the probes wait behind.
+		return
+	}
 	d.c.memberUp(n, "update")
+}
+
+// sameButStamp reports whether two metadata differ at most in their stamp.
+func sameButStamp(a, b []byte) bool {
+	ma, errA := decodeMeta(a)
+	mb, errB := decodeMeta(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	ma.Stamp, mb.Stamp = 0, 0
+	return ma == mb
 }
 
 func (d mlDelegate) NotifyLeave(n *memberlist.Node) {
@@ -263,6 +296,9 @@ type memberView struct {
 type viewMember struct {
 	addr string
 	meta []byte
+	// reads is the highest metadata version the member reads: memberlist's
+	// delegate protocol maximum (DMax), 0 from a release before version 2.
+	reads uint8
 }
 
 func (v *memberView) set(n *memberlist.Node) {
@@ -271,7 +307,30 @@ func (v *memberView) set(n *memberlist.Node) {
 	if v.members == nil {
 		v.members = map[string]viewMember{}
 	}
-	v.members[n.Name] = viewMember{addr: n.Address(), meta: bytes.Clone(n.Meta)}
+	v.members[n.Name] = viewMember{addr: n.Address(), meta: bytes.Clone(n.Meta), reads: n.DMax}
+}
+
+// allRead reports whether every member in the view reads metadata of
+// version: a rolling upgrade from a release that reads only version 1
+// keeps sending version 1 until the last such member is gone (a review's
+// TestS22AnUpgradedNodesMetadataIsReadByThePreviousRelease). This node's
+// own entry counts too, and says yes (NodeMeta is asked before it is in).
+func (v *memberView) allRead(version uint8) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, m := range v.members {
+		if m.reads < version {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *memberView) get(name string) (viewMember, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	m, ok := v.members[name]
+	return m, ok
 }
 
 func (v *memberView) has(name string) bool {
@@ -331,7 +390,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}
-	moved := false
+	movedFrom := ""
 	if p.configured && p.configuredByIP {
 		// A peer configured by host name is not redirected: its name is
 		// how it moves (a rescheduled pod), and memberlist follows a move
@@ -339,19 +398,32 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		// the name resolved to would keep probing its old address.
 		switch {
 		case addr == p.configuredAddr:
-			p.advertisedConfigured = true
+			p.advertisedConfigured, p.movedTo = true, ""
+			if p.Addr != addr { // back where cluster.peers says it is
+				p.Addr = addr
+				p.udp, _ = net.ResolveUDPAddr("udp", addr)
+			}
 		case p.advertisedConfigured:
 			// It advertised its configured address itself before, so no
-			// relay stands in front of it: it moved (restarted on another
-			// port or host) and the other nodes' cluster.peers were not
-			// updated. Kept to the old address, every probe of it went
-			// there: it was declared dead, refuted, joined again, for
-			// good, every few seconds (a review's
-			// TestS21ConfiguredPeerMovedToANewPortIsReportedNotFlapped).
-			// Followed, and said.
-			moved = p.Addr != addr
-			p.Addr = addr
-			p.udp, _ = net.ResolveUDPAddr("udp", addr)
+			// relay stood in front of it; now it advertises another. It
+			// may have moved (restarted on another port or host, the
+			// others' cluster.peers not updated: every probe then went to
+			// the old address, and it was declared dead, refuted and
+			// joined again for good, a review's
+			// TestS21ConfiguredPeerMovedToANewPortIsReportedNotFlapped),
+			// or it may advertise an address this node cannot reach (a
+			// NAT's, cluster.advertise) while still answering at the
+			// configured one (a second review's
+			// TestS22ConfiguredPeerThatAdvertisesAnUnreachableAddressKeepsItsConfiguredPath).
+			// So it is followed only once shown: a heartbeat from the new
+			// address (received), or the new address answering a
+			// connection where the configured one does not (checkMove).
+			if addr == p.Addr {
+				p.movedTo = "" // followed already
+			} else if p.movedTo != addr || !p.moveChecking {
+				p.movedTo, p.moveChecking = addr, true
+				go c.checkMove(n.Name, p.configuredAddr, addr)
+			}
 		}
 		c.transport.setPath(n.Name, addr, p.udpString())
 	}
@@ -380,11 +452,9 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		}
 		c.recomputeNeighbours()
 	}
-	configuredAddr := p.configuredAddr
 	c.mu.Unlock()
-	if moved {
-		c.warnOnce("moved "+n.Name, "a peer configured by address advertises another now: it moved, and this node follows it there",
-			"peer", n.Name, "configured", configuredAddr, "advertises", addr, "remedy", "update this node's cluster.peers entry for it")
+	if movedFrom != "" {
+		c.warnMove(n.Name, movedFrom, addr)
 	}
 	if changed {
 		c.log.Info("member joined", "self", c.cfg.NodeID, "peer", n.Name, "addr", addr, "region", meta.Region)
@@ -434,6 +504,64 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	}
 }
 
+// moveCheckTimeout bounds each connection checkMove opens.
+const moveCheckTimeout = 2 * time.Second
+
+// checkMove tells a move from an address this node cannot reach: a peer
+// configured at configured advertises to; if a connection to to's cluster
+// port opens and one to configured does not, the peer moved, and is
+// followed. Either way the check ends, so the next announcement of another
+// address checks again.
+func (c *Cluster) checkMove(id, configured, to string) {
+	answers := func(addr string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), moveCheckTimeout)
+		defer cancel()
+		dial := c.cfg.GossipDial
+		if dial == nil {
+			var d net.Dialer
+			dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		}
+		conn, err := dial(ctx, addr)
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	}
+	moved := answers(to) && !answers(configured)
+	c.mu.Lock()
+	p := c.peers[id]
+	from := ""
+	if p != nil && p.movedTo == to {
+		p.moveChecking = false
+		if moved {
+			from = c.followMove(p)
+		}
+	}
+	c.mu.Unlock()
+	if from != "" {
+		c.warnMove(id, from, to)
+	}
+}
+
+// followMove takes p to the address it moved to (p.movedTo): heartbeats,
+// peer requests and membership traffic go there from now on. It returns
+// the address p was reached at before, for warnMove. c.mu must be held.
+func (c *Cluster) followMove(p *Peer) (from string) {
+	from, to := p.Addr, p.movedTo
+	p.Addr = to
+	p.udp, _ = net.ResolveUDPAddr("udp", to)
+	p.movedTo, p.moveChecking = "", false
+	c.transport.setPath(p.ID, to, to) // the same: no redirection
+	return from
+}
+
+// warnMove says once that a peer configured by address moved.
+func (c *Cluster) warnMove(id, from, to string) {
+	c.warnOnce("moved "+id, "a peer configured by address moved: it advertises another address, and answers there, so this node follows it",
+		"peer", id, "from", from, "to", to, "remedy", "update this node's cluster.peers entry for it")
+}
+
 // viewCoalesce is the least time between two ring rebuilds asked for by
 // membership events: when 100 nodes start at once every node hears 99
 // joins in a few seconds, and rebuilding the rings for each inside
@@ -475,6 +603,10 @@ func (c *Cluster) runMembership(ctx context.Context) error {
 	mc.Transport = c.transport
 	d := mlDelegate{c}
 	mc.Delegate, mc.Events, mc.Conflict, mc.Alive = d, d, d, d
+	// What this node reads, told to every member in memberlist's version
+	// fields (allRead); the version it speaks stays 0, so memberlist's own
+	// check of delegate versions passes beside a release that says 0 to all.
+	mc.DelegateProtocolMax = metaVersion
 	mc.Keyring = c.keyring
 	mc.ProbeInterval, mc.SuspicionMult = c.probeInterval(), DefaultSuspicionMult
 	if c.cfg.SuspicionMult > 0 {
@@ -717,16 +849,27 @@ func (c *Cluster) publishMeta(ctx context.Context, m *membership) {
 	defer t.Stop()
 	var sent uint64
 	sentAt := time.Now() // memberlist announced it at its start
+	sentStamped := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if e := c.metaEpoch.Load(); e != sent || time.Since(sentAt) >= metaRefresh {
-			if err := m.ml.UpdateNode(joinInterval); err == nil {
-				sent, sentAt = e, time.Now()
+		stamped := c.mlView.allRead(metaVersion) // a member of an earlier release came or went
+		if e := c.metaEpoch.Load(); e != sent || stamped != sentStamped || time.Since(sentAt) >= metaRefresh {
+			// Sent whatever UpdateNode says: its only error is a timeout
+			// waiting for the broadcast's last retransmission, and the
+			// message is queued all the same. Retrying at once on it (as
+			// this loop did) made every node of a busy 100-node cluster
+			// announce itself every second, each retry restarting the
+			// last one's retransmissions: the gossip that carried them
+			// crowded out probes and heartbeats (measured: 2,359 local
+			// suspicions in a soak where the release before had 2).
+			if err := m.ml.UpdateNode(joinInterval); err != nil {
+				c.log.Debug("membership: metadata announced, not yet carried everywhere", "err", err)
 			}
+			sent, sentAt, sentStamped = e, time.Now(), stamped
 		}
 	}
 }
@@ -785,7 +928,8 @@ const refuteEvery = time.Second
 // along, when the suspicion timeout runs out (docs/chaos/flap-death-
 // 2026-12-02.md: 2 of 37 flapping runs in the fault lab). A new
 // incarnation overrides a suspicion wherever it is held; where there is
-// none it changes nothing (the metadata is the same, so no event fires).
+// none it changes little (memberlist reports an update of the metadata,
+// which memberUp takes as it takes the refreshes of publishMeta).
 func (c *Cluster) refuteLoop(ctx context.Context, m *membership) {
 	for {
 		select {

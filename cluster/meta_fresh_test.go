@@ -71,7 +71,7 @@ func TestFreshAliveRefusesOldAnnouncementsOfNodesNotInTheView(t *testing.T) {
 		t.Errorf("stale refusals counted %v, want 2", got)
 	}
 	// memberlist logs the refusal through mlLogWriter: one warning per node.
-	err := c.freshAlive(node("gone", time.Minute), now)
+	err := c.freshAlive(node("gone", gossipToTheDead), now)
 	line := "[WARN] memberlist: ignoring alive message for 'gone': " + err.Error()
 	for range 3 {
 		_, _ = mlLogWriter{c}.Write([]byte(line))
@@ -95,5 +95,28 @@ func TestAJoinRefusalNamesTheSeed(t *testing.T) {
 	out := logs.String()
 	if !strings.Contains(out, "from=127.0.0.1 ") || !strings.Contains(out, "from=127.0.0.2 ") {
 		t.Errorf("want both seeds named:\n%s", out)
+	}
+}
+
+// TestARefreshIsNoUpdateForMemberUp: metadata that differs only in its
+// stamp (publishMeta's refresh) is told apart from a real change.
+func TestARefreshIsNoUpdateForMemberUp(t *testing.T) {
+	base := nodeMeta{Region: "eu", Incarnation: 1, Epoch: 2, Stamp: 10}
+	for _, tc := range []struct {
+		name string
+		b    nodeMeta
+		same bool
+	}{
+		{"a refresh", nodeMeta{Region: "eu", Incarnation: 1, Epoch: 2, Stamp: 20}, true},
+		{"a new epoch", nodeMeta{Region: "eu", Incarnation: 1, Epoch: 3, Stamp: 20}, false},
+		{"a restart", nodeMeta{Region: "eu", Incarnation: 2, Epoch: 2, Stamp: 20}, false},
+		{"another region", nodeMeta{Region: "us", Incarnation: 1, Epoch: 2, Stamp: 20}, false},
+	} {
+		if got := sameButStamp(base.encode(), tc.b.encode()); got != tc.same {
+			t.Errorf("%s: same %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	if sameButStamp([]byte("junk"), base.encode()) {
+		t.Error("metadata not understood counted as unchanged")
 	}
 }

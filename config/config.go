@@ -1975,7 +1975,10 @@ func UnusedKeys(v *viper.Viper, c *Config) []string {
 	p := parser{v: v}
 	var given []string
 	for _, k := range Keys() {
-		if !strings.HasPrefix(k.Name, "cluster.") {
+		// The keys that make a cluster are not unused when empty; a key at
+		// its default (the shipped config.yaml writes every key so) says
+		// nothing.
+		if !strings.HasPrefix(k.Name, "cluster.") || k.Name == "cluster.peers" || k.Name == "cluster.dns" || asWritten(v.Get(k.Name)) == k.Default {
 			continue
 		}
 		if src := p.source(k.Name); src != "" {
@@ -1986,6 +1989,18 @@ func UnusedKeys(v *viper.Viper, c *Config) []string {
 		return nil
 	}
 	return []string{strings.Join(given, ", ") + ": set, but this node has no peers (cluster.peers or cluster.dns), so it runs alone and does not use them"}
+}
+
+// asWritten is a value as Key.Default writes it: a list joined by commas.
+func asWritten(val any) string {
+	if list, ok := val.([]any); ok {
+		parts := make([]string, len(list))
+		for i, e := range list {
+			parts[i] = fmt.Sprint(e)
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(val)
 }
 
 // UnknownEnv returns a warning for each EDGE_* environment variable that
