@@ -166,17 +166,23 @@ func (n *gossipNode) crash() {
 	drainMembership()
 }
 
-func (n *gossipNode) trusts(id string) bool {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	p := n.c.peers[id]
+func (n *gossipNode) trusts(id string) bool { return peerTrusted(n.c, id) }
+
+func (n *gossipNode) member(id string) bool { return peerMember(n.c, id) }
+
+// peerTrusted: c routes to id now.
+func peerTrusted(c *Cluster, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[id]
 	return p != nil && p.trusted
 }
 
-func (n *gossipNode) member(id string) bool {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	p := n.c.peers[id]
+// peerMember: c has id as a member (on its ring's member list).
+func peerMember(c *Cluster, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[id]
 	return p != nil && p.member
 }
 

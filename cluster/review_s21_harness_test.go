@@ -115,20 +115,9 @@ func (n *s21Node) stop() {
 	_ = n.udp.Close()
 }
 
-// member: n's cluster has id as a member (on its ring's member list).
-func (n *s21Node) member(id string) bool {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	p := n.c.peers[id]
-	return p != nil && p.member
-}
+func (n *s21Node) member(id string) bool { return peerMember(n.c, id) }
 
-func (n *s21Node) trusts(id string) bool {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	p := n.c.peers[id]
-	return p != nil && p.trusted
-}
+func (n *s21Node) trusts(id string) bool { return peerTrusted(n.c, id) }
 
 func (n *s21Node) peerAddr(id string) string {
 	n.c.mu.Lock()
