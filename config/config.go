@@ -854,7 +854,7 @@ func Load(v *viper.Viper) (*Config, error) {
 		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}
 	}
 	if c.Cluster.Secret != "" && len(c.Cluster.Secret) < MinSecretBytes {
-		return nil, &Error{Key: "cluster.secret", Reason: fmt.Sprintf("is %d bytes; at least %d are required so that it cannot be guessed", len(c.Cluster.Secret), MinSecretBytes)}
+		return nil, &Error{Key: "cluster.secret", Reason: fmt.Sprintf("is %s; at least %d are required so that it cannot be guessed", plural(len(c.Cluster.Secret), "byte"), MinSecretBytes)}
 	}
 	tlsSet := 0
 	for _, f := range []string{c.Cluster.TLS.CertFile, c.Cluster.TLS.KeyFile, c.Cluster.TLS.CAFile} {
@@ -1989,6 +1989,14 @@ func UnusedKeys(v *viper.Viper, c *Config) []string {
 		return nil
 	}
 	return []string{strings.Join(given, ", ") + ": set, but this node has no peers (cluster.peers or cluster.dns), so it runs alone and does not use them"}
+}
+
+// plural is "1 byte", "2 bytes".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
 }
 
 // asWritten is a value as Key.Default writes it: a list joined by commas.
