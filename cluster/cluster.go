@@ -266,8 +266,11 @@ type Peer struct {
 	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
 	configuredAddr                 string                      // its address in cluster.peers (Addr follows a move: followMove)
 	advertisedConfigured           bool                        // it has advertised exactly configuredAddr: no relay in between
+	advertised                     string                      // the address memberlist last reported it at
 	movedTo                        string                      // another address it advertises since: a move, once shown (followMove)
 	moveChecking                   bool                        // a checkMove of movedTo is under way
+	moveCheckedAt                  time.Time                   // when movedTo was last checked (moveRecheck)
+	moveGen                        uint64                      // bumped by every change of the above: a check's result counts only for its own
 	memberAt                       time.Time                   // when memberlist last reported it alive
 	metaInc                        uint64                      // the incarnation in its memberlist metadata
 	neighbour                      bool                        // on this node's monitoring rings (every member with all-to-all)
@@ -458,6 +461,8 @@ type Cluster struct {
 	keyring      *memberlist.Keyring
 	mlReady      atomic.Pointer[membership] // the running memberlist, once Run started it (status)
 	metaEpoch    atomic.Uint64              // the indicator epoch our metadata announces
+	runCtx       context.Context            // Run's, while it runs (guarded by mu): what a checkMove runs within
+	moveChecks   sync.WaitGroup             // checkMoves under way: Run waits for them
 	viewWanted   chan struct{}              // membership asks for a ring rebuild (viewLoop)
 	refuteWanted chan struct{}              // heartbeats returned after a silence (refuteLoop)
 	mlView       memberView                 // memberlist's members, from its events (membership.go)
@@ -633,6 +638,16 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	// error) stops the others, so that Run returns it at once.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.runCtx = nil // no check starts after this
+		c.mu.Unlock()
+		cancel()
+		c.moveChecks.Wait() // their dials end with ctx
+	}()
 	errc := make(chan error, 5)
 	go func() { errc <- s.Run(ctx, conn, c.targets) }()
 	go func() {
@@ -802,9 +817,19 @@ func (c *Cluster) received(r wire.Received) {
 	needPull := p.member && r.Epoch > p.epochSeen
 	p.heard = true
 	viewChanged := false
-	var movedFrom string // a move this heartbeat shows: it comes from the address p advertises
-	if p.movedTo != "" && r.From != nil && r.From.String() == p.movedTo {
-		movedFrom = c.followMove(p)
+	// A heartbeat's source shows where p answers (heartbeats are signed,
+	// and a replay is refused, before they get here): at the address it
+	// advertises, a move to follow; at its configured address while this
+	// node follows it elsewhere, a return (a review's
+	// TestS23AFollowedMoveIsUndoneWhenThePeerAnswersAtItsConfiguredAddress).
+	var movedFrom, backFrom string
+	if p.configuredByIP && r.From != nil {
+		switch from := r.From.String(); {
+		case p.movedTo != "" && from == p.movedTo:
+			movedFrom = c.followMove(p)
+		case p.Addr != p.configuredAddr && from == p.configuredAddr:
+			backFrom = c.returnToConfigured(p)
+		}
 	}
 	var suspectedFor time.Duration // > 0: this heartbeat ends a suspicion, logged as its start was
 	if p.member && (p.monitored || !p.trusted) {
@@ -825,6 +850,10 @@ func (c *Cluster) received(r wire.Received) {
 	c.mu.Unlock()
 	if movedFrom != "" {
 		c.warnMove(r.Node, movedFrom, r.From.String())
+	}
+	if backFrom != "" {
+		c.warnOnce("back "+r.Node, "a peer this node followed to another address answers at its configured address again: reached there",
+			"peer", r.Node, "from", backFrom, "to", r.From.String())
 	}
 	if suspectedFor > 0 {
 		// Without it the log read as if a suspected peer stayed down (an

@@ -183,8 +183,22 @@ func (c *Cluster) freshAlive(n *memberlist.Node, now time.Time) error {
 		return nil
 	}
 	meta, err := decodeMeta(n.Meta)
-	if err != nil || meta.Stamp == 0 {
-		return nil // refused with its reason by memberUp; a version 1 node has no stamp
+	if err != nil {
+		return nil // refused with its reason by memberUp
+	}
+	if meta.Stamp == 0 {
+		// Version 1. A node of an earlier release (it reads no more:
+		// DMax below metaVersion) is taken, or no rolling upgrade could
+		// start. A node of this release sends version 1 only while a
+		// member of an earlier release is in its view; once none is in
+		// this node's either, an unstamped announcement of it is a
+		// replay of one made during an upgrade (a review's
+		// TestS23AReplayedVersion1AnnouncementIsRefusedOnceEveryMemberReadsVersion2).
+		if n.DMax >= metaVersion && c.mlView.allRead(metaVersion) {
+			c.metrics.GossipRejected.WithLabelValues("stale").Inc()
+			return fmt.Errorf("%s: its metadata carries no stamp, and no member of an earlier release is in the view (a replay): %w", n.Name, errStaleAlive)
+		}
+		return nil
 	}
 	if age := now.Sub(time.Unix(0, meta.Stamp)); age > metaFreshness {
 		c.metrics.GossipRejected.WithLabelValues("stale").Inc()
@@ -390,20 +404,32 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		p.Addr = addr
 		p.udp, _ = net.ResolveUDPAddr("udp", addr)
 	}
-	movedFrom := ""
 	if p.configured && p.configuredByIP {
 		// A peer configured by host name is not redirected: its name is
 		// how it moves (a rescheduled pod), and memberlist follows a move
 		// by the address the node advertises, where a path fixed to what
 		// the name resolved to would keep probing its old address.
+		p.advertised = addr
 		switch {
 		case addr == p.configuredAddr:
-			p.advertisedConfigured, p.movedTo = true, ""
+			p.advertisedConfigured = true
+			p.movedTo, p.moveChecking = "", false
+			p.moveGen++
 			if p.Addr != addr { // back where cluster.peers says it is
 				p.Addr = addr
 				p.udp, _ = net.ResolveUDPAddr("udp", addr)
 			}
-		case p.advertisedConfigured:
+		case !p.advertisedConfigured:
+			// It never advertised its configured address: a relay,
+			// tunnel or proxy stands in front of it, the path the
+			// operator chose.
+		case addr == p.Addr:
+			p.movedTo = "" // followed already
+		case p.movedTo == addr && (p.moveChecking || time.Since(p.moveCheckedAt) < moveRecheck):
+			// Checked lately: every metadata update (an epoch a second)
+			// dialled it again (a review's
+			// TestS23AnUnconfirmedMoveIsNotRedialledOnEveryMetadataUpdate).
+		default:
 			// It advertised its configured address itself before, so no
 			// relay stood in front of it; now it advertises another. It
 			// may have moved (restarted on another port or host, the
@@ -418,12 +444,8 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 			// So it is followed only once shown: a heartbeat from the new
 			// address (received), or the new address answering a
 			// connection where the configured one does not (checkMove).
-			if addr == p.Addr {
-				p.movedTo = "" // followed already
-			} else if p.movedTo != addr || !p.moveChecking {
-				p.movedTo, p.moveChecking = addr, true
-				go c.checkMove(n.Name, p.configuredAddr, addr)
-			}
+			p.movedTo = addr
+			c.startMoveCheck(p)
 		}
 		c.transport.setPath(n.Name, addr, p.udpString())
 	}
@@ -453,9 +475,6 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		c.recomputeNeighbours()
 	}
 	c.mu.Unlock()
-	if movedFrom != "" {
-		c.warnMove(n.Name, movedFrom, addr)
-	}
 	if changed {
 		c.log.Info("member joined", "self", c.cfg.NodeID, "peer", n.Name, "addr", addr, "region", meta.Region)
 		c.requestView()
@@ -490,6 +509,11 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	c.mu.Lock()
 	p := c.peers[n.Name]
 	changed := p != nil && p.member
+	if p != nil {
+		// A check under way, or one to come, speaks of the peer as it was.
+		p.movedTo, p.moveChecking = "", false
+		p.moveGen++
+	}
 	if changed {
 		p.member = false
 		p.leftAt = time.Now()
@@ -504,17 +528,40 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	}
 }
 
-// moveCheckTimeout bounds each connection checkMove opens.
-const moveCheckTimeout = 2 * time.Second
+// moveCheckTimeout bounds each connection checkMove opens, and
+// moveRecheck is how long a checked address is not dialled again while
+// the peer keeps advertising it (a NAT's address it cannot be reached at).
+const (
+	moveCheckTimeout = 2 * time.Second
+	moveRecheck      = time.Minute
+)
+
+// startMoveCheck runs checkMove of p.movedTo, within Run: a check is
+// waited for when Run returns and started only while it runs (a review's
+// TestS23MoveCheckDoesNotOutliveRun). c.mu must be held.
+func (c *Cluster) startMoveCheck(p *Peer) {
+	p.moveGen++
+	ctx := c.runCtx
+	if ctx == nil || ctx.Err() != nil {
+		p.moveChecking = false
+		return
+	}
+	p.moveChecking, p.moveCheckedAt = true, time.Now()
+	id, configured, to, gen := p.ID, p.configuredAddr, p.movedTo, p.moveGen
+	c.moveChecks.Add(1)
+	go func() {
+		defer c.moveChecks.Done()
+		c.checkMove(ctx, id, configured, to, gen)
+	}()
+}
 
 // checkMove tells a move from an address this node cannot reach: a peer
 // configured at configured advertises to; if a connection to to's cluster
 // port opens and one to configured does not, the peer moved, and is
-// followed. Either way the check ends, so the next announcement of another
-// address checks again.
-func (c *Cluster) checkMove(id, configured, to string) {
+// followed, unless anything changed meanwhile (gen).
+func (c *Cluster) checkMove(ctx context.Context, id, configured, to string, gen uint64) {
 	answers := func(addr string) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), moveCheckTimeout)
+		ctx, cancel := context.WithTimeout(ctx, moveCheckTimeout)
 		defer cancel()
 		dial := c.cfg.GossipDial
 		if dial == nil {
@@ -532,9 +579,9 @@ func (c *Cluster) checkMove(id, configured, to string) {
 	c.mu.Lock()
 	p := c.peers[id]
 	from := ""
-	if p != nil && p.movedTo == to {
+	if p != nil && p.moveGen == gen {
 		p.moveChecking = false
-		if moved {
+		if moved && ctx.Err() == nil {
 			from = c.followMove(p)
 		}
 	}
@@ -552,7 +599,24 @@ func (c *Cluster) followMove(p *Peer) (from string) {
 	p.Addr = to
 	p.udp, _ = net.ResolveUDPAddr("udp", to)
 	p.movedTo, p.moveChecking = "", false
+	p.moveGen++
 	c.transport.setPath(p.ID, to, to) // the same: no redirection
+	return from
+}
+
+// returnToConfigured takes p, followed elsewhere, back to its configured
+// address, and membership traffic for the address it advertises there
+// too (the path the operator chose). It returns the address p was reached
+// at before. c.mu must be held.
+func (c *Cluster) returnToConfigured(p *Peer) (from string) {
+	from = p.Addr
+	p.Addr = p.configuredAddr
+	p.udp, _ = net.ResolveUDPAddr("udp", p.Addr)
+	p.movedTo, p.moveChecking = "", false
+	p.moveGen++
+	if p.advertised != "" {
+		c.transport.setPath(p.ID, p.advertised, p.udpString())
+	}
 	return from
 }
 

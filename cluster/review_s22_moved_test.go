@@ -105,6 +105,7 @@ func TestS22ConfiguredPeerThatAdvertisesAnUnreachableAddressKeepsItsConfiguredPa
 		_ = u.Close()
 		t.Skipf("cannot bind %s again: %v", home, err)
 	}
+	before := len(a.log.String()) // c left once already, at the start
 	s21StartOn(t, "c", u, l, map[string]string{"a": a.addr, "b": b.addr}, func(cfg *Config) { cfg.Advertise = nowhere })
 	s21Eventually(t, 20*time.Second, "a has c in its memberlist view, advertising the other address", func() bool {
 		return a.c.mlView.snapshot()["c"].addr == nowhere
@@ -113,10 +114,11 @@ func TestS22ConfiguredPeerThatAdvertisesAnUnreachableAddressKeepsItsConfiguredPa
 	if got := a.peerAddr("c"); got != home {
 		t.Errorf("c listens on its configured %s (and heartbeats from it) but a now sends it heartbeats and peer requests at %s", home, got)
 	}
-	if !a.trusts("c") {
-		t.Errorf("a does not trust c, alive at its configured address %s", home)
-	}
-	if left := strings.Count(a.log.String(), `msg="member left" self=a peer=c`); left > 1 {
-		t.Errorf("c left a's membership %d times", left)
+	s21Eventually(t, 10*time.Second, "a trusts c, alive at its configured address", func() bool { return a.trusts("c") })
+	// One leave at the restart is memberlist's own (the gossip of c's
+	// earlier leave can beat its restarted incarnation, and it refutes at
+	// once); the defect was leaves for good (8 in 15 s).
+	if left := strings.Count(a.log.String()[before:], `msg="member left" self=a peer=c`); left > 1 {
+		t.Errorf("c left a's membership %d times after its restart", left)
 	}
 }
