@@ -133,12 +133,16 @@ func (n *Node) Reload() (string, error) {
 			n.proxy.ForgetSite(s.name)
 		}
 	}
-	go func() {
-		old.stop()
-		for _, s := range old.sites {
-			s.pool.Forget(func(site, url string) bool { return kept[[2]string{site, url}] })
-		}
-	}()
+	// Both before the reload answers (a pool's stop closes a channel and
+	// idle connections, nothing that waits): a scrape right after it
+	// (TestS7RemovedSiteLeavesNoMetricSeries, once in a loaded make test)
+	// read the series while a goroutine had yet to delete them. Stopped
+	// first, so that its health checks do not count an ejection into a
+	// series just deleted.
+	old.stop()
+	for _, s := range old.sites {
+		s.pool.Forget(func(site, url string) bool { return kept[[2]string{site, url}] })
+	}
 	n.proxy.SetPolicy(cachePolicy(cfg))
 	// What the old table stored under a site the new one no longer gives
 	// its host goes: nothing could serve it or purge it, and a reload
