@@ -183,3 +183,23 @@ func s21Describe(nodes ...*s21Node) string {
 	}
 	return b.String()
 }
+
+// s21Rebind binds addr again for a node restarted where it ran before,
+// skipping the test if the port was taken meanwhile.
+func s21Rebind(t *testing.T, addr string) (*net.UDPConn, net.Listener) {
+	t.Helper()
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		t.Skipf("cannot bind %s again: %v", addr, err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = u.Close()
+		t.Skipf("cannot bind %s again: %v", addr, err)
+	}
+	return u, l
+}

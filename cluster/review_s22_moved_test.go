@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +26,7 @@ func TestS22ConfiguredPeerMovedAndBackIsReachedAtItsConfiguredAddress(t *testing
 	c2.stop()
 	s21Eventually(t, 20*time.Second, "a sees c leave again", func() bool { return !a.member("c") })
 	// c restarts on its configured address, where cluster.peers says it is.
-	u, err := net.ListenUDP("udp", mustUDP(t, home))
-	if err != nil {
-		t.Skipf("cannot bind %s again: %v", home, err)
-	}
-	l, err := net.Listen("tcp", home)
-	if err != nil {
-		_ = u.Close()
-		t.Skipf("cannot bind %s again: %v", home, err)
-	}
+	u, l := s21Rebind(t, home)
 	before := len(a.log.String()) // c left from home once already, at the start
 	c3 := s21StartOn(t, "c", u, l, map[string]string{"a": a.addr, "b": b.addr})
 	s21Eventually(t, 20*time.Second, "a has c in its memberlist view at its configured address", func() bool {
@@ -69,15 +60,6 @@ func TestS22ConfiguredPeerMovedAndBackIsReachedAtItsConfiguredAddress(t *testing
 	}
 }
 
-func mustUDP(t *testing.T, addr string) *net.UDPAddr {
-	t.Helper()
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ua
-}
-
 // Found by session 22's review, now mended: a configured peer that once advertised its configured address and then sets cluster.advertise to an address this node cannot reach (a NAT's public address, no hairpin) is "moved" there: before 94df8c2 the configured path kept it reachable; now every heartbeat, peer request and probe goes to the unreachable address and it flaps / is never trusted.
 //
 // memberUp (cluster/membership.go, `case p.advertisedConfigured:`) takes
@@ -96,15 +78,7 @@ func TestS22ConfiguredPeerThatAdvertisesAnUnreachableAddressKeepsItsConfiguredPa
 	nowhere := du.LocalAddr().String()
 	_ = du.Close()
 	_ = dl.Close()
-	u, err := net.ListenUDP("udp", mustUDP(t, home))
-	if err != nil {
-		t.Skipf("cannot bind %s again: %v", home, err)
-	}
-	l, err := net.Listen("tcp", home)
-	if err != nil {
-		_ = u.Close()
-		t.Skipf("cannot bind %s again: %v", home, err)
-	}
+	u, l := s21Rebind(t, home)
 	before := len(a.log.String()) // c left once already, at the start
 	s21StartOn(t, "c", u, l, map[string]string{"a": a.addr, "b": b.addr}, func(cfg *Config) { cfg.Advertise = nowhere })
 	s21Eventually(t, 20*time.Second, "a has c in its memberlist view, advertising the other address", func() bool {

@@ -90,18 +90,7 @@ func TestS23AFollowedMoveIsUndoneWhenThePeerAnswersAtItsConfiguredAddress(t *tes
 	home := c.addr
 	c.stop()
 	s21Eventually(t, 20*time.Second, "a sees c leave", func() bool { return !a.member("c") })
-	rebind := func() (*net.UDPConn, net.Listener) {
-		u, err := net.ListenUDP("udp", mustUDP(t, home))
-		if err != nil {
-			t.Skipf("cannot bind %s again: %v", home, err)
-		}
-		l, err := net.Listen("tcp", home)
-		if err != nil {
-			_ = u.Close()
-			t.Skipf("cannot bind %s again: %v", home, err)
-		}
-		return u, l
-	}
+	rebind := func() (*net.UDPConn, net.Listener) { return s21Rebind(t, home) }
 	// c comes back at home, advertising x; it crashes just as a's move
 	// check dials x (its listener gone: home refuses the check's second dial).
 	u, l := rebind()
@@ -167,14 +156,7 @@ func TestS23MoveCheckDoesNotOutliveRun(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	a := s21Start(t, "a", map[string]string{"b": configured}, func(cfg *Config) { cfg.GossipDial = dial })
-	// memberlist calls memberUp only once Run runs; called here directly,
-	// it must wait for that too (a check starts only within Run).
-	s21Eventually(t, 10*time.Second, "a runs", func() bool {
-		a.c.mu.Lock()
-		defer a.c.mu.Unlock()
-		return a.c.runCtx != nil
-	})
+	a := s23Running(t, configured, dial)
 	a.c.memberUp(s23Node(t, "b", configured, 1, 0), "join")
 	a.c.memberUp(s23Node(t, "b", to, 2, 0), "join")
 	s21Eventually(t, 10*time.Second, "the move check dials b's new address", func() bool { return dials.Load() > 0 })
@@ -213,14 +195,7 @@ func TestS23AnUnconfirmedMoveIsNotRedialledOnEveryMetadataUpdate(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	a := s21Start(t, "a", map[string]string{"b": configured}, func(cfg *Config) { cfg.GossipDial = dial })
-	// memberlist calls memberUp only once Run runs; called here directly,
-	// it must wait for that too (a check starts only within Run).
-	s21Eventually(t, 10*time.Second, "a runs", func() bool {
-		a.c.mu.Lock()
-		defer a.c.mu.Unlock()
-		return a.c.runCtx != nil
-	})
+	a := s23Running(t, configured, dial)
 	a.c.memberUp(s23Node(t, "b", configured, 1, 0), "join")
 	for epoch := uint64(1); epoch <= 10; epoch++ {
 		a.c.memberUp(s23Node(t, "b", to, 1, epoch), "update") // b's indicator epoch grew
@@ -254,13 +229,17 @@ func TestS23AForgedHeartbeatFromTheAdvertisedAddressIsNotFollowed(t *testing.T) 
 	if movedTo != x {
 		t.Fatalf("movedTo %q, want %q", movedTo, x)
 	}
+	to, err := net.ResolveUDPAddr("udp", a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	send := func(secret string, seq uint64) {
 		h := wire.Heartbeat{Node: "b", Incarnation: 7, Seq: seq, SendNs: time.Now().UnixNano()}
 		b, err := h.Encode([]byte(secret))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := xu.WriteToUDP(b, mustUDP(t, a.addr)); err != nil {
+		if _, err := xu.WriteToUDP(b, to); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -273,4 +252,19 @@ func TestS23AForgedHeartbeatFromTheAdvertisedAddressIsNotFollowed(t *testing.T) 
 	}
 	send(s21Secret, 2) // control: b's own heartbeat from there
 	s21Eventually(t, 10*time.Second, "a follows b on its signed heartbeat from x", func() bool { return a.peerAddr("b") == x })
+}
+
+// s23Running starts node a with b configured at configured and dial for
+// its move checks, and waits for its Run: memberlist calls memberUp only
+// once Run runs, and a check starts only within Run, so the tests that
+// call memberUp themselves wait for it too.
+func s23Running(t *testing.T, configured string, dial func(ctx context.Context, addr string) (net.Conn, error)) *s21Node {
+	t.Helper()
+	a := s21Start(t, "a", map[string]string{"b": configured}, func(cfg *Config) { cfg.GossipDial = dial })
+	s21Eventually(t, 10*time.Second, "a runs", func() bool {
+		a.c.mu.Lock()
+		defer a.c.mu.Unlock()
+		return a.c.runCtx != nil
+	})
+	return a
 }
