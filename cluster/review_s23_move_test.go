@@ -99,7 +99,12 @@ func TestS23AFollowedMoveIsUndoneWhenThePeerAnswersAtItsConfiguredAddress(t *tes
 	f := func() {
 		c2mu.Lock()
 		defer c2mu.Unlock()
+		// Gone at home for good: no TCP, and no heartbeats from there
+		// either, which would take a back at once (received), so that the
+		// follow below could be missed between two polls on a busy
+		// machine (a loaded make test).
 		_ = l.Close()
+		_ = u.Close()
 	}
 	crash.Store(&f)
 	c2 = s21StartOn(t, "c", u, l, map[string]string{"a": a.addr, "b": b.addr}, func(cfg *Config) { cfg.Advertise = x; cfg.GossipDial = dial })
