@@ -348,9 +348,7 @@ func (v *memberView) get(name string) (viewMember, bool) {
 }
 
 func (v *memberView) has(name string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.members[name]
+	_, ok := v.get(name)
 	return ok
 }
 
