@@ -402,7 +402,16 @@ func (e *Error) Error() string {
 	if e.Value == nil {
 		return fmt.Sprintf("config: %s: %s%s", e.Key, e.Reason, from)
 	}
-	return fmt.Sprintf("config: %s: %q %s%s", e.Key, fmt.Sprint(e.Value), e.Reason, from)
+	return fmt.Sprintf("config: %s: %q %s%s", e.Key, valueText(e.Value), e.Reason, from)
+}
+
+// valueText writes a value as the file most likely had it: YAML reads a
+// whole number too large for an int as a float, which fmt writes 1e+20.
+func valueText(v any) string {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // NewViper returns a viper instance with every key's default, EDGE_*
@@ -422,13 +431,31 @@ func NewViper(file string) (*viper.Viper, error) {
 		}
 		v.SetConfigFile(file) // only named: errors found later, at Load, say which file
 		if err := readYAML(v, data); err != nil {
-			if fromFile(err, file) {
-				return nil, err // each names its key and, now, the file
+			if !fromFile(err, file) {
+				return nil, fmt.Errorf("config: %s: %w", file, err)
 			}
-			return nil, fmt.Errorf("config: %s: %w", file, err)
+			// Each names its key and, now, the file; Load reports them
+			// with the values' errors.
+			keepFileErrors(v, err)
 		}
 	}
 	return v, nil
+}
+
+// fileErrorsKey is where the file's key errors (an unknown key, a key
+// written twice, a section given a value) wait for Load, which reports
+// them together with the values' errors: an operator's walk-through fixed
+// the unknown keys only to be told of a bad value on the next run. Not a
+// configuration key, as flagsKey.
+const fileErrorsKey = "file key errors"
+
+// keepFileErrors notes err, made of *Error only, for Load.
+func keepFileErrors(v *viper.Viper, err error) {
+	list := []error{err}
+	if many, ok := err.(*Errors); ok {
+		list = many.List
+	}
+	v.Set(fileErrorsKey, list)
 }
 
 // fromFile names file as the source of every key error in err, reporting
@@ -578,7 +605,10 @@ func LoadBytes(data []byte) (*Config, error) {
 		v.SetDefault(k.Name, k.Default)
 	}
 	if err := readYAML(v, data); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		if !fromFile(err, "the config file") {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		keepFileErrors(v, err)
 	}
 	return Load(v)
 }
@@ -586,6 +616,10 @@ func LoadBytes(data []byte) (*Config, error) {
 // Load reads and validates every key from v.
 func Load(v *viper.Viper) (*Config, error) {
 	p := parser{v: v}
+	if list, ok := v.Get(fileErrorsKey).([]error); ok && len(list) > 0 {
+		p.fileErrs = list
+		p.err, p.errs = list[0], slices.Clone(list)
+	}
 	c := &Config{}
 	c.NodeID = p.str("node_id")
 	c.Listen = p.addr("listen")
@@ -795,66 +829,75 @@ func Load(v *viper.Viper) (*Config, error) {
 		c.Log.Access = "off"
 	}
 	c.Log.AccessFormat = p.oneOf("log.access_format", "json", "combined")
-	if p.err != nil {
-		return nil, joinErrors(p.errs)
-	}
 	p.siteRate = c.Limits.RateLimit
 	c.Sites = p.sites("sites")
 	if p.err != nil {
+		// Every key read on its own is reported at once, the file's
+		// unknown and misshapen keys among them; what follows compares
+		// keys, which a key already wrong would only muddle.
 		return nil, joinErrors(p.errs)
 	}
+	if err := p.crossChecks(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// crossChecks reports every rule between keys that c breaks, all of them
+// (an operator's walk-through fixed one error to meet the next), and
+// completes c's derived values.
+func (p *parser) crossChecks(c *Config) error {
+	v := p.v
 	if len(c.Sites) == 0 {
 		if c.Origin.URL == "" {
-			return nil, &Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL) unless sites is set"}
-		}
-		if !httpURL(c.Origin.URL) {
-			return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"}
+			p.failWith(&Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL) unless sites is set"})
+		} else if !httpURL(c.Origin.URL) {
+			p.failWith(&Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"})
 		}
 		rs, err := rules.Parse("rules", yamlText(v.Get("rules")))
 		if err != nil {
 			for _, e := range ruleErrors(err) {
 				p.failWith(e)
 			}
-			return nil, joinErrors(p.errs)
 		}
 		c.Sites = []Site{{Name: "default", Hosts: []string{"*"}, Origins: []string{c.Origin.URL}, Balance: origin.DefaultPoolConfig().Balance, Default: true, PreserveHost: c.Origin.PreserveHost,
 			Rules: rs, RateLimit: c.Limits.RateLimit}}
 	} else if c.Origin.URL != "" {
-		return nil, &Error{Key: "origin.url", Value: c.Origin.URL, Reason: "and sites exclude each other: remove origin.url and give each site its origins (sites[i].origins)", Source: p.source("origin.url")}
+		p.failWith(&Error{Key: "origin.url", Value: c.Origin.URL, Reason: "and sites exclude each other: remove origin.url and give each site its origins (sites[i].origins)", Source: p.source("origin.url")})
 	} else if rs := v.Get("rules"); rs != nil && rs != "" {
 		if l, ok := rs.([]any); !ok || len(l) > 0 {
-			return nil, &Error{Key: "rules", Reason: "is the one-site shortcut's; with sites, give each site its rules (sites[i].rules)"}
+			p.failWith(&Error{Key: "rules", Reason: "is the one-site shortcut's; with sites, give each site its rules (sites[i].rules)"})
 		}
 	}
 	if c.Cluster.PeerWholeBytes > 16<<20 {
-		return nil, &Error{Key: "cluster.peer_whole_bytes", Value: c.Cluster.PeerWholeBytes, Reason: "is more than 16MiB: every concurrent peer miss may hold this much in memory"}
+		p.failWith(&Error{Key: "cluster.peer_whole_bytes", Value: c.Cluster.PeerWholeBytes, Reason: "is more than 16MiB: every concurrent peer miss may hold this much in memory"})
 	}
 	if c.Cache.SliceBytes != 0 && (c.Cache.SliceBytes < 64<<10 || c.Cache.SliceBytes > 64<<20) {
-		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "must be 0 (off) or between 64KiB and 64MiB"}
+		p.failWith(&Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "must be 0 (off) or between 64KiB and 64MiB"})
 	}
 	if c.Cache.SliceBytes != 0 && c.Cache.DiskPath == "" && c.Cache.SliceBytes > c.Cache.MaxBytes/4 {
-		return nil, &Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "is more than a quarter of cache.max_bytes (and there is no disk tier to hold slices)"}
+		p.failWith(&Error{Key: "cache.slice_bytes", Value: c.Cache.SliceBytes, Reason: "is more than a quarter of cache.max_bytes (and there is no disk tier to hold slices)"})
 	}
 	if c.Cache.DiskPath == "" && c.Cache.MaxObjectBytes > c.Cache.MaxBytes {
-		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes (and there is no cache.disk.path)"}
+		p.failWith(&Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.max_bytes (and there is no cache.disk.path)"})
 	}
 	if c.Cache.DiskPath != "" && c.Cache.MaxObjectBytes > c.Cache.DiskMaxBytes {
-		return nil, &Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.disk.max_bytes"}
+		p.failWith(&Error{Key: "cache.max_object_bytes", Value: c.Cache.MaxObjectBytes, Reason: "is larger than cache.disk.max_bytes"})
 	}
 	if c.Listen == c.Admin.Listen {
-		return nil, &Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"}
+		p.failWith(&Error{Key: "admin.listen", Value: c.Admin.Listen, Reason: "must differ from listen"})
 	}
 	if (c.Admin.TLS.CertFile == "") != (c.Admin.TLS.KeyFile == "") {
-		return nil, &Error{Key: "admin.tls", Reason: "needs both cert_file and key_file, or neither"}
+		p.failWith(&Error{Key: "admin.tls", Reason: "needs both cert_file and key_file, or neither"})
 	}
 	if cl := c.Cluster.Listen; cl != "" && (cl == c.Listen || cl == c.Admin.Listen) {
-		return nil, &Error{Key: "cluster.listen", Value: cl, Reason: "must differ from listen and admin.listen"}
+		p.failWith(&Error{Key: "cluster.listen", Value: cl, Reason: "must differ from listen and admin.listen"})
 	}
 	if (len(c.Cluster.Peers) > 0 || c.Cluster.DNS != "") && c.Cluster.Secret == "" {
-		return nil, &Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"}
+		p.failWith(&Error{Key: "cluster.secret", Reason: "is required when cluster.peers or cluster.dns is set: peers authenticate each other with it"})
 	}
 	if c.Cluster.Secret != "" && len(c.Cluster.Secret) < MinSecretBytes {
-		return nil, &Error{Key: "cluster.secret", Reason: fmt.Sprintf("is %s; at least %d are required so that it cannot be guessed", plural(len(c.Cluster.Secret), "byte"), MinSecretBytes)}
+		p.failWith(&Error{Key: "cluster.secret", Reason: fmt.Sprintf("is %s; at least %d are required so that it cannot be guessed", plural(len(c.Cluster.Secret), "byte"), MinSecretBytes)})
 	}
 	tlsSet := 0
 	for _, f := range []string{c.Cluster.TLS.CertFile, c.Cluster.TLS.KeyFile, c.Cluster.TLS.CAFile} {
@@ -863,10 +906,10 @@ func Load(v *viper.Viper) (*Config, error) {
 		}
 	}
 	if tlsSet != 0 && tlsSet != 3 {
-		return nil, &Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"}
+		p.failWith(&Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"})
 	}
 	if err := c.validateTLS(); err != nil {
-		return nil, err
+		p.failWith(err)
 	}
 	if c.NodeID == "" {
 		h, _ := os.Hostname()
@@ -876,9 +919,9 @@ func Load(v *viper.Viper) (*Config, error) {
 		c.NodeID = "edge"
 	}
 	if strings.ContainsAny(c.NodeID, " ;,=:\"\t") || len(c.NodeID) > 64 {
-		return nil, &Error{Key: "node_id", Value: c.NodeID, Reason: "must be at most 64 bytes without spaces or any of ;,=:\""}
+		p.failWith(&Error{Key: "node_id", Value: c.NodeID, Reason: "must be at most 64 bytes without spaces or any of ;,=:\""})
 	}
-	return c, nil
+	return joinErrors(p.errs)
 }
 
 // formatSize writes a byte count the way config.yaml does: 8MiB, 32KiB.
@@ -913,6 +956,9 @@ type parser struct {
 	v    *viper.Viper
 	err  error
 	errs []error // every error, p.err the first
+	// fileErrs are the file's key errors (keepFileErrors): a key they
+	// name is not reported again for its value.
+	fileErrs []error
 	// siteRate is limits.rate's value, each site's rate_limit unless it
 	// sets its own.
 	siteRate RateLimit
@@ -1073,6 +1119,9 @@ func resolvePath(p string) string {
 }
 
 func (p *parser) fail(key string, val any, reason string) {
+	if shapeCovers(p.fileErrs, key) {
+		return
+	}
 	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
 	if p.err == nil {
 		p.err = e
@@ -1083,9 +1132,14 @@ func (p *parser) fail(key string, val any, reason string) {
 // failWith records an error made elsewhere (a rule's), as fail does.
 func (p *parser) failWith(err error) {
 	var e *Error
-	if errors.As(err, &e) && e.Source == "" {
+	if errors.As(err, &e) {
 		top, _, _ := strings.Cut(e.Key, "[")
-		e.Source = p.source(top)
+		if shapeCovers(p.fileErrs, top) {
+			return
+		}
+		if e.Source == "" {
+			e.Source = p.source(top)
+		}
 	}
 	if p.err == nil {
 		p.err = err
@@ -1212,8 +1266,12 @@ func (p *parser) int(key string, lo, hi int) int {
 	case int64:
 		n = x
 	case float64:
-		if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) || math.Abs(x) > 1<<53 {
+		if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) {
 			p.fail(key, raw, "is not a whole number")
+			return 0
+		}
+		if math.Abs(x) > 1<<53 {
+			p.fail(key, raw, fmt.Sprintf("is out of range [%d, %d]", lo, hi))
 			return 0
 		}
 		n = int64(x)
@@ -1299,7 +1357,11 @@ func (p *parser) size(key string, min int64) int64 {
 	case int64:
 		n = x
 	case float64:
-		if x != math.Trunc(x) || x < 0 || x > 1<<62 {
+		if x == math.Trunc(x) && x > 1<<62 {
+			p.fail(key, raw, "is too large (at most 4EiB)")
+			return 0
+		}
+		if x != math.Trunc(x) || x < 0 {
 			err = errors.New("bad")
 		}
 		n = int64(x)

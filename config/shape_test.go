@@ -116,3 +116,61 @@ func TestUnusedClusterKeysAreWarnedOf(t *testing.T) {
 		t.Errorf("a node with peers warned %q", w)
 	}
 }
+
+// TestOneRunNamesEveryMistake: the file's unknown keys stopped the check
+// before any value was read, and the rules between keys stopped at the
+// first one broken, so an operator fixed one mistake to meet the next (a
+// walk-through's). A key the file's shape already names is not reported
+// again for its value, and a whole number too large for an int is echoed
+// as written, not as 1e+20.
+func TestOneRunNamesEveryMistake(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	yaml := "origin: {url: http://o}\nlisten: nonsense\nbogus_key: 1\n" +
+		"cache:\n  max_bytes: 100000000000000000000\n  max_variants: 3\n  Max_Variants: x\n" +
+		"cluster: {peers: a=127.0.0.1:1, secret: short}\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewViper(file)
+	if err != nil {
+		t.Fatalf("the file's key errors wait for Load: %v", err)
+	}
+	_, err = Load(v)
+	var many *Errors
+	if !errors.As(err, &many) {
+		t.Fatalf("error %v, want several", err)
+	}
+	got := map[string]string{}
+	for _, e := range many.List {
+		var ce *Error
+		if !errors.As(e, &ce) {
+			t.Fatalf("%v is not a *config.Error", e)
+		}
+		if _, twice := got[ce.Key]; twice {
+			t.Errorf("%s reported twice: %v", ce.Key, err)
+		}
+		got[ce.Key] = e.Error()
+	}
+	want := map[string]string{
+		"bogus_key":          "is not a known key",
+		"cache.max_variants": "twice",
+		"listen":             `"nonsense" is not host:port`,
+		"cache.max_bytes":    `"100000000000000000000" is too large`,
+	}
+	for key, text := range want {
+		if !strings.Contains(got[key], text) {
+			t.Errorf("%s: got %q, want it to say %q (all: %v)", key, got[key], text, err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d errors, want %d: %v", len(got), len(want), err)
+	}
+	// The rules between keys: every one broken, once the keys themselves
+	// read well.
+	_, err = LoadBytes([]byte("origin: {url: ftp://o}\nlisten: 127.0.0.1:9180\ncluster: {peers: a=127.0.0.1:1, secret: short}\n"))
+	for _, text := range []string{"origin.url", "admin.listen", "cluster.secret"} {
+		if err == nil || !strings.Contains(err.Error(), text) {
+			t.Errorf("want %s named: %v", text, err)
+		}
+	}
+}
