@@ -51,7 +51,8 @@ func (h *Handler) trusted(r *http.Request) bool {
 // an untrusted client's forwarding fields are gone (the edge writes its
 // own), and the query is normalised only when the operator opted in. What
 // is left reaches the origin; of it, what reqfield does not know is keyed
-// (fieldKey). It only deletes, so the hit path stays free of allocations.
+// (fieldKey). It only deletes and trims (trimFieldValues), so the hit path
+// stays free of allocations.
 func (h *Handler) sanitize(r *http.Request) {
 	hd := r.Header
 	if len(hd["Connection"]) > 0 || len(hd["Te"]) > 0 || len(hd["Upgrade"]) > 0 || len(hd["Keep-Alive"]) > 0 ||
@@ -70,7 +71,8 @@ func (h *Handler) sanitize(r *http.Request) {
 	delete(hd, "Host")
 	trust := 0   // looked up only when a forwarding field is there: 1 yes, -1 no
 	relayed := 0 // looked up only when a field is dropped: 1 yes, -1 no
-	for name := range hd {
+	for name, vals := range hd {
+		trimFieldValues(vals)
 		switch reqfield.Classify(name) {
 		case reqfield.Dropped:
 			delete(hd, name)
@@ -109,6 +111,26 @@ func (h *Handler) sanitize(r *http.Request) {
 		r.RequestURI = r.URL.RequestURI()
 	}
 }
+
+// trimFieldValues takes the spaces and tabs off both ends of each value,
+// in place (a substring: no allocation). HTTP/1.1's parser strips them
+// (RFC 9110 §5.5), but HTTP/2 and HTTP/3 frames carry a value as sent,
+// and every server here (h2server, x/net's, quic-go's) passes a padded
+// one on though RFC 9113 §8.2.1 calls it malformed: the key (VaryKey)
+// trimmed it while the origin, over HTTP/2, saw " https://app.test" and
+// refused CORS, and that answer was stored as the variant of
+// "https://app.test" for every user (a review's
+// TestS24H2WhitespaceOriginPoisonsVaryVariantForHTTP11). The key and the
+// origin now read the same value.
+func trimFieldValues(vals []string) {
+	for i, v := range vals {
+		if v != "" && (isOWS(v[0]) || isOWS(v[len(v)-1])) {
+			vals[i] = strings.Trim(v, " \t")
+		}
+	}
+}
+
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
 // fieldKeySep starts the keyed-field part of a variant key: a NUL, which
 // no field value or Vary key can hold.
