@@ -93,7 +93,7 @@ func newSiteMetrics(reg prometheus.Registerer) *siteMetrics {
 			Name: "edge_misdirected_requests_total", Help: "Requests for a host no site serves (421).",
 		}),
 		badHosts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "edge_bad_host_requests_total", Help: "Requests whose Host is not a valid host (400): a non-numeric port, brackets around a name, bytes a name cannot hold.",
+			Name: "edge_bad_host_requests_total", Help: "Requests whose Host the edge refuses as not a host (400): a non-numeric port, brackets around a name, an empty label. A Host net/http cannot read (none, two, a byte a Host field cannot hold) gets net/http's own 400 before the edge sees the request and is not counted here.",
 		}),
 		pools: origin.NewPoolMetrics(reg),
 	}
