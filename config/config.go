@@ -1791,6 +1791,7 @@ var LiveKeys = []string{
 	"origin.connect_timeout", "origin.response_timeout", "origin.idle_timeout", "origin.max_idle_conns",
 	"cache.heuristic_fraction", "cache.heuristic_max", "cache.stale_if_error", "cache.stale_ceiling", "cache.store_set_cookie",
 	"cache.client_no_cache", "cache.revalidate_interval", "rules", "limits.rate", "limits.rate_burst", "limits.rate_key",
+	"limits.max_inflight", "limits.max_inflight_per_client", "limits.max_connections", "limits.max_connections_per_client",
 	"log.level",
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgecache/edge/config"
 	"github.com/edgecache/edge/internal/clientaddr"
 )
 
@@ -28,7 +29,7 @@ import (
 // descriptors stay for the work under way (nginx's worker_connections and
 // limit_conn play the same part).
 type connLimiter struct {
-	max, perClient int // 0: no bound of that kind
+	max, perClient int // 0: no bound of that kind; under mu (a reload sets them: setBounds)
 
 	mu     sync.Mutex
 	open   int
@@ -62,6 +63,14 @@ const (
 // per limits.max_inflight slot), the disk tier's files, spool files,
 // listeners and the process's own.
 func connReserve(maxInflight int) int { return 1024 + 4*maxInflight }
+
+// maxConnections is the client connection bound cfg gives.
+func maxConnections(cfg *config.Config) int {
+	if cfg.Limits.MaxConnections != 0 {
+		return cfg.Limits.MaxConnections
+	}
+	return defaultMaxConnections(cfg.Limits.MaxInflight)
+}
 
 // defaultMaxConnections is limits.max_connections' 0: the open-file limit
 // less connReserve, or half of it where the limit is small (a container's
@@ -130,7 +139,7 @@ func newPeerConnLimiter(perAddr int, reg prometheus.Registerer) *connLimiter {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections", Help: "Connections open on the cluster listener (peers' requests and membership streams)."},
 			func() float64 { return float64(l.Open()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_peer_connections_limit", Help: "The cluster listener's connection bound for one address in force."},
-			func() float64 { return float64(l.perClient) }))
+			func() float64 { _, per := l.bounds(); return float64(per) }))
 	return l
 }
 
@@ -212,7 +221,7 @@ func newConnLimiter(maxConns, perClient int, reg prometheus.Registerer) *connLim
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections", Help: "Client connections open (TCP and QUIC) on the public listeners."},
 			func() float64 { return float64(l.Open()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_client_connections_limit", Help: "limits.max_connections in force (its default: the open-file limit less a reserve)."},
-			func() float64 { return float64(l.max) }))
+			func() float64 { m, _ := l.bounds(); return float64(m) }))
 	return l
 }
 
@@ -239,6 +248,21 @@ func (l *connLimiter) decide(addr netip.Addr, refusals *prometheus.CounterVec) s
 	}
 	l.takeLocked(client)
 	return ""
+}
+
+// bounds are the limiter's bounds in force.
+func (l *connLimiter) bounds() (maxConns, perClient int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.max, l.perClient
+}
+
+// setBounds changes the bounds (a reload). Connections already open stay;
+// a lower bound refuses new ones until enough have closed.
+func (l *connLimiter) setBounds(maxConns, perClient int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.max, l.perClient = maxConns, perClient
 }
 
 // takeLocked counts one more connection from client. Under l.mu.

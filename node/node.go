@@ -180,11 +180,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 			}
 		}
 	}()
-	maxConns := cfg.Limits.MaxConnections
-	if maxConns == 0 {
-		maxConns = defaultMaxConnections(cfg.Limits.MaxInflight)
-	}
-	n.conns = newConnLimiter(maxConns, cfg.Limits.MaxConnectionsPerClient, reg)
+	n.conns = newConnLimiter(maxConnections(cfg), cfg.Limits.MaxConnectionsPerClient, reg)
 	if n.pubLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
 	}

@@ -144,6 +144,7 @@ func (n *Node) Reload() (string, error) {
 		s.pool.Forget(func(site, url string) bool { return kept[[2]string{site, url}] })
 	}
 	n.proxy.SetPolicy(cachePolicy(cfg))
+	n.applyLimits(cfg)
 	// What the old table stored under a site the new one no longer gives
 	// its host goes: nothing could serve it or purge it, and a reload
 	// back would serve what was purged in between.
@@ -177,4 +178,17 @@ func (n *Node) reloadHandler(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]string{"result": "ok", "hash": hash})
+}
+
+// applyLimits puts the reloadable limits in force: the in-flight bounds
+// and the connection bounds (an operator tightens them under a flood
+// without the restart that would empty the cache). What is under way
+// keeps its slot; a lower bound refuses what comes next.
+func (n *Node) applyLimits(cfg *config.Config) {
+	n.proxy.SetLimits(cfg.Limits.MaxInflight, cfg.Limits.MaxInflightPerClient)
+	n.conns.setBounds(maxConnections(cfg), cfg.Limits.MaxConnectionsPerClient)
+	if n.peerConns != nil {
+		// Its default follows limits.max_inflight (connReserve).
+		n.peerConns.setBounds(0, defaultMaxPeerConnections(cfg.Limits.MaxInflight))
+	}
 }

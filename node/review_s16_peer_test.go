@@ -58,6 +58,20 @@ func TestS16PeerClusterThroughLimiterAndStop(t *testing.T) {
 	}
 	a, stopA := start("a", clA)
 	b, stopB := start("b", clB)
+	// Each must trust the other first: asked at once, a node with its
+	// peer not yet heard fetched every page itself (0 answers from a peer
+	// in four runs of five with -count=5).
+	deadline := time.Now().Add(10 * time.Second)
+	for ok := false; !ok; time.Sleep(20 * time.Millisecond) {
+		ok = true
+		for _, n := range []*Node{a, b} {
+			ps := n.cluster.Peers()
+			ok = ok && len(ps) == 1 && ps[0].Trusted
+		}
+		if !ok && time.Now().After(deadline) {
+			t.Fatal("peers not trusted in 10 s")
+		}
+	}
 	forwarded := 0
 	for i := 0; forwarded < 3 && i < 40; i++ {
 		path := fmt.Sprintf("/s16/%d", i)

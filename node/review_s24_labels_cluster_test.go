@@ -27,7 +27,14 @@ func s24lClusterJunk(t *testing.T, cl, tag string, k int) {
 		v := fmt.Sprintf("%s%d", tag, i)
 		for _, p := range [][]byte{
 			[]byte(v), []byte("EDGE" + v), append([]byte{0, 1, 2, 3}, v...), append([]byte{1}, v...),
-			func() []byte { b := make([]byte, 150); for j := range b { b[j] = byte(rnd.Uint32()) }; copy(b[20:], v); return b }(),
+			func() []byte {
+				b := make([]byte, 150)
+				for j := range b {
+					b[j] = byte(rnd.Uint32())
+				}
+				copy(b[20:], v)
+				return b
+			}(),
 		} {
 			_, _ = u.Write(p)
 		}

@@ -33,7 +33,9 @@ func s24lTLSTraffic(t *testing.T, n *Node, tag string, k int) int {
 	mk := func(h2 bool, sni string) *http.Client {
 		tc := &tls.Config{InsecureSkipVerify: true, ServerName: sni} //nolint:gosec // test certificate
 		tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: h2, DisableCompression: true,
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", addr) }}
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			}}
 		if !h2 {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}

@@ -129,14 +129,16 @@ func (n *Node) Snapshot() Status {
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
-	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: n.conns.max, PerClient: n.conns.perClient,
+	connMax, connPer := n.conns.bounds()
+	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: connMax, PerClient: connPer,
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
 		RefusedQUICInitials: counterOf(n.conns.refusedInitials.WithLabelValues(refusedMax)) + counterOf(n.conns.refusedInitials.WithLabelValues(refusedPerClient))}
 	s.AdminConnections = AdminConnectionStatus{Open: n.admConns.Open(), Max: n.admConns.max, PerAddress: n.admConns.perClient,
 		RefusedMax: counterOf(n.admConns.refused.WithLabelValues(refusedMax)), RefusedPerAddress: counterOf(n.admConns.refused.WithLabelValues(refusedPerClient)),
 		Evicted: counterOf(n.admConns.evicted.WithLabelValues(refusedMax)) + counterOf(n.admConns.evicted.WithLabelValues(refusedPerClient))}
 	if pc := n.peerConns; pc != nil {
-		s.PeerConnections = &PeerConnectionStatus{Open: pc.Open(), PerAddress: pc.perClient, Refused: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
+		_, per := pc.bounds()
+		s.PeerConnections = &PeerConnectionStatus{Open: pc.Open(), PerAddress: per, Refused: counterOf(pc.refused.WithLabelValues(refusedPerClient))}
 	}
 	if n.hits != nil {
 		hs := n.hitM.Stats()

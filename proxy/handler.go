@@ -200,7 +200,10 @@ type Handler struct {
 	metrics *Metrics
 	log     *slog.Logger
 	unkeyed map[string]struct{} // cfg.UnkeyedRequestHeaders
-	sem     chan struct{}
+	// upstream bounds concurrent upstream requests (MaxInflight), a
+	// count against a limit rather than a channel's capacity, so that a
+	// reload can change the limit (SetLimits).
+	upstream upstreamSlots
 	// formSlots and liveSlots bound the compression work done at once:
 	// stored forms made in the background, responses encoded live.
 	formSlots, liveSlots chan struct{}
@@ -234,6 +237,15 @@ func (h *Handler) policy() *Policy { return h.pol.Load() }
 // keep the freshness they were given; new responses use the new policy.
 func (h *Handler) SetPolicy(p Policy) { h.pol.Store(&p) }
 
+// SetLimits sets limits.max_inflight and limits.max_inflight_per_client
+// (a live reload: an operator tightens them under a flood without losing
+// the cache to a restart). Requests under way keep their slots; a lower
+// bound refuses new ones until enough have ended.
+func (h *Handler) SetLimits(maxInflight, perClient int) {
+	h.upstream.limit.Store(int64(maxInflight))
+	h.clients.limit.Store(int64(perClient))
+}
+
 // New returns a handler that answers from store and fetches misses with f.
 func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Handler {
 	if cfg.Now == nil {
@@ -246,7 +258,6 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 		cfg: cfg, store: store, fetcher: f, metrics: m, log: log,
 		passes:       expirable.NewLRU[string, struct{}](10000, nil, cfg.PassTTL),
 		large:        expirable.NewLRU[string, struct{}](10000, nil, 10*time.Minute),
-		sem:          make(chan struct{}, cfg.MaxInflight),
 		now:          cfg.Now,
 		via:          "1.1 " + cfg.NodeID,
 		statusPrefix: cfg.NodeID + "; ",
@@ -261,7 +272,7 @@ func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Han
 	for _, name := range cfg.UnkeyedRequestHeaders {
 		h.unkeyed[http.CanonicalHeaderKey(name)] = struct{}{}
 	}
-	h.clients.limit = cfg.MaxInflightPerClient
+	h.SetLimits(cfg.MaxInflight, cfg.MaxInflightPerClient)
 	h.hot = newHotKeys(64)
 	h.bufPool.New = func() any { b := make([]byte, 32<<10); return &b }
 	store.OnDrop(h.pinDropped)
@@ -332,7 +343,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	// every client it serves (all of a cluster's nodes, when they share an
 	// IPv6 /64), so bounding it would turn a busy peer's misses into 429s
 	// and origin fetches.
-	if h.clients.limit > 0 && !inboundOf(r).Relayed {
+	if h.clients.on() && !inboundOf(r).Relayed {
 		client := clientaddr.OfRemote(r.RemoteAddr)
 		if !h.clients.acquire(client) {
 			w.Header().Set("Retry-After", "1")
@@ -559,16 +570,24 @@ func coalesceKey(key, varyKey string) string {
 
 // acquireUpstream takes one of the MaxInflight upstream slots. Hits never
 // need one, so a flood of slow uploads or slow origins cannot stop them.
-func (h *Handler) acquireUpstream() bool {
-	select {
-	case h.sem <- struct{}{}:
-		return true
-	default:
-		return false
+func (h *Handler) acquireUpstream() bool { return h.upstream.acquire() }
+
+func (h *Handler) releaseUpstream() { h.upstream.used.Add(-1) }
+
+// upstreamSlots is a count of slots in use against a limit that may change.
+type upstreamSlots struct{ used, limit atomic.Int64 }
+
+func (s *upstreamSlots) acquire() bool {
+	for {
+		used := s.used.Load()
+		if used >= s.limit.Load() {
+			return false
+		}
+		if s.used.CompareAndSwap(used, used+1) {
+			return true
+		}
 	}
 }
-
-func (h *Handler) releaseUpstream() { <-h.sem }
 
 // upstreamReleaser returns a func that gives the slot back once, however
 // often it is called: a spooled stream gives it back when its body is in,
@@ -581,21 +600,24 @@ func (h *Handler) upstreamReleaser() func() {
 // clientLimiter bounds concurrent requests per client (clientaddr.OfRemote:
 // an IPv4 address, an IPv6 /64).
 type clientLimiter struct {
-	limit int
+	limit atomic.Int64 // 0: off (callers then take no slot)
 	mu    sync.Mutex
 	n     map[string]int
 }
 
+// on reports whether requests are bounded per client: a caller takes a
+// slot (acquire) and gives it back (release) only then.
+func (c *clientLimiter) on() bool { return c.limit.Load() > 0 }
+
+// acquire takes a slot for ip, counted whatever the limit (a reload may
+// turn it off between on and here, and release must find the slot).
 func (c *clientLimiter) acquire(ip string) bool {
-	if c.limit <= 0 {
-		return true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
 		c.n = make(map[string]int)
 	}
-	if c.n[ip] >= c.limit {
+	if limit := c.limit.Load(); limit > 0 && int64(c.n[ip]) >= limit {
 		return false
 	}
 	c.n[ip]++

@@ -182,7 +182,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		return false
 	}
 	var ip string
-	if h.clients.limit > 0 && req.Remote != nil {
+	if h.clients.on() && req.Remote != nil {
 		// Held until ReleaseHit, after the write (OfRemote's key is never
 		// "", which there means none held).
 		ip = clientaddr.OfRemote(req.Remote.String()) // the key ServeHTTP's bound uses

@@ -144,8 +144,8 @@ func TestBufferedDrift(t *testing.T) {
 	}
 	wg.Wait()
 	h.Wait()
-	t.Logf("Buffered after = %d, sem len %d", h.Buffered(), len(h.sem))
-	if h.Buffered() != 0 || len(h.sem) != 0 {
-		t.Errorf("drift: buffered %d, slots held %d", h.Buffered(), len(h.sem))
+	t.Logf("Buffered after = %d, sem len %d", h.Buffered(), int(h.upstream.used.Load()))
+	if h.Buffered() != 0 || int(h.upstream.used.Load()) != 0 {
+		t.Errorf("drift: buffered %d, slots held %d", h.Buffered(), int(h.upstream.used.Load()))
 	}
 }

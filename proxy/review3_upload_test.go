@@ -69,16 +69,15 @@ func TestUploadSharesComeBackOnEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	post("open-err", true, int64(len(large)), bytes.NewReader(large), 200)
-	for len(h.sem) < cap(h.sem) { // overloaded once the body is in
-		h.sem <- struct{}{}
+	for h.acquireUpstream() { // overloaded once the body is in
 	}
 	for i := range 3 {
 		if w := <-upload(h, "/ov"+strconv.Itoa(i), int64(len(small)), bytes.NewReader(small)); w.Code != 503 {
 			t.Errorf("overloaded: %d, want 503", w.Code)
 		}
 	}
-	for len(h.sem) > 0 {
-		<-h.sem
+	for int(h.upstream.used.Load()) > 0 {
+		h.releaseUpstream()
 	}
 	check("overload")
 }
