@@ -27,11 +27,14 @@ type miss struct {
 	// hasCookie: the request carried a Cookie, so a response that may not
 	// be stored may be its user's own (aboutTheURL).
 	hasCookie bool
-	vary      []string // the URL's current Vary names (nil: none known)
-	stale     *Entry   // the stored variant to validate, if any
-	reqCC     CacheControl
-	hasAuth   bool
-	fwd       string // Cache-Status fwd parameter
+	// ownQuery: the key rule dropped parameters of the request's query,
+	// so such a response may be about them (aboutTheURL).
+	ownQuery bool
+	vary     []string // the URL's current Vary names (nil: none known)
+	stale    *Entry   // the stored variant to validate, if any
+	reqCC    CacheControl
+	hasAuth  bool
+	fwd      string // Cache-Status fwd parameter
 	// background: no client reads the body (a stale-while-revalidate
 	// refresh), so a body that cannot be kept is abandoned.
 	background bool
@@ -636,20 +639,30 @@ func perUserFields(h http.Header) http.Header {
 }
 
 // sharedHeader copies a response header for storing: no hop-by-hop fields,
-// no per-user fields, no peer-protocol fields.
-func sharedHeader(h http.Header) http.Header {
+// no per-user fields, no peer-protocol fields. The targeted cache-control
+// fields the cache obeys stay, Edge-Cache-Control among them: finishEntry
+// reads the stored copy's lifetime from them, and without it a response
+// stored because Edge-Cache-Control allowed it lived by Cache-Control's
+// max-age (an hour for 5 s: a review's
+// TestS24EdgeCacheControlGovernsTheStoredLifetime), here and on every
+// peer and restart that read the copy.
+func sharedHeader(h http.Header, targeted []string) http.Header {
 	hdr := h.Clone()
 	removeHopByHop(hdr)
 	for _, k := range perUserResponseFields {
 		delete(hdr, k)
 	}
-	removeEdgeHeaders(hdr)
+	for k := range hdr {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "edge-") && !slices.Contains(targeted, k) {
+			delete(hdr, k)
+		}
+	}
 	return hdr
 }
 
 // newEntry builds an entry (without its body) from an upstream response.
 func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time, life *rules.Lifetime) *Entry {
-	hdr := sharedHeader(resp.Header)
+	hdr := sharedHeader(resp.Header, h.policy().TargetedFields)
 	delete(hdr, sliceSizeField) // only the edge makes manifests (slice.go)
 	names, _ := VaryNames(hdr)
 	if h.cfg.Compression != nil {
@@ -672,7 +685,7 @@ func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime ti
 // 304 are not applied: they belong to the requester alone.
 func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, respTime time.Time) *Entry {
 	hdr := stale.Header.Clone()
-	upd := sharedHeader(resp.Header)
+	upd := sharedHeader(resp.Header, h.policy().TargetedFields)
 	delete(upd, sliceSizeField)
 	// Fields that describe the stored body, or select it, stay as stored:
 	// a 304 cannot change the representation it validated (RFC 9111 §3.2).

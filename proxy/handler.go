@@ -317,8 +317,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		// parser takes a space in the query; forwarded as it is, the
 		// origin's HTTP/1.1 request line had four words (a review's
 		// TestH2PathWithSpaceIsRefused). HTTP/1.1 clients cannot send it.
-		h.reject(w, r, http.StatusBadRequest, "bad_target", "request target has a space or control byte in its query")
+		// A '#' no request target may hold (RFC 9112 §3.2) stays in Go's
+		// RawQuery, where the key rule read "?utm_source=x#&id=2" as id 2
+		// and an origin that cuts the fragment answered for no id: stored
+		// as product 2 for everyone (a review's
+		// TestS24FragmentInQueryPoisonsAKeyedPage).
+		h.reject(w, r, http.StatusBadRequest, "bad_target", "request target has a space, control byte or '#' in its query")
 		return
+	}
+	if r.URL.Path == "" {
+		// An absolute-form target without a path ("GET http://shop.test
+		// HTTP/1.1") is the root page (RFC 9112 §3.2.2): the key and the
+		// origin's request already read it as "/", and the rules must
+		// too, or it escaped every rule a path starts with (a bypass, a
+		// set request field) and filled "/" for everyone (a review's
+		// TestS24AbsoluteFormWithoutPathPoisonsTheHomePage).
+		r.URL.Path, r.URL.RawPath = "/", ""
 	}
 	if r.Method == http.MethodConnect {
 		// A reverse proxy tunnels nothing: forwarded, a CONNECT (or an
@@ -389,10 +403,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // queryIsPrintable reports whether a raw query holds no space, control
-// byte or DEL: what an HTTP/1.1 request line can carry.
+// byte, DEL or '#': what an HTTP/1.1 request line's query can carry.
 func queryIsPrintable(q string) bool {
 	for i := 0; i < len(q); i++ {
-		if c := q[i]; c <= ' ' || c == 0x7f {
+		if c := q[i]; c <= ' ' || c == 0x7f || c == '#' {
 			return false
 		}
 	}
@@ -556,6 +570,15 @@ func (h *Handler) missFor(key string, r *http.Request, purgesAt uint64) miss {
 	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: g, purgesAt: purgesAt}
 	if m.hasCookie {
 		m.passKey += "\x00cookie"
+	}
+	if kr := g.keyRule(); kr != nil && !kr.Query.Empty() && r.URL.RawQuery != "" && len(kr.KeyQuery(r.URL.RawQuery)) < len(r.URL.RawQuery) {
+		// The key rule dropped parameters the origin saw: an answer that
+		// may not be stored may be about them (a campaign parameter's
+		// attribution cookie), not the URL, and remembered under the
+		// shared key it made the page hit-for-pass for everyone (a
+		// review's TestS24IgnoredParamAnswerDoesNotTurnTheCacheOffForEveryone).
+		m.ownQuery = true
+		m.passKey += "\x00query " + r.URL.RawQuery
 	}
 	return m
 }

@@ -127,8 +127,8 @@ func (h *Handler) ReleaseHit(pinned *Entry, clientIP string) {
 // statuses without a body or a standard reason phrase.
 func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnswer) bool {
 	start := h.now()
-	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes {
-		return false
+	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes || req.Path == "" || req.Path[0] != '/' || !queryIsPrintable(req.RawQuery) {
+		return false // serve refuses it, or reads it another way
 	}
 	scheme := "http"
 	if req.TLS {

@@ -118,8 +118,9 @@ func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
 // variant goes. A response to a request that carried a Cookie may be that
 // user's own (an origin that answers logged-in users `private` without
 // `Vary: Cookie`): it says nothing about what anonymous visitors get, and
-// one such request must not evict what they share. (Its hit-for-pass
-// memory is kept apart too: see passKey.)
+// one such request must not evict what they share. The same holds for a
+// request whose query held parameters the key rule dropped (ownQuery).
+// (Its hit-for-pass memory is kept apart too: see passKey.)
 func (m miss) aboutTheURL(why reason) bool {
-	return why.outdatesStale() && !m.hasCookie
+	return why.outdatesStale() && !m.hasCookie && !m.ownQuery
 }

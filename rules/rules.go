@@ -295,12 +295,51 @@ func (r *Rule) matchCookie(h http.Header) bool {
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
 			name, _, _ := strings.Cut(part, "=")
-			if nameMatch(r.cookie, strings.TrimSpace(name)) {
+			if cookieNameMatch(r.cookie, strings.TrimSpace(name)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// cookieNameMatch matches a cookie's name against a pattern (exact, or a
+// prefix when it ends in *) as the most lenient origin reads names:
+// ASP.NET Core compares them without case and PHP's $_COOKIE turns '.',
+// ' ' and '[' into '_'. A bypass for auth_token that AUTH_TOKEN or
+// auth.token dodged served a logged-in page to everyone, and a page keyed
+// on lang was stored from LANG=de for visitors without it (a review's
+// TestS24CookieConditionMatchesTheNameTheOriginReads and
+// TestS24KeyCookieNameAsTheOriginReadsIt).
+func cookieNameMatch(pattern, name string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return len(name) >= len(p) && foldedEqual(name[:len(p)], p)
+	}
+	return foldedEqual(name, pattern)
+}
+
+// foldedEqual compares two cookie names as cookieNameMatch reads them,
+// without allocating.
+func foldedEqual(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldCookieByte(a[i]) != foldCookieByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func foldCookieByte(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + ('a' - 'A')
+	case c == '.' || c == ' ' || c == '[':
+		return '_'
+	}
+	return c
 }
 
 // Set is a site's rules, in order.
@@ -684,6 +723,11 @@ func cookieValues(h http.Header, pattern string) []string {
 			case !isPattern && n == pattern:
 				out = append(out, v)
 			case isPattern && strings.HasPrefix(n, prefix):
+				out = append(out, n+"="+v)
+			case cookieNameMatch(pattern, n):
+				// Spelled otherwise but read as the name by some
+				// origins (cookieNameMatch): keyed with its spelling,
+				// apart from the name's own value and from others'.
 				out = append(out, n+"="+v)
 			}
 		}
