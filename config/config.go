@@ -408,7 +408,7 @@ func (e *Error) Error() string {
 // valueText writes a value as the file most likely had it: YAML reads a
 // whole number too large for an int as a float, which fmt writes 1e+20.
 func valueText(v any) string {
-	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e21 {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e30 {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
@@ -448,6 +448,15 @@ func NewViper(file string) (*viper.Viper, error) {
 // the unknown keys only to be told of a bad value on the next run. Not a
 // configuration key, as flagsKey.
 const fileErrorsKey = "file key errors"
+
+// FileErrors is what NewViper found wrong with the file's keys (nil: nothing),
+// which Load reports with the values' errors: for a caller that reads a
+// few keys without Load (edge reload and edge health find the admin
+// listener so), which must refuse such a file all the same.
+func FileErrors(v *viper.Viper) error {
+	list, _ := v.Get(fileErrorsKey).([]error)
+	return joinErrors(list)
+}
 
 // keepFileErrors notes err, made of *Error only, for Load.
 func keepFileErrors(v *viper.Viper, err error) {
@@ -909,7 +918,14 @@ func (p *parser) crossChecks(c *Config) error {
 		p.failWith(&Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"})
 	}
 	if err := c.validateTLS(); err != nil {
-		p.failWith(err)
+		var many *Errors
+		if errors.As(err, &many) {
+			for _, e := range many.List {
+				p.failWith(e)
+			}
+		} else {
+			p.failWith(err)
+		}
 	}
 	if c.NodeID == "" {
 		h, _ := os.Hostname()
@@ -1119,7 +1135,7 @@ func resolvePath(p string) string {
 }
 
 func (p *parser) fail(key string, val any, reason string) {
-	if shapeCovers(p.fileErrs, key) {
+	if p.coveredByFile(key) {
 		return
 	}
 	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
@@ -1129,12 +1145,24 @@ func (p *parser) fail(key string, val any, reason string) {
 	p.errs = append(p.errs, e)
 }
 
+// coveredByFile reports whether key's value came from the file and an
+// error of the file's shape already names it: a flag's or a variable's
+// bad value is reported whatever the file got wrong (a review found
+// --cache-size bogus unsaid behind a key the file wrote twice).
+func (p *parser) coveredByFile(key string) bool {
+	if !shapeCovers(p.fileErrs, key) {
+		return false
+	}
+	src := p.source(key)
+	return !strings.HasPrefix(src, "flag ") && !strings.HasPrefix(src, "EDGE_")
+}
+
 // failWith records an error made elsewhere (a rule's), as fail does.
 func (p *parser) failWith(err error) {
 	var e *Error
 	if errors.As(err, &e) {
 		top, _, _ := strings.Cut(e.Key, "[")
-		if shapeCovers(p.fileErrs, top) {
+		if p.coveredByFile(top) {
 			return
 		}
 		if e.Source == "" {
@@ -1265,6 +1293,9 @@ func (p *parser) int(key string, lo, hi int) int {
 		n = int64(x)
 	case int64:
 		n = x
+	case uint64: // YAML's reading of a whole number from 2^63 to 2^64-1
+		p.fail(key, raw, fmt.Sprintf("is out of range [%d, %d]", lo, hi))
+		return 0
 	case float64:
 		if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) {
 			p.fail(key, raw, "is not a whole number")
@@ -1356,6 +1387,9 @@ func (p *parser) size(key string, min int64) int64 {
 		n = int64(x)
 	case int64:
 		n = x
+	case uint64: // YAML's reading of a whole number from 2^63 to 2^64-1
+		p.fail(key, raw, "is too large (at most 4EiB)")
+		return 0
 	case float64:
 		if x == math.Trunc(x) && x > 1<<62 {
 			p.fail(key, raw, "is too large (at most 4EiB)")
@@ -1372,6 +1406,13 @@ func (p *parser) size(key string, min int64) int64 {
 	}
 	if err != nil {
 		p.fail(key, raw, "is not a size (e.g. 64MiB, 512KB, 1GiB or a byte count)")
+		return 0
+	}
+	if n > 1<<62 {
+		// What ParseSize refuses written out: sums of sizes (the memory
+		// limit node.New sets) overflowed to a negative number, which Go
+		// reads as no limit (a review's).
+		p.fail(key, raw, "is too large (at most 4EiB)")
 		return 0
 	}
 	if n < min {
@@ -1871,36 +1912,37 @@ func (p *parser) certs(key string) []CertPair {
 // when the node loads them (tlsconf), which names the key too.
 func (c *Config) validateTLS() error {
 	t := &c.TLS
+	var errs []error
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return &Error{Key: "tls.cert_file", Reason: "and tls.key_file go together"}
+		errs = append(errs, &Error{Key: "tls.cert_file", Reason: "and tls.key_file go together"})
 	}
 	hasCerts := t.CertFile != "" || len(t.Certificates) > 0 || len(t.ACMEDomains) > 0
 	if t.Listen != "" && !hasCerts {
-		return &Error{Key: "tls.listen", Value: t.Listen, Reason: "needs a certificate: tls.cert_file and tls.key_file, tls.certificates or tls.acme.domains"}
+		errs = append(errs, &Error{Key: "tls.listen", Value: t.Listen, Reason: "needs a certificate: tls.cert_file and tls.key_file, tls.certificates or tls.acme.domains"})
 	}
 	if t.Listen == "" && (hasCerts || t.HTTP3) {
-		return &Error{Key: "tls.listen", Reason: "is required when certificates, ACME or tls.http3 are configured"}
+		errs = append(errs, &Error{Key: "tls.listen", Reason: "is required when certificates, ACME or tls.http3 are configured"})
 	}
 	if t.RedirectToHTTPS && t.Listen == "" {
-		return &Error{Key: "http.redirect_to_https", Reason: "needs tls.listen"}
+		errs = append(errs, &Error{Key: "http.redirect_to_https", Reason: "needs tls.listen"})
 	}
 	if t.Listen != "" && (t.Listen == c.Listen || t.Listen == c.Admin.Listen) {
-		return &Error{Key: "tls.listen", Value: t.Listen, Reason: "must differ from listen and admin.listen"}
+		errs = append(errs, &Error{Key: "tls.listen", Value: t.Listen, Reason: "must differ from listen and admin.listen"})
 	}
 	if len(t.ACMEDomains) > 0 {
 		if u, err := url.Parse(t.ACMECA); err != nil || u.Scheme != "https" || u.Host == "" {
-			return &Error{Key: "tls.acme.ca", Value: t.ACMECA, Reason: "is not an https directory URL"}
+			errs = append(errs, &Error{Key: "tls.acme.ca", Value: t.ACMECA, Reason: "is not an https directory URL"})
 		}
 		for _, d := range t.ACMEDomains {
 			if strings.ContainsAny(d, "/: *") || !strings.Contains(d, ".") && d != "localhost" {
-				return &Error{Key: "tls.acme.domains", Value: d, Reason: "is not a host name ACME can validate"}
+				errs = append(errs, &Error{Key: "tls.acme.domains", Value: d, Reason: "is not a host name ACME can validate"})
 			}
 		}
 	}
 	if !httpguts.ValidHeaderFieldValue(t.HSTS) {
-		return &Error{Key: "tls.hsts", Value: t.HSTS, Reason: "is not a valid header field value (one line, no control characters)"}
+		errs = append(errs, &Error{Key: "tls.hsts", Value: t.HSTS, Reason: "is not a valid header field value (one line, no control characters)"})
 	}
-	return nil
+	return joinErrors(errs)
 }
 
 // codings parses a list of produced content codings.

@@ -357,7 +357,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	// every client it serves (all of a cluster's nodes, when they share an
 	// IPv6 /64), so bounding it would turn a busy peer's misses into 429s
 	// and origin fetches.
-	if h.clients.on() && !inboundOf(r).Relayed {
+	//
+	// Counted with the bound off too, so that a bound a reload turns on
+	// sees the requests under way (a review: a flooding client kept every
+	// request it had plus N new ones). The hit path (AppendHit) counts
+	// only while the bound is on: its hits last microseconds, and the
+	// count's lock on every hit is what that path exists to avoid.
+	if !inboundOf(r).Relayed {
 		client := clientaddr.OfRemote(r.RemoteAddr)
 		if !h.clients.acquire(client) {
 			w.Header().Set("Retry-After", "1")

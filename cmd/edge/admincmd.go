@@ -42,6 +42,12 @@ func adminAddr(flag, file string) (adminTarget, error) {
 	t := adminTarget{addr: flag}
 	if file != "" {
 		v, err := config.NewViper(file)
+		if err == nil {
+			// A key the file got wrong (admin: {listen: } took the
+			// default 127.0.0.1:9180: "connection refused" again, its
+			// cause unsaid; a review's).
+			err = config.FileErrors(v)
+		}
 		if err != nil {
 			return t, fmt.Errorf("the admin listener is not known from %s (--admin gives it): %w", file, err)
 		}
