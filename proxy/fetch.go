@@ -28,13 +28,15 @@ type miss struct {
 	// be stored may be its user's own (aboutTheURL).
 	hasCookie bool
 	// ownQuery: the key rule dropped parameters of the request's query,
-	// so such a response may be about them (aboutTheURL).
-	ownQuery bool
-	vary     []string // the URL's current Vary names (nil: none known)
-	stale    *Entry   // the stored variant to validate, if any
-	reqCC    CacheControl
-	hasAuth  bool
-	fwd      string // Cache-Status fwd parameter
+	// so such a response may be about them (aboutTheURL); urlPassKey is
+	// then the pass key of the URL it shares (remembered).
+	ownQuery   bool
+	urlPassKey string
+	vary       []string // the URL's current Vary names (nil: none known)
+	stale      *Entry   // the stored variant to validate, if any
+	reqCC      CacheControl
+	hasAuth    bool
+	fwd        string // Cache-Status fwd parameter
 	// background: no client reads the body (a stale-while-revalidate
 	// refresh), so a body that cannot be kept is abandoned.
 	background bool
@@ -653,11 +655,37 @@ func sharedHeader(h http.Header, targeted []string) http.Header {
 		delete(hdr, k)
 	}
 	for k := range hdr {
-		if len(k) >= 5 && strings.EqualFold(k[:5], "edge-") && !slices.Contains(targeted, k) {
+		if isEdgeField(k) && !slices.Contains(targeted, k) {
 			delete(hdr, k)
 		}
 	}
 	return hdr
+}
+
+// The targeted fields the cache obeys that sit in its own Edge- namespace
+// (Edge-Cache-Control) are kept in the stored copy and in answers to
+// peers, which read the page's lifetime from them, and are not given to
+// clients (a review found them reaching clients from stored copies
+// only: a cache in front would obey them on hits and not on passes).
+func isEdgeField(name string) bool { return len(name) >= 5 && strings.EqualFold(name[:5], "edge-") }
+
+// dropEdgeTargeted removes the Edge- targeted fields from a client's answer.
+func (h *Handler) dropEdgeTargeted(hdr http.Header) {
+	for _, name := range h.policy().TargetedFields {
+		if isEdgeField(name) {
+			delete(hdr, name)
+		}
+	}
+}
+
+// keepEdgeTargeted copies the Edge- targeted fields of from into a peer's
+// answer.
+func (h *Handler) keepEdgeTargeted(hdr, from http.Header) {
+	for _, name := range h.policy().TargetedFields {
+		if v := from[name]; len(v) > 0 && isEdgeField(name) {
+			hdr[name] = v
+		}
+	}
 }
 
 // newEntry builds an entry (without its body) from an upstream response.

@@ -537,11 +537,11 @@ func (h *Handler) serveCacheable(w http.ResponseWriter, r *http.Request) string 
 	}
 	m := h.missFor(key, r, purgesAt)
 	if e == nil {
-		if _, large := h.large.Get(m.passKey); large {
+		if h.remembered(h.large, m) {
 			// Known to be larger than we store: forward as is, Range included.
 			return h.servePass(w, r, whyTooLarge)
 		}
-		if _, pass := h.passes.Get(m.passKey); pass {
+		if h.remembered(h.passes, m) {
 			return h.servePass(w, r, whyUncacheable)
 		}
 	}
@@ -583,10 +583,23 @@ func (h *Handler) missFor(key string, r *http.Request, purgesAt uint64) miss {
 		// attribution cookie), not the URL, and remembered under the
 		// shared key it made the page hit-for-pass for everyone (a
 		// review's TestS24IgnoredParamAnswerDoesNotTurnTheCacheOffForEveryone).
-		m.ownQuery = true
+		m.ownQuery, m.urlPassKey = true, m.passKey
 		m.passKey += "\x00query " + r.URL.RawQuery
 	}
 	return m
+}
+
+// remembered reports whether memory holds m's pass key, or, for a request
+// whose query the key rule trimmed, the key of the URL it shares: a page
+// known uncacheable for everyone is passed for a campaign click too, not
+// fetched as a miss that waits on another visitor's fill (a review's
+// TestS25IgnoredParamRequestsCollapseOnAHitForPassPage).
+func (h *Handler) remembered(memory *expirable.LRU[string, struct{}], m miss) bool {
+	if _, ok := memory.Get(m.passKey); ok {
+		return true
+	}
+	_, ok := memory.Get(m.urlPassKey)
+	return ok && m.ownQuery
 }
 
 // coalesceKey names one variant of a URL for request merging.

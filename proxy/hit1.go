@@ -74,8 +74,11 @@ var noDirectives = ParseCacheControl(nil, "Cache-Control")
 type hitBlock struct {
 	statusLine []byte // "HTTP/1.1 200 OK\r\n"
 	fields     []byte // sorted "Name: value\r\n" lines
-	addDate    bool   // the entry has no Date: the response gets the current one
-	usable     bool   // false: the entry is one this path does not write (see hitBlockOf)
+	// peerFields are fields with the entry's Edge- targeted fields, for a
+	// peer's hit (nil: the same as fields; see isEdgeField).
+	peerFields []byte
+	addDate    bool // the entry has no Date: the response gets the current one
+	usable     bool // false: the entry is one this path does not write (see hitBlockOf)
 }
 
 // HitAnswer is AppendHit's response.
@@ -191,7 +194,11 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		}
 	}
 	dst = append(dst, b.statusLine...)
-	dst = append(dst, b.fields...)
+	if req.Remote == nil && b.peerFields != nil {
+		dst = append(dst, b.peerFields...)
+	} else {
+		dst = append(dst, b.fields...)
+	}
 	if req.Front != nil {
 		dst = append(dst, req.Front.block...)
 	}
@@ -262,6 +269,13 @@ func (h *Handler) hitBlockOf(e *Entry) *hitBlock {
 		var buf bytes.Buffer
 		_ = hdr.Write(&buf) // net/http's own serialiser: sorted, values cleaned as it cleans them
 		b.fields = buf.Bytes()
+		n := len(hdr)
+		if h.dropEdgeTargeted(hdr); len(hdr) != n {
+			b.peerFields = b.fields
+			var client bytes.Buffer
+			_ = hdr.Write(&client)
+			b.fields = client.Bytes()
+		}
 		b.statusLine = []byte("HTTP/1.1 " + strconv.Itoa(e.Status) + " " + text + "\r\n")
 	}
 	e.hit1.CompareAndSwap(nil, b)

@@ -797,7 +797,7 @@ func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, 
 			}
 		}
 	}
-	h.setEntryHeader(w, m, h.now(), status, own)
+	h.setEntryHeader(w, r, m, h.now(), status, own)
 	hdr := w.Header()
 	delete(hdr, sliceSizeField)
 	delete(hdr, "Content-Length")

@@ -29,11 +29,15 @@ func (h *Handler) extendWrite(w http.ResponseWriter) {
 }
 
 // setEntryHeader fills w's header from a stored entry, with our Age,
-// Cache-Status and Via, and the requester's own per-user fields.
-func (h *Handler) setEntryHeader(w http.ResponseWriter, e *Entry, now time.Time, status cacheStatus, own http.Header) {
+// Cache-Status and Via, and the requester's own per-user fields. The
+// stored copy's Edge-Cache-Control is a peer's alone (edgeTargeted).
+func (h *Handler) setEntryHeader(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	hdr := w.Header()
 	for k, v := range e.Header {
 		hdr[k] = v
+	}
+	if !inboundOf(r).Relayed {
+		h.dropEdgeTargeted(hdr)
 	}
 	for k, v := range own {
 		hdr[k] = v
@@ -79,7 +83,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 		}
 		e = d
 	}
-	h.setEntryHeader(w, e, now, status, own)
+	h.setEntryHeader(w, r, e, now, status, own)
 	if !status.plainHit() {
 		// A fresh hit is written at once, within the deadline net/http set
 		// when the request arrived; other answers may follow a wait.
@@ -108,7 +112,7 @@ func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *Entry, n
 // answers in identity.
 func (h *Handler) encodeLive(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header, enc coding.Encoding) {
 	defer h.giveLiveSlot()
-	h.setEntryHeader(w, e, now, status, own)
+	h.setEntryHeader(w, r, e, now, status, own)
 	var out io.Writer = w
 	if r.Method != http.MethodHead {
 		ew, err := h.newEncodingWriter(w, enc)
@@ -224,7 +228,7 @@ func (h *Handler) serveFrom(w http.ResponseWriter, r *http.Request, f *fill, rd 
 			return
 		}
 		sent = true
-		h.setEntryHeader(w, e, h.now(), status, own)
+		h.setEntryHeader(w, r, e, h.now(), status, own)
 		if e.offers != 0 { // an identity body: serveFill sends encoded ones whole
 			to := coding.NegotiateStream(r.Header["Accept-Encoding"], e.offers) // encoded as it is sent: the cheapest coder
 			if to != e.coding && r.Method != http.MethodHead {
@@ -383,6 +387,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Resp
 	}
 	removeHopByHop(hdr)
 	removeEdgeHeaders(hdr)
+	if inboundOf(r).Relayed {
+		// A peer reads the lifetime from them as this node would have:
+		// without, a page Edge-Cache-Control kept out of this node's
+		// store (no-store) was kept an hour at the ingress by its
+		// Cache-Control, one user's answer for everyone (a review's
+		// TestS25EdgeNoStorePassedByTheHomeIsStoredAtTheIngress).
+		h.keepEdgeTargeted(hdr, resp.Header)
+	}
 	if _, ok := hdr["Content-Type"]; !ok {
 		hdr["Content-Type"] = nil // never sniff: serve what the origin said
 	}

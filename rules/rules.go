@@ -726,9 +726,12 @@ func cookieValues(h http.Header, pattern string) []string {
 				out = append(out, n+"="+v)
 			case cookieNameMatch(pattern, n):
 				// Spelled otherwise but read as the name by some
-				// origins (cookieNameMatch): keyed with its spelling,
-				// apart from the name's own value and from others'.
-				out = append(out, n+"="+v)
+				// origins (cookieNameMatch): keyed with its spelling
+				// after a \x01, which no field value holds, apart from
+				// the name's own value: "LANG=de" bare was the key of
+				// lang=LANG=de too (a review's
+				// TestS25FoldedCookieKeyCollidesWithAnExactValue).
+				out = append(out, "\x01"+n+"="+v)
 			}
 		}
 	}
