@@ -45,7 +45,7 @@ func TestS25LoweredMaxConnectionsHoldsOnEveryFront(t *testing.T) {
 			out["tls-h1"] = resp.StatusCode == 200
 			resp.Body.Close()
 		}
-		h2 := &http.Client{Timeout: 3 * time.Second, Transport: &http2.Transport{TLSClientConfig: tcfg("h2")}}
+		h2 := &http.Client{Timeout: 3 * time.Second, Transport: &http2.Transport{TLSClientConfig: tcfg("h2")}} //nolint:staticcheck // x/net's transport: HTTP/2 alone, no fallback
 		if resp, err := h2.Do(req); err == nil {
 			out["h2"] = resp.StatusCode == 200 && resp.ProtoMajor == 2
 			resp.Body.Close()
@@ -75,7 +75,7 @@ func TestS25LoweredMaxConnectionsHoldsOnEveryFront(t *testing.T) {
 		_ = json.Unmarshal([]byte(st), &s)
 		return v, s.C.Max
 	}
-	if got := try(); !(got["plain"] && got["tls-h1"] && got["h2"] && got["h3"]) {
+	if got := try(); !got["plain"] || !got["tls-h1"] || !got["h2"] || !got["h3"] {
 		t.Fatalf("before the reload not every front answered: %v", got)
 	}
 	held, err := net.Dial("tcp", n.pub)
@@ -99,7 +99,7 @@ func TestS25LoweredMaxConnectionsHoldsOnEveryFront(t *testing.T) {
 	if m, s := limit(); m <= 1 || s <= 1 {
 		t.Errorf("after the bound went back: edge_client_connections_limit %v, status max %d", m, s)
 	}
-	if got := try(); !(got["plain"] && got["tls-h1"] && got["h2"] && got["h3"]) {
+	if got := try(); !got["plain"] || !got["tls-h1"] || !got["h2"] || !got["h3"] {
 		t.Errorf("after the bound went back not every front answered: %v", got)
 	}
 }
