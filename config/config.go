@@ -406,9 +406,10 @@ func (e *Error) Error() string {
 }
 
 // valueText writes a value as the file most likely had it: YAML reads a
-// whole number too large for an int as a float, which fmt writes 1e+20.
+// whole number too large for an int as a float, which fmt writes 1e+20
+// (written out up to 64 digits; past them an exponent reads better).
 func valueText(v any) string {
-	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e30 {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e64 {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
@@ -524,6 +525,9 @@ func readYAML(v *viper.Viper, data []byte) error {
 			errs = append(errs, &Error{Key: k, Reason: "is not a known key (see docs/operations.md)" + hint, Source: "the config file"})
 		}
 	}
+	if nums := numbersAsWritten(data); len(nums) > 0 {
+		v.Set(numbersKey, nums) // after the check of known keys: it is none
+	}
 	return joinErrors(errs)
 }
 
@@ -566,6 +570,39 @@ func stringKeysAsWritten(data []byte) map[string]any {
 		}
 	}
 	walk(doc.Content[0], "", out)
+	return out
+}
+
+// numbersKey is where readYAML keeps the text of the file's numbers, by
+// key, for errors to echo (numbersAsWritten). Not a configuration key.
+const numbersKey = "numbers as written"
+
+// numbersAsWritten gives the text of every number the file holds outside
+// lists, by dotted key: YAML reads one too large for an int as a float,
+// which loses its digits past the sixteenth, and an error must show what
+// the operator wrote (a review's).
+func numbersAsWritten(data []byte) map[string]string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := prefix+strings.ToLower(n.Content[i].Value), n.Content[i+1]
+			switch {
+			case val.Kind == yaml.ScalarNode && (val.ShortTag() == "!!int" || val.ShortTag() == "!!float"):
+				out[key] = val.Value
+			case val.Kind == yaml.MappingNode:
+				walk(val, key+".")
+			}
+		}
+	}
+	walk(doc.Content[0], "")
 	return out
 }
 
@@ -1137,6 +1174,12 @@ func resolvePath(p string) string {
 func (p *parser) fail(key string, val any, reason string) {
 	if p.coveredByFile(key) {
 		return
+	}
+	switch val.(type) {
+	case float64, uint64: // the file's number as written (numbersAsWritten)
+		if written, ok := p.v.Get(numbersKey).(map[string]string); ok && written[key] != "" {
+			val = written[key]
+		}
 	}
 	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
 	if p.err == nil {

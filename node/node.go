@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -322,7 +323,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		// budget and headroom for connections and the runtime. A soft limit
 		// makes the collector run before the heap doubles (GOGC's default)
 		// when the edge is near its budget; GOMEMLIMIT overrides it.
-		debug.SetMemoryLimit(cfg.Cache.MaxBytes + cfg.Limits.MaxBufferedBytes + memoryHeadroom)
+		debug.SetMemoryLimit(memoryLimit(cfg.Cache.MaxBytes, cfg.Limits.MaxBufferedBytes))
 	}
 	if cfg.Admin.Token == "" && !isLoopback(n.AdminAddr()) {
 		log.Warn("the admin listener is not on loopback and admin.token is empty: /status and /metrics are open to the network; set admin.token (purge and pprof stay closed without it)", "admin", n.AdminAddr())
@@ -335,6 +336,21 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 // enough for a purge's answer once its round has ended (milliseconds),
 // short beside shutdown_timeout.
 const stopAnswerGrace = time.Second
+
+// memoryLimit is the soft memory limit for a store and a buffer budget of
+// these sizes, with headroom: at most math.MaxInt64 (two sizes near the
+// 4EiB each may have overflowed into a negative limit, which
+// SetMemoryLimit reads as a query and leaves no limit: a review's).
+func memoryLimit(storeBytes, bufferedBytes int64) int64 {
+	sum := storeBytes
+	for _, n := range []int64{bufferedBytes, memoryHeadroom} {
+		if sum > math.MaxInt64-n {
+			return math.MaxInt64
+		}
+		sum += n
+	}
+	return sum
+}
 
 // clustered reports whether cfg names peers.
 func clustered(cfg *config.Config) bool { return len(cfg.Cluster.Peers) > 0 || cfg.Cluster.DNS != "" }

@@ -185,9 +185,14 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		return false
 	}
 	var ip string
-	if h.clients.on() && req.Remote != nil {
+	if req.Remote != nil && (h.clients.on() || (len(d.Body) > copyBodyBytes && !req.Head)) {
 		// Held until ReleaseHit, after the write (OfRemote's key is never
-		// "", which there means none held).
+		// "", which there means none held). A hit whose body is written
+		// from the entry, at the client's pace, is counted with the bound
+		// off too, as serve counts every request, so that a bound a
+		// reload turns on sees it (a review held one of 16 MiB unread);
+		// one copied into its head is written at once, and the count's
+		// lock would cost every small hit.
 		ip = clientaddr.OfRemote(req.Remote.String()) // the key ServeHTTP's bound uses
 		if !h.clients.acquire(ip) {
 			return false

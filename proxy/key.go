@@ -19,8 +19,11 @@ import (
 // "https://a.example", so a poisoned variant stored before the fix would
 // have been served after it). TestCacheKeyVersionPinsTheKeys fails when
 // the mapping changes and the version does not; "" was every release
-// before versions.
-const CacheKeyVersion = "2"
+// before versions. "3" (2026-12-06, evening): cookie names keyed as
+// origins fold them (LANG=de had keyed as no cookie, so a default page a
+// LANG=de visitor filled would have been kept) and request field values
+// trimmed before the keyed fields are hashed.
+const CacheKeyVersion = "3"
 
 // CacheKey builds the URL part of a cache key: scheme, the canonical host
 // (CanonicalHost: lower case, no port, no trailing dot), path and the query exactly as it will be forwarded

@@ -20,8 +20,10 @@ import (
 // canonically and apply the site's rules, as the front and the handler
 // always did for requests. No request's key changed, so nothing stored
 // under version "2" is keyed otherwise; the fingerprint moved only
-// because it reads the mapping through URLKey.
-const cacheKeyFingerprint = "0ba005fe83f2e860d9c748954d35eaaa"
+// because it reads the mapping through URLKey. Version "3" with a folded
+// cookie among the inputs (a review: the folding had changed keys twice
+// under "2" with the pin unmoved, no input holding such a name).
+const cacheKeyFingerprint = "e3d04270831afa0d4c083a6856c1755b"
 
 // keyVersionInputs exercise every rule of the mapping: host case, ports,
 // trailing dots, empty paths, queries, and Vary's list and non-list fields
@@ -79,7 +81,7 @@ func TestCacheKeyVersionPinsTheKeys(t *testing.T) {
 	for _, path := range []string{"/s/x", "/a/x"} {
 		rule := set.ForKey(path, "")
 		sum.Write([]byte(rule.KeyQuery("utm_source=a&id=2&b=1&page=3;x")))
-		sum.Write([]byte(rule.KeyExtra(http.Header{"X-Lang": {"de, fr"}, "Cookie": {"lang=en; SSid=1; other=2", "lang=fr"},
+		sum.Write([]byte(rule.KeyExtra(http.Header{"X-Lang": {"de, fr"}, "Cookie": {"lang=en; SSid=1; other=2", "lang=fr", "LANG=de; ssid=3; auth.token=1"},
 			"User-Agent": {"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148"}})))
 		sum.Write([]byte{0xfb})
 	}
