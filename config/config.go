@@ -593,7 +593,10 @@ func numbersAsWritten(data []byte) map[string]string {
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			key, val := prefix+strings.ToLower(n.Content[i].Value), n.Content[i+1]
+			key, val := prefix+strings.ToLower(n.Content[i].Value), resolve(n.Content[i+1])
+			if val == nil {
+				continue
+			}
 			switch {
 			case val.Kind == yaml.ScalarNode && (val.ShortTag() == "!!int" || val.ShortTag() == "!!float"):
 				out[key] = val.Value
@@ -611,10 +614,19 @@ var yamlLineRE = regexp.MustCompile(`line (\d+):`)
 // secretLineRE matches a YAML line whose key names a credential.
 var secretLineRE = regexp.MustCompile(`(?i)^(\s*[-\s]*[a-z_.]*(secret|token|password)[a-z_.]*\s*:).*$`)
 
+// secretFlowRE matches a credential's key and value inside a line, as a
+// flow mapping writes it ({secret: x, peers: …}, "token": "x"): the value
+// is a quoted string or runs to the next ',', '}', ']' or '#'.
+var secretFlowRE = regexp.MustCompile(`(?i)([a-z_.]*(?:secret|token|password)[a-z_.]*["']?\s*:)\s*("[^"]*"?|'[^']*'?|[^,}\]#]*)`)
+
 // maskSecret hides the value of a credential's line: an error message
-// goes to logs and to /reload's answer, which must not carry it.
+// goes to logs and to /reload's answer, which must not carry it. A line
+// that starts with the key loses all that follows it; a credential
+// elsewhere in the line (a flow mapping's) loses its value (a review
+// found cluster: {secret: …, peers: [} printed whole).
 func maskSecret(line string) string {
-	return secretLineRE.ReplaceAllString(line, "$1 <hidden>")
+	line = secretLineRE.ReplaceAllString(line, "$1 <hidden>")
+	return secretFlowRE.ReplaceAllString(line, "$1 <hidden>")
 }
 
 // withYAMLContext adds the lines around a YAML syntax error. The YAML
@@ -1175,6 +1187,9 @@ func (p *parser) fail(key string, val any, reason string) {
 	if p.coveredByFile(key) {
 		return
 	}
+	if slices.Contains(SecretKeys, key) {
+		val = nil // never echoed, whatever its shape (a list once was)
+	}
 	switch val.(type) {
 	case float64, uint64: // the file's number as written (numbersAsWritten)
 		if written, ok := p.v.Get(numbersKey).(map[string]string); ok && written[key] != "" {
@@ -1210,6 +1225,9 @@ func (p *parser) failWith(err error) {
 		}
 		if e.Source == "" {
 			e.Source = p.source(top)
+		}
+		if slices.Contains(SecretKeys, top) {
+			e.Value = nil
 		}
 	}
 	if p.err == nil {
