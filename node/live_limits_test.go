@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -130,4 +131,26 @@ func rawAskNoFatal(addr, req string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// untilStopped runs each(w, i) on n workers, i counting a worker's
+// rounds, until the stop it returns is called; stop waits for them.
+func untilStopped(n int, each func(w, i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				each(w, i)
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
 }

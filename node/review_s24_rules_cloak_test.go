@@ -1,14 +1,11 @@
 package node
 
 import (
-	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A review found (now mended): through a real node, "GET http://shop.test HTTP/1.1" (absolute
@@ -36,21 +33,7 @@ func TestS24AbsoluteFormWithoutPathPoisonsTheHomePage(t *testing.T) {
 		"    rules:\n      - {name: pages, request_headers: {set: {X-Tenant: shop}}}\n")
 
 	// The attacker's one request, over a plain connection.
-	c, err := net.DialTimeout("tcp", n.PublicAddr(), 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := io.WriteString(c, "GET http://shop.test HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ab, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, ab := rawAsk(t, n.PublicAddr(), "GET http://shop.test HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n")
 	t.Logf("attacker: %d %q (Cache-Status %q)", resp.StatusCode, ab, resp.Header.Get("Cache-Status"))
 
 	// A visitor's plain request for the home page.
@@ -88,21 +71,7 @@ func TestS24FragmentInQueryPoisonsAKeyedPage(t *testing.T) {
 	n := startNodeYAML(t, "listen: '"+freeAddr(t)+"'\nadmin: {listen: '"+freeAddr(t)+"', token: tok}\n"+
 		"sites:\n  - name: shop\n    hosts: [shop.test]\n    origins: ['"+origin.URL+"']\n"+
 		"    rules:\n      - {name: pages, key: {ignore_params: ['utm_*']}}\n")
-	c, err := net.DialTimeout("tcp", n.PublicAddr(), 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := io.WriteString(c, "GET /products?utm_source=x#&id=2 HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ab, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, ab := rawAsk(t, n.PublicAddr(), "GET /products?utm_source=x#&id=2 HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n")
 	t.Logf("attacker: %d %q (Cache-Status %q)", resp.StatusCode, ab, resp.Header.Get("Cache-Status"))
 	req, _ := http.NewRequest("GET", "http://"+n.PublicAddr()+"/products?id=2", nil)
 	req.Host = "shop.test"

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,28 +77,15 @@ func TestS25LiveLimitsChurnLeavesNoSlot(t *testing.T) {
 	site := "sites:\n" + s7Site("shop", []string{"shop.test"}, []string{o.URL}, "")
 	n := startS7Node(t, site)
 	n.get("shop.test", "/hit-warm")
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var asked atomic.Int64
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				path := "/hit-warm"
-				if i%3 == 0 {
-					path = fmt.Sprintf("/miss-%d-%d", w, i)
-				}
-				_, _ = rawAskNoFatal(n.pub, "GET "+path+" HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n")
-				asked.Add(1)
-			}
-		}(w)
-	}
+	stop := untilStopped(8, func(w, i int) {
+		path := "/hit-warm"
+		if i%3 == 0 {
+			path = fmt.Sprintf("/miss-%d-%d", w, i)
+		}
+		_, _ = rawAskNoFatal(n.pub, "GET "+path+" HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n")
+		asked.Add(1)
+	})
 	limits := []string{"", "limits: {max_inflight: 1, max_inflight_per_client: 2}\n", "limits: {max_inflight_per_client: 1}\n", "limits: {max_inflight: 3}\n"}
 	for i := 0; i < 24; i++ {
 		if code, body := n.reload(limits[i%len(limits)] + site); code != 200 {
@@ -107,8 +93,7 @@ func TestS25LiveLimitsChurnLeavesNoSlot(t *testing.T) {
 		}
 		time.Sleep(15 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	t.Logf("%d requests during the reloads", asked.Load())
 	if code, body := n.reload("limits: {max_inflight: 2, max_inflight_per_client: 3}\n" + site); code != 200 {
 		t.Fatalf("reload: %d %s", code, body)

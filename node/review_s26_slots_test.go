@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -58,47 +57,33 @@ func TestS26PerClientSlotsAllComeBackAfterMixedLoad(t *testing.T) {
 		_, _ = io.ReadFull(c, buf)
 		c.Close() // mid-body
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 12; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				h := "Host: shop.test\r\nConnection: close\r\n"
-				switch (w + i) % 10 {
-				case 0:
-					_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"\r\n")
-				case 1:
-					_, _ = rawAskNoFatal(n.pub, fmt.Sprintf("GET /hit-%d-%d HTTP/1.1\r\n%s\r\n", w, i%7, h))
-				case 2:
-					_, _ = rawAskNoFatal(n.pub, "HEAD /pass HTTP/1.1\r\n"+h+"\r\n")
-				case 3:
-					abort("GET /bigpass HTTP/1.1\r\n"+h+"\r\n", 4096)
-				case 4:
-					abort(fmt.Sprintf("GET /bigfill-%d HTTP/1.1\r\n%s\r\n", i%5, h), 4096)
-				case 5:
-					_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"If-None-Match: \"v1\"\r\n\r\n")
-				case 6:
-					_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"Range: bytes=1-3\r\n\r\n")
-				case 7:
-					_, _ = rawAskNoFatal(n.pub, "POST /pass HTTP/1.1\r\n"+h+"Content-Length: 5000\r\n\r\n")
-				case 8:
-					_, _ = rawAskNoFatal(n.pub, "TRACE /pass HTTP/1.1\r\n"+h+"\r\n")
-				case 9:
-					abort("GET /pass HTTP/1.1\r\n"+h+"\r\n", 0)
-				}
-			}
-		}(w)
-	}
+	stop := untilStopped(12, func(w, i int) {
+		h := "Host: shop.test\r\nConnection: close\r\n"
+		switch (w + i) % 10 {
+		case 0:
+			_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"\r\n")
+		case 1:
+			_, _ = rawAskNoFatal(n.pub, fmt.Sprintf("GET /hit-%d-%d HTTP/1.1\r\n%s\r\n", w, i%7, h))
+		case 2:
+			_, _ = rawAskNoFatal(n.pub, "HEAD /pass HTTP/1.1\r\n"+h+"\r\n")
+		case 3:
+			abort("GET /bigpass HTTP/1.1\r\n"+h+"\r\n", 4096)
+		case 4:
+			abort(fmt.Sprintf("GET /bigfill-%d HTTP/1.1\r\n%s\r\n", i%5, h), 4096)
+		case 5:
+			_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"If-None-Match: \"v1\"\r\n\r\n")
+		case 6:
+			_, _ = rawAskNoFatal(n.pub, "GET /hit-warm HTTP/1.1\r\n"+h+"Range: bytes=1-3\r\n\r\n")
+		case 7:
+			_, _ = rawAskNoFatal(n.pub, "POST /pass HTTP/1.1\r\n"+h+"Content-Length: 5000\r\n\r\n")
+		case 8:
+			_, _ = rawAskNoFatal(n.pub, "TRACE /pass HTTP/1.1\r\n"+h+"\r\n")
+		case 9:
+			abort("GET /pass HTTP/1.1\r\n"+h+"\r\n", 0)
+		}
+	})
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	stop()
 	time.Sleep(300 * time.Millisecond) // handlers of dropped connections end
 	if code, body := n.reload("limits: {max_body_bytes: 1KiB, max_inflight_per_client: 1}\n" + site); code != 200 {
 		t.Fatalf("reload: %d %s", code, body)

@@ -110,54 +110,34 @@ func TestS27HitSlotsComeBackOnEveryFront(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				p := fmt.Sprintf("/big-%d", (w+i)%4)
-				switch (w + i) % 7 {
-				case 0:
-					dropPlain(p, 8<<10)
-				case 1:
-					_, _ = rawAskNoFatal(n.pub, "GET "+p+" HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
-				case 2:
-					dropTLS(p, 8<<10)
-				case 3:
-					full(h1, p, -1)
-				case 4:
-					full(h2c, p, -1)
-				case 5:
-					full(h2c, p, 16<<10)
-				case 6:
-					dropPlain(p, 0)
-				}
-			}
-		}(w)
-	}
+	stop := untilStopped(8, func(w, i int) {
+		p := fmt.Sprintf("/big-%d", (w+i)%4)
+		switch (w + i) % 7 {
+		case 0:
+			dropPlain(p, 8<<10)
+		case 1:
+			_, _ = rawAskNoFatal(n.pub, "GET "+p+" HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+		case 2:
+			dropTLS(p, 8<<10)
+		case 3:
+			full(h1, p, -1)
+		case 4:
+			full(h2c, p, -1)
+		case 5:
+			full(h2c, p, 16<<10)
+		case 6:
+			dropPlain(p, 0)
+		}
+	})
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	stop()
 	h2c.CloseIdleConnections()
 	h1.CloseIdleConnections()
 	_, m := n.admin("GET", "/metrics")
 	if !strings.Contains(m, "edge_http2_streams_total{answered=\"hit\"}") || strings.Contains(m, "edge_http2_streams_total{answered=\"hit\"} 0\n") {
 		t.Errorf("the HTTP/2 hit path was not taken: the test proves nothing for it")
 	}
-	var left map[string]int
-	for try := 0; try < 50; try++ {
-		if left = s27ClientSlots(n.proxy); len(left) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	left := s27SlotsLeft(n.proxy, 50)
 	if len(left) != 0 {
 		t.Errorf("after the load (plain, TLS, HTTP/2 hits, clients gone mid-body), bound off: clientLimiter holds %v, want empty", left)
 	}
@@ -236,14 +216,21 @@ func TestS27HitSlotsComeBackOnStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the node did not stop")
 	}
+	left := s27SlotsLeft(nd.proxy, 30)
+	if len(left) != 0 {
+		t.Errorf("after the stop with stalled hits on every front: clientLimiter holds %v, want empty", left)
+	}
+}
+
+// s27SlotsLeft polls the per-client slots of p until none is held, at most
+// tries times 100 ms, and returns what is left.
+func s27SlotsLeft(p *proxy.Handler, tries int) map[string]int {
 	var left map[string]int
-	for try := 0; try < 30; try++ {
-		if left = s27ClientSlots(nd.proxy); len(left) == 0 {
+	for try := 0; try < tries; try++ {
+		if left = s27ClientSlots(p); len(left) == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(left) != 0 {
-		t.Errorf("after the stop with stalled hits on every front: clientLimiter holds %v, want empty", left)
-	}
+	return left
 }
