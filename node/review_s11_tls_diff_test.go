@@ -92,6 +92,12 @@ func s11tlsWrite(c net.Conn, raw string, mode s11tlsMode) {
 // s11tlsTranscript writes raw on a new TLS connection to addr and returns
 // the answers ("status body" each), then EOF or open.
 func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11tlsMode) string {
+	return s11tlsTranscriptPatient(t, addr, raw, methods, mode, 1)
+}
+
+// s11tlsTranscriptPatient is s11tlsTranscript waiting patience times as
+// long for each answer.
+func s11tlsTranscriptPatient(t *testing.T, addr, raw string, methods []string, mode s11tlsMode, patience time.Duration) string {
 	t.Helper()
 	c, err := s11tlsDial(addr, "a.test")
 	if err != nil {
@@ -108,7 +114,7 @@ func s11tlsTranscript(t *testing.T, addr, raw string, methods []string, mode s11
 	written := make(chan struct{})
 	go func() { defer close(written); s11tlsWrite(c, raw, mode) }()
 	<-written
-	wait := 700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40
+	wait := patience * (700*time.Millisecond + time.Duration(len(raw))*time.Millisecond/40)
 	rd := e2e.Reading{Methods: methods, Max: 60, First: wait, Wait: wait}
 	switch mode {
 	case s11tlsByteEach:
@@ -223,6 +229,16 @@ func TestS11TLSSmugglingDifferential(t *testing.T) {
 					got = s11tlsTranscript(t, sides[1].n.tls.ln.Addr().String(), tc.raw, tc.methods, mode)
 				}()
 				both.Wait()
+				if got != want {
+					// Once more, one side after the other and four times
+					// as patient: a difference the code makes comes back,
+					// one a loaded machine made (an answer later than the
+					// wait: "open" on one side, in a loaded make test with
+					// other tests beside it) does not.
+					t.Logf("%s (%v) differed once; asked again, patiently:\n without: %.300s\n with:    %.300s", tc.name, mode, want, got)
+					want = s11tlsTranscriptPatient(t, sides[0].n.tls.ln.Addr().String(), tc.raw, tc.methods, mode, 4)
+					got = s11tlsTranscriptPatient(t, sides[1].n.tls.ln.Addr().String(), tc.raw, tc.methods, mode, 4)
+				}
 				if got != want {
 					t.Errorf("%s (%v):\n without the hit path: %.600s\n with it:              %.600s", tc.name, mode, want, got)
 				}

@@ -356,6 +356,9 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
 	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
 	why := h.shareable(e, r, m)
+	if why == "" {
+		why = h.own304(resp.Header, m)
+	}
 	if why == "" && !h.policy().StoreSetCookie && len(fl.own["Set-Cookie"]) > 0 {
 		// The 304 sets a cookie: as a 200 that sets one is never stored
 		// (cache.store_set_cookie), its fields are this requester's alone,
@@ -511,6 +514,29 @@ func (h *Handler) shareable(e *Entry, r *http.Request, m miss) reason {
 	}
 	if e.heuristic && (len(r.Header["Cookie"]) > 0 || m.hasAuth) {
 		return whyPersonalHeuristic
+	}
+	return ""
+}
+
+// own304 judges a 304's own directives as a 200's would be judged (its
+// targeted field if it has one, else its Cache-Control). The merged copy
+// shareable reads keeps the stored copy's targeted field and its public:
+// a 304 saying private or no-store under a stored CDN-Cache-Control, or
+// answering a request with credentials without saying it may be shared,
+// was merged into the copy everyone gets, its fields (X-Account: alice)
+// with it (a review's TestS28A304PrivateIsNotOverriddenByTheStoredTargetedField
+// and TestS28A304ToCredentialsIsNotMergedUnderTheStoredPublic).
+func (h *Handler) own304(hdr http.Header, m miss) reason {
+	cc, _ := h.policy().effectiveCC(hdr)
+	switch {
+	case cc.NoStore && !cc.MustUnderstand:
+		return whyNoStore
+	case cc.Private || cc.PrivateFields:
+		return whyPrivate
+	case cc.NoCacheFields:
+		return whyNoCacheFields
+	case m.hasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval:
+		return whyAuthorization
 	}
 	return ""
 }

@@ -121,6 +121,14 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if cc.Private || cc.PrivateFields {
 		return false, whyPrivate
 	}
+	if cc.NoCacheFields {
+		// no-cache="X-Account": the named fields may not go to anyone
+		// else without revalidation, and a 304 that does not repeat them
+		// revalidates the stored copy, the first user's values with it (a
+		// review's TestS28NoCacheNamedFieldIsNotReusedForAnotherUser). Not
+		// stored, as private="…" is not: the fields are not stripped.
+		return false, whyNoCacheFields
+	}
 	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
 		return false, whyAuthorization
 	}

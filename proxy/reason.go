@@ -15,7 +15,8 @@ const (
 	whyMustUnderstand reason = "must-understand"  // must-understand on a status we do not know
 	whyNoStore        reason = "no-store"
 	whyPrivate        reason = "private"
-	whyAuthorization  reason = "authorization" // a request with credentials, a response not marked shareable
+	whyNoCacheFields  reason = "no-cache-fields" // no-cache="field": the named fields are someone's until revalidated
+	whyAuthorization  reason = "authorization"   // a request with credentials, a response not marked shareable
 	whySetCookie      reason = "set-cookie"
 	whyVaryStar       reason = "vary-star"
 	whyNoFreshness    reason = "no-freshness" // never fresh and never validatable
