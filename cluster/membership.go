@@ -399,8 +399,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		// address: it may be a relay, tunnel or proxy in front of the
 		// address the peer advertises, and heartbeats and peer requests
 		// must take the path the operator chose.
-		p.Addr = addr
-		p.udp, _ = net.ResolveUDPAddr("udp", addr)
+		p.reachAt(addr)
 	}
 	if p.configured && p.configuredByIP {
 		// A peer configured by host name is not redirected: its name is
@@ -411,11 +410,9 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		switch {
 		case addr == p.configuredAddr:
 			p.advertisedConfigured = true
-			p.movedTo, p.moveChecking = "", false
-			p.moveGen++
+			p.forgetMove()
 			if p.Addr != addr { // back where cluster.peers says it is
-				p.Addr = addr
-				p.udp, _ = net.ResolveUDPAddr("udp", addr)
+				p.reachAt(addr)
 			}
 		case !p.advertisedConfigured:
 			// It never advertised its configured address: a relay,
@@ -509,8 +506,7 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	changed := p != nil && p.member
 	if p != nil {
 		// A check under way, or one to come, speaks of the peer as it was.
-		p.movedTo, p.moveChecking = "", false
-		p.moveGen++
+		p.forgetMove()
 	}
 	if changed {
 		p.member = false
@@ -594,10 +590,8 @@ func (c *Cluster) checkMove(ctx context.Context, id, configured, to string, gen 
 // the address p was reached at before, for warnMove. c.mu must be held.
 func (c *Cluster) followMove(p *Peer) (from string) {
 	from, to := p.Addr, p.movedTo
-	p.Addr = to
-	p.udp, _ = net.ResolveUDPAddr("udp", to)
-	p.movedTo, p.moveChecking = "", false
-	p.moveGen++
+	p.reachAt(to)
+	p.forgetMove()
 	c.transport.setPath(p.ID, to, to) // the same: no redirection
 	return from
 }
@@ -608,14 +602,26 @@ func (c *Cluster) followMove(p *Peer) (from string) {
 // at before. c.mu must be held.
 func (c *Cluster) returnToConfigured(p *Peer) (from string) {
 	from = p.Addr
-	p.Addr = p.configuredAddr
-	p.udp, _ = net.ResolveUDPAddr("udp", p.Addr)
-	p.movedTo, p.moveChecking = "", false
-	p.moveGen++
+	p.reachAt(p.configuredAddr)
+	p.forgetMove()
 	if p.advertised != "" {
 		c.transport.setPath(p.ID, p.advertised, p.udpString())
 	}
 	return from
+}
+
+// reachAt sends p's heartbeats and peer requests to addr from now on.
+// c.mu must be held.
+func (p *Peer) reachAt(addr string) {
+	p.Addr = addr
+	p.udp, _ = net.ResolveUDPAddr("udp", addr)
+}
+
+// forgetMove drops a move seen but not followed (or just followed), and
+// makes any check of it under way count for nothing. c.mu must be held.
+func (p *Peer) forgetMove() {
+	p.movedTo, p.moveChecking = "", false
+	p.moveGen++
 }
 
 // warnMove says once that a peer configured by address moved.
