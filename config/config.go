@@ -454,18 +454,23 @@ const fileErrorsKey = "file key errors"
 // which Load reports with the values' errors: for a caller that reads a
 // few keys without Load (edge reload and edge health find the admin
 // listener so), which must refuse such a file all the same.
-func FileErrors(v *viper.Viper) error {
-	list, _ := v.Get(fileErrorsKey).([]error)
-	return joinErrors(list)
-}
+func FileErrors(v *viper.Viper) error { return joinErrors(fileErrorList(v)) }
 
 // keepFileErrors notes err, made of *Error only, for Load.
-func keepFileErrors(v *viper.Viper, err error) {
-	list := []error{err}
+func keepFileErrors(v *viper.Viper, err error) { v.Set(fileErrorsKey, errorList(err)) }
+
+// fileErrorList is what keepFileErrors noted in v (nil: nothing).
+func fileErrorList(v *viper.Viper) []error {
+	list, _ := v.Get(fileErrorsKey).([]error)
+	return list
+}
+
+// errorList is err's errors: the list of an *Errors, else err alone.
+func errorList(err error) []error {
 	if many, ok := err.(*Errors); ok {
-		list = many.List
+		return many.List
 	}
-	v.Set(fileErrorsKey, list)
+	return []error{err}
 }
 
 // fromFile names file as the source of every key error in err, reporting
@@ -473,10 +478,7 @@ func keepFileErrors(v *viper.Viper, err error) {
 // a known key … (from /etc/edge.yaml)", where wrapping repeated the prefix
 // ("config: /etc/edge.yaml: config: origin.conect_timeout: …").
 func fromFile(err error, file string) bool {
-	list := []error{err}
-	if many, ok := err.(*Errors); ok {
-		list = many.List
-	}
+	list := errorList(err)
 	for _, e := range list {
 		if _, ok := e.(*Error); !ok {
 			return false
@@ -674,7 +676,7 @@ func LoadBytes(data []byte) (*Config, error) {
 // Load reads and validates every key from v.
 func Load(v *viper.Viper) (*Config, error) {
 	p := parser{v: v}
-	if list, ok := v.Get(fileErrorsKey).([]error); ok && len(list) > 0 {
+	if list := fileErrorList(v); len(list) > 0 {
 		p.fileErrs = list
 		p.err, p.errs = list[0], slices.Clone(list)
 	}
@@ -967,13 +969,8 @@ func (p *parser) crossChecks(c *Config) error {
 		p.failWith(&Error{Key: "cluster.tls", Reason: "needs all of cert_file, key_file and ca_file, or none"})
 	}
 	if err := c.validateTLS(); err != nil {
-		var many *Errors
-		if errors.As(err, &many) {
-			for _, e := range many.List {
-				p.failWith(e)
-			}
-		} else {
-			p.failWith(err)
+		for _, e := range errorList(err) {
+			p.failWith(e)
 		}
 	}
 	if c.NodeID == "" {
@@ -1187,20 +1184,28 @@ func (p *parser) fail(key string, val any, reason string) {
 	if p.coveredByFile(key) {
 		return
 	}
-	if slices.Contains(SecretKeys, key) {
-		val = nil // never echoed, whatever its shape (a list once was)
-	}
 	switch val.(type) {
 	case float64, uint64: // the file's number as written (numbersAsWritten)
 		if written, ok := p.v.Get(numbersKey).(map[string]string); ok && written[key] != "" {
 			val = written[key]
 		}
 	}
-	e := &Error{Key: key, Value: val, Reason: reason, Source: p.source(key)}
-	if p.err == nil {
-		p.err = e
+	p.add(&Error{Key: key, Value: val, Reason: reason, Source: p.source(key)})
+}
+
+// add records err, the first as p.err. A secret key's value is never
+// kept in it, whatever its shape (a list once was echoed).
+func (p *parser) add(err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		if top, _, _ := strings.Cut(e.Key, "["); slices.Contains(SecretKeys, top) {
+			e.Value = nil
+		}
 	}
-	p.errs = append(p.errs, e)
+	if p.err == nil {
+		p.err = err
+	}
+	p.errs = append(p.errs, err)
 }
 
 // coveredByFile reports whether key's value came from the file and an
@@ -1226,14 +1231,8 @@ func (p *parser) failWith(err error) {
 		if e.Source == "" {
 			e.Source = p.source(top)
 		}
-		if slices.Contains(SecretKeys, top) {
-			e.Value = nil
-		}
 	}
-	if p.err == nil {
-		p.err = err
-	}
-	p.errs = append(p.errs, err)
+	p.add(err)
 }
 
 // flagsKey is where SetFlag notes which keys a flag gave, as
