@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // ClientNoCache is how a client's request to skip the cache
@@ -325,14 +326,17 @@ func foldedEqual(a, b string) bool {
 		return false
 	}
 	for i := 0; i < len(a); i++ {
-		if foldCookieByte(a[i]) != foldCookieByte(b[i]) {
+		if foldNameByte(a[i]) != foldNameByte(b[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func foldCookieByte(c byte) byte {
+// foldNameByte is a name's byte as lenient origins read it: lower case
+// (ASP.NET Core), and '.', ' ' and '[' as '_' (PHP), for cookie and query
+// parameter names alike.
+func foldNameByte(c byte) byte {
 	switch {
 	case 'A' <= c && c <= 'Z':
 		return c + ('a' - 'A')
@@ -656,11 +660,8 @@ func foldParamName(name string) string {
 	}
 	name = strings.TrimLeft(name, " ")
 	return strings.Map(func(c rune) rune {
-		switch {
-		case c == '.' || c == ' ' || c == '[':
-			return '_'
-		case 'A' <= c && c <= 'Z':
-			return c + 'a' - 'A'
+		if c < utf8.RuneSelf {
+			return rune(foldNameByte(byte(c)))
 		}
 		return c
 	}, name)
