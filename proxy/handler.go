@@ -642,13 +642,13 @@ func (h *Handler) upstreamReleaser() func() {
 // clientLimiter bounds concurrent requests per client (clientaddr.OfRemote:
 // an IPv4 address, an IPv6 /64).
 type clientLimiter struct {
-	limit atomic.Int64 // 0: off (callers then take no slot)
+	limit atomic.Int64 // 0: off (serve still takes a slot; AppendHit then only for a body written at the client's pace)
 	mu    sync.Mutex
 	n     map[string]int
 }
 
-// on reports whether requests are bounded per client: a caller takes a
-// slot (acquire) and gives it back (release) only then.
+// on reports whether requests are bounded per client (AppendHit counts
+// small hits only then; serve counts every request).
 func (c *clientLimiter) on() bool { return c.limit.Load() > 0 }
 
 // acquire takes a slot for ip, counted whatever the limit (a reload may
