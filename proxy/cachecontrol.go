@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // maxDeltaSeconds is the largest delta-seconds value we represent. RFC 9111
@@ -19,17 +22,24 @@ const unset = -1
 // are -1. Directives that the cache does not act on are ignored, as RFC 9111
 // §5.2.3 requires.
 type CacheControl struct {
-	MaxAge         int // max-age; -1 if absent
-	SMaxAge        int // s-maxage; -1 if absent
-	MaxStale       int // request max-stale; -1 if absent, maxDeltaSeconds if given without a value
-	MinFresh       int // request min-fresh; -1 if absent
-	StaleWhile     int // stale-while-revalidate (RFC 5861); -1 if absent
-	StaleIfError   int // stale-if-error (RFC 5861); -1 if absent
-	NoStore        bool
-	NoCache        bool // unqualified no-cache: every use must be revalidated
-	NoCacheFields  bool // qualified no-cache="field": the named fields must not be served without revalidation
-	Private        bool // unqualified private: a shared cache must not store
-	PrivateFields  bool // qualified private="field"
+	MaxAge        int // max-age; -1 if absent
+	SMaxAge       int // s-maxage; -1 if absent
+	MaxStale      int // request max-stale; -1 if absent, maxDeltaSeconds if given without a value
+	MinFresh      int // request min-fresh; -1 if absent
+	StaleWhile    int // stale-while-revalidate (RFC 5861); -1 if absent
+	StaleIfError  int // stale-if-error (RFC 5861); -1 if absent
+	NoStore       bool
+	NoCache       bool // unqualified no-cache: every use must be revalidated
+	NoCacheFields bool // qualified no-cache="field": the named fields must not be served without revalidation
+	Private       bool // unqualified private: a shared cache must not store
+	PrivateFields bool // qualified private="field"
+	// Fields are the field names a qualified no-cache or private lists
+	// (canonical form): one user's, never stored in the shared copy.
+	// FieldsUnread is set when such a list could not be read (an
+	// unterminated quote, a name that is no field name, an empty list):
+	// which fields are one user's is then unknown.
+	Fields         []string
+	FieldsUnread   bool
 	Public         bool
 	MustReval      bool // must-revalidate
 	ProxyReval     bool // proxy-revalidate
@@ -85,7 +95,11 @@ func (cc *CacheControl) parseLine(s string) {
 				cc.setDelta(&cc.MaxStale, value, true)
 			}
 		case "no-cache", "private":
-			cc.setQualifiable(strings.ToLower(name), hasValue && strings.TrimSpace(value) != "")
+			qualified := hasValue && strings.TrimSpace(value) != ""
+			cc.setQualifiable(strings.ToLower(name), qualified)
+			if qualified {
+				cc.addFields(value)
+			}
 		default:
 			cc.setFlag(strings.ToLower(name))
 		}
@@ -129,6 +143,35 @@ func (cc *CacheControl) setQualifiable(name string, qualified bool) {
 		cc.PrivateFields = true
 	default:
 		cc.Private = true
+	}
+}
+
+// addFields records the field names of a qualified no-cache or private
+// (value as nextDirective gives it: quoted, a token, or "\x00" when
+// malformed).
+func (cc *CacheControl) addFields(value string) {
+	if value == "\x00" {
+		cc.FieldsUnread = true
+		return
+	}
+	if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		value = value[1 : len(value)-1]
+	}
+	named := 0
+	for name := range strings.SplitSeq(value, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(name) {
+			cc.FieldsUnread = true
+			continue
+		}
+		cc.Fields = append(cc.Fields, textproto.CanonicalMIMEHeaderKey(name))
+		named++
+	}
+	if named == 0 {
+		cc.FieldsUnread = true
 	}
 }
 

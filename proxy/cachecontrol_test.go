@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 )
 
@@ -23,8 +24,13 @@ func TestParseCacheControl(t *testing.T) {
 		{[]string{"max-age=60, max-age=60"}, CacheControl{MaxAge: 60}},
 		{[]string{"max-age=60, max-age=10"}, CacheControl{MaxAge: 60, Invalid: true}},
 		{[]string{"no-cache"}, CacheControl{NoCache: true}},
-		{[]string{`no-cache="Set-Cookie"`}, CacheControl{NoCacheFields: true}},
-		{[]string{`private="X-A, X-B", max-age=5`}, CacheControl{PrivateFields: true, MaxAge: 5}},
+		{[]string{`no-cache="Set-Cookie"`}, CacheControl{NoCacheFields: true, Fields: []string{"Set-Cookie"}}},
+		{[]string{`private="X-A, X-B", max-age=5`}, CacheControl{PrivateFields: true, MaxAge: 5, Fields: []string{"X-A", "X-B"}}},
+		{[]string{`no-cache=x-account, private="set-cookie"`}, CacheControl{NoCacheFields: true, PrivateFields: true, Fields: []string{"X-Account", "Set-Cookie"}}},
+		{[]string{`no-cache="a, b c"`}, CacheControl{NoCacheFields: true, Fields: []string{"A"}, FieldsUnread: true}},
+		{[]string{`no-cache=" , "`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
+		{[]string{`no-cache="X-Account`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
+		{[]string{`no-cache=""`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
 		{[]string{"no-store , must-revalidate"}, CacheControl{NoStore: true, MustReval: true}},
 		{[]string{"max-stale"}, CacheControl{MaxStale: maxDeltaSeconds}},
 		{[]string{"max-stale=5, min-fresh=3, only-if-cached"}, CacheControl{MaxStale: 5, MinFresh: 3, OnlyIfCached: true}},
@@ -45,7 +51,7 @@ func TestParseCacheControl(t *testing.T) {
 			}
 		}
 		want.Present = got.Present // checked separately
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%q:\n got  %+v\n want %+v", tc.in, got, want)
 		}
 	}

@@ -270,7 +270,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		}
 		return outcome{kind: outError, err: err, result: ResultError}
 	}
-	fl.res, fl.respTime, fl.own = res, h.now(), perUserFields(res.Resp.Header)
+	fl.res, fl.respTime, fl.own = res, h.now(), perUserFields(res.Resp.Header, h.policy().TargetedFields)
 	resp := res.Resp
 
 	switch {
@@ -355,11 +355,12 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	m, resp := fl.m, fl.res.Resp
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
 	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
+	own := h.own304Fields(fl.own, resp.Header, e.Header)
 	why := h.shareable(e, r, m)
 	if why == "" {
 		why = h.own304(resp.Header, m)
 	}
-	if why == "" && !h.policy().StoreSetCookie && len(fl.own["Set-Cookie"]) > 0 {
+	if why == "" && !h.policy().StoreSetCookie && len(own["Set-Cookie"]) > 0 && !h.namesField(e.Header, resp.Header, "Set-Cookie") {
 		// The 304 sets a cookie: as a 200 that sets one is never stored
 		// (cache.store_set_cookie), its fields are this requester's alone,
 		// and none of them are merged into the copy everyone gets.
@@ -381,7 +382,7 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 		}
 		fl.f.publish(nil, false, nil)
 		h.done(fl)
-		return outcome{kind: outEntry, entry: e, own: fl.own, status: status.withDetail(string(why)), result: ResultRevalidated}
+		return outcome{kind: outEntry, entry: e, own: own, status: status.withDetail(string(why)), result: ResultRevalidated}
 	}
 	if fl.res.Keep {
 		h.putUnlessPurged(e, fl.purges)
@@ -390,7 +391,37 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	fl.f.upstream = fl.upstreamStatus()
 	fl.f.publish(e, true, nil)
 	h.done(fl)
-	return outcome{kind: outEntry, entry: e, own: fl.own, status: status, result: ResultRevalidated}
+	return outcome{kind: outEntry, entry: e, own: own, status: status, result: ResultRevalidated}
+}
+
+// own304Fields is what a 304's requester gets of its own: the fields its
+// own lists make one user's (own), and those the updated copy's lists
+// name (updated), which updateFrom304 kept out of the copy.
+func (h *Handler) own304Fields(own, resp, updated http.Header) http.Header {
+	names, _ := namedFields(updated, h.policy().TargetedFields)
+	for _, n := range names {
+		for k, v := range resp {
+			if strings.EqualFold(k, n) && len(v) > 0 {
+				if own == nil {
+					own = http.Header{}
+				}
+				own[k] = v
+			}
+		}
+	}
+	return own
+}
+
+// namesField reports whether one of the headers' lists names field as
+// one user's (so it is kept out of the stored copy already).
+func (h *Handler) namesField(a, b http.Header, field string) bool {
+	for _, hdr := range [...]http.Header{a, b} {
+		names, _ := namedFields(hdr, h.policy().TargetedFields)
+		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, field) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // fillSliced stores a sliced object's manifest; the response's body holds
@@ -528,12 +559,13 @@ func (h *Handler) shareable(e *Entry, r *http.Request, m miss) reason {
 // and TestS28A304ToCredentialsIsNotMergedUnderTheStoredPublic).
 func (h *Handler) own304(hdr http.Header, m miss) reason {
 	cc, _ := h.policy().effectiveCC(hdr)
+	_, namesRead := namedFields(hdr, h.policy().TargetedFields)
 	switch {
 	case cc.NoStore && !cc.MustUnderstand:
 		return whyNoStore
-	case cc.Private || cc.PrivateFields:
+	case cc.Private:
 		return whyPrivate
-	case cc.NoCacheFields:
+	case !namesRead:
 		return whyNoCacheFields
 	case m.hasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval:
 		return whyAuthorization
@@ -652,18 +684,87 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 // it stored like any field.)
 var perUserResponseFields = [...]string{"Set-Cookie", "Authentication-Info", "Proxy-Authentication-Info"}
 
-// perUserFields returns the per-user fields of a response (nil if none).
-func perUserFields(h http.Header) http.Header {
+// perUserFields returns the per-user fields of a response (nil if none):
+// perUserResponseFields and the fields its directives name as one
+// user's (namedFields).
+func perUserFields(h http.Header, targeted []string) http.Header {
 	var own http.Header
+	add := func(k string, v []string) {
+		if own == nil {
+			own = http.Header{}
+		}
+		own[k] = v
+	}
 	for _, k := range perUserResponseFields {
 		if v := h[k]; len(v) > 0 {
-			if own == nil {
-				own = http.Header{}
+			add(k, v)
+		}
+	}
+	if names, _ := namedFields(h, targeted); len(names) > 0 {
+		for k, v := range h {
+			if len(v) > 0 && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, k) }) {
+				add(k, v)
 			}
-			own[k] = v
 		}
 	}
 	return own
+}
+
+// namedFields lists the fields a response's qualified no-cache="…" and
+// private="…" name (RFC 9111 §5.2.2.4 and §5.2.2.7): the rest of the
+// response may be stored and shared, those fields may not. They are
+// taken out of the stored copy and given to the requester alone, as
+// Set-Cookie is, so no other request is ever answered with them (a
+// shared cache that kept them would owe a revalidation per use, and a
+// 304 that did not repeat them revalidated the first user's values for
+// the next: a review's TestS28NoCacheNamedFieldIsNotReusedForAnotherUser).
+// The lists of Cache-Control and of every targeted field present are
+// read, whichever governs: naming a field only keeps it out of the
+// shared copy, so the union is the safe reading. ok is false when that
+// cannot be done: a list that could not be read, or one naming a field
+// the cache reads to keep, select or describe the stored body (its
+// lifetime, its Vary, its coding or length); such a response is not
+// stored.
+func namedFields(h http.Header, targeted []string) (names []string, ok bool) {
+	ok = true
+	read := func(name string) {
+		if len(h.Values(name)) == 0 {
+			return
+		}
+		cc := ParseCacheControl(h, name)
+		if cc.FieldsUnread {
+			ok = false
+		}
+		names = append(names, cc.Fields...)
+	}
+	read("Cache-Control")
+	for _, name := range targeted {
+		read(name)
+	}
+	for _, n := range names {
+		if slices.Contains(structuralFields[:], n) || isEdgeField(n) ||
+			slices.ContainsFunc(targeted, func(t string) bool { return strings.EqualFold(t, n) }) {
+			ok = false
+		}
+	}
+	return names, ok
+}
+
+// structuralFields are the fields a stored copy cannot lose: they give
+// its lifetime, select it, or describe its body. A response naming one
+// as one user's is not stored (namedFields).
+var structuralFields = [...]string{
+	"Cache-Control", "Expires", "Pragma", "Vary", "Date", "Age", "Etag", "Last-Modified",
+	"Content-Type", "Content-Encoding", "Content-Length", "Content-Range", "Transfer-Encoding",
+}
+
+// deleteNamed removes the named fields from h, whatever their case.
+func deleteNamed(h http.Header, names []string) {
+	for k := range h {
+		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, k) }) {
+			delete(h, k)
+		}
+	}
 }
 
 // sharedHeader copies a response header for storing: no hop-by-hop fields,
@@ -679,6 +780,9 @@ func sharedHeader(h http.Header, targeted []string) http.Header {
 	removeHopByHop(hdr)
 	for _, k := range perUserResponseFields {
 		delete(hdr, k)
+	}
+	if names, _ := namedFields(h, targeted); len(names) > 0 {
+		deleteNamed(hdr, names)
 	}
 	for k := range hdr {
 		if isEdgeField(k) && !slices.Contains(targeted, k) {
@@ -748,6 +852,12 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 	}
 	for k, v := range upd {
 		hdr[k] = v
+	}
+	// The stored copy's lists name fields the 304 may carry (X-Account:
+	// bob under a stored no-cache="X-Account"): they are bob's, as the
+	// 304's own lists' are.
+	if names, _ := namedFields(hdr, h.policy().TargetedFields); len(names) > 0 {
+		deleteNamed(hdr, names)
 	}
 	e := &Entry{
 		Key: stale.Key, VaryNames: stale.VaryNames, VaryKey: stale.VaryKey,

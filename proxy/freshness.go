@@ -2,10 +2,11 @@ package proxy
 
 import (
 	"net/http"
-
-	"github.com/edgecache/edge/rules"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/edgecache/edge/rules"
 )
 
 // Policy holds the operator's caching choices that RFC 9111 leaves open.
@@ -118,21 +119,23 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	} else if cc.NoStore {
 		return false, whyNoStore
 	}
-	if cc.Private || cc.PrivateFields {
+	if cc.Private {
 		return false, whyPrivate
 	}
-	if cc.NoCacheFields {
-		// no-cache="X-Account": the named fields may not go to anyone
-		// else without revalidation, and a 304 that does not repeat them
-		// revalidates the stored copy, the first user's values with it (a
-		// review's TestS28NoCacheNamedFieldIsNotReusedForAnotherUser). Not
-		// stored, as private="…" is not: the fields are not stripped.
+	// no-cache="X-Account" and private="X-Account" make the named fields
+	// one user's: they are kept out of the stored copy (namedFields), and
+	// the rest is stored; unless the lists cannot be honoured that way.
+	named, namesRead := namedFields(h, p.TargetedFields)
+	if !namesRead {
 		return false, whyNoCacheFields
 	}
 	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
 		return false, whyAuthorization
 	}
-	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 {
+	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 && !slices.Contains(named, "Set-Cookie") {
+		// A Set-Cookie the origin names in no-cache="Set-Cookie" (as
+		// ASP.NET's public pages that set a cookie do) is the origin
+		// saying the rest is anyone's: stored without it.
 		return false, whySetCookie
 	}
 	for _, v := range h.Values("Vary") {
@@ -238,8 +241,10 @@ func (e *Entry) Age(now time.Time) time.Duration {
 func (e *Entry) Lifetime() time.Duration { return e.lifetime }
 
 // mustRevalidate is true when e may never be served without a successful
-// validation: no-cache, or soft-purged.
-func (e *Entry) mustRevalidate() bool { return e.cc.NoCache || e.cc.NoCacheFields || e.stale.Load() }
+// validation: no-cache, or soft-purged. A qualified no-cache="field" is
+// not among them: the named fields are never in the stored copy
+// (namedFields), and the rest may be used as any fresh response.
+func (e *Entry) mustRevalidate() bool { return e.cc.NoCache || e.stale.Load() }
 
 // staleForbidden is true when e may never be served stale, even when the
 // origin is down (must-revalidate, proxy-revalidate, s-maxage for shared caches).

@@ -15,7 +15,7 @@ const (
 	whyMustUnderstand reason = "must-understand"  // must-understand on a status we do not know
 	whyNoStore        reason = "no-store"
 	whyPrivate        reason = "private"
-	whyNoCacheFields  reason = "no-cache-fields" // no-cache="field": the named fields are someone's until revalidated
+	whyNoCacheFields  reason = "no-cache-fields" // no-cache="…" or private="…" naming fields that cannot be kept out of the stored copy, or unreadable
 	whyAuthorization  reason = "authorization"   // a request with credentials, a response not marked shareable
 	whySetCookie      reason = "set-cookie"
 	whyVaryStar       reason = "vary-star"
