@@ -911,8 +911,8 @@ func (p *parser) crossChecks(c *Config) error {
 	if len(c.Sites) == 0 {
 		if c.Origin.URL == "" {
 			p.failWith(&Error{Key: "origin.url", Reason: "is required (flag --origin, env EDGE_ORIGIN_URL) unless sites is set"})
-		} else if !httpURL(c.Origin.URL) {
-			p.failWith(&Error{Key: "origin.url", Value: c.Origin.URL, Reason: "is not an absolute http(s) URL"})
+		} else if why, shown := originURL(c.Origin.URL); why != "" {
+			p.failWith(&Error{Key: "origin.url", Value: shown, Reason: why})
 		}
 		rs, err := rules.Parse("rules", yamlText(v.Get("rules")))
 		if err != nil {
@@ -1648,6 +1648,24 @@ func httpURL(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
+// originURL checks an origin's URL and says what is wrong with it ("" if
+// nothing), with the URL as an error may show it (a password redacted).
+// Credentials in the URL are refused: the origin client never sends them
+// (a URL's user info does not become an Authorization field), and the
+// URL is shown on the status page, in metrics labels and in access logs,
+// which need no token (a review's TestS29AdminOriginCredentialsAreNotPublished).
+func originURL(s string) (reason, shown string) {
+	u, err := url.Parse(s)
+	if err == nil && u.User != nil {
+		return "carries credentials (user:password@), which the edge does not send to the origin and would show on the status page: " +
+			"set them with a rule's request_headers (Authorization)", u.Redacted()
+	}
+	if !httpURL(s) {
+		return "is not an absolute http(s) URL", s
+	}
+	return "", s
+}
+
 // sites parses the sites list. Errors name the entry's key, e.g.
 // sites[1].origins[0].
 func (p *parser) sites(key string) []Site {
@@ -1786,8 +1804,8 @@ func (p *parser) sites(key string) []Site {
 				hosts[h] = s.Name
 			}
 			for j, o := range s.Origins {
-				if !httpURL(o) {
-					p.fail(fmt.Sprintf("%s.origins[%d]", at, j), o, "is not an absolute http(s) URL")
+				if why, shown := originURL(o); why != "" {
+					p.fail(fmt.Sprintf("%s.origins[%d]", at, j), shown, why)
 					return
 				}
 			}
@@ -2123,6 +2141,13 @@ var serviceLinkRE = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)
 // config check and serve print them; none stops a start.
 func Warnings(c *Config) []string {
 	var out []string
+	if n := len(c.Admin.Token); n > 0 && n < MinSecretBytes {
+		// Not refused (existing configurations keep starting), but said at
+		// every start and check: the admin listener bounds wrong tokens per
+		// address (node/adminguard.go), which a short token still does not
+		// survive for long.
+		out = append(out, fmt.Sprintf("admin.token is %s; use at least %d (as cluster.secret must) so that it cannot be guessed", plural(n, "byte"), MinSecretBytes))
+	}
 	for _, s := range c.Sites {
 		out = append(out, s.Rules.Warnings()...)
 	}

@@ -43,6 +43,8 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"listen: 127.0.0.1:8080", "origin.url"},
 		{"origin: {url: ftp://x}", "origin.url"},
 		{"origin: {url: 'http://'}", "origin.url"},
+		{"origin: {url: 'http://u:pw@o'}", "origin.url"},
+		{"sites: [{name: s, hosts: [s.test], origins: ['https://u:pw@o:443']}]", "sites[0].origins[0]"},
 		{"origin: {url: http://o, connect_timeout: 5}", "origin.connect_timeout"},
 		{"origin: {url: http://o, connect_timeout: -1s}", "origin.connect_timeout"},
 		{"origin: {url: http://o}\ncache: {max_bytes: lots}", "cache.max_bytes"},

@@ -2,14 +2,20 @@ package node
 
 import (
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgecache/edge/config"
 )
@@ -27,7 +33,7 @@ func TestRedactArgs(t *testing.T) {
 }
 
 func TestAdminAuthorization(t *testing.T) {
-	n := &Node{cfg: &config.Config{}}
+	n := &Node{cfg: &config.Config{}, guesses: newAdminGuesses(prometheus.NewRegistry())}
 	n.cfg.Admin.Token = "the-token"
 	cases := map[string]bool{
 		"Bearer the-token": true, "bearer the-token": true, "BEARER the-token": true,
@@ -122,4 +128,48 @@ func twoFreePorts(t *testing.T) (string, string) {
 	}
 	defer b.Close()
 	return a.Addr().String(), b.Addr().String()
+}
+
+// TestWrongAdminTokensAreBoundedPerAddress: after a burst of wrong tokens
+// an address is refused (429) without its token being compared, the
+// right one included, until its bucket refills; another address is not
+// held back, and both kinds are counted.
+func TestWrongAdminTokensAreBoundedPerAddress(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := &Node{cfg: &config.Config{}, guesses: newAdminGuesses(reg)}
+	n.cfg.Admin.Token = "the-right-token-0123"
+	ok := n.requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	ask := func(remote, token string) int {
+		r := httptest.NewRequest("POST", "/purge", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		ok.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range guessBurst {
+		if code := ask("192.0.2.7:1000", fmt.Sprint("guess", i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong guess %d: %d, want 401", i, code)
+		}
+	}
+	if code := ask("192.0.2.7:2000", n.cfg.Admin.Token); code != http.StatusTooManyRequests {
+		t.Errorf("the right token after %d wrong ones from the address: %d, want 429 (not compared)", guessBurst, code)
+	}
+	if code := ask("198.51.100.9:1000", n.cfg.Admin.Token); code != http.StatusNoContent {
+		t.Errorf("another address with the right token: %d", code)
+	}
+	wrong := testutil.ToFloat64(n.guesses.failures.WithLabelValues("wrong"))
+	throttled := testutil.ToFloat64(n.guesses.failures.WithLabelValues("throttled"))
+	if wrong != guessBurst || throttled != 1 {
+		t.Errorf("edge_admin_auth_failures_total wrong %v throttled %v, want %d and 1", wrong, throttled, guessBurst)
+	}
+	// The bucket refills at guessRate.
+	g := newAdminGuesses(prometheus.NewRegistry())
+	t0 := time.Now()
+	for range guessBurst {
+		g.wrong("192.0.2.7:1", t0)
+	}
+	if !g.throttled("192.0.2.7:9", t0) || g.throttled("192.0.2.7:9", t0.Add(time.Duration(float64(time.Second)/float64(guessRate))+time.Millisecond)) {
+		t.Error("the address's bucket does not empty, or does not refill")
+	}
 }

@@ -74,6 +74,7 @@ type Node struct {
 	peerHits  *hitpath.Listener // the cluster listener's (peers' fresh hits); nil with tuning.hit_path off or cluster.tls
 	peerHitM  *hitpath.Metrics  // peerHits' counts, for the status page (edge_peer_loop_hits_total is the cluster's)
 	hitM      *hitpath.Metrics
+	guesses   *adminGuesses // wrong admin tokens per address (adminguard.go)
 }
 
 // New builds a node and binds its listeners, so that address errors are
@@ -88,6 +89,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 
 	n := &Node{cfg: cfg, log: log, reg: reg, started: time.Now(), batch: new(batchStats), peerBatch: new(batchStats)}
 	n.siteM = newSiteMetrics(reg)
+	n.guesses = newAdminGuesses(reg)
 	if cfg.Log.Access != "off" {
 		if n.access, err = newAccessLog(cfg.Log.Access, cfg.Log.AccessFormat, log, reg); err != nil {
 			return nil, &config.Error{Key: "log.access", Value: cfg.Log.Access, Reason: err.Error()}
@@ -782,6 +784,10 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 			http.Error(w, "admin.token is not set: protected endpoints are disabled", http.StatusForbidden)
 			return
 		}
+		if n.guesses.throttled(r.RemoteAddr, time.Now()) {
+			tooManyGuesses(w)
+			return
+		}
 		if !n.authorized(r, false) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
@@ -816,7 +822,15 @@ func (n *Node) authorized(r *http.Request, allowBasic bool) bool {
 	default:
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Admin.Token)) == 1
+	now := time.Now()
+	if n.guesses.throttled(r.RemoteAddr, now) {
+		return false // not compared: an address out of guesses learns nothing
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Admin.Token)) == 1 {
+		return true
+	}
+	n.guesses.wrong(r.RemoteAddr, now)
+	return false
 }
 
 // pprofCmdline is /debug/pprof/cmdline with the values of secret flags
@@ -855,7 +869,7 @@ func RedactArgs(args []string) []string {
 // purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := proxy.CheckSoft(q); err != nil {
+	if err := proxy.CheckPurgeQuery(q); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -863,7 +877,7 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	var count int
 	var peers cluster.FanOut
 	var err error
-	if n.cluster != nil && q.Get("local") != "1" {
+	if n.cluster != nil && !proxy.PurgeLocal(q) {
 		count, peers, err = n.cluster.Purge(r.Context(), p, n.proxy.Purge)
 	} else {
 		count, err = n.proxy.Purge(p)

@@ -219,14 +219,27 @@ func (n *Node) statusJSON(w http.ResponseWriter, r *http.Request) {
 // the hottest URLs, it needs the admin token.
 const routeNeedsToken = "the route explorer needs the admin token (open the page with ?login=1, or send it as a bearer token)"
 
-// guardHot hides the hottest URLs (they can name users' private pages)
-// from a request without the admin token.
+// guardHot hides from a request without the admin token the hottest URLs
+// (they can name users' private pages) and the membership keys'
+// fingerprints: a fingerprint is a fast hash of a key derived from
+// cluster.secret alone, so showing it gave anyone an offline test of
+// guesses of the secret (a review's
+// TestS29AdminKeyFingerprintIsNoOracleForTheClusterSecret). With the
+// token (the page's ?login=1) operators still compare them across nodes.
 func (n *Node) guardHot(s Status, r *http.Request) Status {
 	if !n.authorized(r, true) {
 		s.HotKeys, s.HotHidden = nil, true
+		if s.Monitoring != nil {
+			for i := range s.Monitoring.Membership.Keys {
+				s.Monitoring.Membership.Keys[i].Fingerprint = keyHidden
+			}
+		}
 	}
 	return s
 }
+
+// keyHidden stands for a key's fingerprint on a page asked without the token.
+const keyHidden = "(hidden without the admin token)"
 
 // humanBytes writes a byte count for people: 1.5 MiB, 312 KiB, 87 B.
 func humanBytes(v any) string {

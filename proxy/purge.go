@@ -20,22 +20,51 @@ type PurgeRequest struct {
 // ParsePurgeQuery reads a purge from url=…|prefix=…|tag=…[&soft=1|true],
 // the one query syntax of the admin and peer purge endpoints.
 func ParsePurgeQuery(q url.Values) PurgeRequest {
-	// CheckSoft refuses a spelling this reads as a hard purge.
-	soft := q.Get("soft")
-	return PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: soft == "1" || strings.EqualFold(soft, "true")}
+	// CheckPurgeQuery refuses a spelling this reads as a hard purge.
+	return PurgeRequest{URL: q.Get("url"), Prefix: q.Get("prefix"), Tag: q.Get("tag"), Soft: yes(q.Get("soft"))}
 }
 
-// CheckSoft reports a soft= value ParsePurgeQuery does not read as yes
-// or no: soft=yes was a hard purge, and the origin took the refetches an
-// operator asking for a soft one meant to spare it.
-func CheckSoft(q url.Values) error {
-	switch v := strings.ToLower(q.Get("soft")); v {
-	case "", "0", "1", "true", "false":
-		return nil
-	default:
-		return fmt.Errorf("purge: soft=%q: give 1 or true for a soft purge, 0 or false (or nothing) for a hard one", q.Get("soft"))
+// CheckPurgeQuery refuses an admin purge query that ParsePurgeQuery (and
+// the admin endpoint's local=) would misread: a parameter it does not
+// know or given twice, which it would drop (url=/a&url=/b purged /a
+// alone; url=http://shop.test/search?q=x&page=2 written unencoded purged
+// /search?q=x and dropped page=2), a yes/no it does not read as such
+// (soft=yes was a hard purge; local=true went round the cluster), or a
+// url or prefix with a space or control byte, which no request names
+// (an unencoded '+' decodes to a space). Each answered 200 having
+// purged something other than what was asked.
+func CheckPurgeQuery(q url.Values) error {
+	for name, vs := range q {
+		switch name {
+		case "url", "prefix", "tag", "soft", "local":
+		default:
+			return fmt.Errorf("purge: unknown parameter %q (a url with a query must be percent-encoded: url=%s)", name, url.QueryEscape("http://host/path?a=1&b=2"))
+		}
+		if len(vs) > 1 {
+			return fmt.Errorf("purge: %s given %d times: one purge names one url, prefix or tag", name, len(vs))
+		}
 	}
+	for _, name := range [...]string{"soft", "local"} {
+		switch v := strings.ToLower(q.Get(name)); v {
+		case "", "0", "1", "true", "false":
+		default:
+			return fmt.Errorf("purge: %s=%q: give 1 or true for yes, 0 or false (or nothing) for no", name, q.Get(name))
+		}
+	}
+	for _, name := range [...]string{"url", "prefix"} {
+		if v := q.Get(name); strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("purge: %s=%q has a space or control character, which no request names (percent-encode the value: a '+' in it reads as a space)", name, v)
+		}
+	}
+	return nil
 }
+
+// PurgeLocal reports whether an admin purge asks for this node alone
+// (local=1 or true).
+func PurgeLocal(q url.Values) bool { return yes(q.Get("local")) }
+
+// yes reads a yes/no parameter CheckPurgeQuery allowed.
+func yes(v string) bool { return v == "1" || strings.EqualFold(v, "true") }
 
 // Query encodes p in the syntax ParsePurgeQuery reads.
 func (p PurgeRequest) Query() string {

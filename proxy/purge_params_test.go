@@ -13,12 +13,12 @@ import (
 // nothing).
 func TestPurgeRefusesWhatItWouldMisread(t *testing.T) {
 	for _, v := range []string{"", "0", "1", "true", "TRUE", "false"} {
-		if err := CheckSoft(url.Values{"soft": {v}}); err != nil {
+		if err := CheckPurgeQuery(url.Values{"soft": {v}}); err != nil {
 			t.Errorf("soft=%q refused: %v", v, err)
 		}
 	}
 	for _, v := range []string{"yes", "on", "2", " 1"} {
-		if err := CheckSoft(url.Values{"soft": {v}}); err == nil || !strings.Contains(err.Error(), "soft=") {
+		if err := CheckPurgeQuery(url.Values{"soft": {v}}); err == nil || !strings.Contains(err.Error(), "soft=") {
 			t.Errorf("soft=%q: %v, want it refused", v, err)
 		}
 	}
@@ -29,6 +29,36 @@ func TestPurgeRefusesWhatItWouldMisread(t *testing.T) {
 		err := PurgeRequest{Prefix: c.prefix}.Validate()
 		if (err == nil) != c.ok {
 			t.Errorf("prefix %q: %v", c.prefix, err)
+		}
+	}
+}
+
+// TestPurgeQueryRefusesWhatItWouldDrop: a parameter the purge does not
+// know or given twice, a local= it would misread, and a url or prefix no
+// request names are refused naming the parameter (a review's
+// TestS29AdminPurgeRefusesParametersItWouldDrop: each answered 200 having
+// purged something else).
+func TestPurgeQueryRefusesWhatItWouldDrop(t *testing.T) {
+	for _, raw := range []string{
+		"url=http%3A%2F%2Fshop.test%2Fsearch%3Fq%3Dx%26page%3D2", "prefix=/img/&soft=1&local=true", "tag=t&local=0", "url=http://shop.test/a",
+	} {
+		q, _ := url.ParseQuery(raw)
+		if err := CheckPurgeQuery(q); err != nil {
+			t.Errorf("%s refused: %v", raw, err)
+		}
+	}
+	for raw, names := range map[string]string{
+		"url=http://shop.test/a&url=http://shop.test/b": "url given 2 times",
+		"url=http://shop.test/search?q=x&page=2":        `unknown parameter "page"`,
+		"url=http://shop.test/search?q=a+b":             "space",
+		"prefix=/a%09b":                                 "control",
+		"url=http://shop.test/a&local=yes":              "local=",
+		"url=http://shop.test/a&local=1&local=1":        "local given 2 times",
+		"tag=t&Soft=1":                                  `unknown parameter "Soft"`,
+	} {
+		q, _ := url.ParseQuery(raw)
+		if err := CheckPurgeQuery(q); err == nil || !strings.Contains(err.Error(), names) {
+			t.Errorf("%s: %v, want it refused naming %q", raw, err, names)
 		}
 	}
 }
