@@ -89,6 +89,12 @@ func parseHeader(b []byte) (fileHeader, error) {
 	if len(b) < headerSize || string(b[:4]) != magic {
 		return fileHeader{}, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
+	// No checksum covers the flags and the zero bytes: a flag this
+	// version does not know or a zero byte that is not is damage, which
+	// was served (a review's TestS29DiskFlippedReservedHeaderByteIsServed).
+	if b[4]&^flagStale != 0 || b[5]|b[6]|b[7] != 0 || binary.BigEndian.Uint32(b[28:]) != 0 {
+		return fileHeader{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrCorrupt)
+	}
 	h := fileHeader{
 		stale:   b[4]&flagStale != 0,
 		metaLen: int(binary.BigEndian.Uint32(b[8:])),

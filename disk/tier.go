@@ -78,8 +78,12 @@ const (
 	// DefaultDownFor is short enough that a disk that comes back (space
 	// freed, remounted read-write) is used again within a minute.
 	DefaultDownFor = 30 * time.Second
-	// failuresToDown consecutive I/O errors take the tier down: one error
-	// may be a single bad file, three in a row is the disk.
+	// failuresToDown consecutive I/O errors of one kind (reads, or
+	// writes) take the tier down: one error may be a single bad file,
+	// three in a row is the disk. The kinds are counted apart: on a full
+	// disk every write fails and every read succeeds, and a read that
+	// reset the writes' count kept the tier up for good (a review's
+	// TestS29DiskFullDiskWithReadsNeverGoesDown).
 	failuresToDown = 3
 	queueLen       = 4096
 	// writers write files in parallel: a file creation waits on the file
@@ -142,9 +146,10 @@ type Tier struct {
 	done   chan struct{}
 	closed atomic.Bool
 
-	down      atomic.Bool
-	downUntil atomic.Int64 // unix nanoseconds
-	failures  atomic.Int32
+	down       atomic.Bool
+	downUntil  atomic.Int64 // unix nanoseconds
+	readFails  atomic.Int32 // consecutive read errors
+	writeFails atomic.Int32 // consecutive write errors
 
 	hits, misses, writes, evictions, dropped atomic.Uint64
 	readErrs, writeErrs, corrupt             atomic.Uint64
@@ -238,15 +243,19 @@ func Open(opts Options) (*Tier, error) {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	t.lru = lru
-	// The 256 directories objects are spread over (by the first byte of
-	// their name), and tmp for file systems without O_TMPFILE.
-	for _, d := range append(shardDirs(), "tmp") {
-		if err := os.MkdirAll(filepath.Join(t.root, d), 0o700); err != nil {
-			return nil, fmt.Errorf("disk: %w", err)
-		}
+	if err := os.MkdirAll(t.root, 0o700); err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	if err := t.lock(); err != nil {
 		return nil, err
+	}
+	// The 256 directories objects are spread over (by the first byte of
+	// their name), and tmp for file systems without O_TMPFILE.
+	for _, d := range append(shardDirs(), "tmp") {
+		if err := t.makeDir(filepath.Join(t.root, d)); err != nil {
+			t.unlock()
+			return nil, fmt.Errorf("disk: %w", err)
+		}
 	}
 	if err := t.recover(); err != nil {
 		t.unlock()
@@ -362,7 +371,7 @@ func (t *Tier) Lookup(key string, varyKey func(names []string) string) (*Record,
 	// failed still holds in this process (a review's test).
 	rec.Stale = rec.Stale || stale
 	t.hits.Add(1)
-	t.failures.Store(0)
+	t.readFails.Store(0)
 	return rec, hits
 }
 
@@ -550,6 +559,19 @@ func (t *Tier) store(w *write) {
 			t.release(size)
 			return
 		}
+		if w.stale.Load() && !w.rec.Stale {
+			// Soft-purged while being written: the file lands marked, or
+			// a crash between its link and SetStale below brought it back
+			// fresh after the purge had returned (MarkStale waits on
+			// commitMu, so the flag cannot change from here on; a
+			// review's TestS29DiskSoftPurgeDuringCommitIsLostInACrash).
+			staged.Abort()
+			marked := *w.rec
+			marked.Stale = true
+			staged, err = t.fs.Stage(filepath.Dir(t.path(fname)), encode(&marked, t.opts.KeyScheme))
+		}
+	}
+	if err == nil {
 		if err = staged.Commit(t.path(fname)); err != nil {
 			staged.Abort()
 		}
@@ -572,7 +594,7 @@ func (t *Tier) store(w *write) {
 		t.opts.ObserveWrite(time.Since(start))
 	}
 	t.writes.Add(1)
-	t.failures.Store(0)
+	t.writeFails.Store(0)
 	if t.down.CompareAndSwap(true, false) {
 		t.log.Info("disk tier is back up", "dir", t.opts.Dir)
 	}
@@ -805,6 +827,11 @@ func (t *Tier) RemoveVariant(key, varyKey string) int {
 // MarkStale soft-purges every variant of key, stored or queued, and
 // reports how many were stored.
 func (t *Tier) MarkStale(key string) int {
+	// Wait for commits in progress, as Remove does: a write of this key
+	// either sees its flag before it links its file (and links it
+	// marked) or is indexed before the files are marked below. Without
+	// the wait a file linked unmarked could outlive the purge in a crash.
+	t.commitMu.Lock()
 	t.mu.Lock()
 	t.invalidateSnapshot()
 	for _, w := range t.pending[key] {
@@ -813,6 +840,7 @@ func (t *Tier) MarkStale(key string) int {
 	o, ok := t.lru.Peek(key)
 	if !ok {
 		t.mu.Unlock()
+		t.commitMu.Unlock()
 		return 0
 	}
 	var names []string
@@ -821,6 +849,7 @@ func (t *Tier) MarkStale(key string) int {
 		names = append(names, v.name)
 	}
 	t.mu.Unlock()
+	t.commitMu.Unlock()
 	for _, name := range names {
 		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.noteError("mark-stale", err)
@@ -939,7 +968,11 @@ func (t *Tier) noteError(op string, err error) {
 // failed counts an I/O error; enough in a row take the tier down.
 func (t *Tier) failed(op string, err error) {
 	t.noteError(op, err)
-	if t.failures.Add(1) >= failuresToDown {
+	fails := &t.readFails
+	if op == "write" {
+		fails = &t.writeFails
+	}
+	if fails.Add(1) >= failuresToDown {
 		t.downUntil.Store(time.Now().Add(t.opts.DownFor).UnixNano())
 		if t.down.CompareAndSwap(false, true) {
 			t.log.Error("disk tier is down; serving from RAM only until a probe write succeeds", "dir", t.opts.Dir, "err", err, "retry_in", t.opts.DownFor)
@@ -1148,6 +1181,22 @@ func (t *Tier) lock() error {
 	}
 	t.lockFile = f
 	return nil
+}
+
+// makeDir makes one of the tier's own directories. Something else in its
+// place (a file fsck or a stray copy left) is removed first: the name is
+// the tier's, nothing it wrote is ever a file there, and refusing to open
+// kept a restarted node from serving at all (a review's
+// TestS29DiskADamagedTierDirectoryKeepsTheNodeFromStarting). Called
+// under the lock, so no other tier uses the directory.
+func (t *Tier) makeDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		t.log.Warn("disk tier: a file where its directory should be; removed", "path", dir)
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(dir, 0o700)
 }
 
 func (t *Tier) unlock() {
