@@ -751,11 +751,14 @@ func namedFields(h http.Header, targeted []string) (names []string, ok bool) {
 }
 
 // structuralFields are the fields a stored copy cannot lose: they give
-// its lifetime, select it, or describe its body. A response naming one
-// as one user's is not stored (namedFields).
+// its lifetime, select it, describe its body, or name the tags a purge
+// finds it by (without Surrogate-Key a tag purge missed the page: a
+// review's TestS29NamedPurgeTagFieldEscapesTagPurge). A response naming
+// one as one user's is not stored (namedFields).
 var structuralFields = [...]string{
 	"Cache-Control", "Expires", "Pragma", "Vary", "Date", "Age", "Etag", "Last-Modified",
 	"Content-Type", "Content-Encoding", "Content-Length", "Content-Range", "Transfer-Encoding",
+	"Surrogate-Key", "Cache-Tag",
 }
 
 // deleteNamed removes the named fields from h, whatever their case.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,8 +24,14 @@ import (
 // before versions. "3" (2026-12-06, evening): cookie names keyed as
 // origins fold them (LANG=de had keyed as no cookie, so a default page a
 // LANG=de visitor filled would have been kept) and request field values
-// trimmed before the keyed fields are hashed.
-const CacheKeyVersion = "3"
+// trimmed before the keyed fields are hashed. "4" (2026-12-06, night):
+// the values of Cookie and Authorization a Vary names are keyed by their
+// digest (credentialFields), and stored copies no longer hold fields a
+// qualified no-cache or private names; records "3" stored such a copy
+// with the first user's fields, safe only while every use was
+// revalidated (a review's
+// TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
+const CacheKeyVersion = "4"
 
 // CacheKey builds the URL part of a cache key: scheme, the canonical host
 // (CanonicalHost: lower case, no port, no trailing dot), path and the query exactly as it will be forwarded
@@ -290,6 +298,10 @@ func VaryKey(names []string, h http.Header) string {
 			continue
 		}
 		b.WriteByte('=')
+		if credentialFields[name] {
+			b.WriteString(credentialDigest(vs))
+			continue
+		}
 		if !listFields[name] {
 			for i, v := range vs {
 				if i > 0 {
@@ -314,6 +326,25 @@ func VaryKey(names []string, h http.Header) string {
 		}
 	}
 	return b.String()
+}
+
+// credentialFields are the request fields Vary may name whose values are
+// users' credentials. A variant key holds a digest of them, not the
+// values: the key is written into the disk tier's records and snapshot,
+// and a session cookie or bearer token lay there in clear, outliving the
+// session (a review's TestS29DiskVaryCredentialsReachTheDiskInClear).
+var credentialFields = map[string]bool{"cookie": true, "authorization": true, "proxy-authorization": true}
+
+// credentialDigest stands for a credential field's lines in a variant
+// key: a SHA-256 of them as sent (trimmed at their ends, in order), so
+// equal values select the same variant and nothing else does.
+func credentialDigest(vs []string) string {
+	sum := sha256.New()
+	for _, v := range vs {
+		sum.Write([]byte(strings.Trim(v, " \t")))
+		sum.Write([]byte{'\n'}) // never inside a field value
+	}
+	return "#" + hex.EncodeToString(sum.Sum(nil)[:16])
 }
 
 // listFields are the request fields Vary names whose grammar is a

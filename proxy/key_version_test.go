@@ -22,8 +22,9 @@ import (
 // under version "2" is keyed otherwise; the fingerprint moved only
 // because it reads the mapping through URLKey. Version "3" with a folded
 // cookie among the inputs (a review: the folding had changed keys twice
-// under "2" with the pin unmoved, no input holding such a name).
-const cacheKeyFingerprint = "e3d04270831afa0d4c083a6856c1755b"
+// under "2" with the pin unmoved, no input holding such a name). Version
+// "4": Cookie and Authorization values keyed by their digest.
+const cacheKeyFingerprint = "40f55e428c4287b21f6174bbad342087"
 
 // keyVersionInputs exercise every rule of the mapping: host case, ports,
 // trailing dots, empty paths, queries, and Vary's list and non-list fields

@@ -136,6 +136,16 @@ func (s *Store) changes(key string) *atomic.Uint64 {
 // size under the current policy and the rules' lifetime life (nil: none),
 // as a fill does.
 func (h *Handler) revive(r *disk.Record, life *rules.Lifetime) *Entry {
+	// A record is held to the stored-copy rule a fill is (sharedHeader):
+	// fields its lists name one user's are not served from it, whoever
+	// wrote it (a record of the same key version from before that rule
+	// held the first user's X-Account, safe then only because every use
+	// was revalidated: a review's
+	// TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
+	if names, _ := namedFields(r.Header, h.policy().TargetedFields); len(names) > 0 {
+		r.Header = r.Header.Clone()
+		deleteNamed(r.Header, names)
+	}
 	e := &Entry{
 		Key: r.Key, VaryKey: r.VaryKey, VaryNames: r.VaryNames, Status: r.Status,
 		Header: r.Header, Body: r.Body, RequestTime: r.RequestTime, ResponseTime: r.ResponseTime, life: life,
