@@ -29,7 +29,7 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
-scrape() { curl -s -m 5 -H "Authorization: Bearer demo-token" "http://127.0.0.1:$((9179 + $1))/metrics"; }
+scrape() { curl -s -m 5 -H "Authorization: Bearer edge-demo-admin-token" "http://127.0.0.1:$((9179 + $1))/metrics"; }
 for _ in $(seq 60); do
   ok=0
   for i in $nodes; do

@@ -18,7 +18,7 @@ demo=$!
 out=$(mktemp -d)
 cleanup() { kill "$demo" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$out"; }
 trap cleanup EXIT
-status() { curl -s -m 5 -H "Authorization: Bearer demo-token" "http://127.0.0.1:$((9179 + $1))/status.json"; }
+status() { curl -s -m 5 -H "Authorization: Bearer edge-demo-admin-token" "http://127.0.0.1:$((9179 + $1))/status.json"; }
 for _ in $(seq 60); do
   ok=0
   for i in 1 2 3 4 5; do

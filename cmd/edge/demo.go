@@ -219,7 +219,7 @@ Ctrl-C stops everything.
 	f.IntVar(&adminPort, "admin-port", 9180, "node 1's admin port (node i's: this + i - 1)")
 	f.IntVar(&clusterPort, "cluster-port", 7946, "node 1's cluster port (node i's: this + i - 1)")
 	f.StringVar(&originAddr, "origin-listen", "127.0.0.1:8090", "demo origin address")
-	f.StringVar(&token, "admin-token", "demo-token", "admin bearer token for purge")
+	f.StringVar(&token, "admin-token", "edge-demo-admin-token", "admin bearer token for purge")
 	f.StringVar(&secret, "secret", "demo-cluster-secret", "cluster secret")
 	f.StringVar(&extra, "serve-args", "", "extra arguments for every edge serve, e.g. \"--routing-mode tree\"")
 	f.StringVar(&diskRoot, "disk-root", "", "directory that keeps the nodes' disk tiers across runs (one subdirectory each); unset: a fresh one per run, removed at exit; \"\": RAM only")

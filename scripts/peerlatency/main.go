@@ -36,7 +36,7 @@ func main() {
 	profileSeconds := flag.Int("profile-seconds", 10, "length of the CPU profiles")
 	traceNodes := flag.Bool("trace", false, "with -profile, take each node's execution trace instead of its CPU profile (edge-N.trace)")
 	flag.Parse()
-	const adminToken = "demo-token" // edge demo's default
+	const adminToken = "edge-demo-admin-token" // edge demo's default
 	if *traceNodes && *profileDir == "" {
 		fmt.Fprintln(os.Stderr, "-trace writes into the -profile directory: give -profile DIR")
 		os.Exit(2)
