@@ -2,7 +2,9 @@ package node
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -171,5 +173,43 @@ func TestWrongAdminTokensAreBoundedPerAddress(t *testing.T) {
 	}
 	if !g.throttled("192.0.2.7:9", t0) || g.throttled("192.0.2.7:9", t0.Add(time.Duration(float64(time.Second)/float64(guessRate))+time.Millisecond)) {
 		t.Error("the address's bucket does not empty, or does not refill")
+	}
+}
+
+// TestStatusShowsAdminAuthFailures: wrong admin tokens and the requests
+// refused unread after them are on status.json and the status page.
+func TestStatusShowsAdminAuthFailures(t *testing.T) {
+	adm := freeAddr(t)
+	startNodeYAML(t, "listen: '"+freeAddr(t)+"'\nadmin: {listen: '"+adm+"', token: 'admin-token-0123456789'}\norigin: {url: 'http://127.0.0.1:1'}\n")
+	c := &http.Client{Timeout: 5 * time.Second}
+	for i := range guessBurst + 2 {
+		req, _ := http.NewRequest("POST", "http://"+adm+"/purge?tag=t", nil)
+		req.Header.Set("Authorization", fmt.Sprint("Bearer wrong-", i))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := c.Get("http://" + adm + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		AdminAuthFailures map[string]float64 `json:"admin_auth_failures"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.AdminAuthFailures["wrong"] != guessBurst || st.AdminAuthFailures["throttled"] != 2 {
+		t.Errorf("status.json admin_auth_failures %v (%v), want %d wrong and 2 throttled", st.AdminAuthFailures, err, guessBurst)
+	}
+	resp, err = c.Get("http://" + adm + "/status?refresh=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), fmt.Sprintf("Admin requests with a wrong token %d, refused unread after too many from one address 2", guessBurst)) {
+		t.Error("the status page does not show the admin token failures")
 	}
 }

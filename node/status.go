@@ -48,6 +48,10 @@ type Status struct {
 	Coding           proxy.CodingStats     `json:"compression"`
 	Fields           map[string]float64    `json:"request_fields"` // client fields not forwarded as sent, by action
 	BadHosts         float64               `json:"bad_host_requests"`
+	// AdminAuthFailures: admin requests whose token was wrong, and those
+	// refused unread because their address had used its wrong tokens
+	// (edge_admin_auth_failures_total).
+	AdminAuthFailures map[string]float64 `json:"admin_auth_failures"`
 	Connections      ConnectionStatus      `json:"client_connections"`
 	PeerConnections  *PeerConnectionStatus `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
 	AdminConnections AdminConnectionStatus `json:"admin_connections"`
@@ -129,6 +133,10 @@ func (n *Node) Snapshot() Status {
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
 	s.BadHosts = counterOf(n.siteM.badHosts)
+	s.AdminAuthFailures = map[string]float64{
+		"wrong":     counterOf(n.guesses.failures.WithLabelValues("wrong")),
+		"throttled": counterOf(n.guesses.failures.WithLabelValues("throttled")),
+	}
 	connMax, connPer := n.conns.bounds()
 	s.Connections = ConnectionStatus{Open: n.conns.Open(), Max: connMax, PerClient: connPer,
 		RefusedMax: counterOf(n.conns.refused.WithLabelValues(refusedMax)), RefusedPerClient: counterOf(n.conns.refused.WithLabelValues(refusedPerClient)),
@@ -355,7 +363,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <p class="note">Forms are made once per stored response, in the background, and kept with it. Decoded for clients that do not accept the origin's coding: {{bytes .DecodedOut}}. Decompression bombs refused: {{printf "%.0f" .Bombs}}; corrupt bodies: {{printf "%.0f" .CodingError}}. Over the buffer budget (coder memory is charged before it is spent): encodes sent as identity {{printf "%.0f" (index .OverBudget "encode")}}, decodes refused (503) {{printf "%.0f" (index .OverBudget "decode")}}. Forms no smaller than identity, not kept: {{printf "%.0f" .LargerForms}}.</p>
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 <h2>What reaches the origin</h2>
-<p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400; net/http's own 400s for a Host it cannot read are not counted): {{printf "%.0f" .BadHosts}}.</p>
+<p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400; net/http's own 400s for a Host it cannot read are not counted): {{printf "%.0f" .BadHosts}}. Admin requests with a wrong token {{printf "%.0f" (index .AdminAuthFailures "wrong")}}, refused unread after too many from one address {{printf "%.0f" (index .AdminAuthFailures "throttled")}}.</p>
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}} (its neighbours and the peers it routes to); the others are trusted while members (peers marked ◦){{end}}.</p>
 {{with .Membership}}<p>Membership (memberlist, on the cluster port): {{if .Running}}<b>{{.Alive}}</b> members alive or suspect, health score {{.Health}} (0 is healthy), {{.Refutes}} refutations of a suspicion after a silence{{else}}not running yet{{end}}; keys:{{range .Keys}} {{.Fingerprint}}{{if .Primary}} (primary){{end}}{{end}}.</p>
