@@ -40,31 +40,31 @@ type Status struct {
 	SpoolFull   float64 `json:"spool_full"`
 	// RequestBodies: request bodies by how they went upstream (memory and
 	// disk: read whole before a slot was taken; streamed).
-	RequestBodies    map[string]float64    `json:"request_bodies"`
-	RequestBuffering bool                  `json:"request_buffering"` // limits.request_buffering
-	Requests         map[string]float64    `json:"requests_by_result"`
-	RequestRates     map[string]float64    `json:"requests_per_second_by_result"` // over the last minute
-	Disk             *DiskStatus           `json:"disk,omitempty"`
-	Coding           proxy.CodingStats     `json:"compression"`
-	Fields           map[string]float64    `json:"request_fields"` // client fields not forwarded as sent, by action
-	BadHosts         float64               `json:"bad_host_requests"`
+	RequestBodies    map[string]float64 `json:"request_bodies"`
+	RequestBuffering bool               `json:"request_buffering"` // limits.request_buffering
+	Requests         map[string]float64 `json:"requests_by_result"`
+	RequestRates     map[string]float64 `json:"requests_per_second_by_result"` // over the last minute
+	Disk             *DiskStatus        `json:"disk,omitempty"`
+	Coding           proxy.CodingStats  `json:"compression"`
+	Fields           map[string]float64 `json:"request_fields"` // client fields not forwarded as sent, by action
+	BadHosts         float64            `json:"bad_host_requests"`
 	// AdminAuthFailures: admin requests whose token was wrong, and those
 	// refused unread because their address had used its wrong tokens
 	// (edge_admin_auth_failures_total).
-	AdminAuthFailures map[string]float64 `json:"admin_auth_failures"`
-	Connections      ConnectionStatus      `json:"client_connections"`
-	PeerConnections  *PeerConnectionStatus `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
-	AdminConnections AdminConnectionStatus `json:"admin_connections"`
-	Coalesced        float64               `json:"coalesced_requests"`
-	KeptApart        float64               `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
-	PurgeHeld        uint64                `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
-	OwedKept         string                `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
-	OwedSaveErrors   uint64                `json:"owed_purges_save_errors"`  // failed writes of it
-	OwedPulled       *cluster.PullSummary  `json:"owed_purges_pulled"`       // the start's asking peers for what they owe this node
-	HitPath          *hitpath.Stats        `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
-	PeerHitPath      *hitpath.Stats        `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
-	WriteBatching    *WriteBatchingStatus  `json:"write_batching,omitempty"` // nil with tuning.write_batching off
-	TLS              *TLSStatus            `json:"tls,omitempty"`
+	AdminAuthFailures map[string]float64    `json:"admin_auth_failures"`
+	Connections       ConnectionStatus      `json:"client_connections"`
+	PeerConnections   *PeerConnectionStatus `json:"peer_connections,omitempty"` // the cluster listener's; nil without a cluster
+	AdminConnections  AdminConnectionStatus `json:"admin_connections"`
+	Coalesced         float64               `json:"coalesced_requests"`
+	KeptApart         float64               `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
+	PurgeHeld         uint64                `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
+	OwedKept          string                `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
+	OwedSaveErrors    uint64                `json:"owed_purges_save_errors"`  // failed writes of it
+	OwedPulled        *cluster.PullSummary  `json:"owed_purges_pulled"`       // the start's asking peers for what they owe this node
+	HitPath           *hitpath.Stats        `json:"hit_path,omitempty"`       // nil with tuning.hit_path off
+	PeerHitPath       *hitpath.Stats        `json:"peer_hit_path,omitempty"`  // the cluster listener's; nil without it
+	WriteBatching     *WriteBatchingStatus  `json:"write_batching,omitempty"` // nil with tuning.write_batching off
+	TLS               *TLSStatus            `json:"tls,omitempty"`
 	// AdminTLS is the admin listener's certificate (admin.tls; nil: plain HTTP).
 	AdminTLS      *CertInfo                   `json:"admin_tls,omitempty"`
 	HitRatio      float64                     `json:"hit_ratio"`
