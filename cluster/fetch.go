@@ -47,6 +47,22 @@ func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	return res, err
 }
 
+// climbable reports whether a request may go to the page's peers: a GET
+// or HEAD without a body, the only requests a peer answers from a cache
+// or climbs on with. Anything else (a POST, a PUT, a GET with a body) goes
+// from the ingress to its origin, once: a peer request carries no body,
+// so a pass of a POST through the page's home reached the origin empty,
+// and the climb's fallbacks (the peer too slow, a 5xx) sent it again
+// from the ingress: orders lost and orders taken twice (a review's
+// TestS30OriginClusterPostReachesOriginOnceWithItsBody and the two after
+// it).
+func climbable(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	return r.ContentLength == 0 && (r.Body == nil || r.Body == http.NoBody)
+}
+
 // heldOnTheWay reports whether a cache on the way (a peer that relayed
 // the page from another) served it without keeping it because of a purge
 // hold or a peer's return: this node does not keep it either (a review's
@@ -75,7 +91,7 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	if rt, ok := fr.Route.(*route); ok && rt != nil {
 		return c.continueClimb(ctx, fr, kh, rt)
 	}
-	if c.cfg.Mode == routing.ModeNone {
+	if c.cfg.Mode == routing.ModeNone || !climbable(fr.Req) {
 		return c.origin.Fetch(ctx, fr)
 	}
 	start := time.Now()

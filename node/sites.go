@@ -110,6 +110,9 @@ func newSiteTable(cfg *config.Config, m *siteMetrics, log *slog.Logger) (*siteTa
 	for i, sc := range cfg.Sites {
 		pc := origin.PoolConfig{Site: sc.Name, Balance: sc.Balance, Metrics: m.pools, Log: log,
 			Health: origin.HealthCheck{Path: sc.Health.Path, Interval: sc.Health.Interval, Timeout: sc.Health.Timeout, ExpectStatus: sc.Health.ExpectStatus}}
+		if sc.PreserveHost {
+			pc.Health.Host = probeHost(sc.Hosts)
+		}
 		for _, u := range sc.Origins {
 			oc := originConfig(cfg, log, m.originErrs)
 			oc.URL, oc.PreserveHost = u, sc.PreserveHost
@@ -363,4 +366,15 @@ func (s peerHitServer) AppendHit(dst []byte, req *proxy.HitRequest, date []byte,
 
 func (s peerHitServer) ReleaseHit(pinned *proxy.Entry, clientIP string) {
 	s.n.proxy.ReleaseHit(pinned, clientIP)
+}
+
+// probeHost is the Host a preserve_host site's health checks send: its
+// first host that is no wildcard ("" if every one is: the origin URL's).
+func probeHost(hosts []string) string {
+	for _, h := range hosts {
+		if !strings.Contains(h, "*") {
+			return h
+		}
+	}
+	return ""
 }

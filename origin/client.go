@@ -142,9 +142,17 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, 
 	if !c.preserve {
 		out.Host = c.base.Host
 	}
+	var watch *sendWatch
+	if out.Body != nil && out.Body != http.NoBody && c.idle > 0 {
+		watch = newSendWatch(out.Body, c.idle, cancel)
+		out.Body = watch
+	}
 	resp, err := c.transport.RoundTrip(out)
 	if err != nil && retryable(out, err) {
 		resp, err = c.transport.RoundTrip(out)
+	}
+	if err != nil && watch != nil && watch.stalled() {
+		err = fmt.Errorf("%w for %v: %w", ErrSendStalled, c.idle, err)
 	}
 	if err != nil {
 		cancel()

@@ -21,7 +21,7 @@ func Cause(err error) string {
 	switch {
 	case errors.As(err, &dnsErr):
 		return "dns"
-	case errors.Is(err, ErrBodyStalled):
+	case errors.Is(err, ErrBodyStalled), errors.Is(err, ErrSendStalled):
 		return "stalled"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout"

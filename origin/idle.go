@@ -111,3 +111,56 @@ func (b *idleBody) Close() error {
 	b.cancel()
 	return err
 }
+
+// ErrSendStalled reports an origin that read none of a request's body for
+// longer than the response timeout.
+var ErrSendStalled = errors.New("the origin stopped reading the request body")
+
+// sendWatch ends a request whose origin stops reading its body: the clock
+// runs while the transport holds a chunk it read (writing it to the
+// origin) and stops while it reads the next one, so a slow client's
+// upload (which its own body deadline bounds) is not charged to the
+// origin. Without it an origin that accepted the connection and read
+// nothing held an upload for ever: the response timeout starts only once
+// the request is written (a review's
+// TestS30OriginHungOriginThatReadsNoUploadHoldsItForever).
+type sendWatch struct {
+	io.ReadCloser
+	limit time.Duration
+	timer *time.Timer
+	mu    sync.Mutex
+	fired bool
+}
+
+func newSendWatch(body io.ReadCloser, limit time.Duration, cancel context.CancelFunc) *sendWatch {
+	w := &sendWatch{ReadCloser: body, limit: limit}
+	w.timer = time.AfterFunc(limit, func() {
+		w.mu.Lock()
+		w.fired = true
+		w.mu.Unlock()
+		cancel()
+	})
+	w.timer.Stop() // started when a chunk is handed to the transport
+	return w
+}
+
+func (w *sendWatch) Read(p []byte) (int, error) {
+	w.timer.Stop()
+	n, err := w.ReadCloser.Read(p)
+	if err == nil && n > 0 {
+		w.timer.Reset(w.limit)
+	}
+	return n, err
+}
+
+func (w *sendWatch) Close() error {
+	w.timer.Stop()
+	return w.ReadCloser.Close()
+}
+
+// stalled reports whether the watch ended the request.
+func (w *sendWatch) stalled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fired
+}

@@ -38,6 +38,13 @@ type HealthCheck struct {
 	Interval     time.Duration
 	Timeout      time.Duration
 	ExpectStatus int // 0: any 2xx or 3xx
+	// Host is the Host field probes send ("": the origin URL's host). A
+	// site that preserves its clients' Host gives one of its own hosts: its
+	// origins may serve only those (name-based virtual hosting), and a
+	// probe with the origin URL's host was refused, so every member was
+	// marked down while every client request succeeded (a review's
+	// TestS30OriginHealthCheckOfAPreserveHostSiteSendsTheOriginsHost).
+	Host string
 }
 
 // PoolConfig configures a pool.
@@ -343,13 +350,23 @@ func failed(resp *http.Response, err error) bool {
 func (p *Pool) failure(m *member, cause string) {
 	m.mu.Lock()
 	m.fails++
-	eject := (cause == "active" || m.fails >= p.cfg.EjectAfter) && !time.Now().Before(m.out)
+	// A failed probe ejects (or keeps out) the member until a good one:
+	// out for its backoff alone, a dead member took requests between the
+	// backoff's end and its next probe, and an order sent to it failed (a
+	// review's TestS30OriginMemberFailingItsHealthCheckGetsTrafficBeforeItsNextProbe).
+	// Passive failures eject once per ejection, as before.
+	active := cause == "active"
+	eject := active || m.fails >= p.cfg.EjectAfter && !time.Now().Before(m.out)
 	var d time.Duration
-	var first, remind bool
+	var first, remind, wasIn bool
 	var since time.Time
 	if eject {
 		now := time.Now()
+		wasIn = !now.Before(m.out) // a probe that keeps it out takes nothing out
 		d = m.backoff
+		if h := p.cfg.Health; active && h.Interval+h.Timeout > d {
+			d = h.Interval + h.Timeout // past the next probe's answer
+		}
 		m.out = now.Add(d)
 		m.backoff = min(2*m.backoff, p.cfg.MaxEject)
 		m.fails = 0
@@ -378,7 +395,9 @@ func (p *Pool) failure(m *member, cause string) {
 		}
 		if m.up != nil {
 			m.up.Set(0)
-			p.cfg.Metrics.Ejections.WithLabelValues(p.cfg.Site, m.url, cause).Inc()
+			if wasIn {
+				p.cfg.Metrics.Ejections.WithLabelValues(p.cfg.Site, m.url, cause).Inc()
+			}
 		}
 	}
 }
@@ -476,6 +495,7 @@ func (p *Pool) probe(m *member) error {
 	if err != nil {
 		return err
 	}
+	req.Host = h.Host
 	resp, err := m.c.Fetch(ctx, req)
 	if err != nil {
 		return err
