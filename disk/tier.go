@@ -136,6 +136,7 @@ type Tier struct {
 
 	gen         atomic.Uint64 // file generations (seeded with the start time: unique across runs)
 	unlinks     []unlink      // dropped files awaiting removal (under mu)
+	removing    []unlink      // the batch being removed (under mu)
 	unlinkBytes int64         // their bytes (under mu)
 	unlinkWake  chan struct{}
 	stopRemover chan struct{}
@@ -195,6 +196,11 @@ type write struct {
 	name  string
 	size  int64
 	stale atomic.Bool // soft-purged while queued
+	// committing is made (under t.mu) when the writer is about to link
+	// the file, and closed once the write is indexed and, if soft-purged
+	// meanwhile, marked: a soft purge of the key waits for it, and for no
+	// other key's write.
+	committing chan struct{}
 }
 
 // Recovery reports what startup found.
@@ -252,7 +258,7 @@ func Open(opts Options) (*Tier, error) {
 	// The 256 directories objects are spread over (by the first byte of
 	// their name), and tmp for file systems without O_TMPFILE.
 	for _, d := range append(shardDirs(), "tmp") {
-		if err := t.makeDir(filepath.Join(t.root, d)); err != nil {
+		if err := t.makeDir(filepath.Join(t.root, d), d != "tmp"); err != nil {
 			t.unlock()
 			return nil, fmt.Errorf("disk: %w", err)
 		}
@@ -553,6 +559,12 @@ func (t *Tier) store(w *write) {
 	if err == nil {
 		t.mu.Lock()
 		current := t.pending[w.rec.Key][w.name] == w
+		if current {
+			w.committing = make(chan struct{})
+			// Closed after t.mu is let go below (defers run last first):
+			// by then the write is indexed and, if soft-purged, marked.
+			defer close(w.committing)
+		}
 		t.mu.Unlock()
 		if !current {
 			staged.Abort() // purged or replaced while being written
@@ -562,9 +574,10 @@ func (t *Tier) store(w *write) {
 		if w.stale.Load() && !w.rec.Stale {
 			// Soft-purged while being written: the file lands marked, or
 			// a crash between its link and SetStale below brought it back
-			// fresh after the purge had returned (MarkStale waits on
-			// commitMu, so the flag cannot change from here on; a
-			// review's TestS29DiskSoftPurgeDuringCommitIsLostInACrash).
+			// fresh after the purge had returned (a review's
+			// TestS29DiskSoftPurgeDuringCommitIsLostInACrash). A soft
+			// purge from here on waits for w.committing, and the
+			// SetStale below marks the file before that closes.
 			staged.Abort()
 			marked := *w.rec
 			marked.Stale = true
@@ -580,7 +593,7 @@ func (t *Tier) store(w *write) {
 	defer t.mu.Unlock()
 	if err == nil && t.pending[w.rec.Key][w.name] != w {
 		// Replaced while being committed (a purge waits for us).
-		t.unlinkLater(fname, size)
+		t.unlinkLater(w.rec.Key, fname, size)
 		return
 	}
 	t.unpend(w.rec.Key, w)
@@ -596,6 +609,10 @@ func (t *Tier) store(w *write) {
 	t.writes.Add(1)
 	t.writeFails.Store(0)
 	if t.down.CompareAndSwap(true, false) {
+		// Back up: the reads' count starts again too, or one bad file
+		// after a spell of read errors took the tier down again (a
+		// review's TestS30DiskOneReadErrorAfterRecoveryTakesTheTierDown).
+		t.readFails.Store(0)
 		t.log.Info("disk tier is back up", "dir", t.opts.Dir)
 	}
 	v := &variant{varyKey: w.rec.VaryKey, name: fname, size: size, surrogates: w.rec.Surrogates}
@@ -694,7 +711,7 @@ func (t *Tier) untag(key string, v *variant) {
 func (t *Tier) dropVariant(key string, v *variant) {
 	t.objects--
 	t.untag(key, v)
-	t.unlinkLater(v.name, v.size)
+	t.unlinkLater(key, v.name, v.size)
 	if t.onRemove != nil {
 		t.onRemove(key)
 	}
@@ -707,7 +724,7 @@ func (t *Tier) dropVariant(key string, v *variant) {
 func (t *Tier) OnRemove(f func(key string)) { t.onRemove = f }
 
 // unlinkLater queues a file for the remover. Under t.mu.
-func (t *Tier) unlinkLater(name string, size int64) {
+func (t *Tier) unlinkLater(key, name string, size int64) {
 	if t.removerStopped {
 		// Closing: the remover is gone, so remove it now (nothing else
 		// would, and the next start may trust a snapshot, not scan).
@@ -717,7 +734,7 @@ func (t *Tier) unlinkLater(name string, size int64) {
 		t.bytes -= size
 		return
 	}
-	t.unlinks = append(t.unlinks, unlink{name: name, size: size})
+	t.unlinks = append(t.unlinks, unlink{key: key, name: name, size: size})
 	t.unlinkBytes += size
 	select {
 	case t.unlinkWake <- struct{}{}:
@@ -726,6 +743,7 @@ func (t *Tier) unlinkLater(name string, size int64) {
 }
 
 type unlink struct {
+	key  string // the URL key the file held (a soft purge marks it too)
 	name string
 	size int64 // bytes counted in t.bytes until removed
 }
@@ -753,7 +771,13 @@ func (t *Tier) removeDropped() {
 	t.mu.Lock()
 	batch := t.unlinks
 	t.unlinks = nil
+	t.removing = batch
 	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.removing = nil
+		t.mu.Unlock()
+	}()
 	for _, u := range batch {
 		if err := t.fs.Remove(t.path(u.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.noteError("remove", err)
@@ -827,29 +851,53 @@ func (t *Tier) RemoveVariant(key, varyKey string) int {
 // MarkStale soft-purges every variant of key, stored or queued, and
 // reports how many were stored.
 func (t *Tier) MarkStale(key string) int {
-	// Wait for commits in progress, as Remove does: a write of this key
-	// either sees its flag before it links its file (and links it
-	// marked) or is indexed before the files are marked below. Without
-	// the wait a file linked unmarked could outlive the purge in a crash.
-	t.commitMu.Lock()
+	// A write of this key being committed is waited for (w.committing):
+	// it either saw its flag before it linked its file (and linked it
+	// marked) or marks it before it is done. Without the wait a file
+	// linked unmarked outlived the purge in a crash; waiting for every
+	// commit (commitMu) held a soft purge behind other keys' writes on a
+	// slow disk while RAM still served the page fresh (a review's
+	// TestS30DiskSoftPurgeOfAnUnrelatedKeyWaitsForASlowCommit).
 	t.mu.Lock()
 	t.invalidateSnapshot()
+	var commits []chan struct{}
 	for _, w := range t.pending[key] {
 		w.stale.Store(true)
-	}
-	o, ok := t.lru.Peek(key)
-	if !ok {
-		t.mu.Unlock()
-		t.commitMu.Unlock()
-		return 0
+		if w.committing != nil {
+			commits = append(commits, w.committing)
+		}
 	}
 	var names []string
-	for _, v := range o.variants {
-		v.stale = true
-		names = append(names, v.name)
+	if o, ok := t.lru.Peek(key); ok {
+		for _, v := range o.variants {
+			v.stale = true
+			names = append(names, v.name)
+		}
+	}
+	// Files of the key the index let go (superseded, evicted) that the
+	// remover has not removed yet are marked too: unmarked, a crash
+	// brought them back fresh at the next scan (a review's
+	// TestS30DiskSoftPurgeMissesAFileAwaitingTheRemover). Marked, not
+	// waited for: the remover may be slow, and a soft purge must not wait
+	// on it.
+	var dropped []string
+	for _, list := range [...][]unlink{t.unlinks, t.removing} {
+		for _, u := range list {
+			if u.key == key {
+				dropped = append(dropped, u.name)
+			}
+		}
 	}
 	t.mu.Unlock()
-	t.commitMu.Unlock()
+	for _, c := range commits {
+		<-c
+	}
+	for _, name := range dropped {
+		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.noteError("mark-stale", err)
+			t.removeFailures.Add(1)
+		}
+	}
 	for _, name := range names {
 		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.noteError("mark-stale", err)
@@ -1184,16 +1232,27 @@ func (t *Tier) lock() error {
 }
 
 // makeDir makes one of the tier's own directories. Something else in its
-// place (a file fsck or a stray copy left) is removed first: the name is
-// the tier's, nothing it wrote is ever a file there, and refusing to open
-// kept a restarted node from serving at all (a review's
-// TestS29DiskADamagedTierDirectoryKeepsTheNodeFromStarting). Called
-// under the lock, so no other tier uses the directory.
-func (t *Tier) makeDir(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-		t.log.Warn("disk tier: a file where its directory should be; removed", "path", dir)
-		if err := os.Remove(dir); err != nil {
-			return err
+// place (a file fsck or a stray copy left, a dangling link) is removed
+// first: the name is the tier's, nothing it wrote is ever a file there,
+// and refusing to open kept a restarted node from serving at all (a
+// review's TestS29DiskADamagedTierDirectoryKeepsTheNodeFromStarting). A
+// link to a directory is kept for a shard (an operator may spread shards
+// over disks) but not for tmp, whose every file the start's scan deletes
+// as an interrupted write: through a link it deleted files outside the
+// tier (a review's TestS30DiskSymlinkedTmpLetsTheScanDeleteOutsideFiles).
+// Called under the lock, so no other tier uses the directory.
+func (t *Tier) makeDir(dir string, linkAllowed bool) error {
+	if li, err := os.Lstat(dir); err == nil {
+		keep := li.IsDir()
+		if li.Mode()&os.ModeSymlink != 0 && linkAllowed {
+			fi, err := os.Stat(dir)
+			keep = err == nil && fi.IsDir()
+		}
+		if !keep {
+			t.log.Warn("disk tier: something else where its directory should be; removed", "path", dir)
+			if err := os.Remove(dir); err != nil {
+				return err
+			}
 		}
 	}
 	return os.MkdirAll(dir, 0o700)

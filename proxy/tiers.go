@@ -142,7 +142,11 @@ func (h *Handler) revive(r *disk.Record, life *rules.Lifetime) *Entry {
 	// held the first user's X-Account, safe then only because every use
 	// was revalidated: a review's
 	// TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
-	if names, _ := namedFields(r.Header, h.policy().TargetedFields); len(names) > 0 {
+	names, ok := namedFields(r.Header, h.policy().TargetedFields)
+	if !ok {
+		return nil // a copy that could not have been stored so: a miss
+	}
+	if len(names) > 0 {
 		r.Header = r.Header.Clone()
 		deleteNamed(r.Header, names)
 	}
