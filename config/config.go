@@ -8,6 +8,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -1654,11 +1656,21 @@ func httpURL(s string) bool {
 // (a URL's user info does not become an Authorization field), and the
 // URL is shown on the status page, in metrics labels and in access logs,
 // which need no token (a review's TestS29AdminOriginCredentialsAreNotPublished).
+//
+// Any '@' counts: a password with '#', '/' or '?' in it ends the URL's
+// authority early (http://deploy:2024#Winter@host parses as host
+// "deploy", port 2024), and one that does not parse at all was echoed
+// whole in the refusal (a review's
+// TestS30AdminOriginCredentialsThatParseAsAPortAreRefused and
+// TestS30AdminOriginPasswordIsNotEchoedWhenTheURLDoesNotParse).
 func originURL(s string) (reason, shown string) {
-	u, err := url.Parse(s)
-	if err == nil && u.User != nil {
-		return "carries credentials (user:password@), which the edge does not send to the origin and would show on the status page: " +
-			"set them with a rule's request_headers (Authorization)", u.Redacted()
+	if at := strings.LastIndexByte(s, '@'); at >= 0 {
+		shown = "xxxxx@" + s[at+1:]
+		if i := strings.Index(s, "://"); i >= 0 && i < at {
+			shown = s[:i+3] + shown
+		}
+		return "carries credentials (user:password@) or an '@', which the edge does not send to the origin and would show on the status page: " +
+			"set credentials with a rule's request_headers (Authorization)", shown
 	}
 	if !httpURL(s) {
 		return "is not an absolute http(s) URL", s
@@ -1881,7 +1893,16 @@ func Settings(v *viper.Viper) map[string]string {
 // Secrets (SecretKeys) are left out: the hash is shown without the admin
 // token (status page, status.json, edge_config_info), and an unsalted hash
 // over every other setting, most of them defaults or shown beside it, let
-// a weak token be found offline (a review's test).
+// a weak token be found offline (a review's test). Nor is it a plain
+// hash of the rest: settings that are no secret by name may hold one (a
+// rule's request_headers.set of an origin-verify field), and anyone who
+// knew the rest of the file tested guesses of it offline against the
+// hash shown (a review's TestS30AdminConfigHashIsNoOracleForRuleSecrets).
+// It is an HMAC keyed by cluster.secret, which every node of a cluster
+// shares (so their hashes still compare) and no outsider can guess (16
+// bytes at least); a node without one keys it by hashKey, random for the
+// process (its hash then changes with a restart, still with every change
+// of its settings).
 func Hash(settings map[string]string) string {
 	names := make([]string, 0, len(settings))
 	for k := range settings {
@@ -1891,12 +1912,23 @@ func Hash(settings map[string]string) string {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	h := sha256.New()
+	key := []byte(settings["cluster.secret"])
+	if len(key) == 0 {
+		key = hashKey[:]
+	}
+	h := hmac.New(sha256.New, append([]byte("edge config hash\x00"), key...))
 	for _, k := range names {
 		fmt.Fprintf(h, "%s=%s\n", k, settings[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
+
+// hashKey keys Hash on a node without cluster.secret: random, made once
+// when the process starts and never changed.
+var hashKey = func() (k [32]byte) {
+	_, _ = rand.Read(k[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return k
+}()
 
 // SecretKeys are the settings that hold secrets: never in the config
 // hash, and never shown.

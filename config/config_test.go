@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,5 +314,29 @@ func TestAKeyErrorInAFileNamesTheFileOnce(t *testing.T) {
 	msg := err.Error()
 	if strings.Count(msg, "config:") != 1 || !strings.Contains(msg, "origin.conect_timeout") || !strings.Contains(msg, "(from "+file+")") {
 		t.Errorf("error %q: want the key, the file, and one config: prefix", msg)
+	}
+}
+
+// TestHashIsKeyedByTheClusterSecret: nodes sharing cluster.secret get the
+// same hash for the same settings (it still tells configurations apart),
+// another secret gives another hash (no outsider can test a guess of a
+// setting against the hash shown), and the secret itself stays out of
+// what is compared: admin.token changes nothing.
+func TestHashIsKeyedByTheClusterSecret(t *testing.T) {
+	s := map[string]string{"listen": ":8080", "rules": "[{request_headers: {set: {X-Origin-Verify: v}}}]", "cluster.secret": "secret-one-0123456789", "admin.token": "a"}
+	t2 := maps.Clone(s)
+	t2["admin.token"] = "b"
+	if Hash(s) != Hash(t2) {
+		t.Error("the admin token changes the hash")
+	}
+	o := maps.Clone(s)
+	o["cluster.secret"] = "secret-two-0123456789"
+	if Hash(s) == Hash(o) {
+		t.Error("the hash does not depend on its key")
+	}
+	r := maps.Clone(s)
+	r["rules"] = "[{request_headers: {set: {X-Origin-Verify: w}}}]"
+	if Hash(s) == Hash(r) {
+		t.Error("the hash does not tell configurations apart")
 	}
 }

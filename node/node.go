@@ -868,15 +868,14 @@ func RedactArgs(args []string) []string {
 
 // purge handles POST /purge?url=…|prefix=…|tag=…[&soft=1].
 func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if err := proxy.CheckPurgeQuery(q); err != nil {
+	q, err := proxy.CheckPurgeQuery(r.URL.RawQuery)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	p := proxy.ParsePurgeQuery(q)
 	var count int
 	var peers cluster.FanOut
-	var err error
 	if n.cluster != nil && !proxy.PurgeLocal(q) {
 		count, peers, err = n.cluster.Purge(r.Context(), p, n.proxy.Purge)
 	} else {

@@ -54,7 +54,7 @@ func TestS11ConnPerClientMixesProtocols(t *testing.T) {
 		t.Errorf("open %d, want 2", got)
 	}
 	_ = q.CloseWithError(0, "")
-	s11WaitOpen(t, n, 1, 3*time.Second)
+	s11WaitOpen(t, n, 1, 10*time.Second) // patient: a QUIC close is seen late on a busy machine
 	c1.Close()
-	s11WaitOpen(t, n, 0, 3*time.Second)
+	s11WaitOpen(t, n, 0, 10*time.Second)
 }

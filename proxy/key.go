@@ -25,8 +25,9 @@ import (
 // origins fold them (LANG=de had keyed as no cookie, so a default page a
 // LANG=de visitor filled would have been kept) and request field values
 // trimmed before the keyed fields are hashed. "4" (2026-12-06, night):
-// the values of Cookie and Authorization a Vary names are keyed by their
-// digest (credentialFields), and stored copies no longer hold fields a
+// the values of the fields a Vary names that are no list (Cookie,
+// Authorization, Origin, an origin's own) are keyed by their digest
+// (linesDigest), and stored copies no longer hold fields a
 // qualified no-cache or private names; records "3" stored such a copy
 // with the first user's fields, safe only while every use was
 // revalidated (a review's
@@ -298,17 +299,8 @@ func VaryKey(names []string, h http.Header) string {
 			continue
 		}
 		b.WriteByte('=')
-		if credentialFields[name] {
-			b.WriteString(credentialDigest(vs))
-			continue
-		}
 		if !listFields[name] {
-			for i, v := range vs {
-				if i > 0 {
-					b.WriteByte('\n') // never inside a field value
-				}
-				b.WriteString(strings.Trim(v, " \t"))
-			}
+			b.WriteString(linesDigest(vs))
 			continue
 		}
 		first := true
@@ -328,17 +320,16 @@ func VaryKey(names []string, h http.Header) string {
 	return b.String()
 }
 
-// credentialFields are the request fields Vary may name whose values are
-// users' credentials. A variant key holds a digest of them, not the
-// values: the key is written into the disk tier's records and snapshot,
-// and a session cookie or bearer token lay there in clear, outliving the
-// session (a review's TestS29DiskVaryCredentialsReachTheDiskInClear).
-var credentialFields = map[string]bool{"cookie": true, "authorization": true, "proxy-authorization": true}
-
-// credentialDigest stands for a credential field's lines in a variant
-// key: a SHA-256 of them as sent (trimmed at their ends, in order), so
-// equal values select the same variant and nothing else does.
-func credentialDigest(vs []string) string {
+// linesDigest stands for the lines of a field that is no list in a
+// variant key: a SHA-256 of them as sent, trimmed only at their ends, in
+// order, so equal lines select the same variant and nothing else does.
+// A variant key is written into the disk tier's records and snapshot,
+// and the values themselves lay there in clear: a session cookie, a
+// bearer token, an API key in a field of the origin's own (a review's
+// TestS29DiskVaryCredentialsReachTheDiskInClear and
+// TestS30AdminVaryOnAnAPIKeyFieldStaysOffDisk). The list fields
+// (Accept*) hold preferences, not secrets, and stay readable.
+func linesDigest(vs []string) string {
 	sum := sha256.New()
 	for _, v := range vs {
 		sum.Write([]byte(strings.Trim(v, " \t")))
