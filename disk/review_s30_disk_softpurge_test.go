@@ -135,12 +135,11 @@ func TestS30DiskSoftPurgeOfAnUnrelatedKeyWaitsForASlowCommit(t *testing.T) {
 	done := make(chan time.Duration, 1)
 	start := time.Now()
 	go func() { tier.MarkStale("https://a/b"); done <- time.Since(start) }()
-	var took time.Duration
 	select {
-	case took = <-done:
+	case <-done:
 	case <-time.After(time.Second):
 		s30Release(g.commitRelease)
-		took = <-done
+		took := <-done
 		t.Fatalf("MarkStale of an unrelated key waited for another key's slow commit: returned only after the commit was released (%v)", took)
 	}
 	if r, _ := tier.Lookup("https://a/b", noVary); r == nil || !r.Stale {

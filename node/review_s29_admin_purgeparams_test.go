@@ -145,7 +145,7 @@ func TestS29AdminPurgeLocalIsNotMisread(t *testing.T) {
 		resp, body := rawAsk(t, a.AdminAddr(), "POST /purge?url=http://shop.test/p&local="+v+" HTTP/1.1\r\nHost: x\r\n"+
 			"Authorization: Bearer admin-token-0123456789\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 		t.Logf("local=%s: %d %s", v, resp.StatusCode, strings.TrimSpace(body))
-		if resp.StatusCode == 200 && !(strings.Contains(body, `"peers_purged":0`) && strings.Contains(body, `"peers_owed":0`)) {
+		if resp.StatusCode == 200 && (!strings.Contains(body, `"peers_purged":0`) || !strings.Contains(body, `"peers_owed":0`)) {
 			t.Errorf("POST /purge?…&local=%s answered %d %s: the purge went round the cluster (sent, or owed to a peer until it is back), not this node alone", v, resp.StatusCode, strings.TrimSpace(body))
 		}
 	}

@@ -31,7 +31,7 @@ func newS30ConnOrigin(t *testing.T, name string) *s30ConnOrigin {
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = io.WriteString(w, "origin="+o.name)
 	}))
-	o.Server.Config.ConnState = func(c net.Conn, s http.ConnState) {
+	o.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		switch s {
