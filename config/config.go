@@ -8,8 +8,6 @@ package config
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -1882,7 +1880,67 @@ func (p *parser) health(at string, m map[string]any, s *Site) bool {
 func Settings(v *viper.Viper) map[string]string {
 	out := make(map[string]string, len(Keys()))
 	for _, k := range Keys() {
-		out[k.Name] = fmt.Sprint(v.Get(k.Name))
+		val := v.Get(k.Name)
+		if k.Name == "rules" || k.Name == "sites" {
+			val = withoutRequestValues(val)
+		}
+		out[k.Name] = fmt.Sprint(val)
+	}
+	return out
+}
+
+// withoutRequestValues is a rules or sites setting with the values its
+// rules set on requests (request_headers.set) replaced: they may be
+// secrets, and settings make the config hash shown without the token
+// (Hash). Rules and sites reload live, so nothing compares them
+// otherwise. A list given as YAML text (from the environment) is read
+// first; text that does not parse is left as it is (Load refuses it).
+func withoutRequestValues(x any) any {
+	if text, ok := x.(string); ok {
+		var parsed any
+		if err := yaml.Unmarshal([]byte(text), &parsed); err != nil {
+			return x
+		}
+		x = parsed
+	}
+	return hideRequestValues(x)
+}
+
+func hideRequestValues(x any) any {
+	switch t := x.(type) {
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = hideRequestValues(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = hideRequestValues(e)
+			if strings.EqualFold(k, "request_headers") {
+				if edits, ok := e.(map[string]any); ok {
+					out[k] = hideSetValues(edits)
+				}
+			}
+		}
+		return out
+	}
+	return x
+}
+
+// hideSetValues replaces the values of a header edit's set map.
+func hideSetValues(edits map[string]any) map[string]any {
+	out := make(map[string]any, len(edits))
+	for k, e := range edits {
+		out[k] = e
+		if set, ok := e.(map[string]any); ok && strings.EqualFold(k, "set") {
+			hidden := make(map[string]any, len(set))
+			for name := range set {
+				hidden[name] = "(value not hashed)"
+			}
+			out[k] = hidden
+		}
 	}
 	return out
 }
@@ -1893,16 +1951,15 @@ func Settings(v *viper.Viper) map[string]string {
 // Secrets (SecretKeys) are left out: the hash is shown without the admin
 // token (status page, status.json, edge_config_info), and an unsalted hash
 // over every other setting, most of them defaults or shown beside it, let
-// a weak token be found offline (a review's test). Nor is it a plain
-// hash of the rest: settings that are no secret by name may hold one (a
-// rule's request_headers.set of an origin-verify field), and anyone who
-// knew the rest of the file tested guesses of it offline against the
-// hash shown (a review's TestS30AdminConfigHashIsNoOracleForRuleSecrets).
-// It is an HMAC keyed by cluster.secret, which every node of a cluster
-// shares (so their hashes still compare) and no outsider can guess (16
-// bytes at least); a node without one keys it by hashKey, random for the
-// process (its hash then changes with a restart, still with every change
-// of its settings).
+// a weak token be found offline (a review's test). Nor are the values rules
+// set on requests (Settings leaves them out): a rule's request_headers.set
+// often holds an origin-verify secret, and anyone who knew the rest of
+// the file tested guesses of it against the hash shown (a review's
+// TestS30AdminConfigHashIsNoOracleForRuleSecrets). Keyed by a secret
+// instead, the hash was an oracle for that secret, and nodes without one
+// could not compare (TestS31ConfigHashIsAnOracleForTheClusterSecret,
+// TestS31StandaloneNodesHashEqualAcrossProcesses). So a change of such a
+// value alone does not change the hash.
 func Hash(settings map[string]string) string {
 	names := make([]string, 0, len(settings))
 	for k := range settings {
@@ -1912,23 +1969,12 @@ func Hash(settings map[string]string) string {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	key := []byte(settings["cluster.secret"])
-	if len(key) == 0 {
-		key = hashKey[:]
-	}
-	h := hmac.New(sha256.New, append([]byte("edge config hash\x00"), key...))
+	h := sha256.New()
 	for _, k := range names {
 		fmt.Fprintf(h, "%s=%s\n", k, settings[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
-
-// hashKey keys Hash on a node without cluster.secret: random, made once
-// when the process starts and never changed.
-var hashKey = func() (k [32]byte) {
-	_, _ = rand.Read(k[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return k
-}()
 
 // SecretKeys are the settings that hold secrets: never in the config
 // hash, and never shown.

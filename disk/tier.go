@@ -134,10 +134,11 @@ type Tier struct {
 	removeMu       sync.Mutex   // one batch of removals at a time
 	removerStopped bool         // under mu: Close stopped the remover
 
-	gen         atomic.Uint64 // file generations (seeded with the start time: unique across runs)
-	unlinks     []unlink      // dropped files awaiting removal (under mu)
-	removing    []unlink      // the batch being removed (under mu)
-	unlinkBytes int64         // their bytes (under mu)
+	gen         atomic.Uint64       // file generations (seeded with the start time: unique across runs)
+	unlinks     []unlink            // dropped files awaiting removal (under mu)
+	removing    []unlink            // the batch being removed (under mu)
+	committing  map[string][]*write // writes linking their files, by URL key (under mu), replaced ones too
+	unlinkBytes int64               // their bytes (under mu)
 	unlinkWake  chan struct{}
 	stopRemover chan struct{}
 	removerDone chan struct{}
@@ -237,7 +238,8 @@ func Open(opts Options) (*Tier, error) {
 	t := &Tier{
 		opts: opts, fs: opts.FS, log: opts.Log, root: filepath.Join(opts.Dir, "v1"),
 		tags: make(map[string]map[string]struct{}), under: make(map[string]map[string]int), pending: make(map[string]map[string]*write),
-		queue: make(chan *write, queueLen), done: make(chan struct{}),
+		committing: make(map[string][]*write),
+		queue:      make(chan *write, queueLen), done: make(chan struct{}),
 		unlinkWake: make(chan struct{}, 1), stopRemover: make(chan struct{}), removerDone: make(chan struct{}),
 	}
 	t.gen.Store(uint64(time.Now().UnixNano()))
@@ -561,9 +563,19 @@ func (t *Tier) store(w *write) {
 		current := t.pending[w.rec.Key][w.name] == w
 		if current {
 			w.committing = make(chan struct{})
-			// Closed after t.mu is let go below (defers run last first):
-			// by then the write is indexed and, if soft-purged, marked.
-			defer close(w.committing)
+			t.committing[w.rec.Key] = append(t.committing[w.rec.Key], w)
+			// Run after t.mu is let go below (defers run last first): by
+			// then the write is indexed and, if soft-purged, marked, or
+			// replaced and its file queued for the remover.
+			defer func() {
+				t.mu.Lock()
+				t.committing[w.rec.Key] = slices.DeleteFunc(t.committing[w.rec.Key], func(c *write) bool { return c == w })
+				if len(t.committing[w.rec.Key]) == 0 {
+					delete(t.committing, w.rec.Key)
+				}
+				t.mu.Unlock()
+				close(w.committing)
+			}()
 		}
 		t.mu.Unlock()
 		if !current {
@@ -860,12 +872,16 @@ func (t *Tier) MarkStale(key string) int {
 	// TestS30DiskSoftPurgeOfAnUnrelatedKeyWaitsForASlowCommit).
 	t.mu.Lock()
 	t.invalidateSnapshot()
-	var commits []chan struct{}
 	for _, w := range t.pending[key] {
 		w.stale.Store(true)
-		if w.committing != nil {
-			commits = append(commits, w.committing)
-		}
+	}
+	// Every write of the key linking its file, a replaced one too (its
+	// file goes to the remover unmarked: a review's
+	// TestS31DiskSoftPurgeMissesAReplacedWriteCommitting).
+	var commits []chan struct{}
+	for _, w := range t.committing[key] {
+		w.stale.Store(true)
+		commits = append(commits, w.committing)
 	}
 	var names []string
 	if o, ok := t.lru.Peek(key); ok {
@@ -874,13 +890,18 @@ func (t *Tier) MarkStale(key string) int {
 			names = append(names, v.name)
 		}
 	}
-	// Files of the key the index let go (superseded, evicted) that the
-	// remover has not removed yet are marked too: unmarked, a crash
-	// brought them back fresh at the next scan (a review's
-	// TestS30DiskSoftPurgeMissesAFileAwaitingTheRemover). Marked, not
-	// waited for: the remover may be slow, and a soft purge must not wait
-	// on it.
+	t.mu.Unlock()
+	for _, c := range commits {
+		<-c
+	}
+	// Files of the key the index let go (superseded, evicted, replaced
+	// while linking) that the remover has not removed yet are marked too:
+	// unmarked, a crash brought them back fresh at the next scan (a
+	// review's TestS30DiskSoftPurgeMissesAFileAwaitingTheRemover). Marked,
+	// not waited for: the remover may be slow, and a soft purge must not
+	// wait on it.
 	var dropped []string
+	t.mu.Lock()
 	for _, list := range [...][]unlink{t.unlinks, t.removing} {
 		for _, u := range list {
 			if u.key == key {
@@ -889,9 +910,6 @@ func (t *Tier) MarkStale(key string) int {
 		}
 	}
 	t.mu.Unlock()
-	for _, c := range commits {
-		<-c
-	}
 	for _, name := range dropped {
 		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.noteError("mark-stale", err)

@@ -161,6 +161,9 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, 
 		}
 		return nil, fmt.Errorf("origin %s %s: %w", out.Method, u.Path, err)
 	}
+	if watch != nil {
+		watch.answer()
+	}
 	resp.Body = WithIdleTimeout(resp.Body, c.idle, cancel)
 	return resp, nil
 }

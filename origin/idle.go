@@ -126,19 +126,23 @@ var ErrSendStalled = errors.New("the origin stopped reading the request body")
 // TestS30OriginHungOriginThatReadsNoUploadHoldsItForever).
 type sendWatch struct {
 	io.ReadCloser
-	limit time.Duration
-	timer *time.Timer
-	mu    sync.Mutex
-	fired bool
+	limit    time.Duration
+	timer    *time.Timer
+	mu       sync.Mutex
+	fired    bool
+	answered bool // the origin's answer came: the watch is done
 }
 
 func newSendWatch(body io.ReadCloser, limit time.Duration, cancel context.CancelFunc) *sendWatch {
 	w := &sendWatch{ReadCloser: body, limit: limit}
 	w.timer = time.AfterFunc(limit, func() {
 		w.mu.Lock()
-		w.fired = true
+		fire := !w.answered
+		w.fired = fire
 		w.mu.Unlock()
-		cancel()
+		if fire {
+			cancel()
+		}
 	})
 	w.timer.Stop() // started when a chunk is handed to the transport
 	return w
@@ -147,10 +151,24 @@ func newSendWatch(body io.ReadCloser, limit time.Duration, cancel context.Cancel
 func (w *sendWatch) Read(p []byte) (int, error) {
 	w.timer.Stop()
 	n, err := w.ReadCloser.Read(p)
-	if err == nil && n > 0 {
+	w.mu.Lock()
+	if err == nil && n > 0 && !w.answered {
 		w.timer.Reset(w.limit)
 	}
+	w.mu.Unlock()
 	return n, err
+}
+
+// answer ends the watch once the origin has answered: an origin may
+// answer before it reads an upload it will not use, and the transport
+// may go on writing it meanwhile; the answer's own body has its own idle
+// limit (WithIdleTimeout). Cancelling here cut such an answer short (a
+// review's TestS31OriginEarlyAnswerIsCutByTheSendWatch).
+func (w *sendWatch) answer() {
+	w.mu.Lock()
+	w.answered = true
+	w.mu.Unlock()
+	w.timer.Stop()
 }
 
 func (w *sendWatch) Close() error {
