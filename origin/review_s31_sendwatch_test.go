@@ -60,14 +60,14 @@ func s31SlowReader(step int, every time.Duration, gapMax *atomic.Int64) http.Han
 
 // Held: an HTTP/2 origin that reads an upload steadily (32 KiB every
 // 50 ms, about 640 KiB/s) with a 64 KiB stream window is not cut with
-// response_timeout 400ms: the transport hands the body over in 16 KiB
+// response_timeout 2s (it read 400ms once, and a loaded run cut it): the transport hands the body over in 16 KiB
 // frames, so the watch's per-chunk clock stays far below the timeout.
 // (With HTTP/1 chunks are 32 KiB: only an origin under ~1 KiB/s per
 // 30 s default timeout would be charged.)
 func TestS31OriginSteadyH2OriginIsNotCut(t *testing.T) {
 	var gap atomic.Int64
 	cfg := s31TLSOrigin(t, s31SlowReader(32<<10, 50*time.Millisecond, &gap))
-	cfg.ResponseTimeout = 400 * time.Millisecond
+	cfg.ResponseTimeout = 2 * time.Second // 40 times the longest pause: a busy machine cannot make it a stall
 	c, err := NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
