@@ -910,13 +910,7 @@ func (t *Tier) MarkStale(key string) int {
 		}
 	}
 	t.mu.Unlock()
-	for _, name := range dropped {
-		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.noteError("mark-stale", err)
-			t.removeFailures.Add(1)
-		}
-	}
-	for _, name := range names {
+	for _, name := range append(dropped, names...) {
 		if err := t.fs.SetStale(t.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.noteError("mark-stale", err)
 			t.removeFailures.Add(1)

@@ -58,15 +58,7 @@ func (g *adminGuesses) throttled(remote string, now time.Time) bool {
 // wrong takes one of remote's wrong guesses.
 func (g *adminGuesses) wrong(remote string, now time.Time) {
 	g.failures.WithLabelValues("wrong").Inc()
-	key := clientaddr.OfRemote(remote)
-	b, ok := g.buckets.Get(key)
-	if !ok {
-		b = rate.NewLimiter(guessRate, guessBurst)
-		if prev, found, _ := g.buckets.PeekOrAdd(key, b); found {
-			b = prev
-		}
-	}
-	b.AllowN(now, 1)
+	bucket(g.buckets, clientaddr.OfRemote(remote), guessRate, guessBurst).AllowN(now, 1)
 }
 
 // tooManyGuesses answers a request from an address out of wrong guesses.

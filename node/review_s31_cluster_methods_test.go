@@ -88,9 +88,6 @@ func TestS31ClusterEveryMethodOnceWithItsBody(t *testing.T) {
 	nodes := startS31Cluster3(t, "limits: {spool_dir: '"+t.TempDir()+"'}\n",
 		"sites:\n"+s7Site("shop", []string{"shop.test"}, []string{o.URL}, ""))
 	big := strings.Repeat("0123456789abcdef", 300<<10/16)
-	type ask struct {
-		method, head, body string
-	}
 	build := func(method, path, body string, chunked, expect bool) string {
 		h := method + " " + path + " HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n"
 		if expect {

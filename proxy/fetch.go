@@ -355,12 +355,18 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	m, resp := fl.m, fl.res.Resp
 	e := h.updateFrom304(m.stale, resp, fl.reqTime, fl.respTime)
 	status := forwarded(m.fwd).withStatus(http.StatusNotModified).withUpstream(fl.upstreamStatus())
-	own := h.own304Fields(fl.own, resp.Header, e.Header)
+	// The requester's own fields: those the 304's lists name (fl.own) and
+	// those the updated copy's lists name, which updateFrom304 kept out
+	// of the copy.
+	updatedNames, _ := namedFields(e.Header, h.policy().TargetedFields)
+	respNames, _ := namedFields(resp.Header, h.policy().TargetedFields)
+	own := addNamed(fl.own, resp.Header, updatedNames)
 	why := h.shareable(e, r, m)
 	if why == "" {
 		why = h.own304(resp.Header, m)
 	}
-	if why == "" && !h.policy().StoreSetCookie && len(own["Set-Cookie"]) > 0 && !h.namesField(e.Header, resp.Header, "Set-Cookie") {
+	cookieNamed := isNamed(updatedNames, "Set-Cookie") || isNamed(respNames, "Set-Cookie")
+	if why == "" && !h.policy().StoreSetCookie && len(own["Set-Cookie"]) > 0 && !cookieNamed {
 		// The 304 sets a cookie: as a 200 that sets one is never stored
 		// (cache.store_set_cookie), its fields are this requester's alone,
 		// and none of them are merged into the copy everyone gets.
@@ -392,36 +398,6 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 	fl.f.publish(e, true, nil)
 	h.done(fl)
 	return outcome{kind: outEntry, entry: e, own: own, status: status, result: ResultRevalidated}
-}
-
-// own304Fields is what a 304's requester gets of its own: the fields its
-// own lists make one user's (own), and those the updated copy's lists
-// name (updated), which updateFrom304 kept out of the copy.
-func (h *Handler) own304Fields(own, resp, updated http.Header) http.Header {
-	names, _ := namedFields(updated, h.policy().TargetedFields)
-	for _, n := range names {
-		for k, v := range resp {
-			if strings.EqualFold(k, n) && len(v) > 0 {
-				if own == nil {
-					own = http.Header{}
-				}
-				own[k] = v
-			}
-		}
-	}
-	return own
-}
-
-// namesField reports whether one of the headers' lists names field as
-// one user's (so it is kept out of the stored copy already).
-func (h *Handler) namesField(a, b http.Header, field string) bool {
-	for _, hdr := range [...]http.Header{a, b} {
-		names, _ := namedFields(hdr, h.policy().TargetedFields)
-		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, field) }) {
-			return true
-		}
-	}
-	return false
 }
 
 // fillSliced stores a sliced object's manifest; the response's body holds
@@ -689,25 +665,35 @@ var perUserResponseFields = [...]string{"Set-Cookie", "Authentication-Info", "Pr
 // user's (namedFields).
 func perUserFields(h http.Header, targeted []string) http.Header {
 	var own http.Header
-	add := func(k string, v []string) {
-		if own == nil {
-			own = http.Header{}
-		}
-		own[k] = v
-	}
 	for _, k := range perUserResponseFields {
 		if v := h[k]; len(v) > 0 {
-			add(k, v)
+			if own == nil {
+				own = http.Header{}
+			}
+			own[k] = v
 		}
 	}
-	if names, _ := namedFields(h, targeted); len(names) > 0 {
-		for k, v := range h {
-			if len(v) > 0 && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, k) }) {
-				add(k, v)
+	names, _ := namedFields(h, targeted)
+	return addNamed(own, h, names)
+}
+
+// addNamed copies the fields of src that names name (whatever their
+// case) into own, made if nil, and returns it.
+func addNamed(own, src http.Header, names []string) http.Header {
+	for k, v := range src {
+		if len(v) > 0 && isNamed(names, k) {
+			if own == nil {
+				own = http.Header{}
 			}
+			own[k] = v
 		}
 	}
 	return own
+}
+
+// isNamed reports whether field is among names, whatever its case.
+func isNamed(names []string, field string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, field) })
 }
 
 // namedFields lists the fields a response's qualified no-cache="…" and
@@ -742,8 +728,7 @@ func namedFields(h http.Header, targeted []string) (names []string, ok bool) {
 		read(name)
 	}
 	for _, n := range names {
-		if slices.Contains(structuralFields[:], n) || isEdgeField(n) ||
-			slices.ContainsFunc(targeted, func(t string) bool { return strings.EqualFold(t, n) }) {
+		if slices.Contains(structuralFields[:], n) || isEdgeField(n) || isNamed(targeted, n) {
 			ok = false
 		}
 	}
@@ -764,7 +749,7 @@ var structuralFields = [...]string{
 // deleteNamed removes the named fields from h, whatever their case.
 func deleteNamed(h http.Header, names []string) {
 	for k := range h {
-		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, k) }) {
+		if isNamed(names, k) {
 			delete(h, k)
 		}
 	}

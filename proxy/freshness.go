@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -132,7 +131,7 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if reqHasAuth && !cc.Public && cc.SMaxAge == unset && !cc.MustReval {
 		return false, whyAuthorization
 	}
-	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 && !slices.Contains(named, "Set-Cookie") {
+	if !p.StoreSetCookie && len(h.Values("Set-Cookie")) > 0 && !isNamed(named, "Set-Cookie") {
 		// A Set-Cookie the origin names in no-cache="Set-Cookie" (as
 		// ASP.NET's public pages that set a cookie do) is the origin
 		// saying the rest is anyone's: stored without it.
