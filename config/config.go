@@ -152,6 +152,7 @@ func Keys() []Key {
 		{"limits.max_inflight", Int, strconv.Itoa(pd.MaxInflight), "Concurrent upstream requests per node (misses, passes, uploads; 503 beyond). Hits never need a slot, so slow uploads or a slow origin cannot stop them; a request body is read before its request takes one (limits.request_buffering)."},
 		{"limits.max_connections", Int, "0", "Client connections (plain and TLS TCP, and QUIC) open at once; one over it is closed as soon as it is accepted (edge_client_connections_refused_total{reason=\"max\"}). 0: the open-file limit less a reserve of 1024 + 4 × limits.max_inflight for origin and peer connections and the disk tier, the reserve at most half the limit (10,000 at an open-file limit of 20,000 and the default limits.max_inflight), at least 64, so that clients holding connections open cannot spend the descriptors the node's own work needs."},
 		{"limits.max_connections_per_client", Int, "0", "Client connections open at once from one client: an IPv4 address, or an IPv6 /64, which one subscriber holds whole (closed as soon as accepted beyond it; reason per_client); 0 turns it off because users share NAT addresses."},
+		{"limits.site_reserve", Float, "0.5", "The share of limits.max_inflight split evenly among the sites (when there are two or more), each site's part for its own requests only: a site whose origin hangs or crawls fills the rest of the slots but never another site's part, so the other sites' misses go on (503 overload_site past it). A site alone busy uses all but the other sites' unused parts. 0: one pool, first come first served."},
 		{"limits.max_inflight_per_client", Int, strconv.Itoa(pd.MaxInflightPerClient), "Concurrent requests per client: an IPv4 address, or an IPv6 /64 (429 beyond); 0 turns it off because users share NAT addresses."},
 		{"limits.rate", Float, "0", "Requests per second each client may make to a site, on average (429 with Retry-After beyond the burst); 0 turns it off. A site's rate_limit overrides it."},
 		{"limits.rate_burst", Int, "100", "Requests a client may make at once above limits.rate: a page load fetches tens of assets together."},
@@ -297,6 +298,7 @@ type Config struct {
 		MaxBodyBytes         int64
 		MaxInflight          int
 		MaxInflightPerClient int
+		SiteReserve          float64 // limits.site_reserve
 		// MaxConnections bounds the clients' connections (0: the default,
 		// from the open-file limit); MaxConnectionsPerClient those of one
 		// address (0: off).
@@ -759,6 +761,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Limits.MaxBodyBytes = p.size("limits.max_body_bytes", 0)
 	c.Limits.MaxInflight = p.int("limits.max_inflight", 1, 1<<24)
 	c.Limits.MaxInflightPerClient = p.int("limits.max_inflight_per_client", 0, 1<<24)
+	c.Limits.SiteReserve = p.float("limits.site_reserve", 0, 1)
 	c.Limits.MaxConnections = p.int("limits.max_connections", 0, 1<<30)
 	c.Limits.MaxConnectionsPerClient = p.int("limits.max_connections_per_client", 0, 1<<30)
 	c.Limits.RateLimit = RateLimit{Rate: p.float("limits.rate", 0, 1e9), Burst: p.int("limits.rate_burst", 1, 1<<30), Key: p.str("limits.rate_key")}
@@ -1988,7 +1991,7 @@ var LiveKeys = []string{
 	"origin.connect_timeout", "origin.response_timeout", "origin.idle_timeout", "origin.max_idle_conns",
 	"cache.heuristic_fraction", "cache.heuristic_max", "cache.stale_if_error", "cache.stale_ceiling", "cache.store_set_cookie",
 	"cache.client_no_cache", "cache.revalidate_interval", "rules", "limits.rate", "limits.rate_burst", "limits.rate_key",
-	"limits.max_inflight", "limits.max_inflight_per_client", "limits.max_connections", "limits.max_connections_per_client",
+	"limits.max_inflight", "limits.max_inflight_per_client", "limits.site_reserve", "limits.max_connections", "limits.max_connections_per_client",
 	"log.level",
 }
 

@@ -152,6 +152,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		cl.SetPurgeNamer(h)
 	}
 	n.proxy, n.cluster = h, cl
+	h.SetSites(table.siteNames(), cfg.Limits.SiteReserve)
 	n.registerBatchMetrics()
 	// One cleanup for every listener bound so far, if a later one fails.
 	defer func() {
@@ -546,6 +547,7 @@ func (n *Node) registerBatchMetrics() {
 			func() float64 { return float64(n.peerBatch.sends.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edge_peer_writes_merged_total", Help: "Peer answer writes merged into one writev by tuning.write_batching."},
 			func() float64 { return float64(n.peerBatch.merged.Load()) }),
+		newSiteSlotsCollector(n),
 	)
 }
 

@@ -186,6 +186,7 @@ func (n *Node) reloadHandler(w http.ResponseWriter, _ *http.Request) {
 // keeps its slot; a lower bound refuses what comes next.
 func (n *Node) applyLimits(cfg *config.Config) {
 	n.proxy.SetLimits(cfg.Limits.MaxInflight, cfg.Limits.MaxInflightPerClient)
+	n.proxy.SetSites(n.sites.Load().siteNames(), cfg.Limits.SiteReserve)
 	n.conns.setBounds(maxConnections(cfg), cfg.Limits.MaxConnectionsPerClient)
 	if n.peerConns != nil {
 		// Its default follows limits.max_inflight (connReserve).

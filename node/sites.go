@@ -74,6 +74,16 @@ func (t *siteTable) lookupCanonical(host string) *site {
 	return t.def
 }
 
+// siteNames are the names the sites' requests carry (proxy.Site.Name),
+// among which limits.site_reserve splits its share of the upstream slots.
+func (t *siteTable) siteNames() []string {
+	names := make([]string, len(t.sites))
+	for i, s := range t.sites {
+		names[i] = s.resolved.Name
+	}
+	return names
+}
+
 // siteMetrics are the per-site collectors, shared by every table.
 type siteMetrics struct {
 	requests   *prometheus.CounterVec
@@ -314,6 +324,10 @@ type SiteStatus struct {
 	Requests     uint64  `json:"requests"`
 	RequestsRate float64 `json:"requests_per_second"`
 	HitRatio     float64 `json:"hit_ratio"`
+	// Upstream is the limits.max_inflight slots the site's requests hold
+	// now, and UpstreamReserved the part kept for it (limits.site_reserve).
+	Upstream         int `json:"upstream_in_flight"`
+	UpstreamReserved int `json:"upstream_reserved"`
 }
 
 // RuleStatus is one cache rule on the status page: what it matches,
@@ -327,9 +341,11 @@ type RuleStatus struct {
 func (n *Node) siteStatus() []SiteStatus {
 	t := n.sites.Load()
 	rates := n.rates.rates()
+	held, reserve := n.proxy.UpstreamBySite()
 	out := make([]SiteStatus, 0, len(t.sites))
 	for _, s := range t.sites {
-		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterOf(s.limited))}
+		st := SiteStatus{Name: s.name, Origins: s.pool.States(), RateLimited: uint64(counterOf(s.limited)),
+			Upstream: held[s.resolved.Name], UpstreamReserved: reserve}
 		var hits uint64
 		st.Requests, hits = s.totals()
 		if st.Requests > 0 {

@@ -319,8 +319,8 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 <body><h1>edge node <code>{{.Node}}</code></h1>
 <p>version {{.Version}}{{if .ConfigHash}} · config <code>{{.ConfigHash}}</code>{{end}}{{if .Origin}} · origin <code>{{.Origin}}</code>{{end}} · up {{.Uptime}}{{if .Refresh}} · this page refreshes every {{.Refresh}} s (<a href="?refresh=0">stop</a>){{end}}</p>
 <h2>Sites</h2>
-<table><tr><th>site</th><th>requests</th><th>per second (last minute)</th><th>answered from the cache</th><th>rate limit</th></tr>
-{{range .Sites}}<tr><td>{{.Name}}</td><td>{{count .Requests}}</td><td>{{printf "%.1f" .RequestsRate}}</td><td>{{printf "%.1f" (pct .HitRatio)}} %</td><td>{{if .RateLimit}}{{.RateLimit}} · {{count .RateLimited}} refused{{else}}—{{end}}</td></tr>{{end}}</table>
+<table><tr><th>site</th><th>requests</th><th>per second (last minute)</th><th>answered from the cache</th><th>rate limit</th><th>upstream now (part kept)</th></tr>
+{{range .Sites}}<tr><td>{{.Name}}</td><td>{{count .Requests}}</td><td>{{printf "%.1f" .RequestsRate}}</td><td>{{printf "%.1f" (pct .HitRatio)}} %</td><td>{{if .RateLimit}}{{.RateLimit}} · {{count .RateLimited}} refused{{else}}—{{end}}</td><td>{{.Upstream}}{{if .UpstreamReserved}} ({{.UpstreamReserved}}){{end}}</td></tr>{{end}}</table>
 <h2>Origins</h2>
 <table><tr><th>site</th><th>origin</th><th>state</th><th>in flight</th><th>failures in a row</th></tr>
 {{range .Sites}}{{$site := .Name}}{{range .Origins}}<tr><td>{{$site}}</td><td><code>{{.URL}}</code></td><td>{{if .Up}}<span class="ok">up</span>{{else}}<b class="bad">ejected</b> until {{.EjectedTill.Format "15:04:05"}}{{end}}</td><td>{{.Outstanding}}</td><td>{{.Failures}}</td></tr>{{end}}{{end}}</table>

@@ -40,9 +40,9 @@ type miss struct {
 	// background: no client reads the body (a stale-while-revalidate
 	// refresh), so a body that cannot be kept is abandoned.
 	background bool
-	// holdsSlot: the fetch holds an upstream slot, which the body pump
-	// gives back.
-	holdsSlot bool
+	// slot: the upstream slot the fetch holds (none: zero), which the
+	// body pump gives back.
+	slot upstreamSlot
 	ruling    *ruling  // the request's cache rules (nil: none)
 	wait      fillWait // where a fill this miss leads stands in the wait order
 	// purgesAt is the handler's purge count before the lookup that found
@@ -144,21 +144,21 @@ const (
 // lead fetches for r and answers it. f is the fill to publish to (nil when
 // the request fetches for itself), ckey its coalescing key.
 func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey string, m miss) string {
-	if !h.acquireUpstream() {
+	slot, why := h.acquireUpstream(r)
+	if why != "" {
 		if f != nil {
 			f.publish(nil, false, errOverload)
 			h.co.done(ckey, f)
 		}
-		w.Header().Set("Retry-After", "1")
-		return h.refuse(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+		return h.refuseOverload(w, r, why)
 	}
 	if f == nil {
 		f = newFill(m.purgesAt, m.wait) // not coalesced, but the body still streams through a fill
 	}
-	m.holdsSlot = true
+	m.slot = slot
 	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
 	if o.kind != outStream && o.kind != outFill {
-		h.releaseUpstream()
+		slot.release()
 	}
 	switch o.kind {
 	case outStale:
@@ -171,10 +171,10 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 			// ask the origin for that part instead of sending it all,
 			// with the slot of this fetch given back first.
 			o.resp.Body.Close()
-			h.releaseUpstream()
+			slot.release()
 			return h.servePass(w, r, whyTooLarge)
 		}
-		release := h.upstreamReleaser()
+		release := slot.releaser()
 		defer release() // the upstream connection stays in use while we stream, unless spooled
 		defer o.resp.Body.Close()
 		h.stream(w, r, o.resp, o.status, release)
@@ -441,10 +441,10 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	if !m.background {
 		rd, _ = f.reader() // before the pump starts: base is still 0
 	}
-	if m.holdsSlot {
+	if m.slot.held() {
 		// Given back as the body ends, before anyone waiting for the end
 		// wakes (they may need the slot at once).
-		f.bodyEnd = h.releaseUpstream
+		f.bodyEnd = m.slot.release
 	}
 	f.spool = h.spool // a body that cannot be kept spills rather than wait for its slowest reader
 	// Stored as the body ends whole, before its last bytes reach a reader
@@ -953,11 +953,11 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		return ResultRejected
 	}
 	defer bodyDone()
-	if !h.acquireUpstream() {
-		w.Header().Set("Retry-After", "1")
-		return h.refuse(w, r, http.StatusServiceUnavailable, "overload", "too many requests in flight")
+	slot, refusal := h.acquireUpstream(r)
+	if refusal != "" {
+		return h.refuseOverload(w, r, refusal)
 	}
-	release := h.upstreamReleaser()
+	release := slot.releaser()
 	defer release()
 	out := h.outboundRequest(r, r.Context(), false)
 	res, err := h.fetch(r.Context(), h.requestKey(r), out)

@@ -202,7 +202,8 @@ type Handler struct {
 	unkeyed map[string]struct{} // cfg.UnkeyedRequestHeaders
 	// upstream bounds concurrent upstream requests (MaxInflight), a
 	// count against a limit rather than a channel's capacity, so that a
-	// reload can change the limit (SetLimits).
+	// reload can change the limit (SetLimits), with each site's part of
+	// it (SiteReserve, slots.go).
 	upstream upstreamSlots
 	// formSlots and liveSlots bound the compression work done at once:
 	// stored forms made in the background, responses encoded live.
@@ -242,9 +243,14 @@ func (h *Handler) SetPolicy(p Policy) { h.pol.Store(&p) }
 // the cache to a restart). Requests under way keep their slots; a lower
 // bound refuses new ones until enough have ended.
 func (h *Handler) SetLimits(maxInflight, perClient int) {
-	h.upstream.limit.Store(int64(maxInflight))
+	h.upstream.setLimit(maxInflight)
 	h.clients.limit.Store(int64(perClient))
 }
+
+// SetSites sets the sites limits.site_reserve splits its share of the
+// upstream slots among, and the share (a reload: the sites a request
+// carries, Site.Name).
+func (h *Handler) SetSites(names []string, reserve float64) { h.upstream.setSites(reserve, names) }
 
 // New returns a handler that answers from store and fetches misses with f.
 func New(cfg Config, store *Store, f Fetcher, m *Metrics, log *slog.Logger) *Handler {
@@ -608,35 +614,6 @@ func coalesceKey(key, varyKey string) string {
 		return key
 	}
 	return key + "\x00" + varyKey
-}
-
-// acquireUpstream takes one of the MaxInflight upstream slots. Hits never
-// need one, so a flood of slow uploads or slow origins cannot stop them.
-func (h *Handler) acquireUpstream() bool { return h.upstream.acquire() }
-
-func (h *Handler) releaseUpstream() { h.upstream.used.Add(-1) }
-
-// upstreamSlots is a count of slots in use against a limit that may change.
-type upstreamSlots struct{ used, limit atomic.Int64 }
-
-func (s *upstreamSlots) acquire() bool {
-	for {
-		used := s.used.Load()
-		if used >= s.limit.Load() {
-			return false
-		}
-		if s.used.CompareAndSwap(used, used+1) {
-			return true
-		}
-	}
-}
-
-// upstreamReleaser returns a func that gives the slot back once, however
-// often it is called: a spooled stream gives it back when its body is in,
-// and the request again when it ends.
-func (h *Handler) upstreamReleaser() func() {
-	var once sync.Once
-	return func() { once.Do(h.releaseUpstream) }
 }
 
 // clientLimiter bounds concurrent requests per client (clientaddr.OfRemote:

@@ -503,7 +503,7 @@ func TestSlowRequestBodyGets408AndHitsFlow(t *testing.T) {
 	// Their bodies are read before they take a slot (upload.go): a miss
 	// gets one meanwhile (until 2026-12-05 the uploads held both, and it
 	// got 503).
-	if n := int(h.upstream.used.Load()); n != 0 {
+	if n := h.upstream.inFlight(); n != 0 {
 		t.Errorf("slow uploads hold %d upstream slots, want 0", n)
 	}
 	if resp, err := http.Get(srv.URL + "/miss"); err != nil || resp.StatusCode != 200 {

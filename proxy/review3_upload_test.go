@@ -69,15 +69,14 @@ func TestUploadSharesComeBackOnEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	post("open-err", true, int64(len(large)), bytes.NewReader(large), 200)
-	for h.acquireUpstream() { // overloaded once the body is in
-	}
+	taken := takeEverySlot(h) // overloaded once the body is in
 	for i := range 3 {
 		if w := <-upload(h, "/ov"+strconv.Itoa(i), int64(len(small)), bytes.NewReader(small)); w.Code != 503 {
 			t.Errorf("overloaded: %d, want 503", w.Code)
 		}
 	}
-	for int(h.upstream.used.Load()) > 0 {
-		h.releaseUpstream()
+	for _, slot := range taken {
+		slot.release()
 	}
 	check("overload")
 }

@@ -116,11 +116,11 @@ func expectNothingHeld(t testing.TB, h *Handler, what string) {
 	end := time.Now().Add(10 * time.Second)
 	for {
 		m, d, b, u, f := heldNow(h)
-		if m|d|b|u|f == 0 && int(h.upstream.used.Load()) == 0 {
+		if m|d|b|u|f == 0 && h.upstream.inFlight() == 0 {
 			return
 		}
 		if time.Now().After(end) {
-			t.Errorf("%s: left held: uploadMem %d uploadDisk %d buffered %d spool %d in %d files, %d slots", what, m, d, b, u, f, int(h.upstream.used.Load()))
+			t.Errorf("%s: left held: uploadMem %d uploadDisk %d buffered %d spool %d in %d files, %d slots", what, m, d, b, u, f, h.upstream.inFlight())
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -221,12 +221,11 @@ func TestReviewChunkedSharesComeBackOnEveryPath(t *testing.T) {
 	mode.Store("/abort", "abort")
 	post("abort", bytes.NewReader(large), 502)
 	check("abort")
-	for h.acquireUpstream() { // overloaded once the body is in
-	}
+	taken := takeEverySlot(h) // overloaded once the body is in
 	post("overload-mem", bytes.NewReader(small), 503)
 	post("overload-disk", bytes.NewReader(large), 503)
-	for int(h.upstream.used.Load()) > 0 {
-		h.releaseUpstream()
+	for _, slot := range taken {
+		slot.release()
 	}
 	check("overload")
 	if err := os.RemoveAll(dir); err != nil { // the spool cannot open a file
@@ -661,11 +660,11 @@ func TestReviewStalledChunkedUploadsTakeOnlyTheirShares(t *testing.T) {
 		if d := h.uploadDisk.Load(); d > h.spool.budget/2 {
 			t.Errorf("stalled chunked uploads hold %d of the spool's %d", d, h.spool.budget)
 		}
-		streamed := int(h.upstream.used.Load())
+		streamed := h.upstream.inFlight()
 		c, done := serveStalled(h, "/1/"+strconv.Itoa(900<<10), nil)
 		defer func() { close(c.gate); <-done }()
 		time.Sleep(500 * time.Millisecond)
-		if n := int(h.upstream.used.Load()) - streamed; n > 0 { // (a streamed upload the origin refuses may give its slot back meanwhile)
+		if n := h.upstream.inFlight() - streamed; n > 0 { // (a streamed upload the origin refuses may give its slot back meanwhile)
 			t.Errorf("a stalled reader of an uncacheable answer holds %d slot(s) while chunked uploads stall (spool %d of %d)", n, h.spool.used.Load(), h.spool.budget)
 		}
 	})
@@ -707,11 +706,11 @@ func TestReviewConcurrentChunkedUploadsStayWithinTheirShareOfTheSpool(t *testing
 		_, _ = pw.Write([]byte{'x'})
 	}
 	waitUntil(t, "the uploads to settle", func() bool {
-		a, b := int(h.upstream.used.Load()), h.uploadDisk.Load()
+		a, b := h.upstream.inFlight(), h.uploadDisk.Load()
 		time.Sleep(100 * time.Millisecond)
-		return a == int(h.upstream.used.Load()) && b == h.uploadDisk.Load()
+		return a == h.upstream.inFlight() && b == h.uploadDisk.Load()
 	})
-	t.Logf("%d chunked uploads growing together past 1 MiB: %d hold a slot, %d B of the spool's %d B upload share held", n, int(h.upstream.used.Load()), h.uploadDisk.Load(), h.spool.budget/2)
+	t.Logf("%d chunked uploads growing together past 1 MiB: %d hold a slot, %d B of the spool's %d B upload share held", n, h.upstream.inFlight(), h.uploadDisk.Load(), h.spool.budget/2)
 	if held := h.uploadDisk.Load(); held > h.spool.budget/2 || h.spool.used.Load() > h.spool.budget {
 		t.Errorf("uploads hold %d B of the spool's share (%d B) and the spool %d B of %d", held, h.spool.budget/2, h.spool.used.Load(), h.spool.budget)
 	}

@@ -62,7 +62,7 @@ func TestStalledUploadsTakeAtMostAShareOfTheBufferBudget(t *testing.T) {
 		wg.Wait()
 	}()
 	waitUntil(t, "the uploads to be read (in memory, on disk, or holding a slot)", func() bool {
-		n := h.buffered.Load()/uploadMemory + int64(int(h.upstream.used.Load()))
+		n := h.buffered.Load()/uploadMemory + int64(h.upstream.inFlight())
 		if h.spool != nil {
 			n += h.spool.files.Load()
 		}
@@ -146,11 +146,11 @@ func TestStalledUploadsTakeAtMostAShareOfTheSpool(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		return u > 0 && u == h.spool.used.Load()
 	})
-	streamed := int(h.upstream.used.Load()) // uploads that hold a slot
+	streamed := h.upstream.inFlight() // uploads that hold a slot
 	c, done := serveStalled(h, "/1/"+strconv.Itoa(900<<10), nil)
 	defer func() { close(c.gate); <-done }()
 	time.Sleep(500 * time.Millisecond)
-	if n := int(h.upstream.used.Load()) - streamed; n != 0 {
+	if n := h.upstream.inFlight() - streamed; n != 0 {
 		t.Errorf("a stalled reader of a 900 KiB uncacheable answer holds %d upstream slot(s) while 4 uploads stall (spool used %d of %d), want 0", n, h.spool.used.Load(), h.spool.budget)
 	}
 }

@@ -448,10 +448,11 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, asReader bool, w fillWait) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
-	if !h.acquireUpstream() {
+	slot, why := h.acquireUpstream(r)
+	if why != "" {
 		return fetchedSlice{}, errOverload
 	}
-	defer h.releaseUpstream()
+	defer slot.release()
 	out := h.outboundRequest(r, ctx, true)
 	out.Header.Set("Range", "bytes="+strconv.FormatInt(a, 10)+"-"+strconv.FormatInt(b, 10))
 	// A slice is a piece of the shared object the manifest describes, and
@@ -645,10 +646,11 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
-	if !h.acquireUpstream() {
+	slot, why := h.acquireUpstream(r)
+	if why != "" {
 		return probed{}, errOverload
 	}
-	defer h.releaseUpstream()
+	defer slot.release()
 	purges := h.purges.Load()
 	out := h.outboundRequest(r, ctx, true)
 	out.Header.Set("Range", "bytes=0-"+strconv.FormatInt(h.cfg.SliceBytes-1, 10))

@@ -380,7 +380,7 @@ func TestReviewSpoolStressHTTP(t *testing.T) {
 			if h.spool != nil {
 				waitUntil(t, "spool empty", func() bool { return h.spool.used.Load() == 0 && h.spool.files.Load() == 0 })
 			}
-			waitUntil(t, "slots back", func() bool { return int(h.upstream.used.Load()) == 0 })
+			waitUntil(t, "slots back", func() bool { return h.upstream.inFlight() == 0 })
 			waitUntil(t, "buffer budget back", func() bool { return h.Buffered() == 0 })
 		})
 	}
@@ -442,7 +442,7 @@ func TestReviewIdleEventStreamsEatTheBufferBudget(t *testing.T) {
 				}()
 			}
 			waitUntil(t, "every event stream is open", func() bool {
-				return int(h.upstream.used.Load()) == streams || (h.spool != nil && h.Buffered() >= streams*blockSize)
+				return h.upstream.inFlight() == streams || (h.spool != nil && h.Buffered() >= streams*blockSize)
 			})
 			time.Sleep(100 * time.Millisecond)
 			t.Logf("buffered with %d idle event streams open: %d of %d", streams, h.Buffered(), h.cfg.MaxBufferedBytes)
@@ -511,7 +511,7 @@ func TestReviewSpilledBrokenBodyIsNotWhole(t *testing.T) {
 				res <- result{len(b), err}
 			}()
 			waitUntil(t, "the body spilled and the origin broke", func() bool {
-				return h.spool.files.Load() == 1 && int(h.upstream.used.Load()) == 0
+				return h.spool.files.Load() == 1 && h.upstream.inFlight() == 0
 			})
 			close(gate)
 			r := <-res
@@ -577,7 +577,7 @@ func TestReviewStalledClientOfASmallUncacheablePageHoldsTheSlot(t *testing.T) {
 			defer c.Close()
 			_, _ = c.Write([]byte("GET /page HTTP/1.1\r\nHost: example.com\r\n\r\n"))
 			time.Sleep(500 * time.Millisecond) // the origin has answered long since
-			t.Logf("slots taken while the client stalls: %d", int(h.upstream.used.Load()))
+			t.Logf("slots taken while the client stalls: %d", h.upstream.inFlight())
 			if code := getStatus(h, "/small"); code != 200 {
 				t.Errorf("a %d-byte uncacheable page read by nobody: a miss meanwhile got %d, want 200 (the stalled client holds the only upstream slot)", size, code)
 			}
@@ -607,7 +607,7 @@ func TestReviewSmallSpoolNeverSpillsATrimmingFill(t *testing.T) {
 	h, _ := spoolProxy(t, srv, 1<<20, func(c *Config) { c.MaxObjectBytes = 256 << 10 })
 	const size = 300 << 10
 	c, done := serveStalled(h, "/3/"+strconv.Itoa(size), nil)
-	waitUntil(t, "the answer spilled and its slot came back", func() bool { return int(h.upstream.used.Load()) == 0 && h.spool.files.Load() == 1 })
+	waitUntil(t, "the answer spilled and its slot came back", func() bool { return h.upstream.inFlight() == 0 && h.spool.files.Load() == 1 })
 	if full := testutil.ToFloat64(h.metrics.spool.full); full != 0 {
 		t.Errorf("the spill filled (%v) under a 1 MiB spool", full)
 	}

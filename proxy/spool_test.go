@@ -138,7 +138,7 @@ func TestASlowReaderOfAnUncacheableAnswerFreesItsUpstreamSlot(t *testing.T) {
 	const size = 3 << 20
 	h, dir := spoolProxy(t, srv, 64<<20, nil)
 	c, done := serveStalled(h, "/1/"+strconv.Itoa(size), nil)
-	waitUntil(t, "the upstream slot is free while the client has read nothing", func() bool { return int(h.upstream.used.Load()) == 0 && h.spool.files.Load() == 1 })
+	waitUntil(t, "the upstream slot is free while the client has read nothing", func() bool { return h.upstream.inFlight() == 0 && h.spool.files.Load() == 1 })
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the spill file has a name in %s: %v (it must be unlinked)", dir, entries)
 	}
@@ -164,7 +164,7 @@ func TestWithoutTheSpoolASlowReaderHoldsItsSlot(t *testing.T) {
 	srv := spoolOrigin(t, "no-store")
 	h, _ := spoolProxy(t, srv, 0, nil)
 	c, done := serveStalled(h, "/1/"+strconv.Itoa(3<<20), nil)
-	waitUntil(t, "the stalled download has its slot", func() bool { return int(h.upstream.used.Load()) == 1 })
+	waitUntil(t, "the stalled download has its slot", func() bool { return h.upstream.inFlight() == 1 })
 	if code := getStatus(h, "/2/10"); code != http.StatusServiceUnavailable {
 		t.Errorf("a miss during the stalled download: %d, want 503 (the slot is held)", code)
 	}
@@ -182,7 +182,7 @@ func TestASlowReaderOfATooLargeAnswerFreesItsUpstreamSlot(t *testing.T) {
 	const size = 2 << 20
 	h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxObjectBytes = 256 << 10 })
 	c, done := serveStalled(h, "/3/"+strconv.Itoa(size), nil)
-	waitUntil(t, "the upstream slot is free while the client has read nothing", func() bool { return int(h.upstream.used.Load()) == 0 && h.spool.files.Load() == 1 })
+	waitUntil(t, "the upstream slot is free while the client has read nothing", func() bool { return h.upstream.inFlight() == 0 && h.spool.files.Load() == 1 })
 	if code := getStatus(h, "/4/10"); code != 200 {
 		t.Errorf("a miss during the stalled download: %d, want 200", code)
 	}
@@ -209,7 +209,7 @@ func TestAFullSpillFallsBackToWaitingForTheReader(t *testing.T) {
 	h, _ := spoolProxy(t, srv, 1<<20, nil) // 256 KiB per response
 	c, done := serveStalled(h, "/5/"+strconv.Itoa(size), nil)
 	waitUntil(t, "the spill is full", func() bool { return testutil.ToFloat64(h.metrics.spool.full) == 1 })
-	if int(h.upstream.used.Load()) != 1 {
+	if h.upstream.inFlight() != 1 {
 		t.Error("the slot was given back before the body was in")
 	}
 	if code := getStatus(h, "/6/10"); code != http.StatusServiceUnavailable {
@@ -235,7 +235,7 @@ func TestSpilledPrivateAnswersStayWithTheirUsers(t *testing.T) {
 	h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxInflight = 2 })
 	a, doneA := serveStalled(h, "/7/"+strconv.Itoa(size), http.Header{"Cookie": {"session=alice"}})
 	b, doneB := serveStalled(h, "/8/"+strconv.Itoa(size), http.Header{"Cookie": {"session=bob"}})
-	waitUntil(t, "both answers spilled and their slots came back", func() bool { return int(h.upstream.used.Load()) == 0 && h.spool.files.Load() == 2 })
+	waitUntil(t, "both answers spilled and their slots came back", func() bool { return h.upstream.inFlight() == 0 && h.spool.files.Load() == 2 })
 	close(b.gate)
 	close(a.gate)
 	<-doneA
@@ -252,7 +252,7 @@ func TestALeavingReaderTakesItsSpillWithIt(t *testing.T) {
 	h, _ := spoolProxy(t, srv, 64<<20, nil)
 	c, done := serveStalled(h, "/9/"+strconv.Itoa(4<<20), nil)
 	c.limit = 1 << 20
-	waitUntil(t, "the body spilled", func() bool { return int(h.upstream.used.Load()) == 0 && h.spool.files.Load() == 1 })
+	waitUntil(t, "the body spilled", func() bool { return h.upstream.inFlight() == 0 && h.spool.files.Load() == 1 })
 	close(c.gate)
 	<-done
 	h.Wait()
@@ -317,11 +317,11 @@ func TestASmallBodyReadWholeIsChargedToTheBufferBudget(t *testing.T) {
 			h, _ := spoolProxy(t, srv, 64<<20, func(c *Config) { c.MaxBufferedBytes = tc.budget })
 			c, done := serveStalled(h, "/page", nil)
 			waitUntil(t, "the origin's answer to be in", func() bool {
-				return int(h.upstream.used.Load()) == tc.wantSlots && h.buffered.Load() == tc.wantHeld
+				return h.upstream.inFlight() == tc.wantSlots && h.buffered.Load() == tc.wantHeld
 			})
 			// Settled: neither moves while the client stalls.
 			time.Sleep(100 * time.Millisecond)
-			if slots, held := int(h.upstream.used.Load()), h.buffered.Load(); slots != tc.wantSlots || held != tc.wantHeld {
+			if slots, held := h.upstream.inFlight(), h.buffered.Load(); slots != tc.wantSlots || held != tc.wantHeld {
 				t.Errorf("while the client stalls: %d slots, %d bytes charged; want %d and %d", slots, held, tc.wantSlots, tc.wantHeld)
 			}
 			close(c.gate)

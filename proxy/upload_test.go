@@ -102,7 +102,7 @@ func TestASlowUploadHoldsNoUpstreamSlot(t *testing.T) {
 			done := upload(h, "/up", length, pr)
 			_, _ = pw.Write(body[:100]) // then the client stalls
 			if tc.holds {
-				waitUntil(t, "the streamed upload to take its slot", func() bool { return int(h.upstream.used.Load()) == 1 })
+				waitUntil(t, "the streamed upload to take its slot", func() bool { return h.upstream.inFlight() == 1 })
 			}
 			code := getStatus(h, "/miss")
 			if want := map[bool]int{false: 200, true: http.StatusServiceUnavailable}[tc.holds]; code != want {
@@ -140,8 +140,8 @@ func TestAnUploadCutShortNeverReachesTheOrigin(t *testing.T) {
 				t.Error("the origin got a request whose body was cut short")
 			}
 			h.Wait()
-			if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || int(h.upstream.used.Load()) != 0 {
-				t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, int(h.upstream.used.Load()))
+			if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || h.upstream.inFlight() != 0 {
+				t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, h.upstream.inFlight())
 			}
 		})
 	}
@@ -331,8 +331,8 @@ func TestABodyWhoseLastBytesComeWithAnErrorIsRefused(t *testing.T) {
 		}
 	}
 	h.Wait()
-	if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || int(h.upstream.used.Load()) != 0 {
-		t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, int(h.upstream.used.Load()))
+	if held, used := h.buffered.Load(), h.spool.used.Load(); held != 0 || used != 0 || h.upstream.inFlight() != 0 {
+		t.Errorf("after: %d buffered, %d spooled, %d slots", held, used, h.upstream.inFlight())
 	}
 }
 
