@@ -63,6 +63,7 @@ type conn struct {
 	recvUnacked   int64  // body bytes consumed and not yet returned by WINDOW_UPDATE
 	running       int    // handler goroutines, reset streams' included
 	draining      bool   // GOAWAY sent or asked: no new streams
+	graced        bool   // closeGracefully set the read deadline: nothing may undo it
 	ready         bool   // the handshake is over (both SETTINGS): a drain may send GOAWAY
 	closed        bool
 	idleSince     time.Time
@@ -255,7 +256,11 @@ func (c *conn) serve() {
 				}()
 			}
 		}
+		bounded := c.boundHeaderBlock()
 		f, err := c.fr.ReadFrame()
+		if bounded {
+			c.unboundHeaderBlock()
+		}
 		if err != nil {
 			if !c.readError(err) {
 				return
@@ -409,8 +414,48 @@ const goAwayGrace = time.Second
 // reads on until its deadline, then closes.
 func (c *conn) closeGracefully() {
 	_ = c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.graced = true // the header block's bound must not undo this deadline
 	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayGrace))
 }
+
+// boundHeaderBlock waits for the next frame's header and, when it starts
+// a request head (HEADERS, whose CONTINUATIONs ReadFrame reads with it),
+// bounds its reading by ReadHeaderTimeout, as net/http bounds an HTTP/1.1
+// head: a review found a head trickled (a HEADERS frame without
+// END_HEADERS, its CONTINUATION never sent) holding the connection until
+// IdleTimeout, twelve times longer. It reports whether it set a deadline.
+func (c *conn) boundHeaderBlock() bool {
+	hdr, err := c.br.Peek(frameHeaderLen)
+	if err != nil || http2.FrameType(hdr[3]) != http2.FrameHeaders {
+		return false // ReadFrame reports the error, or reads a frame of another kind
+	}
+	timeout := c.srv.ReadHeaderTimeout
+	if timeout <= 0 {
+		timeout = prefaceTimeout
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.graced {
+		return false // closing: the grace's shorter deadline stands
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	return true
+}
+
+// unboundHeaderBlock ends boundHeaderBlock's deadline, unless the
+// connection has begun to close meanwhile (its grace deadline stands).
+func (c *conn) unboundHeaderBlock() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.graced {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// frameHeaderLen is the length of an HTTP/2 frame header (RFC 9113 §4.1).
+const frameHeaderLen = 9
 
 // startIdle arms the idle timer, if the server has an idle timeout.
 func (c *conn) startIdle() {

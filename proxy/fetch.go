@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/edgecache/edge/internal/clientaddr"
 	"io"
 	"net/http"
 	"slices"
@@ -42,9 +43,9 @@ type miss struct {
 	background bool
 	// slot: the upstream slot the fetch holds (none: zero), which the
 	// body pump gives back.
-	slot upstreamSlot
-	ruling    *ruling  // the request's cache rules (nil: none)
-	wait      fillWait // where a fill this miss leads stands in the wait order
+	slot   upstreamSlot
+	ruling *ruling  // the request's cache rules (nil: none)
+	wait   fillWait // where a fill this miss leads stands in the wait order
 	// purgesAt is the handler's purge count before the lookup that found
 	// stale (or nothing). A fill this miss leads starts from it, not from
 	// the count when the fill begins: a purge between the two would
@@ -187,10 +188,30 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		// must trim keeps the origin connection, and its slot, as long as
 		// its slowest reader.
 		h.serveFill(w, r, f, o.reader, o.status, o.own)
+		h.chargeClientFor(r, f)
 	default:
 		h.writeUpstreamError(w, o.err)
 	}
 	return o.result
+}
+
+// chargeClientFor counts a fill r led against r's client until the fill's
+// body ends, when it goes on after r: a body that can be stored is fetched
+// whole with no reader left, holding its upstream slot. Without this a
+// client bounded by limits.max_inflight_per_client held as many slots as
+// it liked by leaving each miss once its head came (a review: one address,
+// one short connection at a time, took every slot and every other
+// client's misses were refused 503). Counted past the bound: the client's
+// own request held the count until now.
+func (h *Handler) chargeClientFor(r *http.Request, f *fill) {
+	if inboundOf(r).Relayed {
+		return // a peer's request: the ingress holds its client to the bound
+	}
+	ip := clientaddr.OfRemote(r.RemoteAddr)
+	h.clients.hold(ip)
+	if !f.afterBody(func() { h.clients.release(ip) }) {
+		h.clients.release(ip)
+	}
 }
 
 var errOverload = errors.New("proxy: too many upstream requests in flight")
@@ -303,8 +324,8 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		why = h.shareable(e, r, m)
 	}
 	if why != "" {
-		h.notStored(m, why)
-		if m.stale != nil && m.aboutTheURL(why) {
+		h.notStored(m, why, resp.StatusCode)
+		if m.stale != nil && m.aboutTheURL(why, resp.StatusCode) {
 			h.store.RemoveVariant(m.stale)
 		}
 		f.publish(nil, false, nil)
@@ -382,8 +403,8 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 		h.store.RemoveVariant(m.stale)
 	}
 	if why != "" {
-		h.notStored(m, why)
-		if m.aboutTheURL(why) {
+		h.notStored(m, why, http.StatusNotModified)
+		if m.aboutTheURL(why, http.StatusNotModified) {
 			h.store.RemoveVariant(m.stale)
 		}
 		fl.f.publish(nil, false, nil)
@@ -483,7 +504,7 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 			h.log.Debug("reading upstream body", "key", m.key, "err", err)
 			h.countNotStored(whyBodyError)
 		case f.final() == nil: // an empty body is whole too: ask the fill, not the slice
-			h.notStored(m, f.trimReason())
+			h.notStored(m, f.trimReason(), resp.StatusCode)
 		}
 		h.done(fl) // after the Put: a request arriving now finds the entry
 	}
@@ -549,10 +570,14 @@ func (h *Handler) own304(hdr http.Header, m miss) reason {
 	return ""
 }
 
-// notStored counts a response that was not stored and remembers what the
-// reason says about the URL.
-func (h *Handler) notStored(m miss, why reason) {
+// notStored counts a response of status that was not stored and
+// remembers what the reason says about the URL, when the status speaks for
+// the URL (speaksForURL).
+func (h *Handler) notStored(m miss, why reason, status int) {
 	h.countNotStored(why)
+	if !speaksForURL(status) {
+		return
+	}
 	switch why.remembered() {
 	case rememberLarge:
 		h.large.Add(m.passKey, struct{}{})

@@ -401,6 +401,23 @@ func (f *fill) makeRoom() error {
 	}
 }
 
+// afterBody has fn run as the body ends, after what bodyEnd already
+// does, and reports true; or reports false, running nothing, when the
+// body has ended already.
+func (f *fill) afterBody(fn func()) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return false
+	}
+	if prev := f.bodyEnd; prev != nil {
+		f.bodyEnd = func() { prev(); fn() }
+	} else {
+		f.bodyEnd = fn
+	}
+	return true
+}
+
 // finish marks the fill done, with the whole entry when it may be stored.
 func (f *fill) finish(err error) error {
 	f.mu.Lock()

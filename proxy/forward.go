@@ -296,6 +296,11 @@ func (h *Handler) outboundRequest(r *http.Request, ctx context.Context, forFill 
 	out := r.Clone(ctx)
 	out.RequestURI = ""
 	out.Header = h.forwardHeader(r)
+	// A client's Connection: close (or HTTP/1.0) is about its own hop
+	// (RFC 9110 §7.6.1), as the field itself, which forwardHeader drops:
+	// carried in Close it made every such miss open a new origin
+	// connection, and a TLS handshake, and leave it in TIME_WAIT.
+	out.Close = false
 	if forFill {
 		for _, k := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "Range", "If-Range"} {
 			delete(out.Header, k)

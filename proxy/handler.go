@@ -643,6 +643,17 @@ func (c *clientLimiter) acquire(ip string) bool {
 	return true
 }
 
+// hold counts one more for ip whatever the limit: a fill its request
+// left (chargeClientFor), taken over from the request's own count.
+func (c *clientLimiter) hold(ip string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[string]int)
+	}
+	c.n[ip]++
+}
+
 func (c *clientLimiter) release(ip string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

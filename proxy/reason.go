@@ -1,5 +1,7 @@
 package proxy
 
+import "net/http"
+
 // reason says why a response was not stored, or why a request passed the
 // cache by. It is the edge_not_stored_total label and the Cache-Status
 // detail, and one table (reasonScopes) says what each reason tells the
@@ -114,6 +116,19 @@ func (why reason) remembered() memory {
 // the stored copy it was validating outdated for everyone.
 func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
 
+// speaksForURL reports whether a response's status answers for the URL
+// whoever asks: a success, a redirection, 404 and 410. Other errors may be
+// about the request that drew them (400, 413 or 431 for a field the origin
+// takes smaller than the edge, a firewall's 403, 429) or about the moment
+// (5xx): one client sending a head the origin refuses must not make the
+// URL pass the cache for everyone, nor take its stale copy (a review found
+// one 14 KiB Referer every cache.pass_ttl keeping a page uncached, and
+// removing the copy stale-if-error would have served in an outage: the
+// header-oversize attack of "Your Cache Has Fallen", CPDoS).
+func speaksForURL(status int) bool {
+	return status < 400 || status == http.StatusNotFound || status == http.StatusGone
+}
+
 // aboutTheURL reports whether a reason not to store what this request
 // fetched says something about the URL for everyone, so that the stale
 // variant goes. A response to a request that carried a Cookie may be that
@@ -121,7 +136,8 @@ func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
 // `Vary: Cookie`): it says nothing about what anonymous visitors get, and
 // one such request must not evict what they share. The same holds for a
 // request whose query held parameters the key rule dropped (ownQuery).
-// (Its hit-for-pass memory is kept apart too: see passKey.)
-func (m miss) aboutTheURL(why reason) bool {
-	return why.outdatesStale() && !m.hasCookie && !m.ownQuery
+// (Its hit-for-pass memory is kept apart too: see passKey.) Nor does an
+// error status that may be about the request (speaksForURL).
+func (m miss) aboutTheURL(why reason, status int) bool {
+	return why.outdatesStale() && speaksForURL(status) && !m.hasCookie && !m.ownQuery
 }

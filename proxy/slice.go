@@ -724,12 +724,12 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 	resp := res.Resp
 	life := m.ruling.lifetime(http.StatusOK)
 	if ok, why := h.policy().storableUnder(life, m.reqCC, m.hasAuth, http.StatusOK, resp.Header); !ok {
-		h.notStored(m, why)
+		h.notStored(m, why, resp.StatusCode)
 		return probed{}, nil
 	}
 	limit := h.cfg.MaxObjectBytes
 	if resp.ContentLength > limit {
-		h.notStored(m, whyTooLarge)
+		h.notStored(m, whyTooLarge, resp.StatusCode)
 		return probed{}, nil
 	}
 	charge := resp.ContentLength
@@ -745,7 +745,7 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 	case err != nil:
 		return probed{}, nil
 	case int64(len(body)) > limit:
-		h.notStored(m, whyTooLarge)
+		h.notStored(m, whyTooLarge, resp.StatusCode)
 		return probed{}, nil
 	case resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength:
 		return probed{}, nil // cut short
@@ -753,7 +753,7 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 	e := h.newEntry(m.key, resp, reqTime, respTime, life)
 	e.VaryKey = h.varyKey(e.VaryNames, r)
 	if why := h.shareable(e, r, m); why != "" {
-		h.notStored(m, why)
+		h.notStored(m, why, resp.StatusCode)
 		return probed{}, nil
 	}
 	e = e.withBody(body)
