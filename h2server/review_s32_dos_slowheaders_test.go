@@ -8,7 +8,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// DEFECT: an HTTP/2 request head trickled (a HEADERS frame without
+// A review found (now mended: boundHeaderBlock) an HTTP/2 request head trickled (a HEADERS frame without
 // END_HEADERS, whose CONTINUATION never comes) is not bounded by
 // ReadHeaderTimeout (limits.read_header_timeout): the connection is held
 // until IdleTimeout (limits.idle_timeout, 120 s by default, twelve times

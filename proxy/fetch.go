@@ -543,6 +543,9 @@ func (h *Handler) shareable(e *Entry, r *http.Request, m miss) reason {
 	if e.heuristic && (len(r.Header["Cookie"]) > 0 || m.hasAuth) {
 		return whyPersonalHeuristic
 	}
+	if h.redirectsToOtherScheme(e, r) {
+		return whySchemeRedirect
+	}
 	return ""
 }
 

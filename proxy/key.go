@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -199,6 +200,33 @@ func (h *Handler) scheme(r *http.Request) string {
 		return "https"
 	}
 	return "http"
+}
+
+// redirectsToOtherScheme reports whether e, fetched for r, is a redirect
+// to r's host on the other scheme (an origin forcing https answers plain
+// requests so, by X-Forwarded-Proto: Rails' force_ssl, Django's
+// SECURE_SSL_REDIRECT, WordPress) while the key leaves the scheme out
+// (cache.key_scheme false) and the response does not vary on it. Stored,
+// it would answer the https users of the page with a redirect to the page
+// itself: a redirect loop for everyone, from one plain-http visitor.
+func (h *Handler) redirectsToOtherScheme(e *Entry, r *http.Request) bool {
+	if h.cfg.KeyScheme || e.Status < 300 || e.Status > 399 {
+		return false
+	}
+	loc, err := url.Parse(e.Header.Get("Location"))
+	if err != nil || loc.Scheme == "" || strings.EqualFold(loc.Scheme, h.scheme(r)) {
+		return false
+	}
+	for _, name := range e.VaryNames {
+		if strings.EqualFold(name, "X-Forwarded-Proto") || strings.EqualFold(name, "Forwarded") {
+			return false // the variant is keyed on the scheme
+		}
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.EqualFold(strings.TrimSuffix(loc.Hostname(), "."), strings.TrimSuffix(strings.Trim(host, "[]"), "."))
 }
 
 // key is CacheKey with the operator's scheme rule and, for a named site,

@@ -39,6 +39,7 @@ const (
 	whyAmbiguousPath     reason = "ambiguous-path"     // a path origins read in more than one way (//, dot segments, ;): passed, under a site with rules
 	whySliceVaries       reason = "slice-varies"       // a slice came with a Vary its unvarying object has not: someone's own
 	whyVaryChanged       reason = "vary-changed"       // a 304 named other Vary fields than the stored copy's: valid for its request alone
+	whySchemeRedirect    reason = "scheme-redirect"    // a redirect to the same host on the other scheme, with the scheme out of the key
 )
 
 // DetailPurged is the Cache-Status detail of a response served but not
@@ -83,6 +84,7 @@ var reasonScopes = map[reason]scope{
 	whyVaryChanged:       aboutFill,    // the stale copy is removed by revalidated itself; the URL is not passed by
 	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
 	whyAmbiguousPath:     aboutRequest,
+	whySchemeRedirect:    aboutRequest, // about the scheme the request came by: https users keep the page
 }
 
 func (why reason) scope() scope {
