@@ -420,17 +420,40 @@ func (c *conn) closeGracefully() {
 	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayGrace))
 }
 
-// boundHeaderBlock waits for the next frame's header and, when it starts
-// a request head (HEADERS, whose CONTINUATIONs ReadFrame reads with it),
-// bounds its reading by ReadHeaderTimeout, as net/http bounds an HTTP/1.1
-// head: a review found a head trickled (a HEADERS frame without
+// boundHeaderBlock waits for the next frame to begin and bounds its
+// reading by ReadHeaderTimeout when it starts a request head (HEADERS,
+// whose CONTINUATIONs ReadFrame reads with it), as net/http bounds an
+// HTTP/1.1 head: a review found a head trickled (a HEADERS frame without
 // END_HEADERS, its CONTINUATION never sent) holding the connection until
-// IdleTimeout, twelve times longer. It reports whether it set a deadline.
+// IdleTimeout, twelve times longer; and a second, a frame header sent but
+// for its last byte, which the first fix waited for without a bound. So
+// a frame header that has begun is due within the bound too. It reports
+// whether it set a deadline.
 func (c *conn) boundHeaderBlock() bool {
-	hdr, err := c.br.Peek(frameHeaderLen)
-	if err != nil || http2.FrameType(hdr[3]) != http2.FrameHeaders {
-		return false // ReadFrame reports the error, or reads a frame of another kind
+	if _, err := c.br.Peek(1); err != nil {
+		return false // idle until a frame begins; ReadFrame reports the error
 	}
+	bounded := false
+	if c.br.Buffered() < frameHeaderLen {
+		bounded = c.setHeaderDeadline() // a frame header split: its rest is due promptly
+	}
+	hdr, err := c.br.Peek(frameHeaderLen)
+	if err != nil {
+		return bounded
+	}
+	if http2.FrameType(hdr[3]) != http2.FrameHeaders {
+		if bounded {
+			c.unboundHeaderBlock()
+		}
+		return false
+	}
+	return bounded || c.setHeaderDeadline()
+}
+
+// setHeaderDeadline sets the read deadline ReadHeaderTimeout from now and
+// reports true, unless the connection is closing (its grace's shorter
+// deadline stands).
+func (c *conn) setHeaderDeadline() bool {
 	timeout := c.srv.ReadHeaderTimeout
 	if timeout <= 0 {
 		timeout = prefaceTimeout
@@ -438,7 +461,7 @@ func (c *conn) boundHeaderBlock() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.graced {
-		return false // closing: the grace's shorter deadline stands
+		return false
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
 	return true

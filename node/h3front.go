@@ -188,6 +188,18 @@ func (f *h3Front) track() bool {
 	return true
 }
 
+// maxUniStreams bounds the unidirectional streams of a connection whose
+// handlers have not returned. quic-go gives the client a new stream's
+// credit as soon as one is handed over, and reads each stream's type with
+// no deadline (none can be set: the control stream is read for the
+// connection's life after its type), so a client that opened streams and
+// never sent their types held a goroutine each for as long as it kept the
+// connection (a review: 99 of 100 still waiting 10 × read_header_timeout
+// later). A client has one control stream and two QPACK streams, whose
+// handlers return once their type is read, as they do for GREASE types:
+// at most one handler stays.
+const maxUniStreams = 8
+
 // handleConn serves conn's streams until it closes or the stop's
 // deadline passes.
 func (f *h3Front) handleConn(conn *quic.Conn) {
@@ -198,12 +210,21 @@ func (f *h3Front) handleConn(conn *quic.Conn) {
 		return
 	}
 	go func() { // the client's control and QPACK streams
+		var open atomic.Int32 // handlers not yet returned
 		for {
 			str, err := conn.AcceptUniStream(conn.Context())
 			if err != nil {
 				return
 			}
-			go hconn.HandleUnidirectionalStream(str)
+			if open.Load() >= maxUniStreams {
+				str.CancelRead(quic.StreamErrorCode(http3.ErrCodeStreamCreationError))
+				continue
+			}
+			open.Add(1)
+			go func() {
+				defer open.Add(-1)
+				hconn.HandleUnidirectionalStream(str)
+			}()
 		}
 	}()
 	closed := make(chan struct{})

@@ -173,7 +173,12 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 			return nil, fmt.Errorf("node: tls.listen (udp, for tls.http3): %w", err)
 		}
 		t.h3 = newH3Front(&http3.Server{
-			Handler:        t.wrap(h),
+			// The TCP fronts' http.Server sets a write deadline as each
+			// request arrives (WriteTimeout), which the proxy extends per
+			// write; the HTTP/3 server sets none, so a client that read
+			// nothing of a hit held its stream, the handler and the
+			// entry for as long as it kept the connection alive (a review).
+			Handler:        withWriteDeadline(t.wrap(h), cfg.Limits.WriteTimeout),
 			TLSConfig:      http3.ConfigureTLSConfig(t.conf.Clone()),
 			MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
 			IdleTimeout:    cfg.Limits.IdleTimeout,

@@ -120,13 +120,13 @@ func TestReasonTableSaysWhatEachReasonMeans(t *testing.T) {
 			t.Errorf("%s: aboutTheURL %v, want %v", tc.why, got, tc.outdates)
 		}
 		// An error the request may have drawn speaks for nobody else;
-		// a 404 or 410 is the URL's.
-		for _, status := range []int{400, 403, 413, 429, 431, 500, 503} {
+		// one saying the resource is gone or restricted is the URL's.
+		for _, status := range []int{400, 413, 429, 431, 500, 503} {
 			if (miss{}).aboutTheURL(tc.why, status) {
 				t.Errorf("%s: a %d spoke for the URL", tc.why, status)
 			}
 		}
-		for _, status := range []int{301, 404, 410} {
+		for _, status := range []int{301, 401, 403, 404, 410, 451} {
 			if got := (miss{}).aboutTheURL(tc.why, status); got != tc.outdates {
 				t.Errorf("%s: a %d: aboutTheURL %v, want %v", tc.why, status, got, tc.outdates)
 			}

@@ -145,6 +145,13 @@ const (
 // lead fetches for r and answers it. f is the fill to publish to (nil when
 // the request fetches for itself), ckey its coalescing key.
 func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey string, m miss) string {
+	if h.clientAtBound(r) {
+		if f != nil {
+			f.publish(nil, false, errOverload)
+			h.co.done(ckey, f)
+		}
+		return h.refuseClient(w, r)
+	}
 	slot, why := h.acquireUpstream(r)
 	if why != "" {
 		if f != nil {
@@ -196,22 +203,36 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 }
 
 // chargeClientFor counts a fill r led against r's client until the fill's
-// body ends, when it goes on after r: a body that can be stored is fetched
-// whole with no reader left, holding its upstream slot. Without this a
-// client bounded by limits.max_inflight_per_client held as many slots as
-// it liked by leaving each miss once its head came (a review: one address,
-// one short connection at a time, took every slot and every other
-// client's misses were refused 503). Counted past the bound: the client's
-// own request held the count until now.
+// body ends, when it goes on after r (a client that left, a HEAD, a 304 or
+// a range answered from it): a body that can be stored is fetched whole
+// with no reader left, holding its upstream slot. Without this a client
+// bounded by limits.max_inflight_per_client held as many slots as it liked
+// by leaving each miss once its head came (a review: one address, one
+// short connection at a time, took every slot and every other client's
+// misses were refused 503). Such fills count only when the client would
+// start another fetch (mayLead): its hits, and requests joining a fill
+// under way, are not refused for them.
 func (h *Handler) chargeClientFor(r *http.Request, f *fill) {
 	if inboundOf(r).Relayed {
 		return // a peer's request: the ingress holds its client to the bound
 	}
 	ip := clientaddr.OfRemote(r.RemoteAddr)
-	h.clients.hold(ip)
-	if !f.afterBody(func() { h.clients.release(ip) }) {
-		h.clients.release(ip)
+	h.clients.leave(ip)
+	if !f.afterBody(func() { h.clients.ended(ip) }) {
+		h.clients.ended(ip)
 	}
+}
+
+// clientAtBound reports whether r's client may not start another
+// upstream fetch (mayLead); a peer's request is the ingress's to bound.
+func (h *Handler) clientAtBound(r *http.Request) bool {
+	return !inboundOf(r).Relayed && !h.clients.mayLead(clientaddr.OfRemote(r.RemoteAddr))
+}
+
+// refuseClient answers a request of a client at its bound.
+func (h *Handler) refuseClient(w http.ResponseWriter, r *http.Request) string {
+	w.Header().Set("Retry-After", "1")
+	return h.refuse(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
 }
 
 var errOverload = errors.New("proxy: too many upstream requests in flight")
@@ -688,6 +709,14 @@ func (h *Handler) staleOnErrorOK(e *Entry, reqCC CacheControl, now time.Time) bo
 // it stored like any field.)
 var perUserResponseFields = [...]string{"Set-Cookie", "Authentication-Info", "Proxy-Authentication-Info"}
 
+// altSvc is the origin's advertisement of its own alternative endpoints
+// (RFC 7838): about the origin's connections, not the edge's. Passed on,
+// it replaced the edge's own (HTTP/3 on its UDP port): an origin's
+// "clear" turned HTTP/3 off for every browser of the site, and its
+// h3=":443" sent browsers of an edge without HTTP/3 to a UDP port nothing
+// answers, remembered for its ma (a review). Never stored nor forwarded.
+const altSvc = "Alt-Svc"
+
 // perUserFields returns the per-user fields of a response (nil if none):
 // perUserResponseFields and the fields its directives name as one
 // user's (namedFields).
@@ -794,6 +823,7 @@ func deleteNamed(h http.Header, names []string) {
 func sharedHeader(h http.Header, targeted []string) http.Header {
 	hdr := h.Clone()
 	removeHopByHop(hdr)
+	delete(hdr, altSvc)
 	for _, k := range perUserResponseFields {
 		delete(hdr, k)
 	}
@@ -981,6 +1011,9 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		return ResultRejected
 	}
 	defer bodyDone()
+	if h.clientAtBound(r) {
+		return h.refuseClient(w, r)
+	}
 	slot, refusal := h.acquireUpstream(r)
 	if refusal != "" {
 		return h.refuseOverload(w, r, refusal)

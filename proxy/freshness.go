@@ -69,6 +69,24 @@ func understoodStatus(code int) bool {
 	return false
 }
 
+// aboutTheRequestMessage says whether a status answers the form of the
+// request message that drew it, not the resource: 400, 411, 413, 417, 421
+// and 431 (RFC 9110 §15.5). Stored, with whatever freshness the origin
+// gives every answer (nginx's `add_header Cache-Control … always`), one
+// client's malformed or oversized request became the page for everyone:
+// the cache-poisoned denial of service of "Your Cache Has Fallen"
+// (CPDoS), by a header the origin takes smaller than the edge, a meta
+// character, an Expect. Varnish does not store these either; a cache rule
+// naming such a status with a lifetime still stores it (the operator's
+// word).
+func aboutTheRequestMessage(code int) bool {
+	switch code {
+	case 400, 411, 413, 417, 421, 431:
+		return true
+	}
+	return false
+}
+
 // effectiveCC returns the directives this cache obeys: the first valid
 // targeted field if one is present (RFC 9213 §2.1: then Cache-Control is
 // ignored), else Cache-Control. targeted reports which was used.
@@ -105,6 +123,9 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	}
 	if !understoodStatus(status) {
 		return false, whyStatus
+	}
+	if aboutTheRequestMessage(status) {
+		return false, whyRequestError
 	}
 	if reqCC.NoStore {
 		return false, whyRequestNoStore

@@ -622,6 +622,7 @@ type clientLimiter struct {
 	limit atomic.Int64 // 0: off (serve still takes a slot; AppendHit then only for a body written at the client's pace)
 	mu    sync.Mutex
 	n     map[string]int
+	left  map[string]int // fills requests led and left, body still coming (chargeClientFor)
 }
 
 // on reports whether requests are bounded per client (AppendHit counts
@@ -643,15 +644,43 @@ func (c *clientLimiter) acquire(ip string) bool {
 	return true
 }
 
-// hold counts one more for ip whatever the limit: a fill its request
-// left (chargeClientFor), taken over from the request's own count.
-func (c *clientLimiter) hold(ip string) {
+// leave counts a fill ip's request led and left while its body is still
+// coming (chargeClientFor); ended gives it back.
+func (c *clientLimiter) leave(ip string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = make(map[string]int)
+	if c.left == nil {
+		c.left = make(map[string]int)
 	}
-	c.n[ip]++
+	c.left[ip]++
+}
+
+func (c *clientLimiter) ended(ip string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.left[ip] <= 1 {
+		delete(c.left, ip)
+		return
+	}
+	c.left[ip]--
+}
+
+// mayLead reports whether ip may start another upstream fetch: the fills
+// its requests left, body still coming, are within the bound too (they
+// have an allowance of their own, the bound again: a client that asks HEAD
+// then GET, as download managers and link checkers do, is not refused for
+// the body its HEAD's fill still fetches). So a client holds at most about
+// twice its bound of upstream slots, never the node's. A hit or a request
+// joining a fill under way needs no such check: only a fetch of its own
+// costs the origin and a slot.
+func (c *clientLimiter) mayLead(ip string) bool {
+	limit := c.limit.Load()
+	if limit <= 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.left[ip]) <= limit
 }
 
 func (c *clientLimiter) release(ip string) {

@@ -21,7 +21,8 @@ const (
 	whyAuthorization  reason = "authorization"   // a request with credentials, a response not marked shareable
 	whySetCookie      reason = "set-cookie"
 	whyVaryStar       reason = "vary-star"
-	whyNoFreshness    reason = "no-freshness" // never fresh and never validatable
+	whyNoFreshness    reason = "no-freshness"  // never fresh and never validatable
+	whyRequestError   reason = "request-error" // 400, 411, 413, 417, 421, 431: an answer to the request's form (aboutTheRequestMessage)
 )
 
 // Reasons of this cache's own beyond RFC 9111.
@@ -85,6 +86,7 @@ var reasonScopes = map[reason]scope{
 	whyRule:              aboutRequest, // never reaches storage decisions: the request passed by
 	whyAmbiguousPath:     aboutRequest,
 	whySchemeRedirect:    aboutRequest, // about the scheme the request came by: https users keep the page
+	whyRequestError:      aboutRequest,
 }
 
 func (why reason) scope() scope {
@@ -119,16 +121,25 @@ func (why reason) remembered() memory {
 func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
 
 // speaksForURL reports whether a response's status answers for the URL
-// whoever asks: a success, a redirection, 404 and 410. Other errors may be
-// about the request that drew them (400, 413 or 431 for a field the origin
-// takes smaller than the edge, a firewall's 403, 429) or about the moment
-// (5xx): one client sending a head the origin refuses must not make the
-// URL pass the cache for everyone, nor take its stale copy (a review found
-// one 14 KiB Referer every cache.pass_ttl keeping a page uncached, and
-// removing the copy stale-if-error would have served in an outage: the
-// header-oversize attack of "Your Cache Has Fallen", CPDoS).
+// whoever asks (when the request carried no cookie, no query of its own:
+// aboutTheURL): a success, a redirection, and the errors that say the
+// resource is not to be had (401, 403, 404, 405, 410, 451: a page
+// withdrawn or restricted must not stay servable stale, a review found).
+// The other errors may be about the request that drew them (400, 413 or
+// 431 for a field the origin takes smaller than the edge, 429) or about
+// the moment (5xx): one client sending a head the origin refuses must not
+// make the URL pass the cache for everyone, nor take its stale copy (a
+// review found one 14 KiB Referer every cache.pass_ttl keeping a page
+// uncached, and removing the copy stale-if-error would have served in an
+// outage: the header-oversize attack of "Your Cache Has Fallen", CPDoS).
+// A firewall's 403 to a hostile request still does both: keeping a
+// withdrawn page servable would be worse.
 func speaksForURL(status int) bool {
-	return status < 400 || status == http.StatusNotFound || status == http.StatusGone
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone, http.StatusUnavailableForLegalReasons:
+		return true
+	}
+	return status < 400
 }
 
 // aboutTheURL reports whether a reason not to store what this request

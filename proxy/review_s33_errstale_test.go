@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// DEFECT: an origin that now refuses a page to everyone (access revoked,
+// A review found (now mended): an origin that now refuses a page to everyone (access revoked,
 // a takedown: 401, 403 or 451, "Cache-Control: private, no-store") no
 // longer outdates the copy the cache holds (speaksForURL, commit a48a43a),
 // and any anonymous client gets that copy back by asking for it stale.
@@ -54,7 +54,7 @@ func TestS33RevokedPageStaysServableByMaxStale(t *testing.T) {
 	}
 }
 
-// DEFECT: same root (speaksForURL): with stale-while-revalidate the
+// A review found (now mended): same root (speaksForURL): with stale-while-revalidate the
 // refused page keeps being served to everyone for the whole window, each
 // background revalidation's 403 leaving the copy in place.
 //

@@ -383,7 +383,9 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus, release func()) {
 	hdr := w.Header()
 	for k, v := range resp.Header {
-		hdr[k] = v
+		if k != altSvc { // the TLS front's own stays (altSvc)
+			hdr[k] = v
+		}
 	}
 	removeHopByHop(hdr)
 	removeEdgeHeaders(hdr)
