@@ -545,6 +545,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 		c.addPeer(id, addr)
 		c.peers[id].member = true // the configuration says so, until memberlist says it died
 		c.peers[id].configured = true
+		c.metrics.peerMember(c.peers[id])
 		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) != nil {
 			c.peers[id].configuredByIP = true
 			c.peers[id].configuredAddr = addr

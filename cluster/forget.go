@@ -63,7 +63,7 @@ func (c *Cluster) forgetDeparted(now time.Time) {
 // forgetPeer deletes every series labelled with peer.
 func (m *Metrics) forgetPeer(peer string) {
 	for _, v := range []*prometheus.MetricVec{
-		m.PeerUp.MetricVec, m.Suspicions.MetricVec, m.FDMargin.MetricVec, m.HeartbeatLoss.MetricVec, m.PeerRTT.MetricVec,
+		m.PeerUp.MetricVec, m.PeerMember.MetricVec, m.Suspicions.MetricVec, m.FDMargin.MetricVec, m.HeartbeatLoss.MetricVec, m.PeerRTT.MetricVec,
 		m.IndicatorPulls.MetricVec, m.NegativeProbes.MetricVec, m.IndicatorEstimates.MetricVec, m.ReplicaAge.MetricVec, m.ReplicaEpoch.MetricVec,
 	} {
 		v.DeletePartialMatch(prometheus.Labels{"peer": peer})

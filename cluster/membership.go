@@ -446,6 +446,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	}
 	changed := !p.member
 	p.member, p.memberAt = true, time.Now()
+	c.metrics.peerMember(p)
 	c.setRegion(p, meta.Region)
 	p.replica.SharePool(c.poolFor(p.region)) // back in its region's pool if it had left (memberDown)
 	if meta.Incarnation != p.metaInc {
@@ -511,6 +512,7 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	if changed {
 		p.member = false
 		p.leftAt = time.Now()
+		c.metrics.peerMember(p)
 		c.setTrust(p, false)
 		c.recomputeNeighbours()
 		p.replica.SharePool(nil) // its outcomes would stay in the region's prior, frozen
@@ -882,6 +884,7 @@ func (c *Cluster) reconcileMembers() {
 		if _, ok := known[id]; p.member && !ok && p.memberAt.Before(at) {
 			p.member = false
 			p.leftAt = at
+			c.metrics.peerMember(p)
 			c.setTrust(p, false)
 			p.replica.SharePool(nil)
 			gone = append(gone, id)

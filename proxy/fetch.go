@@ -595,11 +595,11 @@ func (h *Handler) own304(hdr http.Header, m miss) reason {
 }
 
 // notStored counts a response of status that was not stored and
-// remembers what the reason says about the URL, when the status speaks for
-// the URL (speaksForURL).
+// remembers what the reason says about the URL, when the status may make
+// the URL pass (passesForURL).
 func (h *Handler) notStored(m miss, why reason, status int) {
 	h.countNotStored(why)
-	if !speaksForURL(status) {
+	if !passesForURL(status) {
 		return
 	}
 	switch why.remembered() {

@@ -69,19 +69,29 @@ func understoodStatus(code int) bool {
 	return false
 }
 
-// aboutTheRequestMessage says whether a status answers the form of the
-// request message that drew it, not the resource: 400, 411, 413, 417, 421
-// and 431 (RFC 9110 §15.5). Stored, with whatever freshness the origin
-// gives every answer (nginx's `add_header Cache-Control … always`), one
-// client's malformed or oversized request became the page for everyone:
-// the cache-poisoned denial of service of "Your Cache Has Fallen"
-// (CPDoS), by a header the origin takes smaller than the edge, a meta
-// character, an Expect. Varnish does not store these either; a cache rule
-// naming such a status with a lifetime still stores it (the operator's
-// word).
+// aboutTheRequestMessage says whether a status answers the request
+// message that drew it, not the resource: 400, 411, 413, 414, 417, 421 and
+// 431 (RFC 9110 §15.5), and 428, 429 and 511, which RFC 6585 says a cache
+// MUST NOT store. Stored, with whatever freshness the origin gives every
+// answer (nginx's `add_header Cache-Control … always`), one client's
+// malformed or oversized request became the page for everyone: the
+// cache-poisoned denial of service of "Your Cache Has Fallen" (CPDoS), by
+// a header the origin takes smaller than the edge, a meta character, an
+// Expect, a long parameter the key leaves out (414), a rate limit one
+// client drew (429). Varnish does not store these either.
 func aboutTheRequestMessage(code int) bool {
 	switch code {
-	case 400, 411, 413, 417, 421, 431:
+	case 400, 411, 413, 414, 417, 421, 431, 428, 429, 511:
+		return true
+	}
+	return false
+}
+
+// forbiddenToStore says whether RFC 6585 forbids storing a status (428,
+// 429, 431, 511): not even a cache rule naming it stores it.
+func forbiddenToStore(code int) bool {
+	switch code {
+	case 428, 429, 431, 511:
 		return true
 	}
 	return false
@@ -124,9 +134,6 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 	if !understoodStatus(status) {
 		return false, whyStatus
 	}
-	if aboutTheRequestMessage(status) {
-		return false, whyRequestError
-	}
 	if reqCC.NoStore {
 		return false, whyRequestNoStore
 	}
@@ -162,6 +169,13 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 		if containsToken(v, "*") {
 			return false, whyVaryStar
 		}
+	}
+	// Last of the reasons, so that a cache rule naming such a status
+	// (storableUnder) stands in for this one alone, never for private,
+	// no-store or credentials (a review: a rule naming 400 stored one
+	// user's private answer for everyone).
+	if aboutTheRequestMessage(status) {
+		return false, whyRequestError
 	}
 	// Explicit freshness, public, no-cache (stored but always revalidated),
 	// or a heuristically cacheable status.

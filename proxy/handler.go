@@ -376,7 +376,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			h.reject(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
 			return
 		}
-		defer h.clients.release(client)
+		defer h.releaseClientOf(r, client)()
 	}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
@@ -642,6 +642,34 @@ func (c *clientLimiter) acquire(ip string) bool {
 	}
 	c.n[ip]++
 	return true
+}
+
+// releaseClientOf returns what gives back r's count for client when r
+// ends. While the bound is on, a request whose client goes away before it
+// ends (a leader waiting for a silent origin's head, which goes on for the
+// requests joining it) stops counting as the client's request from then
+// and counts as a fill it left (leave: only against new fetches): a review
+// found a client that gave up on a silent origin's page refused 429 on
+// its hits until origin.response_timeout, everyone behind its address with
+// it.
+func (h *Handler) releaseClientOf(r *http.Request, client string) func() {
+	if !h.clients.on() {
+		return func() { h.clients.release(client) }
+	}
+	left := make(chan struct{})
+	stop := context.AfterFunc(r.Context(), func() {
+		defer close(left)
+		h.clients.release(client)
+		h.clients.leave(client)
+	})
+	return func() {
+		if stop() {
+			h.clients.release(client)
+			return
+		}
+		<-left // it ran, or is running: its count goes once it has been taken
+		h.clients.ended(client)
+	}
 }
 
 // leave counts a fill ip's request led and left while its body is still

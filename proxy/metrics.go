@@ -233,7 +233,7 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	reg.MustRegister(m.clientNoCacheServed)
 	// Every refusal reason exists from the start (at 0), so that a
 	// dashboard shows a flat line rather than no data on a quiet node.
-	for _, reason := range []string{"url_too_long", "bad_target", "client_limit", "body_too_large", "overload", "too_many_ranges", "slow_body", "body_incomplete", "connect", "trace"} {
+	for _, reason := range []string{"url_too_long", "bad_target", "client_limit", "body_too_large", "overload", "overload_site", "too_many_ranges", "slow_body", "body_incomplete", "connect", "trace"} {
 		m.Rejected.WithLabelValues(reason)
 	}
 	// Pre-create the bounded label values so dashboards see zeros, not gaps.

@@ -122,24 +122,38 @@ func (why reason) outdatesStale() bool { return why.scope() == aboutURL }
 
 // speaksForURL reports whether a response's status answers for the URL
 // whoever asks (when the request carried no cookie, no query of its own:
-// aboutTheURL): a success, a redirection, and the errors that say the
-// resource is not to be had (401, 403, 404, 405, 410, 451: a page
-// withdrawn or restricted must not stay servable stale, a review found).
-// The other errors may be about the request that drew them (400, 413 or
-// 431 for a field the origin takes smaller than the edge, 429) or about
-// the moment (5xx): one client sending a head the origin refuses must not
-// make the URL pass the cache for everyone, nor take its stale copy (a
-// review found one 14 KiB Referer every cache.pass_ttl keeping a page
-// uncached, and removing the copy stale-if-error would have served in an
-// outage: the header-oversize attack of "Your Cache Has Fallen", CPDoS).
-// A firewall's 403 to a hostile request still does both: keeping a
-// withdrawn page servable would be worse.
+// aboutTheURL), so that it outdates the stale copy: a success, a
+// redirection, and the errors that say the resource is not to be had
+// (401, 403, 404, 405, 410, 451: a page withdrawn or restricted must not
+// stay servable stale, a review found). The other errors may be about the
+// request that drew them (400, 413 or 431 for a field the origin takes
+// smaller than the edge, 429) or about the moment (5xx): one client
+// sending a head the origin refuses must not take the URL's stale copy (a
+// review found one 14 KiB Referer removing the copy stale-if-error would
+// have served in an outage: the header-oversize attack of "Your Cache Has
+// Fallen", CPDoS). A firewall's 403 to a hostile request still takes it:
+// keeping a withdrawn page servable would be worse.
 func speaksForURL(status int) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone, http.StatusUnavailableForLegalReasons:
 		return true
 	}
 	return status < 400
+}
+
+// passesForURL reports whether a response of status not stored makes the
+// URL pass the cache for everyone (hit-for-pass, cache.pass_ttl): what
+// speaksForURL says, less 403, 405 and 451, which a firewall answers to
+// one hostile request (a review: one request a firewall refused every
+// pass_ttl kept a page uncached). 401 stays: an API that answers every
+// anonymous request 401 would queue them behind one another without it.
+// Passing only forgoes coalescing; the stale copy is speaksForURL's.
+func passesForURL(status int) bool {
+	switch status {
+	case http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusUnavailableForLegalReasons:
+		return false
+	}
+	return speaksForURL(status)
 }
 
 // aboutTheURL reports whether a reason not to store what this request

@@ -143,12 +143,16 @@ func (h *Handler) revive(r *disk.Record, life *rules.Lifetime) *Entry {
 	// was revalidated: a review's
 	// TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
 	names, ok := namedFields(r.Header, h.policy().TargetedFields)
-	if !ok {
-		return nil // a copy that could not have been stored so: a miss
+	if !ok || aboutTheRequestMessage(r.Status) && !(life != nil && life.Gives(r.Status) && !forbiddenToStore(r.Status)) {
+		// A copy that could not have been stored so, as the answer to a
+		// request's form (a record written before that rule: a review
+		// found one client's 400 revived for everyone): a miss.
+		return nil
 	}
-	if len(names) > 0 {
+	if _, has := r.Header[altSvc]; len(names) > 0 || has {
 		r.Header = r.Header.Clone()
 		deleteNamed(r.Header, names)
+		delete(r.Header, altSvc) // the origin's, from a record written before it was stripped
 	}
 	e := &Entry{
 		Key: r.Key, VaryKey: r.VaryKey, VaryNames: r.VaryNames, Status: r.Status,
