@@ -634,14 +634,24 @@ func (c *clientLimiter) on() bool { return c.limit.Load() > 0 }
 func (c *clientLimiter) acquire(ip string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = make(map[string]int)
-	}
 	if limit := c.limit.Load(); limit > 0 && int64(c.n[ip]) >= limit {
 		return false
 	}
-	c.n[ip]++
+	addCount(&c.n, ip, 1)
 	return true
+}
+
+// addCount adds d to m's count of ip, the entry going at 0. The caller
+// holds the limiter's lock.
+func addCount(m *map[string]int, ip string, d int) {
+	if *m == nil {
+		*m = make(map[string]int)
+	}
+	if n := (*m)[ip] + d; n > 0 {
+		(*m)[ip] = n
+	} else {
+		delete(*m, ip)
+	}
 }
 
 // releaseClientOf returns what gives back r's count for client when r
@@ -677,20 +687,13 @@ func (h *Handler) releaseClientOf(r *http.Request, client string) func() {
 func (c *clientLimiter) leave(ip string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.left == nil {
-		c.left = make(map[string]int)
-	}
-	c.left[ip]++
+	addCount(&c.left, ip, 1)
 }
 
 func (c *clientLimiter) ended(ip string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.left[ip] <= 1 {
-		delete(c.left, ip)
-		return
-	}
-	c.left[ip]--
+	addCount(&c.left, ip, -1)
 }
 
 // mayLead reports whether ip may start another upstream fetch: the fills
@@ -714,11 +717,7 @@ func (c *clientLimiter) mayLead(ip string) bool {
 func (c *clientLimiter) release(ip string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[ip] <= 1 {
-		delete(c.n, ip)
-		return
-	}
-	c.n[ip]--
+	addCount(&c.n, ip, -1)
 }
 
 // UpstreamInfo says where a request's response came from and how long the
