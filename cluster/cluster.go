@@ -260,26 +260,32 @@ type Peer struct {
 	pulledAt                       time.Time                   // when the replica last changed
 	member                         bool                        // in the membership (configured, or alive in memberlist)
 	leftAt                         time.Time                   // when it last left the membership (forget.go)
-	returnedAt                     time.Time                   // when it was learnt, first trusted, restarted or trusted again after an absence (returned.go)
-	wasTrusted                     bool                        // trusted at least once
-	configured                     bool                        // named in cluster.peers: its address there is the path to it
-	configuredByIP                 bool                        // configured by IP address, not host name (membership takes its path: transport.go)
-	configuredAddr                 string                      // its address in cluster.peers (Addr follows a move: followMove)
-	advertisedConfigured           bool                        // it has advertised exactly configuredAddr: no relay in between
-	advertised                     string                      // the address memberlist last reported it at
-	movedTo                        string                      // another address it advertises since: a move, once shown (followMove)
-	moveChecking                   bool                        // a checkMove of movedTo is under way
-	moveCheckedAt                  time.Time                   // when movedTo was last checked (moveRecheck)
-	moveGen                        uint64                      // bumped by every change of the above: a check's result counts only for its own
-	memberAt                       time.Time                   // when memberlist last reported it alive
-	metaInc                        uint64                      // the incarnation in its memberlist metadata
-	neighbour                      bool                        // on this node's monitoring rings (every member with all-to-all)
-	monitored                      bool                        // this node heartbeats it and runs the detector on the link
-	routedAt                       time.Time                   // when this node last sent it a request
-	watchedAt                      time.Time                   // when it last sent a heartbeat saying it monitors us
-	heard                          bool                        // heard directly since it became monitored
-	region                         string                      // its cluster.region, from its heartbeats or metadata
-	added                          time.Time                   // when this node learned of it (never-reached warnings count from here)
+	// saidGoodbye: it last left the membership while this node still
+	// trusted it, as a node that says goodbye at its stop does (its
+	// heartbeats were still coming); a crash or a partition is suspected
+	// by the detector long before memberlist agrees it is dead. Only such
+	// a peer is no longer expected (edge_peer_member 0).
+	saidGoodbye          bool
+	returnedAt           time.Time // when it was learnt, first trusted, restarted or trusted again after an absence (returned.go)
+	wasTrusted           bool      // trusted at least once
+	configured           bool      // named in cluster.peers: its address there is the path to it
+	configuredByIP       bool      // configured by IP address, not host name (membership takes its path: transport.go)
+	configuredAddr       string    // its address in cluster.peers (Addr follows a move: followMove)
+	advertisedConfigured bool      // it has advertised exactly configuredAddr: no relay in between
+	advertised           string    // the address memberlist last reported it at
+	movedTo              string    // another address it advertises since: a move, once shown (followMove)
+	moveChecking         bool      // a checkMove of movedTo is under way
+	moveCheckedAt        time.Time // when movedTo was last checked (moveRecheck)
+	moveGen              uint64    // bumped by every change of the above: a check's result counts only for its own
+	memberAt             time.Time // when memberlist last reported it alive
+	metaInc              uint64    // the incarnation in its memberlist metadata
+	neighbour            bool      // on this node's monitoring rings (every member with all-to-all)
+	monitored            bool      // this node heartbeats it and runs the detector on the link
+	routedAt             time.Time // when this node last sent it a request
+	watchedAt            time.Time // when it last sent a heartbeat saying it monitors us
+	heard                bool      // heard directly since it became monitored
+	region               string    // its cluster.region, from its heartbeats or metadata
+	added                time.Time // when this node learned of it (never-reached warnings count from here)
 	// When it became monitored, and whether we already suspected it for
 	// staying silent since (silentGrace).
 	monitoredSince time.Time

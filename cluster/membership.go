@@ -445,7 +445,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 		c.transport.setPath(n.Name, addr, p.udpString())
 	}
 	changed := !p.member
-	p.member, p.memberAt = true, time.Now()
+	p.member, p.memberAt, p.saidGoodbye = true, time.Now(), false
 	c.metrics.peerMember(p)
 	c.setRegion(p, meta.Region)
 	p.replica.SharePool(c.poolFor(p.region)) // back in its region's pool if it had left (memberDown)
@@ -512,6 +512,7 @@ func (c *Cluster) memberDown(n *memberlist.Node) {
 	if changed {
 		p.member = false
 		p.leftAt = time.Now()
+		p.saidGoodbye = p.trusted
 		c.metrics.peerMember(p)
 		c.setTrust(p, false)
 		c.recomputeNeighbours()
@@ -884,6 +885,7 @@ func (c *Cluster) reconcileMembers() {
 		if _, ok := known[id]; p.member && !ok && p.memberAt.Before(at) {
 			p.member = false
 			p.leftAt = at
+			p.saidGoodbye = p.trusted
 			c.metrics.peerMember(p)
 			c.setTrust(p, false)
 			p.replica.SharePool(nil)

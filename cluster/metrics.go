@@ -105,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m := &Metrics{
 		PeerUp:                prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_up", Help: "1 if the peer is trusted, 0 if suspected."}, []string{"peer"}),
-		PeerMember:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_member", Help: "1 while the peer is a member of the cluster or configured in cluster.peers, 0 once it has left (or been agreed dead) and is not configured; the series goes when the peer is forgotten (cluster.forget_departed_after). EdgePeerDown pages only for peers at 1."}, []string{"peer"}),
+		PeerMember:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_peer_member", Help: "1 while the peer is expected: a member of the cluster, configured in cluster.peers, or gone without saying goodbye (a crash or a partition, suspected before memberlist agreed it dead); 0 once it left on purpose (its goodbye came while its heartbeats did) and is not configured. The series goes when the peer is forgotten (cluster.forget_departed_after). EdgePeerDown pages only for peers at 1."}, []string{"peer"}),
 		Suspicions:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_suspicions_total", Help: "Times the failure detector suspected the peer."}, []string{"peer"}),
 		DetectionTime:         prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_fd_detection_seconds", Help: "Time from a peer's last heartbeat to its suspicion.", Buckets: []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5}}),
 		FDMargin:              prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_fd_margin_seconds", Help: "Safety margin of the peer's failure detector."}, []string{"peer"}),
@@ -236,10 +236,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // peerMember sets edge_peer_member of peer: whether it is expected in
-// the cluster (a member, or configured).
+// the cluster: a member, a configured peer, or one that left without
+// saying goodbye (a crash, a partition: a review found a crashed member
+// at 0, so that EdgePeerDown never paged for it).
 func (m *Metrics) peerMember(p *Peer) {
 	v := 0.0
-	if p.member || p.configured {
+	if p.member || p.configured || !p.saidGoodbye {
 		v = 1
 	}
 	m.PeerMember.WithLabelValues(p.ID).Set(v)
