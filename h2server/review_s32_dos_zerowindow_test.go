@@ -2,7 +2,9 @@ package h2server
 
 import (
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +37,7 @@ func TestS32DosZeroWindowHitsAreReleased(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for runtime.NumGoroutine() > before+20 {
 			if time.Now().After(deadline) {
+				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 				t.Fatalf("%s: %d goroutines 20 s after the write timeout (1 s), %d before", what, runtime.NumGoroutine(), before)
 			}
 			time.Sleep(50 * time.Millisecond)

@@ -120,7 +120,11 @@ func (st *stream) reserve(n int, deadline time.Time) (k int, gen uint64, err err
 		if err != nil {
 			return 0, 0, err
 		}
-		if min(st.sendWindow, c.sendWindow) > 0 || st.reset || c.closed {
+		// The deadline is checked again too: its timer may have fired
+		// while the lock was out for the flush, and its Broadcast then
+		// woke nobody (a loaded clean-clone run found hit goroutines of a
+		// client that never opened its window waiting for good).
+		if min(st.sendWindow, c.sendWindow) > 0 || st.reset || c.closed || !deadline.IsZero() && !time.Now().Before(deadline) {
 			continue
 		}
 		c.cond.Wait()

@@ -326,6 +326,28 @@ func TestClusterEndToEnd(t *testing.T) {
 				})
 			}
 		}()
+		// Suspicions of the nodes that are not silent, and asks of a next
+		// home that failed: on a machine so busy that a live node misses
+		// its heartbeats or its answer comes late (a loaded clean-clone
+		// run), an ingress rightly routes around it, and a page may then
+		// reach the origin from two places; that is failover, not the
+		// defect this checks. Without either, exactly once.
+		wrongSuspicions := func() float64 {
+			var sum float64
+			for _, n := range nodes {
+				if n == silent {
+					continue
+				}
+				sum += max(0, metric(t, n.adm, `edge_climb_hops_total{outcome="next_home_failed"}`))
+				for _, o := range nodes {
+					if o != silent && n != o {
+						sum += max(0, metric(t, n.adm, `edge_peer_suspicions_total{peer="`+o.id+`"}`))
+					}
+				}
+			}
+			return sum
+		}
+		before := wrongSuspicions()
 		for p := range 30 {
 			for _, n := range nodes {
 				if n == silent {
@@ -337,9 +359,15 @@ func TestClusterEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		wrong := wrongSuspicions() - before
+		allowed := 1
+		if wrong > 0 {
+			allowed = 2
+			t.Logf("%g suspicions of live nodes or failed asks of a next home meanwhile (a busy machine): a page may be fetched twice", wrong)
+		}
 		for p := range 30 {
-			if c := originCount(t, origin, "/p/"+strconv.Itoa(900+p)); c != 1 {
-				t.Errorf("origin fetched /p/%d %d times with a silent home, want 1", 900+p, c)
+			if c := originCount(t, origin, "/p/"+strconv.Itoa(900+p)); c < 1 || c > allowed {
+				t.Errorf("origin fetched /p/%d %d times with a silent home, want 1 (at most %d)", 900+p, c, allowed)
 			}
 		}
 	})
