@@ -180,11 +180,7 @@ func (c *conn) serve() {
 		defer m.conns.Dec()
 	}
 	defer c.shutdown()
-	timeout := c.srv.ReadHeaderTimeout
-	if timeout <= 0 {
-		timeout = prefaceTimeout
-	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.headerTimeout()))
 	if err := c.readPreface(); err != nil {
 		c.srv.log().Debug("http2 preface", "remote", c.remote, "err", err)
 		return
@@ -454,27 +450,23 @@ func (c *conn) boundHeaderBlock() bool {
 // reports true, unless the connection is closing (its grace's shorter
 // deadline stands).
 func (c *conn) setHeaderDeadline() bool {
-	timeout := c.srv.ReadHeaderTimeout
-	if timeout <= 0 {
-		timeout = prefaceTimeout
-	}
+	return c.readDeadlineUnlessGraced(time.Now().Add(c.srv.headerTimeout()))
+}
+
+// unboundHeaderBlock ends boundHeaderBlock's deadline, unless the
+// connection has begun to close meanwhile (its grace deadline stands).
+func (c *conn) unboundHeaderBlock() { c.readDeadlineUnlessGraced(time.Time{}) }
+
+// readDeadlineUnlessGraced sets the read deadline to t and reports true,
+// unless closeGracefully has set its own, which nothing may undo.
+func (c *conn) readDeadlineUnlessGraced(t time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.graced {
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	_ = c.nc.SetReadDeadline(t)
 	return true
-}
-
-// unboundHeaderBlock ends boundHeaderBlock's deadline, unless the
-// connection has begun to close meanwhile (its grace deadline stands).
-func (c *conn) unboundHeaderBlock() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.graced {
-		_ = c.nc.SetReadDeadline(time.Time{})
-	}
 }
 
 // frameHeaderLen is the length of an HTTP/2 frame header (RFC 9113 §4.1).

@@ -166,6 +166,15 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
+// headerTimeout bounds the preface, the first SETTINGS and each request
+// head: ReadHeaderTimeout, or prefaceTimeout when it is unset.
+func (s *Server) headerTimeout() time.Duration {
+	if s.ReadHeaderTimeout > 0 {
+		return s.ReadHeaderTimeout
+	}
+	return prefaceTimeout
+}
+
 func (s *Server) maxStreams() uint32 {
 	if s.MaxConcurrentStreams == 0 {
 		return DefaultMaxConcurrentStreams

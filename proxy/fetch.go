@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/edgecache/edge/internal/clientaddr"
 	"io"
 	"net/http"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgecache/edge/internal/clientaddr"
 	"github.com/edgecache/edge/rules"
 )
 
@@ -145,13 +145,6 @@ const (
 // lead fetches for r and answers it. f is the fill to publish to (nil when
 // the request fetches for itself), ckey its coalescing key.
 func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey string, m miss) string {
-	if h.clientAtBound(r) {
-		if f != nil {
-			f.publish(nil, false, errOverload)
-			h.co.done(ckey, f)
-		}
-		return h.refuseClient(w, r)
-	}
 	slot, why := h.acquireUpstream(r)
 	if why != "" {
 		if f != nil {
@@ -221,18 +214,6 @@ func (h *Handler) chargeClientFor(r *http.Request, f *fill) {
 	if !f.afterBody(func() { h.clients.ended(ip) }) {
 		h.clients.ended(ip)
 	}
-}
-
-// clientAtBound reports whether r's client may not start another
-// upstream fetch (mayLead); a peer's request is the ingress's to bound.
-func (h *Handler) clientAtBound(r *http.Request) bool {
-	return !inboundOf(r).Relayed && !h.clients.mayLead(clientaddr.OfRemote(r.RemoteAddr))
-}
-
-// refuseClient answers a request of a client at its bound.
-func (h *Handler) refuseClient(w http.ResponseWriter, r *http.Request) string {
-	w.Header().Set("Retry-After", "1")
-	return h.refuse(w, r, http.StatusTooManyRequests, "client_limit", "too many requests in flight from this client")
 }
 
 var errOverload = errors.New("proxy: too many upstream requests in flight")
@@ -1011,9 +992,6 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 		return ResultRejected
 	}
 	defer bodyDone()
-	if h.clientAtBound(r) {
-		return h.refuseClient(w, r)
-	}
 	slot, refusal := h.acquireUpstream(r)
 	if refusal != "" {
 		return h.refuseOverload(w, r, refusal)

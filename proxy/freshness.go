@@ -81,10 +81,10 @@ func understoodStatus(code int) bool {
 // client drew (429). Varnish does not store these either.
 func aboutTheRequestMessage(code int) bool {
 	switch code {
-	case 400, 411, 413, 414, 417, 421, 431, 428, 429, 511:
+	case 400, 411, 413, 414, 417, 421:
 		return true
 	}
-	return false
+	return forbiddenToStore(code)
 }
 
 // forbiddenToStore says whether RFC 6585 forbids storing a status (428,
@@ -95,6 +95,13 @@ func forbiddenToStore(code int) bool {
 		return true
 	}
 	return false
+}
+
+// ruleStores reports whether a cache rule's lifetime stands in for what a
+// response of status lacks to be stored (freshness, or a status about the
+// request that the rule names): never for one RFC 6585 forbids storing.
+func ruleStores(life *rules.Lifetime, status int) bool {
+	return life != nil && life.Gives(status) && !forbiddenToStore(status)
 }
 
 // effectiveCC returns the directives this cache obeys: the first valid

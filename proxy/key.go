@@ -3,7 +3,6 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -222,11 +221,9 @@ func (h *Handler) redirectsToOtherScheme(e *Entry, r *http.Request) bool {
 			return false // the variant is keyed on the scheme
 		}
 	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return strings.EqualFold(strings.TrimSuffix(loc.Hostname(), "."), strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	to, ok := CanonicalHost(loc.Host)
+	from, _ := CanonicalHost(r.Host)
+	return ok && to == from
 }
 
 // key is CacheKey with the operator's scheme rule and, for a named site,

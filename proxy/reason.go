@@ -22,7 +22,7 @@ const (
 	whySetCookie      reason = "set-cookie"
 	whyVaryStar       reason = "vary-star"
 	whyNoFreshness    reason = "no-freshness"  // never fresh and never validatable
-	whyRequestError   reason = "request-error" // 400, 411, 413, 417, 421, 431: an answer to the request's form (aboutTheRequestMessage)
+	whyRequestError   reason = "request-error" // an answer to the request's form, or one RFC 6585 forbids storing (aboutTheRequestMessage)
 )
 
 // Reasons of this cache's own beyond RFC 9111.

@@ -195,7 +195,7 @@ func (g *ruling) keyExtra(h http.Header) string { return g.keyRule().KeyExtra(h)
 func (p *Policy) storableUnder(life *rules.Lifetime, reqCC CacheControl, reqHasAuth bool, status int, h http.Header) (bool, reason) {
 	cc, targeted := p.effectiveCC(h)
 	ok, why := p.storable(http.MethodGet, reqCC, reqHasAuth, status, h, cc, targeted)
-	if !ok && (why == whyNoFreshness || why == whyRequestError && !forbiddenToStore(status)) && life != nil && life.Gives(status) {
+	if !ok && (why == whyNoFreshness || why == whyRequestError) && ruleStores(life, status) {
 		return true, ""
 	}
 	return ok, why

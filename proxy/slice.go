@@ -448,12 +448,9 @@ func (h *Handler) fetchSlice(r *http.Request, m *Entry, skey string, a, b int64,
 func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int64, keep bool, purges uint64, asReader bool, w fillWait) (fetchedSlice, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
-	if h.clientAtBound(r) {
-		// It goes on after its client has gone (WithoutCancel), as a
-		// fill does: held to the client's bound the same way (a review:
-		// one address seeking through a video left every slot hanging).
-		return fetchedSlice{}, errOverload
-	}
+	// It goes on after its client has gone (WithoutCancel), as a fill
+	// does, and is held to the client's bound the same way (acquireUpstream;
+	// a review: one address seeking through a video left every slot hanging).
 	slot, why := h.acquireUpstream(r)
 	if why != "" {
 		return fetchedSlice{}, errOverload
@@ -652,10 +649,7 @@ func (h *Handler) probeSliced(w http.ResponseWriter, r *http.Request, m miss) (s
 func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	defer cancel()
-	if h.clientAtBound(r) {
-		return probed{}, errOverload // as fetchSliceAs
-	}
-	slot, why := h.acquireUpstream(r)
+	slot, why := h.acquireUpstream(r) // held to the client's bound, as fetchSliceAs
 	if why != "" {
 		return probed{}, errOverload
 	}

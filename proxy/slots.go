@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"sync"
+
+	"github.com/edgecache/edge/internal/clientaddr"
 )
 
 // Upstream slots. limits.max_inflight bounds the requests a node has
@@ -55,6 +57,7 @@ type upstreamSlot struct {
 const (
 	refusedOverload     = "overload"      // every slot is taken
 	refusedSiteOverload = "overload_site" // the free slots are other sites' parts
+	refusedClient       = "client_limit"  // the client is at limits.max_inflight_per_client
 )
 
 // setLimit sets limits.max_inflight. Requests under way keep their
@@ -177,9 +180,14 @@ func (s *upstreamSlots) inUse() (bySite map[string]int, reserve int) {
 }
 
 // acquireUpstream takes one of the limits.max_inflight slots for r's
-// site, or returns why not. Hits never need one, so a flood of slow
+// site, or returns why not: its client is at its bound (mayLead: the
+// fills its requests left count; a peer's request is the ingress's to
+// bound), or the slots are taken. Hits never need one, so a flood of slow
 // uploads or slow origins cannot stop them.
 func (h *Handler) acquireUpstream(r *http.Request) (upstreamSlot, string) {
+	if !inboundOf(r).Relayed && !h.clients.mayLead(clientaddr.OfRemote(r.RemoteAddr)) {
+		return upstreamSlot{}, refusedClient
+	}
 	return h.upstream.acquire(h.slotSite(r))
 }
 
@@ -204,7 +212,10 @@ func (h *Handler) UpstreamBySite() (map[string]int, int) { return h.upstream.inU
 // refuseOverload answers a request no slot could be taken for.
 func (h *Handler) refuseOverload(w http.ResponseWriter, r *http.Request, why string) string {
 	w.Header().Set("Retry-After", "1")
-	if why == refusedSiteOverload {
+	switch why {
+	case refusedClient:
+		return h.refuse(w, r, http.StatusTooManyRequests, why, "too many requests in flight from this client")
+	case refusedSiteOverload:
 		return h.refuse(w, r, http.StatusServiceUnavailable, why, "too many requests in flight; the free ones are kept for other sites")
 	}
 	return h.refuse(w, r, http.StatusServiceUnavailable, why, "too many requests in flight")

@@ -143,8 +143,7 @@ func (h *Handler) revive(r *disk.Record, life *rules.Lifetime) *Entry {
 	// was revalidated: a review's
 	// TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
 	names, ok := namedFields(r.Header, h.policy().TargetedFields)
-	ruleStores := life != nil && life.Gives(r.Status) && !forbiddenToStore(r.Status)
-	if !ok || aboutTheRequestMessage(r.Status) && !ruleStores {
+	if !ok || aboutTheRequestMessage(r.Status) && !ruleStores(life, r.Status) {
 		// A copy that could not have been stored so, as the answer to a
 		// request's form (a record written before that rule: a review
 		// found one client's 400 revived for everyone): a miss.
