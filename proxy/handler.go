@@ -383,6 +383,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
+		// A request of the handler's own, whose Body it may replace:
+		// net/http decides after the answer whether the connection may
+		// carry another request by reading the body of the *Request it
+		// handed over (was it closed early, is its rest too large to
+		// discard). Behind a replaced Body it could not tell; after an
+		// origin's early answer it went on to parse the rest of the
+		// upload as the next request (a 400 to the client's next request
+		// on that connection, or a request smuggled in the body). The
+		// node's withBodyDeadline keeps its own copy for the same reason;
+		// this one holds for the handler anywhere it is mounted.
+		r = r.WithContext(r.Context())
 		r.Body = h.guardBody(w, r.Body)
 	}
 	h.metrics.InFlight.Inc()
