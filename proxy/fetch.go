@@ -932,6 +932,19 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 	if !leader {
 		return // a fetch for this variant is already under way
 	}
+	// A refresh takes an upstream slot as the miss it stands for would
+	// (and within the client's bound): before, refreshes took none, so a
+	// soft purge of many pages followed by their traffic started one
+	// origin fetch per page at once, past limits.max_inflight and the
+	// sites' parts. With none free the copy stays stale, served as it is,
+	// and a later request refreshes it.
+	slot, refusal := h.acquireUpstream(r)
+	if refusal != "" {
+		f.publish(nil, false, errOverload)
+		h.co.done(ckey, f)
+		h.metrics.Refreshes.WithLabelValues(refreshRefused).Inc()
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	rr := r.Clone(ctx)
 	h.bg.Go(func() {
@@ -940,28 +953,43 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		// directives, so the same storability rules apply to it.
 		m := h.missFor(key, r, purgesAt)
 		m.stale, m.reqCC, m.hasAuth, m.fwd, m.background, m.wait = e, reqCC, hasAuth, "stale", true, wt
+		m.slot = slot // a fill's pump gives it back as the body ends
 		o := h.fillFrom(ctx, f, ckey, rr, m)
+		if o.kind != outFill {
+			defer slot.release()
+		}
 		switch o.kind {
 		case outEntry:
-			h.metrics.Refreshes.WithLabelValues("ok").Inc()
+			h.metrics.Refreshes.WithLabelValues(refreshOK).Inc()
 		case outFill:
 			// The pump runs until the body is in; wait for it so that the
 			// refresh's deadline does not cut it short.
 			f.waitDone(ctx)
-			h.metrics.Refreshes.WithLabelValues("ok").Inc()
+			h.metrics.Refreshes.WithLabelValues(refreshOK).Inc()
 		case outStream:
 			o.resp.Body.Close()
-			h.metrics.Refreshes.WithLabelValues("uncacheable").Inc()
+			h.metrics.Refreshes.WithLabelValues(refreshUncacheable).Inc()
 		case outSliced:
 			// The new manifest is stored; its slices are fetched when
 			// asked for. Nobody reads the first ones this answer carries.
 			o.resp.Body.Close()
-			h.metrics.Refreshes.WithLabelValues("ok").Inc()
+			h.metrics.Refreshes.WithLabelValues(refreshOK).Inc()
 		default:
-			h.metrics.Refreshes.WithLabelValues("error").Inc()
+			h.metrics.Refreshes.WithLabelValues(refreshError).Inc()
 		}
 	})
 }
+
+// Outcomes of a background refresh (edge_background_refreshes_total).
+const (
+	refreshOK          = "ok"          // stored (or freshened by a 304)
+	refreshUncacheable = "uncacheable" // the answer may not be stored
+	refreshError       = "error"       // the origin failed
+	refreshRefused     = "refused"     // no upstream slot: the copy stays stale for now
+)
+
+// refreshOutcomes are all of them, for metrics that start at zero.
+var refreshOutcomes = []string{refreshOK, refreshUncacheable, refreshError, refreshRefused}
 
 // bodyTooLarge says err is, or wraps, a request body's going past
 // limits.max_body_bytes.

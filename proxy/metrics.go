@@ -109,6 +109,9 @@ type Stats struct {
 	SpoolOpened, SpoolFull              float64
 	// RequestBodies: request bodies by how they went upstream (upload.go).
 	RequestBodies map[string]float64
+	// Refreshes: stale-while-revalidate background refreshes by outcome
+	// (refused: no upstream slot was free).
+	Refreshes map[string]float64
 }
 
 // Stats returns the current counters.
@@ -121,6 +124,10 @@ func (h *Handler) Stats() Stats {
 	}
 	for k, rm := range h.metrics.byResult {
 		s.Requests[k] = rm.total.Load()
+	}
+	s.Refreshes = make(map[string]float64, len(refreshOutcomes))
+	for _, o := range refreshOutcomes {
+		s.Refreshes[o] = counterValue(h.metrics.Refreshes.WithLabelValues(o))
 	}
 	s.RequestBodies = make(map[string]float64, len(h.metrics.requestBodies))
 	for how, c := range h.metrics.requestBodies {
@@ -171,6 +178,9 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 		Refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_background_refreshes_total", Help: "stale-while-revalidate background refreshes by outcome.",
 		}, []string{"outcome"}),
+	}
+	for _, o := range refreshOutcomes {
+		m.Refreshes.WithLabelValues(o) // at 0 from the start, for rate() and alerts
 	}
 	m.SliceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_slice_fetches_total", Help: "Slices of large objects fetched upstream: from the response that revealed the object (stream) or with a Range request (range).",
