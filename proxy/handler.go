@@ -395,6 +395,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		// this one holds for the handler anywhere it is mounted.
 		r = r.WithContext(r.Context())
 		r.Body = h.guardBody(w, r.Body)
+		if sb, ok := r.Body.(*slowBody); ok && r.ProtoMajor == 1 {
+			w = &closingWriter{ResponseWriter: w, body: sb}
+		}
 	}
 	h.metrics.InFlight.Inc()
 	defer h.metrics.InFlight.Dec()

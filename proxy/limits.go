@@ -90,6 +90,44 @@ func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// closingWriter puts Connection: close on the answer to an HTTP/1.x
+// request whose body the edge stopped reading (dropUnreadBody), as the
+// header is written: the field dropUnreadBody sets did not survive the
+// answer's header being built after it (stream copies the origin's fields
+// and removes hop-by-hop ones, an error clears them), so the connection
+// was kept while the body's past read deadline stood. net/http then either
+// gave up discarding the rest and parsed it as the next request (a
+// review's TestS36PipelinedUploadAnsweredEarlyIsParsedAsRequests: requests
+// written into a body reached the origin), or failed its background read
+// and cancelled the client's next request (502 client-gone:
+// TestS36NodeEarlyAnswerToUpload).
+type closingWriter struct {
+	http.ResponseWriter
+	body  *slowBody
+	wrote bool
+}
+
+func (c *closingWriter) WriteHeader(code int) {
+	if !c.wrote && code >= 200 { // 1xx answers do not end the request
+		c.wrote = true
+		if c.body.dropped.Load() {
+			c.Header().Set("Connection", "close")
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *closingWriter) Write(p []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (deadlines, flushes).
+func (c *closingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 // bodyTimedOut reports whether a request body failed its rate limit.
 func bodyTimedOut(body io.ReadCloser) bool {
 	sb, ok := clientBody(body).(*slowBody)
