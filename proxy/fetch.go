@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgecache/edge/internal/clientaddr"
@@ -945,6 +946,17 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		h.metrics.Refreshes.WithLabelValues(refreshRefused).Inc()
 		return
 	}
+	// Counted against the client that set it off, as a fill its request
+	// left is (chargeClientFor): the request ends at once with the stale
+	// copy, so without this one client asking for many stale pages held
+	// every slot with their refreshes (a review's
+	// TestS37OneClientsRefreshesStayWithinItsBound).
+	ended := func() {}
+	if !inboundOf(r).Relayed {
+		ip := clientaddr.OfRemote(r.RemoteAddr)
+		h.clients.leave(ip)
+		ended = sync.OnceFunc(func() { h.clients.ended(ip) })
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.RefreshTimeout)
 	rr := r.Clone(ctx)
 	h.bg.Go(func() {
@@ -957,6 +969,9 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 		o := h.fillFrom(ctx, f, ckey, rr, m)
 		if o.kind != outFill {
 			defer slot.release()
+			defer ended()
+		} else if !f.afterBody(ended) {
+			ended() // the body is in already
 		}
 		switch o.kind {
 		case outEntry:
