@@ -21,7 +21,7 @@ import (
 type hitFront struct {
 	n       *Node
 	acme    bool               // ACME HTTP-01 answers live on this (plain) listener
-	proto   prometheus.Counter // the TLS front's count of this front's protocol (nil without TLS)
+	proto   prometheus.Counter // edge_http_requests_by_protocol_total's count of this front's protocol
 	h2      bool               // HTTP/2 connections (package h2server), not HTTP/1.1
 	tls     bool               // the TLS listener: the key's scheme is https
 	front   *proxy.FrontFields // fields the TLS front adds to every answer (nil: none)

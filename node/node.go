@@ -237,12 +237,15 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	certs := sync.OnceValue(func() *certMetrics { return newCertMetrics(reg) })
+	protocols := newProtocolCounter(reg)
 	if cfg.TLS.Listen != "" {
-		if n.tls, err = newTLSFront(cfg, withBodyDeadline(front, 0), log, reg, certs, n.conns); err != nil {
+		if n.tls, err = newTLSFront(cfg, withBodyDeadline(front, 0), log, reg, certs, n.conns, protocols); err != nil {
 			return nil, err
 		}
 		n.tls.batch = n.batch
 		n.public.Handler = n.tls.wrapPlain(front)
+	} else {
+		n.public.Handler = countPlain(front, protocols.WithLabelValues("http/1.1"))
 	}
 	// Outermost, so that every answer given without the body read (no
 	// site for the host, a rate limit, the redirect to HTTPS) ends the
@@ -254,8 +257,9 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		StripFields: pc.StripRequestHeaders, UnkeyedFields: pc.UnkeyedRequestHeaders}
 	if cfg.Tuning.HitPath && (n.tls == nil || !cfg.TLS.RedirectToHTTPS) {
 		hf := newHitFront(n)
+		hf.proto = protocols.WithLabelValues("http/1.1")
 		if n.tls != nil {
-			hf.acme, hf.proto = n.tls.acme != nil, n.tls.proto.WithLabelValues("http/1.1")
+			hf.acme = n.tls.acme != nil
 		}
 		pub := net.Listener(n.pubLn)
 		if cfg.Tuning.WriteBatching {
@@ -267,7 +271,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	if cfg.Tuning.HitPath && n.tls != nil {
 		hf := newHitFront(n)
-		hf.tls, hf.proto = true, n.tls.proto.WithLabelValues("https/1.1")
+		hf.tls, hf.proto = true, protocols.WithLabelValues("https/1.1")
 		if fields := n.tls.responseFields(); len(fields) > 0 {
 			hf.front = proxy.NewFrontFields(fields)
 		}
@@ -277,7 +281,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		n.tls.hitAns, n.tls.hitM, n.tls.hitCfg = hf, n.hitM, hitCfg
 		if n.tls.h2 != nil {
 			h2f := *hf
-			h2f.h2, h2f.proto = true, n.tls.proto.WithLabelValues("h2")
+			h2f.h2, h2f.proto = true, protocols.WithLabelValues("h2")
 			n.tls.h2.Hits, n.tls.h2.Fields = &h2f, hitpath.NewFields(hitCfg)
 		}
 	}

@@ -82,19 +82,13 @@ const (
 
 // newTLSFront loads certificates and binds the TLS listener (and its UDP
 // port for HTTP/3), so that every error is reported before serving.
-func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer, certs func() *certMetrics, conns *connLimiter) (_ *tlsFront, err error) {
-	t := &tlsFront{cfg: cfg, log: log,
-		proto: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_http_requests_by_protocol_total", Help: "Client requests by protocol: http/1.1 (plain), https/1.1, h2, h3.",
-		}, []string{"protocol"}),
+func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prometheus.Registerer, certs func() *certMetrics, conns *connLimiter, proto *prometheus.CounterVec) (_ *tlsFront, err error) {
+	t := &tlsFront{cfg: cfg, log: log, proto: proto,
 		acmeE: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_acme_events_total", Help: "ACME certificate events from certmagic: cert_obtained, cert_renewed (ok) and cert_failed.",
 		}, []string{"event"}),
 	}
-	reg.MustRegister(t.proto, t.acmeE)
-	for _, p := range []string{"http/1.1", "https/1.1", "h2", "h3"} {
-		t.proto.WithLabelValues(p)
-	}
+	reg.MustRegister(t.acmeE)
 	for _, e := range []string{"cert_obtained", "cert_renewed", "cert_failed"} {
 		t.acmeE.WithLabelValues(e)
 	}
@@ -327,6 +321,31 @@ func (t *tlsFront) wrap(next http.Handler) http.Handler {
 		default:
 			h1.Inc()
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// newProtocolCounter is edge_http_requests_by_protocol_total, every
+// protocol at 0 from the start. The node counts plain HTTP/1.1 with it
+// whether or not it serves TLS (until 2026-12-07 the metric existed only
+// with tls.listen set, so a node behind a load balancer that ends TLS
+// counted nothing).
+func newProtocolCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_http_requests_by_protocol_total", Help: "Client requests by protocol: http/1.1 (plain), https/1.1, h2, h3.",
+	}, []string{"protocol"})
+	reg.MustRegister(c)
+	for _, p := range []string{"http/1.1", "https/1.1", "h2", "h3"} {
+		c.WithLabelValues(p)
+	}
+	return c
+}
+
+// countPlain counts the plain listener's requests when no TLS front does
+// (wrapPlain does when there is one).
+func countPlain(next http.Handler, h1 prometheus.Counter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h1.Inc()
 		next.ServeHTTP(w, r)
 	})
 }
