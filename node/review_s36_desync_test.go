@@ -274,7 +274,7 @@ func startS36Node(t *testing.T, origin, limits string, hitPath bool) (plain, tls
 // own answer: not one parsed from the body, not a 502 client-gone.
 func TestS36NodeEarlyAnswerToUpload(t *testing.T) {
 	o := newS36Origin(t)
-	budget := 4 * time.Second
+	budget := 1500 * time.Millisecond
 	if v := os.Getenv("S36_BUDGET"); v != "" {
 		budget, _ = time.ParseDuration(v)
 	}

@@ -39,7 +39,7 @@ func TestS37NodeSequentialUploadsReuseTheConnection(t *testing.T) {
 			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 			for _, size := range []int{1 << 10, 100 << 10, 1 << 20} {
 				body := bytes.Repeat([]byte("x"), size)
-				n := 200
+				n := 50
 				if size == 1<<20 {
 					n = 20
 				}

@@ -256,7 +256,7 @@ func (f *s36Front) addr(useTLS bool) string {
 	return f.plain
 }
 
-var s36Sizes = []int{1 << 10, 64 << 10, 64<<10 + 1, 256 << 10, 256<<10 + 1, 1 << 20}
+var s36Sizes = []int{1 << 10, 64<<10 + 1, 256<<10 + 1, 1 << 20} // under, over the memory buffer, over net/http's 256 KiB discard, large
 
 // TestS36EarlyAnswersToUploads: origins answering an upload early (or
 // reading it) under each way of carrying a body, both framings, plain and
@@ -282,7 +282,7 @@ func TestS36EarlyAnswersToUploads(t *testing.T) {
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 8)
 			for _, useTLS := range []bool{false, true} {
-				for _, path := range []string{"/403", "/401", "/413", "/302", "/big403", "/read"} {
+				for _, path := range []string{"/403", "/302", "/big403", "/read"} { // 401 and 413 answer as 403 does
 					for _, size := range s36Sizes {
 						for _, chunked := range []bool{false, true} {
 							for _, pipe := range []bool{false, true} {
@@ -558,7 +558,7 @@ func s36ClassifyMode(t *testing.T, addrs []string, budget time.Duration, pipelin
 // the body must never be parsed as requests.
 func TestS36PipelinedUploadAnsweredEarlyIsParsedAsRequests(t *testing.T) {
 	f := newS36Front(t, func(c *Config) { c.SpoolBytes = 0; c.SpoolDir = "" })
-	runs, parsed, _, first := s36Classify(t, []string{f.plain, f.tls}, 4*time.Second)
+	runs, parsed, _, first := s36Classify(t, []string{f.plain, f.tls}, 1500*time.Millisecond)
 	t.Logf("%d runs: %d follow-ups answered from a parse of the body; %d requests written in bodies reached the origin", runs, parsed, f.origin.smuggled.Load())
 	if parsed > 0 || f.origin.smuggled.Load() > 0 {
 		t.Errorf("%d of %d connections parsed the rest of an upload as requests (%d reached the origin); first: %s", parsed, runs, f.origin.smuggled.Load(), first["parsed"])
@@ -570,7 +570,7 @@ func TestS36PipelinedUploadAnsweredEarlyIsParsedAsRequests(t *testing.T) {
 // if its client had gone.
 func TestS36PipelinedUploadAnsweredEarlyCancelsTheNextRequest(t *testing.T) {
 	f := newS36Front(t, func(c *Config) { c.SpoolBytes = 0; c.SpoolDir = "" })
-	runs, _, cancelled, first := s36Classify(t, []string{f.plain, f.tls}, 4*time.Second)
+	runs, _, cancelled, first := s36Classify(t, []string{f.plain, f.tls}, 1500*time.Millisecond)
 	t.Logf("%d runs: %d follow-ups cancelled", runs, cancelled)
 	if cancelled > 0 {
 		t.Errorf("%d of %d follow-ups on a kept connection were answered 502 client-gone; first: %s", cancelled, runs, first["cancelled"])
@@ -617,7 +617,7 @@ func TestS36UploadAnsweredEarlyVariants(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			f := newS36Front(t, func(c *Config) { c.SpoolBytes = 0; c.SpoolDir = "" })
-			runs, parsed, cancelled, first := s36ClassifyMode(t, []string{f.plain, f.tls}, 4*time.Second, v.pipeline, v.chunked)
+			runs, parsed, cancelled, first := s36ClassifyMode(t, []string{f.plain, f.tls}, 1500*time.Millisecond, v.pipeline, v.chunked)
 			t.Logf("%d runs: %d parsed from a body, %d cancelled; %d from bodies reached the origin", runs, parsed, cancelled, f.origin.smuggled.Load())
 			if parsed+cancelled > 0 || f.origin.smuggled.Load() > 0 {
 				t.Errorf("%d of %d follow-ups answered from a parse of the body, %d cancelled; first: %v", parsed, runs, cancelled, first)

@@ -63,7 +63,7 @@ func TestS36ProcessPipelinedUploadAnsweredEarly(t *testing.T) {
 	kinds := map[string]int{}
 	var first []string
 	runs := 0
-	budget, workers := 4*time.Second, 1
+	budget, workers := 1500*time.Millisecond, 1
 	if v := os.Getenv("S36_BUDGET"); v != "" {
 		budget, _ = time.ParseDuration(v)
 	}
