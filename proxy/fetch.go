@@ -1021,7 +1021,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	bodyDone, err := h.bufferBody(r)
 	if err != nil {
 		timedOut := bodyTimedOut(r.Body)
-		dropUnreadBody(w, r)
+		dropUnreadBody(r)
 		if timedOut {
 			return h.refuseSlowBody(w)
 		}
@@ -1056,7 +1056,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	}
 	if err != nil {
 		timedOut := bodyTimedOut(r.Body)
-		dropUnreadBody(w, r)
+		dropUnreadBody(r)
 		if timedOut {
 			return h.refuseSlowBody(w)
 		}
@@ -1072,7 +1072,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	}
 	resp := res.Resp
 	defer resp.Body.Close()
-	dropUnreadBody(w, r) // the origin has answered: the rest of the upload is not needed
+	dropUnreadBody(r) // the origin has answered: the rest of the upload is not needed
 	if !isSafe(r.Method) && resp.StatusCode < 400 {
 		h.invalidate(r, resp)
 	}

@@ -407,7 +407,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	var result string
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		dropUnreadBody(w, r) // the cache never forwards a GET's body
+		dropUnreadBody(r) // the cache never forwards a GET's body
 		if bypass {
 			why := whyRule
 			if g.requestRule().IsAmbiguousPath() {
@@ -447,7 +447,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, code int, reaso
 // (ResultRejected), so that the request is counted once (a review found
 // refused uploads counted twice).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, code int, reason, msg string) string {
-	dropUnreadBody(w, r) // a refused upload is not read at the client's pace
+	dropUnreadBody(r) // a refused upload is not read at the client's pace
 	h.metrics.Rejected.WithLabelValues(reason).Inc()
 	h.writeError(w, code, refused("request", reason), msg)
 	return ResultRejected

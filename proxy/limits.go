@@ -75,25 +75,25 @@ var errBodyDropped = errors.New("proxy: request body no longer read")
 // (the origin answered early, or a GET with a body). net/http would read
 // up to 256 KiB of it before sending the response, at the pace of a client
 // that may be trickling it; instead the edge stops reading now (a read
-// deadline in the past) and closes the connection after the response.
-func dropUnreadBody(w http.ResponseWriter, r *http.Request) {
+// deadline in the past) and closes the connection after the response:
+// closingWriter, which serve puts on every HTTP/1.x request with such a
+// body, says Connection: close (HTTP/2 and HTTP/3 end the stream, not the
+// connection; a Connection field is malformed there: RFC 9113 §8.2.2,
+// RFC 9114 §4.2).
+func dropUnreadBody(r *http.Request) {
 	sb, ok := clientBody(r.Body).(*slowBody)
 	if !ok || sb.eof.Load() {
 		return
 	}
 	sb.dropped.Store(true)
 	_ = sb.rc.SetReadDeadline(time.Now())
-	if r.ProtoMajor == 1 {
-		// HTTP/2 and HTTP/3 end the stream, not the connection; a
-		// Connection field is malformed there (RFC 9113 §8.2.2, RFC 9114 §4.2).
-		w.Header().Set("Connection", "close")
-	}
 }
 
 // closingWriter puts Connection: close on the answer to an HTTP/1.x
 // request whose body the edge stopped reading (dropUnreadBody), as the
-// header is written: the field dropUnreadBody sets did not survive the
-// answer's header being built after it (stream copies the origin's fields
+// header is written. It is the one place that says so: the field
+// dropUnreadBody used to set did not survive the answer's header being
+// built after it (stream copies the origin's fields
 // and removes hop-by-hop ones, an error clears them), so the connection
 // was kept while the body's past read deadline stood. net/http then either
 // gave up discarding the rest and parsed it as the next request (a
