@@ -126,9 +126,10 @@ func (c *Client) URL() string { return c.base.String() }
 
 // Fetch sends req (whose URL holds the path and query) to the origin. The
 // response body fails with ErrBodyStalled if the origin sends nothing for
-// the response timeout.
+// the response timeout. The origin's 103 answers go to the EarlyHints ctx
+// carries (WithEarlyHints), if any.
 func (c *Client) Fetch(ctx context.Context, req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(withHintTrace(ctx))
 	out := req.WithContext(ctx)
 	u := *c.base
 	u.Path = strings.TrimSuffix(c.base.Path, "/") + req.URL.Path

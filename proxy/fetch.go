@@ -158,7 +158,9 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 		f = newFill(m.purgesAt, m.wait) // not coalesced, but the body still streams through a fill
 	}
 	m.slot = slot
-	o := h.fillFrom(context.WithoutCancel(r.Context()), f, ckey, r, m)
+	ctx, hintsDone := h.relayEarlyHints(context.WithoutCancel(r.Context()), w, r)
+	o := h.fillFrom(ctx, f, ckey, r, m)
+	hintsDone()
 	if o.kind != outStream && o.kind != outFill {
 		slot.release()
 	}
@@ -1041,8 +1043,10 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	}
 	release := slot.releaser()
 	defer release()
-	out := h.outboundRequest(r, r.Context(), false)
-	res, err := h.fetch(r.Context(), h.requestKey(r), out)
+	ctx, hintsDone := h.relayEarlyHints(r.Context(), w, r)
+	out := h.outboundRequest(r, ctx, false)
+	res, err := h.fetch(ctx, h.requestKey(r), out)
+	hintsDone()
 	if err == nil && isSafe(r.Method) && h.splicesCodings(r, res.Resp) {
 		// The origin's identity range would go onto a start the edge may
 		// have sent encoded: the whole page instead, encoded again as it

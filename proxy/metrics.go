@@ -64,6 +64,9 @@ type Metrics struct {
 	requestBodies map[string]prometheus.Counter
 
 	rules ruleMetrics
+	// earlyHints counts the origin's 103 answers by outcome
+	// (earlyhints.go), edge_early_hints_total's children.
+	earlyHints map[string]prometheus.Counter
 	// clientNoCacheServed counts requests whose no-cache, max-age or
 	// min-fresh was not obeyed (cache.client_no_cache, a rule's).
 	clientNoCacheServed prometheus.Counter
@@ -112,6 +115,9 @@ type Stats struct {
 	// Refreshes: stale-while-revalidate background refreshes by outcome
 	// (refused: no upstream slot was free).
 	Refreshes map[string]float64
+	// EarlyHints: the origin's 103 answers relayed to their client, and
+	// dropped (earlyhints.go).
+	EarlyHints map[string]float64
 }
 
 // Stats returns the current counters.
@@ -128,6 +134,10 @@ func (h *Handler) Stats() Stats {
 	s.Refreshes = make(map[string]float64, len(refreshOutcomes))
 	for _, o := range refreshOutcomes {
 		s.Refreshes[o] = counterValue(h.metrics.Refreshes.WithLabelValues(o))
+	}
+	s.EarlyHints = make(map[string]float64, len(h.metrics.earlyHints))
+	for o, c := range h.metrics.earlyHints {
+		s.EarlyHints[o] = counterValue(c)
 	}
 	s.RequestBodies = make(map[string]float64, len(h.metrics.requestBodies))
 	for how, c := range h.metrics.requestBodies {
@@ -200,12 +210,19 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	for _, s := range []string{"stream", "range"} {
 		m.SliceFetches.WithLabelValues(s)
 	}
+	earlyHints := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_early_hints_total", Help: "103 (Early Hints) answers from the origin, by outcome: relayed to the client whose request went to the origin, or dropped (an HTTP/1.0 client, a peer's request, no Link field, past two per request, or after the final answer).",
+	}, []string{"outcome"})
+	m.earlyHints = map[string]prometheus.Counter{}
+	for _, o := range []string{hintsRelayed, hintsDropped} {
+		m.earlyHints[o] = earlyHints.WithLabelValues(o)
+	}
 	for _, r := range []string{"no-ranges", "changed", "not-shared", "refused", "error"} {
 		m.SliceFailures.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced, m.FillsKeptApart,
 		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes,
-		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields)
+		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields, earlyHints)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_bytes", Help: "Bytes held by the store."},
 			func() float64 { return float64(s.Stats().Bytes) }),

@@ -1,0 +1,43 @@
+package origin
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+)
+
+// EarlyHints receives the fields of a 103 (Early Hints, RFC 8297) the
+// origin sends before its final answer to one fetch. It runs on the
+// transport's goroutine while the fetch waits for that answer, so it must
+// not block for long and must hand nothing to another request: the hints
+// are the origin's answer to this request alone.
+type EarlyHints func(fields http.Header)
+
+type earlyHintsKey struct{}
+
+// WithEarlyHints returns ctx asking Client.Fetch to pass the origin's 103
+// answers to hints. Without it they are read and dropped, as net/http's
+// client always did: a fetch made for no client (a background refresh, a
+// slice) has nobody to give them to.
+func WithEarlyHints(ctx context.Context, hints EarlyHints) context.Context {
+	return context.WithValue(ctx, earlyHintsKey{}, hints)
+}
+
+// withHintTrace hooks the transport's 1xx answers to the EarlyHints ctx
+// carries, if any. Other 1xx codes (100 Continue, 102) are the
+// connection's business and stay with the transport.
+func withHintTrace(ctx context.Context) context.Context {
+	hints, _ := ctx.Value(earlyHintsKey{}).(EarlyHints)
+	if hints == nil {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, fields textproto.MIMEHeader) error {
+			if code == http.StatusEarlyHints {
+				hints(http.Header(fields))
+			}
+			return nil
+		},
+	})
+}
