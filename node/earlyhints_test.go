@@ -43,7 +43,7 @@ func TestEarlyHintsReachTheClientOnEveryProtocol(t *testing.T) {
 		ForceAttemptHTTP2: true, DisableCompression: true,
 	}}
 	h1tls := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: []string{"http/1.1"}}, //nolint:gosec // a test certificate
+		TLSClientConfig:    &tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: []string{"http/1.1"}}, //nolint:gosec // a test certificate
 		DisableCompression: true,
 	}}
 	ask := func(c *http.Client, url string, wantProto int, wantHSTS bool) []textproto.MIMEHeader {
