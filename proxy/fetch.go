@@ -65,6 +65,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 	m.wait = h.waitOf(r, m.key)
 	if !m.hasAuth { // a request with credentials never shares a fetch
 		vary := m.vary
+		askedAgain := false
 		for range 2 { // the second pass joins the fill of our own variant
 			ckey := coalesceKey(m.key, h.varyKey(vary, r))
 			f, leader := h.co.join(ckey, m.purgesAt, m.wait)
@@ -82,6 +83,15 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 					h.writeError(w, http.StatusGatewayTimeout, refused(m.fwd, "coalesce-timeout"), "timed out waiting for the origin")
 				}
 				return ResultError
+			}
+			if errors.Is(f.err, errOverload) && !askedAgain {
+				// The leader was refused a slot before it fetched: its
+				// client's bound, or none free at that moment. This
+				// request was not refused; it asks again once (and leads,
+				// or joins whoever leads now), rather than answer 503 for
+				// another client's limit.
+				askedAgain = true
+				continue
 			}
 			if f.err != nil {
 				return h.answerFetchError(w, r, m, f.err)
@@ -149,8 +159,11 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	slot, why := h.acquireUpstream(r)
 	if why != "" {
 		if f != nil {
-			f.publish(nil, false, errOverload)
+			// Out of the coalescer first: a request that joined in the
+			// meantime, woken by errOverload, asks again and leads its own
+			// fetch (this refusal may be this client's bound, not theirs).
 			h.co.done(ckey, f)
+			f.publish(nil, false, errOverload)
 		}
 		return h.refuseOverload(w, r, why)
 	}
@@ -943,8 +956,8 @@ func (h *Handler) refreshInBackground(r *http.Request, key string, e *Entry, req
 	// and a later request refreshes it.
 	slot, refusal := h.acquireUpstream(r)
 	if refusal != "" {
+		h.co.done(ckey, f) // before the waiters wake, as in lead
 		f.publish(nil, false, errOverload)
-		h.co.done(ckey, f)
 		h.metrics.Refreshes.WithLabelValues(refreshRefused).Inc()
 		return
 	}
