@@ -40,6 +40,13 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, handlerChunkByt
 
 func (rw *responseWriter) Header() http.Header { return rw.hdr }
 
+// WritesInformationalInPlace tells package proxy that WriteHeader(1xx)
+// is done with the header map when it returns (the fields are encoded on
+// the caller's goroutine, then written under the connection's lock), so
+// the map may be changed at once. net/http's HTTP/2 server hands the map to
+// its frame writer and may return first.
+func (rw *responseWriter) WritesInformationalInPlace() {}
+
 // WriteHeader implements http.ResponseWriter. Informational statuses
 // (103 Early Hints) are sent at once; the final one waits for the body.
 func (rw *responseWriter) WriteHeader(code int) {

@@ -2,6 +2,7 @@ package origin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -32,8 +33,12 @@ func withHintTrace(ctx context.Context) context.Context {
 	if hints == nil {
 		return ctx
 	}
+	n := 0 // the transport calls it from one goroutine, in order
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		Got1xxResponse: func(code int, fields textproto.MIMEHeader) error {
+			if n++; n > max1xx {
+				return errTooMany1xx
+			}
 			if code == http.StatusEarlyHints {
 				hints(http.Header(fields))
 			}
@@ -41,3 +46,12 @@ func withHintTrace(ctx context.Context) context.Context {
 		},
 	})
 }
+
+// max1xx bounds the informational answers read before the final one. With
+// a Got1xxResponse hook net/http's transport reads any number (each within
+// the header size limit), so an origin could keep a fetch reading 103s
+// until origin.response_timeout; without the hook the size limit covered
+// them all.
+const max1xx = 16
+
+var errTooMany1xx = errors.New("more than 16 informational (1xx) answers before the final one")
