@@ -57,13 +57,14 @@ RACE_OPTIONS ?= no_huge_pages_for_shadow=0 $(GORACE)
 ## package-seconds (cachesim 103 s against 9 s without it), so they run without it.
 SIM_PKGS  := ./lab/cachesim ./lab/ringsim ./lab/tiersim ./lab/fdlab ./lab/clustersim
 RACE_PKGS = $(RACE_FIRST) $(filter-out $(RACE_FIRST),$(shell $(GO) list ./... | grep -v -E '/lab/(cachesim|ringsim|tiersim|fdlab|clustersim)$$'))
-## The longest packages under the race detector, longest first (package-seconds in an idle
-## clean-clone run on 2 cores, 2026-12-07: node 241, proxy 236, cmd/edge 152, h2server 56,
-## hitpath 24, e2e/disk 23, origin 18, e2e/acme 17, disk 15, coding 12). go test starts packages
-## in the order given, two at a time (-p 2): in import-path order node and proxy started after
-## four minutes of small packages and ran side by side to the end (the race run: 512 s); first,
-## the small ones fill the slots beside them.
-RACE_FIRST = $(shell $(GO) list ./node ./proxy ./cmd/edge ./h2server ./hitpath ./e2e/disk ./origin ./e2e/acme ./disk ./coding)
+## The longest packages under the race detector first (package-seconds in an idle clean-clone run
+## on 2 cores, 2026-12-07: node 241, proxy 236, cmd/edge 152, h2server 56, hitpath 24, e2e/disk
+## 23, origin 18, e2e/acme 17, disk 15, coding 12; about 900 in all). go test starts packages in
+## the order given, two at a time (-p 2). In import-path order node and proxy started after four
+## minutes of the rest and ran side by side to the end (the race run: 512 s); given node and proxy
+## first, cmd/edge waited for one of them (550 s). node and cmd/edge first, then proxy, puts no two
+## of the three largest after each other on both slots.
+RACE_FIRST = $(shell $(GO) list ./node ./cmd/edge ./proxy ./h2server ./e2e/disk ./hitpath ./origin ./e2e/acme ./disk ./coding)
 ## Run beside the rest, outside go test's -p slots (scripts/race-run.sh): they mostly wait.
 ## Import paths, as go list prints them (filter-out takes them from RACE_PKGS).
 RACE_BESIDE := $(shell $(GO) list ./cluster)
