@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,6 +106,23 @@ func TestEarlyHintsReachTheClientOnEveryProtocol(t *testing.T) {
 		}
 		if hints := ask(c.cl, url, c.proto, c.tls); len(hints) != 0 {
 			t.Errorf("%s hit: %d 103s, want none", c.name, len(hints))
+		}
+	}
+	// The status page counts them: three relayed by edgeH2, one dropped
+	// by goH2 (net/http's HTTP/2 server).
+	for _, c := range []struct {
+		n    *Node
+		want string
+	}{{edgeH2, "answers relayed to their client 3, dropped 0"}, {goH2, "answers relayed to their client 0, dropped 1"}} {
+		resp, err := http.Get("http://" + c.n.AdminAddr() + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), "103 (Early Hints) "+c.want) {
+			t.Logf("%s", page)
+			t.Errorf("the status page does not say %q", c.want)
 		}
 	}
 }
