@@ -62,6 +62,14 @@ type hintRelay struct {
 	queued  int
 	pending chan []string // Link fields for the writer; room for every 103 relayed
 	written chan struct{} // closed when the writer ends; nil until it starts
+	// extend sets a fresh write deadline (limits.write_timeout) before
+	// each 103, as before each write of the final answer: net/http set
+	// the connection's when the request came, and a 103 that arrives
+	// later than that (a slow origin, a slow upload) failed its write,
+	// which broke the connection and lost the final answer (a review's
+	// TestS39LateHintOnHTTP1LosesTheWholeAnswer). It also bounds how long
+	// stop waits on a client that does not read.
+	extend  func(http.ResponseWriter)
 	relayed prometheus.Counter
 	dropped prometheus.Counter
 }
@@ -69,7 +77,7 @@ type hintRelay struct {
 // relayEarlyHints returns ctx asking the origin client for r's 103s, and
 // the func that ends their relay (call it before writing to w).
 func (h *Handler) relayEarlyHints(ctx context.Context, w http.ResponseWriter, r *http.Request) (context.Context, func()) {
-	rl := &hintRelay{relayed: h.metrics.earlyHints[hintsRelayed], dropped: h.metrics.earlyHints[hintsDropped]}
+	rl := &hintRelay{extend: h.extendWrite, relayed: h.metrics.earlyHints[hintsRelayed], dropped: h.metrics.earlyHints[hintsDropped]}
 	if mayRelayHints(w, r) {
 		rl.w = w
 		rl.pending = make(chan []string, maxRelayedHints)
@@ -133,6 +141,7 @@ func (rl *hintRelay) write(w http.ResponseWriter, written chan struct{}) {
 		kept := maps.Clone(hdr)
 		clear(hdr)
 		hdr["Link"] = links
+		rl.extend(w)
 		w.WriteHeader(http.StatusEarlyHints)
 		clear(hdr)
 		maps.Copy(hdr, kept)

@@ -66,7 +66,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 	if !m.hasAuth { // a request with credentials never shares a fetch
 		vary := m.vary
 		askedAgain := false
-		for range 2 { // the second pass joins the fill of our own variant
+		for pass := 0; pass < 2; pass++ { // the second pass joins the fill of our own variant
 			ckey := coalesceKey(m.key, h.varyKey(vary, r))
 			f, leader := h.co.join(ckey, m.purgesAt, m.wait)
 			if leader {
@@ -89,8 +89,12 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				// client's bound, or none free at that moment. This
 				// request was not refused; it asks again once (and leads,
 				// or joins whoever leads now), rather than answer 503 for
-				// another client's limit.
+				// another client's limit. The ask is a pass of its own:
+				// the one for our variant may still be needed (a review's
+				// TestS39RefusedVariantFillAfterAVaryPassIsNotCollapsed:
+				// without it each such reader fetched alone).
 				askedAgain = true
+				pass--
 				continue
 			}
 			if f.err != nil {
@@ -172,6 +176,7 @@ func (h *Handler) lead(w http.ResponseWriter, r *http.Request, f *fill, ckey str
 	}
 	m.slot = slot
 	ctx, hintsDone := h.relayEarlyHints(context.WithoutCancel(r.Context()), w, r)
+	defer hintsDone() // a panic too ends the writer (stop may be called twice)
 	o := h.fillFrom(ctx, f, ckey, r, m)
 	hintsDone()
 	if o.kind != outStream && o.kind != outFill {
@@ -1057,6 +1062,7 @@ func (h *Handler) servePass(w http.ResponseWriter, r *http.Request, why reason) 
 	release := slot.releaser()
 	defer release()
 	ctx, hintsDone := h.relayEarlyHints(r.Context(), w, r)
+	defer hintsDone() // a panic too ends the writer (stop may be called twice)
 	out := h.outboundRequest(r, ctx, false)
 	res, err := h.fetch(ctx, h.requestKey(r), out)
 	hintsDone()
