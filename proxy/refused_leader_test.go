@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,5 +44,51 @@ func TestAJoinerOfARefusedLeaderFetchesForItself(t *testing.T) {
 	w := <-answered
 	if w.Code != http.StatusOK || w.Body.String() != "page" || calls.Load() != 1 {
 		t.Fatalf("the joiner got %d %q (origin asked %d times), want the page it fetched itself", w.Code, w.Body.String(), calls.Load())
+	}
+}
+
+// The same for a slice of a large object: a reader that joined the
+// fetch of a slice whose leader was refused a slot fetches it itself
+// rather than answer 503 (a review, by reading; sliceFailed turned the
+// leader's errOverload into every joiner's 503).
+func TestAJoinerOfARefusedSliceFetchFetchesItself(t *testing.T) {
+	o := newSliceOrigin(8 << 20)
+	h := sliceProxy(t, o)
+	if w := serve(h, "GET", "/movie.mp4", "Range", "bytes=0-0"); w.Code != http.StatusPartialContent {
+		t.Fatalf("first byte: %d", w.Code)
+	}
+	// The leader of slice 3's fetch, standing still until the reader has
+	// joined, then refused a slot as fetchSliceAs is.
+	skey := sliceKey(h.requestKey(httptest.NewRequest("GET", "http://example.com/movie.mp4", nil)), 3)
+	release := make(chan struct{})
+	led := make(chan error, 1)
+	go func() {
+		_, _, _, err := h.slices.do(skey, fillWait{}, h.purges.Load(), func() (any, error) {
+			<-release
+			return fetchedSlice{}, errOverload
+		})
+		led <- err
+	}()
+	waitUntil(t, "the test's flight is up", func() bool {
+		h.slices.mu.Lock()
+		defer h.slices.mu.Unlock()
+		return h.slices.m[skey] != nil
+	})
+	const at = 3<<20 + 5
+	answered := make(chan *httptest.ResponseRecorder, 1)
+	go func() { answered <- serve(h, "GET", "/movie.mp4", "Range", "bytes=3145733-3145733") }()
+	waitUntil(t, "the reader waits on the flight", func() bool {
+		h.slices.mu.Lock()
+		defer h.slices.mu.Unlock()
+		f := h.slices.m[skey]
+		return f != nil && f.waiters > 0
+	})
+	close(release)
+	if err := <-led; !errors.Is(err, errOverload) {
+		t.Fatalf("the test's leader: %v", err)
+	}
+	w := <-answered
+	if w.Code != http.StatusPartialContent || w.Body.Len() != 1 || w.Body.Bytes()[0] != o.body[at] {
+		t.Fatalf("the reader that joined a refused slice fetch got %d (%d bytes), want its byte", w.Code, w.Body.Len())
 	}
 }

@@ -324,7 +324,15 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	}
 	s.fetched++
 	w := h.waitOf(s.r, skey)
-	v, _, apart, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
+	fetch := func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) }
+	v, shared, apart, err := h.slices.do(skey, w, h.purges.Load(), fetch)
+	if shared && errors.Is(err, errOverload) {
+		// The leader was refused a slot (its client's bound, or none
+		// free at that instant), not this request: it asks once more,
+		// and leads or joins whoever leads now, as a fill's waiter does
+		// (fetchAndServe). The flight is gone before its waiters wake.
+		v, _, apart, err = h.slices.do(skey, w, h.purges.Load(), fetch)
+	}
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}
