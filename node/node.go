@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
@@ -907,6 +908,13 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	// that answered they will not take it (not owed: it would be refused
 	// again).
 	answer := map[string]any{"purged": count, "soft": p.Soft, "peers_purged": peers.Purged, "peers_owed": peers.Owed, "peers_incomplete": peers.Incomplete, "peers_refused": peers.Refused}
+	if host := purgeHost(p); host != "" && n.siteFor(host) == nil {
+		// Nothing is ever cached under a host no site serves (its
+		// requests get 421), so such a purge can only find nothing: a
+		// misspelt host, or a site not configured on this node. Said,
+		// so that it is not taken for a page that was not cached.
+		answer["warning"] = fmt.Sprintf("no site serves host %q: nothing is cached under it", host)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
 		n.log.Error("purge incomplete", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed, "peers_incomplete", peers.Incomplete, "peers_refused", peers.Refused, "err", err)
@@ -917,6 +925,24 @@ func (n *Node) purge(w http.ResponseWriter, r *http.Request) {
 	}
 	n.log.Info("purge", "url", p.URL, "prefix", p.Prefix, "tag", p.Tag, "soft", p.Soft, "purged", count, "peers", peers.Purged, "peers_owed", peers.Owed)
 	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// purgeHost is the host a URL or URL-prefix purge names ("" for a tag, a
+// path prefix, or a URL without one), as site lookup spells it.
+func purgeHost(p proxy.PurgeRequest) string {
+	target := p.URL
+	if target == "" {
+		target = p.Prefix
+	}
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	host, ok := proxy.CanonicalHost(u.Host)
+	if !ok {
+		return ""
+	}
+	return host
 }
 
 // countingFetcher counts the requests that really reach the origin, and
