@@ -84,7 +84,7 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				}
 				return ResultError
 			}
-			if errors.Is(f.err, errOverload) && !askedAgain {
+			if errors.Is(f.err, errOverload) && !askedAgain && (m.stale == nil || !h.staleOnErrorOK(m.stale, m.reqCC, h.now())) {
 				// The leader was refused a slot before it fetched: its
 				// client's bound, or none free at that moment. This
 				// request was not refused; it asks again once (and leads,
@@ -92,7 +92,11 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				// another client's limit. The ask is a pass of its own:
 				// the one for our variant may still be needed (a review's
 				// TestS39RefusedVariantFillAfterAVaryPassIsNotCollapsed:
-				// without it each such reader fetched alone).
+				// without it each such reader fetched alone). A request
+				// with a stale copy it may serve on an error serves it, as
+				// before (a third review's TestS40JoinerWithStaleOfARefused-
+				// LeaderStillServesStale: asking again, it led, was refused
+				// in turn, and lead's refusal serves no stale copy).
 				askedAgain = true
 				pass--
 				continue

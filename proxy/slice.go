@@ -391,7 +391,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	// The flight dates from the stream's fill (s.purges), not from now: a
 	// request after a purge that names the page must not join it (a
 	// review's TestAStreamSliceFlightBegunAfterAPurgeIsNotJoined).
-	v, _, _, err := h.slices.do(skey, w, s.purges, func() (any, error) {
+	read := func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {
@@ -404,7 +404,16 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		// The same type as fetchSlice's: a Range fetch of this slice may
 		// join this flight, and this one a Range fetch's.
 		return fetchedSlice{e: e, shared: true}, nil
-	})
+	}
+	v, _, _, err := h.slices.do(skey, w, s.purges, read)
+	if !ran && errors.Is(err, errOverload) {
+		// A Range reader led this slice's flight and was refused a slot
+		// (its client's bound), not this reader, which holds its own
+		// stream: it asks once more, and leads and reads the slice from
+		// its stream (a third review's TestS40StreamReaderThatJoinsA-
+		// RefusedSliceFlightIsNotCut: the whole GET was cut).
+		v, _, _, err = h.slices.do(skey, w, s.purges, read)
+	}
 	if err == nil && !ran {
 		if f := v.(fetchedSlice); !f.shared || !isSlice(f.e, s.m, a, b) {
 			// Another version's slice (see slice): fetch ours.

@@ -141,8 +141,14 @@ type simCache struct {
 }
 
 // Simulate runs every policy on keys. "opt" is the oracle that asks the
-// cheapest cache truly holding the key. Each policy runs on its own copy of
-// the caches, since what it finds changes what gets inserted.
+// cheapest cache truly holding the key. "neg-oracle" is fno that knows the
+// truth behind each negative indication (a negative that holds the key is
+// a certain hit, one that does not a certain miss) and weighs positives as
+// fno does: what a policy that decides only which negatives to ask could
+// reach at best, so (fno − neg-oracle)/(fno − opt) bounds the share of
+// fno's excess such a policy can remove (a false positive's wasted probe
+// is fno's too). Each policy runs on its own copy of the caches, since
+// what it finds changes what gets inserted.
 func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -151,7 +157,7 @@ func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 		return nil, fmt.Errorf("indicators: empty trace")
 	}
 	for _, p := range policies {
-		if p != "opt" {
+		if p != "opt" && p != negOracle {
 			if _, err := indicators.ParsePolicy(p); err != nil {
 				return nil, err
 			}
@@ -179,6 +185,9 @@ func Simulate(keys []uint64, c Config, policies []string) ([]Result, error) {
 	}
 	return out, nil
 }
+
+// negOracle names the bound Simulate describes.
+const negOracle = "neg-oracle"
 
 func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 	n := c.Caches
@@ -302,6 +311,7 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 			learned := policy == string(indicators.FNAHist)
 			calibrated := policy == string(indicators.FNALearned)
 			rated := policy == string(indicators.FNARate)
+			knowsNegatives := policy == negOracle
 			homeAware := indicators.Policy(policy).HomeAware()
 			negative = 0
 			for j := range n {
@@ -336,7 +346,12 @@ func simulateOne(keys []uint64, c Config, policy string) (Result, error) {
 				if !ind[j] {
 					negative |= 1 << uint(j)
 					rho = e.Nu
-					if policy == string(indicators.FNO) {
+					switch {
+					case policy == string(indicators.FNO):
+						rho = 1
+					case knowsNegatives && truth[j]:
+						rho = 0
+					case knowsNegatives:
 						rho = 1
 					}
 				}
