@@ -88,7 +88,7 @@ func simCacheCmd() *cobra.Command {
 	fl.BoolVar(&c.OwnFills, "own-fills", false, "each client reads the keys its own misses placed at a cache since that cache's last advertisement as positively indicated (a local update of its replica), for every policy")
 	fl.BoolVar(&c.Faithful, "faithful", false, "the authors' simulator and estimator path: home = key mod n, a re-insertion after a false-negative miss counts towards U, a counting up-to-date filter that forgets evicted keys, and (fpr, fnr) reaching a client only with an advertisement or an answer")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
-	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate")
+	fl.StringVar(&policies, "policies", "opt,fno,fna", "comma-separated: opt, fno, fna, fna-hist, fna-home, fna-learned, fna-rate; neg-oracle (a bound: fno that knows the truth behind each negative indication)")
 	fl.StringVar(&sweep, "sweep", "", "update-interval=16,64,256, bpe=5..15 or miss-penalty=50,100,500 (CSV on stdout or --csv)")
 	fl.StringVar(&csvOut, "csv", "", "sweep: write the CSV here instead of stdout")
 	fl.StringVar(&plotOut, "plot", "", "sweep: draw cost/opt against the swept value into this PNG")

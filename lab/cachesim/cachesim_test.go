@@ -301,3 +301,29 @@ func TestOwnFillsLeaveQToTheFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestNegOracleBoundsWhatNegativesCanClose: the neg-oracle bound lies
+// between opt and fno, asks negatively indicated caches, and closes most
+// of fno's excess on a trace whose false negatives are stale indicators
+// (a bound on what deciding which negatives to ask can remove).
+func TestNegOracleBoundsWhatNegativesCanClose(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	keys := make([]uint64, 60000)
+	for i := range keys {
+		keys[i] = uint64(math.Floor(math.Pow(rng.Float64(), 3) * 20000))
+	}
+	res, err := Simulate(keys, Config{Caches: 3, CacheSize: 1000, BPE: 14, UpdateInterval: 500, Costs: []float64{1, 2, 3}, MissPenalty: 100, Replicas: 1, Seed: 1}, []string{"opt", "fno", "neg-oracle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, fno, bound := res[0], res[1], res[2]
+	if !(opt.CostPerRequest <= bound.CostPerRequest && bound.CostPerRequest < fno.CostPerRequest) {
+		t.Fatalf("opt %.3f, neg-oracle %.3f, fno %.3f: want opt ≤ neg-oracle < fno", opt.CostPerRequest, bound.CostPerRequest, fno.CostPerRequest)
+	}
+	if share := (fno.CostPerRequest - bound.CostPerRequest) / (fno.CostPerRequest - opt.CostPerRequest); share < 0.5 {
+		t.Errorf("neg-oracle removes %.2f of fno's excess, want most of it on a trace of stale false negatives", share)
+	}
+	if bound.NegativeProbes <= 0 {
+		t.Error("neg-oracle asked no negatively indicated cache")
+	}
+}
