@@ -30,14 +30,15 @@ import (
 // the two interleaved on the wire), and on net/http's own HTTP/2 server
 // (tuning.http2_server: go), whose 1xx write can return while its frame
 // writer still reads the header map the final answer goes on filling, a
-// concurrent map access that ends the process (a hostile review's
-// TestS38HintRelayToAStalledLeaderHoldsEveryJoiner).
+// concurrent map access that ends the process (a hostile review saw it
+// with -race; TestS38NoHintsOnNetHTTPsHTTP2Server).
 //
 // The 103s are written by a goroutine of the request's own, never by the
 // transport's goroutine that reads the origin's answer: that one must go
 // on to the final answer, which the requests that joined the fetch wait
 // for, and a leader that stops reading would hold them all behind its
-// full socket (the same review's test).
+// full socket (the same review; node's
+// TestEarlyHintsToAStalledLeaderHoldNoJoiner).
 
 // Outcomes of an origin's 103 (edge_early_hints_total).
 const (
