@@ -409,20 +409,28 @@ type Cluster struct {
 	membersMu  sync.Mutex
 	membersSig string
 	suspected  atomic.Int64
-	origin     proxy.Fetcher
-	client     *http.Client
-	purgeTLS   *http.Client // client and peerHTTP with a purge's longer header wait
-	purgeHTTP  *peerClient
-	scheme     string      // http, or https with cluster.tls
-	peerHTTP   *peerClient // plain-HTTP peer requests on the caller's goroutine (peerclient.go)
-	peerAuth   *verifier   // peer request authentication and replay cache
-	metrics    *Metrics
-	verifier   *wire.Verifier
-	filter     *indicators.Filter
-	store      Store
-	counters   *routing.Counters // Karger step: (page, rank) at this cache
-	hot        *routing.Counters // ingress: requests per page (hybrid's hot test)
-	ingressQ   *routing.Counters // ingress: the q-rule for keeping a copy here
+	// viewMu makes setView whole: it reads the peers under mu, then
+	// installs the count, the members' ring and the routing view outside
+	// it, and two calls at once (a suspicion and a membership event) could
+	// install in the other order from how they read, leaving a view older
+	// than the peers' state in place until the next change (routing to a
+	// suspected peer, or around a trusted one). Found by reading, while
+	// a flaky test was looked into (its cause was the test's own).
+	viewMu    sync.Mutex
+	origin    proxy.Fetcher
+	client    *http.Client
+	purgeTLS  *http.Client // client and peerHTTP with a purge's longer header wait
+	purgeHTTP *peerClient
+	scheme    string      // http, or https with cluster.tls
+	peerHTTP  *peerClient // plain-HTTP peer requests on the caller's goroutine (peerclient.go)
+	peerAuth  *verifier   // peer request authentication and replay cache
+	metrics   *Metrics
+	verifier  *wire.Verifier
+	filter    *indicators.Filter
+	store     Store
+	counters  *routing.Counters // Karger step: (page, rank) at this cache
+	hot       *routing.Counters // ingress: requests per page (hybrid's hot test)
+	ingressQ  *routing.Counters // ingress: the q-rule for keeping a copy here
 
 	// advMu runs advertise one at a time; advertising is set while the
 	// monitor's advertisement (advertiseIfDue) runs.
@@ -595,6 +603,8 @@ func (c *Cluster) Router() *routing.Router { return c.router }
 
 // setView rebuilds the ring from self plus trusted members.
 func (c *Cluster) setView() {
+	c.viewMu.Lock()
+	defer c.viewMu.Unlock()
 	c.mu.Lock()
 	members := []routing.Member{{ID: c.cfg.NodeID}}
 	all := []string{c.cfg.NodeID}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,18 +19,7 @@ import (
 // its Link and nothing else, and the final answer keeps the fields the
 // node sets (HSTS); a hit gets no 103.
 func TestEarlyHintsReachTheClientOnEveryProtocol(t *testing.T) {
-	var calls atomic.Int64
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := calls.Add(1)
-		w.Header().Set("Link", fmt.Sprintf("</s%d.css>; rel=preload; as=style", n))
-		w.Header().Set("Set-Cookie", "hint=secret")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		w.Header().Del("Set-Cookie")
-		w.Header().Set("Cache-Control", "max-age=600")
-		_, _ = io.WriteString(w, "page "+r.URL.Path)
-	}))
-	defer origin.Close()
+	origin, _ := s38HintingOrigin(t) // a 103 with a Link and a Set-Cookie, then the page
 	cp, kp := writePair(t, t.TempDir(), "a", []string{"a.test"}, 1)
 	nodeFor := func(server string) *Node {
 		return startNode(t, origin.URL, "tls: {listen: '"+freeAddr(t)+"', cert_file: '"+cp+"', key_file: '"+kp+"', hsts: 'max-age=300'}\n"+

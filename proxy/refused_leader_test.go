@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -60,20 +61,7 @@ func TestAJoinerOfARefusedSliceFetchFetchesItself(t *testing.T) {
 	// The leader of slice 3's fetch, standing still until the reader has
 	// joined, then refused a slot as fetchSliceAs is.
 	skey := sliceKey(h.requestKey(httptest.NewRequest("GET", "http://example.com/movie.mp4", nil)), 3)
-	release := make(chan struct{})
-	led := make(chan error, 1)
-	go func() {
-		_, _, _, err := h.slices.do(skey, fillWait{}, h.purges.Load(), func() (any, error) {
-			<-release
-			return fetchedSlice{}, errOverload
-		})
-		led <- err
-	}()
-	waitUntil(t, "the test's flight is up", func() bool {
-		h.slices.mu.Lock()
-		defer h.slices.mu.Unlock()
-		return h.slices.m[skey] != nil
-	})
+	release, led := refusedSliceFlight(t, h, skey)
 	const at = 3<<20 + 5
 	answered := make(chan *httptest.ResponseRecorder, 1)
 	go func() { answered <- serve(h, "GET", "/movie.mp4", "Range", "bytes=3145733-3145733") }()
@@ -83,7 +71,7 @@ func TestAJoinerOfARefusedSliceFetchFetchesItself(t *testing.T) {
 		f := h.slices.m[skey]
 		return f != nil && f.waiters > 0
 	})
-	close(release)
+	release()
 	if err := <-led; !errors.Is(err, errOverload) {
 		t.Fatalf("the test's leader: %v", err)
 	}
@@ -91,4 +79,26 @@ func TestAJoinerOfARefusedSliceFetchFetchesItself(t *testing.T) {
 	if w.Code != http.StatusPartialContent || w.Body.Len() != 1 || w.Body.Bytes()[0] != o.body[at] {
 		t.Fatalf("the reader that joined a refused slice fetch got %d (%d bytes), want its byte", w.Code, w.Body.Len())
 	}
+}
+
+// refusedSliceFlight leads the flight of slice key skey on h the way a
+// reader refused an upstream slot does (fetchSliceAs's errOverload), held
+// until release is called; led gets the leader's error.
+func refusedSliceFlight(t *testing.T, h *Handler, skey string) (release func(), led <-chan error) {
+	t.Helper()
+	gate := make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		_, _, _, err := h.slices.do(skey, fillWait{}, h.purges.Load(), func() (any, error) {
+			<-gate
+			return fetchedSlice{}, errOverload
+		})
+		out <- err
+	}()
+	waitUntil(t, "the refused leader's flight is up", func() bool {
+		h.slices.mu.Lock()
+		defer h.slices.mu.Unlock()
+		return h.slices.m[skey] != nil
+	})
+	return sync.OnceFunc(func() { close(gate) }), out
 }

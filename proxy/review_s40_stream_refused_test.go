@@ -44,20 +44,7 @@ func TestS40StreamReaderThatJoinsARefusedSliceFlightIsNotCut(t *testing.T) {
 	// B: a Range reader of slice 1 whose fetch leads the slice's flight
 	// and is refused a slot (fetchSliceAs's acquireUpstream), held still
 	// until A has joined.
-	release := make(chan struct{})
-	led := make(chan error, 1)
-	go func() {
-		_, _, _, err := h.slices.do(skey, fillWait{}, h.purges.Load(), func() (any, error) {
-			<-release
-			return fetchedSlice{}, errOverload
-		})
-		led <- err
-	}()
-	waitUntil(t, "B's flight is up", func() bool {
-		h.slices.mu.Lock()
-		defer h.slices.mu.Unlock()
-		return h.slices.m[skey] != nil
-	})
+	release, led := refusedSliceFlight(t, h, skey)
 	close(aw.gate) // A reads on
 	joined := false
 	deadline := time.Now().Add(2 * time.Second)
@@ -69,7 +56,7 @@ func TestS40StreamReaderThatJoinsARefusedSliceFlightIsNotCut(t *testing.T) {
 		h.slices.mu.Unlock()
 		time.Sleep(2 * time.Millisecond)
 	}
-	close(release)
+	release()
 	<-led
 	select {
 	case <-aDone:
