@@ -36,7 +36,25 @@ type flight struct {
 // purges is the handler's purge count now: a flight started before a
 // later purge that names key is not shared (it may fetch what was
 // purged), as with fills, and the new flight takes its place.
+//
+// A leader refused an upstream slot (errOverload: its client's bound, or
+// none free at that instant) was refused, not its waiters: each waiter
+// asks once more, and leads or joins whoever leads now, as a fill's waiter
+// does (fetchAndServe). The flight is gone before its waiters wake. Before,
+// a reader that joined such a slice fetch got the leader's 503, and a whole
+// GET reading its own stream was cut (reviews'
+// TestAJoinerOfARefusedSliceFetchFetchesItself,
+// TestS40StreamReaderThatJoinsARefusedSliceFlightIsNotCut).
 func (g *flights) do(key string, w fillWait, purges uint64, fn func() (any, error)) (v any, shared, apart bool, err error) {
+	v, shared, apart, err = g.once(key, w, purges, fn)
+	if shared && errors.Is(err, errOverload) {
+		v, shared, apart, err = g.once(key, w, purges, fn)
+	}
+	return v, shared, apart, err
+}
+
+// once is do without the second ask.
+func (g *flights) once(key string, w fillWait, purges uint64, fn func() (any, error)) (v any, shared, apart bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = make(map[string]*flight)

@@ -324,15 +324,7 @@ func (s *slicer) slice(k int64) (*Entry, error) {
 	}
 	s.fetched++
 	w := h.waitOf(s.r, skey)
-	fetch := func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) }
-	v, shared, apart, err := h.slices.do(skey, w, h.purges.Load(), fetch)
-	if shared && errors.Is(err, errOverload) {
-		// The leader was refused a slot (its client's bound, or none
-		// free at that instant), not this request: it asks once more,
-		// and leads or joins whoever leads now, as a fill's waiter does
-		// (fetchAndServe). The flight is gone before its waiters wake.
-		v, _, apart, err = h.slices.do(skey, w, h.purges.Load(), fetch)
-	}
+	v, _, apart, err := h.slices.do(skey, w, h.purges.Load(), func() (any, error) { return h.fetchSlice(s.r, s.m, skey, a, b, s.keep, s.purges, w) })
 	if apart {
 		h.metrics.FillsKeptApart.Inc()
 	}
@@ -391,7 +383,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 	// The flight dates from the stream's fill (s.purges), not from now: a
 	// request after a purge that names the page must not join it (a
 	// review's TestAStreamSliceFlightBegunAfterAPurgeIsNotJoined).
-	read := func() (any, error) {
+	v, _, _, err := h.slices.do(skey, w, s.purges, func() (any, error) {
 		ran = true
 		body := make([]byte, b-a+1)
 		if _, err := io.ReadFull(s.stream, body); err != nil {
@@ -404,16 +396,7 @@ func (s *slicer) fromStream(k int64, skey string, a, b int64) (*Entry, error) {
 		// The same type as fetchSlice's: a Range fetch of this slice may
 		// join this flight, and this one a Range fetch's.
 		return fetchedSlice{e: e, shared: true}, nil
-	}
-	v, _, _, err := h.slices.do(skey, w, s.purges, read)
-	if !ran && errors.Is(err, errOverload) {
-		// A Range reader led this slice's flight and was refused a slot
-		// (its client's bound), not this reader, which holds its own
-		// stream: it asks once more, and leads and reads the slice from
-		// its stream (a third review's TestS40StreamReaderThatJoinsA-
-		// RefusedSliceFlightIsNotCut: the whole GET was cut).
-		v, _, _, err = h.slices.do(skey, w, s.purges, read)
-	}
+	})
 	if err == nil && !ran {
 		if f := v.(fetchedSlice); !f.shared || !isSlice(f.e, s.m, a, b) {
 			// Another version's slice (see slice): fetch ours.
