@@ -517,7 +517,7 @@ func New(cfg Config, origin proxy.Fetcher, store Store, m *Metrics, log *slog.Lo
 	c := &Cluster{
 		cfg: cfg, log: log, incarnation: uint64(time.Now().UnixNano()), started: time.Now(), warned: newMisconfigMemory(),
 		router: routing.NewRouter(routing.DefaultVNodes), members: routing.NewRouter(routing.DefaultVNodes), origin: origin, metrics: m, store: store, filter: f,
-		verifier: wire.NewVerifier(cfg.Secret, maxSkew),
+		verifier: wire.NewVerifier(cfg.Secret, maxSkew, cfg.NodeID),
 		counters: routing.NewCounters(counterCapacity, cfg.Q),
 		hot:      routing.NewCounters(counterCapacity, max(cfg.HotThreshold, 1)),
 		ingressQ: routing.NewCounters(counterCapacity, cfg.Q),
@@ -727,7 +727,9 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 	h.Monitors = p.monitored
 	if p.lastSeqIn > 0 {
 		h.EchoSeq, h.EchoSendNs = p.lastSeqIn, p.lastSend
-		h.EchoHoldNs = time.Now().UnixNano() - p.recvAt
+		// Not below 0 if the wall clock stepped back since: the peer
+		// refuses a negative hold (wire.Encode would not send it).
+		h.EchoHoldNs = max(0, time.Now().UnixNano()-p.recvAt)
 	}
 	p.noteSent(h.Seq, h.SendNs)
 }
@@ -736,17 +738,7 @@ func (c *Cluster) fillHeartbeat(target string, h *wire.Heartbeat) {
 // c.mu: a log write can block (a full pipe, a slow journal), and the
 // heartbeat sender needs c.mu, so a stuck stderr must not silence the node.
 func (c *Cluster) received(r wire.Received) {
-	if r.Node == c.cfg.NodeID && r.Incarnation != c.incarnation {
-		// Our id, another incarnation than ours: a second node runs with
-		// this node's id (our own heartbeats, looped back by a DNS name
-		// that lists us, carry our incarnation).
-		from := ""
-		if r.From != nil {
-			from = r.From.String()
-		}
-		c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
-			"node", r.Node, "from", from, "remedy", "give every node its own node_id")
-	}
+	c.checkIDConflict(r.Heartbeat, r.From)
 	if r.Probe != wire.NotProbe {
 		c.probeReceived(r)
 		return

@@ -163,7 +163,7 @@ func (c *Cluster) awaitConfirm(p *Peer, now time.Time, local time.Duration) bool
 	c.countProbe(&c.confirm.asked, "asked")
 	asks := make([]wire.Heartbeat, 0, probeCopies)
 	for _, n := range p.probeNonces {
-		asks = append(asks, c.probePacket(wire.ProbeAsk, n, now))
+		asks = append(asks, c.probePacket(wire.ProbeAsk, p.ID, n, now))
 	}
 	// Sent off c.mu: a socket write is quick, but judge runs on every
 	// deadline timer and the monitor's sweep.
@@ -181,9 +181,10 @@ func (c *Cluster) countProbe(n *atomic.Uint64, outcome string) {
 	c.metrics.ConfirmProbes.WithLabelValues(outcome).Inc()
 }
 
-// probePacket is this node's ask or answer carrying nonce, sent at.
-func (c *Cluster) probePacket(kind wire.ProbeKind, nonce uint64, at time.Time) wire.Heartbeat {
-	return wire.Heartbeat{Node: c.cfg.NodeID, Incarnation: c.incarnation, Seq: nonce, SendNs: at.UnixNano(), Region: c.cfg.Region, Probe: kind}
+// probePacket is this node's ask or answer to the peer to carrying nonce,
+// sent at.
+func (c *Cluster) probePacket(kind wire.ProbeKind, to string, nonce uint64, at time.Time) wire.Heartbeat {
+	return wire.Heartbeat{Node: c.cfg.NodeID, To: to, Incarnation: c.incarnation, Seq: nonce, SendNs: at.UnixNano(), Region: c.cfg.Region, Probe: kind}
 }
 
 // sendProbePackets encodes and sends asks or answers to addr, counted
@@ -228,7 +229,7 @@ func (c *Cluster) probeReceived(r wire.Received) {
 		}
 		c.confirm.answersGiven.Add(1)
 		c.metrics.ProbeAnswers.WithLabelValues("sent").Inc()
-		c.sendProbePackets(conn, addr, []wire.Heartbeat{c.probePacket(wire.ProbeAnswer, r.Seq, time.Now())})
+		c.sendProbePackets(conn, addr, []wire.Heartbeat{c.probePacket(wire.ProbeAnswer, r.Node, r.Seq, time.Now())})
 		return
 	}
 	c.probeAnswered(p, r.Seq, at)

@@ -203,6 +203,13 @@ func (c *Cluster) freshAlive(n *memberlist.Node, now time.Time) error {
 	if age := now.Sub(time.Unix(0, meta.Stamp)); age > metaFreshness {
 		c.metrics.GossipRejected.WithLabelValues("stale").Inc()
 		return fmt.Errorf("%s: its metadata is %s old (a replay, or its clock is behind): %w", n.Name, age.Round(time.Second), errStaleAlive)
+	} else if age < -maxSkew {
+		// A stamp from the future stays "fresh" for as long as it is
+		// ahead, so a node whose clock ran ahead could have its join
+		// replayed for that long after it left (a hostile review); its
+		// heartbeats are refused on the same bound.
+		c.metrics.GossipRejected.WithLabelValues("stale").Inc()
+		return fmt.Errorf("%s: its metadata is stamped %s ahead of this node's clock (at most %s allowed; synchronise the clocks): %w", n.Name, (-age).Round(time.Second), maxSkew, errStaleAlive)
 	}
 	return nil
 }

@@ -135,12 +135,35 @@ func (c *Cluster) warnOnce(key, msg string, args ...any) {
 // refused packets from many addresses, and the log must not follow them.
 const sourcesPerCause = 8
 
+// checkIDConflict warns if h, a heartbeat from an authentic sender that
+// gives this node's id, is of another incarnation than ours: a second
+// node runs with this node's id (our own heartbeats, looped back by a
+// DNS name that lists us, carry our incarnation).
+func (c *Cluster) checkIDConflict(h wire.Heartbeat, fromAddr *net.UDPAddr) {
+	if h.Node != c.cfg.NodeID || h.Incarnation == c.incarnation {
+		return
+	}
+	from := ""
+	if fromAddr != nil {
+		from = fromAddr.String()
+	}
+	c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
+		"node", h.Node, "from", from, "remedy", "give every node its own node_id")
+}
+
 // heartbeatRejected is told of every refused heartbeat (wire.Receive).
 // Sources are told apart by address, not port (a sender's port changes
 // with each restart).
 func (c *Cluster) heartbeatRejected(from *net.UDPAddr, err error) {
 	var re *reject.Error
 	if !errors.As(err, &re) {
+		return
+	}
+	var mis *wire.Misaddressed
+	if errors.As(err, &mis) && mis.Node == c.cfg.NodeID {
+		// Sent with this node's id to another: our own, looped back by
+		// a name that lists us, or a second node using our id.
+		c.checkIDConflict(mis.Heartbeat, from)
 		return
 	}
 	src := from.IP.String()
@@ -157,6 +180,9 @@ func (c *Cluster) heartbeatRejected(from *net.UDPAddr, err error) {
 	case wire.RejectSkew:
 		c.warnOnce(string(re.Reason)+" "+src, "heartbeats from this address carry a clock too far from this node's",
 			"from", src, "detail", re.Detail, "remedy", "synchronise the clocks (NTP)")
+	case wire.RejectReceiver:
+		c.warnOnce(string(re.Reason)+" "+src, "authentic heartbeats addressed to another node arrive here: the peer list that sender uses gives that node's id this node's address, or a copy of its heartbeats is sent here",
+			"from", src, "detail", re.Detail, "remedy", "check cluster.peers (or the DNS names in it) on the sender: each id with its own node's address")
 	case wire.RejectMagic, wire.RejectVersion:
 		c.warnOnce(string(re.Reason)+" "+src, "packets on the cluster port that are not edge heartbeats of this version",
 			"from", src, "reason", string(re.Reason), "remedy", "check that cluster.listen is not shared with another service, and that every node runs a compatible version")

@@ -20,11 +20,11 @@ func TestMisconfigurationIsLoggedOnceWithTheRemedy(t *testing.T) {
 		cfg: Config{Period: 10 * time.Millisecond}, started: time.Now().Add(-time.Minute),
 		peers: map[string]*Peer{"edge-2": {ID: "edge-2", Addr: "127.0.0.1:7947"}, "edge-3": {ID: "edge-3", Addr: "127.0.0.1:7948", seen: true},
 			"edge-4": {ID: "edge-4", Addr: "127.0.0.1:7949", added: time.Now()}}} // just learned of: not reported yet
-	good, err := wire.Heartbeat{Node: "edge-9", Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("their secret"))
+	good, err := wire.Heartbeat{Node: "edge-9", To: "edge-1", Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("their secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := wire.NewVerifier([]byte("our secret"), 5*time.Second)
+	v := wire.NewVerifier([]byte("our secret"), 5*time.Second, "edge-1")
 	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 	for range 5 {
 		_, err := v.Verify(good, time.Now().UnixNano())
@@ -67,7 +67,7 @@ func TestNodeIDConflictIsLogged(t *testing.T) {
 func TestRefusedPacketsFromManySourcesAreBounded(t *testing.T) {
 	var out bytes.Buffer
 	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory()}
-	v := wire.NewVerifier([]byte("our secret"), 5*time.Second)
+	v := wire.NewVerifier([]byte("our secret"), 5*time.Second, "edge-1")
 	_, err := v.Verify(make([]byte, 300), time.Now().UnixNano())
 	if err == nil {
 		t.Fatal("junk accepted")
@@ -90,10 +90,10 @@ func TestASkewedClockIsReportedAndAPausesBacklogIsNot(t *testing.T) {
 	const period = 100 * time.Millisecond
 	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(), cfg: Config{Period: period}}
 	secret := []byte("our secret")
-	v := wire.NewVerifier(secret, 5*time.Second)
+	v := wire.NewVerifier(secret, 5*time.Second, "edge-1")
 	refuse := func(from *net.UDPAddr, seq uint64, sent time.Time) {
 		t.Helper()
-		b, err := wire.Heartbeat{Node: "edge-2", Seq: seq, SendNs: sent.UnixNano()}.Encode(secret)
+		b, err := wire.Heartbeat{Node: "edge-2", To: "edge-1", Seq: seq, SendNs: sent.UnixNano()}.Encode(secret)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,5 +120,50 @@ func TestASkewedClockIsReportedAndAPausesBacklogIsNot(t *testing.T) {
 	log := out.String()
 	if n := strings.Count(log, "clock too far"); n != 1 || !strings.Contains(log, "127.0.0.3") || !strings.Contains(log, "behind this node's clock") {
 		t.Errorf("want one line naming the skewed sender, how far and which way:\n%s", log)
+	}
+}
+
+// TestMisaddressedHeartbeatsAreLogged: an authentic heartbeat addressed
+// to another node is refused and logged once with the remedy; one that
+// gives this node's id is our own looped back (silent) or a second node
+// with our id (the conflict warning), as when it was accepted.
+func TestMisaddressedHeartbeatsAreLogged(t *testing.T) {
+	var out bytes.Buffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&out, nil)), warned: newMisconfigMemory(), incarnation: 1,
+		cfg: Config{NodeID: "edge-1", Period: 10 * time.Millisecond}, peers: map[string]*Peer{}}
+	secret := []byte("our secret")
+	v := wire.NewVerifier(secret, 5*time.Second, "edge-1")
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 3), Port: 7000}
+	send := func(h wire.Heartbeat) {
+		t.Helper()
+		h.SendNs = time.Now().UnixNano()
+		b, err := h.Encode(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(b, time.Now().UnixNano())
+		if r, _ := wire.ReasonOf(err); r != wire.RejectReceiver {
+			t.Fatalf("%+v: %v, want refused as %s", h, err, wire.RejectReceiver)
+		}
+		c.heartbeatRejected(from, err)
+	}
+	for seq := range uint64(3) {
+		send(wire.Heartbeat{Node: "edge-1", To: "edge-2", Incarnation: 1, Seq: seq + 1}) // our own, looped back
+	}
+	if out.Len() != 0 {
+		t.Fatalf("our own heartbeat, looped back, was reported: %s", out.String())
+	}
+	for seq := range uint64(3) {
+		send(wire.Heartbeat{Node: "edge-3", To: "edge-2", Incarnation: 1, Seq: seq + 1})
+	}
+	if log := out.String(); strings.Count(log, "addressed to another node") != 1 || !strings.Contains(log, `addressed to node \"edge-2\"`) || !strings.Contains(log, "cluster.peers") {
+		t.Fatalf("want one warning naming the receiver and the remedy, got:\n%s", log)
+	}
+	out.Reset()
+	for seq := range uint64(3) {
+		send(wire.Heartbeat{Node: "edge-1", To: "edge-2", Incarnation: 2, Seq: seq + 1}) // a second node with our id
+	}
+	if n := strings.Count(out.String(), "this node's id"); n != 1 {
+		t.Fatalf("want one id conflict warning, got:\n%s", out.String())
 	}
 }

@@ -140,7 +140,7 @@ func TestS21StrangerCannotForgeMembership(t *testing.T) {
 		_, _ = rand.Read(junk)
 		s21SendUDP(t, evil, a.addr, append([]byte{gossipTag}, junk...))
 		// A heartbeat in b's name without the secret.
-		s21SendUDP(t, evil, a.addr, append([]byte("EHB\x03\x01b"), junk[:200]...))
+		s21SendUDP(t, evil, a.addr, append([]byte("EHB\x04\x01b"), junk[:200]...))
 	}
 	pp := s21Encode(t, s21PushPullMsg, s21PushPullHeader{Nodes: 1, Join: true},
 		s21PushNodeState{Name: "evil", Addr: net.IPv4(127, 0, 0, 1).To4(), Port: evilPort, Meta: meta, Incarnation: 1 << 20, Vsn: vsn})

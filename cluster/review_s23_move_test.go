@@ -239,7 +239,7 @@ func TestS23AForgedHeartbeatFromTheAdvertisedAddressIsNotFollowed(t *testing.T) 
 		t.Fatal(err)
 	}
 	send := func(secret string, seq uint64) {
-		h := wire.Heartbeat{Node: "b", Incarnation: 7, Seq: seq, SendNs: time.Now().UnixNano()}
+		h := wire.Heartbeat{Node: "b", To: "a", Incarnation: 7, Seq: seq, SendNs: time.Now().UnixNano()}
 		b, err := h.Encode([]byte(secret))
 		if err != nil {
 			t.Fatal(err)

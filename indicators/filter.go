@@ -79,6 +79,11 @@ func NewFilter(cfg FilterConfig) (*Filter, error) {
 		return nil, fmt.Errorf("indicators: %v is not an fnr estimator", cfg.FNREstimator)
 	}
 	m, k := cfg.Params()
+	if m > MaxBits {
+		// Peers refuse a larger advertisement (Decode), so the filter
+		// would cost its memory and tell nobody anything.
+		return nil, fmt.Errorf("indicators: capacity %d × bpe %v is a filter of %d bits, over the %d a peer accepts", cfg.Capacity, cfg.BitsPerElement, m, uint64(MaxBits))
+	}
 	f := &Filter{cfg: cfg, m: m, k: k, up: bloom.New(m, k), adv: bloom.New(m, k)}
 	if cfg.Counting {
 		f.counts = make([]uint16, m)
@@ -219,7 +224,9 @@ func (f *Filter) estimateLocked() {
 func (f *Filter) Estimates() (fpr, fnr float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.fpr, f.fnr
+	// Probabilities whatever an estimator's arithmetic gave: heartbeats
+	// carry them, and a peer refuses one outside [0, 1] (wire.Decode).
+	return clip01(f.fpr), clip01(f.fnr)
 }
 
 // Snapshot is an advertised filter.

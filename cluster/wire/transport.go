@@ -87,7 +87,8 @@ type Sender struct {
 	seq uint64
 }
 
-// Run sends until ctx ends. targets maps a peer id to its UDP address.
+// Run sends until ctx ends. targets maps a peer id to its UDP address;
+// each heartbeat names the id it is sent to (Heartbeat.To).
 func (s *Sender) Run(ctx context.Context, conn PacketConn, targets func() map[string]*net.UDPAddr) error {
 	t := time.NewTicker(s.Period)
 	defer t.Stop()
@@ -102,7 +103,7 @@ func (s *Sender) Run(ctx context.Context, conn PacketConn, targets func() map[st
 		seq := s.seq
 		s.mu.Unlock()
 		for id, addr := range targets() {
-			h := Heartbeat{Node: s.Node, Incarnation: s.Incarnation, Seq: seq, SendNs: time.Now().UnixNano()}
+			h := Heartbeat{Node: s.Node, To: id, Incarnation: s.Incarnation, Seq: seq, SendNs: time.Now().UnixNano()}
 			if s.Fill != nil {
 				s.Fill(id, &h)
 			}

@@ -26,13 +26,13 @@ func encoder(t *testing.T, secret []byte) func(Heartbeat) []byte {
 func TestHeartbeatRejections(t *testing.T) {
 	secret := []byte("s3cret")
 	now := time.Now().UnixNano()
-	hb := Heartbeat{Node: "n1", Incarnation: 5, Seq: 10, SendNs: now, Epoch: 3, FPR: 0.01, FNR: 0.1}
+	hb := Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 10, SendNs: now, Epoch: 3, FPR: 0.01, FNR: 0.1}
 	enc := encoder(t, secret)
-	v := NewVerifier(secret, 5*time.Second)
+	v := NewVerifier(secret, 5*time.Second, "n0")
 	if got, err := v.Verify(enc(hb), now); err != nil || !reflect.DeepEqual(got, hb) {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	good := enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 11, SendNs: now})
+	good := enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 11, SendNs: now})
 	cases := []struct {
 		name string
 		b    []byte
@@ -43,10 +43,11 @@ func TestHeartbeatRejections(t *testing.T) {
 		{"tampered", func() []byte { b := append([]byte(nil), good...); b[10] ^= 1; return b }(), now, RejectMAC},
 		{"short", good[:20], now, RejectShort},
 		{"magic", append([]byte("XHB"), good[3:]...), now, RejectMagic},
-		{"version", func() []byte { b := append([]byte(nil), good...); b[3] = 4; return b }(), now, RejectVersion},
-		{"skew", enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 12, SendNs: now - int64(time.Minute)}), now, RejectSkew},
+		{"version", func() []byte { b := append([]byte(nil), good...); b[3] = 3; return b }(), now, RejectVersion},
+		{"another receiver", enc(Heartbeat{To: "n2", Node: "n1", Incarnation: 5, Seq: 13, SendNs: now}), now, RejectReceiver},
+		{"skew", enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 12, SendNs: now - int64(time.Minute)}), now, RejectSkew},
 		{"replay", enc(hb), now, RejectReplay},
-		{"old incarnation", enc(Heartbeat{Node: "n1", Incarnation: 4, Seq: 99, SendNs: now}), now, RejectIncarnation},
+		{"old incarnation", enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 4, Seq: 99, SendNs: now}), now, RejectIncarnation},
 	}
 	for _, tc := range cases {
 		_, err := v.Verify(tc.b, tc.now)
@@ -58,14 +59,14 @@ func TestHeartbeatRejections(t *testing.T) {
 	if _, err := v.Verify(good, now); err != nil {
 		t.Errorf("in-window reordered heartbeat: %v", err)
 	}
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 6, Seq: 1, SendNs: now}), now); err != nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 6, Seq: 1, SendNs: now}), now); err != nil {
 		t.Errorf("new incarnation: %v", err)
 	}
 	counts := v.Rejections()
 	if counts[RejectMAC] != 2 || counts[RejectReplay] != 1 {
 		t.Errorf("counts %v", counts)
 	}
-	if _, err := (Heartbeat{Node: strings.Repeat("x", 65)}).Encode(secret); err == nil {
+	if _, err := (Heartbeat{To: "n0", Node: strings.Repeat("x", 65)}).Encode(secret); err == nil {
 		t.Error("oversized node id encoded")
 	}
 }
@@ -86,7 +87,7 @@ func sign(b, secret []byte) []byte {
 func TestTailRoundTripAndMalformed(t *testing.T) {
 	secret := []byte("s3cret")
 	now := time.Now().UnixNano()
-	hb := Heartbeat{Node: "n1", Incarnation: 5, Seq: 1, SendNs: now, Monitors: true, Region: "eu-west"}
+	hb := Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1, SendNs: now, Monitors: true, Region: "eu-west"}
 	b, err := hb.Encode(secret)
 	if err != nil || b[3] != hbVersion {
 		t.Fatalf("encode: %v, version %d", err, b[3])
@@ -94,14 +95,14 @@ func TestTailRoundTripAndMalformed(t *testing.T) {
 	if got, err := Decode(b, secret); err != nil || !reflect.DeepEqual(got, hb) {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	full := Heartbeat{Node: strings.Repeat("a", 64), Incarnation: 1, Seq: 1, SendNs: now, Region: strings.Repeat("r", MaxRegionLen)}
+	full := Heartbeat{To: strings.Repeat("t", 64), Node: strings.Repeat("a", 64), Incarnation: 1, Seq: 1, SendNs: now, Region: strings.Repeat("r", MaxRegionLen)}
 	if fb, err := full.Encode(secret); err != nil || len(fb) != MaxPacket {
 		t.Fatalf("largest heartbeat: %d bytes, %v; MaxPacket %d", len(fb), err, MaxPacket)
 	}
-	if _, err := (Heartbeat{Node: "n", Region: strings.Repeat("r", MaxRegionLen+1)}).Encode(secret); err == nil {
+	if _, err := (Heartbeat{To: "n0", Node: "n", Region: strings.Repeat("r", MaxRegionLen+1)}).Encode(secret); err == nil {
 		t.Error("encoded an oversized region")
 	}
-	flagsAt := 5 + len(hb.Node) + 8*9
+	flagsAt := 5 + len(hb.Node) + 1 + len(hb.To) + 8*9
 	mutate := func(f func(b []byte) []byte) []byte {
 		return sign(f(append([]byte(nil), b...)), secret)
 	}
@@ -141,44 +142,44 @@ func TestProbesKeepOutOfTheReplayWindow(t *testing.T) {
 	secret := []byte("s3cret")
 	now := time.Now().UnixNano()
 	enc := encoder(t, secret)
-	v := NewVerifier(secret, 5*time.Second)
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err != nil {
+	v := NewVerifier(secret, 5*time.Second, "n0")
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err != nil {
 		t.Fatal(err)
 	}
 	for _, kind := range []ProbeKind{ProbeAsk, ProbeAnswer} {
-		p := Heartbeat{Node: "n1", Incarnation: 5, Seq: 3, SendNs: now, Probe: kind}
+		p := Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 3, SendNs: now, Probe: kind}
 		for range 2 { // twice: the same nonce is no replay
 			got, err := v.Verify(enc(p), now)
 			if err != nil || !reflect.DeepEqual(got, p) {
 				t.Fatalf("probe kind %d: %+v %v", kind, got, err)
 			}
 		}
-		if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 4, Seq: 3, SendNs: now, Probe: kind}), now); err == nil {
+		if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 4, Seq: 3, SendNs: now, Probe: kind}), now); err == nil {
 			t.Errorf("kind %d from an older incarnation accepted", kind)
 		}
-		if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 3, SendNs: now - int64(time.Minute), Probe: kind}), now); err == nil {
+		if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 3, SendNs: now - int64(time.Minute), Probe: kind}), now); err == nil {
 			t.Errorf("kind %d with a skewed clock accepted", kind)
 		}
 	}
 	// A probe with a huge nonce did not move the window: the next
 	// heartbeat is accepted, and one already seen is still a replay.
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1 << 60, SendNs: now, Probe: ProbeAsk}), now); err != nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1 << 60, SendNs: now, Probe: ProbeAsk}), now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1001, SendNs: now}), now); err != nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1001, SendNs: now}), now); err != nil {
 		t.Errorf("heartbeat after probes: %v", err)
 	}
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err == nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1000, SendNs: now}), now); err == nil {
 		t.Error("replayed heartbeat accepted after probes")
 	}
 	// A newer incarnation's probe leaves the window to its heartbeats.
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 6, Seq: 1, SendNs: now, Probe: ProbeAsk}), now); err != nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 6, Seq: 1, SendNs: now, Probe: ProbeAsk}), now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(enc(Heartbeat{Node: "n1", Incarnation: 5, Seq: 1002, SendNs: now}), now); err != nil {
+	if _, err := v.Verify(enc(Heartbeat{To: "n0", Node: "n1", Incarnation: 5, Seq: 1002, SendNs: now}), now); err != nil {
 		t.Errorf("a newer incarnation's probe reset the window: %v", err)
 	}
-	if _, err := (Heartbeat{Node: "n1", Probe: 3}).Encode(secret); err == nil {
+	if _, err := (Heartbeat{To: "n0", Node: "n1", Probe: 3}).Encode(secret); err == nil {
 		t.Error("encoded an unknown probe kind")
 	}
 }
@@ -194,12 +195,12 @@ func TestRTTFromEcho(t *testing.T) {
 }
 
 func FuzzDecodeHeartbeat(f *testing.F) {
-	b, _ := Heartbeat{Node: "n", Seq: 1, SendNs: 1}.Encode([]byte("k"))
+	b, _ := Heartbeat{To: "n0", Node: "n", Seq: 1, SendNs: 1}.Encode([]byte("k"))
 	f.Add(b)
-	f.Add([]byte("EHB\x03\x05"))
-	b2, _ := Heartbeat{Node: "n", Seq: 1, SendNs: 1, Monitors: true, Region: "us"}.Encode([]byte("k"))
+	f.Add([]byte("EHB\x04\x05"))
+	b2, _ := Heartbeat{To: "n0", Node: "n", Seq: 1, SendNs: 1, Monitors: true, Region: "us"}.Encode([]byte("k"))
 	f.Add(b2)
-	b3, _ := Heartbeat{Node: "n", Seq: 7, SendNs: 1, Probe: ProbeAnswer}.Encode([]byte("k"))
+	b3, _ := Heartbeat{To: "n0", Node: "n", Seq: 7, SendNs: 1, Probe: ProbeAnswer}.Encode([]byte("k"))
 	f.Add(b3)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Decode(b, []byte("k"))
@@ -218,8 +219,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 // FuzzDecodeTail reaches the tail parser (flags, region) directly:
 // behind the MAC a mutated packet almost never gets there.
 func FuzzDecodeTail(f *testing.F) {
-	b, _ := Heartbeat{Node: "n", Seq: 1, SendNs: 1, Monitors: true, Region: "eu"}.Encode([]byte("k"))
-	f.Add(b[5+1+8*9 : len(b)-macLen])
+	b, _ := Heartbeat{To: "n0", Node: "n", Seq: 1, SendNs: 1, Monitors: true, Region: "eu"}.Encode([]byte("k"))
+	f.Add(b[5+1+1+2+8*9 : len(b)-macLen])
 	f.Add([]byte{0, 0})
 	f.Add([]byte{3, 64})
 	f.Add([]byte{flagAsk, 0})
@@ -229,12 +230,12 @@ func FuzzDecodeTail(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h := Heartbeat{Node: "n", Monitors: monitors, Probe: probe, Region: region}
+		h := Heartbeat{To: "n0", Node: "n", Monitors: monitors, Probe: probe, Region: region}
 		enc, err := h.Encode([]byte("k"))
 		if err != nil {
 			t.Fatalf("an accepted tail does not encode: %v", err)
 		}
-		if !bytes.Equal(enc[5+1+8*9:len(enc)-macLen], p) {
+		if !bytes.Equal(enc[5+1+1+2+8*9:len(enc)-macLen], p) {
 			t.Fatal("accepted a tail that does not re-encode identically")
 		}
 	})

@@ -170,7 +170,10 @@ func TestClusterEndToEnd(t *testing.T) {
 
 	t.Run("forged heartbeat", func(t *testing.T) {
 		// 3. A forged heartbeat (wrong secret) is rejected and counted.
-		forged, _ := wire.Heartbeat{Node: "edge-2", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("wrong"))
+		forged, err := wire.Heartbeat{Node: "edge-2", To: "edge-1", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("wrong"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		conn, err := net.Dial("udp", nodes[0].peer)
 		if err != nil {
 			t.Fatal(err)

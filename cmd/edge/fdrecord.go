@@ -16,7 +16,7 @@ import (
 )
 
 func fdRecordCmd() *cobra.Command {
-	var listen, secret, out string
+	var listen, secret, out, as string
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "record",
@@ -51,7 +51,7 @@ func fdRecordCmd() *cobra.Command {
 			}
 			var mu sync.Mutex
 			var rows []fdlab.Arrival
-			v := wire.NewVerifier([]byte(secret), 5*time.Second)
+			v := wire.NewVerifier([]byte(secret), 5*time.Second, as)
 			err = wire.Receive(ctx, conn, v, func(r wire.Received) {
 				mu.Lock()
 				rows = append(rows, fdlab.Arrival{Site: r.Node, Seq: r.Seq, Send: r.SendNs, Recv: r.RecvNs})
@@ -78,12 +78,13 @@ func fdRecordCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:7946", "UDP address to receive heartbeats on")
 	f.StringVar(&secret, "secret", "", "cluster secret")
 	f.StringVar(&out, "out", "-", "output CSV")
+	f.StringVar(&as, "as", "", "node id the heartbeats must be addressed to (empty: any; record one receiver's heartbeats, since a sender numbers them per period, not per receiver)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (0: until interrupted)")
 	return cmd
 }
 
 func fdSendCmd() *cobra.Command {
-	var to, secret, node string
+	var to, secret, node, toNode string
 	var period, duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "send",
@@ -109,13 +110,14 @@ func fdSendCmd() *cobra.Command {
 				defer cancel()
 			}
 			s := &wire.Sender{Node: node, Incarnation: uint64(time.Now().UnixNano()), Secret: []byte(secret), Period: period}
-			return s.Run(ctx, conn, func() map[string]*net.UDPAddr { return map[string]*net.UDPAddr{"target": addr} })
+			return s.Run(ctx, conn, func() map[string]*net.UDPAddr { return map[string]*net.UDPAddr{toNode: addr} })
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "127.0.0.1:7946", "UDP address to send to")
 	f.StringVar(&secret, "secret", "", "cluster secret")
 	f.StringVar(&node, "node", "sender", "node id to send as")
+	f.StringVar(&toNode, "to-node", "target", "node id of the receiver (a node refuses heartbeats addressed to another id)")
 	f.DurationVar(&period, "period", 100*time.Millisecond, "heartbeat period")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (0: until interrupted)")
 	return cmd

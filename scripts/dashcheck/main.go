@@ -78,7 +78,7 @@ func run(edge, prom, dashFile, cfg string) error {
 			time.Sleep(time.Second)
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
-		forged, _ := wire.Heartbeat{Node: "edge-2", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("not-the-secret"))
+		forged, _ := wire.Heartbeat{Node: "edge-2", To: "edge-1", Incarnation: 1, Seq: 1, SendNs: time.Now().UnixNano()}.Encode([]byte("not-the-secret"))
 		if c, err := net.Dial("udp", "127.0.0.1:7946"); err == nil {
 			_, _ = c.Write(forged)
 			c.Close()
