@@ -881,6 +881,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)
 	c.Indicators.Capacity = p.int("indicators.capacity", 1, 1<<28)
 	c.Indicators.BPE = p.float("indicators.bpe", 1, 64)
+	if bits := float64(c.Indicators.Capacity) * c.Indicators.BPE; bits > indicators.MaxBits {
+		p.fail("indicators.capacity", c.Indicators.Capacity, fmt.Sprintf("with indicators.bpe %v makes a filter of %.0f bits; peers accept at most %d (lower either)", c.Indicators.BPE, bits, indicators.MaxBits))
+	}
 	c.Indicators.UpdateInterval = p.int("indicators.update_interval", 1, 1<<30)
 	c.Indicators.AdvertiseMax = p.dur("indicators.advertise_max", true)
 	c.Indicators.FNREstimator = parseEnum(&p, "indicators.fnr_estimator", indicators.ParseFNREstimator)

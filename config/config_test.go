@@ -94,6 +94,10 @@ func TestMalformedConfigNamesTheKey(t *testing.T) {
 		{"origin: {url: http://o}\ncluster: {region: eu}\nrouting: {home: region, placement: paper}", "routing.home"},
 		{"origin: {url: http://o}\nrouting: {home: everywhere}", "routing.home"},
 		{"origin: {url: http://o}\nindicators: {fnr_estimator: guess}", "indicators.fnr_estimator"},
+		// A filter peers would refuse as oversized (over 2^31 bits): each
+		// would pull and drop it at every heartbeat.
+		{"origin: {url: http://o}\nindicators: {capacity: 268435456}", "indicators.capacity"},
+		{"origin: {url: http://o}\nindicators: {capacity: 33554433, bpe: 64}", "indicators.capacity"},
 		{"origin: {url: http://o}\ncluster: {peers: 'a=127.0.0.1:1', secret: short}", "cluster.secret"},
 		{"origin: {url: http://o}\ncluster: {tls: {cert_file: /c.pem}}", "cluster.tls"},
 		{"origin: {url: http://o}\nforwarding: {trusted_proxies: '10.0.0.0/33'}", "forwarding.trusted_proxies"},

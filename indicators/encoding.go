@@ -74,7 +74,10 @@ type Payload struct {
 	K        uint
 	FPR, FNR float64
 	Words    []uint64 // full: the bit set's words
-	Flips    []uint64 // delta: positions whose bit changed since Base
+	// FlipCount is, for a delta, how many positions changed since Base;
+	// EachFlip reads them.
+	FlipCount int
+	flips     []byte // the delta's gaps, checked by Decode
 }
 
 func putHeader(buf []byte, kind byte, k uint, epoch, base uint64, m uint, fpr, fnr float64, n int) {
@@ -170,6 +173,10 @@ func Decode(b []byte) (Payload, error) {
 	if kind != kindFull && kind != kindDelta {
 		return p, rejectPayload(ReasonKind, "kind %d", kind)
 	}
+	if b[7] != 0 {
+		// Reserved: one spelling per payload (the encoder writes 0).
+		return p, rejectPayload(ReasonParams, "reserved byte %d, want 0", b[7])
+	}
 	p.K = uint(b[6])
 	p.Epoch = binary.BigEndian.Uint64(b[8:])
 	p.Base = binary.BigEndian.Uint64(b[16:])
@@ -208,32 +215,63 @@ func Decode(b []byte) (Payload, error) {
 	if p.Base+1 != p.Epoch {
 		return p, rejectPayload(ReasonParams, "delta from epoch %d to %d", p.Base, p.Epoch)
 	}
-	count, k := binary.Uvarint(body)
+	count, k := uvarint(body)
 	if k <= 0 || count > m || count > uint64(n) {
 		return p, rejectPayload(ReasonLength, "bad flip count")
 	}
-	body = body[k:]
-	p.Flips = make([]uint64, 0, count)
+	// The positions are checked here and read again by EachFlip, not
+	// kept: a slice of them would take 8 bytes per byte of payload (a
+	// flip can cost one), so a large delta from a member would make the
+	// decoder allocate 8 times what it was sent (a hostile review).
+	p.FlipCount = int(count)
+	p.flips = body[k:]
+	if err := p.walkFlips(nil); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// EachFlip calls f with each position whose bit changed since Base, in
+// increasing order (a delta decoded without error).
+func (p Payload) EachFlip(f func(pos uint64)) { _ = p.walkFlips(f) }
+
+// walkFlips reads p's flip positions, checking each, and calls f (if
+// set) with it.
+func (p Payload) walkFlips(f func(pos uint64)) error {
+	body, m := p.flips, uint64(p.M)
 	pos := uint64(0)
-	for i := uint64(0); i < count; i++ {
-		gap, k := binary.Uvarint(body)
+	for i := range p.FlipCount {
+		gap, k := uvarint(body)
 		if k <= 0 {
-			return p, rejectPayload(ReasonLength, "truncated flip %d of %d", i, count)
+			return rejectPayload(ReasonLength, "truncated or overlong flip %d of %d", i, p.FlipCount)
 		}
 		body = body[k:]
 		if i > 0 && gap == 0 {
-			return p, rejectPayload(ReasonParams, "repeated flip position")
+			return rejectPayload(ReasonParams, "repeated flip position")
 		}
 		if gap > m || pos+gap >= m {
-			return p, rejectPayload(ReasonParams, "flip position beyond m")
+			return rejectPayload(ReasonParams, "flip position beyond m")
 		}
 		pos += gap
-		p.Flips = append(p.Flips, pos)
+		if f != nil {
+			f(pos)
+		}
 	}
 	if len(body) != 0 {
-		return p, rejectPayload(ReasonLength, "%d trailing bytes", len(body))
+		return rejectPayload(ReasonLength, "%d trailing bytes", len(body))
 	}
-	return p, nil
+	return nil
+}
+
+// uvarint is binary.Uvarint that also refuses an encoding longer than
+// the shortest (a trailing 0x00 group), so that a payload has one
+// spelling: the encoder's (binary.AppendUvarint).
+func uvarint(b []byte) (uint64, int) {
+	v, k := binary.Uvarint(b)
+	if k > 1 && b[k-1] == 0 {
+		return 0, -k
+	}
+	return v, k
 }
 
 func validRatio(x float64) bool { return x >= 0 && x <= 1 }

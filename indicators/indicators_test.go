@@ -360,11 +360,11 @@ func FuzzDecode(f *testing.F) {
 		if p.M == 0 || p.M > MaxBits || p.K == 0 {
 			t.Fatalf("accepted bad parameters: %+v", p)
 		}
-		for _, pos := range p.Flips {
+		p.EachFlip(func(pos uint64) {
 			if pos >= uint64(p.M) {
 				t.Fatalf("flip %d beyond m %d", pos, p.M)
 			}
-		}
+		})
 		var r Replica
 		_ = r.Apply(b)
 	})

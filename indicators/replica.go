@@ -59,9 +59,7 @@ func (r *Replica) Apply(b []byte) error {
 		}
 		next := r.filter.Copy()
 		bs := next.BitSet()
-		for _, pos := range p.Flips {
-			bs.Flip(uint(pos))
-		}
+		p.EachFlip(func(pos uint64) { bs.Flip(uint(pos)) })
 		r.filter = next
 	}
 	r.epoch = p.Epoch
