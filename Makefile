@@ -20,6 +20,7 @@ TEST_TIMEOUT    ?= 12m
 all: build
 
 build:
+	@echo "building $(BIN) (the first build fetches and compiles the dependencies: a few minutes)"
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/edge
 
 ## run: the demo origin and a cluster of three edge nodes in front of it, with metrics and a status page.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/edgecache/edge/internal/ranking"
 )
@@ -62,7 +63,10 @@ func New(cfg Config) *Site {
 		d.filler[i] = alphabet[rng.IntN(len(alphabet))]
 	}
 	r := chi.NewRouter()
-	r.Use(d.count, d.delay)
+	// GetHead: a HEAD is answered as its GET (without the body), as an
+	// origin does; without it chi took HEAD to the 404 below (a new user's
+	// `curl -I` read 404 for a page a GET found).
+	r.Use(d.count, d.delay, middleware.GetHead)
 	r.Get("/", d.index)
 	r.Get("/p/{n}", d.page)
 	r.Get("/size/{bytes}", d.size)

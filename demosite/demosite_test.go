@@ -178,3 +178,26 @@ func TestLargeRangesAreTheWholeBodysBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadIsAnsweredAsGet: a HEAD of a page is its GET without the body
+// (it was a 404: chi routes HEAD apart from GET).
+func TestHeadIsAnsweredAsGet(t *testing.T) {
+	srv := httptest.NewServer(New(Config{}))
+	defer srv.Close()
+	for _, path := range []string{"/p/1", "/size/100", "/cache/max-age/1"} {
+		get, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = get.Body.Close()
+		head, err := http.Head(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = head.Body.Close()
+		if head.StatusCode != get.StatusCode || head.Header.Get("Cache-Control") != get.Header.Get("Cache-Control") || head.Header.Get("Content-Length") != get.Header.Get("Content-Length") {
+			t.Errorf("%s: HEAD %d %q %q, GET %d %q %q", path, head.StatusCode, head.Header.Get("Cache-Control"), head.Header.Get("Content-Length"),
+				get.StatusCode, get.Header.Get("Cache-Control"), get.Header.Get("Content-Length"))
+		}
+	}
+}

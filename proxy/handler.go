@@ -425,7 +425,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
 	h.countRule(g, result)
-	inboundOf(r).Site.count(result)
+	if in := inboundOf(r); !in.Relayed {
+		// A site's counts are its clients' requests, as
+		// edge_site_requests_total's: a peer's climb is the same client
+		// request counted again at another node.
+		in.Site.count(result)
+	}
 }
 
 // queryIsPrintable reports whether a raw query holds no space, control

@@ -236,7 +236,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	h.hot.observe(key)
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
-	req.Site.count(ResultHit)
+	if req.Remote != nil { // a client's, not a peer's (ServeHTTP's rule)
+		req.Site.count(ResultHit)
+	}
 	if rule != nil {
 		h.metrics.rules.hit(req.Site.Name, rule)
 	}

@@ -153,7 +153,7 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_requests_total", Help: "Client requests by cache result.",
+			Name: "edge_requests_total", Help: "Requests this node answered, by cache result: clients' and peers' (a peer's climb is counted at each node it reaches; edge_peer_requests_total counts those, edge_site_requests_total clients' alone).",
 		}, []string{"result"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "edge_request_duration_seconds", Help: "Client request latency by cache result.", Buckets: latencyBuckets,

@@ -221,6 +221,9 @@ func reloadCmd() *cobra.Command {
 					// edited: admin.token is not reloadable, so the node
 					// still wants the one it started with.
 					hint = " (the token is " + file + "'s admin.token; a node keeps the token it started with, since admin.token cannot change without a restart: give the running one with --token, or restart the node)"
+				} else if resp.StatusCode == http.StatusUnauthorized && token == "" {
+					// A new user's first try (the demo's nodes have a token).
+					hint = " (the admin endpoint needs the node's admin.token: give it with --token or EDGE_ADMIN_TOKEN, or --config with the node's file)"
 				}
 				return fmt.Errorf("reload: %s answered %d: %s%s", url, resp.StatusCode, strings.TrimSpace(string(raw)), hint)
 			}
