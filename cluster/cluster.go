@@ -206,6 +206,14 @@ func (c Config) Validate() error {
 	case c.ForgetDepartedAfter < 0:
 		return fmt.Errorf("cluster: ForgetDepartedAfter %v: want a positive duration", c.ForgetDepartedAfter)
 	}
+	if !wire.ValidID(c.NodeID) {
+		return fmt.Errorf("cluster: NodeID %q: want 1 to %d bytes", c.NodeID, wire.MaxIDLen)
+	}
+	for id := range c.Peers {
+		if !wire.ValidID(id) {
+			return fmt.Errorf("cluster: peer id %q: want 1 to %d bytes (heartbeats name it)", id, wire.MaxIDLen)
+		}
+	}
 	if c.Region != "" && !ValidRegion(c.Region) {
 		return fmt.Errorf("cluster: Region %q: want up to %d lower-case letters, digits, . _ -, starting with a letter or digit", c.Region, wire.MaxRegionLen)
 	}
@@ -645,6 +653,9 @@ func (c *Cluster) Run(ctx context.Context, conn wire.PacketConn) error {
 	sentP, sentB := c.metrics.HeartbeatPackets.WithLabelValues("sent"), c.metrics.HeartbeatBytes.WithLabelValues("sent")
 	recvP, recvB := c.metrics.HeartbeatPackets.WithLabelValues("received"), c.metrics.HeartbeatBytes.WithLabelValues("received")
 	s := &wire.Sender{Node: c.cfg.NodeID, Incarnation: c.incarnation, Secret: c.cfg.Secret, Period: c.cfg.Period, Fill: c.fillHeartbeat,
+		Refused: func(target string, err error) {
+			c.warnOnce("encode "+target, "no heartbeat can be sent to this peer", "peer", target, "err", err)
+		},
 		Sent: func(n int) { sentP.Inc(); sentB.Add(float64(n)) }}
 	c.transport.setConn(conn)
 	defer func() { _ = c.transport.Shutdown() }()

@@ -384,6 +384,13 @@ func (c *Cluster) memberUp(n *memberlist.Node, event string) {
 	if n.Name == c.cfg.NodeID {
 		return
 	}
+	if !wire.ValidID(n.Name) {
+		// No heartbeat can name it (wire.MaxIDLen); left out of the ring.
+		c.metrics.MembershipEvents.WithLabelValues("refused").Inc()
+		c.warnOnce("id "+n.Address(), "a member's name is longer than a node id may be, and is left out of the ring",
+			"node", n.Name, "addr", n.Address(), "remedy", fmt.Sprintf("node_id: at most %d bytes", wire.MaxIDLen))
+		return
+	}
 	meta, err := decodeMeta(n.Meta)
 	if err != nil {
 		c.metrics.MembershipEvents.WithLabelValues("refused").Inc()

@@ -147,7 +147,11 @@ func (c *Cluster) checkIDConflict(h wire.Heartbeat, fromAddr *net.UDPAddr) {
 	if fromAddr != nil {
 		from = fromAddr.String()
 	}
-	c.warnOnce("conflict "+from, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
+	key := "conflict " + from
+	if fromAddr != nil {
+		key = "conflict " + fromAddr.IP.String() // by host: its port changes with each restart, or each forged packet
+	}
+	c.warnOnce(key, "another node sends heartbeats with this node's id: the two cannot both be on the ring",
 		"node", h.Node, "from", from, "remedy", "give every node its own node_id")
 }
 

@@ -2135,6 +2135,10 @@ func (p *parser) peers(key string) map[string]string {
 			p.fail(key, e, "is not ID=HOST:PORT")
 			return nil
 		}
+		if len(id) > 64 {
+			p.fail(key, e, "has an id longer than 64 bytes (node_id's limit: heartbeats name it)")
+			return nil
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			p.fail(key, e, "has no HOST:PORT after the =")
 			return nil

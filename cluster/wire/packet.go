@@ -69,6 +69,12 @@ const (
 // MaxRegionLen bounds a region label.
 const MaxRegionLen = 32
 
+// MaxIDLen bounds a node id (the sender's and the receiver's).
+const MaxIDLen = 64
+
+// ValidID reports whether id can name a heartbeat's sender or receiver.
+func ValidID(id string) bool { return len(id) >= 1 && len(id) <= MaxIDLen }
+
 // Wire format (big-endian): "EHB" version(1) | idLen(1) id | toLen(1) to |
 // incarnation seq
 // send epoch(8 each) | fpr fnr (float64) | echoSeq echoSend echoHold (8 each) |
@@ -86,7 +92,7 @@ const MaxRegionLen = 32
 const (
 	hbMagic      = "EHB"
 	hbVersion    = 4
-	maxIDLen     = 64
+	maxIDLen     = MaxIDLen
 	hbFixed      = 3 + 1 + 1 + 1 + 8*4 + 8*2 + 8*3 + 1 + 1
 	macLen       = sha256.Size
 	flagMonitors = 1
@@ -308,10 +314,6 @@ func (v *Verifier) Verify(b []byte, now int64) (Heartbeat, error) {
 		v.counts[r]++
 		return h, err
 	}
-	if v.self != "" && h.To != v.self {
-		v.counts[RejectReceiver]++
-		return Heartbeat{}, &Misaddressed{Heartbeat: h, err: reject.New("heartbeat", RejectReceiver, "from node %q, addressed to node %q, received by %q", h.Node, h.To, v.self)}
-	}
 	if d := time.Duration(now - h.SendNs); d > v.maxSkew || d < -v.maxSkew {
 		v.counts[RejectSkew]++
 		side := "behind"
@@ -319,6 +321,14 @@ func (v *Verifier) Verify(b []byte, now int64) (Heartbeat, error) {
 			side = "ahead of"
 		}
 		return h, reject.New("heartbeat", RejectSkew, "sent at a time %v %s this node's clock (at most %v either way)", d.Abs().Round(time.Millisecond), side, v.maxSkew)
+	}
+	// After the skew check: an old capture addressed elsewhere is refused
+	// as old, and only a recent one reaches the id-conflict check
+	// (a review replayed a day-old heartbeat of this node's previous
+	// incarnation, over and over).
+	if v.self != "" && h.To != v.self {
+		v.counts[RejectReceiver]++
+		return Heartbeat{}, &Misaddressed{Heartbeat: h, err: reject.New("heartbeat", RejectReceiver, "from node %q, addressed to node %q, received by %q", h.Node, h.To, v.self)}
 	}
 	w := v.peers[h.Node]
 	if h.Probe != NotProbe {

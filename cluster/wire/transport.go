@@ -82,6 +82,11 @@ type Sender struct {
 	Period      time.Duration
 	Fill        func(target string, h *Heartbeat)
 	Sent        func(bytes int) // if set, told the size of every packet sent
+	// Refused, if set, is told of a heartbeat to target that could not
+	// be encoded (an id longer than MaxIDLen); the other targets still get
+	// theirs. Until 2026-12-07 one such target stopped the sender, and
+	// with it the node.
+	Refused func(target string, err error)
 
 	mu  sync.Mutex
 	seq uint64
@@ -109,7 +114,10 @@ func (s *Sender) Run(ctx context.Context, conn PacketConn, targets func() map[st
 			}
 			b, err := h.Encode(s.Secret)
 			if err != nil {
-				return err
+				if s.Refused != nil {
+					s.Refused(id, err)
+				}
+				continue
 			}
 			// A send error (peer down, no route) is the failure detector's
 			// business, not ours: keep sending to the others.
