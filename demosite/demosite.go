@@ -120,7 +120,9 @@ func (d *Site) count(next http.Handler) http.Handler {
 			}
 			d.mu.Unlock()
 		}
-		if r.URL.Path == "/_stats" {
+		if r.URL.Path == "/_stats" || r.Method == http.MethodHead {
+			// A HEAD's body is swallowed by net/http (it still reports
+			// the bytes written): nothing is sent to count.
 			next.ServeHTTP(w, r)
 			return
 		}

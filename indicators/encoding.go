@@ -157,7 +157,8 @@ func Encode(s Snapshot) (payload []byte, delta bool) {
 }
 
 // Decode parses and checks a payload. It never allocates more than the
-// payload's own length justifies.
+// payload's own length justifies. A delta's Payload reads its positions
+// from b (EachFlip): b must not change until they are read.
 func Decode(b []byte) (Payload, error) {
 	var p Payload
 	if len(b) < headerLen+4 {

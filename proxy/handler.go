@@ -424,11 +424,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		result = h.servePass(w, r, whyMethod)
 	}
 	h.metrics.observe(result, h.now().Sub(start).Seconds())
-	h.countRule(g, result)
 	if in := inboundOf(r); !in.Relayed {
-		// A site's counts are its clients' requests, as
+		// A site's counts, and its rules', are its clients' requests, as
 		// edge_site_requests_total's: a peer's climb is the same client
 		// request counted again at another node.
+		h.countRule(g, result)
 		in.Site.count(result)
 	}
 }

@@ -238,9 +238,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
 	if req.Remote != nil { // a client's, not a peer's (ServeHTTP's rule)
 		req.Site.count(ResultHit)
-	}
-	if rule != nil {
-		h.metrics.rules.hit(req.Site.Name, rule)
+		if rule != nil {
+			h.metrics.rules.hit(req.Site.Name, rule)
+		}
 	}
 	return true
 }

@@ -298,7 +298,7 @@ func (m ruleMetrics) hit(site string, rule *rules.Rule) {
 func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 	m := ruleMetrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_rule_requests_total",
-		Help: "Requests by the cache rule that matched them (configured names only), by site and result (hit, miss, pass, …): a rule's hit ratio and origin load.",
+		Help: "Clients' requests (not peers' climbs) by the cache rule that matched them (configured names only), by site and result (hit, miss, pass, …): a rule's hit ratio and origin load.",
 	}, []string{"site", "rule", "result"})}
 	m.origin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_rule_origin_requests_total",
