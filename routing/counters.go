@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"math"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -48,6 +49,13 @@ func (c *Counters) Observe(page uint64, rank int) (count int, store bool) {
 		}
 	}
 	n := int(ctr.Add(1))
+	if n < 0 {
+		// Past 2^31 requests: stay at the top rather than wrap to a
+		// negative count, which made a page seen that often cold again
+		// (a review). Concurrent adds past the top are undone the same way.
+		ctr.Store(math.MaxInt32)
+		n = math.MaxInt32
+	}
 	return n, n >= c.q
 }
 

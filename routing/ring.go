@@ -30,7 +30,16 @@ type Ring struct {
 	all    []ringPoint
 	counts []int32
 	vnodes int
+	// weight is each member's weight, for the weighted rendezvous
+	// ranking; weighted is false when they are all equal (the ranking
+	// then orders by the raw scores, as it always did).
+	weight   []float64
+	weighted bool
 }
+
+// MaxWeight bounds a member's weight: its points are vnodes × weight, and
+// a thousand times the smallest member is past any edge cluster's spread.
+const MaxWeight = 1000
 
 // DefaultVNodes is the number of points per unit of weight. 160 keeps the
 // busiest node within 1.3× the mean for 10–1000 nodes (see the tests).
@@ -67,9 +76,11 @@ func NewRingFrom(prev *Ring, members []Member, vnodes int) (*Ring, error) {
 		if w == 0 {
 			w = 1
 		}
-		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-			return nil, fmt.Errorf("routing: member %q has weight %v", m.ID, m.Weight)
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) || w > MaxWeight {
+			return nil, fmt.Errorf("routing: member %q has weight %v, want 0 < weight ≤ %d", m.ID, m.Weight, MaxWeight)
 		}
+		r.weighted = r.weighted || i > 0 && w != r.weight[0]
+		r.weight = append(r.weight, w)
 		r.ids = append(r.ids, m.ID)
 		r.idHash = append(r.idHash, KeyHash(m.ID))
 		r.counts = append(r.counts, int32(max(1, int(math.Round(float64(vnodes)*w)))))

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -67,10 +68,13 @@ const (
 )
 
 func (p Placement) String() string {
-	if p == PlacementDistinct {
+	switch p {
+	case PlacementPaper:
+		return "paper"
+	case PlacementDistinct:
 		return "distinct"
 	}
-	return "paper"
+	return fmt.Sprintf("Placement(%d)", int(p))
 }
 
 // ParsePlacement parses "paper" or "distinct".
@@ -95,15 +99,20 @@ type Hop struct {
 // origin (rank 1) is not included. With PlacementPaper it allocates nothing
 // beyond dst's growth. ranking is the page's rendezvous ranking, needed only
 // for PlacementDistinct (see Ranking).
+//
+// A shape that does not validate, a leaf outside the tree, or a distinct
+// placement whose ranking is shorter than the tree's ranks (one cache would
+// play two) gives no path: callers build the tree over the ranked members.
 func (r *Ring) AppendPath(dst []Hop, keyHash uint64, t Tree, leaf int, p Placement, ranking []int32) []Hop {
-	if r.Len() == 0 || t.Size < 2 {
+	if r.Len() == 0 || t.Size < 2 || t.Validate() != nil || leaf < 2 || leaf > t.Size ||
+		p == PlacementDistinct && len(ranking) < t.Size-1 {
 		return dst
 	}
 	start := len(dst)
 	for i := leaf; i >= 2; i = t.Parent(i) {
 		var m int
 		if p == PlacementDistinct {
-			m = int(ranking[(i-2)%len(ranking)])
+			m = int(ranking[i-2])
 		} else {
 			m = r.Lookup(rankHash(keyHash, i))
 		}
@@ -124,20 +133,36 @@ func (r *Ring) RankMember(keyHash uint64, i int) int { return r.Lookup(rankHash(
 // score first, appended to dst. It costs O(C log C), cheap for the tens of
 // nodes of an edge cluster: the cluster computes it once per miss and
 // passes it to AppendPath and for the page's home.
+//
+// Members of unequal weight are ranked by weighted rendezvous hashing
+// (score w / −ln u, u the member's hash for the page in (0, 1)), so a
+// member is first for a share of pages proportional to its weight, as its
+// share of the ring's points is (a review found the weights ignored here).
+// With equal weights the order is the raw scores', the same as before.
 func (r *Ring) Ranking(dst []int32, keyHash uint64) []int32 {
 	type scored struct {
 		score uint64
+		w     float64
 		idx   int32
 	}
 	s := make([]scored, len(r.ids))
 	for i, h := range r.idHash {
-		s[i] = scored{scoreHash(keyHash, h), int32(i)}
+		x := scored{score: scoreHash(keyHash, h), idx: int32(i)}
+		if r.weighted {
+			u := (float64(x.score>>11) + 0.5) / (1 << 53) // in (0, 1)
+			x.w = r.weight[i] / -math.Log(u)
+		}
+		s[i] = x
 	}
 	slices.SortFunc(s, func(a, b scored) int {
-		if a.score != b.score {
-			if a.score > b.score {
-				return -1
-			}
+		switch {
+		case a.w > b.w:
+			return -1
+		case a.w < b.w:
+			return 1
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
 			return 1
 		}
 		return int(a.idx - b.idx)
