@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -80,7 +81,7 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 	if _, err := ParseFormat(string(f)); err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, maxLine)
 	head, _ := br.Peek(6)
 	switch {
 	case bytes.HasPrefix(head, xzMagic):
@@ -88,16 +89,44 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trace: xz: %w", err)
 		}
-		br = bufio.NewReaderSize(codecReader{xr, "xz"}, 64<<10)
-	case bytes.HasPrefix(head, gzipMagic):
+		br = bufio.NewReaderSize(codecReader{xr, "xz"}, maxLine)
+	case bytes.HasPrefix(head, gzipMagic) && (f == AdaptSize || f == Lines || looksGzipped(br)):
 		gr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: gzip: %w", err)
 		}
-		br = bufio.NewReaderSize(codecReader{gr, "gzip"}, 64<<10)
+		br = bufio.NewReaderSize(codecReader{gr, "gzip"}, maxLine)
 	}
 	return &Reader{f: f, br: br}, nil
 }
+
+// looksGzipped reports whether br's buffered start decompresses as gzip.
+// A binary trace has no header of its own, so its first key can begin
+// with gzip's two magic bytes (an int32be key 529205248 is 1f 8b 08 00;
+// one int64be file in 65,536 starts so): a review found such a trace
+// refused as a damaged gzip stream. A text trace cannot start so.
+func looksGzipped(br *bufio.Reader) bool {
+	head, _ := br.Peek(br.Size()) // as much as is there, up to the buffer
+	gr, err := gzip.NewReader(bytes.NewReader(head))
+	if err != nil {
+		return false
+	}
+	// All of what is buffered: random keys read as deflate data fail
+	// within a few bytes or kilobytes (a reserved block type, a distance
+	// before the start), where a real stream decodes to the buffer's end
+	// or to its end, its checksum included.
+	n, err := io.Copy(io.Discard, gr)
+	whole := len(head) < br.Size() // the file ended within the buffer
+	// Cut short: at the buffer's end, or a damaged small file that
+	// decoded some data first (a raw key sequence that starts like a
+	// header ends before any).
+	return err == nil || errors.Is(err, io.ErrUnexpectedEOF) && (!whole || n > 0)
+}
+
+// maxLine bounds a text trace's line: a key or an AdaptSize entry is
+// tens of bytes, and an unbounded line (a small .xz can expand to a
+// gigabyte without a newline) would be held whole in memory.
+const maxLine = 64 << 10
 
 // Next returns the next request, or io.EOF at the end. A malformed entry is
 // an error naming its position; the caller decides whether to stop.
@@ -121,7 +150,15 @@ func (r *Reader) Next() (Request, error) {
 		return Request{Key: strconv.FormatInt(int64(v), 10), ID: uint64(int64(v))}, nil
 	}
 	for {
-		s, err := r.br.ReadString('\n')
+		b, err := r.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			r.line++
+			for errors.Is(err, bufio.ErrBufferFull) { // the rest of the line, so the next one reads
+				_, err = r.br.ReadSlice('\n')
+			}
+			return Request{}, fmt.Errorf("trace: line %d: longer than %d bytes", r.line, maxLine)
+		}
+		s := string(b)
 		if err != nil && (err != io.EOF || s == "") {
 			if err == io.EOF {
 				return Request{}, io.EOF
@@ -142,6 +179,9 @@ func (r *Reader) Next() (Request, error) {
 		fields := strings.Fields(s)
 		if len(fields) != 3 {
 			return Request{}, fmt.Errorf("trace: line %d: want \"time id size\", got %d fields", r.line, len(fields))
+		}
+		if t, err := strconv.ParseFloat(fields[0], 64); err != nil || math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+			return Request{}, fmt.Errorf("trace: line %d: time %q is not a timestamp", r.line, fields[0])
 		}
 		id, err := strconv.ParseUint(fields[1], 10, 64)
 		if err != nil {

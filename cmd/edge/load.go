@@ -54,6 +54,9 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 				if err != nil {
 					return err
 				}
+				if len(reqs) == 0 {
+					return fmt.Errorf("--trace %s: no requests in it (format %s)", file, format)
+				}
 				paths := make([]string, len(reqs))
 				for i, r := range reqs {
 					paths[i] = "/p/" + strconv.FormatUint(r.ID%1_000_000_000, 10)
@@ -119,7 +122,10 @@ fraction of requests to one page (a flash crowd). With --origin-stats (the demo 
 			if offload >= 0 {
 				fmt.Fprintf(w, "origin offload %.2f%%\n", 100*offload)
 			}
-			fmt.Fprintf(w, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs)
+			fmt.Fprintf(w, "latency ms (from each request's scheduled send to its body's end or its failure): p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs)
+			if s.SenderLagMaxMs >= 10 {
+				fmt.Fprintf(w, "the generator sent up to %.0f ms late (its own CPU or a pause): that lateness is in the latencies above\n", s.SenderLagMaxMs)
+			}
 			return nil
 		},
 	}
