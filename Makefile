@@ -176,10 +176,10 @@ bench-miss: build
 ## fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 # Every Fuzz function of the repository (TestMakeFuzzListsEveryTarget keeps the list whole).
-FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzDecodeOwed cluster:FuzzOwedStateLoadsWhatItWrites cluster:FuzzReadStands cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate \
-	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot fdetect:FuzzParseParams h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzKeptFieldsAreNetHTTPs hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration internal/clientaddr:FuzzOfRemote internal/promtext:FuzzParse \
+FUZZ_TARGETS := cluster/wire:FuzzDecodeHeartbeat cluster/wire:FuzzDecodeTail cluster/wire:FuzzS41DecodeSigned cluster:FuzzCanonicalMatchesReference cluster:FuzzDecodeMeta cluster:FuzzDecodeOwed cluster:FuzzOwedStateLoadsWhatItWrites cluster:FuzzReadStands cluster:FuzzSignHit cluster:FuzzVerifyRequest coding:FuzzDecode coding:FuzzDecoderBytesFor coding:FuzzNegotiate coding:FuzzS44Negotiate \
+	config:FuzzLoadBytes disk:FuzzDecode disk:FuzzSnapshot fdetect:FuzzParseParams h2server:FuzzConnFrames hitpath:FuzzHTTP2Fields hitpath:FuzzKeptFieldsAreNetHTTPs hitpath:FuzzParseAgreesWithNetHTTP indicators:FuzzDecode indicators:FuzzNuCalibration indicators:FuzzS41DecodeSealed indicators:FuzzS42EachFlipAgreesWithTheOldDecoder internal/clientaddr:FuzzOfRemote internal/promtext:FuzzParse \
 	internal/reqfield:FuzzClassify lab/fdlab:FuzzReadSendTimes lab/fdlab:FuzzReadTrace node:FuzzCombinedLog node:FuzzHitPathAgreesWithServeHTTP proxy:FuzzAnsweredFromStore proxy:FuzzCacheControl proxy:FuzzCacheKeyAndVary \
-	proxy:FuzzCanonicalHost proxy:FuzzCoveredSpan proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzMatchesOnlyWeakly proxy:FuzzS8VaryKey proxy:FuzzS9LimitRanges proxy:FuzzTargeted proxy:FuzzWaitOrder rules:FuzzCaseClosed rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader
+	proxy:FuzzCanonicalHost proxy:FuzzCoveredSpan proxy:FuzzHTTPDate proxy:FuzzIsolation proxy:FuzzLimitRanges proxy:FuzzMatchesOnlyWeakly proxy:FuzzS8VaryKey proxy:FuzzS9LimitRanges proxy:FuzzTargeted proxy:FuzzWaitOrder rules:FuzzCaseClosed rules:FuzzGlob rules:FuzzKeyQuery rules:FuzzParse trace:FuzzReader trace:FuzzS43Reader
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$pkg $$fn"; \

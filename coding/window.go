@@ -32,6 +32,20 @@ func DecoderBytesFor(e Encoding, head []byte) int64 {
 	return min(w+decoderTables, DecoderBytes(e))
 }
 
+// StreamDecoderBytes is the memory to charge for decoding a stream of
+// which only head has been read (whole: head is the whole body). A brotli
+// stream declares its window once, at its start; a zstd stream may hold
+// further frames, each with its own window, so unless head is the whole
+// body it is charged the most a zstd decoder takes (a review: a 2 KB body
+// of a 1 KiB-window frame and an 8 MiB one held 8 MiB against a charge of
+// 0.5 MiB).
+func StreamDecoderBytes(e Encoding, head []byte, whole bool) int64 {
+	if e == Zstd && !whole {
+		return DecoderBytes(Zstd)
+	}
+	return DecoderBytesFor(e, head)
+}
+
 // brotliWindow reads WBITS from a brotli stream header (RFC 7932 §9.1).
 func brotliWindow(b []byte) (int64, bool) {
 	if len(b) == 0 {

@@ -478,7 +478,9 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 				h.metrics.compression.served[coding.Identity].Inc()
 				return true
 			}
-			state := coding.DecoderBytesFor(from, head)
+			// The whole body when it ended within the head; a stored body is
+			// charged frame by frame instead (DecodeCharged).
+			state := coding.StreamDecoderBytes(from, head, n < len(head))
 			if !h.charge(state) {
 				h.metrics.compression.overBudget[opDecode].Inc()
 				clear(hdr) // the origin's fields describe a body this answer does not carry
