@@ -45,6 +45,7 @@ BENCH_PIN_SUPPORTED=1 # every server and client below takes $SERVER_PIN / $CLIEN
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
 bench_install nginx:nginx varnishd:varnish wrk:wrk
+bench_build_edge
 
 $SERVER_PIN ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)

@@ -3,6 +3,12 @@
 # exit, waiting for a server, nginx with proxy_cache in front of the demo
 # origin, and wrk's latency units. Source it; it sets $work and $pids.
 
+bench_build_edge() { # the current code's bin/edge, every run: go build is a no-op when it is fresh,
+  # and a binary older than the tree (a review: the scripts built only a missing one) measures
+  # old code, and in bench-miss is the load generator too.
+  make --no-print-directory build >/dev/null
+}
+
 # bench_install CMD:PACKAGE... installs the Debian packages of missing commands.
 bench_install() {
   local need=() pair

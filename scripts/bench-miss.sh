@@ -33,7 +33,7 @@ NGINX=127.0.0.1:18481
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
 bench_install nginx:nginx curl:curl
-[ -x bin/edge ] || make build >/dev/null
+bench_build_edge
 [ -r "$TRACE" ] || { echo "no trace at $TRACE" >&2; exit 1; }
 hz=$(getconf CLK_TCK)
 cache_mib=${CACHE%MiB}

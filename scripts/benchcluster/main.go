@@ -140,6 +140,7 @@ func runCluster(bin string, n int, serveArgs string, rate float64, d time.Durati
 	s = load.Run(context.Background(), load.Config{
 		Targets: targets, Rate: rate, Duration: d, MaxInflight: 4000, Timeout: 10 * time.Second, Path: path,
 		AcceptEncoding: acceptEncoding,
+		Seed:           20261207, // every configuration gets the same requests
 	})
 	var loads []float64
 	var probes, probeHits float64
