@@ -10,8 +10,6 @@ package coding
 
 import (
 	"bytes"
-	"io"
-	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -36,28 +34,6 @@ func s44BigWindowFrame(t *testing.T, content int) []byte {
 	return enc.EncodeAll(textBody(content), nil)
 }
 
-// liveWhileDecoding decodes body as a stream, stops after stopAt decoded
-// bytes, and returns the heap held at that point above the baseline.
-func liveWhileDecoding(t *testing.T, body []byte, stopAt int64) int64 {
-	c, _ := NewCodec(DefaultLevels) // fresh: no pooled decoder
-	var before, during runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	r, err := c.NewReader(Zstd, bytes.NewReader(body), 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.CopyN(io.Discard, r, stopAt); err != nil {
-		t.Fatal(err)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&during)
-	runtime.KeepAlive(r)
-	r.Close()
-	return int64(during.HeapAlloc) - int64(before.HeapAlloc)
-}
-
 func TestS44ZstdLaterFrameWindowIsCharged(t *testing.T) {
 	first := s44SmallFrame(40)
 	second := s44BigWindowFrame(t, 16<<20)
@@ -68,11 +44,11 @@ func TestS44ZstdLaterFrameWindowIsCharged(t *testing.T) {
 	enc, _ := zstd.NewWriter(nil, zstd.WithWindowSize(8<<20), zstd.WithSingleSegment(false), zstd.WithEncoderConcurrency(1))
 	small := append(append([]byte{}, first...), enc.EncodeAll(rle, nil)...)
 	enc.Close()
-	t.Logf("a %d-byte variant (mostly one byte): charged %d, live %d", len(small), StreamDecoderBytes(Zstd, small[:32], false), liveWhileDecoding(t, small, 12<<20))
+	t.Logf("a %d-byte variant (mostly one byte): charged %d, live %d", len(small), StreamDecoderBytes(Zstd, small[:32], false), liveDecoding(t, Zstd, small, 12<<20))
 	body := append(append([]byte{}, first...), second...)
 	head := body[:32] // what proxy.codeStream reads before charging
 	charged := StreamDecoderBytes(Zstd, head, false)
-	live := liveWhileDecoding(t, body, 12<<20)
+	live := liveDecoding(t, Zstd, body, 12<<20)
 	t.Logf("two frames (1 KiB window, then 8 MiB): %d-byte body, charged %d, live %d", len(body), charged, live)
 	// Control: the big frame alone is charged what it declares.
 	t.Logf("the 8 MiB frame alone: charged %d", DecoderBytesFor(Zstd, second[:32]))
