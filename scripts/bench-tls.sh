@@ -71,12 +71,20 @@ hz=$(getconf CLK_TCK)
 # record TEST SERVER VALUE P50 P99 CPU_MS_PER_10K
 record() { echo "$*" >>"$work/results"; printf '  %-10s %-6s %10.0f/s   p50 %7s ms   p99 %7s ms   cpu %7.1f ms/10k\n' "$@"; }
 
+# tool_failed SERVER TOOL OUTPUT: a tool that printed no result stops the run
+# (a review: a failed run was recorded as 0 and taken into the medians).
+tool_failed() { echo "bench-tls: $2 against $1 gave no result:" >&2; echo "$3" | tail -5 >&2; exit 1; }
+
 keepalive() { # name url
   local c0 out rps p50 p99 cpu
   c0=$(cpu_ticks "$1")
   out=$($CLIENT_PIN wrk -t1 -c"$CONNS" -d"$DURATION" --latency "$2")
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+  [ -n "$rps" ] || tool_failed "$1" wrk "$out"
+  if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+    echo "  (wrk against $1: $(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr -s ' ' | tr '\n' ';'))" >&2
+  fi
   p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")
   p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")
   record https/1.1 "$1" "$rps" "$p50" "$p99" "$(awk -v c="$cpu" -v hz="$hz" -v r="$rps" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
@@ -93,6 +101,12 @@ handshakes() { # name hostport [label s_time-mode]
   # "4 real seconds" for 3.2 to 4.2 s), so the rate is N over the wall
   # time measured here, and the CPU is per connection made.
   conns=$(awk '/connections in/ && /real seconds/ {print $1; exit}' <<<"$out")
+  [ -n "$conns" ] || tool_failed "$1" "s_time $mode" "$out"
+  if [ "$mode" = -reuse ]; then
+    # s_time prints r for each resumed connection and * for a full one.
+    local fresh; fresh=$(tr -cd '*' <<<"$out" | wc -c)
+    [ "$fresh" -le $(( conns / 100 + 1 )) ] || echo "  (s_time -reuse against $1: $fresh of $conns connections not resumed)" >&2
+  fi
   n=$(awk -v c="${conns:-0}" -v t0="$t0" -v t1="$t1" 'BEGIN{printf "%.1f", c/((t1-t0)/1e9)}')
   record "$label" "$1" "$n" - - "$(awk -v c="$cpu" -v hz="$hz" -v k="${conns:-0}" 'BEGIN{if (k>0) print c/hz*1000/(k/10000); else print "-"}')"
 }
@@ -102,6 +116,7 @@ h2() { # name url
   out=$($CLIENT_PIN h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^finished in/ {for (i=1;i<=NF;i++) if ($i=="req/s,") print $(i-1)}' <<<"$out")
+  [ -n "$rps" ] || tool_failed "$1" h2load "$out"
   mean=$(awk '/^time for request:/ {print $6}' <<<"$out") # fields: min max mean sd
   record h2 "$1" "${rps:-0}" "${mean:-?}(mean)" - "$(awk -v c="$cpu" -v hz="$hz" -v r="${rps:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
 }
