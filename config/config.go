@@ -31,6 +31,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/edgecache/edge/cluster"
+	"github.com/edgecache/edge/cluster/wire"
 	"github.com/edgecache/edge/coding"
 	"github.com/edgecache/edge/fdetect"
 	"github.com/edgecache/edge/indicators"
@@ -881,8 +882,8 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Routing.HotThreshold = p.int("routing.hot_threshold", 1, 1<<30)
 	c.Indicators.Capacity = p.int("indicators.capacity", 1, 1<<28)
 	c.Indicators.BPE = p.float("indicators.bpe", 1, 64)
-	if bits := float64(c.Indicators.Capacity) * c.Indicators.BPE; bits > indicators.MaxBits {
-		p.fail("indicators.capacity", c.Indicators.Capacity, fmt.Sprintf("with indicators.bpe %v makes a filter of %.0f bits; peers accept at most %d (lower either)", c.Indicators.BPE, bits, indicators.MaxBits))
+	if bits, _ := (indicators.FilterConfig{Capacity: c.Indicators.Capacity, BitsPerElement: c.Indicators.BPE}).Params(); bits > indicators.MaxBits {
+		p.fail("indicators.capacity", c.Indicators.Capacity, fmt.Sprintf("with indicators.bpe %v makes a filter of %d bits; peers accept at most %d (lower either)", c.Indicators.BPE, bits, indicators.MaxBits))
 	}
 	c.Indicators.UpdateInterval = p.int("indicators.update_interval", 1, 1<<30)
 	c.Indicators.AdvertiseMax = p.dur("indicators.advertise_max", true)
@@ -986,8 +987,8 @@ func (p *parser) crossChecks(c *Config) error {
 	if c.NodeID == "" {
 		c.NodeID = "edge"
 	}
-	if strings.ContainsAny(c.NodeID, " ;,=:\"\t") || len(c.NodeID) > 64 {
-		p.failWith(&Error{Key: "node_id", Value: c.NodeID, Reason: "must be at most 64 bytes without spaces or any of ;,=:\""})
+	if strings.ContainsAny(c.NodeID, " ;,=:\"\t") || !wire.ValidID(c.NodeID) {
+		p.failWith(&Error{Key: "node_id", Value: c.NodeID, Reason: fmt.Sprintf("must be at most %d bytes without spaces or any of ;,=:\"", wire.MaxIDLen)})
 	}
 	return joinErrors(p.errs)
 }
@@ -2135,8 +2136,8 @@ func (p *parser) peers(key string) map[string]string {
 			p.fail(key, e, "is not ID=HOST:PORT")
 			return nil
 		}
-		if len(id) > 64 {
-			p.fail(key, e, "has an id longer than 64 bytes (node_id's limit: heartbeats name it)")
+		if !wire.ValidID(id) {
+			p.fail(key, e, fmt.Sprintf("has an id longer than %d bytes (node_id's limit: heartbeats name it)", wire.MaxIDLen))
 			return nil
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
