@@ -186,7 +186,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 	}()
 	n.conns = newConnLimiter(maxConnections(cfg), cfg.Limits.MaxConnectionsPerClient, reg)
-	if n.pubLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+	if n.pubLn, err = listenClients(cfg.Listen); err != nil {
 		return nil, fmt.Errorf("node: listen: %w", err)
 	}
 	n.pubLn = n.conns.listener(n.pubLn)

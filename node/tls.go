@@ -113,7 +113,7 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 	if cfg.TLS.HSTS != "" {
 		t.hsts = []string{cfg.TLS.HSTS}
 	}
-	if t.ln, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
+	if t.ln, err = listenClients(cfg.TLS.Listen); err != nil {
 		return nil, fmt.Errorf("node: tls.listen: %w", err)
 	}
 	t.ln = conns.listener(t.ln)
