@@ -123,8 +123,10 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 	return c.climbResult(fr, kh, isHome, start, <-done, cancelClimb)
 }
 
-// probeRaces counts the races by winner, for the status page.
-type probeRaces struct{ climb, negative atomic.Uint64 }
+// probeRaces counts the races by winner, and the first hop's probes
+// beside the others (Config.FirstHopWithProbes) and their hits, for the
+// status page.
+type probeRaces struct{ climb, negative, firstHop, firstHopHits atomic.Uint64 }
 
 func (c *Cluster) countRace(negativeWon bool) {
 	if negativeWon {
@@ -146,6 +148,12 @@ type ProbeRaceState struct {
 	// each region's peers ("" for peers of no region), the prior of a
 	// peer there with few of its own (nil with another selection).
 	Pooled map[string]float64 `json:"pooled_nu_calibration"`
+	// FirstHopWithProbes is cluster.first_hop_with_probes; FirstHopAsked
+	// counts the first hop's probes since start, FirstHopHits those that
+	// found the page.
+	FirstHopWithProbes bool   `json:"first_hop_with_probes"`
+	FirstHopAsked      uint64 `json:"first_hop_asked"`
+	FirstHopHits       uint64 `json:"first_hop_hits"`
 }
 
 // ProbeRaces returns how negative probes raced the climb since start.
@@ -159,5 +167,6 @@ func (c *Cluster) ProbeRaces() ProbeRaceState {
 		}
 		c.mu.Unlock()
 	}
-	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled}
+	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled,
+		FirstHopWithProbes: c.cfg.FirstHopWithProbes, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load()}
 }

@@ -28,6 +28,9 @@ type Explanation struct {
 	ClimbMs     float64         `json:"miss_penalty_ms"` // the site's measured climb latency M comes from (0: none yet)
 	Candidates  []CandidateInfo `json:"candidates"`
 	Policy      string          `json:"policy"`
+	// FirstHopWithProbes is the climb's first hop when it would be asked
+	// beside the chosen probes (cluster.first_hop_with_probes), else "".
+	FirstHopWithProbes string `json:"first_hop_with_probes,omitempty"`
 }
 
 // CandidateInfo is one peer considered for a probe.
@@ -90,6 +93,9 @@ func (c *Cluster) Explain(rawURL string, keyOf func(*url.URL) string) (Explanati
 		mask := c.choose(&cs)
 		for m := mask; m != 0; m &= m - 1 {
 			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
+		}
+		if waitFor, _ := c.splitProbes(&cs, mask); waitFor != 0 && cs.firstHop != nil {
+			e.FirstHopWithProbes = cs.firstHop.ID
 		}
 	}
 	return e, nil

@@ -216,6 +216,38 @@ type candidateSet struct {
 	negative    uint64    // mask of the negatively indicated candidates
 	missPenalty float64   // M, in the unit of c_j
 	climbS      float64   // the site's measured climb latency M came from (s; 0: none yet)
+
+	// firstHop is the climb's first hop, left out of the candidates, if
+	// it may be asked beside the probes (Config.FirstHopWithProbes:
+	// trusted, owing no purge); firstHopBit is its bit once withFirstHop
+	// has added it (0 before).
+	firstHop    *Peer
+	firstHopBit uint64
+}
+
+// isFirstHop reports whether entry i is the first hop withFirstHop added.
+func (cs *candidateSet) isFirstHop(i int) bool { return cs.firstHopBit == 1<<uint(i) }
+
+// withFirstHop adds the climb's first hop to cs, to be asked beside the
+// chosen probes, and returns its bit (0 when there is none or no room).
+// It is no candidate: the selection did not choose it, and its answers
+// teach no estimate (recordAnswer), since the peer is the page's home
+// here and its indicator's misses say nothing of its other pages.
+func (cs *candidateSet) withFirstHop() uint64 {
+	p := cs.firstHop
+	if p == nil || cs.firstHopBit != 0 || len(cs.cands) >= indicators.MaxCandidates {
+		return 0
+	}
+	cs.firstHopBit = 1 << uint(len(cs.cands))
+	cs.cands = append(cs.cands, indicators.Candidate{Rho: 1})
+	cs.peers = append(cs.peers, p)
+	cs.ids = append(cs.ids, p.ID)
+	cs.replicas = append(cs.replicas, p.replica)
+	cs.indicated = append(cs.indicated, false)
+	cs.onPath = append(cs.onPath, true)
+	cs.home = append(cs.home, false)
+	cs.derivedNu = append(cs.derivedNu, -1)
+	return cs.firstHopBit
 }
 
 // candidates returns every trusted peer but the climb's first hop (unless
@@ -248,6 +280,9 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 		for _, h := range path {
 			if p := c.peers[h.id]; p != nil && p.trusted {
 				firstHop = h.id // the climb's first request goes here
+				if c.cfg.FirstHopWithProbes && c.owed.owedTo(p.ID) == 0 {
+					cs.firstHop = p
+				}
 				break
 			}
 		}
@@ -562,26 +597,36 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if mask == 0 {
 		return proxy.Result{}, false, nil
 	}
-	raceAll := c.cfg.Selection == SelectionRaceAll
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
 	// link TCP may take seconds), bounded by send's idle timeout and by
 	// the peer being suspected. A deadline on the whole context cut such
 	// bodies short, mid-response to the client.
 	pctx, cancel := context.WithCancel(ctx)
-	waitFor, beside := mask, uint64(0)
-	switch {
-	case raceAll:
-		waitFor, beside = 0, mask
-	case c.cfg.NegativeProbesBesideClimb:
-		beside = cs.unlikelyNegatives(c.raceAbove) & mask
-		waitFor = mask &^ beside
+	waitFor, beside := c.splitProbes(&cs, mask)
+	var firstHop uint64
+	if waitFor != 0 {
+		// The request is about to wait for probes before it climbs: the
+		// first hop, asked only after them otherwise, is asked with them
+		// (Config.FirstHopWithProbes). A climb that starts at once (no
+		// probe to wait for, race-all) asks it at once anyway.
+		firstHop = cs.withFirstHop()
 	}
 	neg := &pendingProbes{cs: &cs, cancel: cancel}
 	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, fr.Key, cs.peers, beside)
-	answers, sent := c.sendProbes(pctx, fr.Req, fr.Key, cs.peers, waitFor)
+	answers := make(chan probeAnswer, bits.OnesCount64(waitFor|firstHop))
+	sent := c.sendProbesOn(pctx, answers, fr.Req, fr.Key, cs.peers, waitFor)
+	// The first hop's probe has a context of its own: the request may
+	// climb before it answers (firstHit), and ending the probes' context
+	// then would record a first hop that was about to answer as silent.
+	sent += c.sendProbesOn(ctx, answers, fr.Req, fr.Key, cs.peers, firstHop)
 	win, winner, got := c.firstHit(answers, sent, neg, &cs)
 	if win == nil {
+		if got < sent {
+			// Only the first hop's answer is still out, and the climb
+			// goes to it next: its answer is recorded when it comes.
+			go c.drainAnswers(answers, sent-got, &cs, nil)
+		}
 		if neg.left > 0 {
 			return proxy.Result{}, false, neg
 		}
@@ -596,6 +641,19 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	}
 	res, ok = c.settle(ctx, fr, win, winner)
 	return res, ok, nil
+}
+
+// splitProbes splits the chosen probes (mask) into those the request
+// waits for before it climbs and those whose answers race the climb.
+func (c *Cluster) splitProbes(cs *candidateSet, mask uint64) (waitFor, beside uint64) {
+	switch {
+	case c.cfg.Selection == SelectionRaceAll:
+		return 0, mask
+	case c.cfg.NegativeProbesBesideClimb:
+		beside = cs.unlikelyNegatives(c.raceAbove) & mask
+		return mask &^ beside, beside
+	}
+	return mask, 0
 }
 
 // drainAnswers records and closes the n answers still to come on answers,
@@ -616,8 +674,9 @@ func (c *Cluster) drainAnswers(answers <-chan probeAnswer, n int, cs *candidateS
 
 // probeAnswer is one peer's answer to a probe (resp nil: none in time).
 type probeAnswer struct {
-	resp *http.Response
-	i    int // the peer's index in the candidate set
+	resp      *http.Response
+	i         int  // the peer's index in the candidate set
+	cancelled bool // no answer (resp nil) because the probe's context ended first
 }
 
 // sendProbes asks the peers of mask, in parallel, whether they hold req's
@@ -625,6 +684,12 @@ type probeAnswer struct {
 // timeout. It returns where the sent answers arrive.
 func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, key string, peers []*Peer, mask uint64) (<-chan probeAnswer, int) {
 	answers := make(chan probeAnswer, bits.OnesCount64(mask))
+	return answers, c.sendProbesOn(ctx, answers, req, key, peers, mask)
+}
+
+// sendProbesOn is sendProbes onto answers, which must have room for every
+// answer of mask; it returns how many it sent.
+func (c *Cluster) sendProbesOn(ctx context.Context, answers chan<- probeAnswer, req *http.Request, key string, peers []*Peer, mask uint64) int {
 	sent := 0
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
@@ -637,19 +702,21 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, key string,
 			out.Header.Set(hdrMode, hopProbe.String())
 			out.Header.Set(hdrHop, "1")
 			resp, err := c.send(out, peers[i])
-			if !late.Stop() || err != nil { // no headers in time: lost
+			if inTime := late.Stop(); !inTime || err != nil { // no headers in time: lost
 				if resp != nil {
 					resp.Body.Close()
 				}
 				rcancel()
-				answers <- probeAnswer{nil, i}
+				// In time but ended by ctx: the request no longer
+				// needed the answer (another won, the client left).
+				answers <- probeAnswer{i: i, cancelled: inTime && ctx.Err() != nil}
 				return
 			}
 			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: rcancel}
-			answers <- probeAnswer{resp, i}
+			answers <- probeAnswer{resp: resp, i: i}
 		}()
 	}
-	return answers, sent
+	return sent
 }
 
 // firstHit reads the answers until one is usable (the winner, nil if
@@ -658,16 +725,29 @@ func (c *Cluster) sendProbes(ctx context.Context, req *http.Request, key string,
 // are read meanwhile too: a hit among them that comes while the others are
 // still out wins at once, as any probe's first hit always did; neg.left
 // counts down as they are read.
+//
+// The first hop asked beside the probes (cs.firstHopBit) is not waited for
+// once every other answer missed: the climb asks it next anyway, and a
+// first hop slow to answer would otherwise make the request wait for it
+// twice.
 func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingProbes, cs *candidateSet) (win *http.Response, winner string, got int) {
 	var negAnswers <-chan probeAnswer
 	if neg != nil && neg.left > 0 {
 		negAnswers = neg.answers
 	}
-	for got < sent {
+	others := sent // answers to wait for
+	if cs.firstHopBit != 0 {
+		others--
+	}
+	gotOthers := 0
+	for gotOthers < others {
 		var a probeAnswer
 		select {
 		case a = <-answers:
 			got++
+			if !cs.isFirstHop(a.i) {
+				gotOthers++
+			}
 		case a = <-negAnswers:
 			if neg.left--; neg.left == 0 {
 				negAnswers = nil
@@ -694,6 +774,8 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingPro
 func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 	outcome := "miss"
 	switch {
+	case a.cancelled:
+		outcome = "cancelled"
 	case a.resp == nil:
 		outcome = "error"
 	case a.resp.StatusCode == http.StatusGatewayTimeout:
@@ -701,6 +783,14 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 		outcome = "hit"
 	default:
 		outcome = "lost"
+	}
+	if cs.isFirstHop(a.i) {
+		c.metrics.FirstHopProbes.WithLabelValues(outcome).Inc()
+		c.races.firstHop.Add(1)
+		if outcome == "hit" {
+			c.races.firstHopHits.Add(1)
+		}
+		return outcome
 	}
 	ind := "negative"
 	if cs.indicated[a.i] {

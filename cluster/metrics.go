@@ -7,6 +7,9 @@ import (
 	"github.com/edgecache/edge/indicators"
 )
 
+// probeOutcomes are the outcomes a probe is counted by (recordAnswer).
+var probeOutcomes = []string{"hit", "miss", "error", "lost", "cancelled"}
+
 // Metrics are the cluster's Prometheus collectors. Per-peer labels are
 // bounded by the cluster's size.
 type Metrics struct {
@@ -47,6 +50,7 @@ type Metrics struct {
 	OwedSaveErrors        prometheus.Counter     // failed writes of the owed purges' state file (owedstate.go)
 	OwedPulls             *prometheus.CounterVec // peers asked at start for what they owe this node, by outcome (owedpull.go)
 	NegativeProbes        *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
+	FirstHopProbes        *prometheus.CounterVec // the climb's first hop asked beside the probes (cluster.first_hop_with_probes), by outcome
 	ClimbHops             *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
 	ClimbSeconds          prometheus.Histogram   // ingress climb latency (the miss penalty M)
 	TreeHops              prometheus.Histogram   // caches on a planned path
@@ -126,17 +130,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		IndicatorEpoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_indicator_epoch", Help: "Own advertised indicator epoch."}),
 		IndicatorPulls:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
 		IndicatorRejected:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
-		Probes:                prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome (a negative-indication hit is a false negative; a positive-indication miss a false positive)."}, []string{"indication", "outcome"}),
+		Probes:                prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome: hit, miss, error (no headers in time), lost (any other answer) or cancelled (the request stopped waiting first: another answer won or the client left). A negative-indication hit is a false negative, a positive-indication miss a false positive."}, []string{"indication", "outcome"}),
 		ClimbHops:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome: ok, failover (the hop failed), next_home (the page's next home answered for a failed home), next_home_failed."}, []string{"outcome"}),
 		ClimbSeconds:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
 		TreeHops:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
 		PeerRequests:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_requests_total", Help: "Signed data requests served to peers, by mode."}, []string{"mode"}),
 		PeerLoopHits: prometheus.NewCounter(prometheus.CounterOpts{Name: "edge_peer_loop_hits_total",
 			Help: "Of the signed data requests served to peers, the fresh RAM hits answered on the cluster listener's read loop (tuning.hit_path) instead of net/http."}),
-		PeerRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason; answer_key_version counts answers this node refused as the asker (a peer of another cache-key version)."}, []string{"reason"}),
-		WholeAnswers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
-		Resumes:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
-		BesideClimb:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
+		PeerRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_request_rejections_total", Help: "Peer requests refused, by reason; answer_key_version counts answers this node refused as the asker (a peer of another cache-key version)."}, []string{"reason"}),
+		WholeAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
+		Resumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
+		BesideClimb:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
+		FirstHopProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_first_hop_probes_total",
+			Help: "The climb's first hop (the page's home in this region) asked only-if-cached beside the probes a request waited for (cluster.first_hop_with_probes), by outcome, as edge_peer_probes_total's: a hit answered the page, or would have had a probe not come first."}, []string{"outcome"}),
 		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
 		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits; home_negative_hit_rate, the recent hit rate of negative probes for the peer's own pages, which fna-rate prices them with (0 while fewer than one outcome is left), and home_negative_outcomes, how many (faded) outcomes it is over)."}, []string{"peer", "estimate"}),
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
@@ -216,15 +222,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.PeerMember, m.Suspicions, m.SuspectedPeerRequests, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
+		m.Probes, m.FirstHopProbes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))
 	}
 	for _, ind := range []string{"positive", "negative"} {
-		for _, o := range []string{"hit", "miss", "error", "lost"} {
+		for _, o := range probeOutcomes {
 			m.Probes.WithLabelValues(ind, o)
 		}
+	}
+	for _, o := range probeOutcomes {
+		m.FirstHopProbes.WithLabelValues(o)
 	}
 	for _, o := range resumeOutcomes {
 		m.Resumes.WithLabelValues(o)

@@ -109,7 +109,7 @@ func TestReviewNegativeHitWaitsForSlowPositive(t *testing.T) {
 
 func testutilProbes(l *besideLab, ind string) float64 {
 	var n float64
-	for _, o := range []string{"hit", "miss", "lost", "error"} {
+	for _, o := range probeOutcomes {
 		n += testutil.ToFloat64(l.a.c.metrics.Probes.WithLabelValues(ind, o))
 	}
 	return n

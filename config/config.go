@@ -203,6 +203,7 @@ func Keys() []Key {
 		{"cluster.confirm_probe", Bool, "true", "Before suspecting a silent peer, ask it directly (eight small authenticated packets on the heartbeat port, any one answer will do) and suspect it only if no answer comes within four round trips (5 ms at least, a quarter period at most): a single lost heartbeat on a link that has lost nothing yet is not taken for a crash. A crash or a cut is detected that much later. Peers without it never answer and are judged on the detector alone. false: the detector alone. docs/failure-detection.md."},
 		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
 		{"cluster.negative_probes", String, "beside_climb", "When the climb waits for probes of negatively indicated peers: before_climb, for every probe's answer (the paper's pricing); beside_climb, only for the positively indicated ones, the negative answers racing the climb (a negative probe that misses then costs the request nothing). docs/cluster.md."},
+		{"cluster.first_hop_with_probes", Bool, "true", "Ask the climb's first hop (usually the page's home in this region) only-if-cached beside the probes the ingress waits for, so that a page the home holds is not fetched from a farther positively indicated peer first; the first answer that holds the page wins. No effect with cluster.probe_first_hop: true (the first hop is then a candidate like any peer). docs/cluster.md (\"The first hop beside the probes\")."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
@@ -351,16 +352,18 @@ type Config struct {
 		Selection       cluster.Selection
 		ProbeFirstHop   bool
 		ProbesBeside    bool // cluster.negative_probes beside_climb
-		SharedSilence   bool // cluster.shared_silence_hold
-		SilenceLossless bool // cluster.shared_silence_evidence lossless
-		NetworkLoss     bool // cluster.network_loss_margin
-		ConfirmProbe    bool // cluster.confirm_probe
-		NetworkOnset    bool // cluster.network_loss_onset
-		Monitoring      cluster.Monitoring
-		MonitorPeers    int
-		Region          string
-		RegionCosts     map[[2]string]time.Duration
-		TLS             struct {
+		// FirstHopWithProbes is cluster.first_hop_with_probes.
+		FirstHopWithProbes bool
+		SharedSilence      bool // cluster.shared_silence_hold
+		SilenceLossless    bool // cluster.shared_silence_evidence lossless
+		NetworkLoss        bool // cluster.network_loss_margin
+		ConfirmProbe       bool // cluster.confirm_probe
+		NetworkOnset       bool // cluster.network_loss_onset
+		Monitoring         cluster.Monitoring
+		MonitorPeers       int
+		Region             string
+		RegionCosts        map[[2]string]time.Duration
+		TLS                struct {
 			CertFile, KeyFile, CAFile string
 		}
 	}
@@ -852,6 +855,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	c.Cluster.PeerWholeBytes = p.size("cluster.peer_whole_bytes", 0)
 	c.Cluster.Selection = parseEnum(&p, "cluster.selection", cluster.ParseSelection)
 	c.Cluster.ProbeFirstHop = p.bool("cluster.probe_first_hop")
+	// With probe_first_hop the first hop is a candidate like any peer:
+	// there is no first hop left out to ask beside the probes.
+	c.Cluster.FirstHopWithProbes = p.bool("cluster.first_hop_with_probes") && !c.Cluster.ProbeFirstHop
 	c.Cluster.ProbesBeside = p.oneOf("cluster.negative_probes", "before_climb", "beside_climb") == "beside_climb"
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
 	c.Cluster.NetworkLoss = p.bool("cluster.network_loss_margin")

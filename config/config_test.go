@@ -349,3 +349,34 @@ func TestHashLeavesSecretsOut(t *testing.T) {
 		t.Error("the rules setting holds the value a rule sets on requests")
 	}
 }
+
+// TestFirstHopOptions: the first hop beside the probes is on by default,
+// off when the first hop is a probe candidate (probe_first_hop, which
+// leaves no first hop out), and a bad value names the key.
+func TestFirstHopOptions(t *testing.T) {
+	for _, tc := range []struct {
+		yaml              string
+		with, asCandidate bool
+		bad               bool
+	}{
+		{"origin: {url: http://o}", true, false, false},
+		{"origin: {url: http://o}\ncluster: {first_hop_with_probes: false}", false, false, false},
+		{"origin: {url: http://o}\ncluster: {probe_first_hop: true}", false, true, false},
+		{"origin: {url: http://o}\ncluster: {first_hop_with_probes: true, probe_first_hop: true}", false, true, false},
+		{"origin: {url: http://o}\ncluster: {first_hop_with_probes: maybe}", false, false, true},
+	} {
+		c, err := LoadBytes([]byte(tc.yaml))
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "cluster.first_hop_with_probes") {
+				t.Errorf("%q: %v, want an error naming cluster.first_hop_with_probes", tc.yaml, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if c.Cluster.FirstHopWithProbes != tc.with || c.Cluster.ProbeFirstHop != tc.asCandidate {
+			t.Errorf("%q: read as first_hop_with_probes %v, probe_first_hop %v; want %v, %v", tc.yaml, c.Cluster.FirstHopWithProbes, c.Cluster.ProbeFirstHop, tc.with, tc.asCandidate)
+		}
+	}
+}

@@ -98,7 +98,7 @@ func main() {
 	intraDelay := flag.Duration("intra", 250*time.Microsecond, "one-way delay inside a region")
 	originLatency := flag.Duration("origin-latency", 60*time.Millisecond, "the origin's added latency")
 	farFlag := flag.Bool("far-origin", false, "serve the origin over https behind a relay that adds -origin-latency to every round trip (a distant origin), instead of a pause added to each response of a plain-HTTP origin (default with -setting continents)")
-	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection[/region]: /region gives each page a home per region (routing.home: region)")
+	configsFlag := flag.String("configs", "hybrid/fna,hybrid/fno,hybrid/off,ring/fna,tree/fna", "routing-mode/selection[/region][/nofirsthop]: /region gives each page a home per region (routing.home: region), /nofirsthop asks the climb's first hop only after the probes (cluster.first_hop_with_probes: false; /firsthop, the default, beside them)")
 	advertiseFlag := flag.String("advertise", "", "indicator advertisement intervals to run each configuration at (indicators.advertise_max, e.g. 10s,3s,1s; empty: the default)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON here")
 	plotOut := flag.String("plot", "", "draw miss latency per configuration into this PNG")
@@ -268,12 +268,19 @@ func main() {
 	for _, adv := range advertise {
 		for _, cfg := range strings.Split(*configsFlag, ",") {
 			parts := strings.Split(cfg, "/")
-			if len(parts) < 2 || len(parts) > 3 || (len(parts) == 3 && parts[2] != "region") {
-				fail(fmt.Errorf("config %q: want mode/selection or mode/selection/region", cfg))
+			if len(parts) < 2 {
+				fail(fmt.Errorf("config %q: want mode/selection[/region][/nofirsthop]", cfg))
 			}
 			env := append([]string{}, settingEnv...)
-			if len(parts) == 3 {
-				env = append(env, "EDGE_ROUTING_HOME=region")
+			for _, opt := range parts[2:] {
+				switch opt {
+				case "region":
+					env = append(env, "EDGE_ROUTING_HOME=region")
+				case "firsthop", "nofirsthop":
+					env = append(env, "EDGE_CLUSTER_FIRST_HOP_WITH_PROBES="+strconv.FormatBool(opt == "firsthop"))
+				default:
+					fail(fmt.Errorf("config %q: %q is none of region, firsthop, nofirsthop", cfg, opt))
+				}
 			}
 			if adv != "" {
 				env = append(env, "EDGE_INDICATORS_ADVERTISE_MAX="+adv)
@@ -345,6 +352,10 @@ type row struct {
 	NegProbeHitRate float64 `json:"negative_probe_hit_rate"`
 	RacesPerReq     float64 `json:"climb_races_per_request"`
 	RacesWonByProbe float64 `json:"climb_races_won_by_probe"`
+	// The climb's first hop asked beside the probes (/firsthop): per
+	// request, and the share that hit.
+	FirstHopPerReq  float64 `json:"first_hop_probes_per_request"`
+	FirstHopHitRate float64 `json:"first_hop_probe_hit_rate"`
 	CrossKB         float64 `json:"cross_region_kb"`
 	IndicatorKB     float64 `json:"indicator_kb"`
 	Errors          int64   `json:"errors"`
@@ -365,7 +376,7 @@ type result struct {
 
 // probeCounts sums the nodes' probe counters.
 type probeCounts struct {
-	probes, hits, negProbes, negHits, races, racesWon float64
+	probes, hits, negProbes, negHits, races, racesWon, firstHop, firstHopHits, cancelled float64
 }
 
 // add counts one series of a node's metrics if it is a probe or climb
@@ -378,11 +389,19 @@ func (c *probeCounts) add(series string, v float64) {
 		if hit {
 			c.hits += v
 		}
+		if strings.Contains(series, `outcome="cancelled"`) {
+			c.cancelled += v
+		}
 		if strings.Contains(series, `indication="negative"`) {
 			c.negProbes += v
 			if hit {
 				c.negHits += v
 			}
+		}
+	case strings.HasPrefix(series, "edge_peer_first_hop_probes_total{"):
+		c.firstHop += v
+		if strings.Contains(series, `outcome="hit"`) {
+			c.firstHopHits += v
 		}
 	case strings.HasPrefix(series, "edge_peer_probe_climb_races_total{"):
 		c.races += v
@@ -393,7 +412,8 @@ func (c *probeCounts) add(series string, v float64) {
 }
 
 func (c probeCounts) minus(o probeCounts) probeCounts {
-	return probeCounts{c.probes - o.probes, c.hits - o.hits, c.negProbes - o.negProbes, c.negHits - o.negHits, c.races - o.races, c.racesWon - o.racesWon}
+	return probeCounts{c.probes - o.probes, c.hits - o.hits, c.negProbes - o.negProbes, c.negHits - o.negHits, c.races - o.races, c.racesWon - o.racesWon,
+		c.firstHop - o.firstHop, c.firstHopHits - o.firstHopHits, c.cancelled - o.cancelled}
 }
 
 // fill sets a row's probe figures for a run of n requests.
@@ -405,11 +425,15 @@ func (c probeCounts) fill(rw *row, n int64) {
 		return a / b
 	}
 	rw.ProbesPerReq = ratio(c.probes, float64(n))
-	rw.ProbeHitRate = ratio(c.hits, c.probes)
+	// Of the probes answered: one cancelled (another answer won first,
+	// now and then the first hop's) says nothing of the peer.
+	rw.ProbeHitRate = ratio(c.hits, c.probes-c.cancelled)
 	rw.NegProbesPerReq = ratio(c.negProbes, float64(n))
 	rw.NegProbeHitRate = ratio(c.negHits, c.negProbes)
 	rw.RacesPerReq = ratio(c.races, float64(n))
 	rw.RacesWonByProbe = ratio(c.racesWon, c.races)
+	rw.FirstHopPerReq = ratio(c.firstHop, float64(n))
+	rw.FirstHopHitRate = ratio(c.firstHopHits, c.firstHop)
 }
 
 // freeAddr is a loopback port below the ephemeral range, free for TCP and
