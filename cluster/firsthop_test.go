@@ -25,16 +25,9 @@ func TestFirstHopAnswersBesideAFarProbe(t *testing.T) {
 	for _, with := range []bool{true, false} {
 		l := newBesideLab(t, false, userOrigin{})
 		p := l.pageHomedAtH("/public/fh")
-		l.a.c.cfg.Selection = SelectionFNO
-		l.a.c.cfg.FirstHopWithProbes = with
-		for _, n := range []*realNode{l.x, l.h} {
-			if w := l.ask(n, p); w.Code != 200 {
-				t.Fatalf("filling %s: %d", n.id, w.Code)
-			}
-		}
-		l.x.c.advertise()
-		if err := l.a.c.peers["X"].replica.Apply(l.x.c.advFull); err != nil {
-			t.Fatal(err)
+		newFirstHopLabOn(t, l, p, with)
+		if w := l.ask(l.h, p); w.Code != 200 {
+			t.Fatalf("filling H: %d", w.Code)
 		}
 		released := holdProbes(1500*time.Millisecond, l.x)
 		w := l.ask(l.a, p)
@@ -70,7 +63,7 @@ func TestFirstHopAnswersBesideAFarProbe(t *testing.T) {
 func TestFirstHopSlowDoesNotHoldTheClimb(t *testing.T) {
 	l := newBesideLab(t, false, userOrigin{})
 	p := l.pageHomedAtH("/public/slow")
-	l = newFirstHopLabOn(t, l, p)
+	newFirstHopLabOn(t, l, p, true)
 	if _, err := l.x.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +84,23 @@ func TestFirstHopSlowDoesNotHoldTheClimb(t *testing.T) {
 	})
 }
 
-// newFirstHopLabOn puts A on fno with the first hop beside the probes,
-// and has X hold p, positively indicated for it at A.
-func newFirstHopLabOn(t *testing.T, l *besideLab, p string) *besideLab {
+// newFirstHopLabOn puts A on fno with the first hop beside the probes or
+// not, and has X hold p, positively indicated for it at A.
+func newFirstHopLabOn(t *testing.T, l *besideLab, p string, with bool) {
 	l.a.c.cfg.Selection = SelectionFNO
-	l.a.c.cfg.FirstHopWithProbes = true
+	l.a.c.cfg.FirstHopWithProbes = with
 	if w := l.ask(l.x, p); w.Code != 200 {
 		t.Fatalf("filling X: %d", w.Code)
 	}
+	l.indicateX()
+}
+
+// indicateX gives A X's current indicator, as an advertisement would.
+func (l *besideLab) indicateX() {
 	l.x.c.advertise()
 	if err := l.a.c.peers["X"].replica.Apply(l.x.c.advFull); err != nil {
-		t.Fatal(err)
+		l.t.Fatal(err)
 	}
-	return l
 }
 
 // TestFirstHopProbeNeverLeaksBetweenUsers: the first hop's probe hands H's
@@ -116,7 +113,7 @@ func TestFirstHopProbeNeverLeaksBetweenUsers(t *testing.T) {
 	l := newBesideLab(t, false, userOrigin{})
 	for _, kind := range []string{"private", "setcookie", "vary", "auth"} {
 		p := l.pageHomedAtH("/" + kind + "/fh")
-		newFirstHopLabOn(t, l, p)
+		newFirstHopLabOn(t, l, p, true)
 		askAs := func(n *realNode, user string) *httptest.ResponseRecorder {
 			r := httptest.NewRequest("GET", "http://site.example"+p, nil)
 			if kind == "auth" {
@@ -134,10 +131,7 @@ func TestFirstHopProbeNeverLeaksBetweenUsers(t *testing.T) {
 				t.Fatalf("%s: filling %s as a: %d", kind, n.id, w.Code)
 			}
 		}
-		l.x.c.advertise()
-		if err := l.a.c.peers["X"].replica.Apply(l.x.c.advFull); err != nil {
-			t.Fatal(err)
-		}
+		l.indicateX()
 		w := askAs(l.a, "b")
 		body := w.Body.String()
 		if strings.Contains(body, "u=a") || strings.Contains(body, "Bearer a") {
