@@ -152,6 +152,7 @@ type ProbeRaceState struct {
 	// counts the first hop's probes since start, FirstHopHits those that
 	// found the page.
 	FirstHopWithProbes bool   `json:"first_hop_with_probes"`
+	ProbeFirstHop      bool   `json:"probe_first_hop"` // the first hop is a probe candidate instead (cluster.probe_first_hop)
 	FirstHopAsked      uint64 `json:"first_hop_asked"`
 	FirstHopHits       uint64 `json:"first_hop_hits"`
 }
@@ -168,5 +169,5 @@ func (c *Cluster) ProbeRaces() ProbeRaceState {
 		c.mu.Unlock()
 	}
 	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled,
-		FirstHopWithProbes: c.cfg.FirstHopWithProbes, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load()}
+		FirstHopWithProbes: c.cfg.FirstHopWithProbes, ProbeFirstHop: c.cfg.ProbeFirstHop, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load()}
 }

@@ -94,7 +94,7 @@ func (c *Cluster) Explain(rawURL string, keyOf func(*url.URL) string) (Explanati
 		for m := mask; m != 0; m &= m - 1 {
 			e.Candidates[bits.TrailingZeros64(m)].Chosen = true
 		}
-		if waitFor, _ := c.splitProbes(&cs, mask); waitFor != 0 && cs.firstHop != nil {
+		if waitFor, _ := c.splitProbes(&cs, mask); waitFor != 0 && cs.withFirstHop() != 0 {
 			e.FirstHopWithProbes = cs.firstHop.ID
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgecache/edge/indicators"
@@ -616,15 +618,15 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	neg.answers, neg.left = c.sendProbes(pctx, fr.Req, fr.Key, cs.peers, beside)
 	answers := make(chan probeAnswer, bits.OnesCount64(waitFor|firstHop))
 	sent := c.sendProbesOn(pctx, answers, fr.Req, fr.Key, cs.peers, waitFor)
-	// The first hop's probe has a context of its own: the request may
-	// climb before it answers (firstHit), and ending the probes' context
-	// then would record a first hop that was about to answer as silent.
-	sent += c.sendProbesOn(ctx, answers, fr.Req, fr.Key, cs.peers, firstHop)
+	// The first hop's probe has a context of its own, ended when the
+	// request climbs to that peer instead (firstHit stops waiting for
+	// it): an answer after that would find what the climb stored there.
+	fctx, cancelFirstHop := context.WithCancel(ctx)
+	sent += c.sendProbesOn(fctx, answers, fr.Req, fr.Key, cs.peers, firstHop)
 	win, winner, got := c.firstHit(answers, sent, neg, &cs)
 	if win == nil {
+		cancelFirstHop()
 		if got < sent {
-			// Only the first hop's answer is still out, and the climb
-			// goes to it next: its answer is recorded when it comes.
 			go c.drainAnswers(answers, sent-got, &cs, nil)
 		}
 		if neg.left > 0 {
@@ -633,14 +635,33 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		cancel()
 		return proxy.Result{}, false, nil
 	}
-	// Keep the probe context alive while the winner's body is read.
-	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: cancel}
-	go c.drainAnswers(answers, sent-got, &cs, nil)
+	// The winner's body and the answers still out hold the probes'
+	// contexts until both are done: ended when the winner's body closed,
+	// they cancelled the answers still to come, and a far peer's answer
+	// after a near winner (the first hop's, often) taught no estimate.
+	holders := 2
 	if neg.left > 0 {
-		go c.drainAnswers(neg.answers, neg.left, &cs, nil)
+		holders++
+	}
+	release := afterAll(holders, func() { cancel(); cancelFirstHop() })
+	win.Body = &cancelOnClose{ReadCloser: win.Body, cancel: release}
+	go c.drainAnswers(answers, sent-got, &cs, release)
+	if neg.left > 0 {
+		go c.drainAnswers(neg.answers, neg.left, &cs, release)
 	}
 	res, ok = c.settle(ctx, fr, win, winner)
 	return res, ok, nil
+}
+
+// afterAll returns a function that calls f on its n-th call.
+func afterAll(n int, f func()) func() {
+	var left atomic.Int32
+	left.Store(int32(n))
+	return func() {
+		if left.Add(-1) == 0 {
+			f()
+		}
+	}
 }
 
 // splitProbes splits the chosen probes (mask) into those the request
@@ -785,6 +806,11 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 		outcome = "lost"
 	}
 	if cs.isFirstHop(a.i) {
+		if outcome == "hit" && proxy.AnsweredStaleFromStore(a.resp.Header) {
+			// Not a win: the climb to the same peer refreshes the page
+			// (stale-while-revalidate) where a probe's answer would not.
+			outcome = "stale"
+		}
 		c.metrics.FirstHopProbes.WithLabelValues(outcome).Inc()
 		c.races.firstHop.Add(1)
 		if outcome == "hit" {
@@ -1209,10 +1235,11 @@ func (c *Cluster) doWith(req *http.Request, to string, plain *peerClient, overTL
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	once   sync.Once // cancel is called once, however often Close is (afterAll counts calls)
 }
 
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
-	c.cancel()
+	c.once.Do(c.cancel)
 	return err
 }

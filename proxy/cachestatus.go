@@ -98,18 +98,42 @@ func staleOnError(code int) cacheStatus {
 // probe's answer is the page only then; anything else the cache made up
 // itself (a refusal, its per-client limit's 429) is not.
 func AnsweredFromStore(h http.Header) bool {
+	params, ok := lastMemberParams(h)
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(params, ";")
+	return strings.TrimSpace(first) == "hit"
+}
+
+// AnsweredStaleFromStore reports whether an answer came from the answering
+// cache's store (AnsweredFromStore) stale: its member's detail is "stale"
+// or "stale-while-revalidate". Such a copy is refreshed only by a request
+// that may fetch, which a cluster probe may not.
+func AnsweredStaleFromStore(h http.Header) bool {
+	if !AnsweredFromStore(h) {
+		return false
+	}
+	params, _ := lastMemberParams(h)
+	for p := range strings.SplitSeq(params, ";") {
+		if d, ok := strings.CutPrefix(strings.TrimSpace(p), "detail="); ok {
+			return d == statusHitStale.detail || d == statusHitSWR.detail
+		}
+	}
+	return false
+}
+
+// lastMemberParams returns the parameters of h's last Cache-Status member
+// (after the cache's name), ok false if it has none.
+func lastMemberParams(h http.Header) (string, bool) {
 	vals := h.Values("Cache-Status")
 	if len(vals) == 0 {
-		return false
+		return "", false
 	}
 	last := vals[len(vals)-1]
 	if i := strings.LastIndexByte(last, ','); i >= 0 {
 		last = last[i+1:]
 	}
 	_, params, ok := strings.Cut(last, ";")
-	if !ok {
-		return false
-	}
-	first, _, _ := strings.Cut(params, ";")
-	return strings.TrimSpace(first) == "hit"
+	return params, ok
 }

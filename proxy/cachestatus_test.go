@@ -36,14 +36,23 @@ func TestAnsweredFromStore(t *testing.T) {
 }
 
 // FuzzAnsweredFromStore: whatever came before, the last member decides:
-// this cache's own hit after it reads as from the store, a forward as not.
+// this cache's own hit after it reads as from the store, a forward as not,
+// and it is stale only with its own stale detail.
 func FuzzAnsweredFromStore(f *testing.F) {
 	f.Add("H; hit")
 	f.Add("X; fwd=uri-miss, Y;")
 	f.Add(";;,,")
 	f.Fuzz(func(t *testing.T, before string) {
 		h := http.Header{"Cache-Status": {before}}
-		_ = AnsweredFromStore(h)
+		if AnsweredStaleFromStore(h) && !AnsweredFromStore(h) {
+			t.Errorf("%q: stale from the store but not from the store", before)
+		}
+		if AnsweredStaleFromStore(http.Header{"Cache-Status": {before + ", edge; hit"}}) {
+			t.Errorf("%q then our fresh hit: stale", before)
+		}
+		if !AnsweredStaleFromStore(http.Header{"Cache-Status": {before, "edge; hit; detail=stale-while-revalidate"}}) {
+			t.Errorf("%q then our stale hit: not stale", before)
+		}
 		if !AnsweredFromStore(http.Header{"Cache-Status": {before + ", edge; hit"}}) {
 			t.Errorf("%q then our hit: not from the store", before)
 		}
@@ -101,5 +110,34 @@ func TestPurgeScopeNamesWhatPurgeRemoves(t *testing.T) {
 	}
 	if h.PurgeScope(PurgeRequest{}) != nil {
 		t.Error("an invalid purge names keys")
+	}
+}
+
+// TestAnsweredStaleFromStore: only the answering cache's own hit with a
+// stale detail reads as stale; a fresh hit, an upstream's stale hit before
+// this cache's fresh one, a forward and malformed members do not.
+func TestAnsweredStaleFromStore(t *testing.T) {
+	for _, c := range []struct {
+		fields []string
+		want   bool
+	}{
+		{[]string{"X; hit; detail=stale-while-revalidate"}, true},
+		{[]string{"X; hit; detail=stale"}, true},
+		{[]string{"X;hit;detail=stale"}, true},
+		{[]string{"X; hit"}, false},
+		{[]string{"H; hit; detail=stale, X; hit"}, false},
+		{[]string{"X; fwd=stale; fwd-status=500; detail=origin-error"}, false},
+		{[]string{"X; hit; detail=staleness"}, false},
+		{[]string{"X; hit; detail="}, false},
+		{[]string{"X; detail=stale"}, false},
+		{nil, false},
+	} {
+		h := http.Header{}
+		for _, f := range c.fields {
+			h.Add("Cache-Status", f)
+		}
+		if got := AnsweredStaleFromStore(h); got != c.want {
+			t.Errorf("%q: %v, want %v", c.fields, got, c.want)
+		}
 	}
 }
