@@ -148,6 +148,18 @@ run() {
   p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$out")")
   p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$out")")
   errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
+  # A run wrk could not measure, or one whose answers were not the cached
+  # 200, would enter the medians as a rate of something else: stop (as
+  # bench-tls.sh does). Socket errors (timeouts under load) are printed.
+  if [ -z "$rps" ] || [ -z "$reqs" ] || [ "$reqs" = 0 ]; then
+    echo "bench-compare: wrk against $1 gave no result:" >&2
+    tail -5 <<<"$out" >&2
+    exit 1
+  fi
+  if grep -q 'Non-2xx' <<<"$out"; then
+    echo "bench-compare: $1 answered non-2xx responses, so its rate is not the cached object's: $errs" >&2
+    exit 1
+  fi
   cpu=$(awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
   echo "$1 $rps $p50 $p99 $cpu" >>"$work/results"
   printf '  %-8s %10.0f req/s   p50 %7.3f ms   p99 %7.3f ms   CPU %6.2f µs/req %s\n' "$1" "$rps" "$p50" "$p99" "$cpu" "$errs"
