@@ -98,8 +98,12 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 					cl.res.Resp.Body.Close()
 				}
 			}()
-			a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: neg.cancel}
-			go c.drainAnswers(neg.answers, neg.left, neg.cs, nil)
+			// As probe's winner: the other negatives' context lasts until
+			// they have answered too, so that their outcomes teach their
+			// estimates (TestS46BesideNegativeWinnerStillCancelsTheOtherNegatives).
+			release := afterAll(2, neg.cancel)
+			a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: release}
+			go c.drainAnswers(neg.answers, neg.left, neg.cs, release)
 			res, ok := c.settle(ctx, fr, a.resp, neg.cs.ids[a.i])
 			if !ok {
 				// Its body failed before anything was sent, and the

@@ -650,6 +650,12 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		go c.drainAnswers(neg.answers, neg.left, &cs, release)
 	}
 	res, ok = c.settle(ctx, fr, win, winner)
+	if !ok {
+		// The winner's body failed before a byte was sent: the request
+		// climbs, to the first hop first (a review's test,
+		// TestS46SettleFailureClimbsWhileTheFirstHopProbeIsOut).
+		cancelFirstHop()
+	}
 	return res, ok, nil
 }
 
@@ -729,7 +735,8 @@ func (c *Cluster) sendProbesOn(ctx context.Context, answers chan<- probeAnswer, 
 				}
 				rcancel()
 				// In time but ended by ctx: the request no longer
-				// needed the answer (another won, the client left).
+				// waited for it (the first hop's, once the request
+				// climbed to that peer).
 				answers <- probeAnswer{i: i, cancelled: inTime && ctx.Err() != nil}
 				return
 			}
