@@ -12,11 +12,10 @@ OLD=${OLD:?OLD=path of the edge binary before the change}
 NEW=${NEW:-bin/edge}
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-8}
-work=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
-  -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+bench_install openssl:openssl curl:curl
+bench_cert "$work"
 "$NEW" origin --listen 127.0.0.1:18290 --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
 start() { # binary plain-port admin-port tls-port
@@ -32,18 +31,17 @@ for port in 18443 18444; do
   for _ in $(seq 50); do curl -ksf -o /dev/null "https://127.0.0.1:$port/size/4096" && break; sleep 0.1; done
   curl -ksf -o /dev/null "https://127.0.0.1:$port/size/4096"
 done
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 for r in $(seq "$ROUNDS"); do
   order="old new"
   [ $((r % 2)) -eq 0 ] && order="new old"
   for which in $order; do
     if [ "$which" = old ]; then port=18443 pid=$old; else port=18444 pid=$new; fi
-    c0=$(ticks "$pid"); t0=$(date +%s.%N)
+    c0=$(proc_ticks "$pid"); t0=$(date +%s.%N)
     out=$(openssl s_time -connect "127.0.0.1:$port" -new -www /size/4096 -time "$SECS" 2>&1)
-    t1=$(date +%s.%N); c1=$(ticks "$pid")
+    t1=$(date +%s.%N); c1=$(proc_ticks "$pid")
     n=$(echo "$out" | grep -oE '^[0-9]+ connections in' | head -1 | awk '{print $1}')
-    [ -n "$n" ] && [ "$n" -gt 0 ] || { echo "s_time against $which gave no result:" >&2; echo "$out" | tail -3 >&2; exit 1; }
+    [ -n "$n" ] && [ "$n" -gt 0 ] || bench_tool_failed "$which" s_time "$out"
     awk -v w="$which" -v r="$r" -v n="$n" -v t0="$t0" -v t1="$t1" -v c=$((c1 - c0)) -v hz="$hz" \
       'BEGIN{printf "round %d %-3s %6d connections %6.0f/s   cpu %.3f ms/connection\n", r, w, n, n/(t1-t0), c*1000/hz/n}'
   done

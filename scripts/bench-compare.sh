@@ -113,16 +113,6 @@ tree_pids() {
   done
 }
 
-# cpu_ticks PID... sums user + system clock ticks of the processes.
-cpu_ticks() {
-  local t=0 p
-  for p in "$@"; do
-    # Fields after the command name (which may hold spaces): utime is the
-    # 12th, stime the 13th.
-    t=$((t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
-  done
-  echo "$t"
-}
 
 server_pids() {
   case $1 in
@@ -139,9 +129,9 @@ server_pids() {
 run() {
   local out procs before after
   procs=$(server_pids "$1")
-  before=$(cpu_ticks $procs)
+  before=$(proc_ticks $procs)
   out=$($CLIENT_PIN wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$2")
-  after=$(cpu_ticks $procs)
+  after=$(proc_ticks $procs)
   local rps p50 p99 errs reqs cpu
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
   reqs=$(awk '/requests in/ {print $1}' <<<"$out")
@@ -152,9 +142,7 @@ run() {
   # 200, would enter the medians as a rate of something else: stop (as
   # bench-tls.sh does). Socket errors (timeouts under load) are printed.
   if [ -z "$rps" ] || [ -z "$reqs" ] || [ "$reqs" = 0 ]; then
-    echo "bench-compare: wrk against $1 gave no result:" >&2
-    tail -5 <<<"$out" >&2
-    exit 1
+    bench_tool_failed "$1" wrk "$out"
   fi
   if grep -q 'Non-2xx' <<<"$out"; then
     echo "bench-compare: $1 answered non-2xx responses, so its rate is not the cached object's: $errs" >&2

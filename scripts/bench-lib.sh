@@ -1,7 +1,9 @@
 # Shared parts of the whole-system benchmarks (bench-compare.sh,
-# bench-tls.sh): installing what is missing, a work directory cleaned up on
-# exit, waiting for a server, nginx with proxy_cache in front of the demo
-# origin, and wrk's latency units. Source it; it sets $work and $pids.
+# bench-tls.sh, bench-miss.sh, ab-tls-handshakes.sh): installing what is
+# missing, a work directory cleaned up on exit, waiting for a server, nginx
+# with proxy_cache in front of the demo origin, a test certificate, the CPU
+# a process used, stopping on a load tool's failure, and wrk's latency
+# units. Source it; it sets $work and $pids.
 
 bench_build_edge() { # the current code's bin/edge, every run: go build is a no-op when it is fresh,
   # and a binary older than the tree (a review: the scripts built only a missing one) measures
@@ -56,6 +58,34 @@ bench_cleanup() {
 }
 trap bench_cleanup EXIT
 fail_logs() { for f in "$work"/*.log; do echo "== $f"; tail -5 "$f"; done; }
+
+# bench_cert DIR writes an ECDSA P-256 certificate for bench.test and
+# 127.0.0.1, valid two days, to DIR/cert.pem and DIR/key.pem.
+bench_cert() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
+    -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$1/key.pem" -out "$1/cert.pem" 2>/dev/null
+}
+
+# proc_ticks PID... sums user + system clock ticks of the processes.
+proc_ticks() {
+  local t=0 p
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] || continue # gone (a worker nginx replaced)
+    # Fields after the command name (which may hold spaces): utime is the
+    # 12th, stime the 13th.
+    t=$((t + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
+  done
+  echo "$t"
+}
+
+# bench_tool_failed SERVER TOOL OUTPUT stops the run on a load tool that
+# gave no usable result (a review: a failed run was recorded as 0, or as
+# the rate of something else, and taken into the medians).
+bench_tool_failed() {
+  echo "$(basename "$0" .sh): $2 against $1 gave no result:" >&2
+  tail -5 <<<"$3" >&2
+  exit 1
+}
 
 # wait_http URL [CURL_FLAGS] waits up to 10 s for a 2xx answer.
 wait_http() {

@@ -38,15 +38,6 @@ bench_build_edge
 hz=$(getconf CLK_TCK)
 cache_mib=${CACHE%MiB}
 
-# cpu_ticks PID... -> user+system clock ticks of those processes
-cpu_ticks() {
-  local t=0 p
-  for p in "$@"; do
-    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo $t
-}
-
 # step SERVER RATE: one cold run, one line of results.
 step() {
   local server=$1 rate=$2 target procs c0 out
@@ -67,11 +58,11 @@ step() {
     procs=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' ')
   fi
   # shellcheck disable=SC2086
-  c0=$(cpu_ticks $procs)
+  c0=$(proc_ticks $procs)
   out=$(./bin/edge load --target "$target" --trace "$TRACE" --format "$FORMAT" --trace-limit $((rate * SECS + 1000)) \
     --rate "$rate" --duration "$DURATION" --accept-encoding "$AE" --origin-stats "http://$ORIGIN/_stats" --json 2>/dev/null)
   # shellcheck disable=SC2086
-  local cpu=$(($(cpu_ticks $procs) - c0))
+  local cpu=$(($(proc_ticks $procs) - c0))
   if [ "$server" = edge ]; then kill "$edge_pid"; wait "$edge_pid" 2>/dev/null || true; else kill "$(cat "$work/nginx.pid")"; sleep 0.5; rm -rf "$work/nginx-cache"; fi
   kill "$origin_pid"; wait "$origin_pid" 2>/dev/null || true
   echo "$out" | python3 -c '

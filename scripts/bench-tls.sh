@@ -34,8 +34,7 @@ BENCH_PIN_SUPPORTED=1 # every server and client below takes $SERVER_PIN / $CLIEN
 bench_install nginx:nginx wrk:wrk h2load:nghttp2-client openssl:openssl
 bench_build_edge
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
-  -addext "subjectAltName=DNS:bench.test,IP:127.0.0.1" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+bench_cert "$work"
 
 $SERVER_PIN ./bin/edge origin --listen "$ORIGIN" --latency 0s --jitter 0s 2>"$work/origin.log" &
 pids+=($!)
@@ -58,22 +57,11 @@ echo "  nginx: $(curl -ksI --http2 "https://$NGINX$OBJECT" | grep -iE '^(HTTP|ca
 
 # cpu_ticks NAME -> user+system clock ticks of the server's processes
 cpu_ticks() {
-  local ps
-  if [ "$1" = edge ]; then ps=$edge_pid; else ps=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' '); fi
-  local t=0
-  for p in $ps; do
-    [ -r "/proc/$p/stat" ] || continue
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo $t
+  if [ "$1" = edge ]; then proc_ticks "$edge_pid"; else proc_ticks $(pgrep -f "nginx: (master|worker)"); fi
 }
 hz=$(getconf CLK_TCK)
 # record TEST SERVER VALUE P50 P99 CPU_MS_PER_10K
 record() { echo "$*" >>"$work/results"; printf '  %-10s %-6s %10.0f/s   p50 %7s ms   p99 %7s ms   cpu %7.1f ms/10k\n' "$@"; }
-
-# tool_failed SERVER TOOL OUTPUT: a tool that printed no result stops the run
-# (a review: a failed run was recorded as 0 and taken into the medians).
-tool_failed() { echo "bench-tls: $2 against $1 gave no result:" >&2; echo "$3" | tail -5 >&2; exit 1; }
 
 keepalive() { # name url
   local c0 out rps p50 p99 cpu
@@ -81,7 +69,7 @@ keepalive() { # name url
   out=$($CLIENT_PIN wrk -t1 -c"$CONNS" -d"$DURATION" --latency "$2")
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-  [ -n "$rps" ] || tool_failed "$1" wrk "$out"
+  [ -n "$rps" ] || bench_tool_failed "$1" wrk "$out"
   if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
     echo "  (wrk against $1: $(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr -s ' ' | tr '\n' ';'))" >&2
   fi
@@ -101,7 +89,7 @@ handshakes() { # name hostport [label s_time-mode]
   # "4 real seconds" for 3.2 to 4.2 s), so the rate is N over the wall
   # time measured here, and the CPU is per connection made.
   conns=$(awk '/connections in/ && /real seconds/ {print $1; exit}' <<<"$out")
-  [ -n "$conns" ] || tool_failed "$1" "s_time $mode" "$out"
+  [ -n "$conns" ] || bench_tool_failed "$1" "s_time $mode" "$out"
   if [ "$mode" = -reuse ]; then
     # s_time prints r for each resumed connection and * for a full one.
     local fresh; fresh=$(tr -cd '*' <<<"$out" | wc -c)
@@ -116,7 +104,7 @@ h2() { # name url
   out=$($CLIENT_PIN h2load -D "$SECS" -c "$CONNS" -m 10 -t 1 "$2" 2>&1)
   cpu=$(( $(cpu_ticks "$1") - c0 ))
   rps=$(awk '/^finished in/ {for (i=1;i<=NF;i++) if ($i=="req/s,") print $(i-1)}' <<<"$out")
-  [ -n "$rps" ] || tool_failed "$1" h2load "$out"
+  [ -n "$rps" ] || bench_tool_failed "$1" h2load "$out"
   mean=$(awk '/^time for request:/ {print $6}' <<<"$out") # fields: min max mean sd
   record h2 "$1" "${rps:-0}" "${mean:-?}(mean)" - "$(awk -v c="$cpu" -v hz="$hz" -v r="${rps:-1}" -v s="$SECS" 'BEGIN{print c/hz*1000/(r*s/10000)}')"
 }
