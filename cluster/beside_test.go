@@ -29,15 +29,7 @@ type besideLab struct {
 
 func newBesideLab(t *testing.T, beside bool, origin proxy.Fetcher) *besideLab {
 	nodes := startRealNodes(t, []string{"A", "H", "X"}, routing.ModeHybrid, 2, 2*time.Second, origin)
-	region := map[string]string{"A": "eu", "H": "eu", "X": "us"}
-	for id, n := range nodes {
-		n.c.cfg.Region, n.c.cfg.RegionalHomes = region[id], true
-		n.c.mu.Lock()
-		for pid, p := range n.c.peers {
-			p.region = region[pid]
-		}
-		n.c.mu.Unlock()
-	}
+	placeInRegions(nodes, map[string]string{"A": "eu", "H": "eu", "X": "us"})
 	a := nodes["A"]
 	a.c.cfg.Selection = SelectionFNALearned
 	a.c.cfg.NegativeProbesBesideClimb = beside
@@ -51,6 +43,19 @@ func newBesideLab(t *testing.T, beside bool, origin proxy.Fetcher) *besideLab {
 		x.replica.ObserveHomeNegativeProbe(0.999, true)
 	}
 	return &besideLab{t: t, a: a, h: nodes["H"], x: nodes["X"]}
+}
+
+// placeInRegions gives each node its region (by id) and regional homes,
+// and tells every node its peers' regions.
+func placeInRegions(nodes map[string]*realNode, region map[string]string) {
+	for id, n := range nodes {
+		n.c.cfg.Region, n.c.cfg.RegionalHomes = region[id], true
+		n.c.mu.Lock()
+		for pid, p := range n.c.peers {
+			p.region = region[pid]
+		}
+		n.c.mu.Unlock()
+	}
 }
 
 // pageHomedAtH is a page whose eu home is H, so that A's climb asks H.

@@ -21,15 +21,7 @@ import (
 // teaches its estimate) is left in climbBeside.
 func TestS46BesideNegativeWinnerStillCancelsTheOtherNegatives(t *testing.T) {
 	nodes := startRealNodes(t, []string{"A", "H", "X", "Y"}, routing.ModeHybrid, 2, 2*time.Second, userOrigin{})
-	region := map[string]string{"A": "eu", "H": "eu", "X": "us", "Y": "ap"}
-	for id, n := range nodes {
-		n.c.cfg.Region, n.c.cfg.RegionalHomes = region[id], true
-		n.c.mu.Lock()
-		for pid, p := range n.c.peers {
-			p.region = region[pid]
-		}
-		n.c.mu.Unlock()
-	}
+	placeInRegions(nodes, map[string]string{"A": "eu", "H": "eu", "X": "us", "Y": "ap"})
 	a := nodes["A"]
 	a.c.cfg.Selection = SelectionFNALearned
 	a.c.cfg.NegativeProbesBesideClimb = true
