@@ -812,12 +812,18 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 	default:
 		outcome = "lost"
 	}
+	if outcome == "hit" && proxy.AnsweredStaleFromStore(a.resp.Header) {
+		// Not a win: a probe never refreshes what it reads (only-if-cached,
+		// proxy/handler.go), so a stale copy served from a probe stays stale
+		// where it is, for as long as the site lets it be served (its
+		// stale-while-revalidate window), and every request that probes gets
+		// it. The request climbs instead, and the climb's hop that holds the
+		// copy serves it and refreshes it; Squid's siblings answer a stale
+		// copy as a miss for the same reason (ICP_MISS). For the estimators
+		// it is a miss: asking the peer saved nothing.
+		outcome = "stale"
+	}
 	if cs.isFirstHop(a.i) {
-		if outcome == "hit" && proxy.AnsweredStaleFromStore(a.resp.Header) {
-			// Not a win: the climb to the same peer refreshes the page
-			// (stale-while-revalidate) where a probe's answer would not.
-			outcome = "stale"
-		}
 		c.metrics.FirstHopProbes.WithLabelValues(outcome).Inc()
 		c.races.firstHop.Add(1)
 		if outcome == "hit" {
@@ -830,9 +836,9 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 		ind = "positive"
 	}
 	c.metrics.Probes.WithLabelValues(ind, outcome).Inc()
-	if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss") {
+	if !cs.indicated[a.i] && (outcome == "hit" || outcome == "miss" || outcome == "stale") {
 		r := cs.replicas[a.i]
-		r.ObserveNegativeProbe(outcome == "miss")
+		r.ObserveNegativeProbe(outcome != "hit")
 		if nu := cs.derivedNu[a.i]; nu >= 0 {
 			r.ObserveHomeNegativeProbe(nu, outcome == "hit")
 		}

@@ -7,9 +7,8 @@ import (
 	"github.com/edgecache/edge/indicators"
 )
 
-// probeOutcomes are the outcomes a probe is counted by (recordAnswer);
-// the first hop's probe has one more, stale.
-var probeOutcomes = []string{"hit", "miss", "error", "lost", "cancelled"}
+// probeOutcomes are the outcomes a probe is counted by (recordAnswer).
+var probeOutcomes = []string{"hit", "stale", "miss", "error", "lost", "cancelled"}
 
 // Metrics are the cluster's Prometheus collectors. Per-peer labels are
 // bounded by the cluster's size.
@@ -131,7 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		IndicatorEpoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_indicator_epoch", Help: "Own advertised indicator epoch."}),
 		IndicatorPulls:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_pulls_total", Help: "Peer indicator replicas updated."}, []string{"peer"}),
 		IndicatorRejected:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_indicator_rejections_total", Help: "Indicator payloads rejected, by reason."}, []string{"reason"}),
-		Probes:                prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome: hit, miss, error (no headers in time), lost (any other answer) or cancelled (its request ended before the answer came). A negative-indication hit is a false negative, a positive-indication miss a false positive."}, []string{"indication", "outcome"}),
+		Probes:                prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probes_total", Help: "only-if-cached probes by indication and outcome: hit, stale (the peer holds the page stale: no win, the request climbs, and the estimators count it a miss), miss, error (no headers in time), lost (any other answer) or cancelled (its request ended before the answer came). A negative-indication hit is a false negative, a positive-indication miss a false positive."}, []string{"indication", "outcome"}),
 		ClimbHops:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_climb_hops_total", Help: "Climb steps to peers, by outcome: ok, failover (the hop failed), next_home (the page's next home answered for a failed home), next_home_failed."}, []string{"outcome"}),
 		ClimbSeconds:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_climb_duration_seconds", Help: "Latency of a climb from the ingress (the measured miss penalty).", Buckets: lat}),
 		TreeHops:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edge_tree_path_caches", Help: "Caches on a planned tree path (self excluded).", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8}}),
@@ -144,7 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BesideClimb:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
 		FirstHopProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_first_hop_probes_total",
 			Help: "The climb's first hop (the page's home in this region) asked only-if-cached beside the probes a request waited for (cluster.first_hop_with_probes), by outcome, as edge_peer_probes_total's (a hit answered the page, or would have had another probe's hit not come first; cancelled, the request climbed to it first), and stale: it held the page stale, which the climb to it then refreshes."}, []string{"outcome"}),
-		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost."}, []string{"peer", "outcome"}),
+		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost, stale a copy the peer held stale (no win: the request climbed)."}, []string{"peer", "outcome"}),
 		IndicatorEstimates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_estimate", Help: "Per-peer indicator estimates (fpr, fnr, pi, nu, q; home_nu and home_q over the pages homed at the peer; nu_calibration, realised over predicted negative-probe hits; home_negative_hit_rate, the recent hit rate of negative probes for the peer's own pages, which fna-rate prices them with (0 while fewer than one outcome is left), and home_negative_outcomes, how many (faded) outcomes it is over)."}, []string{"peer", "estimate"}),
 		ReplicaAge:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_age_seconds", Help: "Seconds since the indicator replica of each peer last changed."}, []string{"peer"}),
 		ReplicaEpoch:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_indicator_replica_epoch", Help: "Epoch of the replica held for each peer."}, []string{"peer"}),
@@ -233,7 +232,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Probes.WithLabelValues(ind, o)
 		}
 	}
-	for _, o := range append(probeOutcomes, "stale") {
+	for _, o := range probeOutcomes {
 		m.FirstHopProbes.WithLabelValues(o)
 	}
 	for _, o := range resumeOutcomes {
