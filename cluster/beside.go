@@ -130,7 +130,7 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 // probeRaces counts the races by winner, and the first hop's probes
 // beside the others (Config.FirstHopWithProbes) and their hits, for the
 // status page.
-type probeRaces struct{ climb, negative, firstHop, firstHopHits atomic.Uint64 }
+type probeRaces struct{ climb, negative, firstHop, firstHopHits, staleServed atomic.Uint64 }
 
 func (c *Cluster) countRace(negativeWon bool) {
 	if negativeWon {
@@ -159,6 +159,9 @@ type ProbeRaceState struct {
 	ProbeFirstHop      bool   `json:"probe_first_hop"` // the first hop is a probe candidate instead (cluster.probe_first_hop)
 	FirstHopAsked      uint64 `json:"first_hop_asked"`
 	FirstHopHits       uint64 `json:"first_hop_hits"`
+	// StaleServed counts the requests whose climb failed and that were
+	// answered with a stale copy a probe had found (stalefallback.go).
+	StaleServed uint64 `json:"stale_fallbacks_served"`
 }
 
 // ProbeRaces returns how negative probes raced the climb since start.
@@ -173,5 +176,6 @@ func (c *Cluster) ProbeRaces() ProbeRaceState {
 		c.mu.Unlock()
 	}
 	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled,
-		FirstHopWithProbes: c.cfg.FirstHopWithProbes, ProbeFirstHop: c.cfg.ProbeFirstHop, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load()}
+		FirstHopWithProbes: c.cfg.FirstHopWithProbes, ProbeFirstHop: c.cfg.ProbeFirstHop, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load(),
+		StaleServed: c.races.staleServed.Load()}
 }

@@ -111,13 +111,22 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 	// asked to have checked, so it climbs with them (a review's test,
 	// TestNoCacheIsNotAnsweredByAProbe).
 	if c.cfg.Selection != SelectionOff && !proxy.HasOwnDirectives(fr.Req) {
-		res, ok, negatives := c.probe(ctx, fr, kh, path)
+		res, ok, negatives, asked := c.probe(ctx, fr, kh, path)
 		if ok {
 			return c.probeResult(kh, isHome, res), nil
 		}
+		var err error
 		if negatives != nil {
-			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
+			res, err = c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
+		} else {
+			res, err = c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 		}
+		if err != nil && asked != nil && ctx.Err() == nil {
+			if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked); ok {
+				return stale, nil
+			}
+		}
+		return res, err
 	}
 	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 }
@@ -225,6 +234,10 @@ type candidateSet struct {
 	// has added it (0 before).
 	firstHop    *Peer
 	firstHopBit uint64
+
+	// staleAt marks the entries that answered the page stale (probe sets
+	// it; stalefallback.go).
+	staleAt *atomic.Uint64
 }
 
 // isFirstHop reports whether entry i is the first hop withFirstHop added.
@@ -589,16 +602,20 @@ func homeIndex(ring *routing.Ring, kh uint64, ranking []int32) int {
 // indicated peers that more likely miss than hit are not waited for: when
 // every other probe missed, negatives holds their answers still to come,
 // for climbBeside to race against the climb.
-func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (res proxy.Result, ok bool, negatives *pendingProbes) {
+//
+// asked is the set the probes were sent to (nil if none was), for
+// staleFallback once the climb has failed.
+func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop) (res proxy.Result, ok bool, negatives *pendingProbes, asked *candidateSet) {
 	cs := c.candidates(fr.Key, siteName(fr, c.siteOf), path, true)
 	if len(cs.cands) == 0 {
-		return proxy.Result{}, false, nil
+		return proxy.Result{}, false, nil, nil
 	}
 	mask := c.choose(&cs)
 	mask |= c.explore(&cs, mask)
 	if mask == 0 {
-		return proxy.Result{}, false, nil
+		return proxy.Result{}, false, nil, nil
 	}
+	cs.staleAt = new(atomic.Uint64)
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
 	// link TCP may take seconds), bounded by send's idle timeout and by
@@ -630,10 +647,10 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 			go c.drainAnswers(answers, sent-got, &cs, nil)
 		}
 		if neg.left > 0 {
-			return proxy.Result{}, false, neg
+			return proxy.Result{}, false, neg, &cs
 		}
 		cancel()
-		return proxy.Result{}, false, nil
+		return proxy.Result{}, false, nil, &cs
 	}
 	// The winner's body and the answers still out hold the probes'
 	// contexts until both are done: ended when the winner's body closed,
@@ -656,7 +673,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 		// TestS46SettleFailureClimbsWhileTheFirstHopProbeIsOut).
 		cancelFirstHop()
 	}
-	return res, ok, nil
+	return res, ok, nil, &cs
 }
 
 // afterAll returns a function that calls f on its n-th call.
@@ -822,6 +839,7 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 		// copy as a miss for the same reason (ICP_MISS). For the estimators
 		// it is a miss: asking the peer saved nothing.
 		outcome = "stale"
+		cs.markStale(a.i)
 	}
 	if cs.isFirstHop(a.i) {
 		c.metrics.FirstHopProbes.WithLabelValues(outcome).Inc()

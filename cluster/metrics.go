@@ -50,6 +50,7 @@ type Metrics struct {
 	OwedSaveErrors        prometheus.Counter     // failed writes of the owed purges' state file (owedstate.go)
 	OwedPulls             *prometheus.CounterVec // peers asked at start for what they owe this node, by outcome (owedpull.go)
 	NegativeProbes        *prometheus.CounterVec // probes despite a negative indication, per peer, by outcome (hit, miss)
+	StaleFallbacks        *prometheus.CounterVec // a failed climb's request asked the probes' stale copies again (stalefallback.go), by outcome
 	FirstHopProbes        *prometheus.CounterVec // the climb's first hop asked beside the probes (cluster.first_hop_with_probes), by outcome
 	ClimbHops             *prometheus.CounterVec // climb steps by outcome (ok, failover, next_home, next_home_failed)
 	ClimbSeconds          prometheus.Histogram   // ingress climb latency (the miss penalty M)
@@ -141,6 +142,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WholeAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_answers_whole_total", Help: "Peer answers at the ingress read whole before their header went to the client (cluster.peer_whole_bytes): whole (in time), streamed (larger: streamed from there), failed (the body failed before a byte was sent; the climb went on), race_peer and race_origin (silent for the stall limit, or still arriving then on a link with heartbeat loss: raced against the origin; race_origin when the origin's answer, below 500, was served, because it came first or the peer's broke after it was asked)."}, []string{"outcome"}),
 		Resumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
 		BesideClimb:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
+		StaleFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_stale_fallbacks_total",
+			Help: "Requests whose climb failed after a probe had found the page stale at a peer (no win, edge_peer_probes_total's stale), asked those peers again: served (a stale copy the site allows answered instead of an error) or none (no peer answered it)."}, []string{"outcome"}),
 		FirstHopProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_first_hop_probes_total",
 			Help: "The climb's first hop (the page's home in this region) asked only-if-cached beside the probes a request waited for (cluster.first_hop_with_probes), by outcome, as edge_peer_probes_total's (a hit answered the page, or would have had another probe's hit not come first; cancelled, the request climbed to it first), and stale: it held the page stale, which the climb to it then refreshes."}, []string{"outcome"}),
 		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost, stale a copy the peer held stale (no win: the request climbed)."}, []string{"peer", "outcome"}),
@@ -222,7 +225,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.GossipPackets, m.GossipBytes, m.GossipDropped, m.GossipRejected, m.MembershipEvents, m.MembershipJoins)
 	reg.MustRegister(m.PeerUp, m.PeerMember, m.Suspicions, m.SuspectedPeerRequests, m.DetectionTime, m.FDMargin, m.HeartbeatLoss, m.PeerRTT, m.LocalStalls, m.HeldSuspicions, m.SharedSilences, m.NetworkLoss, m.NetworkLossDeferrals, m.NetworkOnsetDeferrals, m.LocalDelay,
 		m.ViewSize, m.ViewChanges, m.Advertisements, m.AdvertisementBytes, m.IndicatorEpoch, m.IndicatorPulls, m.IndicatorRejected,
-		m.Probes, m.FirstHopProbes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
+		m.Probes, m.StaleFallbacks, m.FirstHopProbes, m.NegativeProbes, m.BesideClimb, m.ClimbHops, m.ClimbSeconds, m.TreeHops, m.PeerRequests, m.PeerLoopHits, m.PeerRejected, m.Resumes, m.WholeAnswers, m.IndicatorEstimates, m.ReplicaEpoch, m.ReplicaAge)
 	m.reg = reg
 	for _, r := range indicators.AllReasons {
 		m.IndicatorRejected.WithLabelValues(string(r))
@@ -231,6 +234,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, o := range probeOutcomes {
 			m.Probes.WithLabelValues(ind, o)
 		}
+	}
+	for _, o := range []string{"served", "none"} {
+		m.StaleFallbacks.WithLabelValues(o)
 	}
 	for _, o := range probeOutcomes {
 		m.FirstHopProbes.WithLabelValues(o)

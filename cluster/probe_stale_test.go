@@ -1,6 +1,13 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +49,73 @@ func TestStaleProbeAnswerIsNoWin(t *testing.T) {
 		if got := testutil.ToFloat64(l.a.c.metrics.Probes.WithLabelValues("positive", "stale")); got != 1 {
 			t.Errorf("firstHop=%v: X's stale answer counted %v times as stale, want 1 (hit: %v)", firstHop, got,
 				testutil.ToFloat64(l.a.c.metrics.Probes.WithLabelValues("positive", "hit")))
+		}
+	}
+}
+
+// downableOrigin is s47UserSWROrigin's user pages until down is set, then
+// fails every fetch.
+type downableOrigin struct {
+	s47UserSWROrigin
+	down atomic.Bool
+}
+
+func (o *downableOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+	if o.down.Load() {
+		return proxy.Result{}, errors.New("origin down")
+	}
+	return o.s47UserSWROrigin.Fetch(ctx, fr)
+}
+
+// TestStaleFallbackNeverLeaksBetweenUsers: the stale fallback hands a
+// peer's stored answer to a request whose climb failed, so it must hold
+// to what every probe holds to. User a's private, Set-Cookie, Vary:
+// Cookie and authorised pages are at X, stale within their
+// stale-while-revalidate window; the origin goes down; user b asks A.
+// b may get an error, never a's answer or cookie; the public page's stale
+// copy is served.
+func TestStaleFallbackNeverLeaksBetweenUsers(t *testing.T) {
+	for _, beside := range []bool{true, false} {
+		origin := &downableOrigin{}
+		l := newBesideLab(t, beside, origin)
+		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
+			origin.down.Store(false)
+			p := l.pageHomedAtH("/" + kind + "/fallback")
+			askAs := func(n *realNode, user string) *http.Response {
+				r := httptest.NewRequest("GET", "http://site.example"+p, nil)
+				if kind == "auth" {
+					r.Header.Set("Authorization", "Bearer "+user)
+				} else {
+					r.Header.Set("Cookie", "u="+user)
+				}
+				w := httptest.NewRecorder()
+				n.ph.ServeHTTP(w, r)
+				n.ph.Wait()
+				return w.Result()
+			}
+			if r := askAs(l.x, "a"); r.StatusCode != 200 {
+				t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
+			}
+			if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
+				t.Fatal(err)
+			}
+			if !beside {
+				l.a.c.cfg.Selection = SelectionFNO
+				l.indicateX()
+			}
+			time.Sleep(1100 * time.Millisecond) // stale now, within the window
+			origin.down.Store(true)
+			r := askAs(l.a, "b")
+			b, _ := io.ReadAll(r.Body)
+			t.Logf("beside=%v %s: b got %d %q", beside, kind, r.StatusCode, b)
+			// The public page is one answer for everyone (its body names
+			// whoever filled it); every other kind is a's alone.
+			if kind != "public" && (strings.Contains(string(b), "u=a") || strings.Contains(string(b), "Bearer a")) || strings.Contains(strings.Join(r.Header.Values("Set-Cookie"), ";"), "u=a") {
+				t.Errorf("beside=%v %s: user b got user a's answer %q (Set-Cookie %q)", beside, kind, b, r.Header.Values("Set-Cookie"))
+			}
+			if kind == "public" && (r.StatusCode != 200 || !strings.Contains(string(b), "#1")) {
+				t.Errorf("beside=%v: the public page's stale copy at X was not served when the climb failed: %d %q", beside, r.StatusCode, b)
+			}
 		}
 	}
 }

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"math/bits"
+
+	"github.com/edgecache/edge/proxy"
+)
+
+// A probe's stale answer is no win (recordAnswer): a probe never refreshes
+// what it reads, so a stale copy served from it would stay stale where it
+// is, and the request climbs instead. When that climb fails (the origin is
+// down, every hop refused), the stale copies the probes saw are still what
+// the site allowed to be served (stale-while-revalidate), and serving one
+// beats a 502 (a review's test,
+// TestS47StaleProbeAnswerTurnsIntoAnErrorWhenTheOriginIsDown). The probe
+// answers themselves were closed long before (holding a peer's answer
+// open for the length of a climb would hold its connection too), so the
+// peers that answered stale are asked again, only-if-cached, and the first
+// answer from a store, stale or not, is served.
+
+// staleFallback asks cs's peers that answered stale again, and returns the
+// first that answers the page from its store; ok is false when none was
+// stale or none answers it now.
+func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet) (proxy.Result, bool) {
+	mask := cs.staleAt.Load()
+	if mask == 0 {
+		return proxy.Result{}, false
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	answers := make(chan probeAnswer, bits.OnesCount64(mask))
+	sent := c.sendProbesOn(pctx, answers, fr.Req, fr.Key, cs.peers, mask)
+	for got := 1; got <= sent; got++ {
+		a := <-answers
+		if a.resp == nil || a.resp.StatusCode >= 500 || !proxy.AnsweredFromStore(a.resp.Header) {
+			if a.resp != nil {
+				a.resp.Body.Close()
+			}
+			continue
+		}
+		release := afterAll(2, cancel)
+		a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: release}
+		go closeAnswers(answers, sent-got, release)
+		if res, ok := c.settle(ctx, fr, a.resp, cs.ids[a.i]); ok {
+			c.metrics.StaleFallbacks.WithLabelValues("served").Inc()
+			c.races.staleServed.Add(1)
+			return c.probeResult(kh, isHome, res), true
+		}
+		break // its body failed before a byte was sent
+	}
+	cancel()
+	c.metrics.StaleFallbacks.WithLabelValues("none").Inc()
+	return proxy.Result{}, false
+}
+
+// closeAnswers closes the n answers still to come on answers, then calls
+// done.
+func closeAnswers(answers <-chan probeAnswer, n int, done func()) {
+	for range n {
+		if a := <-answers; a.resp != nil {
+			a.resp.Body.Close()
+		}
+	}
+	done()
+}
+
+// markStale records that entry i of cs answered the page stale.
+func (cs *candidateSet) markStale(i int) {
+	if cs.staleAt == nil {
+		return // not a set a request probes with
+	}
+	for {
+		old := cs.staleAt.Load()
+		if cs.staleAt.CompareAndSwap(old, old|1<<uint(i)) {
+			return
+		}
+	}
+}
