@@ -31,7 +31,7 @@ var _ proxy.Fetcher = (*Cluster)(nil)
 // set at a peer and nil at the ingress.
 func (c *Cluster) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	mark := c.copies.mark(time.Now())
-	res, err := c.fetch(ctx, fr)
+	res, err := c.fetch(ctx, fr, mark)
 	if err == nil && res.Keep && res.From == proxy.UpstreamPeer && !c.copies.keepable(mark, fr.Key, res.Resp.Header, peerAge(res), time.Now()) {
 		// A purge naming the page went round meanwhile: the peer may not
 		// have had it yet (purgehold.go).
@@ -88,7 +88,7 @@ func peerAge(res proxy.Result) time.Duration {
 	return age
 }
 
-func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
+func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMark) (proxy.Result, error) {
 	kh := routing.KeyHash(fr.Key)
 	if rt, ok := fr.Route.(*route); ok && rt != nil {
 		return c.continueClimb(ctx, fr, kh, rt)
@@ -122,7 +122,7 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Resul
 			res, err = c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 		}
 		if err != nil && asked != nil && ctx.Err() == nil {
-			if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked); ok {
+			if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked, mark); ok {
 				return stale, nil
 			}
 		}

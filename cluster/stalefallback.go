@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"math/bits"
+	"time"
 
 	"github.com/edgecache/edge/proxy"
 )
@@ -21,15 +22,24 @@ import (
 
 // staleFallback asks cs's peers that answered stale again, and returns the
 // first that answers the page from its store; ok is false when none was
-// stale or none answers it now.
-func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet) (proxy.Result, bool) {
-	mask := cs.staleAt.Load()
+// stale or none answers it now. It serves nothing a purge may have named
+// since the request's fetch began (mark; a review's
+// TestS48StaleFallbackServesAPagePurgedWhileTheClimbWasOut: the purge
+// reached the home, not X, and X's copy was served after the purge had
+// returned), and asks no peer that is suspected or owes purges now.
+func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark) (proxy.Result, bool) {
+	mask := c.stillAskable(cs, cs.staleAt.Load())
 	if mask == 0 {
+		return proxy.Result{}, false
+	}
+	if !c.copies.keepable(mark, fr.Key, nil, 0, time.Now()) {
+		c.metrics.StaleFallbacks.WithLabelValues("purged").Inc()
 		return proxy.Result{}, false
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	answers := make(chan probeAnswer, bits.OnesCount64(mask))
 	sent := c.sendProbesOn(pctx, answers, fr.Req, fr.Key, cs.peers, mask)
+	outcome := "none"
 	for got := 1; got <= sent; got++ {
 		a := <-answers
 		if a.resp == nil || a.resp.StatusCode >= 500 || !proxy.AnsweredFromStore(a.resp.Header) {
@@ -37,6 +47,13 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 				a.resp.Body.Close()
 			}
 			continue
+		}
+		if !c.copies.keepable(mark, fr.Key, a.resp.Header, peerAge(proxy.Result{Resp: a.resp}), time.Now()) {
+			// A purge naming it went round while it was asked.
+			a.resp.Body.Close()
+			go closeAnswers(answers, sent-got, cancel)
+			c.metrics.StaleFallbacks.WithLabelValues("purged").Inc()
+			return proxy.Result{}, false
 		}
 		release := afterAll(2, cancel)
 		a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: release}
@@ -49,8 +66,25 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 		break // its body failed before a byte was sent
 	}
 	cancel()
-	c.metrics.StaleFallbacks.WithLabelValues("none").Inc()
+	if ctx.Err() != nil {
+		outcome = "cancelled" // the request ended first
+	}
+	c.metrics.StaleFallbacks.WithLabelValues(outcome).Inc()
 	return proxy.Result{}, false
+}
+
+// stillAskable keeps of mask the entries of cs whose peers are trusted
+// and owe no purge now, as candidates keeps them.
+func (c *Cluster) stillAskable(cs *candidateSet, mask uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if p := cs.peers[i]; !p.trusted || c.owed.owedTo(p.ID) > 0 {
+			mask &^= 1 << uint(i)
+		}
+	}
+	return mask
 }
 
 // closeAnswers closes the n answers still to come on answers, then calls
