@@ -998,10 +998,23 @@ func (c *Cluster) wantRefute() {
 
 // refuteEvery is the least time between two refutations: one probe
 // period, as memberlist cannot newly suspect a node faster than it probes.
-// A node whose heartbeats come back from many peers at once after a cut
-// refutes at most twice: at the first heartbeat, and once more a second
-// later for the others (about two per heal in the flap test).
+// A node whose heartbeats come back after a cut, from one peer or from
+// many at once, refutes twice (refutesPerSilence): at the first
+// heartbeat, and once more a second later.
 const refuteEvery = time.Second
+
+// refutesPerSilence is how many refutations one silence's end sets off,
+// refuteEvery apart. An alive message is gossiped only 4 × ⌈log10(n+1)⌉
+// times, so one refutation sometimes reaches too few members before the
+// next cut (TestFlappingNodeIsNotDeclaredDead: a member declared dead in
+// about 1 run of 130, each 60 flaps); the second, a second later, is
+// still inside any heal long enough to matter, and costs one small
+// broadcast per node per heal.
+const refutesPerSilence = 2
+
+// refuteQueued is how long refuteLoop lets UpdateNode wait for its
+// broadcast: not at all, in effect (a zero timeout waits for ever).
+const refuteQueued = time.Millisecond
 
 // refuteLoop announces this node alive with a new incarnation
 // (memberlist's UpdateNode, the message memberlist's own refutation
@@ -1024,17 +1037,46 @@ func (c *Cluster) refuteLoop(ctx context.Context, m *membership) {
 			return
 		case <-c.refuteWanted:
 		}
-		if err := m.ml.UpdateNode(joinInterval); err != nil {
-			c.log.Debug("membership: refutation not sent", "err", err)
-		} else {
+		// UpdateNode queues the alive message, then waits for its last
+		// retransmission; its only error is that wait running out, and the
+		// message is queued all the same. The wait is not waited here: its
+		// notice is lost when the broadcast ends (or a newer announcement
+		// of this node replaces it) before the wait begins, as memberlist
+		// does not block to give it, and that happens when publishMeta
+		// announces at the same moment. Waiting the whole timeout held
+		// the next refutation back with it: at a heal that met the
+		// minute's announcement, the second refutation went into the next
+		// cut and the island was declared dead
+		// (TestFlappingNodeIsNotDeclaredDead, 1 run in about 130).
+		for i := range refutesPerSilence {
+			if i > 0 && !sleepCtx(ctx, refuteEvery) {
+				return
+			}
+			_ = m.ml.UpdateNode(refuteQueued)
 			c.metrics.MembershipEvents.WithLabelValues("refute").Inc()
 			c.refutes.Add(1)
 		}
+		// Requests made up to now are answered by the refutation just
+		// queued.
 		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(refuteEvery):
+		case <-c.refuteWanted:
+		default:
 		}
+		if !sleepCtx(ctx, refuteEvery) {
+			return
+		}
+	}
+}
+
+// sleepCtx waits d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
