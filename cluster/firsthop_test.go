@@ -109,23 +109,28 @@ func (l *besideLab) indicateX() {
 // and authorised pages are at H (and X, positively indicated, so that A
 // probes); user b then asks A for each. b must get b's own answer, never
 // a's, and never a's cookie.
+// askAsUser asks n for page p as user: with an Authorization of the
+// user's for the "auth" kind of userOrigin's pages, a Cookie naming the
+// user otherwise; it waits for n's background work.
+func askAsUser(n *realNode, p, kind, user string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "http://site.example"+p, nil)
+	if kind == "auth" {
+		r.Header.Set("Authorization", "Bearer "+user)
+	} else {
+		r.Header.Set("Cookie", "u="+user)
+	}
+	w := httptest.NewRecorder()
+	n.ph.ServeHTTP(w, r)
+	n.ph.Wait()
+	return w
+}
+
 func TestFirstHopProbeNeverLeaksBetweenUsers(t *testing.T) {
 	l := newBesideLab(t, false, userOrigin{})
 	for _, kind := range []string{"private", "setcookie", "vary", "auth"} {
 		p := l.pageHomedAtH("/" + kind + "/fh")
 		newFirstHopLabOn(t, l, p, true)
-		askAs := func(n *realNode, user string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest("GET", "http://site.example"+p, nil)
-			if kind == "auth" {
-				r.Header.Set("Authorization", "Bearer "+user)
-			} else {
-				r.Header.Set("Cookie", "u="+user)
-			}
-			w := httptest.NewRecorder()
-			n.ph.ServeHTTP(w, r)
-			n.ph.Wait()
-			return w
-		}
+		askAs := func(n *realNode, user string) *httptest.ResponseRecorder { return askAsUser(n, p, kind, user) }
 		for _, n := range []*realNode{l.h, l.x} {
 			if w := askAs(n, "a"); w.Code != 200 {
 				t.Fatalf("%s: filling %s as a: %d", kind, n.id, w.Code)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,18 +80,7 @@ func TestStaleFallbackNeverLeaksBetweenUsers(t *testing.T) {
 		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
 			origin.down.Store(false)
 			p := l.pageHomedAtH("/" + kind + "/fallback")
-			askAs := func(n *realNode, user string) *http.Response {
-				r := httptest.NewRequest("GET", "http://site.example"+p, nil)
-				if kind == "auth" {
-					r.Header.Set("Authorization", "Bearer "+user)
-				} else {
-					r.Header.Set("Cookie", "u="+user)
-				}
-				w := httptest.NewRecorder()
-				n.ph.ServeHTTP(w, r)
-				n.ph.Wait()
-				return w.Result()
-			}
+			askAs := func(n *realNode, user string) *http.Response { return askAsUser(n, p, kind, user).Result() }
 			if r := askAs(l.x, "a"); r.StatusCode != 200 {
 				t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
 			}

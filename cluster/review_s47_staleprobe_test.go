@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -129,18 +128,7 @@ func TestS47StaleNegativeProbeBesideClimbCountsAndIsolation(t *testing.T) {
 		l := newBesideLab(t, beside, &s47UserSWROrigin{})
 		for _, kind := range []string{"private", "setcookie", "vary", "auth"} {
 			p := l.pageHomedAtH("/" + kind + "/s47")
-			askAs := func(n *realNode, user string) *http.Response {
-				r, _ := http.NewRequest("GET", "http://site.example"+p, nil)
-				if kind == "auth" {
-					r.Header.Set("Authorization", "Bearer "+user)
-				} else {
-					r.Header.Set("Cookie", "u="+user)
-				}
-				w := httptest.NewRecorder()
-				n.ph.ServeHTTP(w, r)
-				n.ph.Wait()
-				return w.Result()
-			}
+			askAs := func(n *realNode, user string) *http.Response { return askAsUser(n, p, kind, user).Result() }
 			if r := askAs(l.x, "a"); r.StatusCode != 200 {
 				t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
 			}
