@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -18,11 +19,18 @@ import (
 
 // s45SWROrigin answers every page fresh for a second, then usable stale
 // for ten minutes while it is refreshed (stale-while-revalidate), with a
-// body naming the fetch ("v1", "v2", ...).
-type s45SWROrigin struct{ n atomic.Int64 }
+// body naming the fetch ("v1", "v2", ...); past failAfter fetches (if
+// not 0) it fails every one (the origin went down).
+type s45SWROrigin struct {
+	n         atomic.Int64
+	failAfter int64
+}
 
 func (o *s45SWROrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
 	n := o.n.Add(1)
+	if o.failAfter > 0 && n > o.failAfter {
+		return proxy.Result{}, errors.New("origin down")
+	}
 	h := http.Header{"Cache-Control": {"public, max-age=1, stale-while-revalidate=600"}, "Content-Type": {"text/plain"}}
 	body := "v" + strconv.FormatInt(n, 10)
 	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, Keep: true}, nil

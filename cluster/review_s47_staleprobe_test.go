@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,21 +15,6 @@ import (
 	"github.com/edgecache/edge/proxy"
 )
 
-// s47FailingSWROrigin answers its first fetch "v1", fresh for a second and
-// usable stale for ten minutes (stale-while-revalidate); every later fetch
-// fails (the origin went down).
-type s47FailingSWROrigin struct{ n atomic.Int64 }
-
-func (o *s47FailingSWROrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Result, error) {
-	n := o.n.Add(1)
-	if n > 1 {
-		return proxy.Result{}, errors.New("origin down")
-	}
-	h := http.Header{"Cache-Control": {"public, max-age=1, stale-while-revalidate=600"}, "Content-Type": {"text/plain"}}
-	body := "v" + strconv.FormatInt(n, 10)
-	return proxy.Result{Resp: &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, Keep: true}, nil
-}
-
 // TestS47StaleProbeAnswerTurnsIntoAnErrorWhenTheOriginIsDown: X holds the
 // page stale within its stale-while-revalidate window (a copy the site
 // says may be served for ten more minutes); H, A's home for it, does not
@@ -42,7 +26,7 @@ func (o *s47FailingSWROrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) 
 // with race-all (X's probe races the climb).
 func TestS47StaleProbeAnswerTurnsIntoAnErrorWhenTheOriginIsDown(t *testing.T) {
 	for _, mode := range []string{"positive", "beside", "raceall"} {
-		origin := &s47FailingSWROrigin{}
+		origin := &s45SWROrigin{failAfter: 1} // "v1", then the origin is down
 		l := newBesideLab(t, mode == "beside", origin)
 		p := l.pageHomedAtH("/public/s47down")
 		if mode != "beside" {
