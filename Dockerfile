@@ -3,6 +3,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# go.mod replaces memberlist with this patched copy (third_party/README.md).
+COPY third_party ./third_party
 RUN go mod download
 COPY . .
 ARG VERSION=dev
