@@ -1005,11 +1005,11 @@ const refuteEvery = time.Second
 
 // refutesPerSilence is how many refutations one silence's end sets off,
 // refuteEvery apart. An alive message is gossiped only 4 × ⌈log10(n+1)⌉
-// times, so one refutation sometimes reaches too few members before the
-// next cut (TestFlappingNodeIsNotDeclaredDead: a member declared dead in
-// about 1 run of 130, each 60 flaps); the second, a second later, is
-// still inside any heal long enough to matter, and costs one small
-// broadcast per node per heal.
+// times, and memberlist v0.7.0's queue lost some outright (the false
+// deaths of TestFlappingNodeIsNotDeclaredDead; mended in
+// third_party/memberlist): a second, a second later, is still inside any
+// heal long enough to matter, and costs one small broadcast per node per
+// heal.
 const refutesPerSilence = 2
 
 // refuteQueued is how long refuteLoop lets UpdateNode wait for its
@@ -1042,12 +1042,10 @@ func (c *Cluster) refuteLoop(ctx context.Context, m *membership) {
 		// message is queued all the same. The wait is not waited here: its
 		// notice is lost when the broadcast ends (or a newer announcement
 		// of this node replaces it) before the wait begins, as memberlist
-		// does not block to give it, and that happens when publishMeta
-		// announces at the same moment. Waiting the whole timeout held
-		// the next refutation back with it: at a heal that met the
-		// minute's announcement, the second refutation went into the next
-		// cut and the island was declared dead
-		// (TestFlappingNodeIsNotDeclaredDead, 1 run in about 130).
+		// does not block to give it, and never came when memberlist's
+		// queue lost the message (third_party/README.md). Waiting the whole
+		// timeout held the next refutation back with it, into the next cut
+		// in the flap test.
 		for i := range refutesPerSilence {
 			if i > 0 && !sleepCtx(ctx, refuteEvery) {
 				return
