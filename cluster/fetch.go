@@ -110,25 +110,29 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 	// no-cache, Pragma) would be answered from a peer's store with what it
 	// asked to have checked, so it climbs with them (a review's test,
 	// TestNoCacheIsNotAnsweredByAProbe).
+	var negatives *pendingProbes
+	var asked *candidateSet
 	if c.cfg.Selection != SelectionOff && !proxy.HasOwnDirectives(fr.Req) {
-		res, ok, negatives, asked := c.probe(ctx, fr, kh, path)
+		var res proxy.Result
+		var ok bool
+		res, ok, negatives, asked = c.probe(ctx, fr, kh, path)
 		if ok {
 			return c.probeResult(kh, isHome, res), nil
 		}
-		var err error
-		if negatives != nil {
-			res, err = c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
-		} else {
-			res, err = c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
-		}
-		if err != nil && asked != nil && ctx.Err() == nil {
-			if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked, mark); ok {
-				return stale, nil
-			}
-		}
-		return res, err
 	}
-	return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
+	var res proxy.Result
+	var err error
+	if negatives != nil {
+		res, err = c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
+	} else {
+		res, err = c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
+	}
+	if err != nil && asked != nil && ctx.Err() == nil {
+		if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked, mark); ok {
+			return stale, nil
+		}
+	}
+	return res, err
 }
 
 var _ proxy.PeerWaiter = (*Cluster)(nil)
@@ -311,7 +315,7 @@ func (c *Cluster) candidates(key, site string, path []hop, count bool) candidate
 	cs.missPenalty, cs.climbS = c.missPenalty(site, minCost)
 	keyBytes := []byte(key)
 	for _, p := range c.peers {
-		if !p.trusted || c.owed.owedTo(p.ID) > 0 { // owed purges: not asked (purgeowed.go)
+		if !c.mayAskLocked(p) {
 			continue
 		}
 		isHome := homes[p.ID]
@@ -824,7 +828,7 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 	case a.resp == nil:
 		outcome = "error"
 	case a.resp.StatusCode == http.StatusGatewayTimeout:
-	case a.resp.StatusCode < 500 && proxy.AnsweredFromStore(a.resp.Header):
+	case fromStore(a.resp):
 		outcome = "hit"
 	default:
 		outcome = "lost"
@@ -869,6 +873,16 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 	}
 	return outcome
 }
+
+// fromStore reports whether a probe's answer is the page from the peer's
+// store: below 500 (a 504 is its miss), its own Cache-Status member a hit.
+func fromStore(resp *http.Response) bool {
+	return resp != nil && resp.StatusCode < 500 && proxy.AnsweredFromStore(resp.Header)
+}
+
+// mayAskLocked reports whether p may be probed: trusted and owing no
+// purge (purgeowed.go). c.mu is held.
+func (c *Cluster) mayAskLocked(p *Peer) bool { return p.trusted && c.owed.owedTo(p.ID) == 0 }
 
 // climb sends the request up the path, hop by hop; a hop that fails (refused,
 // timeout, 5xx) is skipped.

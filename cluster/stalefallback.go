@@ -42,7 +42,7 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 	outcome := "none"
 	for got := 1; got <= sent; got++ {
 		a := <-answers
-		if a.resp == nil || a.resp.StatusCode >= 500 || !proxy.AnsweredFromStore(a.resp.Header) {
+		if !fromStore(a.resp) {
 			if a.resp != nil {
 				a.resp.Body.Close()
 			}
@@ -80,7 +80,7 @@ func (c *Cluster) stillAskable(cs *candidateSet, mask uint64) uint64 {
 	defer c.mu.Unlock()
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		if p := cs.peers[i]; !p.trusted || c.owed.owedTo(p.ID) > 0 {
+		if !c.mayAskLocked(cs.peers[i]) {
 			mask &^= 1 << uint(i)
 		}
 	}
@@ -100,13 +100,7 @@ func closeAnswers(answers <-chan probeAnswer, n int, done func()) {
 
 // markStale records that entry i of cs answered the page stale.
 func (cs *candidateSet) markStale(i int) {
-	if cs.staleAt == nil {
-		return // not a set a request probes with
-	}
-	for {
-		old := cs.staleAt.Load()
-		if cs.staleAt.CompareAndSwap(old, old|1<<uint(i)) {
-			return
-		}
+	if cs.staleAt != nil { // nil: not a set a request probes with
+		cs.staleAt.Or(1 << uint(i))
 	}
 }
