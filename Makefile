@@ -61,10 +61,11 @@ RACE_PKGS = $(RACE_FIRST) $(filter-out $(RACE_FIRST),$(shell $(GO) list ./... | 
 ## The longest packages under the race detector first (package-seconds in an idle clean-clone run
 ## on 2 cores, 2026-12-07: node 241, proxy 236, cmd/edge 152, h2server 56, hitpath 24, e2e/disk
 ## 23, origin 18, e2e/acme 17, disk 15, coding 12; about 900 in all). go test starts packages in
-## the order given, two at a time (-p 2); node and cmd/edge first, then proxy, keeps two of the
-## three largest from running last side by side. Idle clean-clone runs the same hour: import-path
-## order 608 s in all (the race run to 539 s), this order 587 s (514 s). The rest is the CPU the
-## race detector costs: two cores are busy to the end either way.
+## the order given, so many at a time (scripts/race-run.sh: -p 3); the largest first keeps them
+## from running last side by side. Idle clean-clone runs the same hour at -p 2: import-path order
+## 608 s in all (the race run to 539 s), this order 587 s (514 s); at -p 3 the race run takes
+## 400 s (the same 674 s of CPU: at -p 2 both cores were only 65 % busy, waiting tests holding
+## the slots).
 RACE_FIRST = $(shell $(GO) list ./node ./cmd/edge ./proxy ./h2server ./e2e/disk ./hitpath ./origin ./e2e/acme ./disk ./coding)
 ## Run beside the rest, outside go test's -p slots (scripts/race-run.sh): they mostly wait.
 ## Import paths, as go list prints them (filter-out takes them from RACE_PKGS).

@@ -80,11 +80,16 @@ func TestS35GoneClientsSliceFetchesAreNotBounded(t *testing.T) {
 	}
 	h.Wait()
 	refused := 0
+	var answered atomic.Int64
 	for k := 1; k <= 8; k++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		a := k * slice
 		got := make(chan int, 1)
-		wg.Go(func() { got <- ask(ctx, "bytes="+strconv.Itoa(a)+"-"+strconv.Itoa(a+9)).Code })
+		wg.Go(func() {
+			code := ask(ctx, "bytes="+strconv.Itoa(a)+"-"+strconv.Itoa(a+9)).Code
+			answered.Add(1)
+			got <- code
+		})
 		<-ctx.Done()
 		cancel()
 		select {
@@ -96,9 +101,19 @@ func TestS35GoneClientsSliceFetchesAreNotBounded(t *testing.T) {
 			// still being served after its client left
 		}
 	}
-	// Give every request that is not refused the time to reach the origin.
+	// Give every request that is not refused the time to reach the origin:
+	// wait until each has been answered (turned away) or hangs there, and
+	// every fetch the proxy still holds for the client is one that hangs.
+	// (Waiting for hanging+refused to reach 8 waited the whole 10 s: the
+	// requests turned away are answered 503 once their client left.)
+	atOrigin := func() bool {
+		h.clients.mu.Lock()
+		held := int64(h.clients.n["192.0.2.35"] + h.clients.left["192.0.2.35"])
+		h.clients.mu.Unlock()
+		return answered.Load()+hanging.Load() == 8 && held == hanging.Load()
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && hanging.Load()+int64(refused) < 8 {
+	for time.Now().Before(deadline) && hanging.Load()+int64(refused) < 8 && !atOrigin() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	h.clients.mu.Lock()

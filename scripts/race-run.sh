@@ -25,7 +25,12 @@ fi
 # -parallel 4: the tests marked parallel are the ones that mostly wait
 # (certificate polls, handshake timeouts); at the default (GOMAXPROCS, 2)
 # node's three such tests ran two at a time.
-"$go" test -race -parallel 4 -timeout "$timeout" "$@"
+# -p 3 (RACE_P): three packages at once, not GOMAXPROCS's two. Many of the
+# long tests wait (timeouts, stalled clients): with two packages at once the
+# two cores were 65 % busy over the run (vmstat, idle clean run, 2026-12-07:
+# 519 s of wall time for 674 s of CPU, twice 20 s with both packages
+# waiting); with three, 90-99 % busy and 400 s for the same CPU.
+"$go" test -race -p "${RACE_P:-3}" -parallel 4 -timeout "$timeout" "$@"
 rc=$?
 rc_beside=0
 if [ -n "$beside" ]; then
