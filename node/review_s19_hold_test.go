@@ -279,6 +279,15 @@ func s19AdminTLSH2Stalled(t *testing.T) {
 		ask(id, true, ":method", "GET", ":scheme", "https", ":authority", "admin", ":path", "/metrics")
 	}
 	time.Sleep(time.Second)
+	// The bound runs from when a write blocks. Making 200 answers of
+	// /metrics until the socket buffers are full takes seconds of CPU
+	// under the race detector; on a loaded machine (two busy loops, three
+	// test binaries) that alone outlasted the 20 s below (CI, 2026-12-07).
+	for stall := time.Now(); time.Since(stall) < 2*time.Minute && n.admConns.Open() == 1; time.Sleep(50 * time.Millisecond) {
+		if k, _ := s19BlockedWriters("writeFrameAsync", "internal/poll.(*FD).Write"); k > 0 {
+			break
+		}
+	}
 	held := s19OpenFor(n.admConns.Open, 1, 20*time.Second)
 	if k, g := s19BlockedWriters("writeFrameAsync", "internal/poll.(*FD).Write"); k > 0 {
 		t.Logf("%d HTTP/2 frame writer(s) blocked in a socket write; first:\n%s", k, g)
