@@ -64,7 +64,12 @@ type pendingProbes struct {
 // climbBeside climbs the page's path while the negative probes of neg are
 // still out, and serves whichever answers first with the page (Fetch's
 // climb and probe rules for Keep and the climb's latency apply to each).
-func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes) (proxy.Result, error) {
+//
+// With Config.StaleWhileClimbing a negative probe's stale answer, no win,
+// is served while the climb is still out, and the climb runs on to
+// refresh the page at its hop (stalefallback.go), unless a purge may have
+// named the page since the fetch began (mark).
+func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes, mark holdMark) (proxy.Result, error) {
 	cctx, cancelClimb := context.WithCancel(ctx)
 	done := make(chan climbed, 1)
 	go func() { done <- c.climbPath(cctx, fr, kh, path, tree) }()
@@ -83,7 +88,15 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			return c.climbResult(fr, kh, isHome, start, cl, cancelClimb)
 		case a := <-neg.answers:
 			neg.left--
-			if c.recordAnswer(a, neg.cs) != "hit" {
+			outcome := c.recordAnswer(a, neg.cs)
+			if outcome == "stale" && failed == nil && c.cfg.StaleWhileClimbing && len(path) > 0 &&
+				c.copies.keepable(mark, fr.Key, a.resp.Header, peerAge(proxy.Result{Resp: a.resp}), time.Now()) {
+				if res, ok := c.staleWhileClimbing(ctx, fr, kh, isHome, a, neg, done, cancelClimb); ok {
+					return res, nil
+				}
+				continue // its body failed: the climb's answer is still to come
+			}
+			if outcome != "hit" {
 				if a.resp != nil {
 					a.resp.Body.Close()
 				}
@@ -127,10 +140,38 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 	return c.climbResult(fr, kh, isHome, start, <-done, cancelClimb)
 }
 
+// staleWhileClimbing serves a negative probe's stale answer a while the
+// climb (done, under the context cancelClimb ends) is still out; ok is
+// false when a's body failed before anything was sent, and the request
+// goes on waiting for the climb and the other negatives.
+func (c *Cluster) staleWhileClimbing(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, a probeAnswer, neg *pendingProbes, done <-chan climbed, cancelClimb context.CancelFunc) (proxy.Result, bool) {
+	res, ok := c.settle(ctx, fr, a.resp, neg.cs.ids[a.i])
+	if !ok {
+		return proxy.Result{}, false
+	}
+	// As probe's winner: the other negatives' context lasts until they
+	// have answered too, and this answer's body is done.
+	release := afterAll(2, neg.cancel)
+	res.Resp.Body = &cancelOnClose{ReadCloser: res.Resp.Body, cancel: release}
+	go c.drainAnswers(neg.answers, neg.left, neg.cs, release)
+	go func() { // the climb runs on: its hop refreshes the page
+		if cl := <-done; cl.err == nil && cl.res.Resp != nil {
+			cl.res.Resp.Body.Close()
+		}
+		cancelClimb()
+	}()
+	c.countRace(res.From == proxy.UpstreamPeer)
+	c.metrics.StaleFallbacks.WithLabelValues("served_early").Inc()
+	c.races.staleServedEarly.Add(1)
+	return c.probeResult(kh, isHome, res), true
+}
+
 // probeRaces counts the races by winner, and the first hop's probes
 // beside the others (Config.FirstHopWithProbes) and their hits, for the
 // status page.
-type probeRaces struct{ climb, negative, firstHop, firstHopHits, staleServed atomic.Uint64 }
+type probeRaces struct {
+	climb, negative, firstHop, firstHopHits, staleServed, staleServedEarly atomic.Uint64
+}
 
 func (c *Cluster) countRace(negativeWon bool) {
 	if negativeWon {
@@ -162,6 +203,11 @@ type ProbeRaceState struct {
 	// StaleServed counts the requests whose climb failed and that were
 	// answered with a stale copy a probe had found (stalefallback.go).
 	StaleServed uint64 `json:"stale_fallbacks_served"`
+	// StaleWhileClimbing is cluster.stale_while_climbing; StaleServedEarly
+	// counts the requests answered with a probe's stale copy while their
+	// climb was still out (stalefallback.go).
+	StaleWhileClimbing bool   `json:"stale_while_climbing"`
+	StaleServedEarly   uint64 `json:"stale_served_while_climbing"`
 }
 
 // ProbeRaces returns how negative probes raced the climb since start.
@@ -177,5 +223,5 @@ func (c *Cluster) ProbeRaces() ProbeRaceState {
 	}
 	return ProbeRaceState{Beside: c.cfg.NegativeProbesBesideClimb, ClimbWon: c.races.climb.Load(), NegativeWon: c.races.negative.Load(), Pooled: pooled,
 		FirstHopWithProbes: c.cfg.FirstHopWithProbes, ProbeFirstHop: c.cfg.ProbeFirstHop, FirstHopAsked: c.races.firstHop.Load(), FirstHopHits: c.races.firstHopHits.Load(),
-		StaleServed: c.races.staleServed.Load()}
+		StaleServed: c.races.staleServed.Load(), StaleWhileClimbing: c.cfg.StaleWhileClimbing, StaleServedEarly: c.races.staleServedEarly.Load()}
 }

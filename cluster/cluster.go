@@ -76,6 +76,10 @@ type Config struct {
 	// farther positively indicated peer's answer: in two regions, 20 ms
 	// across against 0.5 ms within. Not with ProbeFirstHop.
 	FirstHopWithProbes bool
+	// StaleWhileClimbing serves a stale copy a probe found (within its
+	// stale-while-revalidate window) if it answers again before the climb
+	// does, instead of only when the climb fails (stalefallback.go).
+	StaleWhileClimbing bool
 	// NegativeProbesBesideClimb starts the climb once the positively
 	// indicated peers missed, racing the negative probes' answers
 	// (beside.go), instead of waiting for every probe first.

@@ -120,17 +120,20 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 			return c.probeResult(kh, isHome, res), nil
 		}
 	}
-	var res proxy.Result
-	var err error
-	if negatives != nil {
-		res, err = c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
-	} else {
-		res, err = c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
-	}
-	if err != nil && asked != nil && ctx.Err() == nil {
-		if stale, ok := c.staleFallback(ctx, fr, kh, isHome, asked, mark); ok {
-			return stale, nil
+	climb := func() (proxy.Result, error) {
+		if negatives != nil {
+			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives, mark)
 		}
+		return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
+	}
+	if asked != nil && c.cfg.StaleWhileClimbing && len(path) > 0 && asked.staleAt.Load() != 0 {
+		// A probe found the page stale and the climb goes to a peer, which
+		// refreshes it whoever answers first (stalefallback.go).
+		return c.staleBeside(ctx, fr, kh, isHome, asked, mark, climb)
+	}
+	res, err := climb()
+	if err != nil && asked != nil && ctx.Err() == nil {
+		return c.staleOnFailure(ctx, fr, kh, isHome, asked, mark, err)
 	}
 	return res, err
 }

@@ -143,7 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Resumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_body_resumes_total", Help: "Peer answers resumed from the origin by Range and If-Range: ok (after a break), raced (a stall the origin's answer took over), stall_recovered (the stream came back, or ended, first), crawl_raced (a stream crawling on a lossy link that the origin took over), failed (the body failed as before)."}, []string{"outcome"}),
 		BesideClimb:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_probe_climb_races_total", Help: "Requests whose negative probes raced the climb (cluster.negative_probes beside_climb), by what answered first: climb, or negative_probe (a false negative recovered while the climb was on its way)."}, []string{"winner"}),
 		StaleFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_stale_fallbacks_total",
-			Help: "Requests whose climb failed after a probe had found the page stale at a peer (no win, edge_peer_probes_total's stale), asked those peers again: served (a stale copy the site allows answered instead of an error), none (no peer answered it), purged (a purge naming the page went round since the request began: nothing served) or cancelled (the request ended first)."}, []string{"outcome"}),
+			Help: "Requests that asked again the peers a probe had found holding the page stale (no win, edge_peer_probes_total's stale), once their climb failed or, with cluster.stale_while_climbing, beside the climb: served (a stale copy the site allows answered instead of an error), served_early (a stale copy answered before the climb did, which runs on and refreshes the page at its hop), climb_first (the climb answered first and was served), none (no peer answered it: the climb's answer or error was served), purged (a purge naming the page went round since the request began: nothing served) or cancelled (the request ended first)."}, []string{"outcome"}),
 		FirstHopProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_first_hop_probes_total",
 			Help: "The climb's first hop (the page's home in this region) asked only-if-cached beside the probes a request waited for (cluster.first_hop_with_probes), by outcome, as edge_peer_probes_total's (a hit answered the page, or would have had another probe's hit not come first; cancelled, the request climbed to it first), and stale: it held the page stale, which the climb to it then refreshes."}, []string{"outcome"}),
 		NegativeProbes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edge_peer_negative_probes_total", Help: "Probes sent despite a negative indication, per peer, by outcome: a hit is a false negative the probe recovered, a miss the probe's cost, stale a copy the peer held stale (no win: the request climbed)."}, []string{"peer", "outcome"}),
@@ -235,7 +235,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Probes.WithLabelValues(ind, o)
 		}
 	}
-	for _, o := range []string{"served", "none", "purged", "cancelled"} {
+	for _, o := range []string{"served", "served_early", "climb_first", "none", "purged", "cancelled"} {
 		m.StaleFallbacks.WithLabelValues(o)
 	}
 	for _, o := range probeOutcomes {

@@ -10,36 +10,46 @@ import (
 
 // A probe's stale answer is no win (recordAnswer): a probe never refreshes
 // what it reads, so a stale copy served from it would stay stale where it
-// is, and the request climbs instead. When that climb fails (the origin is
-// down, every hop refused), the stale copies the probes saw are still what
-// the site allowed to be served (stale-while-revalidate), and serving one
-// beats a 502 (a review's test,
-// TestS47StaleProbeAnswerTurnsIntoAnErrorWhenTheOriginIsDown). The probe
-// answers themselves were closed long before (holding a peer's answer
-// open for the length of a climb would hold its connection too), so the
-// peers that answered stale are asked again, only-if-cached, and the first
-// answer from a store, stale or not, is served.
+// is, and the request climbs instead. The stale copies the probes saw are
+// still what the site allowed to be served (stale-while-revalidate), so
+// they stand by while the request climbs:
+//
+//   - When the climb fails (the origin is down, every hop refused), serving
+//     one beats a 502 (a review's test,
+//     TestS47StaleProbeAnswerTurnsIntoAnErrorWhenTheOriginIsDown).
+//   - With Config.StaleWhileClimbing, they are asked again as soon as the
+//     climb sets off, and the first of the two to answer is served: a
+//     single cache holding the stale copy would serve it at once and
+//     refresh it in the background (RFC 5861), and the cluster does the
+//     same, the climb being the refresh. It goes on after a stale copy was
+//     served, at the hop it reached (fills run on without their client), so
+//     the page's home holds it fresh for the next request.
+//
+// The probe answers themselves were closed long before (holding a peer's
+// answer open for the length of a climb would hold its connection too), so
+// the peers that answered stale are asked again, only-if-cached, and the
+// first answer from a store, stale or not, is served.
 
 // staleFallback asks cs's peers that answered stale again, and returns the
 // first that answers the page from its store; ok is false when none was
-// stale or none answers it now. It serves nothing a purge may have named
+// stale or none answers it now, and outcome says why, as
+// edge_peer_stale_fallbacks_total counts it (the caller counts). It serves nothing a purge may have named
 // since the request's fetch began (mark; a review's
 // TestS48StaleFallbackServesAPagePurgedWhileTheClimbWasOut: the purge
 // reached the home, not X, and X's copy was served after the purge had
 // returned), and asks no peer that is suspected or owes purges now.
-func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark) (proxy.Result, bool) {
+func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark) (res proxy.Result, ok bool, outcome string) {
 	mask := c.stillAskable(cs, cs.staleAt.Load())
 	if mask == 0 {
-		return proxy.Result{}, false
+		return proxy.Result{}, false, "none"
 	}
 	if !c.copies.keepable(mark, fr.Key, nil, 0, time.Now()) {
-		c.metrics.StaleFallbacks.WithLabelValues("purged").Inc()
-		return proxy.Result{}, false
+		return proxy.Result{}, false, "purged"
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	answers := make(chan probeAnswer, bits.OnesCount64(mask))
 	sent := c.sendProbesOn(pctx, answers, fr.Req, fr.Key, cs.peers, mask)
-	outcome := "none"
+	outcome = "none"
 	for got := 1; got <= sent; got++ {
 		a := <-answers
 		if !fromStore(a.resp) {
@@ -52,16 +62,13 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 			// A purge naming it went round while it was asked.
 			a.resp.Body.Close()
 			go closeAnswers(answers, sent-got, cancel)
-			c.metrics.StaleFallbacks.WithLabelValues("purged").Inc()
-			return proxy.Result{}, false
+			return proxy.Result{}, false, "purged"
 		}
 		release := afterAll(2, cancel)
 		a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: release}
 		go closeAnswers(answers, sent-got, release)
 		if res, ok := c.settle(ctx, fr, a.resp, cs.ids[a.i]); ok {
-			c.metrics.StaleFallbacks.WithLabelValues("served").Inc()
-			c.races.staleServed.Add(1)
-			return c.probeResult(kh, isHome, res), true
+			return c.probeResult(kh, isHome, res), true, "served"
 		}
 		break // its body failed before a byte was sent
 	}
@@ -69,8 +76,91 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 	if ctx.Err() != nil {
 		outcome = "cancelled" // the request ended first
 	}
+	return proxy.Result{}, false, outcome
+}
+
+// staleOnFailure is the fallback of a climb that failed: a stale copy a
+// probe saw, asked again, or the climb's error.
+func (c *Cluster) staleOnFailure(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark, climbErr error) (proxy.Result, error) {
+	res, ok, outcome := c.staleFallback(ctx, fr, kh, isHome, cs, mark)
 	c.metrics.StaleFallbacks.WithLabelValues(outcome).Inc()
-	return proxy.Result{}, false
+	if !ok {
+		return proxy.Result{}, climbErr
+	}
+	c.races.staleServed.Add(1)
+	return res, nil
+}
+
+// staleBeside is what a request climbs with when a probe found the page
+// stale and Config.StaleWhileClimbing is on: the climb and the peers that
+// answered stale, asked again, race, and the first answer is served (a
+// failed climb waits for the stale copy, a stale copy not there now waits
+// for the climb). A stale copy served first leaves the climb running: its
+// hop refreshes the page for the next request; its answer here is closed
+// unread (edge_peer_stale_fallbacks_total's served_early). A climb that
+// answers first ends the peers' asking (climb_first).
+func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark, climb func() (proxy.Result, error)) (proxy.Result, error) {
+	type climbAnswer struct {
+		res proxy.Result
+		err error
+	}
+	type staleAnswer struct {
+		res     proxy.Result
+		ok      bool
+		outcome string
+	}
+	climbed := make(chan climbAnswer, 1)
+	go func() {
+		res, err := climb()
+		climbed <- climbAnswer{res, err}
+	}()
+	sctx, cancelStale := context.WithCancel(ctx)
+	staled := make(chan staleAnswer, 1)
+	go func() {
+		res, ok, outcome := c.staleFallback(sctx, fr, kh, isHome, cs, mark)
+		staled <- staleAnswer{res, ok, outcome}
+	}()
+	select {
+	case cl := <-climbed:
+		if cl.err == nil {
+			cancelStale()
+			go func() { // a stale copy settled meanwhile is not served
+				if s := <-staled; s.ok {
+					s.res.Resp.Body.Close()
+				}
+			}()
+			c.metrics.StaleFallbacks.WithLabelValues("climb_first").Inc()
+			return cl.res, nil
+		}
+		s := <-staled
+		cancelStale()
+		c.metrics.StaleFallbacks.WithLabelValues(s.outcome).Inc()
+		if !s.ok {
+			return proxy.Result{}, cl.err
+		}
+		c.races.staleServed.Add(1)
+		return s.res, nil
+	case s := <-staled:
+		if !s.ok {
+			// No stale copy now (or a purge named the page): the climb's
+			// answer or error is the request's.
+			cancelStale()
+			c.metrics.StaleFallbacks.WithLabelValues(s.outcome).Inc()
+			cl := <-climbed
+			return cl.res, cl.err
+		}
+		// cancelStale ends with the stale answer's body: it was made under
+		// sctx (staleFallback's settle), which must outlive this return.
+		s.res.Resp.Body = &cancelOnClose{ReadCloser: s.res.Resp.Body, cancel: cancelStale}
+		go func() { // the climb runs on: its hop refreshes the page
+			if cl := <-climbed; cl.err == nil {
+				cl.res.Resp.Body.Close()
+			}
+		}()
+		c.metrics.StaleFallbacks.WithLabelValues("served_early").Inc()
+		c.races.staleServedEarly.Add(1)
+		return s.res, nil
+	}
 }
 
 // stillAskable keeps of mask the entries of cs whose peers are trusted

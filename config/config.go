@@ -204,6 +204,7 @@ func Keys() []Key {
 		{"cluster.shared_silence_evidence", String, "on_time", "What releases a held suspicion (cluster.shared_silence_hold): on_time, another peer's heartbeat that came on time; lossless, one that came on time right after its predecessor (a loss burst on every link then holds too, at the cost of a crash detected a little later under loss)."},
 		{"cluster.negative_probes", String, "beside_climb", "When the climb waits for probes of negatively indicated peers: before_climb, for every probe's answer (the paper's pricing); beside_climb, only for the positively indicated ones, the negative answers racing the climb (a negative probe that misses then costs the request nothing). docs/cluster.md."},
 		{"cluster.first_hop_with_probes", Bool, "true", "Ask the climb's first hop (usually the page's home in this region) only-if-cached beside the probes the ingress waits for, so that a page the home holds is not fetched from a farther positively indicated peer first; the first answer that holds the page wins. No effect with cluster.probe_first_hop: true (the first hop is then a candidate like any peer). docs/cluster.md (\"The first hop beside the probes\")."},
+		{"cluster.stale_while_climbing", Bool, "true", "When a probe finds the page stale at a peer (within the site's stale-while-revalidate window) and the request climbs to refresh it, ask that peer again at once and serve whichever answers first, the stale copy or the climb: a single cache would serve the stale copy and refresh in the background. The climb runs on and refreshes the page at its hop. Off: the stale copy is served only if the climb fails. docs/cluster.md (\"Stale while climbing\")."},
 		{"cluster.probe_first_hop", Bool, "false", "Let the selection probe the climb's first hop (usually the page's home). Off by default: the climb asks that peer at once anyway, so probing it first only adds a round trip; measured in docs/cluster.md (\"Two regions\")."},
 		{"routing.mode", String, cd.Mode.String(), "hybrid (home cache while cold, random tree once hot), tree, ring (one owner per page) or none (every node alone)."},
 		{"routing.placement", String, cd.Placement.String(), "Which caches play a page's tree ranks: distinct (a per-page rendezvous ranking, no cache twice: a hot page's busiest cache at 1.67× the fair share) or paper (independent ring lookups: 6.99×)."},
@@ -354,6 +355,8 @@ type Config struct {
 		ProbesBeside    bool // cluster.negative_probes beside_climb
 		// FirstHopWithProbes is cluster.first_hop_with_probes.
 		FirstHopWithProbes bool
+		// StaleWhileClimbing is cluster.stale_while_climbing.
+		StaleWhileClimbing bool
 		SharedSilence      bool // cluster.shared_silence_hold
 		SilenceLossless    bool // cluster.shared_silence_evidence lossless
 		NetworkLoss        bool // cluster.network_loss_margin
@@ -858,6 +861,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	// With probe_first_hop the first hop is a candidate like any peer:
 	// there is no first hop left out to ask beside the probes.
 	c.Cluster.FirstHopWithProbes = p.bool("cluster.first_hop_with_probes") && !c.Cluster.ProbeFirstHop
+	c.Cluster.StaleWhileClimbing = p.bool("cluster.stale_while_climbing")
 	c.Cluster.ProbesBeside = p.oneOf("cluster.negative_probes", "before_climb", "beside_climb") == "beside_climb"
 	c.Cluster.SharedSilence = p.bool("cluster.shared_silence_hold")
 	c.Cluster.NetworkLoss = p.bool("cluster.network_loss_margin")

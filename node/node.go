@@ -489,7 +489,7 @@ func clusterConfig(cfg *config.Config) (cluster.Config, *tls.Config, error) {
 	return cluster.Config{
 		NodeID: cfg.NodeID, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, DNS: cfg.Cluster.DNS, DNSPort: dnsPort,
 		DNSInterval: cfg.Cluster.DNSInterval, ForgetDepartedAfter: cfg.Cluster.ForgetDeparted, StateDir: cfg.Cluster.StateDir, Secret: []byte(cfg.Cluster.Secret), Period: cfg.Cluster.HeartbeatPeriod,
-		Detector: cfg.Cluster.Detector, DetectorArgs: params, Shadows: shadows, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, FirstHopWithProbes: cfg.Cluster.FirstHopWithProbes, NegativeProbesBesideClimb: cfg.Cluster.ProbesBeside, SharedSilenceHold: cfg.Cluster.SharedSilence, SharedSilenceLossless: cfg.Cluster.SilenceLossless, NetworkLossMargin: cfg.Cluster.NetworkLoss, NetworkLossOnset: cfg.Cluster.NetworkOnset, ConfirmProbe: cfg.Cluster.ConfirmProbe, Mode: cfg.Routing.Mode,
+		Detector: cfg.Cluster.Detector, DetectorArgs: params, Shadows: shadows, Selection: cfg.Cluster.Selection, ProbeFirstHop: cfg.Cluster.ProbeFirstHop, FirstHopWithProbes: cfg.Cluster.FirstHopWithProbes, StaleWhileClimbing: cfg.Cluster.StaleWhileClimbing, NegativeProbesBesideClimb: cfg.Cluster.ProbesBeside, SharedSilenceHold: cfg.Cluster.SharedSilence, SharedSilenceLossless: cfg.Cluster.SilenceLossless, NetworkLossMargin: cfg.Cluster.NetworkLoss, NetworkLossOnset: cfg.Cluster.NetworkOnset, ConfirmProbe: cfg.Cluster.ConfirmProbe, Mode: cfg.Routing.Mode,
 		Placement: cfg.Routing.Placement, RegionalHomes: cfg.Routing.Home == routing.HomeRegion, Arity: cfg.Routing.D, Q: cfg.Routing.Q, HotThreshold: cfg.Routing.HotThreshold,
 		PeerTimeout:    cfg.Cluster.PeerTimeout,
 		PeerWholeBytes: cfg.Cluster.PeerWholeBytes,
