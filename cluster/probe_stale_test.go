@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,6 +65,28 @@ func (o *downableOrigin) Fetch(ctx context.Context, fr proxy.FetchRequest) (prox
 	return o.s47UserSWROrigin.Fetch(ctx, fr)
 }
 
+// userPageStaleAtX returns a page of kind (userOrigin's) under prefix,
+// homed at H, that X holds for user a, H does not, and that is stale now
+// within its stale-while-revalidate window (an origin of
+// s47UserSWROrigin's: fresh for a second). Unless beside, X is positively
+// indicated at A under fno (the probe is waited for); beside, X is
+// negatively indicated and its probe races the climb.
+func (l *besideLab) userPageStaleAtX(prefix, kind string, beside bool) string {
+	p := l.pageHomedAtH(prefix)
+	if r := askAsUser(l.x, p, kind, "a").Result(); r.StatusCode != 200 {
+		l.t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
+	}
+	if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
+		l.t.Fatal(err)
+	}
+	if !beside {
+		l.a.c.cfg.Selection = SelectionFNO
+		l.indicateX()
+	}
+	time.Sleep(1100 * time.Millisecond) // stale now, within the window
+	return p
+}
+
 // TestStaleFallbackNeverLeaksBetweenUsers: the stale fallback hands a
 // peer's stored answer to a request whose climb failed, so it must hold
 // to what every probe holds to. User a's private, Set-Cookie, Vary:
@@ -79,21 +100,9 @@ func TestStaleFallbackNeverLeaksBetweenUsers(t *testing.T) {
 		l := newBesideLab(t, beside, origin)
 		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
 			origin.down.Store(false)
-			p := l.pageHomedAtH("/" + kind + "/fallback")
-			askAs := func(n *realNode, user string) *http.Response { return askAsUser(n, p, kind, user).Result() }
-			if r := askAs(l.x, "a"); r.StatusCode != 200 {
-				t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
-			}
-			if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
-				t.Fatal(err)
-			}
-			if !beside {
-				l.a.c.cfg.Selection = SelectionFNO
-				l.indicateX()
-			}
-			time.Sleep(1100 * time.Millisecond) // stale now, within the window
+			p := l.userPageStaleAtX("/"+kind+"/fallback", kind, beside)
 			origin.down.Store(true)
-			r := askAs(l.a, "b")
+			r := askAsUser(l.a, p, kind, "b").Result()
 			b, _ := io.ReadAll(r.Body)
 			t.Logf("beside=%v %s: b got %d %q", beside, kind, r.StatusCode, b)
 			// The public page is one answer for everyone (its body names

@@ -179,18 +179,7 @@ func TestStaleWhileClimbingNeverLeaksBetweenUsers(t *testing.T) {
 		l.a.c.cfg.StaleWhileClimbing = true
 		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
 			gate.open()
-			p := l.pageHomedAtH("/" + kind + "/swc")
-			if r := askAsUser(l.x, p, kind, "a").Result(); r.StatusCode != 200 {
-				t.Fatalf("%s: filling X as a: %d", kind, r.StatusCode)
-			}
-			if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
-				t.Fatal(err)
-			}
-			if !beside {
-				l.a.c.cfg.Selection = SelectionFNO
-				l.indicateX()
-			}
-			time.Sleep(1100 * time.Millisecond) // stale now, within the window
+			p := l.userPageStaleAtX("/"+kind+"/swc", kind, beside)
 			gate.shut()
 			answered := make(chan *http.Response, 1)
 			go func() { answered <- askAsUser(l.a, p, kind, "b").Result() }()
