@@ -69,7 +69,9 @@ type pendingProbes struct {
 // is served while the climb is still out, and the climb runs on to
 // refresh the page at its hop (stalefallback.go), unless a purge may have
 // named the page since the fetch began (mark).
-func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes, mark holdMark) (proxy.Result, error) {
+// staleEarly is false when the request races the climb against stale
+// copies already (staleBeside): one early stale copy per request.
+func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes, mark holdMark, staleEarly bool) (proxy.Result, error) {
 	cctx, cancelClimb := context.WithCancel(ctx)
 	done := make(chan climbed, 1)
 	go func() { done <- c.climbPath(cctx, fr, kh, path, tree) }()
@@ -89,9 +91,9 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		case a := <-neg.answers:
 			neg.left--
 			outcome := c.recordAnswer(a, neg.cs)
-			if outcome == "stale" && failed == nil && c.cfg.StaleWhileClimbing && len(path) > 0 &&
+			if outcome == "stale" && failed == nil && staleEarly &&
 				c.copies.keepable(mark, fr.Key, a.resp.Header, peerAge(proxy.Result{Resp: a.resp}), time.Now()) {
-				if res, ok := c.staleWhileClimbing(ctx, fr, kh, isHome, a, neg, done, cancelClimb); ok {
+				if res, ok := c.staleWhileClimbing(ctx, fr, kh, a, neg, done, cancelClimb); ok {
 					return res, nil
 				}
 				continue // its body failed: the climb's answer is still to come
@@ -144,7 +146,7 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 // climb (done, under the context cancelClimb ends) is still out; ok is
 // false when a's body failed before anything was sent, and the request
 // goes on waiting for the climb and the other negatives.
-func (c *Cluster) staleWhileClimbing(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, a probeAnswer, neg *pendingProbes, done <-chan climbed, cancelClimb context.CancelFunc) (proxy.Result, bool) {
+func (c *Cluster) staleWhileClimbing(ctx context.Context, fr proxy.FetchRequest, kh uint64, a probeAnswer, neg *pendingProbes, done <-chan climbed, cancelClimb context.CancelFunc) (proxy.Result, bool) {
 	res, ok := c.settle(ctx, fr, a.resp, neg.cs.ids[a.i])
 	if !ok {
 		return proxy.Result{}, false
@@ -154,16 +156,14 @@ func (c *Cluster) staleWhileClimbing(ctx context.Context, fr proxy.FetchRequest,
 	release := afterAll(2, neg.cancel)
 	res.Resp.Body = &cancelOnClose{ReadCloser: res.Resp.Body, cancel: release}
 	go c.drainAnswers(neg.answers, neg.left, neg.cs, release)
+	late := make(chan proxy.Result, 1)
 	go func() { // the climb runs on: its hop refreshes the page
-		if cl := <-done; cl.err == nil && cl.res.Resp != nil {
-			cl.res.Resp.Body.Close()
-		}
+		cl := <-done
 		cancelClimb()
+		late <- cl.res // Resp nil if it failed
 	}()
 	c.countRace(res.From == proxy.UpstreamPeer)
-	c.metrics.StaleFallbacks.WithLabelValues("served_early").Inc()
-	c.races.staleServedEarly.Add(1)
-	return c.probeResult(kh, isHome, res), true
+	return c.servedEarly(kh, res, late), true
 }
 
 // probeRaces counts the races by winner, and the first hop's probes

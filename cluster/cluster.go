@@ -477,6 +477,7 @@ type Cluster struct {
 	netDeferred           atomic.Uint64 // suspicions the network's loss deferred (networkloss.go)
 	onsetDeferred         atomic.Uint64 // those the onset estimate alone deferred
 	races                 probeRaces    // negative probes beside the climb, by winner (beside.go)
+	staleOwed             refreshOwed   // pages whose early stale copy's climb refreshed nothing here (stalefallback.go)
 	raceAbove             float64       // raceAbove, a field so that tests can race every negative
 	exportedAt            time.Time     // when the per-peer gauges were last set (check)
 	stopped               bool          // Run ended: deadline timers do nothing

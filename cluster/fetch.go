@@ -120,15 +120,18 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 			return c.probeResult(kh, isHome, res), nil
 		}
 	}
+	// A stale copy a probe found may answer while the climb is out, which
+	// goes to a peer that refreshes the page (stalefallback.go), unless
+	// the last such climb's refresh was thrown away here.
+	staleEarly := asked != nil && c.cfg.StaleWhileClimbing && len(path) > 0 && !c.staleOwed.take(kh)
+	raceStale := staleEarly && asked.staleAt.Load() != 0
 	climb := func() (proxy.Result, error) {
 		if negatives != nil {
-			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives, mark)
+			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives, mark, staleEarly && !raceStale)
 		}
 		return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 	}
-	if asked != nil && c.cfg.StaleWhileClimbing && len(path) > 0 && asked.staleAt.Load() != 0 {
-		// A probe found the page stale and the climb goes to a peer, which
-		// refreshes it whoever answers first (stalefallback.go).
+	if raceStale {
 		return c.staleBeside(ctx, fr, kh, isHome, asked, mark, climb)
 	}
 	res, err := climb()

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"math/bits"
+	"sync"
 	"time"
 
 	"github.com/edgecache/edge/proxy"
@@ -33,15 +34,17 @@ import (
 // staleFallback asks cs's peers that answered stale again, and returns the
 // first that answers the page from its store; ok is false when none was
 // stale or none answers it now, and outcome says why, as
-// edge_peer_stale_fallbacks_total counts it (the caller counts). It serves nothing a purge may have named
+// edge_peer_stale_fallbacks_total counts it (the caller counts; "" when no
+// peer was there to ask). res is the peer's answer as settled: its Keep is
+// the caller's. It serves nothing a purge may have named
 // since the request's fetch began (mark; a review's
 // TestS48StaleFallbackServesAPagePurgedWhileTheClimbWasOut: the purge
 // reached the home, not X, and X's copy was served after the purge had
 // returned), and asks no peer that is suspected or owes purges now.
-func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark) (res proxy.Result, ok bool, outcome string) {
+func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, cs *candidateSet, mark holdMark) (res proxy.Result, ok bool, outcome string) {
 	mask := c.stillAskable(cs, cs.staleAt.Load())
 	if mask == 0 {
-		return proxy.Result{}, false, "none"
+		return proxy.Result{}, false, "" // nobody to ask: not counted (a review's TestS49NoStaleSeenIsCountedAsAStaleFallback)
 	}
 	if !c.copies.keepable(mark, fr.Key, nil, 0, time.Now()) {
 		return proxy.Result{}, false, "purged"
@@ -68,7 +71,7 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 		a.resp.Body = &cancelOnClose{ReadCloser: a.resp.Body, cancel: release}
 		go closeAnswers(answers, sent-got, release)
 		if res, ok := c.settle(ctx, fr, a.resp, cs.ids[a.i]); ok {
-			return c.probeResult(kh, isHome, res), true, "served"
+			return res, true, "served"
 		}
 		break // its body failed before a byte was sent
 	}
@@ -82,13 +85,73 @@ func (c *Cluster) staleFallback(ctx context.Context, fr proxy.FetchRequest, kh u
 // staleOnFailure is the fallback of a climb that failed: a stale copy a
 // probe saw, asked again, or the climb's error.
 func (c *Cluster) staleOnFailure(ctx context.Context, fr proxy.FetchRequest, kh uint64, isHome bool, cs *candidateSet, mark holdMark, climbErr error) (proxy.Result, error) {
-	res, ok, outcome := c.staleFallback(ctx, fr, kh, isHome, cs, mark)
-	c.metrics.StaleFallbacks.WithLabelValues(outcome).Inc()
+	res, ok, outcome := c.staleFallback(ctx, fr, cs, mark)
+	c.countStaleFallback(outcome)
 	if !ok {
 		return proxy.Result{}, climbErr
 	}
 	c.races.staleServed.Add(1)
-	return res, nil
+	return c.probeResult(kh, isHome, res), nil
+}
+
+// countStaleFallback counts an outcome of asking stale peers again ("":
+// none was asked).
+func (c *Cluster) countStaleFallback(outcome string) {
+	if outcome != "" {
+		c.metrics.StaleFallbacks.WithLabelValues(outcome).Inc()
+	}
+}
+
+// servedEarly finishes a stale copy served while its climb is out. It is
+// not kept here: this node's store would then hold it stale, and a
+// refresh of its own could take the same stale copy again. The climb
+// (done) runs on; its answer is closed unread, and if this node made it
+// (its own origin fetch: the climb's hops failed, or it became the page's
+// home) nothing kept the refresh, so the next request for the page here
+// climbs without a stale copy beside it (staleOwed).
+func (c *Cluster) servedEarly(kh uint64, res proxy.Result, done <-chan proxy.Result) proxy.Result {
+	go func() {
+		cl := <-done
+		if cl.Resp == nil {
+			return
+		}
+		if cl.From != proxy.UpstreamPeer {
+			c.staleOwed.add(kh)
+		}
+		cl.Resp.Body.Close()
+	}()
+	c.metrics.StaleFallbacks.WithLabelValues("served_early").Inc()
+	c.races.staleServedEarly.Add(1)
+	res.Keep = false
+	return res
+}
+
+// refreshOwed is the pages whose refresh a stale copy served early threw
+// away (servedEarly): their next request climbs without one. Bounded: when
+// full it starts again (a page forgotten only costs another early copy).
+type refreshOwed struct {
+	mu    sync.Mutex
+	pages map[uint64]struct{}
+}
+
+const refreshOwedMax = 4096
+
+func (o *refreshOwed) add(kh uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pages == nil || len(o.pages) >= refreshOwedMax {
+		o.pages = make(map[uint64]struct{})
+	}
+	o.pages[kh] = struct{}{}
+}
+
+// take reports whether kh was owed a refresh, and forgets it.
+func (o *refreshOwed) take(kh uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.pages[kh]
+	delete(o.pages, kh)
+	return ok
 }
 
 // staleBeside is what a request climbs with when a probe found the page
@@ -110,6 +173,7 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		outcome string
 	}
 	climbed := make(chan climbAnswer, 1)
+	late := make(chan proxy.Result, 1) // the climb's answer once a stale copy was served
 	go func() {
 		res, err := climb()
 		climbed <- climbAnswer{res, err}
@@ -117,7 +181,7 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 	sctx, cancelStale := context.WithCancel(ctx)
 	staled := make(chan staleAnswer, 1)
 	go func() {
-		res, ok, outcome := c.staleFallback(sctx, fr, kh, isHome, cs, mark)
+		res, ok, outcome := c.staleFallback(sctx, fr, cs, mark)
 		staled <- staleAnswer{res, ok, outcome}
 	}()
 	select {
@@ -134,32 +198,32 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		}
 		s := <-staled
 		cancelStale()
-		c.metrics.StaleFallbacks.WithLabelValues(s.outcome).Inc()
+		c.countStaleFallback(s.outcome)
 		if !s.ok {
 			return proxy.Result{}, cl.err
 		}
 		c.races.staleServed.Add(1)
-		return s.res, nil
+		return c.probeResult(kh, isHome, s.res), nil
 	case s := <-staled:
 		if !s.ok {
 			// No stale copy now (or a purge named the page): the climb's
 			// answer or error is the request's.
 			cancelStale()
-			c.metrics.StaleFallbacks.WithLabelValues(s.outcome).Inc()
+			c.countStaleFallback(s.outcome)
 			cl := <-climbed
 			return cl.res, cl.err
 		}
 		// cancelStale ends with the stale answer's body: it was made under
 		// sctx (staleFallback's settle), which must outlive this return.
 		s.res.Resp.Body = &cancelOnClose{ReadCloser: s.res.Resp.Body, cancel: cancelStale}
-		go func() { // the climb runs on: its hop refreshes the page
+		go func() {
 			if cl := <-climbed; cl.err == nil {
-				cl.res.Resp.Body.Close()
+				late <- cl.res
+			} else {
+				late <- proxy.Result{}
 			}
 		}()
-		c.metrics.StaleFallbacks.WithLabelValues("served_early").Inc()
-		c.races.staleServedEarly.Add(1)
-		return s.res, nil
+		return c.servedEarly(kh, s.res, late), nil
 	}
 }
 
