@@ -64,14 +64,7 @@ type pendingProbes struct {
 // climbBeside climbs the page's path while the negative probes of neg are
 // still out, and serves whichever answers first with the page (Fetch's
 // climb and probe rules for Keep and the climb's latency apply to each).
-//
-// With Config.StaleWhileClimbing a negative probe's stale answer, no win,
-// is served while the climb is still out, and the climb runs on to
-// refresh the page at its hop (stalefallback.go), unless a purge may have
-// named the page since the fetch began (mark).
-// staleEarly is false when the request races the climb against stale
-// copies already (staleBeside): one early stale copy per request.
-func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes, mark holdMark, staleEarly bool) (proxy.Result, error) {
+func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uint64, path []hop, tree, isHome bool, start time.Time, neg *pendingProbes) (proxy.Result, error) {
 	cctx, cancelClimb := context.WithCancel(ctx)
 	done := make(chan climbed, 1)
 	go func() { done <- c.climbPath(cctx, fr, kh, path, tree) }()
@@ -90,15 +83,7 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			return c.climbResult(fr, kh, isHome, start, cl, cancelClimb)
 		case a := <-neg.answers:
 			neg.left--
-			outcome := c.recordAnswer(a, neg.cs)
-			if outcome == "stale" && failed == nil && staleEarly &&
-				c.copies.keepable(mark, fr.Key, a.resp.Header, peerAge(proxy.Result{Resp: a.resp}), time.Now()) {
-				if res, ok := c.staleWhileClimbing(ctx, fr, kh, a, neg, done, cancelClimb); ok {
-					return res, nil
-				}
-				continue // its body failed: the climb's answer is still to come
-			}
-			if outcome != "hit" {
+			if c.recordAnswer(a, neg.cs) != "hit" {
 				if a.resp != nil {
 					a.resp.Body.Close()
 				}
@@ -140,30 +125,6 @@ func (c *Cluster) climbBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		return c.climbResult(fr, kh, isHome, start, *failed, cancelClimb)
 	}
 	return c.climbResult(fr, kh, isHome, start, <-done, cancelClimb)
-}
-
-// staleWhileClimbing serves a negative probe's stale answer a while the
-// climb (done, under the context cancelClimb ends) is still out; ok is
-// false when a's body failed before anything was sent, and the request
-// goes on waiting for the climb and the other negatives.
-func (c *Cluster) staleWhileClimbing(ctx context.Context, fr proxy.FetchRequest, kh uint64, a probeAnswer, neg *pendingProbes, done <-chan climbed, cancelClimb context.CancelFunc) (proxy.Result, bool) {
-	res, ok := c.settle(ctx, fr, a.resp, neg.cs.ids[a.i])
-	if !ok {
-		return proxy.Result{}, false
-	}
-	// As probe's winner: the other negatives' context lasts until they
-	// have answered too, and this answer's body is done.
-	release := afterAll(2, neg.cancel)
-	res.Resp.Body = &cancelOnClose{ReadCloser: res.Resp.Body, cancel: release}
-	go c.drainAnswers(neg.answers, neg.left, neg.cs, release)
-	late := make(chan proxy.Result, 1)
-	go func() { // the climb runs on: its hop refreshes the page
-		cl := <-done
-		cancelClimb()
-		late <- cl.res // Resp nil if it failed
-	}()
-	c.countRace(res.From == proxy.UpstreamPeer)
-	return c.servedEarly(kh, res, late), true
 }
 
 // probeRaces counts the races by winner, and the first hop's probes

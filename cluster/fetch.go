@@ -120,25 +120,36 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 			return c.probeResult(kh, isHome, res), nil
 		}
 	}
-	// A stale copy a probe found may answer while the climb is out, which
-	// goes to a peer that refreshes the page (stalefallback.go), unless
-	// the last such climb's refresh was thrown away here.
-	staleEarly := asked != nil && c.cfg.StaleWhileClimbing && len(path) > 0 && !c.staleOwed.take(kh)
-	raceStale := staleEarly && asked.staleAt.Load() != 0
 	climb := func() (proxy.Result, error) {
 		if negatives != nil {
-			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives, mark, staleEarly && !raceStale)
+			return c.climbBeside(ctx, fr, kh, path, tree, isHome, start, negatives)
 		}
 		return c.climbResult(fr, kh, isHome, start, c.climbPath(ctx, fr, kh, path, tree), nil)
 	}
-	if raceStale {
+	if c.mayServeStaleEarly(fr, kh, path, asked) {
 		return c.staleBeside(ctx, fr, kh, isHome, asked, mark, climb)
 	}
 	res, err := climb()
-	if err != nil && asked != nil && ctx.Err() == nil {
+	if err != nil && asked != nil && ctx.Err() == nil && !fr.Revalidates {
+		// (A revalidation's own stale copy answers its failure: a peer's,
+		// no fresher, would be stored as its refresh.)
 		return c.staleOnFailure(ctx, fr, kh, isHome, asked, mark, err)
 	}
 	return res, err
+}
+
+// mayServeStaleEarly reports whether a stale copy the probes found may
+// answer while the climb is out (Config.StaleWhileClimbing,
+// stalefallback.go): the climb goes to a peer, which refreshes the page;
+// the climb's first hop was asked with the probes and holds no fresh copy
+// (a hop that does would answer the climb a moment later: a stale copy
+// must not beat it; review_s50); the fetch is no revalidation of a copy
+// this node holds (a background refresh took a peer's stale copy as its
+// refresh: review_s50); and the last such climb's refresh was not thrown
+// away here (staleOwed).
+func (c *Cluster) mayServeStaleEarly(fr proxy.FetchRequest, kh uint64, path []hop, asked *candidateSet) bool {
+	return asked != nil && c.cfg.StaleWhileClimbing && !fr.Revalidates && len(path) > 0 &&
+		asked.staleAt.Load() != 0 && asked.firstHopNoFresh.Load() && !c.staleOwed.take(kh)
 }
 
 var _ proxy.PeerWaiter = (*Cluster)(nil)
@@ -246,8 +257,10 @@ type candidateSet struct {
 	firstHopBit uint64
 
 	// staleAt marks the entries that answered the page stale (probe sets
-	// it; stalefallback.go).
-	staleAt *atomic.Uint64
+	// it; stalefallback.go); firstHopNoFresh, that the first hop's probe
+	// answered without a fresh copy (a miss, or stale).
+	staleAt         *atomic.Uint64
+	firstHopNoFresh *atomic.Bool
 }
 
 // isFirstHop reports whether entry i is the first hop withFirstHop added.
@@ -625,7 +638,7 @@ func (c *Cluster) probe(ctx context.Context, fr proxy.FetchRequest, kh uint64, p
 	if mask == 0 {
 		return proxy.Result{}, false, nil, nil
 	}
-	cs.staleAt = new(atomic.Uint64)
+	cs.staleAt, cs.firstHopNoFresh = new(atomic.Uint64), new(atomic.Bool)
 	// The probe's deadline is for the answers' headers only: a winner's
 	// body is then read for as long as the peer keeps sending (on a lossy
 	// link TCP may take seconds), bounded by send's idle timeout and by
@@ -815,6 +828,22 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingPro
 			a.resp.Body.Close()
 		}
 	}
+	if c.cfg.StaleWhileClimbing && cs.firstHopBit != 0 && cs.staleAt != nil && cs.staleAt.Load() != 0 {
+		// A probe found the page stale, which may answer while the climb
+		// is out only if the first hop has no fresh copy
+		// (mayServeStaleEarly): its answer, near and the climb's next
+		// stop anyway, is waited for (it may be that fresh copy).
+		for got < sent {
+			a := <-answers
+			got++
+			if c.recordAnswer(a, cs) == "hit" {
+				return a.resp, cs.ids[a.i], got
+			}
+			if a.resp != nil {
+				a.resp.Body.Close()
+			}
+		}
+	}
 	return nil, "", got
 }
 
@@ -852,6 +881,9 @@ func (c *Cluster) recordAnswer(a probeAnswer, cs *candidateSet) string {
 		cs.markStale(a.i)
 	}
 	if cs.isFirstHop(a.i) {
+		if (outcome == "miss" || outcome == "stale") && cs.firstHopNoFresh != nil {
+			cs.firstHopNoFresh.Store(true)
+		}
 		c.metrics.FirstHopProbes.WithLabelValues(outcome).Inc()
 		c.races.firstHop.Add(1)
 		if outcome == "hit" {

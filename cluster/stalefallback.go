@@ -24,7 +24,9 @@ import (
 //     refresh it in the background (RFC 5861), and the cluster does the
 //     same, the climb being the refresh. It goes on after a stale copy was
 //     served, at the hop it reached (fills run on without their client), so
-//     the page's home holds it fresh for the next request.
+//     the page's home holds it fresh for the next request. Only when the
+//     climb's first hop, asked with the probes, had no fresh copy, and
+//     never for a revalidation (mayServeStaleEarly).
 //
 // The probe answers themselves were closed long before (holding a peer's
 // answer open for the length of a climb would hold its connection too), so

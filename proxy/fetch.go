@@ -309,7 +309,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 		setValidators(out.Header, m.stale)
 	}
 	fl.reqTime = h.now()
-	res, err := h.fetchFor(ctx, m.key, out, f.waitAt)
+	res, err := h.fetchFor(ctx, m.key, out, f.waitAt, m.stale != nil)
 	if err != nil {
 		f.publish(nil, false, err)
 		h.done(fl)
@@ -623,14 +623,15 @@ func (h *Handler) countNotStored(why reason) {
 // fetch sends req upstream and counts the outcome. req was made from the
 // client's request (outboundRequest), whose Inbound it still carries.
 func (h *Handler) fetch(ctx context.Context, key string, req *http.Request) (Result, error) {
-	return h.fetchFor(ctx, key, req, h.waitOf(req, key))
+	return h.fetchFor(ctx, key, req, h.waitOf(req, key), false)
 }
 
-// fetchFor is fetch for a fill standing at w in the wait order.
-func (h *Handler) fetchFor(ctx context.Context, key string, req *http.Request, w fillWait) (Result, error) {
+// fetchFor is fetch for a fill standing at w in the wait order;
+// revalidates says the fill validates a stored copy (FetchRequest).
+func (h *Handler) fetchFor(ctx context.Context, key string, req *http.Request, w fillWait, revalidates bool) (Result, error) {
 	in := inboundOf(req)
 	t := h.now()
-	res, err := h.fetcher.Fetch(ctx, FetchRequest{Key: key, Req: req, Site: in.Site, Route: in.Route, Order: w.order, Direct: w.direct})
+	res, err := h.fetcher.Fetch(ctx, FetchRequest{Key: key, Req: req, Site: in.Site, Route: in.Route, Order: w.order, Direct: w.direct, Revalidates: revalidates})
 	d := h.now().Sub(t)
 	h.metrics.OriginDuration.Observe(d.Seconds())
 	if info := in.Upstream; info != nil {

@@ -47,6 +47,11 @@ type FetchRequest struct {
 	// Direct: the fill was placed as waiting on no peer
 	// (PeerWaiter.MayWaitOnPeers said false), so the fetch must not climb.
 	Direct bool
+	// Revalidates: the fetch revalidates a copy this node holds (a
+	// background refresh, or a miss that found its copy stale): an answer
+	// no fresher than that copy is of no use to it, and its failure is
+	// answered with the copy itself.
+	Revalidates bool
 }
 
 // Result is a fetcher's answer.

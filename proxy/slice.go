@@ -472,7 +472,7 @@ func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int6
 		out.Header.Del("Cookie")
 	}
 	reqTime := h.now()
-	res, err := h.fetchFor(ctx, skey, out, w)
+	res, err := h.fetchFor(ctx, skey, out, w, false)
 	if err != nil {
 		return fetchedSlice{}, err
 	}
@@ -658,7 +658,7 @@ func (h *Handler) probe(r *http.Request, m miss, w fillWait) (probed, error) {
 	out := h.outboundRequest(r, ctx, true)
 	out.Header.Set("Range", "bytes=0-"+strconv.FormatInt(h.cfg.SliceBytes-1, 10))
 	reqTime := h.now()
-	res, err := h.fetchFor(ctx, m.key, out, w)
+	res, err := h.fetchFor(ctx, m.key, out, w, false)
 	if err != nil {
 		return probed{}, err
 	}
