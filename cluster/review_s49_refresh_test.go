@@ -77,14 +77,9 @@ func TestS49StaleWinThrowsAwayTheIngresssOwnRefresh(t *testing.T) {
 			l.h.hold.Store(&dropClimbs)
 
 			before := swr.n.Load()
-			gate.shut()
-			answered := make(chan *httptest.ResponseRecorder, 1)
-			go func() { answered <- l.ask(l.a, p) }()
-			var w *httptest.ResponseRecorder
-			select {
-			case w = <-answered:
-			case <-time.After(30 * time.Second):
-				gate.open()
+			ask := func() *httptest.ResponseRecorder { return l.ask(l.a, p) }
+			w, ok := askWhileHeld(gate, ask)
+			if !ok {
 				t.Fatal("A waited for the held origin with X's stale copy at hand (setup)")
 			}
 			if w.Code != 200 || w.Body.String() != "v1" {
@@ -108,14 +103,7 @@ func TestS49StaleWinThrowsAwayTheIngresssOwnRefresh(t *testing.T) {
 				t.Errorf("%s: A kept X's stale copy served early: a refresh of A's own could take it again", mode)
 			}
 			// The next request, the origin held again: not answered stale.
-			gate.shut()
-			go func() { answered <- l.ask(l.a, p) }()
-			select {
-			case w = <-answered:
-			case <-time.After(500 * time.Millisecond):
-				gate.open()
-				w = <-answered
-			}
+			w = askLettingGo(gate, ask)
 			gate.open()
 			l.a.ph.Wait()
 			t.Logf("%s: next request: %d %q; served_early %v; origin fetches since %d", mode, w.Code, w.Body.String(),

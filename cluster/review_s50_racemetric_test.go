@@ -49,16 +49,7 @@ func TestS50StaleCopyServedEarlyCountsAsANegativeProbesWin(t *testing.T) {
 	// Since the mend no negative probe's stale answer is served early
 	// (mayServeStaleEarly: only with the first hop asked with waited-for
 	// probes): A waits for the climb; the origin is let go.
-	gate.shut()
-	answered := make(chan *httptest.ResponseRecorder, 1)
-	go func() { answered <- s50AskNoWait(l.a, p) }()
-	var w *httptest.ResponseRecorder
-	select {
-	case w = <-answered:
-	case <-time.After(500 * time.Millisecond):
-		gate.open()
-		w = <-answered
-	}
+	w := askLettingGo(gate, func() *httptest.ResponseRecorder { return s50AskNoWait(l.a, p) })
 	gate.open()
 	l.a.ph.Wait()
 	l.h.ph.Wait()

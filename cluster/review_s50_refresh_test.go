@@ -158,16 +158,11 @@ func TestS50APeerRefreshLeavesTheNextRequestRacingTheSameStaleCopy(t *testing.T)
 	}
 	time.Sleep(2100 * time.Millisecond)
 	before := swr.n.Load()
-	gate.shut()
-	answered := make(chan *httptest.ResponseRecorder, 1)
-	go func() { answered <- s50AskNoWait(l.a, p) }()
-	var w *httptest.ResponseRecorder
-	select {
-	case w = <-answered:
-	case <-time.After(30 * time.Second):
-		gate.open()
+	w, ok := askWhileHeld(gate, func() *httptest.ResponseRecorder { return s50AskNoWait(l.a, p) })
+	if !ok {
 		t.Fatal("setup: A waited for the held origin with X's stale copy at hand")
 	}
+	answered := make(chan *httptest.ResponseRecorder, 1)
 	if w.Body.String() != "v1" {
 		t.Fatalf("setup: request 1 answered %d %q, want X's stale v1 served early", w.Code, w.Body.String())
 	}

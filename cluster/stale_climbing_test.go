@@ -55,6 +55,38 @@ func (g *originGate) Fetch(ctx context.Context, fr proxy.FetchRequest) (proxy.Re
 	return g.inner.Fetch(ctx, fr)
 }
 
+// askWhileHeld shuts gate, asks, and returns the answer given while the
+// origin is held; ok is false if none came in 30 s (the gate is then
+// opened: the request waited for the origin).
+func askWhileHeld[T any](gate *originGate, ask func() T) (ans T, ok bool) {
+	gate.shut()
+	answered := make(chan T, 1)
+	go func() { answered <- ask() }()
+	select {
+	case ans = <-answered:
+		return ans, true
+	case <-time.After(30 * time.Second):
+		gate.open()
+		return <-answered, false
+	}
+}
+
+// askLettingGo shuts gate, asks, lets the origin go if no answer came in
+// a moment (the request waits for its climb) and returns the answer. The
+// moment bounds nothing: an answer before or after it is judged the same.
+func askLettingGo[T any](gate *originGate, ask func() T) T {
+	gate.shut()
+	answered := make(chan T, 1)
+	go func() { answered <- ask() }()
+	select {
+	case ans := <-answered:
+		return ans
+	case <-time.After(500 * time.Millisecond):
+		gate.open()
+		return <-answered
+	}
+}
+
 func (l *besideLab) staleFallbacks(outcome string) float64 {
 	return testutil.ToFloat64(l.a.c.metrics.StaleFallbacks.WithLabelValues(outcome))
 }
@@ -92,24 +124,15 @@ func TestStaleWhileClimbingServesTheStaleCopyFirst(t *testing.T) {
 		}
 		time.Sleep(2100 * time.Millisecond) // X's copy (max-age=1) is stale now, within its window
 		before := swr.n.Load()
-		gate.shut()
-		answered := make(chan *httptest.ResponseRecorder, 1)
-		go func() { answered <- l.ask(l.a, p) }()
+		ask := func() *httptest.ResponseRecorder { return l.ask(l.a, p) }
 		var w *httptest.ResponseRecorder
 		if c.early {
-			select {
-			case w = <-answered:
-			case <-time.After(30 * time.Second):
-				gate.open()
+			var ok bool
+			if w, ok = askWhileHeld(gate, ask); !ok {
 				t.Fatalf("beside=%v firstHop=%v: A waited for the origin (held for 30 s) with X's stale copy at hand", beside, firstHop)
 			}
 		} else {
-			select { // A waits for the climb: the origin is let go
-			case w = <-answered:
-			case <-time.After(500 * time.Millisecond):
-				gate.open()
-				w = <-answered
-			}
+			w = askLettingGo(gate, ask) // A waits for the climb
 		}
 		want, wantEarly := "v1", 1.0
 		if !c.early {
@@ -200,27 +223,18 @@ func TestStaleWhileClimbingNeverLeaksBetweenUsers(t *testing.T) {
 		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
 			gate.open()
 			p := l.userPageStaleAtX("/"+kind+"/swc", kind, beside)
-			gate.shut()
-			answered := make(chan *http.Response, 1)
-			go func() { answered <- askAsUser(l.a, p, kind, "b").Result() }()
+			ask := func() *http.Response { return askAsUser(l.a, p, kind, "b").Result() }
 			var r *http.Response
 			if kind == "public" && early {
 				// X's copy is everyone's: served before the origin answers.
-				select {
-				case r = <-answered:
-				case <-time.After(30 * time.Second):
-					gate.open()
+				var ok bool
+				if r, ok = askWhileHeld(gate, ask); !ok {
 					t.Fatalf("beside=%v: the public page's stale copy at X was not served while the origin was held", beside)
 				}
 			} else {
 				// Nothing at X is b's: A's climb is the answer, once the
 				// origin gives it.
-				select {
-				case r = <-answered:
-				case <-time.After(500 * time.Millisecond):
-					gate.open()
-					r = <-answered
-				}
+				r = askLettingGo(gate, ask)
 			}
 			gate.open()
 			b, _ := io.ReadAll(r.Body)
