@@ -130,9 +130,7 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 		return c.staleBeside(ctx, fr, kh, isHome, asked, mark, climb)
 	}
 	res, err := climb()
-	if err != nil && asked != nil && ctx.Err() == nil && !fr.Revalidates {
-		// (A revalidation's own stale copy answers its failure: a peer's,
-		// no fresher, would be stored as its refresh.)
+	if err != nil && asked != nil && ctx.Err() == nil {
 		return c.staleOnFailure(ctx, fr, kh, isHome, asked, mark, err)
 	}
 	return res, err
@@ -140,16 +138,20 @@ func (c *Cluster) fetch(ctx context.Context, fr proxy.FetchRequest, mark holdMar
 
 // mayServeStaleEarly reports whether a stale copy the probes found may
 // answer while the climb is out (Config.StaleWhileClimbing,
-// stalefallback.go): the climb goes to a peer, which refreshes the page;
-// the climb's first hop was asked with the probes and holds no fresh copy
-// (a hop that does would answer the climb a moment later: a stale copy
-// must not beat it; review_s50); the fetch is no revalidation of a copy
-// this node holds (a background refresh took a peer's stale copy as its
-// refresh: review_s50); and the last such climb's refresh was not thrown
-// away here (staleOwed).
+// stalefallback.go): the climb goes to one peer, the page's home, which
+// refreshes the page (on a tree's path a hop farther up may hold it
+// fresh); that first hop, asked with the probes, answered before the
+// other probes were in that it holds no fresh copy (a hop that does would
+// answer the climb a moment later: a stale copy must not beat it;
+// review_s50; its answer is not waited for: a slow hop would hold the
+// request, review_s51); the fetch is no revalidation of a copy this node
+// holds (a background refresh took a peer's stale copy as its refresh:
+// review_s50); a peer that answered stale may still be asked; and the last
+// such climb's refresh was not thrown away here (staleOwed).
 func (c *Cluster) mayServeStaleEarly(fr proxy.FetchRequest, kh uint64, path []hop, asked *candidateSet) bool {
-	return asked != nil && c.cfg.StaleWhileClimbing && !fr.Revalidates && len(path) > 0 &&
-		asked.staleAt.Load() != 0 && asked.firstHopNoFresh.Load() && !c.staleOwed.take(kh)
+	return asked != nil && c.cfg.StaleWhileClimbing && !fr.Revalidates && len(path) == 1 &&
+		asked.staleAt.Load() != 0 && asked.firstHopNoFresh.Load() &&
+		c.stillAskable(asked, asked.staleAt.Load()) != 0 && !c.staleOwed.take(kh)
 }
 
 var _ proxy.PeerWaiter = (*Cluster)(nil)
@@ -826,22 +828,6 @@ func (c *Cluster) firstHit(answers <-chan probeAnswer, sent int, neg *pendingPro
 		}
 		if a.resp != nil {
 			a.resp.Body.Close()
-		}
-	}
-	if c.cfg.StaleWhileClimbing && cs.firstHopBit != 0 && cs.staleAt != nil && cs.staleAt.Load() != 0 {
-		// A probe found the page stale, which may answer while the climb
-		// is out only if the first hop has no fresh copy
-		// (mayServeStaleEarly): its answer, near and the climb's next
-		// stop anyway, is waited for (it may be that fresh copy).
-		for got < sent {
-			a := <-answers
-			got++
-			if c.recordAnswer(a, cs) == "hit" {
-				return a.resp, cs.ids[a.i], got
-			}
-			if a.resp != nil {
-				a.resp.Body.Close()
-			}
 		}
 	}
 	return nil, "", got

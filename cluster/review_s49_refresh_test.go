@@ -78,6 +78,7 @@ func TestS49StaleWinThrowsAwayTheIngresssOwnRefresh(t *testing.T) {
 
 			before := swr.n.Load()
 			ask := func() *httptest.ResponseRecorder { return l.ask(l.a, p) }
+			l.firstHopFirst(nil) // H's miss known before X's stale answer (mayServeStaleEarly)
 			w, ok := askWhileHeld(gate, ask)
 			if !ok {
 				t.Fatal("A waited for the held origin with X's stale copy at hand (setup)")

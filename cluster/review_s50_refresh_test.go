@@ -158,6 +158,7 @@ func TestS50APeerRefreshLeavesTheNextRequestRacingTheSameStaleCopy(t *testing.T)
 	}
 	time.Sleep(2100 * time.Millisecond)
 	before := swr.n.Load()
+	l.firstHopFirst(nil) // H's miss known before X's stale answer (mayServeStaleEarly)
 	w, ok := askWhileHeld(gate, func() *httptest.ResponseRecorder { return s50AskNoWait(l.a, p) })
 	if !ok {
 		t.Fatal("setup: A waited for the held origin with X's stale copy at hand")

@@ -87,6 +87,36 @@ func askLettingGo[T any](gate *originGate, ask func() T) T {
 	}
 }
 
+// firstHopFirst orders the next request's probes as a near home and a far
+// peer answer: X's next probe waits until A has counted the first hop's
+// probe answer (edge_peer_first_hop_probes_total), the order in which
+// mayServeStaleEarly learns that the first hop holds no fresh copy. Only
+// X's first probe after each call waits (not the stale copy asked again);
+// then holds, if any, runs too. A 30 s deadline keeps a test from hanging.
+func (l *besideLab) firstHopFirst(then func(*http.Request)) {
+	answers := func() float64 {
+		var n float64
+		for _, o := range probeOutcomes {
+			n += testutil.ToFloat64(l.a.c.metrics.FirstHopProbes.WithLabelValues(o))
+		}
+		return n
+	}
+	base := answers()
+	var armed atomic.Bool
+	armed.Store(true)
+	hold := func(r *http.Request) {
+		if r.Header.Get(hdrMode) == hopProbe.String() && armed.CompareAndSwap(true, false) {
+			for deadline := time.Now().Add(30 * time.Second); answers() <= base && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if then != nil {
+			then(r)
+		}
+	}
+	l.x.hold.Store(&hold)
+}
+
 func (l *besideLab) staleFallbacks(outcome string) float64 {
 	return testutil.ToFloat64(l.a.c.metrics.StaleFallbacks.WithLabelValues(outcome))
 }
@@ -126,6 +156,9 @@ func TestStaleWhileClimbingServesTheStaleCopyFirst(t *testing.T) {
 		before := swr.n.Load()
 		ask := func() *httptest.ResponseRecorder { return l.ask(l.a, p) }
 		var w *httptest.ResponseRecorder
+		if firstHop {
+			l.firstHopFirst(nil)
+		}
 		if c.early {
 			var ok bool
 			if w, ok = askWhileHeld(gate, ask); !ok {
@@ -182,12 +215,11 @@ func TestStaleWhileClimbingTakesAClimbThatAnswersFirst(t *testing.T) {
 	release := func() { heldOnce.Do(func() { close(held) }) }
 	t.Cleanup(release)
 	var probes atomic.Int64
-	hold := func(r *http.Request) {
+	l.firstHopFirst(func(r *http.Request) {
 		if r.Header.Get(hdrMode) == hopProbe.String() && probes.Add(1) > 1 {
 			<-held
 		}
-	}
-	l.x.hold.Store(&hold)
+	})
 	w := l.ask(l.a, p)
 	release()
 	if w.Code != 200 || w.Body.String() != "v2" {
@@ -223,6 +255,9 @@ func TestStaleWhileClimbingNeverLeaksBetweenUsers(t *testing.T) {
 		for _, kind := range []string{"public", "private", "setcookie", "vary", "auth"} {
 			gate.open()
 			p := l.userPageStaleAtX("/"+kind+"/swc", kind, beside)
+			if early {
+				l.firstHopFirst(nil)
+			}
 			ask := func() *http.Response { return askAsUser(l.a, p, kind, "b").Result() }
 			var r *http.Response
 			if kind == "public" && early {

@@ -25,8 +25,8 @@ import (
 //     same, the climb being the refresh. It goes on after a stale copy was
 //     served, at the hop it reached (fills run on without their client), so
 //     the page's home holds it fresh for the next request. Only when the
-//     climb's first hop, asked with the probes, had no fresh copy, and
-//     never for a revalidation (mayServeStaleEarly).
+//     climb's first hop, the page's home, asked with the probes, had no
+//     fresh copy, and never for a revalidation (mayServeStaleEarly).
 //
 // The probe answers themselves were closed long before (holding a peer's
 // answer open for the length of a climb would hold its connection too), so
@@ -93,7 +93,20 @@ func (c *Cluster) staleOnFailure(ctx context.Context, fr proxy.FetchRequest, kh 
 		return proxy.Result{}, climbErr
 	}
 	c.races.staleServed.Add(1)
-	return c.probeResult(kh, isHome, res), nil
+	return c.fallbackResult(fr, kh, isHome, res), nil
+}
+
+// fallbackResult finishes a stale copy served because the climb failed:
+// kept as a probe's answer is, but by a revalidation of a copy this node
+// holds never (a peer's stale copy is no refresh of it; served, it still
+// beats an error where this node's own copy may no longer be served:
+// review_s51).
+func (c *Cluster) fallbackResult(fr proxy.FetchRequest, kh uint64, isHome bool, res proxy.Result) proxy.Result {
+	if fr.Revalidates {
+		res.Keep = false
+		return res
+	}
+	return c.probeResult(kh, isHome, res)
 }
 
 // countStaleFallback counts an outcome of asking stale peers again ("":
@@ -205,7 +218,7 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			return proxy.Result{}, cl.err
 		}
 		c.races.staleServed.Add(1)
-		return c.probeResult(kh, isHome, s.res), nil
+		return c.fallbackResult(fr, kh, isHome, s.res), nil
 	case s := <-staled:
 		if !s.ok {
 			// No stale copy now (or a purge named the page): the climb's

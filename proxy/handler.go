@@ -48,9 +48,9 @@ type FetchRequest struct {
 	// (PeerWaiter.MayWaitOnPeers said false), so the fetch must not climb.
 	Direct bool
 	// Revalidates: the fetch revalidates a copy this node holds (a
-	// background refresh, or a miss that found its copy stale): an answer
-	// no fresher than that copy is of no use to it, and its failure is
-	// answered with the copy itself.
+	// background refresh, or a miss that found its copy stale): another
+	// cache's stale copy is no refresh of it (the cluster neither serves
+	// one early nor has one kept).
 	Revalidates bool
 }
 
