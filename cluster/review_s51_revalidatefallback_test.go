@@ -84,7 +84,7 @@ func s51OwnOldCopy(t *testing.T, on bool) {
 	}
 	aCopy := s49AskOnlyIfCached(l.a, p).Body.String()
 	time.Sleep(4500 * time.Millisecond) // A's copy: past max-age and both windows
-	newFirstHopLabOn(t, l, p, true)      // X fetches p afresh, positively indicated at A
+	newFirstHopLabOn(t, l, p, true)     // X fetches p afresh, positively indicated at A
 	xCopy := s49AskOnlyIfCached(l.x, p).Body.String()
 	if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
 		t.Fatal(err)
