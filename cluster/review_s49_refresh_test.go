@@ -53,20 +53,9 @@ func TestS49StaleWinThrowsAwayTheIngresssOwnRefresh(t *testing.T) {
 	// longer serves one early (mayServeStaleEarly).
 	for _, mode := range []string{"positive"} {
 		t.Run(mode, func(t *testing.T) {
-			swr := &s45SWROrigin{}
-			gate := &originGate{inner: swr}
-			t.Cleanup(gate.open)
-			beside := mode == "beside"
-			l := newBesideLab(t, beside, gate)
-			l.a.c.cfg.StaleWhileClimbing = true
+			l, swr, gate := newStaleClimbLab(t, false)
 			p := l.pageHomedAtH("/public/s49refresh")
-			if beside {
-				if w := l.ask(l.x, p); w.Code != 200 { // X holds p ("v1"), negatively indicated at A
-					t.Fatalf("filling X: %d", w.Code)
-				}
-			} else {
-				newFirstHopLabOn(t, l, p, true) // X holds p ("v1"), positively indicated at A; H asked with it
-			}
+			newFirstHopLabOn(t, l, p, true)     // X holds p ("v1"), positively indicated at A; H asked with it
 			time.Sleep(2100 * time.Millisecond) // X's copy (max-age=1) is stale now, within its window
 			// H drops every climb (crashed for climbs, still trusted).
 			dropClimbs := func(r *http.Request) {

@@ -33,11 +33,7 @@ import (
 // negatives is worth it (negative_won against X's hits, docs/cluster.md)
 // reads stale serves as false negatives recovered.
 func TestS50StaleCopyServedEarlyCountsAsANegativeProbesWin(t *testing.T) {
-	swr := &s45SWROrigin{}
-	gate := &originGate{inner: swr}
-	t.Cleanup(gate.open)
-	l := newBesideLab(t, true, gate)
-	l.a.c.cfg.StaleWhileClimbing = true
+	l, _, gate := newStaleClimbLab(t, true)
 	p := l.pageHomedAtH("/public/s50race")
 	if w := l.ask(l.x, p); w.Code != 200 {
 		t.Fatalf("filling X: %d", w.Code)

@@ -63,11 +63,7 @@ func s50WaitFor(cond func() bool) bool {
 // site that says so), every refresh counted ok, served_early counted for
 // a request no client waited on.
 func TestS50IngressRefreshTakesAPeersStaleCopyAsItsRefresh(t *testing.T) {
-	swr := &s45SWROrigin{}
-	gate := &originGate{inner: swr}
-	t.Cleanup(gate.open)
-	l := newBesideLab(t, false, gate)
-	l.a.c.cfg.StaleWhileClimbing = true
+	l, swr, gate := newStaleClimbLab(t, false)
 	p := l.pageHomedAtH("/public/s50refresh")
 	newFirstHopLabOn(t, l, p, true) // X holds p ("v1"), positively indicated at A; H asked with it (since the mend, else nothing races)
 	for i := 0; i < 3 && s49AskOnlyIfCached(l.a, p).Code != 200; i++ {
@@ -146,11 +142,7 @@ func TestS50IngressRefreshTakesAPeersStaleCopyAsItsRefresh(t *testing.T) {
 // the whole window, and every request that probes X would get it"), now
 // only decided by which of X and H answers first.
 func TestS50APeerRefreshLeavesTheNextRequestRacingTheSameStaleCopy(t *testing.T) {
-	swr := &s45SWROrigin{}
-	gate := &originGate{inner: swr}
-	t.Cleanup(gate.open)
-	l := newBesideLab(t, false, gate)
-	l.a.c.cfg.StaleWhileClimbing = true
+	l, swr, gate := newStaleClimbLab(t, false)
 	p := l.pageHomedAtH("/public/s50peerrefresh")
 	newFirstHopLabOn(t, l, p, true) // since the mend a stale copy answers early only with the first hop asked
 	if _, err := l.h.ph.Purge(proxy.PurgeRequest{URL: "http://site.example" + p}); err != nil {
@@ -241,11 +233,7 @@ func TestS50APeerRefreshLeavesTheNextRequestRacingTheSameStaleCopy(t *testing.T)
 // refreshed for the whole window, and every refresh starts (and cuts) an
 // origin fetch.
 func TestS50IngressRefreshCancelsItsOwnClimbAndLeavesNothingOwed(t *testing.T) {
-	swr := &s45SWROrigin{}
-	gate := &originGate{inner: swr}
-	t.Cleanup(gate.open)
-	l := newBesideLab(t, false, gate)
-	l.a.c.cfg.StaleWhileClimbing = true
+	l, swr, gate := newStaleClimbLab(t, false)
 	p := l.pageHomedAtH("/public/s50refreshhome")
 	newFirstHopLabOn(t, l, p, false)
 	for i := 0; i < 3 && s49AskOnlyIfCached(l.a, p).Code != 200; i++ {

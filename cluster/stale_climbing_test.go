@@ -117,6 +117,17 @@ func (l *besideLab) firstHopFirst(then func(*http.Request)) {
 	l.x.hold.Store(&hold)
 }
 
+// newStaleClimbLab is newBesideLab over an s45SWROrigin behind a gate
+// (opened at cleanup), with cluster.stale_while_climbing on at A.
+func newStaleClimbLab(t *testing.T, beside bool) (*besideLab, *s45SWROrigin, *originGate) {
+	swr := &s45SWROrigin{}
+	gate := &originGate{inner: swr}
+	t.Cleanup(gate.open)
+	l := newBesideLab(t, beside, gate)
+	l.a.c.cfg.StaleWhileClimbing = true
+	return l, swr, gate
+}
+
 func (l *besideLab) staleFallbacks(outcome string) float64 {
 	return testutil.ToFloat64(l.a.c.metrics.StaleFallbacks.WithLabelValues(outcome))
 }
@@ -136,11 +147,7 @@ func (l *besideLab) staleFallbacks(outcome string) float64 {
 func TestStaleWhileClimbingServesTheStaleCopyFirst(t *testing.T) {
 	for _, c := range []struct{ beside, firstHop, early bool }{{false, true, true}, {false, false, false}, {true, false, false}} {
 		beside, firstHop := c.beside, c.firstHop
-		swr := &s45SWROrigin{}
-		gate := &originGate{inner: swr}
-		t.Cleanup(gate.open)
-		l := newBesideLab(t, beside, gate)
-		l.a.c.cfg.StaleWhileClimbing = true
+		l, swr, gate := newStaleClimbLab(t, beside)
 		p := l.pageHomedAtH("/public/swc")
 		if beside {
 			if w := l.ask(l.x, p); w.Code != 200 { // X holds p ("v1"), negatively indicated at A

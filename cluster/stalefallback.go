@@ -188,7 +188,6 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		outcome string
 	}
 	climbed := make(chan climbAnswer, 1)
-	late := make(chan proxy.Result, 1) // the climb's answer once a stale copy was served
 	go func() {
 		res, err := climb()
 		climbed <- climbAnswer{res, err}
@@ -231,6 +230,7 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 		// cancelStale ends with the stale answer's body: it was made under
 		// sctx (staleFallback's settle), which must outlive this return.
 		s.res.Resp.Body = &cancelOnClose{ReadCloser: s.res.Resp.Body, cancel: cancelStale}
+		late := make(chan proxy.Result, 1) // the climb's answer (Resp nil if it failed)
 		go func() {
 			if cl := <-climbed; cl.err == nil {
 				late <- cl.res
