@@ -20,10 +20,19 @@ type Request struct {
 	// Fields are every field line but Host's, in order, when the loop's
 	// Config.KeepFields is set (nil otherwise): for an answerer that must
 	// see the request whole (a signed peer request's MAC covers them all).
-	Fields      []Field
-	nAccept     int
-	acceptStore [4][]byte
-	fieldBuf    []Field // Fields' storage, kept across requests
+	Fields []Field
+	// Dropped and Forwarding count the field names of those classes
+	// (package reqfield) the request carries: the cache deletes them
+	// (a forwarding one unless its sender is trusted) before it looks the
+	// request up, and counts them as ServeHTTP's sanitize does
+	// (edge_request_fields_total). A name on several lines counts once,
+	// as sanitize counts it.
+	Dropped, Forwarding int
+	counted             [8][]byte // the names counted so far (views of the request's bytes)
+	nCounted            int
+	nAccept             int
+	acceptStore         [4][]byte
+	fieldBuf            []Field // Fields' storage, kept across requests
 }
 
 // AcceptEncodingStrings returns the Accept-Encoding values as strings
@@ -208,10 +217,18 @@ func (r *Request) fieldClass(name, value []byte, rules *fieldRules) (stop, hand 
 		strip, unkeyed = rules.strip, rules.unkeyed
 	}
 	f := fieldOf(name)
-	if f >= fieldAcceptEncoding && f <= fieldUserAgent && len(strip) > 0 && isStripped(name, strip) {
-		f = fieldOther
+	if (f >= fieldAcceptEncoding && f <= fieldUserAgent || f >= fieldDropped) && len(strip) > 0 && isStripped(name, strip) {
+		f = fieldOther // forwarding.strip_headers: gone before anything reads or counts it
 	}
 	switch f {
+	case fieldDropped:
+		if r.firstOf(name) {
+			r.Dropped++
+		}
+	case fieldForwarding:
+		if r.firstOf(name) {
+			r.Forwarding++
+		}
 	case fieldHost:
 		r.Host = value
 		if !plainHost(value) {
@@ -252,6 +269,21 @@ func (r *Request) fieldClass(name, value []byte, rules *fieldRules) (stop, hand 
 		}
 	}
 	return "", "", false
+}
+
+// firstOf reports whether name is the first line of its name among the
+// counted ones (past eight distinct names every line counts).
+func (r *Request) firstOf(name []byte) bool {
+	for _, seen := range r.counted[:r.nCounted] {
+		if bytes.EqualFold(seen, name) {
+			return false
+		}
+	}
+	if r.nCounted < len(r.counted) {
+		r.counted[r.nCounted] = name
+		r.nCounted++
+	}
+	return true
 }
 
 // fieldRules are the operator's field lists, lower-case.
@@ -410,6 +442,8 @@ const (
 	fieldDecline                     // changes the answer: ServeHTTP's
 	fieldFraming                     // a body, an interim response or another protocol: net/http's for good
 	fieldKeyed                       // unknown to the cache, so part of the key (reqfield.Keyed)
+	fieldDropped                     // never forwarded (reqfield.Dropped): counted, no bearing on a hit
+	fieldForwarding                  // a forwarding field (reqfield.Forwarding): counted, no bearing on a hit
 )
 
 // declinedFields can change what a hit's answer is: conditionals, ranges,
@@ -434,10 +468,7 @@ var framingFields = []string{
 func fieldOf(name []byte) field {
 	var buf [64]byte
 	if len(name) > len(buf) {
-		if reqfield.Classify(string(name)) == reqfield.Keyed {
-			return fieldKeyed
-		}
-		return fieldOther // longer than any name below
+		return fieldOfClass(reqfield.Classify(string(name))) // longer than any name below
 	}
 	for i, c := range name {
 		if 'A' <= c && c <= 'Z' {
@@ -463,11 +494,21 @@ func fieldOf(name []byte) field {
 		"keep-alive", "proxy-connection":
 		return fieldFraming
 	}
-	// Dropped and forwarding fields have no bearing on a hit (the cache
-	// deletes or replaces them before it looks the request up); a field
-	// the cache keys selects another variant.
-	if reqfield.ClassifyLower(buf[:len(name)]) == reqfield.Keyed {
+	return fieldOfClass(reqfield.ClassifyLower(buf[:len(name)]))
+}
+
+// fieldOfClass is what the hit path does with a field of class c. Dropped
+// and forwarding fields have no bearing on a hit (the cache deletes or
+// replaces them before it looks the request up) and are only counted; a
+// field the cache keys selects another variant.
+func fieldOfClass(c reqfield.Class) field {
+	switch c {
+	case reqfield.Keyed:
 		return fieldKeyed
+	case reqfield.Dropped:
+		return fieldDropped
+	case reqfield.Forwarding:
+		return fieldForwarding
 	}
 	return fieldOther
 }

@@ -213,13 +213,13 @@ func TestFieldTablesAgree(t *testing.T) {
 	// ServeHTTP, whatever their length; standard ones do not.
 	for name, want := range map[string]field{
 		"X-Very-Long-Field-Name-Beyond-The-Buffer": fieldKeyed,
-		"X-Forwarded-Prefix":                       fieldOther, // dropped or replaced first
-		"X_Forwarded_Prefix":                       fieldOther, // dropped
+		"X-Forwarded-Prefix":                       fieldForwarding, // replaced first (counted)
+		"X_Forwarded_Prefix":                       fieldDropped,    // dropped (counted)
 		"Sec-Fetch-Mode":                           fieldOther,
 		"Accept-Language":                          fieldOther,
 		"X-Requested-With":                         fieldKeyed,
 		strings.Repeat("x-", 40) + "a":             fieldKeyed,
-		strings.Repeat("x_", 40) + "a":             fieldOther,
+		strings.Repeat("x_", 40) + "a":             fieldDropped,
 		"Sec-Ch-Ua-Platform-Version-Which-Is-Long-Enough-To-Pass-The-Buffer": fieldOther,
 	} {
 		if got := fieldOf([]byte(name)); got != want {
@@ -309,5 +309,32 @@ func TestKeepFields(t *testing.T) {
 	parse([]byte("GET /p HTTP/1.1\r\nHost: h\r\nX-B: 2\r\n\r\n"), &r, nil)
 	if r.Fields != nil {
 		t.Errorf("fields kept without KeepFields: %q", r.Fields)
+	}
+}
+
+// TestDroppedAndForwardingFieldsAreCounted: the hit path counts the
+// field names the cache drops or replaces as ServeHTTP's sanitize counts
+// them (edge_request_fields_total): a name once however many lines carry
+// it, a stripped one not at all.
+func TestDroppedAndForwardingFieldsAreCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		fields              string
+		rules               *fieldRules
+		dropped, forwarding int
+	}{
+		{"none", "Accept: */*\r\n", nil, 0, 0},
+		{"one of each", "X_Custom: 1\r\nX-Forwarded-For: 10.0.0.1\r\n", nil, 1, 1},
+		{"a name on two lines counts once", "X-Forwarded-For: a\r\nx-forwarded-for: b\r\nX_A: 1\r\nX_B: 2\r\n", nil, 2, 1},
+		{"stripped", "X-Forwarded-For: a\r\nX_Custom: 1\r\n", &fieldRules{strip: []string{"x-forwarded-for", "x_custom"}}, 0, 0},
+	} {
+		var r Request
+		raw := "GET /p HTTP/1.1\r\nHost: a.test\r\n" + tc.fields + "\r\n"
+		if _, res, reason := parse([]byte(raw), &r, tc.rules); res != answerable {
+			t.Fatalf("%s: parse = %d (%s), want answerable", tc.name, res, reason)
+		}
+		if r.Dropped != tc.dropped || r.Forwarding != tc.forwarding {
+			t.Errorf("%s: dropped %d, forwarding %d; want %d, %d", tc.name, r.Dropped, r.Forwarding, tc.dropped, tc.forwarding)
+		}
 	}
 }

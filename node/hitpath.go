@@ -86,7 +86,7 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	target := unsafe.String(unsafe.SliceData(r.Target), len(r.Target))
 	path, query, _ := strings.Cut(target, "?")
 	hr := proxy.HitRequest{Head: r.Head, Host: host, Path: path, RawQuery: query, Accept: r.AcceptEncodingStrings(), Remote: remote,
-		Close: r.Close, Site: s.resolved, TLS: f.tls, Front: f.front}
+		Close: r.Close, Site: s.resolved, TLS: f.tls, Front: f.front, Dropped: r.Dropped, Forwarding: r.Forwarding}
 	var ans proxy.HitAnswer
 	if !n.proxy.AppendHit(dst, &hr, date, &ans) {
 		return false

@@ -31,6 +31,10 @@ type HitRequest struct {
 	// Front holds the fields the listener's front adds to every response
 	// (the TLS front's Alt-Svc and Strict-Transport-Security); nil: none.
 	Front *FrontFields
+	// Dropped and Forwarding count the request's field names the cache
+	// never forwards and its forwarding fields (hitpath.Request's), for
+	// edge_request_fields_total as sanitize counts them.
+	Dropped, Forwarding int
 }
 
 // FrontFields are response fields a front adds to every answer before
@@ -157,6 +161,14 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		if rule != nil && rule.Bypass || keyRule != nil && (keyRule.Bypass || keyRule.KeyedOnRequest()) {
 			return false
 		}
+		// Fields the rule sets that not every request of the key is sent
+		// (a HEAD under a rule of its own ahead of a GET rule that sets
+		// an origin token) key the request in ServeHTTP; the plain variant
+		// here may be another rule's fill (a review's poisoning:
+		// node/review_s52_rules_test.go).
+		if rule != nil && len(rule.Request.Set) > 0 && !setsUniformly(req.Site.Rules, rule, keyRule, req.Path) {
+			return false
+		}
 	}
 	// The key is built in a buffer this path reuses and read through a
 	// view of it: the store's look-up keeps no reference, and the hot-key
@@ -237,12 +249,25 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	h.hot.observe(key)
 	h.metrics.observe(ResultHit, h.now().Sub(start).Seconds())
 	if req.Remote != nil { // a client's, not a peer's (ServeHTTP's rule)
+		h.countHitFields(req)
 		req.Site.count(ResultHit)
 		if rule != nil {
 			h.metrics.rules.hit(req.Site.Name, rule)
 		}
 	}
 	return true
+}
+
+// countHitFields counts a client's hit's dropped and replaced fields as
+// sanitize counts those of a request ServeHTTP answers, so that
+// edge_request_fields_total does not depend on which path answered.
+func (h *Handler) countHitFields(req *HitRequest) {
+	if req.Dropped > 0 {
+		h.metrics.fieldDropped.Add(float64(req.Dropped))
+	}
+	if req.Forwarding > 0 && !clientaddr.In(req.Remote.String(), h.cfg.TrustedProxies) {
+		h.metrics.fieldReplaced.Add(float64(req.Forwarding))
+	}
 }
 
 // keyBufs are AppendHit's key buffers.

@@ -177,13 +177,19 @@ func (g *ruling) sortsQuery() bool {
 // rule of its own ahead of the key rule filled the entry without the
 // field, and GETs were served that (a review's poisoning).
 func (g *ruling) uniformEdits() [][2]string {
-	if g == nil || g.req == nil || len(g.req.Request.Set) == 0 || g.req != g.key || g.set.NeedsHeader() {
-		return nil
-	}
-	if g.set.ForRequest(http.MethodHead, g.path, nil) != g.key {
+	if g == nil || g.req == nil || len(g.req.Request.Set) == 0 || !setsUniformly(g.set, g.req, g.key, g.path) {
 		return nil
 	}
 	return g.req.Request.Set
+}
+
+// setsUniformly reports whether the fields req (a request's rule) sets go
+// with the same values to every request that shares key's entries (the
+// condition of uniformEdits). Where they do not, ServeHTTP keys a request
+// by the fields its rule set, and the hit path, which reads only the
+// plain variant, must step aside (AppendHit).
+func setsUniformly(set *rules.Set, req, key *rules.Rule, path string) bool {
+	return req == key && !set.NeedsHeader() && set.ForRequest(http.MethodHead, path, nil) == key
 }
 
 // keyExtra is what the key rule adds to r's key ("" when nothing).
