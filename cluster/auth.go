@@ -324,10 +324,21 @@ func verifyResponse(secret []byte, nonce string, resp *http.Response) error {
 // apart), so a request signed over one was refused as forged.
 var unsignedMeaningful = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade", "Te", "Host"}
 
-// dropUnsigned deletes unsignedMeaningful from a verified message's header.
+// dropUnsigned deletes unsignedMeaningful from a verified message's header,
+// and every field whose values are all empty: the MAC counts those as
+// absent (appendCanonical; the sender's empty User-Agent, which Go's
+// client does not send), so one added on the way was acted on unsigned:
+// an empty Authorization made a peer's request one with credentials, an
+// empty unknown field made it a variant of its own (a review's
+// TestS53EmptyFieldAddedAfterSigningIsRefused). Absent, as signed.
 func dropUnsigned(h http.Header) {
 	for _, k := range unsignedMeaningful {
 		delete(h, k)
+	}
+	for k, vs := range h {
+		if allEmpty(vs) {
+			delete(h, k)
+		}
 	}
 }
 

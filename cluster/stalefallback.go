@@ -211,11 +211,16 @@ func (c *Cluster) staleBeside(ctx context.Context, fr proxy.FetchRequest, kh uin
 			return cl.res, nil
 		}
 		s := <-staled
-		cancelStale()
 		c.countStaleFallback(s.outcome)
 		if !s.ok {
+			cancelStale()
 			return proxy.Result{}, cl.err
 		}
+		// As below: the stale answer's body streams under sctx (a copy
+		// larger than cluster.peer_whole_bytes), so sctx ends with it,
+		// not here (cancelled here, the copy was cut mid-body: a review's
+		// TestS53StaleWhileClimbingFailedClimbCutsTheStaleBody).
+		s.res.Resp.Body = &cancelOnClose{ReadCloser: s.res.Resp.Body, cancel: cancelStale}
 		c.races.staleServed.Add(1)
 		return c.fallbackResult(fr, kh, isHome, s.res), nil
 	case s := <-staled:
