@@ -58,6 +58,7 @@ type Status struct {
 	Coalesced         float64               `json:"coalesced_requests"`
 	Refreshes         map[string]float64    `json:"background_refreshes"`
 	EarlyHints        map[string]float64    `json:"early_hints"`              // the origin's 103s: relayed, dropped (proxy/earlyhints.go)
+	BrowserTTL        map[string]float64    `json:"browser_ttl_answers"`      // client answers a rule's browser_ttl named: rewritten, kept (proxy/browserttl.go)
 	KeptApart         float64               `json:"climbs_kept_apart"`        // peers' climbs that fetched apart (proxy/waitorder.go)
 	PurgeHeld         uint64                `json:"purge_held_peer_copies"`   // peers' pages served, not kept, while a purge went round (cluster/purgehold.go)
 	OwedKept          string                `json:"owed_purges_file"`         // cluster.state_dir's file of purges owed to peers ("": memory only)
@@ -131,7 +132,7 @@ func (n *Node) Snapshot() Status {
 	s.BufferedBytes, s.BufferBudget = ps.BufferedBytes, n.cfg.Limits.MaxBufferedBytes
 	s.SpoolBytes, s.SpoolBudget, s.SpoolFiles, s.SpoolOpened, s.SpoolFull = ps.SpoolBytes, ps.SpoolBudget, ps.SpoolFiles, ps.SpoolOpened, ps.SpoolFull
 	s.Coalesced, s.KeptApart = ps.Coalesced, ps.FillsKeptApart
-	s.Refreshes, s.EarlyHints = ps.Refreshes, ps.EarlyHints
+	s.Refreshes, s.EarlyHints, s.BrowserTTL = ps.Refreshes, ps.EarlyHints, ps.BrowserTTL
 	s.RequestBodies, s.RequestBuffering = ps.RequestBodies, n.cfg.Limits.RequestBuffering
 	s.Coding = n.proxy.CodingStats()
 	s.Fields = n.proxy.FieldStats()
@@ -371,7 +372,7 @@ td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}th{backgrou
 {{else}}<p class="note">off (compression.enabled: false): bodies pass as the origin sent them.</p>{{end}}{{end}}
 <h2>What reaches the origin</h2>
 <p>Client request fields not forwarded as sent: dropped (underscore names, method overrides, URL rewrites) {{printf "%.0f" (index .Fields "dropped")}} · forwarding fields replaced by the edge's own {{printf "%.0f" (index .Fields "replaced")}} · unknown fields forwarded and keyed {{printf "%.0f" (index .Fields "keyed")}}. Requests whose Host is not a host (400; net/http's own 400s for a Host it cannot read are not counted): {{printf "%.0f" .BadHosts}}. Admin requests with a wrong token {{printf "%.0f" (index .AdminAuthFailures "wrong")}}, refused unread after too many from one address {{printf "%.0f" (index .AdminAuthFailures "throttled")}}.</p>
-<p>Requests answered by another request's fetch (coalesced): {{printf "%.0f" .Coalesced}} · stale-while-revalidate background refreshes {{printf "%.0f" (index .Refreshes "ok")}} stored, {{printf "%.0f" (index .Refreshes "uncacheable")}} not storable, {{printf "%.0f" (index .Refreshes "error")}} failed, {{if index .Refreshes "refused"}}<b class="bad">{{printf "%.0f" (index .Refreshes "refused")}}</b>{{else}}0{{end}} put off for want of an upstream slot · the origin's 103 (Early Hints) answers relayed to their client {{printf "%.0f" (index .EarlyHints "relayed")}}, dropped {{printf "%.0f" (index .EarlyHints "dropped")}}.</p>
+<p>Requests answered by another request's fetch (coalesced): {{printf "%.0f" .Coalesced}} · stale-while-revalidate background refreshes {{printf "%.0f" (index .Refreshes "ok")}} stored, {{printf "%.0f" (index .Refreshes "uncacheable")}} not storable, {{printf "%.0f" (index .Refreshes "error")}} failed, {{if index .Refreshes "refused"}}<b class="bad">{{printf "%.0f" (index .Refreshes "refused")}}</b>{{else}}0{{end}} put off for want of an upstream slot · the origin's 103 (Early Hints) answers relayed to their client {{printf "%.0f" (index .EarlyHints "relayed")}}, dropped {{printf "%.0f" (index .EarlyHints "dropped")}} · client answers a rule's browser_ttl named {{printf "%.0f" (index .BrowserTTL "rewritten")}} with its max-age, {{printf "%.0f" (index .BrowserTTL "kept")}} kept as the origin made them (personal answers).</p>
 {{if .Peers}}<h2>Cluster</h2>
 {{with .Monitoring}}<p>Monitoring: <b>{{.Mode}}</b>, heartbeats to {{.Monitored}} of {{.Members}} members{{if eq .Mode "subset"}} (its neighbours and the peers it routes to); the others are trusted while members (peers marked ◦){{end}}.</p>
 {{with .Membership}}<p>Membership (memberlist, on the cluster port): {{if .Running}}<b>{{.Alive}}</b> members alive or suspect, health score {{.Health}} (0 is healthy), {{.Refutes}} refutations of a suspicion after a silence{{else}}not running yet{{end}}; keys:{{range .Keys}} {{.Fingerprint}}{{if .Primary}} (primary){{end}}{{end}}.</p>

@@ -408,6 +408,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	defer h.metrics.InFlight.Dec()
 	g := rulingOf(r) // before anything reads or changes the request's fields
 	bypass := applyRequestRule(r, g, h.sanitize)
+	if g != nil && g.set.BrowserTTLs() && !bypass && !inboundOf(r).Relayed && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		w = &browserTTLWriter{ResponseWriter: w, g: g, m: h.metrics} // a client's answer: a peer's keeps the origin's field
+	}
 
 	var result string
 	switch r.Method {

@@ -188,6 +188,18 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if !hd.plainHit(e, q) || (req.Front != nil && req.Front.replacedBy(e)) {
 		return false
 	}
+	if req.Remote != nil && req.Site != nil && req.Site.Rules.BrowserTTLs() {
+		// A client's answer whose Cache-Control a browser_ttl rewrites
+		// is ServeHTTP's (browserTTLWriter); the hit block is the stored
+		// field, which a peer is sent as it is.
+		method := http.MethodGet
+		if req.Head {
+			method = http.MethodHead
+		}
+		if req.Site.Rules.BrowserTTLMayApply(method, req.Path, e.Status) {
+			return false
+		}
+	}
 	d, ok := h.madeForm(e, hd.enc, hd.transcode)
 	if !ok {
 		return false // ServeHTTP makes the form, charged to the buffer budget

@@ -67,6 +67,9 @@ type Metrics struct {
 	// earlyHints counts the origin's 103 answers by outcome
 	// (earlyhints.go), edge_early_hints_total's children.
 	earlyHints map[string]prometheus.Counter
+	// browserTTL counts client answers a rule's browser_ttl named, by
+	// outcome (browserttl.go), edge_browser_ttl_answers_total's children.
+	browserTTL map[string]prometheus.Counter
 	// clientNoCacheServed counts requests whose no-cache, max-age or
 	// min-fresh was not obeyed (cache.client_no_cache, a rule's).
 	clientNoCacheServed prometheus.Counter
@@ -118,6 +121,9 @@ type Stats struct {
 	// EarlyHints: the origin's 103 answers relayed to their client, and
 	// dropped (earlyhints.go).
 	EarlyHints map[string]float64
+	// BrowserTTL: client answers a rule's browser_ttl named, rewritten or
+	// kept as the origin made them (personal answers; browserttl.go).
+	BrowserTTL map[string]float64
 }
 
 // Stats returns the current counters.
@@ -138,6 +144,10 @@ func (h *Handler) Stats() Stats {
 	s.EarlyHints = make(map[string]float64, len(h.metrics.earlyHints))
 	for o, c := range h.metrics.earlyHints {
 		s.EarlyHints[o] = counterValue(c)
+	}
+	s.BrowserTTL = make(map[string]float64, len(h.metrics.browserTTL))
+	for o, c := range h.metrics.browserTTL {
+		s.BrowserTTL[o] = counterValue(c)
 	}
 	s.RequestBodies = make(map[string]float64, len(h.metrics.requestBodies))
 	for how, c := range h.metrics.requestBodies {
@@ -217,12 +227,19 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	for _, o := range []string{hintsRelayed, hintsDropped} {
 		m.earlyHints[o] = earlyHints.WithLabelValues(o)
 	}
+	browserTTL := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_browser_ttl_answers_total", Help: "Client answers a cache rule's browser_ttl names, by outcome: rewritten (the Cache-Control clients were sent says max-age for browser_ttl from receipt) or kept (a private, no-store, no-cache or Set-Cookie answer, or a malformed Cache-Control, sent as the origin made it).",
+	}, []string{"outcome"})
+	m.browserTTL = map[string]prometheus.Counter{}
+	for _, o := range []string{browserTTLRewritten, browserTTLKept} {
+		m.browserTTL[o] = browserTTL.WithLabelValues(o)
+	}
 	for _, r := range []string{"no-ranges", "changed", "not-shared", "refused", "error"} {
 		m.SliceFailures.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.OriginRequests, m.OriginDuration, m.Coalesced, m.FillsKeptApart,
 		m.Rejected, m.NotStored, m.Purged, m.Invalidations, m.InFlight, m.Refreshes,
-		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields, earlyHints)
+		m.SliceFetches, m.SlicedResponses, m.SliceFailures, m.RequestFields, earlyHints, browserTTL)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edge_store_bytes", Help: "Bytes held by the store."},
 			func() float64 { return float64(s.Stats().Bytes) }),

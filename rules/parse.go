@@ -65,7 +65,7 @@ var clientSelectingFields = []string{"Accept-Encoding", "Range", "If-Range", "If
 // unknown one.
 var ruleKeys = []string{"name", "match", "bypass", "default_ttl", "ttl", "min_ttl", "max_ttl",
 	"stale_while_revalidate", "stale_if_error", "key", "request_headers", "response_headers",
-	"strip_cookies", "client_no_cache", "revalidate_interval"}
+	"strip_cookies", "client_no_cache", "revalidate_interval", "browser_ttl"}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
@@ -132,6 +132,10 @@ func Parse(at string, raw any) (*Set, error) {
 		if r.cookie != "" && r.Lifetime.Sets() {
 			s.cookieLifetimes = true
 		}
+		if r.BrowserTTLSet {
+			s.browserTTL = true
+			s.browserTTLCookie = s.browserTTLCookie || r.cookie != ""
+		}
 		s.Rules = append(s.Rules, r)
 	}
 	switch len(errs) {
@@ -195,6 +199,15 @@ func parseRule(at string, m map[string]any) (*Rule, error) {
 			if *f.dst, err = durationOf(at+"."+f.key, v); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if v, ok := m["browser_ttl"]; ok {
+		if r.BrowserTTL, err = durationOf(at+".browser_ttl", v); err != nil {
+			return nil, err
+		}
+		r.BrowserTTLSet = true
+		if r.Bypass {
+			return nil, &Error{Key: at + ".browser_ttl", Reason: "and bypass exclude each other: a bypassed request's answer is the origin's, Cache-Control included"}
 		}
 	}
 	switch {

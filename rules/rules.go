@@ -113,6 +113,14 @@ func (l Lifetime) AppliesTo(status int) bool {
 	return slices.Contains(defaultStatuses, status)
 }
 
+// statusesOr is the statuses l applies to.
+func (l Lifetime) statusesOr() []int {
+	if l.statuses != nil {
+		return l.statuses
+	}
+	return defaultStatuses
+}
+
 // Sets reports whether the rule sets any lifetime field.
 func (l Lifetime) Sets() bool {
 	return l.Default != Unset || l.TTL != Unset || l.Min != Unset || l.Max != Unset || l.SWR != Unset || l.SIE != Unset
@@ -228,6 +236,14 @@ type Rule struct {
 	// RevalidateInterval is Coalesce's interval (0: the site's default,
 	// cache.revalidate_interval).
 	RevalidateInterval time.Duration
+	// BrowserTTL is how long clients (browsers and any cache after the
+	// edge) may keep an answer, from when they receive it: the max-age of
+	// the Cache-Control they are sent, for the statuses the rule's
+	// lifetimes apply to (when BrowserTTLSet; else the origin's field goes
+	// as it is). It changes nothing of the edge's own lifetime, nor what
+	// peers are sent.
+	BrowserTTL    time.Duration
+	BrowserTTLSet bool
 	// Slot is the one mutable part of a rule: a place for its user to
 	// cache something per rule (the proxy keeps the rule's hit counter
 	// there), which goes away with the rule set.
@@ -365,6 +381,9 @@ type Set struct {
 	foldMatters bool
 	// cookieLifetimes: a rule that matches on a cookie sets a lifetime.
 	cookieLifetimes bool
+	// browserTTL: some rule sets BrowserTTL; browserTTLCookie: one that
+	// matches on a cookie does.
+	browserTTL, browserTTLCookie bool
 }
 
 // AmbiguousPathRule names the bypass a site with rules gives a request
@@ -581,6 +600,34 @@ func (s *Set) NeedsHeader() bool { return s != nil && s.needsHeader }
 // lifetime, so that the lifetime of one request's answer may differ from
 // another's for the same key.
 func (s *Set) CookieLifetimes() bool { return s != nil && s.cookieLifetimes }
+
+// BrowserTTLs reports whether some rule sets browser_ttl.
+func (s *Set) BrowserTTLs() bool { return s != nil && s.browserTTL }
+
+// BrowserTTLMayApply reports whether a browser_ttl may rewrite the answer
+// of status to a request of method and path, whatever its cookies: for a
+// reader of the request that does not look at them (the hit path), which
+// then leaves the answer to the one that does.
+func (s *Set) BrowserTTLMayApply(method, path string, status int) bool {
+	if !s.BrowserTTLs() {
+		return false
+	}
+	if s.browserTTLCookie {
+		return true
+	}
+	_, set := s.ForResponse(method, path, nil, status).BrowserTTLFor(status)
+	return set
+}
+
+// BrowserTTLFor is how long r says clients may keep an answer of status
+// (its BrowserTTL, for the statuses its lifetimes apply to), and whether
+// it says anything.
+func (r *Rule) BrowserTTLFor(status int) (time.Duration, bool) {
+	if r == nil || !r.BrowserTTLSet || !r.Lifetime.AppliesTo(status) {
+		return 0, false
+	}
+	return r.BrowserTTL, true
+}
 
 // ForResponse returns the first rule matching method, path, the
 // request's fields and the response's status, or nil. Case is not looked
@@ -826,11 +873,7 @@ func (r *Rule) Explain() []string {
 		}
 	}
 	if l.Sets() {
-		st := l.statuses
-		if st == nil {
-			st = defaultStatuses
-		}
-		add("lifetimes apply to status %v", st)
+		add("lifetimes apply to status %v", l.statusesOr())
 	}
 	if len(r.Query.Ignore) > 0 {
 		add("key ignores query parameters %v (they still reach the origin)", r.Query.Ignore)
@@ -872,6 +915,10 @@ func (r *Rule) Explain() []string {
 		for _, n := range e.edit.Remove {
 			add("%s field %s removed", e.name, n)
 		}
+	}
+	if r.BrowserTTLSet {
+		add("browser_ttl %v: clients are sent max-age for %v from when they receive the answer (status %v; not for private, no-store, no-cache or Set-Cookie answers)",
+			r.BrowserTTL, r.BrowserTTL, r.Lifetime.statusesOr())
 	}
 	if r.ClientNoCacheSet {
 		s := "client no-cache / max-age=0: " + r.ClientNoCache.String()

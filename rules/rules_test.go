@@ -64,6 +64,11 @@ func TestParseRefusesMalformedRulesNamingRuleAndField(t *testing.T) {
 		{`[{name: a, client_no_cache: sometimes}]`, "rules[0].client_no_cache", "honour, coalesce or ignore"},
 		{`[{name: a, revalidate_interval: 5s}]`, "rules[0].revalidate_interval", "coalesce"},
 		{`[{name: a, match: {cookie: "a=b"}}]`, "rules[0].match.cookie", "cookie name"},
+		{`[{name: a, browser_ttl: soon}]`, "rules[0].browser_ttl", "not a duration"},
+		{`[{name: a, browser_ttl: -1s}]`, "rules[0].browser_ttl", "between 0"},
+		{`[{name: a, browser_ttl: 400d}]`, "rules[0].browser_ttl", "between 0"},
+		{`[{name: a, bypass: true, browser_ttl: 1m}]`, "rules[0].browser_ttl", "exclude"},
+		{`[{name: a, browser-ttl: 1m}]`, "rules[0].browser-ttl", `did you mean "browser_ttl"`},
 	} {
 		_, err := parseYAML(t, tc.src)
 		var e *Error
@@ -362,5 +367,51 @@ func TestWarningsNameRulesACatchAllHides(t *testing.T) {
 	var none *Set
 	if none.Warnings() != nil {
 		t.Error("no rules: warnings")
+	}
+}
+
+// TestBrowserTTLIsForTheRulesStatuses: browser_ttl applies where the
+// rule's lifetimes would (its statuses, else the successful ones), a
+// status rule may set it (it acts on the answer), and a set without one
+// says so to the hit path.
+func TestBrowserTTLIsForTheRulesStatuses(t *testing.T) {
+	s := mustParse(t, `
+- {name: errors, match: {status: [404]}, browser_ttl: 30s}
+- {name: pages, match: {path: /p/}, browser_ttl: 10m}
+- {name: zero, match: {path: /z/}, browser_ttl: 0s}
+- {name: other, default_ttl: 1h}
+`)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   time.Duration
+		set    bool
+	}{
+		{"/p/a", 200, 10 * time.Minute, true},
+		{"/p/a", 301, 10 * time.Minute, true},
+		{"/p/a", 500, 0, false}, // not a status the lifetimes apply to
+		{"/x", 404, 30 * time.Second, true},
+		{"/z/a", 200, 0, true},
+		{"/x", 200, 0, false},
+	} {
+		got, set := s.ForResponse(http.MethodGet, tc.path, nil, tc.status).BrowserTTLFor(tc.status)
+		if got != tc.want || set != tc.set {
+			t.Errorf("%s %d: browser ttl %v %v, want %v %v", tc.path, tc.status, got, set, tc.want, tc.set)
+		}
+		if may := s.BrowserTTLMayApply(http.MethodGet, tc.path, tc.status); may != tc.set {
+			t.Errorf("%s %d: BrowserTTLMayApply %v, want %v", tc.path, tc.status, may, tc.set)
+		}
+	}
+	if mustParse(t, `[{name: a, default_ttl: 1h}]`).BrowserTTLs() {
+		t.Error("a set without browser_ttl reports one")
+	}
+	// A cookie condition: the hit path, which reads no cookie, must step
+	// aside for every answer.
+	c := mustParse(t, `[{name: members, match: {cookie: member, status: [200]}, browser_ttl: 1h}]`)
+	if !c.BrowserTTLMayApply(http.MethodGet, "/anything", 200) {
+		t.Error("a browser_ttl under a cookie condition: the hit path may answer without looking at the cookie")
+	}
+	if !strings.Contains(strings.Join(s.Rules[1].Explain(), "\n"), "browser_ttl 10m0s") {
+		t.Errorf("Explain: %q", s.Rules[1].Explain())
 	}
 }

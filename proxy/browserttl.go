@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is the rules' browser_ttl: how long a client (a browser, or
+// any cache after the edge) may keep an answer, set by the operator
+// apart from the edge's own lifetime, as a CDN's "browser cache TTL" is.
+// Only the Cache-Control a client is sent changes; the stored entry, the
+// edge's freshness and what peers are sent stay the origin's.
+
+// browserTTLWriter rewrites the Cache-Control of a client's answer as the
+// site's rules say (browser_ttl), at WriteHeader: one place that every
+// answer ServeHTTP writes passes, from the store, the origin or a peer,
+// whole, ranged or a 304. The hit path leaves such answers to ServeHTTP
+// (AppendHit).
+type browserTTLWriter struct {
+	http.ResponseWriter
+	g     *ruling
+	m     *Metrics
+	wrote bool
+}
+
+// Outcomes of edge_browser_ttl_answers_total.
+const (
+	browserTTLRewritten = "rewritten"
+	browserTTLKept      = "kept"
+)
+
+func (b *browserTTLWriter) WriteHeader(code int) {
+	if !b.wrote && code >= 200 { // 1xx answers (Early Hints) carry no Cache-Control of the answer
+		b.wrote = true
+		status := code
+		if code == http.StatusNotModified || code == http.StatusPartialContent {
+			// A 304 carries the Cache-Control its 200 would (RFC 9110
+			// §15.4.5), and a 206 is a part of that 200.
+			status = http.StatusOK
+		}
+		if ttl, ok := b.g.browserTTL(status); ok {
+			outcome := browserTTLKept
+			if browserCacheControl(b.Header(), ttl) {
+				outcome = browserTTLRewritten
+			}
+			b.m.browserTTL[outcome].Inc()
+		}
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *browserTTLWriter) Write(p []byte) (int, error) {
+	if !b.wrote {
+		b.WriteHeader(http.StatusOK)
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (deadlines, flushes), and the Early Hints relay its 1xx writer.
+func (b *browserTTLWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+// browserTTL is the browser_ttl of the rule for an answer of status, and
+// whether one is set.
+func (g *ruling) browserTTL(status int) (time.Duration, bool) {
+	return g.response(status).BrowserTTLFor(status)
+}
+
+// browserCacheControl gives hdr, a client's answer, a Cache-Control whose
+// max-age lets the client keep it ttl from when it arrives: ttl plus the
+// answer's Age, which a client subtracts (RFC 9111 §4.2.3; without it an
+// answer the edge had held for an hour would reach a browser already
+// stale under a browser_ttl of ten minutes). Expires goes (max-age
+// overrides it, and a stale date beside it only misleads an HTTP/1.0
+// cache). The other directives stay, s-maxage included (it is for shared
+// caches after the edge, which the operator did not ask about).
+//
+// An answer that is not for sharing or keeping is left as the origin made
+// it: private, no-store or no-cache, and one that sets a cookie. A rule
+// lengthens how long a browser keeps a page, never makes a personal
+// answer cacheable. A malformed field is left alone too.
+func browserCacheControl(hdr http.Header, ttl time.Duration) bool {
+	if len(hdr["Set-Cookie"]) > 0 {
+		return false
+	}
+	var kept []string
+	for _, line := range hdr["Cache-Control"] {
+		for rest := line; strings.TrimLeft(rest, " \t,") != ""; {
+			var name, value string
+			var hasValue bool
+			name, value, hasValue, rest = nextDirective(rest)
+			switch strings.ToLower(name) {
+			case "private", "no-store", "no-cache":
+				return false
+			case "max-age":
+				continue
+			case "":
+				return false // "=x", a value without a name
+			}
+			if !hasValue {
+				kept = append(kept, name)
+				continue
+			}
+			if value == "\x00" {
+				return false // an unterminated or trailing-junk quoted value
+			}
+			if strings.HasPrefix(value, `"`) {
+				value = quoteDirective(value[1 : len(value)-1])
+			}
+			kept = append(kept, name+"="+value)
+		}
+	}
+	age := int64(0)
+	if v := hdr["Age"]; len(v) > 0 {
+		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n > 0 {
+			age = n
+		}
+	}
+	kept = append(kept, "max-age="+strconv.FormatInt(int64(ttl/time.Second)+age, 10))
+	hdr["Cache-Control"] = []string{strings.Join(kept, ", ")}
+	delete(hdr, "Expires")
+	return true
+}
+
+// quoteDirective makes a quoted-string of s (nextDirective gives the
+// value unescaped).
+func quoteDirective(s string) string {
+	if strings.ContainsAny(s, `"\`) {
+		s = strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
+	}
+	return `"` + s + `"`
+}
