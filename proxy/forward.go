@@ -286,7 +286,7 @@ func (h *Handler) varyKey(names []string, r *http.Request) string {
 		vk = VaryKey(names, hd)
 	}
 	g := rulingOf(r)
-	return vk + h.fieldKey(r.Header, g.uniformEdits()) + g.keyRule().KeyExtra(r.Header)
+	return vk + h.fieldKey(r.Header, g.uniformEdits()) + g.editKey() + g.keyRule().KeyExtra(r.Header)
 }
 
 // outboundRequest copies a sanitized r for the upstream. With forFill the

@@ -605,7 +605,7 @@ func (h *Handler) missFor(key string, r *http.Request, purgesAt uint64) miss {
 	// (fieldKey) and those a key rule adds. Either makes the request's
 	// answer a variant of its own: never sliced (slices are shared by
 	// URL), and remembered apart in the hit-for-pass memories.
-	fk := h.fieldKey(r.Header, g.uniformEdits()) + g.keyExtra(r.Header)
+	fk := h.fieldKey(r.Header, g.uniformEdits()) + g.editKey() + g.keyExtra(r.Header)
 	m := miss{key: key, passKey: key + fk, keyed: fk != "", hasCookie: len(r.Header["Cookie"]) > 0, ruling: g, purgesAt: purgesAt}
 	if m.hasCookie {
 		m.passKey += "\x00cookie"

@@ -161,12 +161,12 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		if rule != nil && rule.Bypass || keyRule != nil && (keyRule.Bypass || keyRule.KeyedOnRequest()) {
 			return false
 		}
-		// Fields the rule sets that not every request of the key is sent
-		// (a HEAD under a rule of its own ahead of a GET rule that sets
-		// an origin token) key the request in ServeHTTP; the plain variant
+		// Request edits that not every request of the key is sent (a HEAD
+		// under a rule of its own ahead of a GET rule that sets an origin
+		// token) key the request in ServeHTTP (editKey); the plain variant
 		// here may be another rule's fill (a review's poisoning:
 		// node/review_s52_rules_test.go).
-		if rule != nil && len(rule.Request.Set) > 0 && !setsUniformly(req.Site.Rules, rule, keyRule, req.Path) {
+		if editsApart(req.Site.Rules, rule, keyRule, req.Path) {
 			return false
 		}
 	}
@@ -192,11 +192,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		// A client's answer whose Cache-Control a browser_ttl rewrites
 		// is ServeHTTP's (browserTTLWriter); the hit block is the stored
 		// field, which a peer is sent as it is.
-		method := http.MethodGet
-		if req.Head {
-			method = http.MethodHead
-		}
-		if req.Site.Rules.BrowserTTLMayApply(method, req.Path, e.Status) {
+		if req.Site.Rules.BrowserTTLMayApply(http.MethodGet, req.Path, e.Status) { // a HEAD's answer is the GET's (ruling.response)
 			return false
 		}
 	}

@@ -74,7 +74,18 @@ func (g *ruling) response(status int) *rules.Rule {
 	if g == nil {
 		return nil
 	}
-	return g.set.ForResponse(g.method, g.path, g.header, status)
+	// A HEAD's answer is a GET's without its body (RFC 9110 §9.3.2), and
+	// the two share entries: an answer is stored and sent with the GET's
+	// rule's lifetime, edits and browser_ttl, whichever method filled it.
+	// (A HEAD under a rule of its own stored the origin's answer with that
+	// rule's lifetime and edits, and every GET was served it: a day's
+	// ttl past the GET rule's max_ttl, a field the GET rule removes; a
+	// review's proxy/review_s54_headrule_test.go.)
+	method := g.method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	return g.set.ForResponse(method, g.path, g.header, status)
 }
 
 // lifetime is what the rules say of a response of status's lifetime
@@ -181,6 +192,41 @@ func (g *ruling) uniformEdits() [][2]string {
 		return nil
 	}
 	return g.req.Request.Set
+}
+
+// editKey is the part of a request's variant key that names the rule
+// whose request edits the origin saw, when not every request sharing the
+// key is sent them (setsUniformly): a HEAD under a rule of its own, or a
+// rule that matches on a cookie. fieldKey keys only the fields the cache
+// does not know; a standard one a rule sets or removes (User-Agent,
+// Accept-Language) changed the origin's answer just the same, and the
+// answer made without the edit was served to requests made with it (a
+// review's TestS54HeadRuleFillIsServedToAGetWhoseRuleSetsAStandardField,
+// TestS54CookieRuleEditOfAStandardFieldIsServedToEveryone).
+//
+// A request whose own rule edits nothing has one too when the key rule
+// edits (a HEAD under a rule of its own ahead of a rule that sets the
+// origin's token): the plain variant is then only ever what the key
+// rule's edits made, and a reload that drops the HEAD rule (the token now
+// uniform, read from the plain variant) finds no fill made without the
+// token there (a review's TestS54ReloadThatDropsAHeadRuleServesItsFillToGets).
+func (g *ruling) editKey() string {
+	if g == nil || !editsApart(g.set, g.req, g.key, g.path) {
+		return ""
+	}
+	return fieldKeySep + "rule " + g.req.Name
+}
+
+// editsApart reports whether a request under req (its rule) and key (its
+// key rule) may have been sent request edits other requests of its key
+// are not: either rule edits, and not uniformly (setsUniformly). Such a
+// request's answer is a variant of its own (editKey), which the hit path,
+// reading only the plain variant, leaves to ServeHTTP.
+func editsApart(set *rules.Set, req, key *rules.Rule, path string) bool {
+	if req == nil || req.Request.Empty() && (key == nil || key.Request.Empty()) {
+		return false
+	}
+	return !setsUniformly(set, req, key, path)
 }
 
 // setsUniformly reports whether the fields req (a request's rule) sets go

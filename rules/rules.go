@@ -583,8 +583,18 @@ func (s *Set) Warnings() []string {
 		if r.matchesAll() {
 			all = r
 		}
+		if len(r.methods) > 0 && r.matchMethod(http.MethodHead) && !r.matchMethod(http.MethodGet) && r.setsResponseFields() {
+			out = append(out, fmt.Sprintf("%s[%d] (%q) matches HEAD but not GET: its lifetimes, response_headers and browser_ttl never act, since a HEAD's answer is stored and sent under the GET's rule (they share entries)",
+				s.at, r.Index, r.Name))
+		}
 	}
 	return out
+}
+
+// setsResponseFields reports whether r sets anything that acts on the
+// answer.
+func (r *Rule) setsResponseFields() bool {
+	return r.Lifetime.Sets() || !r.Response.Empty() || r.BrowserTTLSet
 }
 
 // matchesAll reports whether the rule matches every request and response:

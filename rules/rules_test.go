@@ -415,3 +415,27 @@ func TestBrowserTTLIsForTheRulesStatuses(t *testing.T) {
 		t.Errorf("Explain: %q", s.Rules[1].Explain())
 	}
 }
+
+// TestHeadOnlyRuleWithResponseFieldsIsWarnedOf: a HEAD's answer is
+// stored and sent under the GET's rule, so a rule for HEAD alone that
+// sets response fields does nothing with them: config check says so.
+func TestHeadOnlyRuleWithResponseFieldsIsWarnedOf(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		warn bool
+	}{
+		{`[{name: probes, match: {methods: [HEAD]}, ttl: 1d}]`, true},
+		{`[{name: probes, match: {methods: [HEAD]}, response_headers: {set: {X-A: b}}}]`, true},
+		{`[{name: probes, match: {methods: [HEAD]}, browser_ttl: 1m}]`, true},
+		{`[{name: probes, match: {methods: [HEAD]}, request_headers: {set: {X-A: b}}}]`, false},
+		{`[{name: pages, match: {methods: [GET]}, ttl: 1d}]`, false},
+		{`[{name: both, match: {methods: [GET, HEAD]}, ttl: 1d}]`, false},
+		{`[{name: any, ttl: 1d}]`, false},
+	} {
+		ws := mustParse(t, tc.src).Warnings()
+		got := len(ws) == 1 && strings.Contains(ws[0], "matches HEAD but not GET")
+		if got != tc.warn || !tc.warn && len(ws) > 0 {
+			t.Errorf("%s: warnings %q, want a HEAD warning: %v", tc.src, ws, tc.warn)
+		}
+	}
+}
