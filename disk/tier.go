@@ -24,6 +24,7 @@ package disk
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -450,9 +451,16 @@ func (t *Tier) Write(r *Record) {
 // supersede drops from the index what a new response for (key, varyKey)
 // with Vary names vary replaces. Under t.mu.
 func (t *Tier) supersede(key, varyKey string, vary []string) {
-	// Queued writes of the key with other Vary names are older responses:
-	// they must not land after this one (four writers do not keep order).
-	t.dropPending(key, func(w *write) bool { return !slices.Equal(w.rec.VaryNames, vary) })
+	// Queued writes of the key with other Vary names, or of the same
+	// variant, are older responses: they must not land after this one
+	// (four writers do not keep order), queued or dropped (a full queue,
+	// the tier down). The same variant's was replaced only when the new
+	// write was queued, so one the queue dropped let the older land, and
+	// with it a page from before a purge (a review's
+	// TestS55DiskDroppedNewerWriteLetsTheOlderQueuedOneLand). A write of it
+	// being committed finds itself replaced there (store) and is unlinked.
+	name := fileName(key, varyKey)
+	t.dropPending(key, func(w *write) bool { return w.name == name || !slices.Equal(w.rec.VaryNames, vary) })
 	n := t.dropVariants(key, func(o *object, v *variant) bool { return v.varyKey == varyKey || !slices.Equal(o.vary, vary) })
 	t.removedOnWrite.Add(uint64(n))
 }
@@ -521,7 +529,12 @@ func (t *Tier) store(w *write) {
 	}
 	buf := encode(w.rec, t.opts.KeyScheme)
 	size := int64(len(buf))
-	if (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) || size > t.opts.MaxBytes {
+	// Metadata past what a read accepts (maxMeta: fields of megabytes,
+	// which the origin client allows) would be written to be read as
+	// corrupt every time (a review's
+	// TestS55DiskRecordWithMetadataOverTheReadLimitIsWrittenThenReadAsCorrupt).
+	tooMuchMeta := binary.BigEndian.Uint32(buf[8:]) > maxMeta
+	if (t.down.Load() && time.Now().UnixNano() < t.downUntil.Load()) || size > t.opts.MaxBytes || tooMuchMeta {
 		t.abandon(w)
 		return
 	}
@@ -610,7 +623,16 @@ func (t *Tier) store(w *write) {
 	}
 	t.unpend(w.rec.Key, w)
 	if err != nil {
-		t.bytes -= size
+		// A commit may fail after the file was linked (a close after the
+		// link): the name is this write's alone, so it goes, or a purge
+		// would find nothing indexed to remove and a crash's scan would
+		// serve the file (a review's
+		// TestS55DiskCommitErrorAfterTheLinkLeavesAFileAPurgeCannotReach).
+		if rerr := t.fs.Remove(t.path(fname)); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+			t.bytes -= size
+		} else {
+			t.unlinkLater(w.rec.Key, fname, size)
+		}
 		t.writeErrs.Add(1)
 		t.failed("write", err)
 		return
@@ -1067,22 +1089,44 @@ func (t *Tier) Close(ctx context.Context) error {
 	}
 	close(t.queue) // under mu: Write checks closed under it
 	t.mu.Unlock()
+	// With nothing left to write the context does not matter: a select of
+	// both picked either when it was over too, and the directory kept its
+	// lock with no snapshot (a review's
+	// TestS55DiskCloseWithAnExpiredContextKeepsTheLockWithNothingToWrite).
+	if t.queued.Load() == 0 {
+		// Nothing queued nor being written: the writers end at once.
+		<-t.done
+		return t.finishClose()
+	}
 	select {
 	case <-t.done:
-		close(t.stopRemover)
-		<-t.removerDone // the snapshot lists no file that is about to go
-		t.mu.Lock()
-		t.removerStopped = true
-		err := t.writeSnapshot()
-		t.mu.Unlock()
-		t.unlock()
-		if err != nil {
-			return fmt.Errorf("disk: index snapshot: %w", err)
-		}
-		return nil
+		return t.finishClose()
 	case <-ctx.Done():
+		// The writers end on their own: the snapshot and the lock's
+		// release follow them, for a process that goes on (a restart
+		// inside it reopens the directory).
+		go func() {
+			<-t.done
+			_ = t.finishClose()
+		}()
 		return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
 	}
+}
+
+// finishClose stops the remover, writes the index snapshot and lets the
+// directory's lock go, once the writers are done.
+func (t *Tier) finishClose() error {
+	close(t.stopRemover)
+	<-t.removerDone // the snapshot lists no file that is about to go
+	t.mu.Lock()
+	t.removerStopped = true
+	err := t.writeSnapshot()
+	t.mu.Unlock()
+	t.unlock()
+	if err != nil {
+		return fmt.Errorf("disk: index snapshot: %w", err)
+	}
+	return nil
 }
 
 // recover rebuilds the index from the files: temporary files are writes a

@@ -23,7 +23,7 @@ func openDisk(cfg *config.Config, store *proxy.Store, reg prometheus.Registerer,
 	}, []string{"op"})
 	read, write := lat.WithLabelValues("read"), lat.WithLabelValues("write")
 	t, err := disk.Open(disk.Options{
-		Dir: cfg.Cache.DiskPath, MaxBytes: cfg.Cache.DiskMaxBytes, Log: log, KeyScheme: proxy.CacheKeyVersion,
+		Dir: cfg.Cache.DiskPath, MaxBytes: cfg.Cache.DiskMaxBytes, Log: log, KeyScheme: proxy.DiskKeyScheme(cfg.Cache.KeyScheme, cfg.Cache.SortQuery),
 		ObserveRead:  func(d time.Duration) { read.Observe(d.Seconds()) },
 		ObserveWrite: func(d time.Duration) { write.Observe(d.Seconds()) },
 	})

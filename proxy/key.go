@@ -34,6 +34,29 @@ import (
 // TestS29NamedDiskRecordOfAnEarlierVersionIsServedFreshWithItsField).
 const CacheKeyVersion = "4"
 
+// DiskKeyScheme names the keys a disk tier holds under this release and
+// the key settings that change only with a restart, which keeps the
+// disk: cache.key_scheme (with it off http and https share a key, and an
+// http answer stored apart while it was on, an origin's 301 to https,
+// was served from disk to https users after the change: a redirect to
+// the page itself; and the https keys no request could reach any more
+// escaped the URL purges made meanwhile, to come back when it was turned
+// on again: a review's proxy/review_s55_keyscheme_test.go) and
+// cache.sort_query (the same for sorted and unsorted queries). The tier
+// removes at start the records of any other scheme, as of another
+// version. The defaults keep CacheKeyVersion alone, so a disk written
+// before the settings counted is kept.
+func DiskKeyScheme(keyScheme, sortQuery bool) string {
+	s := CacheKeyVersion
+	if keyScheme {
+		s += "+scheme"
+	}
+	if sortQuery {
+		s += "+sorted"
+	}
+	return s
+}
+
 // CacheKey builds the URL part of a cache key: scheme, the canonical host
 // (CanonicalHost: lower case, no port, no trailing dot), path and the query exactly as it will be forwarded
 // (the origin may answer ?id=a&id=b and ?id=b&id=a differently, so they

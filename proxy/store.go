@@ -403,7 +403,8 @@ func (s *Store) Remove(key string) int {
 // RemoveVariantUnlessReplaced is RemoveVariant for an entry stored by a
 // fill that a purge overtook: unless the RAM tier now holds another entry
 // for e's variant (a Put after e's, which replaced e on the disk tier
-// too), e's variant goes from both tiers. A Put that comes between the
+// too: its Write drops e's queued write even when it is dropped itself,
+// disk.Tier.supersede), e's variant goes from both tiers. A Put that comes between the
 // check and the removal loses its entry: a miss more, never a purged
 // answer.
 func (s *Store) RemoveVariantUnlessReplaced(e *Entry) int {
