@@ -20,9 +20,12 @@ import (
 // (AppendHit).
 type browserTTLWriter struct {
 	http.ResponseWriter
-	g     *ruling
-	m     *Metrics
-	wrote bool
+	g *ruling
+	m *Metrics
+	// personal: the request carried a cookie or credentials, so its
+	// answer may be its own (personalFor).
+	personal bool
+	wrote    bool
 }
 
 // Outcomes of edge_browser_ttl_answers_total.
@@ -42,7 +45,7 @@ func (b *browserTTLWriter) WriteHeader(code int) {
 		}
 		if ttl, ok := b.g.browserTTL(status); ok {
 			outcome := browserTTLKept
-			if browserCacheControl(b.Header(), ttl) {
+			if browserCacheControl(b.Header(), ttl, b.personal) {
 				outcome = browserTTLRewritten
 			}
 			b.m.browserTTL[outcome].Inc()
@@ -78,11 +81,21 @@ func (g *ruling) browserTTL(status int) (time.Duration, bool) {
 // caches after the edge, which the operator did not ask about).
 //
 // An answer that is not for sharing or keeping is left as the origin made
-// it: private, no-store or no-cache, and one that sets a cookie. A rule
-// lengthens how long a browser keeps a page, never makes a personal
-// answer cacheable. A malformed field is left alone too.
-func browserCacheControl(hdr http.Header, ttl time.Duration) bool {
-	if len(hdr["Set-Cookie"]) > 0 {
+// it: private, no-store or no-cache, and one that sets a cookie. So is
+// the answer to a request with a cookie or credentials (personal) unless
+// this cache shared it (served it from its store, or stored it: Cache-
+// Status says hit or stored; it shares such an answer only when the
+// origin said it may, never on heuristic freshness) with a lifetime above
+// zero: an explicit max-age for a personal answer the edge sent on
+// unshared told the caches after it that it was everyone's, and
+// "max-age=0, must-revalidate" to credentials, which the edge answers
+// only after the origin's check with each requester's own, became ten
+// minutes of reuse without one (a review's
+// proxy/review_s56_personal_test.go). A rule lengthens how long a browser
+// keeps a page, never makes a personal answer cacheable. A malformed
+// field is left alone too.
+func browserCacheControl(hdr http.Header, ttl time.Duration, personal bool) bool {
+	if len(hdr["Set-Cookie"]) > 0 || personal && !sharedHere(hdr) {
 		return false
 	}
 	var kept []string
@@ -94,8 +107,13 @@ func browserCacheControl(hdr http.Header, ttl time.Duration) bool {
 			switch strings.ToLower(name) {
 			case "private", "no-store", "no-cache":
 				return false
-			case "max-age":
-				continue
+			case "max-age", "s-maxage":
+				if personal && hasValue && strings.TrimSpace(value) == "0" {
+					return false // revalidated with each requester's own credentials: keep it so
+				}
+				if strings.EqualFold(name, "max-age") {
+					continue
+				}
 			case "":
 				return false // "=x", a value without a name
 			}
@@ -115,13 +133,35 @@ func browserCacheControl(hdr http.Header, ttl time.Duration) bool {
 	age := int64(0)
 	if v := hdr["Age"]; len(v) > 0 {
 		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n > 0 {
-			age = n
+			age = min(n, maxDelta)
 		}
 	}
-	kept = append(kept, "max-age="+strconv.FormatInt(int64(ttl/time.Second)+age, 10))
+	// RFC 9111 §1.2.2: a delta past 2^31 is sent as 2^31 (an Age from
+	// upstream near the int64 limit wrapped the sum negative: a review's
+	// TestS56BrowserTTLMaxAgeDoesNotOverflowOnAHugeAge).
+	kept = append(kept, "max-age="+strconv.FormatInt(min(int64(ttl/time.Second)+age, maxDelta), 10))
 	hdr["Cache-Control"] = []string{strings.Join(kept, ", ")}
 	delete(hdr, "Expires")
 	return true
+}
+
+// maxDelta is the largest delta-seconds a cache sends (RFC 9111 §1.2.2).
+const maxDelta = 1 << 31
+
+// sharedHere reports whether this cache's own Cache-Status member says
+// the answer came from its store or was stored: one it shares.
+func sharedHere(hdr http.Header) bool {
+	params, ok := lastMemberParams(hdr)
+	if !ok {
+		return false
+	}
+	for i, p := range strings.Split(params, ";") {
+		p = strings.TrimSpace(p)
+		if i == 0 && p == "hit" || p == "stored" {
+			return true
+		}
+	}
+	return false
 }
 
 // quoteDirective makes a quoted-string of s (nextDirective gives the

@@ -42,7 +42,7 @@ func TestBrowserCacheControl(t *testing.T) {
 			h["Set-Cookie"] = []string{"sid=1"}
 		}
 		before := h.Clone()
-		changed := browserCacheControl(h, 10*time.Minute)
+		changed := browserCacheControl(h, 10*time.Minute, false)
 		switch {
 		case changed != tc.changed:
 			t.Errorf("%s: changed %v, want %v (%q)", tc.name, changed, tc.changed, h["Cache-Control"])
@@ -50,6 +50,33 @@ func TestBrowserCacheControl(t *testing.T) {
 			t.Errorf("%s: left alone, yet the header changed: %v → %v", tc.name, before, h)
 		case changed && (h.Get("Cache-Control") != tc.want || len(h["Cache-Control"]) != 1 || h["Expires"] != nil):
 			t.Errorf("%s: Cache-Control %q Expires %q, want %q and no Expires", tc.name, h["Cache-Control"], h["Expires"], tc.want)
+		}
+	}
+}
+
+// TestBrowserCacheControlForAPersonalRequest: the answer to a request
+// with a cookie or credentials is rewritten only when this cache shared
+// it (its Cache-Status says hit or stored) with a lifetime above zero.
+func TestBrowserCacheControlForAPersonalRequest(t *testing.T) {
+	for _, tc := range []struct {
+		cc, status string
+		changed    bool
+	}{
+		{"public, max-age=3600", "edge; hit", true},
+		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200; stored", true},
+		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200", false},                            // sent on, not shared
+		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200; detail=personal-heuristic", false}, // likewise
+		{"public, max-age=3600", "peer; hit, edge; fwd=uri-miss; fwd-status=200", false},                 // the peer's member is not this cache's
+		{"max-age=0, must-revalidate", "edge; fwd=uri-miss; fwd-status=200; stored", false},
+		{"s-maxage=0, max-age=60", "edge; hit", false},
+		{"public, max-age=3600", "", false},
+	} {
+		h := http.Header{"Cache-Control": {tc.cc}}
+		if tc.status != "" {
+			h["Cache-Status"] = []string{tc.status}
+		}
+		if changed := browserCacheControl(h, 10*time.Minute, true); changed != tc.changed {
+			t.Errorf("%q under %q: changed %v, want %v (%q)", tc.cc, tc.status, changed, tc.changed, h["Cache-Control"])
 		}
 	}
 }

@@ -152,6 +152,10 @@ type Config struct {
 	// named site's keys start with its name. It must be safe for
 	// concurrent use (a reload swaps the table under it).
 	SiteOf func(host string) string
+	// SiteTable returns SiteOf of the table in force now, frozen: what a
+	// reload's DropUnreachable judges keys by, for as long as a fill begun
+	// before it may end (nil: SiteOf, for a table that never changes).
+	SiteTable func() func(host string) string
 	// SiteFor is the site that serves a Host (nil: none), whose rules
 	// shape the key of a URL named outside a request (a purge, the route
 	// explorer) as they shape a request's; nil: no sites, no rules. Safe
@@ -409,7 +413,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	g := rulingOf(r) // before anything reads or changes the request's fields
 	bypass := applyRequestRule(r, g, h.sanitize)
 	if g != nil && g.set.BrowserTTLs() && !bypass && !inboundOf(r).Relayed && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		w = &browserTTLWriter{ResponseWriter: w, g: g, m: h.metrics} // a client's answer: a peer's keeps the origin's field
+		// A client's answer: a peer's keeps the origin's field.
+		w = &browserTTLWriter{ResponseWriter: w, g: g, m: h.metrics, personal: len(r.Header["Cookie"]) > 0 || len(r.Header["Authorization"]) > 0}
 	}
 
 	var result string
