@@ -22,6 +22,7 @@ func openScheme(t *testing.T, dir, scheme string) *Tier {
 func crash(tier *Tier) {
 	tier.closed.Store(true)
 	tier.unlock()
+	close(tier.closeDone) // nothing is left to close: a later Close returns at once
 }
 
 func files(t *testing.T, dir string) int {

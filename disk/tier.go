@@ -147,7 +147,10 @@ type Tier struct {
 	queue  chan *write
 	queued atomic.Int64
 	done   chan struct{}
-	closed atomic.Bool
+	// closeDone closes when Close's work is done (the snapshot written,
+	// the lock let go), which a Close cut short leaves to its writers.
+	closeDone chan struct{}
+	closed    atomic.Bool
 
 	down       atomic.Bool
 	downUntil  atomic.Int64 // unix nanoseconds
@@ -240,7 +243,7 @@ func Open(opts Options) (*Tier, error) {
 		opts: opts, fs: opts.FS, log: opts.Log, root: filepath.Join(opts.Dir, "v1"),
 		tags: make(map[string]map[string]struct{}), under: make(map[string]map[string]int), pending: make(map[string]map[string]*write),
 		committing: make(map[string][]*write),
-		queue:      make(chan *write, queueLen), done: make(chan struct{}),
+		queue:      make(chan *write, queueLen), done: make(chan struct{}), closeDone: make(chan struct{}),
 		unlinkWake: make(chan struct{}, 1), stopRemover: make(chan struct{}), removerDone: make(chan struct{}),
 	}
 	t.gen.Store(uint64(time.Now().UnixNano()))
@@ -1085,7 +1088,15 @@ func (t *Tier) Close(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed.Swap(true) {
 		t.mu.Unlock()
-		return nil
+		// A Close cut short left the rest to its writers: this one waits
+		// for it too, rather than say closed while the lock is held (a
+		// review's TestS56DiskSecondCloseAfterACutShortOneReportsTheTierClosed).
+		select {
+		case <-t.closeDone:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
+		}
 	}
 	close(t.queue) // under mu: Write checks closed under it
 	t.mu.Unlock()
@@ -1116,6 +1127,7 @@ func (t *Tier) Close(ctx context.Context) error {
 // finishClose stops the remover, writes the index snapshot and lets the
 // directory's lock go, once the writers are done.
 func (t *Tier) finishClose() error {
+	defer close(t.closeDone)
 	close(t.stopRemover)
 	<-t.removerDone // the snapshot lists no file that is about to go
 	t.mu.Lock()

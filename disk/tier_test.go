@@ -369,6 +369,7 @@ func TestSnapshotUsedOnceAndChecked(t *testing.T) {
 	// Crash (no Close): the next start scans.
 	again.closed.Store(true)
 	again.unlock()
+	close(again.closeDone)
 	third := open(t, dir, 1<<20, nil)
 	if rc := third.Recovery(); rc.FromSnapshot || rc.Objects != 20 {
 		t.Fatalf("start after a crash: %+v", rc)
