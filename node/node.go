@@ -146,7 +146,7 @@ func New(cfg *config.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		fetcher, peerTLS = cl, serverTLS
 	}
-	pc.SiteOf, pc.SiteFor = n.siteName, n.siteFor
+	pc.SiteOf, pc.SiteTable, pc.SiteFor = n.siteName, n.siteTableNames, n.siteFor
 	h := proxy.New(pc, store, fetcher, proxy.NewMetrics(reg, store), log)
 	if cl != nil {
 		cl.SetBufferBudget(h) // peer answers read ahead share limits.max_buffered_bytes

@@ -130,7 +130,7 @@ func (n *Node) Reload() (string, error) {
 			n.siteM.requests.DeleteLabelValues(s.name)
 			n.siteM.limited.DeleteLabelValues(s.name)
 			n.siteM.pools.Retries.DeleteLabelValues(s.name)
-			n.proxy.ForgetSite(s.name)
+			n.proxy.ForgetSite(s.resolved)
 		}
 	}
 	// Both before the reload answers (a pool's stop closes a channel and

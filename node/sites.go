@@ -168,8 +168,16 @@ func (t *siteTable) stop() {
 }
 
 // siteName is proxy.Config.SiteOf: the name that goes into cache keys.
-func (n *Node) siteName(host string) string {
-	s := n.sites.Load().lookup(host)
+func (n *Node) siteName(host string) string { return n.sites.Load().nameOf(host) }
+
+// siteTableNames is proxy.Config.SiteTable: siteName of the table in
+// force now, kept for as long as the caller holds it.
+func (n *Node) siteTableNames() func(host string) string { return n.sites.Load().nameOf }
+
+// nameOf is the name of the site of host in t ("" for none or the
+// one-site shortcut).
+func (t *siteTable) nameOf(host string) string {
+	s := t.lookup(host)
 	if s == nil || s.shortcut {
 		return ""
 	}

@@ -91,6 +91,11 @@ type Pool struct {
 	log     *slog.Logger
 	stop    chan struct{}
 	stopped sync.Once
+	// retries is edge_origin_retries_total's series of the site, resolved
+	// once: a request still on a pool a reload removed counts into it
+	// after the reload deleted it, never bringing it back (by label, it
+	// did: a review's TestS57RequestInFlightOnARemovedSiteBringsBackItsSeries).
+	retries prometheus.Counter
 }
 
 type member struct {
@@ -105,6 +110,7 @@ type member struct {
 	warnedAt    time.Time     // when its ejection was last logged as a warning
 	up          prometheus.Gauge
 	inflight    prometheus.Gauge
+	ejections   map[string]prometheus.Counter // by cause, resolved once (as Pool.retries)
 }
 
 // stillDownRepeat is how often a member that stays down is logged again
@@ -154,13 +160,15 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			m.up = cfg.Metrics.Up.WithLabelValues(cfg.Site, m.url)
 			m.inflight = cfg.Metrics.Outstanding.WithLabelValues(cfg.Site, m.url)
 			m.up.Set(1)
-			cfg.Metrics.Ejections.WithLabelValues(cfg.Site, m.url, "passive")
-			cfg.Metrics.Ejections.WithLabelValues(cfg.Site, m.url, "active")
+			m.ejections = map[string]prometheus.Counter{}
+			for _, cause := range []string{"passive", "active"} {
+				m.ejections[cause] = cfg.Metrics.Ejections.WithLabelValues(cfg.Site, m.url, cause)
+			}
 		}
 		p.members = append(p.members, m)
 	}
 	if cfg.Metrics != nil {
-		cfg.Metrics.Retries.WithLabelValues(cfg.Site)
+		p.retries = cfg.Metrics.Retries.WithLabelValues(cfg.Site)
 	}
 	return p, nil
 }
@@ -300,8 +308,8 @@ func (p *Pool) FetchReporting(ctx context.Context, req *http.Request, a *Attempt
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 	}
-	if p.cfg.Metrics != nil {
-		p.cfg.Metrics.Retries.WithLabelValues(p.cfg.Site).Inc()
+	if p.retries != nil {
+		p.retries.Inc()
 	}
 	return p.fetchFrom(ctx, order[1], req)
 }
@@ -395,8 +403,8 @@ func (p *Pool) failure(m *member, cause string) {
 		}
 		if m.up != nil {
 			m.up.Set(0)
-			if wasIn {
-				p.cfg.Metrics.Ejections.WithLabelValues(p.cfg.Site, m.url, cause).Inc()
+			if c := m.ejections[cause]; wasIn && c != nil {
+				c.Inc()
 			}
 		}
 	}

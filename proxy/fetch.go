@@ -652,7 +652,7 @@ func (h *Handler) fetchFor(ctx context.Context, key string, req *http.Request, w
 	}
 	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
 	applyResponseRule(req, res.Resp)
-	if g := in.ruling; g != nil && g.req != nil {
+	if g := in.ruling; g != nil && g.req != nil && !g.set.Retired() {
 		h.metrics.rules.origin.WithLabelValues(g.site, g.req.Name).Inc()
 	}
 	if c := res.Resp.StatusCode; (c < 200 || c == http.StatusNoContent || c == http.StatusNotModified) && res.Resp.Body != nil && res.Resp.Body != http.NoBody {

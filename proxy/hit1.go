@@ -260,7 +260,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		h.countHitFields(req)
 		req.Site.count(ResultHit)
 		if rule != nil {
-			h.metrics.rules.hit(req.Site.Name, rule)
+			h.metrics.rules.hit(req.Site.Name, req.Site.Rules, rule)
 		}
 	}
 	return true

@@ -292,9 +292,20 @@ func (h *Handler) DropUnreachable() int {
 	if h.cfg.SiteOf == nil {
 		return 0
 	}
+	// The table of this reload, not whichever is in force when a fill
+	// asks: after a rollback the live one gives the host its old site
+	// again, and a fill begun before the move, answered after the
+	// rollback, stored what a purge made in between had named (a
+	// review's TestS57PurgeBetweenAMoveAndItsRollbackIsLostByAFillInFlight;
+	// and a site removed and re-added on another origin kept its old
+	// origin's fill).
+	siteOf := h.cfg.SiteOf
+	if h.cfg.SiteTable != nil {
+		siteOf = h.cfg.SiteTable()
+	}
 	unreachable := func(k string) bool {
 		site, host, ok := siteAndHostOfKey(k)
-		return ok && h.cfg.SiteOf(host) != site
+		return ok && siteOf(host) != site
 	}
 	// As a purge: a fill under way for such a key (asked under the old
 	// table, answered after this) neither stores nor is joined (a

@@ -337,10 +337,13 @@ type ruleMetrics struct {
 // is resolved once and kept in the rule's slot (the hit path does not
 // hash label values per request); a reload's new rules start empty and
 // the old ones go with their set.
-func (m ruleMetrics) hit(site string, rule *rules.Rule) {
+func (m ruleMetrics) hit(site string, set *rules.Set, rule *rules.Rule) {
 	if c, ok := rule.Slot.Load().(prometheus.Counter); ok {
 		c.Inc()
 		return
+	}
+	if set.Retired() {
+		return // its site is gone (ForgetSite): no series again
 	}
 	c := m.requests.WithLabelValues(site, rule.Name, ResultHit)
 	rule.Slot.Store(c)
@@ -361,10 +364,14 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 }
 
 // ForgetSite deletes the rule series of a site a reload removed, so that
-// dashboards do not show it for the life of the process.
-func (h *Handler) ForgetSite(site string) {
-	h.metrics.rules.requests.DeletePartialMatch(prometheus.Labels{"site": site})
-	h.metrics.rules.origin.DeletePartialMatch(prometheus.Labels{"site": site})
+// dashboards do not show it for the life of the process. Its rules are
+// retired first: a request still under them counts nothing, where by
+// label it made the series again (a review's
+// TestS57RequestInFlightOnARemovedSiteBringsBackItsSeries).
+func (h *Handler) ForgetSite(s *Site) {
+	s.Rules.Retire()
+	h.metrics.rules.requests.DeletePartialMatch(prometheus.Labels{"site": s.Name})
+	h.metrics.rules.origin.DeletePartialMatch(prometheus.Labels{"site": s.Name})
 }
 
 // RuleRequests returns the requests counted under a site's rule: hit,
@@ -401,7 +408,7 @@ func (h *Handler) RuleRequests(site, rule string) map[string]uint64 {
 // countRule counts a request's result under its rule.
 func (h *Handler) countRule(g *ruling, result string) {
 	r := g.requestRule()
-	if r == nil {
+	if r == nil || g.set.Retired() {
 		return
 	}
 	h.metrics.rules.requests.WithLabelValues(g.site, r.Name, result).Inc()

@@ -384,6 +384,7 @@ type Set struct {
 	// browserTTL: some rule sets BrowserTTL; browserTTLCookie: one that
 	// matches on a cookie does.
 	browserTTL, browserTTLCookie bool
+	retired                      atomic.Bool // Retire
 }
 
 // AmbiguousPathRule names the bypass a site with rules gives a request
@@ -610,6 +611,18 @@ func (s *Set) NeedsHeader() bool { return s != nil && s.needsHeader }
 // lifetime, so that the lifetime of one request's answer may differ from
 // another's for the same key.
 func (s *Set) CookieLifetimes() bool { return s != nil && s.cookieLifetimes }
+
+// Retire marks s as the rules of a site a reload removed: what counts
+// per rule stops counting under it (a request still in flight under it
+// would bring back the series its removal deleted).
+func (s *Set) Retire() {
+	if s != nil {
+		s.retired.Store(true)
+	}
+}
+
+// Retired reports whether Retire was called.
+func (s *Set) Retired() bool { return s != nil && s.retired.Load() }
 
 // BrowserTTLs reports whether some rule sets browser_ttl.
 func (s *Set) BrowserTTLs() bool { return s != nil && s.browserTTL }
