@@ -13,19 +13,30 @@ import (
 // Only the Cache-Control a client is sent changes; the stored entry, the
 // edge's freshness and what peers are sent stay the origin's.
 
-// browserTTLWriter rewrites the Cache-Control of a client's answer as the
-// site's rules say (browser_ttl), at WriteHeader: one place that every
-// answer ServeHTTP writes passes, from the store, the origin or a peer,
-// whole, ranged or a 304. The hit path leaves such answers to ServeHTTP
-// (AppendHit).
-type browserTTLWriter struct {
-	http.ResponseWriter
-	g *ruling
-	m *Metrics
-	// personal: the request carried a cookie or credentials, so its
-	// answer may be its own (personalFor).
-	personal bool
-	wrote    bool
+// browserTTLHook rewrites the Cache-Control of a client's answer as the
+// site's rules say (browser_ttl), as its header is written (a
+// headerHook): one place that every answer ServeHTTP writes passes, from
+// the store, the origin or a peer, whole, ranged or a 304. The hit path
+// leaves such answers to ServeHTTP (AppendHit). personal: the request
+// carried a cookie or credentials, so its answer may be its own.
+func (h *Handler) browserTTLHook(g *ruling, personal bool) func(http.Header, int) {
+	return func(hdr http.Header, code int) {
+		status := code
+		if code == http.StatusNotModified || code == http.StatusPartialContent {
+			// A 304 carries the Cache-Control its 200 would (RFC 9110
+			// §15.4.5), and a 206 is a part of that 200.
+			status = http.StatusOK
+		}
+		ttl, ok := g.browserTTL(status)
+		if !ok {
+			return
+		}
+		outcome := browserTTLKept
+		if (!personal || h.sharedFresh(hdr, status)) && browserCacheControl(hdr, ttl) {
+			outcome = browserTTLRewritten
+		}
+		h.metrics.browserTTL[outcome].Inc()
+	}
 }
 
 // Outcomes of edge_browser_ttl_answers_total.
@@ -33,37 +44,6 @@ const (
 	browserTTLRewritten = "rewritten"
 	browserTTLKept      = "kept"
 )
-
-func (b *browserTTLWriter) WriteHeader(code int) {
-	if !b.wrote && code >= 200 { // 1xx answers (Early Hints) carry no Cache-Control of the answer
-		b.wrote = true
-		status := code
-		if code == http.StatusNotModified || code == http.StatusPartialContent {
-			// A 304 carries the Cache-Control its 200 would (RFC 9110
-			// §15.4.5), and a 206 is a part of that 200.
-			status = http.StatusOK
-		}
-		if ttl, ok := b.g.browserTTL(status); ok {
-			outcome := browserTTLKept
-			if browserCacheControl(b.Header(), ttl, b.personal) {
-				outcome = browserTTLRewritten
-			}
-			b.m.browserTTL[outcome].Inc()
-		}
-	}
-	b.ResponseWriter.WriteHeader(code)
-}
-
-func (b *browserTTLWriter) Write(p []byte) (int, error) {
-	if !b.wrote {
-		b.WriteHeader(http.StatusOK)
-	}
-	return b.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer
-// (deadlines, flushes), and the Early Hints relay its 1xx writer.
-func (b *browserTTLWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // browserTTL is the browser_ttl of the rule for an answer of status, and
 // whether one is set.
@@ -81,21 +61,12 @@ func (g *ruling) browserTTL(status int) (time.Duration, bool) {
 // caches after the edge, which the operator did not ask about).
 //
 // An answer that is not for sharing or keeping is left as the origin made
-// it: private, no-store or no-cache, and one that sets a cookie. So is
-// the answer to a request with a cookie or credentials (personal) unless
-// this cache shared it (served it from its store, or stored it: Cache-
-// Status says hit or stored; it shares such an answer only when the
-// origin said it may, never on heuristic freshness) with a lifetime above
-// zero: an explicit max-age for a personal answer the edge sent on
-// unshared told the caches after it that it was everyone's, and
-// "max-age=0, must-revalidate" to credentials, which the edge answers
-// only after the origin's check with each requester's own, became ten
-// minutes of reuse without one (a review's
-// proxy/review_s56_personal_test.go). A rule lengthens how long a browser
-// keeps a page, never makes a personal answer cacheable. A malformed
-// field is left alone too.
-func browserCacheControl(hdr http.Header, ttl time.Duration, personal bool) bool {
-	if len(hdr["Set-Cookie"]) > 0 || personal && !sharedHere(hdr) {
+// it: private, no-store or no-cache, and one that sets a cookie (and the
+// answer to a request with a cookie or credentials, unless sharedFresh).
+// A rule lengthens how long a browser keeps a page, never makes a
+// personal answer cacheable. A malformed field is left alone too.
+func browserCacheControl(hdr http.Header, ttl time.Duration) bool {
+	if len(hdr["Set-Cookie"]) > 0 {
 		return false
 	}
 	var kept []string
@@ -107,13 +78,8 @@ func browserCacheControl(hdr http.Header, ttl time.Duration, personal bool) bool
 			switch strings.ToLower(name) {
 			case "private", "no-store", "no-cache":
 				return false
-			case "max-age", "s-maxage":
-				if personal && hasValue && strings.TrimSpace(value) == "0" {
-					return false // revalidated with each requester's own credentials: keep it so
-				}
-				if strings.EqualFold(name, "max-age") {
-					continue
-				}
+			case "max-age":
+				continue
 			case "":
 				return false // "=x", a value without a name
 			}
@@ -148,20 +114,54 @@ func browserCacheControl(hdr http.Header, ttl time.Duration, personal bool) bool
 // maxDelta is the largest delta-seconds a cache sends (RFC 9111 §1.2.2).
 const maxDelta = 1 << 31
 
-// sharedHere reports whether this cache's own Cache-Status member says
-// the answer came from its store or was stored: one it shares.
-func sharedHere(hdr http.Header) bool {
-	params, ok := lastMemberParams(hdr)
-	if !ok {
+// sharedFresh reports whether the answer of status to a request with a
+// cookie or credentials may be given a browser_ttl: this cache shared it
+// (served it from its store, or stored it: sharedHere; it shares such an
+// answer only when the origin said it may, never on heuristic
+// freshness), and the origin's Cache-Control or Expires, read as this
+// cache reads them for itself (Policy.freshness), gives it a lifetime
+// above zero. An explicit max-age on a personal answer the edge sent on
+// unshared told the caches after it that it was everyone's, and
+// "max-age=0, must-revalidate" to credentials, which the edge answers only
+// after the origin's check with each requester's own, became ten minutes
+// of reuse without one, however the zero was spelt (reviews'
+// proxy/review_s56_personal_test.go, review_s58_personal_test.go).
+//
+// A fresh hit is the shared copy whatever gave it its lifetime (a rule's
+// default_ttl for an origin that says nothing: the copy everyone is
+// served, a review's TestS60BrowserTTLSkipsACookieHoldersHitOfADefaultTTLPage).
+func (h *Handler) sharedFresh(hdr http.Header, status int) bool {
+	hit, stored := sharedHere(hdr)
+	if hit {
+		return true
+	}
+	if !stored {
 		return false
 	}
+	date, ok := parseHTTPDate(hdr.Get("Date"))
+	if !ok {
+		date = h.now()
+	}
+	life, heuristic := h.policy().freshness(status, hdr, ParseCacheControl(hdr, "Cache-Control"), false, date)
+	return !heuristic && life > 0
+}
+
+// sharedHere reports what this cache's own Cache-Status member says of
+// the answer: it came from the store (hit), or was stored: one it shares.
+func sharedHere(hdr http.Header) (hit, stored bool) {
+	params, ok := lastMemberParams(hdr)
+	if !ok {
+		return false, false
+	}
 	for i, p := range strings.Split(params, ";") {
-		p = strings.TrimSpace(p)
-		if i == 0 && p == "hit" || p == "stored" {
-			return true
+		switch p = strings.TrimSpace(p); {
+		case i == 0 && p == "hit":
+			hit = true
+		case p == "stored":
+			stored = true
 		}
 	}
-	return false
+	return hit, stored
 }
 
 // quoteDirective makes a quoted-string of s (nextDirective gives the

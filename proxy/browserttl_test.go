@@ -42,7 +42,7 @@ func TestBrowserCacheControl(t *testing.T) {
 			h["Set-Cookie"] = []string{"sid=1"}
 		}
 		before := h.Clone()
-		changed := browserCacheControl(h, 10*time.Minute, false)
+		changed := browserCacheControl(h, 10*time.Minute)
 		switch {
 		case changed != tc.changed:
 			t.Errorf("%s: changed %v, want %v (%q)", tc.name, changed, tc.changed, h["Cache-Control"])
@@ -54,29 +54,44 @@ func TestBrowserCacheControl(t *testing.T) {
 	}
 }
 
-// TestBrowserCacheControlForAPersonalRequest: the answer to a request
-// with a cookie or credentials is rewritten only when this cache shared
-// it (its Cache-Status says hit or stored) with a lifetime above zero.
-func TestBrowserCacheControlForAPersonalRequest(t *testing.T) {
+// TestSharedFreshForAPersonalRequest: the answer to a request with a
+// cookie or credentials is rewritten only when this cache shared it: a
+// fresh hit, or stored with a lifetime above zero however the origin
+// spelt it.
+func TestSharedFreshForAPersonalRequest(t *testing.T) {
+	h, _ := handlerProxy(t, func(http.ResponseWriter, *http.Request) {}, nil)
+	now := time.Now().UTC()
 	for _, tc := range []struct {
-		cc, status string
-		changed    bool
+		cc, expires, status string
+		want                bool
 	}{
-		{"public, max-age=3600", "edge; hit", true},
-		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200; stored", true},
-		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200", false},                            // sent on, not shared
-		{"public, max-age=3600", "edge; fwd=uri-miss; fwd-status=200; detail=personal-heuristic", false}, // likewise
-		{"public, max-age=3600", "peer; hit, edge; fwd=uri-miss; fwd-status=200", false},                 // the peer's member is not this cache's
-		{"max-age=0, must-revalidate", "edge; fwd=uri-miss; fwd-status=200; stored", false},
-		{"s-maxage=0, max-age=60", "edge; hit", false},
-		{"public, max-age=3600", "", false},
+		{"public, max-age=3600", "", "edge; hit", true},
+		{"public, max-age=3600", "", "edge; fwd=uri-miss; fwd-status=200; stored", true},
+		{"", now.Add(time.Hour).Format(http.TimeFormat), "edge; hit", true},
+		{"public, max-age=3600", "", "edge; fwd=uri-miss; fwd-status=200", false},                            // sent on, not shared
+		{"public, max-age=3600", "", "edge; fwd=uri-miss; fwd-status=200; detail=personal-heuristic", false}, // likewise
+		{"public, max-age=3600", "", "peer; hit, edge; fwd=uri-miss; fwd-status=200", false},                 // the peer's member is not this cache's
+		{"max-age=0, must-revalidate", "", "edge; fwd=uri-miss; fwd-status=200; stored", false},
+		{"max-age=00, must-revalidate", "", "edge; fwd=uri-miss; fwd-status=200; stored", false},
+		{`max-age="0", must-revalidate`, "", "edge; fwd=stale; fwd-status=304; stored", false},
+		{"s-maxage=0, max-age=60", "", "edge; fwd=stale; fwd-status=304; stored", false},
+		{"must-revalidate", now.Format(http.TimeFormat), "edge; fwd=uri-miss; fwd-status=200; stored", false},
+		{"", "", "edge; fwd=uri-miss; fwd-status=200; stored", false}, // heuristic at most
+		{"", "", "edge; hit", true}, // the shared copy (a rule's default_ttl)
+		{"public, max-age=3600", "", "", false},
 	} {
-		h := http.Header{"Cache-Control": {tc.cc}}
-		if tc.status != "" {
-			h["Cache-Status"] = []string{tc.status}
+		hdr := http.Header{"Date": {now.Format(http.TimeFormat)}}
+		if tc.cc != "" {
+			hdr["Cache-Control"] = []string{tc.cc}
 		}
-		if changed := browserCacheControl(h, 10*time.Minute, true); changed != tc.changed {
-			t.Errorf("%q under %q: changed %v, want %v (%q)", tc.cc, tc.status, changed, tc.changed, h["Cache-Control"])
+		if tc.expires != "" {
+			hdr["Expires"] = []string{tc.expires}
+		}
+		if tc.status != "" {
+			hdr["Cache-Status"] = []string{tc.status}
+		}
+		if got := h.sharedFresh(hdr, http.StatusOK); got != tc.want {
+			t.Errorf("%q, Expires %q, under %q: sharedFresh %v, want %v", tc.cc, tc.expires, tc.status, got, tc.want)
 		}
 	}
 }

@@ -405,7 +405,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(r.Context())
 		r.Body = h.guardBody(w, r.Body)
 		if sb, ok := r.Body.(*slowBody); ok && r.ProtoMajor == 1 {
-			w = &closingWriter{ResponseWriter: w, body: sb}
+			w = &headerHook{ResponseWriter: w, hook: closeIfDropped(sb)}
 		}
 	}
 	h.metrics.InFlight.Inc()
@@ -414,7 +414,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	bypass := applyRequestRule(r, g, h.sanitize)
 	if g != nil && g.set.BrowserTTLs() && !bypass && !inboundOf(r).Relayed && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		// A client's answer: a peer's keeps the origin's field.
-		w = &browserTTLWriter{ResponseWriter: w, g: g, m: h.metrics, personal: len(r.Header["Cookie"]) > 0 || len(r.Header["Authorization"]) > 0}
+		w = &headerHook{ResponseWriter: w, hook: h.browserTTLHook(g, len(r.Header["Cookie"]) > 0 || len(r.Header["Authorization"]) > 0)}
 	}
 
 	var result string

@@ -190,7 +190,7 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	}
 	if req.Remote != nil && req.Site != nil && req.Site.Rules.BrowserTTLs() {
 		// A client's answer whose Cache-Control a browser_ttl rewrites
-		// is ServeHTTP's (browserTTLWriter); the hit block is the stored
+		// is ServeHTTP's (browserTTLHook); the hit block is the stored
 		// field, which a peer is sent as it is.
 		if req.Site.Rules.BrowserTTLMayApply(http.MethodGet, req.Path, e.Status) { // a HEAD's answer is the GET's (ruling.response)
 			return false

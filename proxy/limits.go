@@ -76,7 +76,7 @@ var errBodyDropped = errors.New("proxy: request body no longer read")
 // up to 256 KiB of it before sending the response, at the pace of a client
 // that may be trickling it; instead the edge stops reading now (a read
 // deadline in the past) and closes the connection after the response:
-// closingWriter, which serve puts on every HTTP/1.x request with such a
+// closeIfDropped, which serve hooks on every HTTP/1.x request with such a
 // body, says Connection: close (HTTP/2 and HTTP/3 end the stream, not the
 // connection; a Connection field is malformed there: RFC 9113 §8.2.2,
 // RFC 9114 §4.2).
@@ -89,35 +89,44 @@ func dropUnreadBody(r *http.Request) {
 	_ = sb.rc.SetReadDeadline(time.Now())
 }
 
-// closingWriter puts Connection: close on the answer to an HTTP/1.x
+// closeIfDropped puts Connection: close on the answer to an HTTP/1.x
 // request whose body the edge stopped reading (dropUnreadBody), as the
-// header is written. It is the one place that says so: the field
-// dropUnreadBody used to set did not survive the answer's header being
-// built after it (stream copies the origin's fields
-// and removes hop-by-hop ones, an error clears them), so the connection
-// was kept while the body's past read deadline stood. net/http then either
-// gave up discarding the rest and parsed it as the next request (a
-// review's TestS36PipelinedUploadAnsweredEarlyIsParsedAsRequests: requests
-// written into a body reached the origin), or failed its background read
-// and cancelled the client's next request (502 client-gone:
+// header is written (a headerHook). It is the one place that says so: the
+// field dropUnreadBody used to set did not survive the answer's header
+// being built after it (stream copies the origin's fields and removes
+// hop-by-hop ones, an error clears them), so the connection was kept
+// while the body's past read deadline stood. net/http then either gave up
+// discarding the rest and parsed it as the next request (a review's
+// TestS36PipelinedUploadAnsweredEarlyIsParsedAsRequests: requests written
+// into a body reached the origin), or failed its background read and
+// cancelled the client's next request (502 client-gone:
 // TestS36NodeEarlyAnswerToUpload).
-type closingWriter struct {
+func closeIfDropped(body *slowBody) func(h http.Header, code int) {
+	return func(h http.Header, _ int) {
+		if body.dropped.Load() {
+			h.Set("Connection", "close")
+		}
+	}
+}
+
+// headerHook is a ResponseWriter that calls hook on the answer's header
+// as its final status is written (not a 1xx's, which does not end the
+// request): the one place every answer ServeHTTP writes passes.
+type headerHook struct {
 	http.ResponseWriter
-	body  *slowBody
+	hook  func(h http.Header, code int)
 	wrote bool
 }
 
-func (c *closingWriter) WriteHeader(code int) {
-	if !c.wrote && code >= 200 { // 1xx answers do not end the request
+func (c *headerHook) WriteHeader(code int) {
+	if !c.wrote && code >= 200 {
 		c.wrote = true
-		if c.body.dropped.Load() {
-			c.Header().Set("Connection", "close")
-		}
+		c.hook(c.Header(), code)
 	}
 	c.ResponseWriter.WriteHeader(code)
 }
 
-func (c *closingWriter) Write(p []byte) (int, error) {
+func (c *headerHook) Write(p []byte) (int, error) {
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
@@ -125,8 +134,8 @@ func (c *closingWriter) Write(p []byte) (int, error) {
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer
-// (deadlines, flushes).
-func (c *closingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+// (deadlines, flushes), and the Early Hints relay its 1xx writer.
+func (c *headerHook) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // bodyTimedOut reports whether a request body failed its rate limit.
 func bodyTimedOut(body io.ReadCloser) bool {

@@ -223,17 +223,11 @@ func NewMetrics(reg prometheus.Registerer, s *Store) *Metrics {
 	earlyHints := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_early_hints_total", Help: "103 (Early Hints) answers from the origin, by outcome: relayed to the client whose request went to the origin, or dropped (an HTTP/1.0 client, a peer's request, no Link field, past two per request, or after the final answer).",
 	}, []string{"outcome"})
-	m.earlyHints = map[string]prometheus.Counter{}
-	for _, o := range []string{hintsRelayed, hintsDropped} {
-		m.earlyHints[o] = earlyHints.WithLabelValues(o)
-	}
+	m.earlyHints = childrenOf(earlyHints, hintsRelayed, hintsDropped)
 	browserTTL := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_browser_ttl_answers_total", Help: "Client answers a cache rule's browser_ttl names, by outcome: rewritten (the Cache-Control clients were sent says max-age for browser_ttl from receipt) or kept (a private, no-store, no-cache or Set-Cookie answer, or a malformed Cache-Control, sent as the origin made it).",
 	}, []string{"outcome"})
-	m.browserTTL = map[string]prometheus.Counter{}
-	for _, o := range []string{browserTTLRewritten, browserTTLKept} {
-		m.browserTTL[o] = browserTTL.WithLabelValues(o)
-	}
+	m.browserTTL = childrenOf(browserTTL, browserTTLRewritten, browserTTLKept)
 	for _, r := range []string{"no-ranges", "changed", "not-shared", "refused", "error"} {
 		m.SliceFailures.WithLabelValues(r)
 	}
@@ -427,6 +421,16 @@ func (h *Handler) CodingStats() CodingStats {
 		s.LargerForms += counterValue(m.larger[e])
 	}
 	return s
+}
+
+// childrenOf resolves a one-label counter's children for values, so that
+// each is exported from the start and counted without a look-up.
+func childrenOf(v *prometheus.CounterVec, values ...string) map[string]prometheus.Counter {
+	out := make(map[string]prometheus.Counter, len(values))
+	for _, x := range values {
+		out[x] = v.WithLabelValues(x)
+	}
+	return out
 }
 
 // FieldStats counts client request fields not forwarded as sent, by

@@ -233,7 +233,7 @@ func TestS37ClosingWriterKeepsWhatAWriterOffers(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			sb := &slowBody{ReadCloser: r.Body}
 			sb.dropped.Store(dropped)
-			cw := &closingWriter{ResponseWriter: w, body: sb}
+			cw := &headerHook{ResponseWriter: w, hook: closeIfDropped(sb)}
 			rc := http.NewResponseController(cw)
 			if err := rc.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
 				got = append(got, "SetWriteDeadline: "+err.Error())

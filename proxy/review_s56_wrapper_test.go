@@ -15,7 +15,7 @@ import (
 )
 
 // s56WrapperProxy is earlyHintsProxy's handler with a site whose rules
-// set browser_ttl, so every GET goes through browserTTLWriter.
+// set browser_ttl, so every GET goes through browserTTLHook.
 func s56WrapperProxy(t *testing.T, up http.Handler) (*Handler, *httptest.Server) {
 	t.Helper()
 	o := httptest.NewServer(up)
