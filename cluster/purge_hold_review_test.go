@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,12 +55,16 @@ func TestPurgeHoldOutlastsASlowRound(t *testing.T) {
 		const pt = 250 * time.Millisecond // hold: max(1 s, 1 s) = 1 s
 		a, _, _, p := purgeHoldLab(t, pt)
 		localDone := make(chan struct{})
+		var first sync.Once
 		local := func(pr proxy.PurgeRequest) (int, error) {
 			n, err := a.ph.Purge(pr) // the URL is gone at once ...
-			close(localDone)
-			// ... and the rest of a broad purge's walk over a large store
-			// takes a while (stands in for store.Keys + removals).
-			time.Sleep(max(4*pt, time.Second) + 300*time.Millisecond)
+			slow := false
+			first.Do(func() { close(localDone); slow = true })
+			if slow { // the first pass (Cluster.Purge makes a second once the round is over)
+				// ... and the rest of a broad purge's walk over a large store
+				// takes a while (stands in for store.Keys + removals).
+				time.Sleep(max(4*pt, time.Second) + 300*time.Millisecond)
+			}
 			return n, err
 		}
 		start := time.Now()

@@ -438,8 +438,12 @@ func (h *Handler) revalidated(fl *filling, r *http.Request) outcome {
 		h.done(fl)
 		return outcome{kind: outEntry, entry: e, own: own, status: status.withDetail(string(why)), result: ResultRevalidated}
 	}
-	if fl.res.Keep {
-		h.putUnlessPurged(e, fl.purges)
+	if fl.res.Keep && h.putUnlessPurged(e, fl.purges) {
+		// The updated copy is stored (RFC 9211 "stored"), as a 200's
+		// would be: what is shared says so (browser_ttl reads it for a
+		// cookie's or credentials' answer: a review's
+		// TestS58BrowserTTLSkipsACookieHoldersRevalidatedSharedAnswer).
+		status = status.markStored()
 	}
 	fl.f.completeWith(e)
 	fl.f.upstream = fl.upstreamStatus()
@@ -484,6 +488,14 @@ func (h *Handler) fillWhole(fl *filling, e *Entry) outcome {
 	}
 	f.upstream = fl.upstreamStatus()
 	f.peerBody = res.From == UpstreamPeer && !res.InMemory
+	if res.PurgeHeld {
+		// Held back from the store by a purge under way: it answers the
+		// requests already waiting on it (they asked during the purge's
+		// round), never one that comes later, which once the purge has
+		// returned must not be served what it named (a review's
+		// TestS59AHeldFillIsJoinedByARequestAfterThePurgeReturned).
+		h.done(fl)
+	}
 	f.publish(e, true, nil)
 	var rd *fillReader
 	if !m.background {
