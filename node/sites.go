@@ -57,21 +57,56 @@ func (t *siteTable) lookup(host string) *site {
 // lookupCanonical is lookup for a host already in canonical form (the
 // fronts canonicalise it once, for every later step).
 func (t *siteTable) lookupCanonical(host string) *site {
+	return pickHost(host, t.exact, t.wild, t.any, t.any != nil, t.def)
+}
+
+// pickHost finds a canonical host's value: its exact entry, else the
+// wildcard of its parent, else the shortcut's (hasAny), else def.
+func pickHost[T any](host string, exact, wild map[string]T, anyValue T, hasAny bool, def T) T {
 	if strings.HasPrefix(host, "[") {
 		host = host[1 : len(host)-1] // sites name IPv6 literals without brackets
 	}
-	if s := t.exact[host]; s != nil {
-		return s
+	if v, ok := exact[host]; ok {
+		return v
 	}
 	if _, parent, ok := strings.Cut(host, "."); ok {
-		if s := t.wild[parent]; s != nil {
-			return s
+		if v, ok := wild[parent]; ok {
+			return v
 		}
 	}
-	if t.any != nil {
-		return t.any
+	if hasAny {
+		return anyValue
 	}
-	return t.def
+	return def
+}
+
+// names is nameOf frozen to t's mapping of hosts to key names alone: what
+// a reload's purge record keeps for as long as fills begun before it may
+// end (up to the purge log's length), where the table itself holds pools,
+// clients, limiters and rules (a review's
+// TestS58ReloadedSiteTableIsNotPinnedByThePurgeLog).
+func (t *siteTable) names() func(host string) string {
+	nameOf := func(s *site) string {
+		if s == nil || s.shortcut {
+			return ""
+		}
+		return s.name
+	}
+	exact, wild := make(map[string]string, len(t.exact)), make(map[string]string, len(t.wild))
+	for h, s := range t.exact {
+		exact[h] = nameOf(s)
+	}
+	for h, s := range t.wild {
+		wild[h] = nameOf(s)
+	}
+	anyName, hasAny, def := nameOf(t.any), t.any != nil, nameOf(t.def)
+	return func(host string) string { // t itself is not held
+		c, ok := proxy.CanonicalHost(host)
+		if !ok {
+			return ""
+		}
+		return pickHost(c, exact, wild, anyName, hasAny, def)
+	}
 }
 
 // siteNames are the names the sites' requests carry (proxy.Site.Name),
@@ -172,7 +207,7 @@ func (n *Node) siteName(host string) string { return n.sites.Load().nameOf(host)
 
 // siteTableNames is proxy.Config.SiteTable: siteName of the table in
 // force now, kept for as long as the caller holds it.
-func (n *Node) siteTableNames() func(host string) string { return n.sites.Load().nameOf }
+func (n *Node) siteTableNames() func(host string) string { return n.sites.Load().names() }
 
 // nameOf is the name of the site of host in t ("" for none or the
 // one-site shortcut).
