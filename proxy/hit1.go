@@ -188,13 +188,12 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if !hd.plainHit(e, q) || (req.Front != nil && req.Front.replacedBy(e)) {
 		return false
 	}
-	if req.Remote != nil && req.Site != nil && req.Site.Rules.BrowserTTLs() {
-		// A client's answer whose Cache-Control a browser_ttl rewrites
-		// is ServeHTTP's (browserTTLHook); the hit block is the stored
-		// field, which a peer is sent as it is.
-		if req.Site.Rules.BrowserTTLMayApply(http.MethodGet, req.Path, e.Status) { // a HEAD's answer is the GET's (ruling.response)
-			return false
-		}
+	// A client's answer whose Cache-Control a browser_ttl rewrites is
+	// ServeHTTP's (browserTTLHook); the hit block is the stored field,
+	// which a peer is sent as it is. A HEAD's answer is the GET's
+	// (ruling.response).
+	if req.Remote != nil && req.Site != nil && req.Site.Rules.BrowserTTLMayApply(http.MethodGet, req.Path, e.Status) {
+		return false
 	}
 	d, ok := h.madeForm(e, hd.enc, hd.transcode)
 	if !ok {

@@ -106,12 +106,7 @@ var NoLifetime = Lifetime{Default: Unset, TTL: Unset, Min: Unset, Max: Unset, SW
 var defaultStatuses = []int{200, 203, 204, 300, 301, 308}
 
 // AppliesTo reports whether the lifetime is for responses of status.
-func (l Lifetime) AppliesTo(status int) bool {
-	if l.statuses != nil {
-		return slices.Contains(l.statuses, status)
-	}
-	return slices.Contains(defaultStatuses, status)
-}
+func (l Lifetime) AppliesTo(status int) bool { return slices.Contains(l.statusesOr(), status) }
 
 // statusesOr is the statuses l applies to.
 func (l Lifetime) statusesOr() []int {
