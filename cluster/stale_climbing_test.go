@@ -227,6 +227,18 @@ func TestStaleWhileClimbingTakesAClimbThatAnswersFirst(t *testing.T) {
 			<-held
 		}
 	})
+	// H answers the climb once X has the stale copy's second asking: on a
+	// loaded machine the climb could otherwise end before that asking was
+	// sent (a clean-clone run with two busy loops found X asked once),
+	// and the race this test stages would not have been run.
+	holdH := func(r *http.Request) {
+		if r.Header.Get(hdrMode) == hopClimb.String() {
+			for deadline := time.Now().Add(30 * time.Second); probes.Load() < 2 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	l.h.hold.Store(&holdH)
 	w := l.ask(l.a, p)
 	release()
 	if w.Code != 200 || w.Body.String() != "v2" {
