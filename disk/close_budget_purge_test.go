@@ -249,3 +249,28 @@ func TestRecordLargerThanBudgetWritten(t *testing.T) {
 		t.Fatalf("budget %d: index holds %d bytes; the small object was evicted for a record that cannot fit: %q", max, st.Bytes, get(tier, "https://a/small"))
 	}
 }
+
+// A snapshot that cannot be written is reported by every Close, not only
+// the first: a second Close (an in-process restart after a cut-short one)
+// returned nil, and the next start read the files instead of an index
+// without anyone having been told why.
+func TestEveryCloseReportsTheSnapshotError(t *testing.T) {
+	tier, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier.Write(rec("http://a.test/p", "body"))
+	// A directory where the snapshot's temporary file goes: opening it for
+	// writing fails even for root.
+	if err := os.Mkdir(tier.snapshotPath()+".tmp", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	first := tier.Close(context.Background())
+	if first == nil {
+		t.Fatal("Close returned nil with the snapshot unwritable")
+	}
+	second := tier.Close(context.Background())
+	if second == nil || second.Error() != first.Error() {
+		t.Fatalf("a second Close returned %v; the first returned %v", second, first)
+	}
+}

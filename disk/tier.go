@@ -150,7 +150,10 @@ type Tier struct {
 	// closeDone closes when Close's work is done (the snapshot written,
 	// the lock let go), which a Close cut short leaves to its writers.
 	closeDone chan struct{}
-	closed    atomic.Bool
+	// closeErr is what that work ended with (the snapshot's error), set
+	// before closeDone closes: a later Close reports it too.
+	closeErr error
+	closed   atomic.Bool
 
 	down       atomic.Bool
 	downUntil  atomic.Int64 // unix nanoseconds
@@ -1093,7 +1096,7 @@ func (t *Tier) Close(ctx context.Context) error {
 		// review's TestS56DiskSecondCloseAfterACutShortOneReportsTheTierClosed).
 		select {
 		case <-t.closeDone:
-			return nil
+			return t.closeErr
 		case <-ctx.Done():
 			return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
 		}
@@ -1118,7 +1121,11 @@ func (t *Tier) Close(ctx context.Context) error {
 		// inside it reopens the directory).
 		go func() {
 			<-t.done
-			_ = t.finishClose()
+			if err := t.finishClose(); err != nil {
+				// Its Close has returned: the log, and any later Close,
+				// are where this error can still be seen.
+				t.log.Error("disk: closing after the writers ended", "err", err)
+			}
 		}()
 		return fmt.Errorf("disk: %d bytes of writes not flushed: %w", t.queued.Load(), ctx.Err())
 	}
@@ -1127,7 +1134,6 @@ func (t *Tier) Close(ctx context.Context) error {
 // finishClose stops the remover, writes the index snapshot and lets the
 // directory's lock go, once the writers are done.
 func (t *Tier) finishClose() error {
-	defer close(t.closeDone)
 	close(t.stopRemover)
 	<-t.removerDone // the snapshot lists no file that is about to go
 	t.mu.Lock()
@@ -1136,9 +1142,10 @@ func (t *Tier) finishClose() error {
 	t.mu.Unlock()
 	t.unlock()
 	if err != nil {
-		return fmt.Errorf("disk: index snapshot: %w", err)
+		t.closeErr = fmt.Errorf("disk: index snapshot: %w", err)
 	}
-	return nil
+	close(t.closeDone) // after closeErr: a Close that waits reads it
+	return t.closeErr
 }
 
 // recover rebuilds the index from the files: temporary files are writes a
