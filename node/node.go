@@ -616,8 +616,17 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.sites.Load().start()
 	// Responses stored (on disk) under a site this configuration no longer
-	// gives their host cannot be served or purged: they go.
-	if dropped := n.proxy.DropUnreachable(); dropped > 0 {
+	// gives their host cannot be served or purged: they go. Under the
+	// reload's lock, as a reload's own drop is: the admin listener is up,
+	// and a reload beside this would judge the same keys by another table.
+	if r := n.reloader; r != nil {
+		r.mu.Lock()
+	}
+	dropped := n.proxy.DropUnreachable()
+	if r := n.reloader; r != nil {
+		r.mu.Unlock()
+	}
+	if dropped > 0 {
 		n.log.Info("stored responses of sites no longer configured removed", "responses", dropped)
 	}
 	sampling := make(chan struct{})
