@@ -217,10 +217,10 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 	if d := h.policy().SurrogateDevice; d != "" {
 		out.Set("Surrogate-Capability", d+`="Surrogate/1.0"`)
 	}
-	proto := "http"
-	if clientTLS(r) {
-		proto = "https"
-	}
+	// The scheme the edge keys and judges the request by, in every field
+	// that tells the origin one: told another, a force-https origin
+	// answers with a redirect the edge would store as the page.
+	proto := h.scheme(r)
 	ip := clientIP(r)
 	if prior := out.Get("X-Forwarded-For"); prior != "" && ip != "" {
 		out.Set("X-Forwarded-For", prior+", "+ip)
@@ -232,7 +232,9 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 	if out.Get("X-Forwarded-Host") == "" {
 		out.Set("X-Forwarded-Host", stripPort(r.Host))
 	}
-	if out.Get("X-Forwarded-Proto") == "" {
+	if v := out["X-Forwarded-Proto"]; len(v) != 1 || !strings.EqualFold(strings.TrimSpace(v[0]), proto) {
+		// A trusted party's list, or a value scheme does not read as
+		// http or https: the origin gets the scheme the key has.
 		out.Set("X-Forwarded-Proto", proto)
 	}
 	if out.Get("X-Real-Ip") == "" && ip != "" {

@@ -210,15 +210,25 @@ func (h *Handler) appendKeyUnder(dst []byte, site *Site, rule *rules.Rule, schem
 	return appendCacheKey(dst, KeyScheme(scheme, h.cfg.KeyScheme), host, path, rule.KeyQuery(rawQuery))
 }
 
-// scheme is the scheme the client used: https on a TLS connection, or
-// when a trusted party (an authenticated peer relaying an ingress's
-// request, a proxy in forwarding.trusted_proxies) says so in
-// X-Forwarded-Proto; otherwise http.
+// scheme is the scheme the client used: what a trusted party (an
+// authenticated peer relaying an ingress's request, a proxy in
+// forwarding.trusted_proxies) says in X-Forwarded-Proto, http or https;
+// otherwise https on a TLS connection, http on a plain one. A trusted
+// balancer's word comes before its own connection's TLS: it relays plain
+// http visitors over TLS too, and the origin is told that word
+// (forwardHeader), so keyed by the connection a force-https origin's
+// redirect for such a visitor was judged an https answer and stored for
+// every https visitor of the page: a redirect to itself (a review's
+// TestS62TrustedProxyOverTLSForwardsOneSchemeAndKeysAnother).
 func (h *Handler) scheme(r *http.Request) string {
-	if clientTLS(r) {
-		return "https"
+	if v := r.Header["X-Forwarded-Proto"]; len(v) > 0 && h.trusted(r) {
+		if p := strings.TrimSpace(v[0]); strings.EqualFold(p, "https") {
+			return "https"
+		} else if strings.EqualFold(p, "http") {
+			return "http"
+		}
 	}
-	if len(r.Header["X-Forwarded-Proto"]) > 0 && h.trusted(r) && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+	if clientTLS(r) {
 		return "https"
 	}
 	return "http"
