@@ -77,6 +77,9 @@ func (cc *CacheControl) parseLine(s string) {
 			continue
 		}
 		cc.Present = true
+		if !httpguts.ValidHeaderFieldName(name) || (hasValue && value != "" && value != "\x00" && value[0] != '"' && !httpguts.ValidHeaderFieldName(value)) {
+			cc.junkDirective(name + " " + value)
+		}
 		switch strings.ToLower(name) {
 		case "max-age":
 			cc.setDelta(&cc.MaxAge, value, hasValue)
@@ -102,6 +105,28 @@ func (cc *CacheControl) parseLine(s string) {
 			}
 		default:
 			cc.setFlag(strings.ToLower(name))
+		}
+	}
+}
+
+// junkDirective reads a directive that is no token (name) or whose
+// unquoted value is none ("private; no-store", "no-store;", "private
+// no-store", "max-age=60; private"): the other directives it names are
+// ignored as unknown, as RFC 9111 §5.2.3 reads any unknown one, but the
+// words private, no-store and no-cache in it count as those directives.
+// An origin that wrote them meant them, and read as junk, one user's
+// page sent so was stored for everyone (a review's
+// TestS61MalformedPrivateDirectiveIsNotIgnored); Varnish's built-in VCL
+// and nginx find those words anywhere in the field.
+func (cc *CacheControl) junkDirective(s string) {
+	for word := range strings.FieldsFuncSeq(s, func(r rune) bool {
+		return r >= 0x80 || !httpguts.IsTokenRune(r)
+	}) {
+		switch strings.ToLower(word) {
+		case "private", "no-cache":
+			cc.setQualifiable(strings.ToLower(word), false)
+		case "no-store":
+			cc.NoStore = true
 		}
 	}
 }
@@ -176,7 +201,14 @@ func (cc *CacheControl) addFields(value string) {
 }
 
 // parseSurrogateControl parses Surrogate-Control, keeping the directives
-// that carry no ";device" target or that target device.
+// that carry no ";device" target or that target device. no-store-remote
+// is no-store here: it tells a surrogate far from the client, as a CDN's
+// edge is, not to store. The field is Present (and so stands in for
+// Cache-Control) only when it says something about caching: content="
+// ESI/1.0", which frameworks add to any page with ESI tags, is about
+// processing, and read as the field that governs it set Cache-Control's
+// private aside (a review's
+// TestS61SurrogateControlWithoutCachingDirectivesDoesNotOverridePrivate).
 func parseSurrogateControl(h http.Header, device string) CacheControl {
 	cc := CacheControl{MaxAge: unset, SMaxAge: unset, MaxStale: unset, MinFresh: unset, StaleWhile: unset, StaleIfError: unset}
 	for _, line := range h.Values("Surrogate-Control") {
@@ -187,13 +219,25 @@ func parseSurrogateControl(h http.Header, device string) CacheControl {
 				if !strings.EqualFold(strings.TrimSpace(target), device) {
 					continue
 				}
-				d = body
+				d = strings.TrimSpace(body)
+			}
+			if strings.EqualFold(d, "no-store-remote") {
+				d = "no-store"
 			}
 			kept = append(kept, d)
 		}
 		cc.parseLine(strings.Join(kept, ","))
 	}
+	cc.Present = cc.Present && cc.saysCaching()
 	return cc
+}
+
+// saysCaching reports whether cc holds a directive about storing or
+// reusing a response, or one the cache could not read (Invalid, FieldsUnread).
+func (cc *CacheControl) saysCaching() bool {
+	return cc.MaxAge != unset || cc.SMaxAge != unset || cc.StaleWhile != unset || cc.StaleIfError != unset ||
+		cc.NoStore || cc.NoCache || cc.NoCacheFields || cc.Private || cc.PrivateFields || cc.FieldsUnread ||
+		cc.Public || cc.MustReval || cc.ProxyReval || cc.Immutable || cc.MustUnderstand || cc.Invalid
 }
 
 // setDelta records a delta-seconds value. A missing or malformed value marks

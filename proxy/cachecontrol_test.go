@@ -40,6 +40,15 @@ func TestParseCacheControl(t *testing.T) {
 		{[]string{",,, ,max-age=3,,"}, CacheControl{MaxAge: 3}},
 		{[]string{"proxy-revalidate, immutable, no-transform"}, CacheControl{ProxyReval: true, Immutable: true, NoTransform: true}},
 		{[]string{""}, CacheControl{}},
+		// Directives joined by something other than a comma: the words
+		// private, no-store and no-cache in them count, nothing else does.
+		{[]string{"max-age=60, private; no-store"}, CacheControl{MaxAge: 60, Private: true, NoStore: true}},
+		{[]string{"no-store;"}, CacheControl{NoStore: true}},
+		{[]string{"private no-store"}, CacheControl{Private: true, NoStore: true}},
+		{[]string{`"private"`}, CacheControl{Private: true}},
+		{[]string{"max-age=60; private"}, CacheControl{Private: true, Invalid: true}},
+		{[]string{"public;"}, CacheControl{}},
+		{[]string{"max-age=60, x-private-ish/1"}, CacheControl{MaxAge: 60}},
 	}
 	for _, tc := range cases {
 		h := http.Header{"Cache-Control": tc.in}

@@ -172,10 +172,8 @@ func (p *Policy) storable(method string, reqCC CacheControl, reqHasAuth bool, st
 		// saying the rest is anyone's: stored without it.
 		return false, whySetCookie
 	}
-	for _, v := range h.Values("Vary") {
-		if containsToken(v, "*") {
-			return false, whyVaryStar
-		}
+	if _, star := VaryNames(h); star {
+		return false, whyVaryStar
 	}
 	// Last of the reasons, so that a cache rule naming such a status
 	// (storableUnder) stands in for this one alone, never for private,

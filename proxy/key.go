@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/edgecache/edge/rules"
+	"golang.org/x/net/http/httpguts"
 )
 
 // CacheKeyVersion names how this release maps requests to cache keys
@@ -310,7 +311,12 @@ func (h *Handler) URLKey(u *url.URL) string {
 }
 
 // VaryNames returns the lower-case, sorted, de-duplicated field names listed
-// by the Vary fields of h. star reports Vary: *.
+// by the Vary fields of h. star reports Vary: *, or an element that is no
+// field name ("Accept-Encoding Cookie", `"Cookie"`, "Cookie;q=1"): such
+// a name selects by nothing a request can carry, so kept, every user got
+// one variant of a page the origin varied (a review's
+// TestS61MalformedVaryDoesNotMergeUsers); read as *, it is never stored,
+// as Varnish passes an illegal Vary.
 func VaryNames(h http.Header) (names []string, star bool) {
 	for _, v := range h.Values("Vary") {
 		for name := range strings.SplitSeq(v, ",") {
@@ -318,7 +324,7 @@ func VaryNames(h http.Header) (names []string, star bool) {
 			if name == "" {
 				continue
 			}
-			if name == "*" {
+			if name == "*" || !httpguts.ValidHeaderFieldName(name) {
 				star = true
 				continue
 			}
