@@ -64,6 +64,12 @@ func ParseCacheControl(h http.Header, name string) CacheControl {
 	for _, line := range h.Values(name) {
 		cc.parseLine(line)
 	}
+	if cc.Invalid {
+		// A field read as stale (conflicting or malformed values) gives
+		// no stale window either: its stale-while-revalidate served the
+		// copy on the very next request (a review, 2026-12-07).
+		cc.StaleWhile, cc.StaleIfError = unset, unset
+	}
 	return cc
 }
 

@@ -48,6 +48,8 @@ func TestParseCacheControl(t *testing.T) {
 		{[]string{`"private"`}, CacheControl{Private: true}},
 		{[]string{"max-age=60; private"}, CacheControl{Private: true, Invalid: true}},
 		{[]string{"public;"}, CacheControl{}},
+		// A field read as stale gives no stale window.
+		{[]string{"max-age=60, max-age=10, stale-while-revalidate=30, stale-if-error=60"}, CacheControl{MaxAge: 60, Invalid: true}},
 		{[]string{"max-age=60, x-private-ish/1"}, CacheControl{MaxAge: 60}},
 	}
 	for _, tc := range cases {

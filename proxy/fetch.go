@@ -79,9 +79,18 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 				break
 			}
 			if err := f.wait(r.Context(), h.cfg.CoalesceTimeout); err != nil {
-				if errors.Is(err, errCoalesceTimeout) {
-					h.writeError(w, http.StatusGatewayTimeout, refused(m.fwd, "coalesce-timeout"), "timed out waiting for the origin")
+				if !errors.Is(err, errCoalesceTimeout) {
+					return ResultError // the client has gone
 				}
+				if now := h.now(); m.stale != nil && h.staleOnErrorOK(m.stale, m.reqCC, now) {
+					// The leader's revalidation is slow: this request
+					// serves the stale copy it may serve on an error, as
+					// the leader does when the origin fails (a review's
+					// TestS63CoalescedWaiterGets504WhereItsStaleCopyMayBeServed).
+					h.writeEntry(w, r, m.stale, now, staleOnError(0), nil)
+					return ResultStaleError
+				}
+				h.writeError(w, http.StatusGatewayTimeout, refused(m.fwd, "coalesce-timeout"), "timed out waiting for the origin")
 				return ResultError
 			}
 			if errors.Is(f.err, errOverload) && !askedAgain && (m.stale == nil || !h.staleOnErrorOK(m.stale, m.reqCC, h.now())) {
@@ -123,6 +132,18 @@ func (h *Handler) fetchAndServe(w http.ResponseWriter, r *http.Request, m miss) 
 		}
 	}
 	return h.lead(w, r, nil, "", m)
+}
+
+// originFailure reports whether an upstream's status is the error a
+// stale copy may stand in for: 500, 502, 503 or 504 (RFC 5861 §4). A 501
+// or 505 is the origin's definite answer to the request, and reaches the
+// client (a review's TestS63StaleIfErrorTakesEveryFiveHundredForAnOutage).
+func originFailure(status int) bool {
+	switch status {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // answerFetchError serves stale if allowed, else an upstream error.
@@ -328,7 +349,7 @@ func (h *Handler) fillFrom(ctx context.Context, f *fill, ckey string, r *http.Re
 			m.ruling.apply304Rule(resp, m.stale.Status)
 		}
 		return h.revalidated(fl, r)
-	case m.stale != nil && resp.StatusCode >= 500 && h.staleOnErrorOK(m.stale, m.reqCC, fl.respTime):
+	case m.stale != nil && originFailure(resp.StatusCode) && h.staleOnErrorOK(m.stale, m.reqCC, fl.respTime):
 		resp.Body.Close()
 		// Waiters serve their own stale copy (or an error) rather than each
 		// asking a failing origin again.

@@ -513,8 +513,24 @@ func (h *Handler) usable(e *Entry, reqCC CacheControl, now time.Time) usability 
 	if e.staleForbidden() {
 		return useValidate
 	}
-	if reqCC.MaxStale != unset && -remaining <= seconds(reqCC.MaxStale) {
-		return useStale
+	if reqCC.MaxStale != unset {
+		if -remaining > seconds(reqCC.MaxStale) {
+			// The client's bound (RFC 9111 §5.2.1.2: stale by no more
+			// than that) holds for the origin's stale-while-revalidate
+			// window too (a review's
+			// TestS63StaleWhileRevalidateIgnoresTheClientsMaxStaleBound).
+			return useValidate
+		}
+		if e.lifetime > 0 {
+			return useStale
+		}
+		// A copy that was never fresh (max-age=0, a past Expires: kept
+		// only to be validated) is not served on a client's word, as it
+		// never is on an error (staleOnErrorOK): it may be the answer to
+		// another user's cookie, which the origin let be stored because
+		// it validates every use (a review's
+		// TestS63MaxStaleHandsOutAnotherUsersNeverFreshPage). Only the
+		// origin's own stale-while-revalidate, below, reuses it.
 	}
 	if e.cc.StaleWhile != unset && -remaining <= h.policy().staleWindow(e.cc.StaleWhile, 0) {
 		return useSWR
