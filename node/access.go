@@ -197,7 +197,7 @@ func (a *accessLog) format(b []byte, e accessEntry) []byte {
 			UserAgent   string  `json:"user_agent,omitempty"`
 			Referer     string  `json:"referer,omitempty"`
 			CacheStatus string  `json:"cache_status,omitempty"`
-		}{e.Time.UTC().Format(time.RFC3339Nano), e.Client, e.Site, e.Method, e.Host + e.URI, e.Proto, e.Status, e.Bytes,
+		}{e.Time.UTC().Format(time.RFC3339Nano), e.Client, e.Site, e.Method, e.Host + originForm(e.URI), e.Proto, e.Status, e.Bytes,
 			float64(e.Duration.Microseconds()) / 1000, cacheResult(e.CacheStatus), e.Upstream, e.UpstreamAddr, e.Retries, float64(e.UpstreamDur.Microseconds()) / 1000,
 			e.UserAgent, e.Referer, e.CacheStatus})
 		return append(append(b, line...), '\n')
@@ -343,4 +343,27 @@ func (n *Node) ReopenAccessLog() {
 	}
 	n.log.Info("SIGUSR1: reopening the access log", "path", n.cfg.Log.Access)
 	n.access.Reopen()
+}
+
+// originForm is a request target as its path and query: an absolute-form
+// target ("http://blog.test/y", which proxies send) loses its scheme and
+// authority, so that the JSON log's url (Host, then this) is one URL, not
+// "blog.testhttp://…@blog.test/y" with a host the client chose (a
+// review's TestS66AccessJSONURLOfAnAbsoluteFormRequest). The combined
+// format keeps the request line as sent, as nginx's does.
+func originForm(target string) string {
+	if target == "" || target[0] == '/' || target == "*" {
+		return target
+	}
+	_, rest, ok := strings.Cut(target, "://")
+	if !ok {
+		return target // authority-form (CONNECT): nothing to strip
+	}
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		if rest[i] == '?' {
+			return "/" + rest[i:]
+		}
+		return rest[i:]
+	}
+	return "/"
 }
