@@ -78,12 +78,20 @@ func (cc *CacheControl) parseLine(s string) {
 	for len(s) > 0 {
 		var name, value string
 		var hasValue bool
+		before := s
 		name, value, hasValue, s = nextDirective(s)
 		if name == "" {
 			continue
 		}
 		cc.Present = true
-		if !httpguts.ValidHeaderFieldName(name) || (hasValue && value != "" && value != "\x00" && value[0] != '"' && !httpguts.ValidHeaderFieldName(value)) {
+		switch {
+		case value == "\x00":
+			// A quoted value with junk after it, or never closed: what
+			// nextDirective skipped is read whole (`ext="v" private`,
+			// `ext="v, private`; a review's
+			// TestS64PrivateAfterAQuotedValueIsNotIgnored).
+			cc.junkDirective(before[:len(before)-len(s)])
+		case !httpguts.ValidHeaderFieldName(name) || (hasValue && value != "" && value[0] != '"' && !httpguts.ValidHeaderFieldName(value)):
 			cc.junkDirective(name + " " + value)
 		}
 		switch strings.ToLower(name) {

@@ -29,7 +29,9 @@ func TestParseCacheControl(t *testing.T) {
 		{[]string{`no-cache=x-account, private="set-cookie"`}, CacheControl{NoCacheFields: true, PrivateFields: true, Fields: []string{"X-Account", "Set-Cookie"}}},
 		{[]string{`no-cache="a, b c"`}, CacheControl{NoCacheFields: true, Fields: []string{"A"}, FieldsUnread: true}},
 		{[]string{`no-cache=" , "`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
-		{[]string{`no-cache="X-Account`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
+		{[]string{`no-cache="X-Account`}, CacheControl{NoCacheFields: true, FieldsUnread: true, NoCache: true}}, // read whole as junk too
+		{[]string{`max-age=60, ext="v" private`}, CacheControl{MaxAge: 60, Private: true}},
+		{[]string{`max-age=60, ext="v, private`}, CacheControl{MaxAge: 60, Private: true}},
 		{[]string{`no-cache=""`}, CacheControl{NoCacheFields: true, FieldsUnread: true}},
 		{[]string{"no-store , must-revalidate"}, CacheControl{NoStore: true, MustReval: true}},
 		{[]string{"max-stale"}, CacheControl{MaxStale: maxDeltaSeconds}},

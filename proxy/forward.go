@@ -232,9 +232,11 @@ func (h *Handler) forwardHeader(r *http.Request) http.Header {
 	if out.Get("X-Forwarded-Host") == "" {
 		out.Set("X-Forwarded-Host", stripPort(r.Host))
 	}
-	if v := out["X-Forwarded-Proto"]; len(v) != 1 || !strings.EqualFold(strings.TrimSpace(v[0]), proto) {
-		// A trusted party's list, or a value scheme does not read as
-		// http or https: the origin gets the scheme the key has.
+	if v := out["X-Forwarded-Proto"]; len(v) != 1 || v[0] != proto {
+		// A trusted party's list, another spelling ("HTTPS", which
+		// origins that compare bytes read as plain http), or a value
+		// scheme does not read as http or https: the origin gets the
+		// scheme the key has.
 		out.Set("X-Forwarded-Proto", proto)
 	}
 	if out.Get("X-Real-Ip") == "" && ip != "" {

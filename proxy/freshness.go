@@ -108,6 +108,17 @@ func ruleStores(life *rules.Lifetime, status int) bool {
 // targeted field if one is present (RFC 9213 §2.1: then Cache-Control is
 // ignored), else Cache-Control. targeted reports which was used.
 func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
+	// A targeted field read as invalid does not govern, but the words
+	// no-store, private and no-cache in it still count: "max-age=60;
+	// private" in Edge-Cache-Control beside a browser's Cache-Control:
+	// max-age=60 was one user's page stored for everyone (a review's
+	// TestS64JunkPrivateInATargetedFieldIsNotIgnored).
+	var refused CacheControl
+	defer func() {
+		cc.NoStore = cc.NoStore || refused.NoStore
+		cc.Private = cc.Private || refused.Private
+		cc.NoCache = cc.NoCache || refused.NoCache
+	}()
 	for _, name := range p.TargetedFields {
 		if len(h.Values(name)) == 0 {
 			continue
@@ -128,6 +139,9 @@ func (p *Policy) effectiveCC(h http.Header) (cc CacheControl, targeted bool) {
 		if tc.Present && !tc.Invalid {
 			return tc, true
 		}
+		refused.NoStore = refused.NoStore || tc.NoStore
+		refused.Private = refused.Private || tc.Private
+		refused.NoCache = refused.NoCache || tc.NoCache
 	}
 	return ParseCacheControl(h, "Cache-Control"), false
 }

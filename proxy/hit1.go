@@ -137,10 +137,6 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	if len(req.Path)+1+len(req.RawQuery) > h.cfg.MaxURLBytes || req.Path == "" || req.Path[0] != '/' || !queryIsPrintable(req.RawQuery) {
 		return false // serve refuses it, or reads it another way
 	}
-	scheme := "http"
-	if req.TLS {
-		scheme = "https"
-	}
 	var rule, keyRule *rules.Rule
 	var key string
 	if req.Site != nil && req.Site.Rules != nil {
@@ -170,6 +166,10 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 			return false
 		}
 	}
+	// The scheme as ServeHTTP reads it (Handler.scheme); a client's
+	// X-Forwarded-Proto never reaches this path (hitpath declines it).
+	proto, _ := ruleProto(rule)
+	scheme := schemeOf(req.TLS, proto)
 	// The key is built in a buffer this path reuses and read through a
 	// view of it: the store's look-up keeps no reference, and the hot-key
 	// sample copies what it keeps. A hit then allocates nothing (fewer

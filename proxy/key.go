@@ -211,25 +211,44 @@ func (h *Handler) appendKeyUnder(dst []byte, site *Site, rule *rules.Rule, schem
 	return appendCacheKey(dst, KeyScheme(scheme, h.cfg.KeyScheme), host, path, rule.KeyQuery(rawQuery))
 }
 
-// scheme is the scheme the client used: what a trusted party (an
-// authenticated peer relaying an ingress's request, a proxy in
-// forwarding.trusted_proxies) says in X-Forwarded-Proto, http or https;
-// otherwise https on a TLS connection, http on a plain one. A trusted
-// balancer's word comes before its own connection's TLS: it relays plain
-// http visitors over TLS too, and the origin is told that word
+// scheme is the scheme the client used: what the request's rule sets
+// X-Forwarded-Proto to (the operator's word: behind a TLS terminator that
+// adds no fields, such a rule is how a force-https origin learns it), or
+// what a trusted party (an authenticated peer relaying an ingress's
+// request, a proxy in forwarding.trusted_proxies) says in it; when that
+// is http or https. Otherwise https on a TLS connection, http on a plain
+// one. Either word comes before the connection's TLS: a balancer relays
+// plain-http visitors over TLS too, and the origin is told that word
 // (forwardHeader), so keyed by the connection a force-https origin's
 // redirect for such a visitor was judged an https answer and stored for
 // every https visitor of the page: a redirect to itself (a review's
 // TestS62TrustedProxyOverTLSForwardsOneSchemeAndKeysAnother).
 func (h *Handler) scheme(r *http.Request) string {
-	if v := r.Header["X-Forwarded-Proto"]; len(v) > 0 && h.trusted(r) {
-		if p := strings.TrimSpace(v[0]); strings.EqualFold(p, "https") {
-			return "https"
-		} else if strings.EqualFold(p, "http") {
-			return "http"
-		}
+	proto, ok := ruleProto(inboundOf(r).ruling.requestRule())
+	if v := r.Header["X-Forwarded-Proto"]; !ok && len(v) > 0 && h.trusted(r) {
+		proto = v[0]
 	}
-	if clientTLS(r) {
+	return schemeOf(clientTLS(r), proto)
+}
+
+// ruleProto is the X-Forwarded-Proto a request rule sets, if it sets one.
+func ruleProto(rule *rules.Rule) (string, bool) {
+	if rule == nil {
+		return "", false
+	}
+	return rule.Request.Value("X-Forwarded-Proto")
+}
+
+// schemeOf is the rule scheme and the hit path (AppendHit) share: the
+// word of a rule or a trusted party when it is http or https, else the
+// connection's.
+func schemeOf(tls bool, word string) string {
+	switch p := strings.TrimSpace(word); {
+	case strings.EqualFold(p, "https"):
+		return "https"
+	case strings.EqualFold(p, "http"):
+		return "http"
+	case tls:
 		return "https"
 	}
 	return "http"

@@ -164,6 +164,17 @@ type HeaderEdit struct {
 // Empty reports whether the edit does nothing.
 func (e HeaderEdit) Empty() bool { return len(e.Set) == 0 && len(e.Remove) == 0 }
 
+// Value is the value the edit sets name (canonical) to, and whether it
+// sets it.
+func (e HeaderEdit) Value(name string) (string, bool) {
+	for _, kv := range e.Set {
+		if kv[0] == name {
+			return kv[1], true
+		}
+	}
+	return "", false
+}
+
 // ApplyTo edits h: removals first, then sets.
 func (e HeaderEdit) ApplyTo(h http.Header) {
 	for _, n := range e.Remove {
