@@ -322,25 +322,70 @@ func (h *Handler) outboundRequest(r *http.Request, ctx context.Context, forFill 
 	return out
 }
 
-// splicesCodings reports whether resp, an origin's 206 to r, may not
-// continue the bytes the client holds: r's If-Range is no strong
-// entity-tag, r takes a coding the edge streams in, and the edge encodes
-// the whole page as it streams it, so the client's first part may have
-// come encoded. A date names the page, not an encoding's bytes.
+// splicesCodings reports whether resp, an origin's 206 to r, must give
+// way to the whole page. Either it may not continue the bytes the client
+// holds: r's If-Range is no strong entity-tag, r takes a coding the edge
+// streams in, and the edge encodes the whole page as it streams it, so
+// the client's first part may have come encoded (a date names the page,
+// not an encoding's bytes). Or it is a range of a coding r does not take
+// (an origin that stores gzip and cuts ranges of it): the whole page is
+// decoded for r as it streams, as it would be had the edge stored it (a
+// review's TestS65PassedRangeOfAnOriginGzipBodyReachesAnIdentityClient).
 func (h *Handler) splicesCodings(r *http.Request, resp *http.Response) bool {
-	if h.cfg.Compression == nil || resp.StatusCode != http.StatusPartialContent ||
-		len(r.Header["If-Range"]) == 0 || strongTag(r.Header.Get("If-Range")) ||
+	if h.cfg.Compression == nil || resp.StatusCode != http.StatusPartialContent {
+		return false
+	}
+	if enc, ok := coding.OfBody(resp.Header["Content-Encoding"]); ok && enc != coding.Identity &&
+		!ParseCacheControl(resp.Header, "Cache-Control").NoTransform &&
+		coding.Negotiate(r.Header["Accept-Encoding"], coding.Set(0).With(coding.Identity).With(enc)) != enc {
+		return true
+	}
+	if len(r.Header["If-Range"]) == 0 || strongTag(r.Header.Get("If-Range")) ||
 		coding.NegotiateStream(r.Header["Accept-Encoding"], h.cfg.Compression.Offer) == coding.Identity {
 		return false
 	}
-	whole := resp.Header.Clone()
+	_, compress, _ := h.codable(http.StatusOK, wholeOf(resp.Header))
+	return compress
+}
+
+// wholeOf is a 206's header as its whole 200's would read: no
+// Content-Range, the total as Content-Length.
+func wholeOf(partial http.Header) http.Header {
+	whole := partial.Clone()
 	delete(whole, "Content-Range")
 	delete(whole, "Content-Length")
-	if _, total, ok := strings.Cut(resp.Header.Get("Content-Range"), "/"); ok && total != "*" {
+	if _, total, ok := strings.Cut(partial.Get("Content-Range"), "/"); ok && total != "*" {
 		whole.Set("Content-Length", strings.TrimSpace(total))
 	}
-	_, compress, _ := h.codable(http.StatusOK, whole)
-	return compress
+	return whole
+}
+
+// wholeCodable reports whether the 200 that a relayed 304 or 206 stands
+// for is one whose coding the edge chooses by Accept-Encoding (codable).
+// A 304 that does not say the type is taken as such: a Vary too many
+// costs a downstream cache a variant, one too few serves gzip to a
+// client that cannot read it.
+func (h *Handler) wholeCodable(status int, hdr http.Header) bool {
+	if h.cfg.Compression == nil {
+		return false
+	}
+	switch status {
+	case http.StatusPartialContent:
+		_, _, ok := h.codable(http.StatusOK, wholeOf(hdr))
+		return ok
+	case http.StatusNotModified:
+		if ParseCacheControl(hdr, "Cache-Control").NoTransform {
+			return false
+		}
+		if hdr.Get("Content-Type") == "" {
+			return true
+		}
+		whole := hdr.Clone()
+		delete(whole, "Content-Length") // a 304's says nothing of the body's size
+		_, _, ok := h.codable(http.StatusOK, whole)
+		return ok
+	}
+	return false
 }
 
 // clientIP returns the address of the client connection.

@@ -460,6 +460,14 @@ func (h *Handler) codeStream(w http.ResponseWriter, r *http.Request, resp *http.
 	hdr := w.Header()
 	from, to, ok := h.streamCoding(r, resp.StatusCode, resp.Header)
 	if !ok {
+		if h.wholeCodable(resp.StatusCode, resp.Header) {
+			// A relayed 304 or 206 carries the Vary its 200 would (RFC
+			// 9110 §15.4.5, §15.3.7): a downstream cache freshening its
+			// gzip answer from the 304 lost Accept-Encoding from its
+			// Vary (a review's
+			// TestS65PassedConditionalAnswersKeepVaryAcceptEncoding).
+			addVaryAcceptEncoding(hdr)
+		}
 		return true
 	}
 	addVaryAcceptEncoding(hdr)
