@@ -907,7 +907,8 @@ func (h *Handler) keepEdgeTargeted(hdr, from http.Header) {
 // newEntry builds an entry (without its body) from an upstream response.
 func (h *Handler) newEntry(key string, resp *http.Response, reqTime, respTime time.Time, life *rules.Lifetime) *Entry {
 	hdr := sharedHeader(resp.Header, h.policy().TargetedFields)
-	delete(hdr, sliceSizeField) // only the edge makes manifests (slice.go)
+	delete(hdr, sliceSizeField) // only the edge makes manifests and slices (slice.go)
+	delete(hdr, sliceOfField)
 	names, _ := VaryNames(hdr)
 	if h.cfg.Compression != nil {
 		// Every request went upstream with the same Accept-Encoding, so
@@ -931,6 +932,7 @@ func (h *Handler) updateFrom304(stale *Entry, resp *http.Response, reqTime, resp
 	hdr := stale.Header.Clone()
 	upd := sharedHeader(resp.Header, h.policy().TargetedFields)
 	delete(upd, sliceSizeField)
+	delete(upd, sliceOfField)
 	// Fields that describe the stored body, or select it, stay as stored:
 	// a 304 cannot change the representation it validated (RFC 9111 §3.2).
 	for _, k := range [...]string{"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Etag"} {

@@ -39,6 +39,17 @@ import (
 // never sent to clients.
 const sliceSizeField = "Edge-Slice-Size"
 
+// sliceOfField marks a slice with the manifest cut it belongs to (its
+// sliceSizeField value, "total/slice"): a slice is stored by its index,
+// so after a change of cache.slice_bytes, or an origin that kept its
+// ETag across a change of length, a new manifest found the old cut's
+// slice of the same index and length and sent bytes from another offset
+// (a review's TestS67NewManifestAfterASliceSizeChangeReadsAnOldSlice).
+// Like sliceSizeField it is removed from every upstream response and
+// never sent (clients get the manifest's fields); a slice stored before
+// it existed is fetched again.
+const sliceOfField = "Edge-Slice-Of"
+
 // sliceKey is the store key of slice k of the object stored under key.
 func sliceKey(key string, k int64) string { return key + "\x00slice=" + strconv.FormatInt(k, 10) }
 
@@ -94,7 +105,19 @@ func (h *Handler) sliceable(resp *http.Response, e *Entry) bool {
 	if e.offers != 0 && resp.ContentLength <= h.cfg.MaxObjectBytes {
 		return false // compressible and small enough to keep whole: compressed at the edge
 	}
-	return strongTag(e.etag) || e.hasLastMod
+	return strongTag(e.etag) || e.hasLastMod && strongDate(e.Header)
+}
+
+// strongDate reports whether a response's Last-Modified is a strong
+// validator for a cache: its Date at least a second after it (RFC 9110
+// §8.8.2.2). Slices of one object are stitched by their validator, and a
+// file rewritten within the second it was served has the same
+// Last-Modified with other bytes (a review's
+// TestS67SameSecondLastModifiedIsNoStrongValidatorForSlices).
+func strongDate(hdr http.Header) bool {
+	lm, err1 := http.ParseTime(hdr.Get("Last-Modified"))
+	date, err2 := http.ParseTime(hdr.Get("Date"))
+	return err1 == nil && err2 == nil && !date.Before(lm.Add(time.Second))
 }
 
 // manifestOf returns the manifest for a sliced object whose response built
@@ -119,16 +142,25 @@ func sameObject(s, m *Entry) bool {
 	return m.hasLastMod && s.hasLastMod && s.lastMod.Equal(m.lastMod) && s.etag == m.etag
 }
 
-// isSlice reports whether e holds bytes a–b of the object m describes.
+// isSlice reports whether e holds bytes a–b of the object m describes,
+// cut as m cuts it.
 func isSlice(e, m *Entry, a, b int64) bool {
-	return sameObject(e, m) && int64(len(e.Body)) == b-a+1
+	cut := e.Header[sliceOfField]
+	return sameObject(e, m) && int64(len(e.Body)) == b-a+1 && len(cut) == 1 && cut[0] == m.Header.Get(sliceSizeField)
+}
+
+// markSlice marks e as a slice of manifest m's cut (sliceOfField).
+func markSlice(e, m *Entry) {
+	e.Header[sliceOfField] = []string{m.Header.Get(sliceSizeField)}
 }
 
 // sliceOf is the entry for body, the slice stored under skey of the object
-// manifest m describes: the manifest's fields, without the manifest mark.
+// manifest m describes: the manifest's fields, without the manifest mark,
+// with the mark of its cut.
 func sliceOf(m *Entry, skey string, body []byte) *Entry {
 	e := m.sibling(m.Header.Clone(), nil)
 	delete(e.Header, sliceSizeField)
+	markSlice(e, m)
 	e.Key, e.etag = skey, m.etag
 	return e.withBody(body)
 }
@@ -508,6 +540,7 @@ func (h *Handler) fetchSliceAs(r *http.Request, m *Entry, skey string, a, b int6
 	if !sameObject(e, m) {
 		return fetchedSlice{}, errChanged
 	}
+	markSlice(e, m)
 	e = e.withBody(body)
 	shared := h.sliceShareable(e, out, resp.Header)
 	if shared && keep && res.Keep {
@@ -774,6 +807,7 @@ func (h *Handler) probeWhole(r *http.Request, m miss, res Result, reqTime, respT
 // names the page keeps them out of the store); else now (slices fetched
 // from here on are newer than any purge so far).
 func (h *Handler) serveSliced(w http.ResponseWriter, r *http.Request, m *Entry, status cacheStatus, own http.Header, stream io.ReadCloser, keep bool, purges uint64) {
+	ignoreRangeUnlessGET(r)
 	// The slices are read in the size the manifest was cut in, whatever
 	// cache.slice_bytes is now.
 	s := &slicer{h: h, r: r, m: m, size: m.sliceSize(), ssize: m.sliceBytes, stream: stream, curIdx: -1, keep: keep, purges: purges,

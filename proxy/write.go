@@ -298,9 +298,22 @@ func needsServeContent(r *http.Request) bool {
 		len(hd["If-Match"]) > 0 || len(hd["If-Unmodified-Since"]) > 0
 }
 
+// ignoreRangeUnlessGET drops r's Range and If-Range unless r is a GET:
+// a server MUST ignore Range on any other method (RFC 9110 §14.2), and a
+// HEAD's fields are the GET's (§9.3.2), so a HEAD with a Range answered
+// 206 with the part's length told a cache that freshens its 200 from a
+// HEAD another Content-Length (a review's TestS67RangeOnHeadIsIgnored).
+func ignoreRangeUnlessGET(r *http.Request) {
+	if r.Method != http.MethodGet {
+		delete(r.Header, "Range")
+		delete(r.Header, "If-Range")
+	}
+}
+
 // serveContent answers r's conditionals and ranges from e, a stored entry
 // or one of its forms; base (the stored entry) is pinned while it is written.
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, e, base *Entry) {
+	ignoreRangeUnlessGET(r)
 	hdr := w.Header()
 	delete(hdr, "Content-Length")
 	if len(r.Header["If-Range"]) > 0 && !strongTag(r.Header.Get("If-Range")) &&
