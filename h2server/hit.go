@@ -28,6 +28,9 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 	if rp.authority == "" || !c.srv.Fields.Request(&r, rp.method == "HEAD", rp.path, rp.authority, fields) {
 		return false
 	}
+	if c.tls != nil {
+		r.ServerName = c.tls.ServerName
+	}
 	bp := hitBufPool.Get().(*[]byte)
 	defer hitBufPool.Put(bp)
 	a := &c.hitAns

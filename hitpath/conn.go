@@ -32,6 +32,7 @@ package hitpath
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -207,6 +208,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 	l.metrics.open.Add(1)
 	hc := &Conn{Conn: c, l: l, rb: make([]byte, readBufferBytes), abort: make(chan struct{}, 1), accepted: time.Now()}
+	if tc, ok := c.(*tls.Conn); ok {
+		hc.sni = tc.ConnectionState().ServerName // the handshake is done: the listener hands over such conns after it
+	}
 	l.mu.Lock()
 	l.conns[hc] = struct{}{}
 	l.mu.Unlock()
@@ -335,6 +339,7 @@ type Conn struct {
 	heads    int
 	headBy   time.Time // the deadline of the head being read, once set
 	req      Request
+	sni      string        // the TLS connection's server name, given to each request
 	ans      Answer        // the answer being written (one at a time; a field, so that it does not escape per hit)
 	readErr  error         // a read error held back from net/http until the bytes before it are served
 	aborted  atomic.Bool   // net/http ended its background read (a past read deadline)
@@ -387,6 +392,7 @@ func (c *Conn) serve(p []byte) (int, error) {
 			}
 		}
 		headLen, res, reason := parse(c.rb[c.start:c.end], &c.req, l.rules)
+		c.req.ServerName = c.sni
 		if l.draining.Load() && res != foreign {
 			res, reason = foreign, "" // net/http closes it as it shuts down
 		}

@@ -28,11 +28,16 @@ type Request struct {
 	// (edge_request_fields_total). A name on several lines counts once,
 	// as sanitize counts it.
 	Dropped, Forwarding int
-	counted             [8][]byte // the names counted so far (views of the request's bytes)
-	nCounted            int
-	nAccept             int
-	acceptStore         [4][]byte
-	fieldBuf            []Field // Fields' storage, kept across requests
+	// ServerName is the SNI of the request's TLS connection ("": none,
+	// or not TLS): a request for another host is left to ServeHTTP,
+	// which answers 421 where the connection's certificate does not
+	// name it (RFC 9110 §7.4).
+	ServerName  string
+	counted     [8][]byte // the names counted so far (views of the request's bytes)
+	nCounted    int
+	nAccept     int
+	acceptStore [4][]byte
+	fieldBuf    []Field // Fields' storage, kept across requests
 }
 
 // AcceptEncodingStrings returns the Accept-Encoding values as strings

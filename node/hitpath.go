@@ -61,6 +61,12 @@ func (f *hitFront) AppendHit(dst []byte, r *hitpath.Request, date []byte, remote
 	if !ok {
 		return false // net/http answers 400
 	}
+	if r.ServerName != "" && !strings.EqualFold(host, r.ServerName) {
+		// Another host than the handshake's (a connection a client
+		// coalesced, or domain fronting): the front judges it by the
+		// connection's certificate (tlsFront.misdirected).
+		return false
+	}
 	s := n.sites.Load().lookupCanonical(host)
 	if s == nil {
 		return false // net/http answers 421

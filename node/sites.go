@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgecache/edge/config"
+	"github.com/edgecache/edge/internal/clientaddr"
 	"github.com/edgecache/edge/origin"
 	"github.com/edgecache/edge/proxy"
 )
@@ -248,6 +249,16 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 			return
 		}
 		r.Host = host // the one spelling every later step sees
+		if n.tls != nil && n.tls.misdirected(r, host) && !clientaddr.In(r.RemoteAddr, n.cfg.Forwarding.TrustedProxies) {
+			n.siteM.misdirects.Inc()
+			answer := ownAnswer(n.cfg.NodeID, "not-in-certificate", misdirected)
+			if n.access != nil {
+				n.access.logged("-", r, w, unproxied(answer))
+				return
+			}
+			answer(w, r)
+			return
+		}
 		s := n.sites.Load().lookupCanonical(host)
 		if s == nil {
 			n.siteM.misdirects.Inc()

@@ -107,6 +107,7 @@ func newTLSFront(cfg *config.Config, h http.Handler, log *slog.Logger, reg prome
 		// Session tickets are on, with keys crypto/tls rotates itself
 		// (daily, each valid for a week).
 	}
+	t.conf.WrapSession, t.conf.UnwrapSession = t.wrapSession, t.unwrapSession
 	if t.magic != nil {
 		t.conf.NextProtos = append(t.conf.NextProtos, "acme-tls/1")
 	}
@@ -476,4 +477,82 @@ func (t *tlsFront) certificates() []CertInfo {
 		}
 	}
 	return out
+}
+
+// sessionNamePrefix marks the server name a session ticket was issued
+// under, in its SessionState.Extra.
+const sessionNamePrefix = "edge-sni\x00"
+
+// wrapSession is the TLS config's WrapSession: a ticket names the server
+// name of the handshake it was issued in.
+func (t *tlsFront) wrapSession(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+	ss.Extra = append(ss.Extra, []byte(sessionNamePrefix+strings.ToLower(cs.ServerName)))
+	return t.conf.EncryptTicket(cs, ss)
+}
+
+// unwrapSession is the TLS config's UnwrapSession: a ticket is resumed
+// only under the server name it was issued under (RFC 6066 §3: the
+// server MUST NOT resume a session for another name). crypto/tls resumed
+// any, so a session whose client had verified a.test's certificate went
+// on under SNI b.test, and with it the certificate check of the hosts a
+// connection may ask for (misdirected; a review's
+// TestS68TicketForAnotherNameIsNotResumed). (nil, nil): a full handshake.
+func (t *tlsFront) unwrapSession(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+	ss, err := t.conf.DecryptTicket(identity, cs)
+	if err != nil || ss == nil {
+		return nil, err
+	}
+	want := sessionNamePrefix + strings.ToLower(cs.ServerName)
+	for _, x := range ss.Extra {
+		if string(x) == want {
+			return ss, nil
+		}
+	}
+	return nil, nil
+}
+
+// misdirected reports whether r, which names host (canonical), came on a
+// TLS connection whose certificate does not name host: a client that
+// verified a.test's certificate asking for b.test (domain fronting, or a
+// connection coalesced in error). RFC 9110 §7.4: such a request MUST be
+// rejected unless it came from a trusted gateway (the caller's check);
+// the answer is 421, on which a client opens a connection for the host
+// (RFC 9113 §9.1.1). A connection without SNI (an IP literal, a health
+// check) is not judged: its client checked no name. Nor is one whose
+// certificate is ACME's and other than the name's own (unknown here):
+// it is misdirected unless the host is the handshake's name.
+func (t *tlsFront) misdirected(r *http.Request, host string) bool {
+	if r.TLS == nil || r.TLS.ServerName == "" {
+		return false
+	}
+	sni := strings.ToLower(strings.TrimSuffix(r.TLS.ServerName, "."))
+	if host == sni {
+		return false
+	}
+	leaf := t.leafFor(sni)
+	return leaf == nil || leaf.VerifyHostname(host) != nil
+}
+
+// leafFor is the certificate certificate() gives a handshake for sni
+// from the files (nil: one ACME manages, or none).
+func (t *tlsFront) leafFor(sni string) *x509.Certificate {
+	if t.files == nil {
+		return nil
+	}
+	set := t.files.set.Load()
+	c := set.match(sni)
+	if c == nil && t.magic == nil {
+		c = set.first
+	}
+	if c == nil || len(c.Certificate) == 0 {
+		return nil
+	}
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
