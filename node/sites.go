@@ -233,6 +233,15 @@ func (n *Node) siteFor(host string) *proxy.Site {
 // §15.5.20: this server is not configured to answer for that authority)
 // and counts the others per site.
 func (n *Node) siteFront(next *proxy.Handler) http.Handler {
+	// own answers r itself, logged under site.
+	own := func(w http.ResponseWriter, r *http.Request, site, detail string, answer http.HandlerFunc) {
+		h := ownAnswer(n.cfg.NodeID, detail, answer)
+		if n.access != nil {
+			n.access.logged(site, r, w, unproxied(h))
+			return
+		}
+		h(w, r)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, ok := proxy.CanonicalHost(r.Host)
 		if !ok {
@@ -240,45 +249,25 @@ func (n *Node) siteFront(next *proxy.Handler) http.Handler {
 			// no spelling of a host may reach a site under a key that a
 			// purge of the plain spelling would miss.
 			n.siteM.badHosts.Inc()
-			answer := ownAnswer(n.cfg.NodeID, "bad-host", badHost)
-			if n.access != nil {
-				n.access.logged("-", r, w, unproxied(answer))
-				return
-			}
-			answer(w, r)
+			own(w, r, "-", "bad-host", badHost)
 			return
 		}
 		r.Host = host // the one spelling every later step sees
 		if n.tls != nil && n.tls.misdirected(r, host) && !clientaddr.In(r.RemoteAddr, n.cfg.Forwarding.TrustedProxies) {
 			n.siteM.misdirects.Inc()
-			answer := ownAnswer(n.cfg.NodeID, "not-in-certificate", misdirected)
-			if n.access != nil {
-				n.access.logged("-", r, w, unproxied(answer))
-				return
-			}
-			answer(w, r)
+			own(w, r, "-", "not-in-certificate", misdirected)
 			return
 		}
 		s := n.sites.Load().lookupCanonical(host)
 		if s == nil {
 			n.siteM.misdirects.Inc()
-			answer := ownAnswer(n.cfg.NodeID, "no-site", misdirected)
-			if n.access != nil {
-				n.access.logged("-", r, w, unproxied(answer))
-				return
-			}
-			answer(w, r)
+			own(w, r, "-", "no-site", misdirected)
 			return
 		}
 		s.requests.Inc()
 		if s.limiter != nil && !s.limiter.allow(s.limiter.clientOf(r.RemoteAddr, r.Header), time.Now()) {
 			s.limited.Inc()
-			answer := ownAnswer(n.cfg.NodeID, "rate-limited", s.limiter.tooMany)
-			if n.access != nil {
-				n.access.logged(s.name, r, w, unproxied(answer))
-				return
-			}
-			answer(w, r)
+			own(w, r, s.name, "rate-limited", s.limiter.tooMany)
 			return
 		}
 		// Resolved once: the key, the origin fetch and the cluster are
