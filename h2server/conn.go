@@ -913,9 +913,60 @@ func (c *conn) writeHeadersLocked(st *stream, status int, fields []hpack.HeaderF
 	c.hbuf.Reset()
 	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
 	for _, hf := range fields {
-		_ = c.henc.WriteField(hf)
+		c.writeField(hf)
 	}
-	return c.writeBlockLocked(st.id, c.hbuf.Bytes(), end)
+	err := c.writeBlockLocked(st.id, c.hbuf.Bytes(), end)
+	c.shrinkHeaderBuffer()
+	return err
+}
+
+// writeField encodes hf into c.hbuf. A long value is written as a literal
+// without indexing, bypassing the encoder (RFC 7541 §6.2.2: the dynamic
+// table is untouched, so the peer's stays in step): the encoder keeps a
+// scratch buffer of its largest field for the connection's life, and an
+// answer with a 1 MiB field left each idle connection holding one (a
+// review's TestS71InternedFieldValuesAreBoundedInBytes).
+func (c *conn) writeField(hf hpack.HeaderField) {
+	if len(hf.Value) <= internMaxBytes {
+		_ = c.henc.WriteField(hf)
+		return
+	}
+	b := c.hbuf.AvailableBuffer()
+	b = append(b, 0) // literal without indexing, new name (a 4-bit prefix of 0)
+	b = appendHpackInt(b, 7, uint64(len(hf.Name)))
+	b = append(b, hf.Name...)
+	b = appendHpackInt(b, 7, uint64(len(hf.Value))) // H bit 0: no Huffman coding
+	b = append(b, hf.Value...)
+	c.hbuf.Write(b)
+}
+
+// appendHpackInt appends v as an HPACK integer with an n-bit prefix whose
+// other bits are 0 (RFC 7541 §5.1).
+func appendHpackInt(b []byte, n uint, v uint64) []byte {
+	max := uint64(1)<<n - 1
+	if v < max {
+		return append(b, byte(v))
+	}
+	b = append(b, byte(max))
+	for v -= max; v >= 128; v >>= 7 {
+		b = append(b, byte(v&0x7f|0x80))
+	}
+	return append(b, byte(v))
+}
+
+// keptHeaderBufferBytes is the largest header-block buffer a connection
+// keeps between blocks.
+const keptHeaderBufferBytes = 16 << 10
+
+// shrinkHeaderBuffer lets an outsized header block's buffer go: kept, an
+// answer with a 1 MiB field left every idle connection that carried it
+// holding its size (TestS71InternedFieldValuesAreBoundedInBytes). The
+// encoder writes into c.hbuf by address, so the field is replaced in
+// place.
+func (c *conn) shrinkHeaderBuffer() {
+	if c.hbuf.Cap() > keptHeaderBufferBytes {
+		c.hbuf = bytes.Buffer{}
+	}
 }
 
 // writeBlockLocked sends an encoded header block in frames of the peer's

@@ -41,6 +41,7 @@ func (c *conn) answerHit(st *stream, rp requestFields, fields []hpack.HeaderFiel
 	}
 	c.srv.Metrics.countHit()
 	status, out, inline := c.hitFields(a.Head)
+	defer clear(out) // the fields' strings are the answer's: not held by an idle connection
 	*bp = a.Head[:0] // the answer may have grown the buffer: keep it
 	body := a.Body
 	if body == nil {
@@ -160,8 +161,18 @@ func (c *conn) hitFields(head []byte) (status int, fields []hpack.HeaderField, i
 	return status, fields, inline
 }
 
+// internMaxBytes is the longest value a connection interns: interning
+// saves an allocation per hit for the short fields every answer repeats;
+// a long one held per connection (a 1 MiB field an origin sends) made
+// idle connections hold megabytes each (a review's
+// TestS71InternedFieldValuesAreBoundedInBytes).
+const internMaxBytes = 1 << 10
+
 // intern returns b as a string, the same one each time while it is held.
 func (c *conn) intern(b []byte) string {
+	if len(b) > internMaxBytes {
+		return string(b)
+	}
 	if s, ok := c.internStrings[string(b)]; ok {
 		return s
 	}

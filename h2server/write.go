@@ -302,9 +302,10 @@ func (rw *responseWriter) finish() {
 		} else {
 			c.hbuf.Reset()
 			for _, hf := range trailers {
-				_ = c.henc.WriteField(hf)
+				c.writeField(hf)
 			}
 			err = c.writeBlockLocked(st.id, c.hbuf.Bytes(), true)
+			c.shrinkHeaderBuffer()
 		}
 		c.wmu.Unlock()
 	}

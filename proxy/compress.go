@@ -476,6 +476,7 @@ func (e *Entry) derive(enc coding.Encoding, body []byte, form string) *Entry {
 	d := e.sibling(hdr, body)
 	d.etag, d.coding = hdr.Get("Etag"), enc
 	d.computeSize()
+	d.size -= int64(len(d.surrogates)) * tagOverhead // a form is not in the tag index: its base is
 	return d
 }
 

@@ -69,9 +69,17 @@ type Entry struct {
 // header and body bytes, so that many tiny objects still count.
 const entryOverhead = 256
 
-// computeSize charges the entry's header, key and body bytes.
+// tagOverhead approximates what each surrogate tag of an entry costs
+// beyond its bytes in the header: its string in the entry's list and its
+// slot in the store's tag index. Uncharged, 2,000 tags a page (one
+// origin's Surrogate-Key) held ten times the store's budget in the heap
+// (a review's TestS71SurrogateTagsAreChargedForWhatTheyCost).
+const tagOverhead = 64
+
+// computeSize charges the entry's header, key and body bytes, and its
+// tags' bookkeeping.
 func (e *Entry) computeSize() {
-	n := int64(len(e.Body) + len(e.Key) + len(e.VaryKey) + entryOverhead)
+	n := int64(len(e.Body)+len(e.Key)+len(e.VaryKey)+entryOverhead) + int64(len(e.surrogates))*tagOverhead
 	for k, vs := range e.Header {
 		n += int64(len(k))
 		for _, v := range vs {

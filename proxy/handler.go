@@ -13,6 +13,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -640,7 +642,25 @@ func (h *Handler) missFor(key string, r *http.Request, purgesAt uint64) miss {
 		m.ownQuery, m.urlPassKey = true, m.passKey
 		m.passKey += "\x00query " + r.URL.RawQuery
 	}
+	m.passKey, m.urlPassKey = memoryKey(m.passKey), memoryKey(m.urlPassKey)
 	return m
+}
+
+// memoryKeyMax is the longest key the hit-for-pass and too-large
+// memories hold as it is.
+const memoryKeyMax = 512
+
+// memoryKey is k as those memories hold it: itself up to memoryKeyMax
+// bytes, else a digest. A pass key spells out the names of the request's
+// keyed fields and, past a key rule, its query: 10,000 of them with a
+// header-sized name each were hundreds of MiB no budget counted (a
+// review's TestS71HitForPassMemoryBytesAreBounded).
+func memoryKey(k string) string {
+	if len(k) <= memoryKeyMax {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "\x00digest " + hex.EncodeToString(sum[:16])
 }
 
 // remembered reports whether memory holds m's pass key, or, for a request

@@ -105,19 +105,23 @@ func (h *Handler) sliceable(resp *http.Response, e *Entry) bool {
 	if e.offers != 0 && resp.ContentLength <= h.cfg.MaxObjectBytes {
 		return false // compressible and small enough to keep whole: compressed at the edge
 	}
-	return strongTag(e.etag) || e.hasLastMod && strongDate(e.Header)
+	return strongTag(e.etag) || e.hasLastMod && strongDate(e)
 }
 
-// strongDate reports whether a response's Last-Modified is a strong
-// validator for a cache: its Date at least a second after it (RFC 9110
-// §8.8.2.2). Slices of one object are stitched by their validator, and a
-// file rewritten within the second it was served has the same
-// Last-Modified with other bytes (a review's
+// strongDate reports whether e's Last-Modified is a strong validator for
+// a cache: at least 60 seconds before its Date (RFC 9110 §8.8.2.2; the
+// margin allows for the origin's file and Date clocks to differ), or
+// before when it arrived when the origin sent no Date (which a cache
+// assigns then, §6.6.1). Slices of one object are stitched by their
+// validator, and a file rewritten within the second it was served has
+// the same Last-Modified with other bytes (a review's
 // TestS67SameSecondLastModifiedIsNoStrongValidatorForSlices).
-func strongDate(hdr http.Header) bool {
-	lm, err1 := http.ParseTime(hdr.Get("Last-Modified"))
-	date, err2 := http.ParseTime(hdr.Get("Date"))
-	return err1 == nil && err2 == nil && !date.Before(lm.Add(time.Second))
+func strongDate(e *Entry) bool {
+	date, ok := parseHTTPDate(e.Header.Get("Date"))
+	if !ok {
+		date = e.ResponseTime
+	}
+	return !date.Before(e.lastMod.Add(60 * time.Second))
 }
 
 // manifestOf returns the manifest for a sliced object whose response built
@@ -943,7 +947,7 @@ func (h *Handler) dropSliced(m *Entry, err error) {
 	switch {
 	case errors.Is(err, errNoRanges):
 		h.removeKey(m.Key)
-		h.large.Add(m.Key, struct{}{}) // streamed through from now on
+		h.large.Add(memoryKey(m.Key), struct{}{}) // streamed through from now on
 		h.metrics.SliceFailures.WithLabelValues("no-ranges").Inc()
 	case errors.Is(err, errChanged):
 		h.removeKey(m.Key) // the next request learns the new object
