@@ -684,6 +684,12 @@ func (h *Handler) fetchFor(ctx context.Context, key string, req *http.Request, w
 		return res, err
 	}
 	h.metrics.OriginRequests.WithLabelValues(statusClass(res.Resp.StatusCode)).Inc()
+	// The message as it may be forwarded (RFC 9110 §7.6.1), for everyone
+	// who reads it from here: the requester's own fields were taken from
+	// it raw, and a per-user field the origin named in Connection reached
+	// the client that led a stored fill (a review's
+	// TestS73PerUserFieldNamedInConnectionIsNotForwarded).
+	removeHopByHop(res.Resp.Header)
 	applyResponseRule(req, res.Resp)
 	if g := in.ruling; g != nil && g.req != nil && !g.set.Retired() {
 		h.metrics.rules.origin.WithLabelValues(g.site, g.req.Name).Inc()

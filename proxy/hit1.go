@@ -165,6 +165,18 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 		if editsApart(req.Site.Rules, rule, keyRule, req.Path) {
 			return false
 		}
+		if rule != nil {
+			// Credentials or a cookie a rule adds make ServeHTTP judge
+			// the entry as a personal request's (authAllowsShared); this
+			// path reads the client's fields only (a review's
+			// TestS72RuleSetAuthorizationHitPathServesWhatServeHTTPPasses).
+			if _, ok := rule.Request.Value("Authorization"); ok {
+				return false
+			}
+			if _, ok := rule.Request.Value("Cookie"); ok {
+				return false
+			}
+		}
 	}
 	// The scheme as ServeHTTP reads it (Handler.scheme); a client's
 	// X-Forwarded-Proto never reaches this path (hitpath declines it).
@@ -202,6 +214,9 @@ func (h *Handler) AppendHit(dst []byte, req *HitRequest, date []byte, a *HitAnsw
 	b := h.hitBlockOf(d)
 	if !b.usable {
 		return false
+	}
+	if req.Remote != nil && scheme != "https" && len(d.Header[hsts]) > 0 {
+		return false // ServeHTTP leaves it out for a plain client (plainClient)
 	}
 	var ip string
 	if req.Remote != nil && (h.clients.on() || (len(d.Body) > copyBodyBytes && !req.Head)) {

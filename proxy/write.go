@@ -28,13 +28,30 @@ func (h *Handler) extendWrite(w http.ResponseWriter) {
 	}
 }
 
+// hsts is the field an origin's Strict-Transport-Security answer sets.
+const hsts = "Strict-Transport-Security"
+
+// plainClient reports whether r is a client's (not a peer's) whose scheme
+// is http, to whom an origin's Strict-Transport-Security is not passed: a
+// host MUST NOT send it over plain HTTP (RFC 6797 §7.2), and http and
+// https share entries unless cache.key_scheme is on, so one https fill
+// gave it to every plain hit (a review's
+// TestS73OriginsHSTSFromAnHTTPSFillIsNotServedOverPlainHTTP). A peer gets
+// the entry's fields whole: its own client decides.
+func (h *Handler) plainClient(r *http.Request) bool {
+	return !inboundOf(r).Relayed && h.scheme(r) != "https"
+}
+
 // setEntryHeader fills w's header from a stored entry, with our Age,
 // Cache-Status and Via, and the requester's own per-user fields. The
 // stored copy's Edge-Cache-Control is a peer's alone (edgeTargeted).
 func (h *Handler) setEntryHeader(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	hdr := w.Header()
+	plain := h.plainClient(r)
 	for k, v := range e.Header {
-		hdr[k] = v
+		if !plain || k != hsts {
+			hdr[k] = v
+		}
 	}
 	if !inboundOf(r).Relayed {
 		h.dropEdgeTargeted(hdr)
@@ -395,12 +412,17 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 // upstream sends (spool.go).
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus, release func()) {
 	hdr := w.Header()
+	// The origin's message loses its hop-by-hop fields before it meets
+	// the front's own: a Connection naming Strict-Transport-Security or
+	// Alt-Svc took the node's off every answer it passed (a review's
+	// TestS73OriginsConnectionOptionsDoNotStripTheFrontsFields).
+	removeHopByHop(resp.Header)
+	plain := h.plainClient(r)
 	for k, v := range resp.Header {
-		if k != altSvc { // the TLS front's own stays (altSvc)
+		if k != altSvc && (!plain || k != hsts) { // the TLS front's own stays (altSvc)
 			hdr[k] = v
 		}
 	}
-	removeHopByHop(hdr)
 	removeEdgeHeaders(hdr)
 	if inboundOf(r).Relayed {
 		// A peer reads the lifetime from them as this node would have:
