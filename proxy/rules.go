@@ -126,18 +126,38 @@ func (g *ruling) keyRule() *rules.Rule {
 // reports whether the rule bypasses the store.
 func applyRequestRule(r *http.Request, g *ruling, sanitize func(*http.Request)) (bypass bool) {
 	rule := g.requestRule()
-	if rule != nil && rule.StripCookies {
+	if g.stripsCookies() {
 		delete(r.Header, "Cookie")
 	}
 	sanitize(r)
 	if g.sortsQuery() && r.URL.RawQuery != "" {
 		r.URL.RawQuery = SortedQuery(r.URL.RawQuery)
 	}
+	if kr := g.keyRule(); kr != nil && kr.Bypass {
+		// The key rule (the GET's, without cookie conditions) keeps the
+		// URL out of the store: a HEAD or a cookie's holder under a rule
+		// of its own does not fill it, or bob's HEAD was answered from
+		// alice's (a review's TestS72HeadRuleFillsAPathTheGetRuleBypasses).
+		bypass = true
+	}
 	if rule == nil {
-		return false
+		return bypass
 	}
 	rule.Request.ApplyTo(r.Header)
-	return rule.Bypass
+	return bypass || rule.Bypass
+}
+
+// stripsCookies reports whether the request's cookies go, and the
+// answer's Set-Cookie: its rule says so, or the key rule does (the GET's
+// under which the answer is shared: a HEAD-only or cookie rule ahead of
+// it sent alice's cookie to the origin and stored what it made of it for
+// everyone; a review's TestS72HeadRuleForwardsTheCookiesTheGetRuleStrips).
+func (g *ruling) stripsCookies() bool {
+	if r := g.requestRule(); r != nil && r.StripCookies {
+		return true
+	}
+	kr := g.keyRule()
+	return kr != nil && kr.StripCookies
 }
 
 // applyResponseRule edits an upstream answer to r as the rules say:
@@ -149,7 +169,7 @@ func applyResponseRule(req *http.Request, resp *http.Response) {
 	if g == nil {
 		return
 	}
-	if r := g.requestRule(); r != nil && r.StripCookies {
+	if g.stripsCookies() {
 		delete(resp.Header, "Set-Cookie")
 	}
 	if r := g.response(resp.StatusCode); r != nil {

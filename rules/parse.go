@@ -229,6 +229,9 @@ func parseRule(at string, m map[string]any) (*Rule, error) {
 	if r.Request, err = headerEdit(at+".request_headers", m["request_headers"], protectedRequestFields); err != nil {
 		return nil, err
 	}
+	if err := checkForwardedProto(at+".request_headers", r.Request); err != nil {
+		return nil, err
+	}
 	if r.Response, err = headerEdit(at+".response_headers", m["response_headers"], protectedResponseFields); err != nil {
 		return nil, err
 	}
@@ -497,6 +500,22 @@ func headerEdit(at string, v any, protected []string) (HeaderEdit, error) {
 		}
 	}
 	return e, nil
+}
+
+// checkForwardedProto refuses a request edit of X-Forwarded-Proto other
+// than setting http or https: the edge keys and judges a request by the
+// scheme a rule sets there, and tells the origin that scheme. Removed, a
+// peer's relayed request lost the scheme its ingress had read (a
+// review's TestS72RuleRemovingForwardedProtoMisreadsEveryRelayedRequest).
+func checkForwardedProto(at string, e HeaderEdit) error {
+	const name = "X-Forwarded-Proto"
+	if slices.Contains(e.Remove, name) {
+		return &Error{Key: at + ".remove", Value: name, Reason: "may not be removed by a rule: the edge tells the origin in it the scheme it keys the request by (a rule may set it to http or https)"}
+	}
+	if v, ok := e.Value(name); ok && !strings.EqualFold(v, "http") && !strings.EqualFold(v, "https") {
+		return &Error{Key: at + ".set." + name, Value: v, Reason: "is not http or https: the edge keys the request by the scheme a rule sets here"}
+	}
+	return nil
 }
 
 func boolOf(key string, v any) (bool, error) {
