@@ -48,6 +48,17 @@ func (o *hintingOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client every node uses (the hints ride on its fetch), on a real socket.
 func earlyHintsProxy(t *testing.T, o *hintingOrigin) (*Handler, *httptest.Server) {
 	t.Helper()
+	h := handlerOverOriginClient(t, o)
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	return h, front
+}
+
+// handlerOverOriginClient is a Handler with the default config whose
+// fetcher is the origin client every node uses, in front of o served on
+// a real socket.
+func handlerOverOriginClient(t *testing.T, o http.Handler) *Handler {
+	t.Helper()
 	up := httptest.NewServer(o)
 	t.Cleanup(up.Close)
 	oc, err := origin.NewClient(origin.ClientConfig{URL: up.URL, ConnectTimeout: 5 * time.Second, ResponseTimeout: 30 * time.Second, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second})
@@ -55,10 +66,7 @@ func earlyHintsProxy(t *testing.T, o *hintingOrigin) (*Handler, *httptest.Server
 		t.Fatal(err)
 	}
 	store := NewStore(16<<20, 8)
-	h := New(DefaultConfig(), store, FetcherFunc(oc.Fetch), NewMetrics(prometheus.NewRegistry(), store), nil)
-	front := httptest.NewServer(h)
-	t.Cleanup(front.Close)
-	return h, front
+	return New(DefaultConfig(), store, FetcherFunc(oc.Fetch), NewMetrics(prometheus.NewRegistry(), store), nil)
 }
 
 // hintedGet asks front for target and returns the final answer's status,

@@ -19,14 +19,7 @@ import (
 // node's TLS front adds Alt-Svc and Strict-Transport-Security).
 func s73Proxy(t *testing.T, o http.HandlerFunc, front http.Header) *httptest.Server {
 	t.Helper()
-	up := httptest.NewServer(o)
-	t.Cleanup(up.Close)
-	oc, err := origin.NewClient(origin.ClientConfig{URL: up.URL, ConnectTimeout: 5 * time.Second, ResponseTimeout: 30 * time.Second, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := NewStore(16<<20, 8)
-	h := New(DefaultConfig(), store, FetcherFunc(oc.Fetch), NewMetrics(prometheus.NewRegistry(), store), nil)
+	h := handlerOverOriginClient(t, o)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range front {
 			w.Header()[k] = v

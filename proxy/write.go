@@ -47,7 +47,7 @@ func (h *Handler) plainClient(r *http.Request) bool {
 // stored copy's Edge-Cache-Control is a peer's alone (edgeTargeted).
 func (h *Handler) setEntryHeader(w http.ResponseWriter, r *http.Request, e *Entry, now time.Time, status cacheStatus, own http.Header) {
 	hdr := w.Header()
-	plain := h.plainClient(r)
+	plain := len(e.Header[hsts]) > 0 && h.plainClient(r)
 	for k, v := range e.Header {
 		if !plain || k != hsts {
 			hdr[k] = v
@@ -412,12 +412,12 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 // upstream sends (spool.go).
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, status cacheStatus, release func()) {
 	hdr := w.Header()
-	// The origin's message loses its hop-by-hop fields before it meets
-	// the front's own: a Connection naming Strict-Transport-Security or
-	// Alt-Svc took the node's off every answer it passed (a review's
+	// resp has no hop-by-hop fields left (fetchFor removed them as it
+	// came): removed here from the merged header, a Connection naming
+	// Strict-Transport-Security or Alt-Svc took the front's own off
+	// every answer passed (a review's
 	// TestS73OriginsConnectionOptionsDoNotStripTheFrontsFields).
-	removeHopByHop(resp.Header)
-	plain := h.plainClient(r)
+	plain := len(resp.Header[hsts]) > 0 && h.plainClient(r)
 	for k, v := range resp.Header {
 		if k != altSvc && (!plain || k != hsts) { // the TLS front's own stays (altSvc)
 			hdr[k] = v
